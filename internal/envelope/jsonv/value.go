@@ -1,0 +1,338 @@
+package jsonv
+
+import (
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+)
+
+// Kind names the JSON type of a Value.
+type Kind uint8
+
+// The JSON kinds. The zero Value is Null.
+const (
+	Null Kind = iota
+	Bool
+	Number
+	String
+	Array
+	Object
+)
+
+// String returns the kind's lower-case JSON name.
+func (k Kind) String() string {
+	switch k {
+	case Null:
+		return "null"
+	case Bool:
+		return "boolean"
+	case Number:
+		return "number"
+	case String:
+		return "string"
+	case Array:
+		return "array"
+	case Object:
+		return "object"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Value is an immutable-by-convention JSON value. Callers that need to change
+// a Value build a new one; slices returned by Elems and Members must not be
+// modified (copy them first), because Values share structure freely.
+type Value struct {
+	kind Kind
+	b    bool
+	s    string // String: the text; Number: the JSON literal
+	arr  []Value
+	obj  []Member
+}
+
+// Member is one key/value pair of an Object, in insertion order.
+type Member struct {
+	Key   string
+	Value Value
+}
+
+// NullValue returns JSON null (the zero Value).
+func NullValue() Value { return Value{} }
+
+// BoolValue returns a JSON boolean.
+func BoolValue(b bool) Value { return Value{kind: Bool, b: b} }
+
+// StringValue returns a JSON string.
+func StringValue(s string) Value { return Value{kind: String, s: s} }
+
+// IntValue returns a JSON integer.
+func IntValue(i int64) Value { return Value{kind: Number, s: strconv.FormatInt(i, 10)} }
+
+// FloatValue returns a JSON float written as Python's repr would write it
+// (so 1.0 stays "1.0", never "1"). NaN and infinities have no JSON form and
+// become null, as Python's JSON encoders refuse them.
+func FloatValue(f float64) Value {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return Value{}
+	}
+	return Value{kind: Number, s: FormatFloat(f)}
+}
+
+// NumberLiteral returns a JSON number holding lit exactly. It reports false
+// when lit is not a valid JSON number.
+func NumberLiteral(lit string) (Value, bool) {
+	if !validNumber(lit) {
+		return Value{}, false
+	}
+	return Value{kind: Number, s: lit}, true
+}
+
+// ArrayValue returns a JSON array of elems. The slice is kept, not copied.
+func ArrayValue(elems ...Value) Value {
+	if elems == nil {
+		elems = []Value{}
+	}
+	return Value{kind: Array, arr: elems}
+}
+
+// ObjectValue returns a JSON object of members in the given order. The slice
+// is kept, not copied. Keys must be unique (use Set to build objects from
+// untrusted keys).
+func ObjectValue(members ...Member) Value {
+	if members == nil {
+		members = []Member{}
+	}
+	return Value{kind: Object, obj: members}
+}
+
+// Kind returns the value's JSON kind.
+func (v Value) Kind() Kind { return v.kind }
+
+// IsNull reports whether v is JSON null.
+func (v Value) IsNull() bool { return v.kind == Null }
+
+// Bool returns the boolean and whether v is one.
+func (v Value) Bool() (bool, bool) { return v.b, v.kind == Bool }
+
+// Str returns the string and whether v is one.
+func (v Value) Str() (string, bool) { return v.s, v.kind == String }
+
+// Literal returns a number's JSON text as written (empty for non-numbers).
+func (v Value) Literal() string {
+	if v.kind != Number {
+		return ""
+	}
+	return v.s
+}
+
+// IsInteger reports whether v is a number written without a fraction or an
+// exponent, which Python's json module reads as int.
+func (v Value) IsInteger() bool {
+	return v.kind == Number && !strings.ContainsAny(v.s, ".eE")
+}
+
+// IsFloat reports whether v is a number that Python reads as float.
+func (v Value) IsFloat() bool {
+	return v.kind == Number && strings.ContainsAny(v.s, ".eE")
+}
+
+// Float64 returns the number as a float64 (Python's float(x)); integers too
+// large for a float64 become ±Inf, as Python's float() would overflow.
+func (v Value) Float64() (float64, bool) {
+	if v.kind != Number {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(v.s, 64)
+	if err != nil {
+		// ParseFloat returns ±Inf with a range error for huge literals.
+		return f, true
+	}
+	return f, true
+}
+
+// Int returns an integer literal as a big.Int (Python ints are unbounded).
+func (v Value) Int() (*big.Int, bool) {
+	if !v.IsInteger() {
+		return nil, false
+	}
+	n, ok := new(big.Int).SetString(v.s, 10)
+	return n, ok
+}
+
+// Int64 returns an integer that fits in an int64.
+func (v Value) Int64() (int64, bool) {
+	if !v.IsInteger() {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v.s, 10, 64)
+	return n, err == nil
+}
+
+// Len returns the number of elements of an array or members of an object.
+func (v Value) Len() int {
+	switch v.kind {
+	case Array:
+		return len(v.arr)
+	case Object:
+		return len(v.obj)
+	}
+	return 0
+}
+
+// Elems returns an array's elements (nil for other kinds). Do not modify.
+func (v Value) Elems() []Value {
+	if v.kind != Array {
+		return nil
+	}
+	return v.arr
+}
+
+// Members returns an object's members in order (nil for other kinds). Do
+// not modify.
+func (v Value) Members() []Member {
+	if v.kind != Object {
+		return nil
+	}
+	return v.obj
+}
+
+// Get returns the value of key in an object.
+func (v Value) Get(key string) (Value, bool) {
+	if v.kind != Object {
+		return Value{}, false
+	}
+	for i := range v.obj {
+		if v.obj[i].Key == key {
+			return v.obj[i].Value, true
+		}
+	}
+	return Value{}, false
+}
+
+// Has reports whether an object has key.
+func (v Value) Has(key string) bool {
+	_, ok := v.Get(key)
+	return ok
+}
+
+// Set returns a copy of object v with key set to val: replaced in place when
+// present (Python dict assignment keeps the key's position), else appended.
+// v itself is not changed. Set on a non-object starts a new object.
+func (v Value) Set(key string, val Value) Value {
+	members := make([]Member, 0, len(v.obj)+1)
+	replaced := false
+	for _, m := range v.obj {
+		if m.Key == key {
+			m.Value = val
+			replaced = true
+		}
+		members = append(members, m)
+	}
+	if !replaced {
+		members = append(members, Member{Key: key, Value: val})
+	}
+	return Value{kind: Object, obj: members}
+}
+
+// Delete returns a copy of object v without key. v itself is not changed.
+func (v Value) Delete(key string) Value {
+	if v.kind != Object {
+		return v
+	}
+	members := make([]Member, 0, len(v.obj))
+	for _, m := range v.obj {
+		if m.Key != key {
+			members = append(members, m)
+		}
+	}
+	return Value{kind: Object, obj: members}
+}
+
+// Truthy reports Python's bool(x) for the value: null, false, 0, 0.0, "",
+// [] and {} are false; everything else is true.
+func (v Value) Truthy() bool {
+	switch v.kind {
+	case Null:
+		return false
+	case Bool:
+		return v.b
+	case Number:
+		f, _ := v.Float64()
+		return f != 0
+	case String:
+		return v.s != ""
+	case Array:
+		return len(v.arr) > 0
+	case Object:
+		return len(v.obj) > 0
+	}
+	return false
+}
+
+// Equal reports whether a and b are equal as Python compares decoded JSON:
+// numbers by value (1 == 1.0), objects regardless of key order, arrays
+// element-wise. true is not equal to 1 here, unlike Python, because JSON
+// keeps them apart and so must historyd.
+func Equal(a, b Value) bool {
+	if a.kind != b.kind {
+		return false
+	}
+	switch a.kind {
+	case Null:
+		return true
+	case Bool:
+		return a.b == b.b
+	case String:
+		return a.s == b.s
+	case Number:
+		if a.s == b.s {
+			return true
+		}
+		return numbersEqual(a, b)
+	case Array:
+		if len(a.arr) != len(b.arr) {
+			return false
+		}
+		for i := range a.arr {
+			if !Equal(a.arr[i], b.arr[i]) {
+				return false
+			}
+		}
+		return true
+	case Object:
+		if len(a.obj) != len(b.obj) {
+			return false
+		}
+		for _, m := range a.obj {
+			bv, ok := b.Get(m.Key)
+			if !ok || !Equal(m.Value, bv) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func numbersEqual(a, b Value) bool {
+	if a.IsInteger() && b.IsInteger() {
+		x, ok1 := a.Int()
+		y, ok2 := b.Int()
+		return ok1 && ok2 && x.Cmp(y) == 0
+	}
+	// Python compares int and float exactly; big.Float does too.
+	x, _, err1 := big.ParseFloat(a.s, 10, 2048, big.ToNearestEven)
+	y, _, err2 := big.ParseFloat(b.s, 10, 2048, big.ToNearestEven)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	if a.IsFloat() {
+		f, _ := a.Float64()
+		x = new(big.Float).SetPrec(2048).SetFloat64(f)
+	}
+	if b.IsFloat() {
+		f, _ := b.Float64()
+		y = new(big.Float).SetPrec(2048).SetFloat64(f)
+	}
+	return x.Cmp(y) == 0
+}
