@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+)
+
+// errorDomain is the google.rpc.ErrorInfo domain of every status historyd sends (DESIGN.md "Wire
+// model").
+const errorDomain = "historyd"
+
+// internalMessage is the only text a client ever sees for an error the server did not expect; the
+// real error is logged, never sent (DESIGN.md "Errors").
+const internalMessage = "internal error"
+
+// errorRule maps one domain error to a gRPC code and an ErrorReason. target is matched with
+// errors.Is, so it is a sentinel (ErrX) that the domain returns or wraps with %w, or that a typed
+// domain error names in its Unwrap or Is method.
+type errorRule struct {
+	target error
+	code   codes.Code
+	reason historyv1.ErrorReason
+}
+
+// errorRules is the table toStatus consults, first match wins. Each issue that adds a domain
+// sentinel adds its row here (and errors_test.go checks every row), for example:
+//
+//	{store.ErrBranchNotFound, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND},
+var errorRules = []errorRule{}
+
+// metadataError is implemented by domain errors that name the entities involved. Its keys become
+// the ErrorInfo metadata and must be the lowerCamel keys of DESIGN.md "Wire model" (branchId,
+// messageId, ownerId, headSequence, lastSequence, oldestSequence). Domain packages implement it
+// structurally; they never import this package.
+type metadataError interface {
+	error
+	ErrorMetadata() map[string]string
+}
+
+// fieldError is implemented by errors that reject one input field: toStatus turns them into
+// INVALID_ARGUMENT with reason ERROR_REASON_INVALID_FIELD, a google.rpc.BadRequest naming the field
+// and ErrorInfo metadata key "field". FieldError implements it; domain packages may implement it
+// structurally with their own types.
+type fieldError interface {
+	error
+	InvalidField() string
+}
+
+// FieldError rejects the value of one request field. Field is the field's path in the request as a
+// client spells it in proto (for example "message.sender"); Err says what is wrong with it.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+// Error returns "<field>: <reason>".
+func (e *FieldError) Error() string { return fmt.Sprintf("%s: %v", e.Field, e.Err) }
+
+// Unwrap returns the underlying reason, so that errors.Is sees the sentinel it wraps.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// InvalidField returns the path of the rejected field.
+func (e *FieldError) InvalidField() string { return e.Field }
+
+// internalError is what toStatus returns for an error it has no rule for: the client sees only the
+// fixed INTERNAL status, and the logging interceptor logs the cause next to the call.
+type internalError struct {
+	cause error
+	st    *status.Status
+}
+
+// Error returns the fixed client-facing message, never the cause.
+func (e *internalError) Error() string { return e.st.Message() }
+
+// GRPCStatus lets grpc-go send the fixed status. It must be the error returned to grpc, unwrapped:
+// grpc-go replaces the message of a wrapped status with the wrapper's text.
+func (e *internalError) GRPCStatus() *status.Status { return e.st }
+
+// toStatus maps an error from the domain to the gRPC status error sent to the client. nil stays nil;
+// an error that already is a gRPC status passes through; errorRules give the code and reason of
+// domain sentinels; a fieldError becomes INVALID_ARGUMENT; context cancellation and deadline
+// become CANCELED and DEADLINE_EXCEEDED (the client gave up, so they carry no reason and are not
+// logged as errors); anything else becomes INTERNAL with a fixed message, its cause kept for the
+// log only.
+func toStatus(err error) error {
+	return statusFrom(errorRules, err)
+}
+
+// statusFrom is toStatus over an explicit rule table, so that tests can exercise the mechanism with
+// rules of their own.
+func statusFrom(rules []errorRule, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
+		return err
+	}
+	for _, r := range rules {
+		if errors.Is(err, r.target) {
+			return withErrorInfo(status.New(r.code, err.Error()), r.reason, metadataOf(err)).Err()
+		}
+	}
+	if fe, ok := errors.AsType[fieldError](err); ok {
+		st := status.New(codes.InvalidArgument, err.Error())
+		md := metadataOf(err)
+		if md == nil {
+			md = map[string]string{}
+		}
+		md["field"] = fe.InvalidField()
+		st = withDetails(st, &errdetails.BadRequest{
+			FieldViolations: []*errdetails.BadRequest_FieldViolation{{
+				Field:       fe.InvalidField(),
+				Description: fe.Error(),
+			}},
+		})
+		return withErrorInfo(st, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, md).Err()
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return &internalError{cause: err, st: internalStatus()}
+}
+
+// internalStatus is the fixed INTERNAL status for an unexpected error or a recovered panic.
+func internalStatus() *status.Status {
+	return withErrorInfo(status.New(codes.Internal, internalMessage),
+		historyv1.ErrorReason_ERROR_REASON_INTERNAL, nil)
+}
+
+// metadataOf returns a copy of the ErrorInfo metadata that err (or an error it wraps) names, or nil.
+func metadataOf(err error) map[string]string {
+	me, ok := errors.AsType[metadataError](err)
+	if !ok {
+		return nil
+	}
+	md := me.ErrorMetadata()
+	if len(md) == 0 {
+		return nil
+	}
+	return maps.Clone(md)
+}
+
+// withErrorInfo returns st with the google.rpc.ErrorInfo for reason attached.
+func withErrorInfo(st *status.Status, reason historyv1.ErrorReason, md map[string]string) *status.Status {
+	return withDetails(st, &errdetails.ErrorInfo{
+		Reason:   reason.String(),
+		Domain:   errorDomain,
+		Metadata: md,
+	})
+}
+
+// withDetails returns st with details added. WithDetails fails only for an OK status, which this
+// package never builds; st is then returned unchanged rather than lost.
+func withDetails(st *status.Status, details ...protoadapt.MessageV1) *status.Status {
+	withD, err := st.WithDetails(details...)
+	if err != nil {
+		return st
+	}
+	return withD
+}

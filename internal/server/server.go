@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+// ErrForcedStop is returned by Shutdown when RPCs or streams were still open at the end of the
+// grace period (or when the caller's context ended first) and the server had to be stopped
+// forcibly, cutting them off.
+var ErrForcedStop = errors.New("server: grace period ended before in-flight RPCs finished; stopped forcibly")
+
+// Server is historyd's gRPC server: the *grpc.Server with the production interceptor chain, the
+// grpc.health.v1 service and server reflection registered, and an orderly shutdown. Later issues
+// register their services on GRPCServer before Serve is called.
+type Server struct {
+	logger      *zap.Logger
+	gracePeriod time.Duration
+	grpc        *grpc.Server
+	health      *health.Server
+
+	mu    sync.Mutex
+	hooks []func()
+}
+
+// New builds a Server that logs to logger (nil means zap.NewNop()). The server is not listening
+// until Serve is called.
+func New(logger *zap.Logger, opts ...Option) *Server {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	unary, stream := interceptorChain(logger)
+	gs := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	)
+	hs := health.NewServer() // the overall service "" starts SERVING
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs) // grpc.reflection.v1 and v1alpha
+	return &Server{
+		logger:      logger,
+		gracePeriod: o.gracePeriod,
+		grpc:        gs,
+		health:      hs,
+	}
+}
+
+// GRPCServer returns the underlying *grpc.Server so that services can be registered on it. Register
+// services before calling Serve.
+func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
+
+// Health returns the grpc.health.v1 server, so that a registered service can publish its own
+// serving status. Shutdown sets every status to NOT_SERVING.
+func (s *Server) Health() *health.Server { return s.health }
+
+// OnShutdown adds f to the hooks that Shutdown runs, in the order they were added, after health has
+// gone NOT_SERVING and before GracefulStop; a hook ends the long-lived streams it owns (watch and
+// inbox streams) so that GracefulStop does not wait the whole grace period for them. A hook must
+// not block for long and must not call Shutdown.
+func (s *Server) OnShutdown(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hooks = append(s.hooks, f)
+}
+
+// Serve accepts connections on lis until Shutdown is called, and then returns nil; any other
+// return is a serving failure. Serve takes ownership of lis and closes it.
+func (s *Server) Serve(lis net.Listener) error {
+	return s.grpc.Serve(lis)
+}
+
+// Shutdown stops the server in order: every health status becomes NOT_SERVING (so load balancers
+// and watchers stop sending new work), the OnShutdown hooks run, then GracefulStop lets in-flight
+// RPCs finish for at most the grace period, after which Stop cuts off whatever is left. It returns
+// nil when everything finished in time and ErrForcedStop otherwise; ctx ending early also forces
+// the stop. Shutdown returns only after the server has fully stopped, and is safe to call more than
+// once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.health.Shutdown()
+
+	s.mu.Lock()
+	hooks := s.hooks
+	s.hooks = nil // a second Shutdown does not run them again
+	s.mu.Unlock()
+	for _, hook := range hooks {
+		hook()
+	}
+
+	// Owned by Shutdown: it ends when GracefulStop returns, which Stop below forces, and every path
+	// out of this function waits for it.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		s.grpc.GracefulStop()
+	}()
+
+	timer := time.NewTimer(s.gracePeriod)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+		return nil
+	case <-timer.C:
+		select {
+		case <-stopped: // finished just as the period ended
+			return nil
+		default:
+		}
+		s.logger.Warn("grace period ended with RPCs still open; stopping forcibly",
+			zap.Duration("grace_period", s.gracePeriod))
+	case <-ctx.Done():
+		s.logger.Warn("shutdown context ended with RPCs still open; stopping forcibly",
+			zap.Error(ctx.Err()))
+	}
+	s.grpc.Stop()
+	<-stopped
+	return ErrForcedStop
+}
