@@ -1,0 +1,109 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+)
+
+// config is historyd's configuration. Each field has a flag and a HISTORYD_* environment variable;
+// a flag on the command line wins over the environment, which wins over the default.
+type config struct {
+	Listen      string
+	LogLevel    string
+	LogFormat   string
+	GracePeriod time.Duration
+}
+
+// setting describes one configuration entry, for the flag set, the environment lookup and the
+// README's configuration table.
+type setting struct {
+	flag, env, def, usage string
+}
+
+var settings = []setting{
+	{"listen", "HISTORYD_LISTEN", "127.0.0.1:50051", "TCP address to serve gRPC on, host:port (port 0 picks a free port)"},
+	{"log-level", "HISTORYD_LOG_LEVEL", "info", "minimum log level: debug, info, warn or error"},
+	{"log-format", "HISTORYD_LOG_FORMAT", "json", "log encoding on stderr: json or console"},
+	{"grace-period", "HISTORYD_GRACE_PERIOD", "10s", "how long shutdown waits for in-flight RPCs before stopping forcibly (Go duration, >= 0)"},
+}
+
+// errUsage marks a configuration error that should exit 2 with a usage line.
+var errUsage = errors.New("invalid usage")
+
+// parseConfig reads the configuration from args (without the program name) and getenv. A
+// malformed or unknown value is an error wrapping errUsage; -h or --help returns flag.ErrHelp.
+func parseConfig(args []string, getenv func(string) string) (config, error) {
+	var cfg config
+	fs := flag.NewFlagSet("historyd", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // run prints errors and usage itself
+	fs.StringVar(&cfg.Listen, "listen", settings[0].def, settings[0].usage)
+	fs.StringVar(&cfg.LogLevel, "log-level", settings[1].def, settings[1].usage)
+	fs.StringVar(&cfg.LogFormat, "log-format", settings[2].def, settings[2].usage)
+	fs.DurationVar(&cfg.GracePeriod, "grace-period", mustDuration(settings[3].def), settings[3].usage)
+
+	// The environment first, so that flags parsed afterwards win.
+	for _, s := range settings {
+		if v := getenv(s.env); v != "" {
+			if err := fs.Set(s.flag, v); err != nil {
+				return config{}, fmt.Errorf("%w: invalid value %q for %s (--%s): %v", errUsage, v, s.env, s.flag, err)
+			}
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return config{}, err
+		}
+		return config{}, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if err := cfg.validate(); err != nil {
+		return config{}, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return cfg, nil
+}
+
+// validate checks the values that the flag types do not.
+func (c config) validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen address %q: %v", c.Listen, err)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "json", "console":
+	default:
+		return fmt.Errorf("log format %q: want json or console", c.LogFormat)
+	}
+	if c.GracePeriod < 0 {
+		return fmt.Errorf("grace period %v: must not be negative", c.GracePeriod)
+	}
+	return nil
+}
+
+// usage returns the usage text: one synopsis line, then one line per setting.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: historyd [--listen ADDR] [--log-level LEVEL] [--log-format json|console] [--grace-period DURATION]\n")
+	for _, s := range settings {
+		fmt.Fprintf(&b, "  --%-13s %s (env %s, default %s)\n", s.flag, s.usage, s.env, s.def)
+	}
+	return b.String()
+}
+
+func mustDuration(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		panic("historyd: bad built-in duration " + s) // a programming error in settings, never input
+	}
+	return d
+}
