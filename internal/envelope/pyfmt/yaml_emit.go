@@ -1,0 +1,185 @@
+package pyfmt
+
+import (
+	"strings"
+
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+)
+
+// emitter restates the part of PyYAML 6.0's Emitter (emitter.py) that
+// yaml.dump reaches with LionAGI's settings: block collections
+// (default_flow_style=False), "[]" and "{}" for empty ones, no anchors, no
+// tags (every scalar resolves or is quoted), indent 2 and an unbounded
+// width, so that no line is ever folded. Its fields are the Python
+// emitter's state under the same names; the recursion below follows the
+// emitter's state machine for the events the serializer sends.
+type emitter struct {
+	b *strings.Builder
+
+	indent  int // -1 stands for Python's None
+	indents []int
+
+	column     int  // in code points, as Python counts
+	whitespace bool // the last character written is a space (or nothing yet)
+	indention  bool // only indentation and indicators on this line so far
+	openEnded  bool // the document needs "..." before the stream ends
+}
+
+// nodeContext holds the emitter's root/mapping/simple-key context flags
+// for the node being written (the sequence flag changes nothing here).
+type nodeContext uint8
+
+const (
+	ctxRoot nodeContext = 1 << iota
+	ctxMapping
+	ctxSimpleKey
+)
+
+// bestIndent is minimal_yaml's indent=2.
+const bestIndent = 2
+
+func (e *emitter) document(v jsonv.Value) {
+	e.indent = -1
+	e.whitespace = true
+	e.indention = true
+	e.node(v, ctxRoot)
+	// DocumentEnd (implicit), then StreamEnd.
+	e.writeIndent()
+	if e.openEnded {
+		e.writeIndicator("...", true, false, false)
+		e.writeIndent()
+	}
+}
+
+func (e *emitter) node(v jsonv.Value, ctx nodeContext) {
+	switch v.Kind() {
+	case jsonv.Null:
+		e.plainScalar("null", ctx)
+	case jsonv.Bool:
+		if t, _ := v.Bool(); t {
+			e.plainScalar("true", ctx)
+		} else {
+			e.plainScalar("false", ctx)
+		}
+	case jsonv.Number:
+		if v.IsFloat() {
+			e.plainScalar(yamlFloatText(pyFloat(v.Literal())), ctx)
+		} else {
+			e.plainScalar(pyIntText(v.Literal()), ctx)
+		}
+	case jsonv.String:
+		s, _ := v.Str()
+		s = validUTF8(s)
+		e.stringScalar(s, analyze(s), ctx)
+	case jsonv.Array:
+		if v.Len() == 0 {
+			e.emptyFlow("[", "]")
+			return
+		}
+		e.blockSequence(v.Elems(), ctx)
+	case jsonv.Object:
+		if v.Len() == 0 {
+			e.emptyFlow("{", "}")
+			return
+		}
+		e.blockMapping(v.Members())
+	}
+}
+
+// emptyFlow writes an empty collection in flow style, the only flow
+// collections this dumper writes.
+func (e *emitter) emptyFlow(open, close string) {
+	e.writeIndicator(open, true, true, false)
+	e.writeIndicator(close, false, false, false)
+}
+
+func (e *emitter) blockSequence(items []jsonv.Value, ctx nodeContext) {
+	// A sequence that is a mapping's value on the key's line sits at the
+	// key's indentation ("key:\n- a").
+	indentless := ctx&ctxMapping != 0 && !e.indention
+	e.increaseIndent(false, indentless)
+	for _, item := range items {
+		e.writeIndent()
+		e.writeIndicator("-", true, false, true)
+		e.node(item, 0)
+	}
+	e.popIndent()
+}
+
+func (e *emitter) blockMapping(members []jsonv.Member) {
+	e.increaseIndent(false, false)
+	for _, m := range members {
+		e.writeIndent()
+		key := validUTF8(m.Key)
+		a := analyze(key)
+		if a.simpleKey() {
+			e.stringScalar(key, a, ctxMapping|ctxSimpleKey)
+			e.writeIndicator(":", false, false, false)
+			e.node(m.Value, ctxMapping)
+			continue
+		}
+		// Complex key: "? key" then ": value" on the next line.
+		e.writeIndicator("?", true, false, true)
+		e.stringScalar(key, a, ctxMapping)
+		e.writeIndent()
+		e.writeIndicator(":", true, false, true)
+		e.node(m.Value, ctxMapping)
+	}
+	e.popIndent()
+}
+
+func (e *emitter) increaseIndent(flow, indentless bool) {
+	e.indents = append(e.indents, e.indent)
+	switch {
+	case e.indent < 0 && flow:
+		e.indent = bestIndent
+	case e.indent < 0:
+		e.indent = 0
+	case !indentless:
+		e.indent += bestIndent
+	}
+}
+
+func (e *emitter) popIndent() {
+	n := len(e.indents) - 1
+	e.indent = e.indents[n]
+	e.indents = e.indents[:n]
+}
+
+// writeIndicator writes an ASCII indicator, after a space unless the last
+// character written was one (or needWhitespace is false).
+func (e *emitter) writeIndicator(ind string, needWhitespace, whitespace, indention bool) {
+	if !e.whitespace && needWhitespace {
+		e.b.WriteByte(' ')
+		e.column++
+	}
+	e.b.WriteString(ind)
+	e.column += len(ind)
+	e.whitespace = whitespace
+	e.indention = e.indention && indention
+	e.openEnded = false
+}
+
+// writeIndent moves to the current indentation, on a new line unless the
+// line holds only indentation and indicators that end before it.
+func (e *emitter) writeIndent() {
+	indent := max(e.indent, 0)
+	if !e.indention || e.column > indent || (e.column == indent && !e.whitespace) {
+		e.writeLineBreak("\n")
+	}
+	if e.column < indent {
+		e.whitespace = true
+		for ; e.column < indent; e.column++ {
+			e.b.WriteByte(' ')
+		}
+	}
+}
+
+// writeLineBreak writes a line break: "\n", or a NEL, LS or PS character
+// kept as it is inside a quoted or block scalar.
+func (e *emitter) writeLineBreak(br string) {
+	e.b.WriteString(br)
+	e.whitespace = true
+	e.indention = true
+	e.column = 0
+}
