@@ -1,0 +1,9 @@
+// Package e2e holds historyd's end-to-end tests: they build the real binary, start it as a user
+// would, talk to it with real clients (grpcurl, a Go gRPC client) and signal it. They sit behind the
+// `e2e` build tag so that `go test ./...` stays fast and needs nothing but Go; run them with
+// `make e2e`. The helpers in main_test.go (startServer, grpcurl, stop) are for every later issue's
+// end-to-end tests.
+//
+// This package imports only the public gRPC clients, never internal/ packages: it tests the
+// process from the outside.
+package e2e
