@@ -26,71 +26,61 @@ func Str(v jsonv.Value) string {
 // character that str.isprintable() rejects (printable non-ASCII text is
 // kept as it is).
 func Repr(v jsonv.Value) string {
-	var b strings.Builder
-	b.Grow(reprSizeHint(v))
-	appendRepr(&b, v)
-	return b.String()
+	st := getState()
+	defer putState(st)
+	st.buf = appendRepr(st.buf, v)
+	return string(st.buf)
 }
 
-func reprSizeHint(v jsonv.Value) int {
-	switch v.Kind() {
-	case jsonv.String:
-		s, _ := v.Str()
-		return len(s) + 2
-	case jsonv.Array, jsonv.Object:
-		return 16 * v.Len()
-	}
-	return 8
-}
-
-func appendRepr(b *strings.Builder, v jsonv.Value) {
+func appendRepr(b []byte, v jsonv.Value) []byte {
 	switch v.Kind() {
 	case jsonv.Null:
-		b.WriteString("None")
+		b = append(b, "None"...)
 	case jsonv.Bool:
 		if t, _ := v.Bool(); t {
-			b.WriteString("True")
+			b = append(b, "True"...)
 		} else {
-			b.WriteString("False")
+			b = append(b, "False"...)
 		}
 	case jsonv.Number:
-		b.WriteString(pyNumberText(v))
+		b = append(b, pyNumberText(v)...)
 	case jsonv.String:
 		s, _ := v.Str()
-		appendQuoted(b, s)
+		b = appendQuoted(b, s)
 	case jsonv.Array:
-		b.WriteByte('[')
+		b = append(b, '[')
 		for i, e := range v.Elems() {
 			if i > 0 {
-				b.WriteString(", ")
+				b = append(b, ", "...)
 			}
-			appendRepr(b, e)
+			b = appendRepr(b, e)
 		}
-		b.WriteByte(']')
+		b = append(b, ']')
 	case jsonv.Object:
-		b.WriteByte('{')
+		b = append(b, '{')
 		for i, m := range v.Members() {
 			if i > 0 {
-				b.WriteString(", ")
+				b = append(b, ", "...)
 			}
-			appendQuoted(b, m.Key)
-			b.WriteString(": ")
-			appendRepr(b, m.Value)
+			b = appendQuoted(b, m.Key)
+			b = append(b, ": "...)
+			b = appendRepr(b, m.Value)
 		}
-		b.WriteByte('}')
+		b = append(b, '}')
 	}
+	return b
 }
 
 const lowerHex = "0123456789abcdef"
 
-// appendQuoted writes repr(s) for a Python str. Bytes that are not valid
+// appendQuoted appends repr(s) for a Python str. Bytes that are not valid
 // UTF-8 are read as U+FFFD (see validUTF8).
-func appendQuoted(b *strings.Builder, s string) {
+func appendQuoted(b []byte, s string) []byte {
 	quote := byte('\'')
 	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
 		quote = '"'
 	}
-	b.WriteByte(quote)
+	b = append(b, quote)
 	start := 0 // s[start:i] is pending, to be copied as it is
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -99,21 +89,21 @@ func appendQuoted(b *strings.Builder, s string) {
 			continue
 		}
 		if c < utf8.RuneSelf {
-			b.WriteString(s[start:i])
+			b = append(b, s[start:i]...)
 			switch c {
 			case quote, '\\':
-				b.WriteByte('\\')
-				b.WriteByte(c)
+				b = append(b, '\\')
+				b = append(b, c)
 			case '\t':
-				b.WriteString(`\t`)
+				b = append(b, `\t`...)
 			case '\n':
-				b.WriteString(`\n`)
+				b = append(b, `\n`...)
 			case '\r':
-				b.WriteString(`\r`)
+				b = append(b, `\r`...)
 			default: // other C0 controls and DEL
-				b.WriteString(`\x`)
-				b.WriteByte(lowerHex[c>>4])
-				b.WriteByte(lowerHex[c&0xf])
+				b = append(b, `\x`...)
+				b = append(b, lowerHex[c>>4])
+				b = append(b, lowerHex[c&0xf])
 			}
 			i++
 			start = i
@@ -121,8 +111,8 @@ func appendQuoted(b *strings.Builder, s string) {
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
-			b.WriteString(s[start:i])
-			b.WriteRune(utf8.RuneError) // printable
+			b = append(b, s[start:i]...)
+			b = utf8.AppendRune(b, utf8.RuneError) // printable
 			i++
 			start = i
 			continue
@@ -131,28 +121,29 @@ func appendQuoted(b *strings.Builder, s string) {
 			i += size
 			continue
 		}
-		b.WriteString(s[start:i])
+		b = append(b, s[start:i]...)
 		switch {
 		case r <= 0xff:
-			b.WriteString(`\x`)
-			writeHex(b, r, 2)
+			b = append(b, `\x`...)
+			b = appendHex(b, r, 2)
 		case r <= 0xffff:
-			b.WriteString(`\u`)
-			writeHex(b, r, 4)
+			b = append(b, `\u`...)
+			b = appendHex(b, r, 4)
 		default:
-			b.WriteString(`\U`)
-			writeHex(b, r, 8)
+			b = append(b, `\U`...)
+			b = appendHex(b, r, 8)
 		}
 		i += size
 		start = i
 	}
-	b.WriteString(s[start:])
-	b.WriteByte(quote)
+	b = append(b, s[start:]...)
+	return append(b, quote)
 }
 
-// writeHex writes r as n lower-case hex digits.
-func writeHex(b *strings.Builder, r rune, n int) {
+// appendHex appends r as n lower-case hex digits.
+func appendHex(b []byte, r rune, n int) []byte {
 	for shift := 4 * (n - 1); shift >= 0; shift -= 4 {
-		b.WriteByte(lowerHex[(r>>uint(shift))&0xf])
+		b = append(b, lowerHex[(r>>uint(shift))&0xf])
 	}
+	return b
 }

@@ -32,24 +32,11 @@ func minimalYAML(v jsonv.Value, dropEmpties bool) string {
 	if dropEmpties {
 		v, _ = prune(v)
 	}
-	var b strings.Builder
-	b.Grow(yamlSizeHint(v))
-	e := emitter{b: &b}
+	st := getState()
+	defer putState(st)
+	e := &st.emitter
 	e.document(v)
-	return b.String()
-}
-
-// yamlSizeHint guesses the output size from the top level only, which is
-// cheap and right for the common flat instruction documents.
-func yamlSizeHint(v jsonv.Value) int {
-	switch v.Kind() {
-	case jsonv.String:
-		s, _ := v.Str()
-		return len(s) + 16
-	case jsonv.Array, jsonv.Object:
-		return 64 * v.Len()
-	}
-	return 16
+	return string(e.buf)
 }
 
 // isEmpty is minimal_yaml's idea of an empty leaf: None, a string that

@@ -1,7 +1,7 @@
 package pyfmt
 
 import (
-	"strings"
+	"unicode/utf8"
 
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 )
@@ -14,7 +14,7 @@ import (
 // emitter's state under the same names; the recursion below follows the
 // emitter's state machine for the events the serializer sends.
 type emitter struct {
-	b *strings.Builder
+	buf []byte
 
 	indent  int // -1 stands for Python's None
 	indents []int
@@ -150,10 +150,10 @@ func (e *emitter) popIndent() {
 // character written was one (or needWhitespace is false).
 func (e *emitter) writeIndicator(ind string, needWhitespace, whitespace, indention bool) {
 	if !e.whitespace && needWhitespace {
-		e.b.WriteByte(' ')
+		e.buf = append(e.buf, ' ')
 		e.column++
 	}
-	e.b.WriteString(ind)
+	e.buf = append(e.buf, ind...)
 	e.column += len(ind)
 	e.whitespace = whitespace
 	e.indention = e.indention && indention
@@ -170,15 +170,24 @@ func (e *emitter) writeIndent() {
 	if e.column < indent {
 		e.whitespace = true
 		for ; e.column < indent; e.column++ {
-			e.b.WriteByte(' ')
+			e.buf = append(e.buf, ' ')
 		}
 	}
 }
 
-// writeLineBreak writes a line break: "\n", or a NEL, LS or PS character
-// kept as it is inside a quoted or block scalar.
+// writeBreaks writes a run of line breaks from inside a scalar, each as
+// it is ("\n", NEL, LS or PS), as Python's write_line_break(br) does.
+func (e *emitter) writeBreaks(run string) {
+	for i := 0; i < len(run); {
+		_, size := utf8.DecodeRuneInString(run[i:])
+		e.writeLineBreak(run[i : i+size])
+		i += size
+	}
+}
+
+// writeLineBreak writes one line break.
 func (e *emitter) writeLineBreak(br string) {
-	e.b.WriteString(br)
+	e.buf = append(e.buf, br...)
 	e.whitespace = true
 	e.indention = true
 	e.column = 0

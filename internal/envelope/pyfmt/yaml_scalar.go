@@ -32,13 +32,44 @@ func isYAMLBlankOrBreak(r rune) bool {
 	return false
 }
 
-// analyze restates Emitter.analyze_scalar with allow_unicode=True.
+// asciiInert marks the ASCII characters that change nothing in
+// analyze_scalar wherever they stand: not an indicator, a space, a break
+// or a control character.
+var asciiInert = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x21; c < 0x7f; c++ {
+		t[c] = true
+	}
+	for _, c := range "#,[]{}&*!|>'\"%@`?:-" {
+		t[c] = false
+	}
+	return t
+}()
+
+// followedByBlank reports whether the character at byte i of s is absent
+// or one of PyYAML's '\0 \t\r\n\x85\u2028\u2029', without decoding it.
+func followedByBlank(s string, i int) bool {
+	if i >= len(s) {
+		return true
+	}
+	switch s[i] {
+	case 0, ' ', '\t', '\r', '\n':
+		return true
+	case 0xc2: // U+0085
+		return i+1 < len(s) && s[i+1] == 0x85
+	case 0xe2: // U+2028, U+2029
+		return i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xa8 || s[i+2] == 0xa9)
+	}
+	return false
+}
+
+// analyze restates Emitter.analyze_scalar with allow_unicode=True. Inert
+// ASCII characters, the bulk of any text, take a fast path.
 func analyze(s string) scalarAnalysis {
 	if s == "" {
 		return scalarAnalysis{empty: true, allowBlockPlain: true, allowSingle: true}
 	}
 	var (
-		blockIndicators, lineBreaks, special                    bool
+		blockIndicators, lineBreaks, special                     bool
 		leadingSpace, leadingBreak, trailingSpace, trailingBreak bool
 		breakSpace, spaceBreak                                   bool
 		previousSpace, previousBreak                             bool
@@ -46,40 +77,47 @@ func analyze(s string) scalarAnalysis {
 	if strings.HasPrefix(s, "---") || strings.HasPrefix(s, "...") {
 		blockIndicators = true
 	}
-	precededByWhitespace := true
+	precededByBlank := true // the previous character is blank, or there is none
 	index := 0
-	r, size := utf8.DecodeRuneInString(s)
 	for pos := 0; pos < len(s); index++ {
-		next, nextSize := rune(-1), 0
-		if pos+size < len(s) {
-			next, nextSize = utf8.DecodeRuneInString(s[pos+size:])
+		c := s[pos]
+		if c < utf8.RuneSelf && asciiInert[c] {
+			previousSpace, previousBreak, precededByBlank = false, false, false
+			pos++
+			continue
 		}
-		last := next < 0
-		followedByWhitespace := last || isYAMLBlankOrBreak(next)
+		r, size := rune(c), 1
+		if c >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[pos:])
+		}
+		pos += size
+		last := pos >= len(s)
 
-		if index == 0 {
-			switch r {
-			case '#', ',', '[', ']', '{', '}', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`':
-				blockIndicators = true
-			case '?', ':':
-				if followedByWhitespace {
-					blockIndicators = true
-				}
-			case '-':
-				if followedByWhitespace {
-					blockIndicators = true
-				}
-			}
-		} else {
-			switch {
-			case r == ':' && followedByWhitespace:
-				blockIndicators = true
-			case r == '#' && precededByWhitespace:
+		switch r {
+		case '#':
+			if index == 0 || precededByBlank {
 				blockIndicators = true
 			}
+		case ',', '[', ']', '{', '}', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`':
+			if index == 0 { // inside the text they matter only to flow style
+				blockIndicators = true
+			}
+		case '?':
+			if index == 0 && followedByBlank(s, pos) {
+				blockIndicators = true
+			}
+		case ':':
+			if followedByBlank(s, pos) {
+				blockIndicators = true
+			}
+		case '-':
+			if index == 0 && followedByBlank(s, pos) {
+				blockIndicators = true
+			}
 		}
 
-		if isYAMLBreak(r) {
+		isBreak := isYAMLBreak(r)
+		if isBreak {
 			lineBreaks = true
 		}
 		if r != '\n' && (r < 0x20 || r > 0x7e) {
@@ -102,7 +140,7 @@ func analyze(s string) scalarAnalysis {
 				breakSpace = true
 			}
 			previousSpace, previousBreak = true, false
-		case isYAMLBreak(r):
+		case isBreak:
 			if index == 0 {
 				leadingBreak = true
 			}
@@ -116,10 +154,7 @@ func analyze(s string) scalarAnalysis {
 		default:
 			previousSpace, previousBreak = false, false
 		}
-
-		precededByWhitespace = isYAMLBlankOrBreak(r)
-		pos += size
-		r, size = next, nextSize
+		precededByBlank = isYAMLBlankOrBreak(r)
 	}
 
 	a := scalarAnalysis{runes: index, multiline: lineBreaks, allowBlockPlain: true, allowSingle: true, allowBlock: true}
@@ -209,17 +244,17 @@ func (e *emitter) writePlain(s string, runes int, ctx nodeContext) {
 		return
 	}
 	if !e.whitespace {
-		e.b.WriteByte(' ')
+		e.buf = append(e.buf, ' ')
 		e.column++
 	}
 	e.whitespace = false
 	e.indention = false
-	e.b.WriteString(s)
+	e.buf = append(e.buf, s...)
 	e.column += runes
 }
 
 func (e *emitter) writeText(s string) {
-	e.b.WriteString(s)
+	e.buf = append(e.buf, s...)
 	e.column += utf8.RuneCountInString(s)
 }
 
@@ -247,9 +282,7 @@ func (e *emitter) writeSingleQuoted(s string) {
 				if s[start] == '\n' {
 					e.writeLineBreak("\n")
 				}
-				for _, br := range s[start:end] {
-					e.writeLineBreak(string(br))
-				}
+				e.writeBreaks(s[start:end])
 				e.writeIndent()
 				start = end
 			}
@@ -262,7 +295,7 @@ func (e *emitter) writeSingleQuoted(s string) {
 			}
 		}
 		if ch == '\'' {
-			e.b.WriteString("''")
+			e.buf = append(e.buf, "''"...)
 			e.column += 2
 			start = end + 1
 		}
@@ -329,22 +362,22 @@ func (e *emitter) writeDoubleQuoted(s string) {
 			esc = `\P`
 		}
 		if esc != "" {
-			e.b.WriteString(esc)
+			e.buf = append(e.buf, esc...)
 			e.column += 2
 		} else {
 			n := 8
 			switch {
 			case ch <= 0xff:
-				e.b.WriteString(`\x`)
+				e.buf = append(e.buf, `\x`...)
 				n = 2
 			case ch <= 0xffff:
-				e.b.WriteString(`\u`)
+				e.buf = append(e.buf, `\u`...)
 				n = 4
 			default:
-				e.b.WriteString(`\U`)
+				e.buf = append(e.buf, `\U`...)
 			}
 			for shift := 4 * (n - 1); shift >= 0; shift -= 4 {
-				e.b.WriteByte(upperHex[(ch>>uint(shift))&0xf])
+				e.buf = append(e.buf, upperHex[(ch>>uint(shift))&0xf])
 			}
 			e.column += 2 + n
 		}
@@ -399,16 +432,14 @@ func (e *emitter) writeLiteral(s string) {
 		}
 		if breaks {
 			if ch < 0 || !isYAMLBreak(ch) {
-				for _, br := range s[start:end] {
-					e.writeLineBreak(string(br))
-				}
+				e.writeBreaks(s[start:end])
 				if ch >= 0 {
 					e.writeIndent()
 				}
 				start = end
 			}
 		} else if ch < 0 || isYAMLBreak(ch) {
-			e.b.WriteString(s[start:end])
+			e.buf = append(e.buf, s[start:end]...)
 			if ch < 0 {
 				e.writeLineBreak("\n")
 			}

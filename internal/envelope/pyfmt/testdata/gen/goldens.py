@@ -329,6 +329,10 @@ def yaml_cases():
         add(t, both=True)
     for t in TOP_LEVEL_TEXTS:
         add(text(t), both=True)
+    # The benchmark's instruction document.
+    with open(os.path.join(OUT, "instruction.json"), encoding="utf-8") as f:
+        doc = f.read()
+    add(json.dumps(json.loads(doc), ensure_ascii=False), both=True)
     for lit in ["true", "false", "null"]:
         add('{"k":%s}' % lit, both=True)
         add(lit, both=True)
