@@ -1,0 +1,257 @@
+package envelope
+
+import (
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+	"github.com/historyd/historyd/internal/envelope/pyfmt"
+)
+
+// ActionRequestContent is an ActionRequest's content (ADR-0006 D2).
+type ActionRequestContent struct {
+	// Function is the function name.
+	Function string
+	// Arguments is a JSON object (never null).
+	Arguments jsonv.Value
+	// ActionResponseID is the reciprocal id of the response, once one exists.
+	ActionResponseID *string
+}
+
+// Kind returns KindActionRequest.
+func (*ActionRequestContent) Kind() Kind { return KindActionRequest }
+
+// Dict returns {function, arguments, action_response_id?}.
+func (c *ActionRequestContent) Dict() jsonv.Value {
+	var b dictBuilder
+	b.add("function", jsonv.StringValue(c.Function))
+	b.add("arguments", objectOrEmpty(c.Arguments))
+	if c.ActionResponseID != nil {
+		b.add("action_response_id", jsonv.StringValue(*c.ActionResponseID))
+	}
+	return b.value()
+}
+
+// Render writes Function and Arguments through the minimal-YAML renderer.
+func (c *ActionRequestContent) Render() (Rendered, error) {
+	doc := jsonv.ObjectValue(
+		jsonv.Member{Key: "Function", Value: jsonv.StringValue(c.Function)},
+		jsonv.Member{Key: "Arguments", Value: objectOrEmpty(c.Arguments)},
+	)
+	return Rendered{Text: trimPythonWhitespace(pyfmt.MinimalYAML(doc))}, nil
+}
+
+// RenderCompact is LionAGI's render_compact: the call as
+// "function(k='text', n=3)" for round summaries.
+func (c *ActionRequestContent) RenderCompact() string {
+	fn := c.Function
+	if fn == "" {
+		fn = "unknown"
+	}
+	out := fn + "("
+	for i, m := range objectOrEmpty(c.Arguments).Members() {
+		if i > 0 {
+			out += ", "
+		}
+		if m.Value.Kind() == jsonv.String {
+			out += m.Key + "=" + pyfmt.Repr(m.Value)
+		} else {
+			out += m.Key + "=" + pyfmt.Str(m.Value)
+		}
+	}
+	return out + ")"
+}
+
+// IsResponded reports whether a response has been linked (ADR-0006 D2).
+func (c *ActionRequestContent) IsResponded() bool { return c.ActionResponseID != nil }
+
+// ActionResponseContent is an ActionResponse's content (ADR-0006 D2).
+type ActionResponseContent struct {
+	// Function is the function name, copied from the request.
+	Function string
+	// Arguments is the request's arguments object (never null).
+	Arguments jsonv.Value
+	// Output is the function's result; null when none.
+	Output jsonv.Value
+	// ActionRequestID is the reciprocal id of the request.
+	ActionRequestID *string
+	// Error is the failure message; nil on success. LionAGI 0.27 drops it on
+	// every round trip; historyd keeps it (the vectors' "differs" records).
+	Error *string
+}
+
+// Kind returns KindActionResponse.
+func (*ActionResponseContent) Kind() Kind { return KindActionResponse }
+
+// Dict returns {function, arguments, output?, action_request_id?, error?}.
+func (c *ActionResponseContent) Dict() jsonv.Value {
+	var b dictBuilder
+	b.add("function", jsonv.StringValue(c.Function))
+	b.add("arguments", objectOrEmpty(c.Arguments))
+	if !c.Output.IsNull() {
+		b.add("output", c.Output)
+	}
+	if c.ActionRequestID != nil {
+		b.add("action_request_id", jsonv.StringValue(*c.ActionRequestID))
+	}
+	if c.Error != nil {
+		b.add("error", jsonv.StringValue(*c.Error))
+	}
+	return b.value()
+}
+
+// Render writes Function, Arguments and Output through the minimal-YAML
+// renderer (the error is not part of the prompt, as in LionAGI).
+func (c *ActionResponseContent) Render() (Rendered, error) {
+	doc := jsonv.ObjectValue(
+		jsonv.Member{Key: "Function", Value: jsonv.StringValue(c.Function)},
+		jsonv.Member{Key: "Arguments", Value: objectOrEmpty(c.Arguments)},
+		jsonv.Member{Key: "Output", Value: c.Output},
+	)
+	return Rendered{Text: trimPythonWhitespace(pyfmt.MinimalYAML(doc))}, nil
+}
+
+// Success reports error is None (ADR-0006 D2: "success is exactly error is
+// None").
+func (c *ActionResponseContent) Success() bool { return c.Error == nil }
+
+// RenderSummary is LionAGI's render_summary: "error: <message>" on failure
+// ("unknown" for an empty message), "ok" for a successful null output, text
+// as is, objects and lists as minimal YAML, anything else as Python's str().
+func (c *ActionResponseContent) RenderSummary() string {
+	if c.Error != nil {
+		if *c.Error == "" {
+			return "error: unknown"
+		}
+		return "error: " + *c.Error
+	}
+	switch c.Output.Kind() {
+	case jsonv.Null:
+		return "ok"
+	case jsonv.String:
+		s, _ := c.Output.Str()
+		return s
+	case jsonv.Object, jsonv.Array:
+		return pyfmt.MinimalYAML(c.Output)
+	}
+	return pyfmt.Str(c.Output)
+}
+
+func objectOrEmpty(v jsonv.Value) jsonv.Value {
+	if v.Kind() != jsonv.Object {
+		return jsonv.ObjectValue()
+	}
+	return v
+}
+
+// actionRequestFromDict is ActionRequestContent.from_dict: the legacy
+// {"action_request": {...}} nesting is unwrapped, the function must be text,
+// the arguments normalised to an object, action_response_id kept as text.
+func actionRequestFromDict(d jsonv.Value) (Content, error) {
+	src := d
+	if inner, ok := d.Get("action_request"); ok {
+		if inner.Kind() != jsonv.Object {
+			return nil, fieldErr("action_request", "must be a JSON object, got %s", inner.Kind())
+		}
+		src = inner
+	}
+	fn, args, err := functionAndArguments(src)
+	if err != nil {
+		return nil, err
+	}
+	c := &ActionRequestContent{Function: fn, Arguments: args}
+	if c.ActionResponseID, err = reciprocalID(d, "action_response_id"); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// actionResponseFromDict is ActionResponseContent.from_dict, plus `error`,
+// which historyd keeps (ADR-0006 D2).
+func actionResponseFromDict(d jsonv.Value) (Content, error) {
+	src := d
+	if inner, ok := d.Get("action_response"); ok {
+		if inner.Kind() != jsonv.Object {
+			return nil, fieldErr("action_response", "must be a JSON object, got %s", inner.Kind())
+		}
+		src = inner
+	}
+	fn, args, err := functionAndArguments(src)
+	if err != nil {
+		return nil, err
+	}
+	c := &ActionResponseContent{Function: fn, Arguments: args}
+	c.Output, _ = src.Get("output")
+	if c.ActionRequestID, err = reciprocalID(d, "action_request_id"); err != nil {
+		return nil, err
+	}
+	if v, ok := d.Get("error"); ok {
+		if c.Error, err = optString("error", v); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func functionAndArguments(src jsonv.Value) (string, jsonv.Value, error) {
+	fn := ""
+	if v, ok := src.Get("function"); ok {
+		s, isStr := v.Str()
+		if !isStr {
+			return "", jsonv.Value{}, fieldErr("function", "Function must be a string or callable, got %s", v.Kind())
+		}
+		fn = s
+	}
+	args := jsonv.ObjectValue()
+	if v, ok := src.Get("arguments"); ok {
+		var err error
+		if args, err = NormalizeArguments(v); err != nil {
+			return "", jsonv.Value{}, err
+		}
+	}
+	return fn, args, nil
+}
+
+// NormalizeArguments applies ActionRequestContent's argument rule: an
+// object is kept; a string is parsed as JSON (LionAGI's fuzzy to_dict), and
+// a parsed list gives its first element; what is left must be an object.
+func NormalizeArguments(v jsonv.Value) (jsonv.Value, error) {
+	if v.Kind() == jsonv.Object {
+		return v, nil
+	}
+	if s, ok := v.Str(); ok {
+		parsed, err := fuzzyParseJSON(s)
+		if err != nil {
+			return jsonv.Value{}, fieldErr("arguments", "Arguments must be a dictionary: %v", err)
+		}
+		if parsed.Kind() == jsonv.Array && parsed.Len() > 0 {
+			parsed = parsed.Elems()[0]
+		}
+		if parsed.Kind() == jsonv.Object {
+			return parsed, nil
+		}
+		return jsonv.Value{}, fieldErr("arguments", "Arguments must be a dictionary, got JSON %s", parsed.Kind())
+	}
+	return jsonv.Value{}, fieldErr("arguments", "Arguments must be a dictionary, got %s", v.Kind())
+}
+
+// reciprocalID reads action_request_id / action_response_id: a truthy value
+// becomes its text (LionAGI's str(value)), a falsy one is kept as given when
+// it is text ("" stays "", as the vectors show) and dropped otherwise.
+func reciprocalID(d jsonv.Value, key string) (*string, error) {
+	v, ok := d.Get(key)
+	if !ok {
+		return nil, nil
+	}
+	switch v.Kind() {
+	case jsonv.Null:
+		return nil, nil
+	case jsonv.String:
+		s, _ := v.Str()
+		return &s, nil
+	case jsonv.Number:
+		if !v.Truthy() {
+			return nil, fieldErr(key, "must be a string, got %s", v.Literal())
+		}
+		s := pyfmt.Str(v)
+		return &s, nil
+	}
+	return nil, fieldErr(key, "must be a string, got %s", v.Kind())
+}

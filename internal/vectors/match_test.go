@@ -1,0 +1,35 @@
+package vectors
+
+import (
+	"testing"
+
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+)
+
+func mustParse(t *testing.T, s string) jsonv.Value {
+	t.Helper()
+	v, err := jsonv.ParseString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestMatcherPlaceholdersBindConsistently(t *testing.T) {
+	m := NewMatcher()
+	exp := mustParse(t, `{"a":"<x>","b":["<x>","<created_at>"],"t":"System Time: <YYYY-MM-DDTHH:MM+00:00>\n\nS"}`)
+	ok := mustParse(t, `{"b":["aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa",1.5],"a":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa","t":"System Time: 2026-12-02T15:04+00:00\n\nS"}`)
+	if d := m.Match(exp, ok); d != "" {
+		t.Fatalf("unexpected difference: %s", d)
+	}
+	bad := mustParse(t, `{"a":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa","b":["bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb",1],"t":"System Time: 2026-12-02T15:04+00:00\n\nS"}`)
+	if d := NewMatcher().Match(exp, bad); d == "" {
+		t.Fatal("a placeholder bound to two ids must not match")
+	}
+	if d := NewMatcher().Match(mustParse(t, `{"n":1}`), mustParse(t, `{"n":1.0}`)); d != "" {
+		t.Fatalf("numbers compare by value: %s", d)
+	}
+	if d := NewMatcher().Match(mustParse(t, `{"n":1}`), mustParse(t, `{"n":1,"extra":2}`)); d == "" {
+		t.Fatal("an unexpected key must be reported")
+	}
+}
