@@ -106,7 +106,7 @@ func defaultParticipants(k Kind) (sender, recipient Participant) {
 func NewSystem(text string) *Message {
 	return &Message{
 		Element: Element{ID: uuid.New(), CreatedAt: nowTimestamp(), Metadata: jsonv.ObjectValue()},
-		Sender: RoleParticipant(RoleSystem), Recipient: RoleParticipant(RoleAssistant),
+		Sender:  RoleParticipant(RoleSystem), Recipient: RoleParticipant(RoleAssistant),
 		Content: &SystemContent{SystemMessage: text},
 	}
 }

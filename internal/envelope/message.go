@@ -1,6 +1,5 @@
 package envelope
 
-
 // Message is LionAGI's Message envelope (ADR-0006 D1): Element identity
 // (ADR-0001 D1), Node's content and embedding (ADR-0001 D4), routing fields
 // and a class-fixed role given by the content's Kind.
