@@ -1,7 +1,21 @@
-// Package exchange will own mailbox routing between owners (ADR-0006 D5): flows, outboxes,
-// per-sender inboxes, collect, dead letters and live delivery.
+// Package exchange is historyd's mailbox router, LionAGI's Exchange (ADR-0006 D5) in plain Go: one
+// flow per registered owner (a UUID) holding an outbox and one inbox per sender, created on first
+// delivery; Send queues a base Message in the sender's outbox, Collect routes it (direct, or a
+// broadcast to a snapshot of the other owners), Receive peeks and PopMessage consumes.
 //
-// Import rule (DESIGN.md "Layers"): exchange imports internal/envelope and no other package of this
-// module, and never grpc or the generated proto code; conversion to and from the wire happens in
-// internal/server.
+// Beyond the record, without changing what it specifies (DESIGN.md "Exchange: the rules the records
+// leave open"): Collect returns a delivery report, every message it drops is kept in the sender's
+// bounded dead letters with its reason, Unregister returns what the owner still held, Send takes an
+// optional request id (a repeat queues nothing), limits bound outboxes and inboxes, live
+// subscriptions see messages as they land, and an optional background collector pumps outboxes as
+// LionAGI's Exchange.run does.
+//
+// Locking is per owner, so collecting one owner never blocks sends, receives or pops of another:
+// the registry lock is held only to look owners up, each flow has its own mutex held only for queue
+// operations, and a second per-flow mutex orders collects of one owner against each other and
+// against its Unregister. Subscribers are fed by non-blocking sends into bounded buffers; one that
+// falls behind is evicted, never waited for.
+//
+// Import rule (DESIGN.md "Layers"): exchange imports internal/envelope (and its jsonv) only among
+// historyd's packages; it must not import internal/store, internal/server, gen/, cmd/ or grpc.
 package exchange

@@ -1,0 +1,204 @@
+package exchange
+
+import (
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+)
+
+// Drop is one recipient a message did not reach, and why.
+type Drop struct {
+	// Recipient is who the message was for (see DeadLetter.Recipient).
+	Recipient envelope.Participant
+	// Reason says why it was dropped.
+	Reason Reason
+}
+
+// Delivery is what Collect did with one message.
+type Delivery struct {
+	// Message is the collected message.
+	Message *envelope.Message
+	// Reached are the owners whose inbox received it, in delivery order (registration order for a
+	// broadcast).
+	Reached []uuid.UUID
+	// Dropped are the recipients it did not reach; each is also a dead letter of the sender.
+	Dropped []Drop
+}
+
+// Report is Collect's delivery report for one owner's outbox.
+type Report struct {
+	// Owner is the collected owner, the sender of every message.
+	Owner uuid.UUID
+	// Deliveries has one entry per collected message, in outbox order.
+	Deliveries []Delivery
+	// Delivered is the number of unique message ids delivered to at least one owner: LionAGI's
+	// return value, so a broadcast counts once (ADR-0006 D5).
+	Delivered int
+}
+
+// outcome is the result of one delivery attempt.
+type outcome uint8
+
+const (
+	delivered outcome = iota
+	recipientLeft
+	inboxFull
+)
+
+// Collect drains owner's outbox in order and routes each message (ADR-0006 D5): an explicit None
+// recipient broadcasts the same message to every other owner registered when the collect reaches
+// it (one snapshot per collect), never to the sender; a direct message reaches its recipient only
+// when that is a registered owner; everything else is dropped and kept as a dead letter of the
+// sender with its reason. An owner that is not registered is ErrOwnerNotRegistered.
+//
+// Collect holds only owner's collect lock for its whole run; each recipient's lock is taken for
+// one append at a time, so sends, receives and pops of every owner proceed meanwhile.
+func (x *Exchange) Collect(owner uuid.UUID) (*Report, error) {
+	f := x.lookup(owner)
+	if f == nil {
+		return nil, ownerErr("Owner", owner, ErrOwnerNotRegistered)
+	}
+	f.collectMu.Lock()
+	defer f.collectMu.Unlock()
+
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil, ownerErr("Owner", owner, ErrOwnerNotRegistered)
+	}
+	batch := f.byName[outboxName].drain()
+	f.items -= len(batch)
+	f.mu.Unlock()
+
+	if x.testHookMidCollect != nil {
+		x.testHookMidCollect(owner)
+	}
+
+	rep := &Report{Owner: owner, Deliveries: make([]Delivery, 0, len(batch))}
+	var (
+		others []*flow // the broadcast snapshot, taken at the first broadcast
+		snap   bool
+		dead   []DeadLetter
+	)
+	for _, e := range batch {
+		d := Delivery{Message: e.msg}
+		if e.msg.IsBroadcast() {
+			if !snap {
+				others, snap = x.registered(), true
+			}
+			for _, r := range others {
+				if r.owner == owner {
+					continue // the sender does not receive its own broadcast
+				}
+				d.record(r.owner, r.deliver(owner, e.msg, x.opts.maxInbox))
+			}
+			if len(d.Reached) == 0 && len(d.Dropped) == 0 {
+				d.Dropped = append(d.Dropped, Drop{Recipient: envelope.None(), Reason: ReasonNoRecipients})
+			}
+		} else {
+			x.routeDirect(&d, owner, e)
+		}
+		if len(d.Reached) > 0 {
+			rep.Delivered++
+		}
+		if len(d.Dropped) > 0 {
+			at := x.opts.now()
+			for _, dr := range d.Dropped {
+				dead = append(dead, DeadLetter{Message: e.msg, Recipient: dr.Recipient, Reason: dr.Reason, At: at})
+			}
+		}
+		rep.Deliveries = append(rep.Deliveries, d)
+	}
+	if len(dead) > 0 {
+		// Still under collectMu, so an Unregister of owner (which waits for it) returns them.
+		f.mu.Lock()
+		for _, dl := range dead {
+			f.dead.add(dl, x.opts.maxDeadLetters)
+		}
+		f.mu.Unlock()
+	}
+	return rep, nil
+}
+
+// routeDirect delivers a message whose recipient is not None: only a registered owner's UUID
+// reaches an inbox (ADR-0006 D5).
+func (x *Exchange) routeDirect(d *Delivery, sender uuid.UUID, e entry) {
+	rcpt := e.msg.Recipient
+	drop := func(r Reason) { d.Dropped = append(d.Dropped, Drop{Recipient: rcpt, Reason: r}) }
+	switch rcpt.Kind() {
+	case envelope.ParticipantRole:
+		if role, _ := rcpt.Role(); role == envelope.RoleUnset {
+			drop(ReasonUnsetRecipient)
+		} else {
+			drop(ReasonNotUUID)
+		}
+	case envelope.ParticipantName:
+		drop(ReasonNotUUID)
+	case envelope.ParticipantID:
+		id, _ := rcpt.ID()
+		r := x.lookup(id)
+		switch {
+		case r != nil:
+			d.record(id, r.deliver(sender, e.msg, x.opts.maxInbox))
+		case e.recipientWasRegistered:
+			drop(ReasonRecipientLeft)
+		default:
+			drop(ReasonUnknownRecipient)
+		}
+	}
+}
+
+// record notes the outcome of one delivery to owner.
+func (d *Delivery) record(owner uuid.UUID, o outcome) {
+	switch o {
+	case delivered:
+		d.Reached = append(d.Reached, owner)
+	case recipientLeft:
+		d.Dropped = append(d.Dropped, Drop{Recipient: envelope.IDParticipant(owner), Reason: ReasonRecipientLeft})
+	case inboxFull:
+		d.Dropped = append(d.Dropped, Drop{Recipient: envelope.IDParticipant(owner), Reason: ReasonInboxFull})
+	}
+}
+
+// deliver appends m to the inbox of sender in r, creating it on first delivery, and hands m to r's
+// live subscriptions without waiting for any of them.
+func (r *flow) deliver(sender uuid.UUID, m *envelope.Message, maxInbox int) outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return recipientLeft
+	}
+	in := r.inbox(sender)
+	if maxInbox > 0 && in.len() >= maxInbox {
+		return inboxFull
+	}
+	r.push(in, entry{msg: m})
+	r.publish(sender, m)
+	return delivered
+}
+
+// AllReport is CollectAll's report.
+type AllReport struct {
+	// Reports has one report per visited owner whose outbox held messages, in registration order.
+	Reports []*Report
+	// Delivered is the sum of the reports' Delivered counts (LionAGI's collect_all return value).
+	Delivered int
+}
+
+// CollectAll collects every owner of a snapshot of the registered owners, one after another in
+// registration order, skipping those unregistered before their turn (ADR-0006 D5: collect_all; sync
+// is its alias).
+func (x *Exchange) CollectAll() *AllReport {
+	all := &AllReport{}
+	for _, f := range x.registered() {
+		rep, err := x.Collect(f.owner)
+		if err != nil {
+			continue // removed before its turn: the only error Collect returns
+		}
+		all.Delivered += rep.Delivered
+		if len(rep.Deliveries) > 0 {
+			all.Reports = append(all.Reports, rep)
+		}
+	}
+	return all
+}

@@ -1,0 +1,77 @@
+package exchange
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// Sentinel errors. Every error the package returns wraps one of these (test with errors.Is); the
+// ones about an owner are an *OwnerError that names it.
+var (
+	// ErrOwnerNotRegistered is returned when Send or Collect names a sender that is not registered
+	// (ADR-0006 D5: "sending or collecting for an unregistered sender raise ValueError"), and when a
+	// subscription's owner is not registered or leaves.
+	ErrOwnerNotRegistered = errors.New("owner not registered")
+
+	// ErrOwnerAlreadyRegistered is returned by Register for an owner that is registered already
+	// (ADR-0006 D5: "duplicate registration ... raise ValueError").
+	ErrOwnerAlreadyRegistered = errors.New("owner already registered")
+
+	// ErrOutboxFull is returned by Send when the sender's outbox holds the configured maximum of
+	// queued messages (WithMaxOutbox); collect first.
+	ErrOutboxFull = errors.New("outbox full")
+
+	// ErrSubscriberTooSlow ends a subscription whose bounded buffer was full when a message landed:
+	// the collector never waits for a subscriber, so a slow one is evicted and catches up with
+	// Receive (DESIGN.md "Exchange": inboxes are the durable state).
+	ErrSubscriberTooSlow = errors.New("subscriber too slow: its buffer was full")
+
+	// ErrInvalidRequestID is returned by Send for a request id longer than MaxRequestIDLength.
+	ErrInvalidRequestID = errors.New("invalid request id")
+
+	// ErrClosed ends the subscriptions of an Exchange that Close has shut down.
+	ErrClosed = errors.New("exchange closed")
+
+	// ErrProgressionExists is Flow.add_progression's ExistsError: a progression of that name is in
+	// the flow already (vector "Flow basics").
+	ErrProgressionExists = errors.New("progression already exists")
+
+	// ErrProgressionNotFound is Flow.get_progression's NotFoundError (vector "Flow basics").
+	ErrProgressionNotFound = errors.New("progression not found in flow")
+)
+
+// OwnerError is an error about one owner. It names the owner for the error's text and for the
+// gRPC ErrorInfo metadata (key "ownerId", DESIGN.md "Wire model"), and unwraps to its sentinel.
+type OwnerError struct {
+	// Owner is the owner the error is about.
+	Owner uuid.UUID
+	// Role says which argument named the owner, for the text: "Sender" or "Owner" (LionAGI's words).
+	Role string
+	// Err is the sentinel: ErrOwnerNotRegistered, ErrOwnerAlreadyRegistered or ErrOutboxFull.
+	Err error
+}
+
+// Error returns LionAGI's wording, for example "Sender <uuid> not registered".
+func (e *OwnerError) Error() string {
+	switch e.Err {
+	case ErrOwnerNotRegistered:
+		return fmt.Sprintf("%s %s not registered", e.Role, e.Owner)
+	case ErrOwnerAlreadyRegistered:
+		return fmt.Sprintf("%s %s already registered", e.Role, e.Owner)
+	}
+	return fmt.Sprintf("%s %s: %v", e.Role, e.Owner, e.Err)
+}
+
+// Unwrap returns the sentinel.
+func (e *OwnerError) Unwrap() error { return e.Err }
+
+// ErrorMetadata names the owner under the lowerCamel key the gRPC layer puts in ErrorInfo.
+func (e *OwnerError) ErrorMetadata() map[string]string {
+	return map[string]string{"ownerId": e.Owner.String()}
+}
+
+func ownerErr(role string, owner uuid.UUID, err error) error {
+	return &OwnerError{Owner: owner, Role: role, Err: err}
+}

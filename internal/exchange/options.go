@@ -1,0 +1,92 @@
+package exchange
+
+import "time"
+
+// Defaults of the options. Each bound keeps one owner from holding unbounded memory in this
+// in-memory service; the values are generous for agents that collect and pop regularly.
+const (
+	// DefaultMaxOutbox is the default bound on messages queued in one owner's outbox: ten thousand
+	// uncollected sends means the owner is not collecting, and Send should say so.
+	DefaultMaxOutbox = 10_000
+	// DefaultMaxInbox is the default bound on messages in one inbox (one sender's messages to one
+	// owner); past it, deliveries become dead letters with reason inbox full.
+	DefaultMaxInbox = 10_000
+	// DefaultMaxDeadLetters is the default bound on the dead letters kept per owner; older ones are
+	// evicted first and counted.
+	DefaultMaxDeadLetters = 1_000
+	// DefaultSubscriberBuffer is the default number of messages a live subscription may have
+	// pending before it is evicted: enough to absorb a collect of a few hundred messages while the
+	// stream writes to a healthy client.
+	DefaultSubscriberBuffer = 256
+	// DefaultRequestTTL is how long Send remembers a request id (DESIGN.md "Idempotency": 10 minutes).
+	DefaultRequestTTL = 10 * time.Minute
+	// DefaultRequestsPerSender is how many request ids Send remembers per sender (DESIGN.md
+	// "Idempotency": the last 10,000 requests).
+	DefaultRequestsPerSender = 10_000
+	// MaxRequestIDLength bounds a request id, so a client cannot make the server remember megabytes
+	// per request; a UUID (36 bytes) is the recommended form (AIP-155).
+	MaxRequestIDLength = 256
+)
+
+// Option configures an Exchange built by New.
+type Option func(*options)
+
+type options struct {
+	maxOutbox, maxInbox, maxDeadLetters int
+	subscriberBuffer                    int
+	requestTTL                          time.Duration
+	requestsPerSender                   int
+	background                          bool
+	now                                 func() time.Time
+	onPanic                             func(any)
+}
+
+func defaultOptions() options {
+	return options{
+		maxOutbox:         DefaultMaxOutbox,
+		maxInbox:          DefaultMaxInbox,
+		maxDeadLetters:    DefaultMaxDeadLetters,
+		subscriberBuffer:  DefaultSubscriberBuffer,
+		requestTTL:        DefaultRequestTTL,
+		requestsPerSender: DefaultRequestsPerSender,
+		now:               time.Now,
+	}
+}
+
+// WithMaxOutbox bounds the messages queued in one owner's outbox; Send answers ErrOutboxFull past
+// it. The default is DefaultMaxOutbox; n <= 0 means no bound.
+func WithMaxOutbox(n int) Option { return func(o *options) { o.maxOutbox = n } }
+
+// WithMaxInbox bounds the messages held in one inbox (one sender's messages to one owner); a
+// delivery past it becomes a dead letter of the sender with reason ReasonInboxFull. The default is
+// DefaultMaxInbox; n <= 0 means no bound.
+func WithMaxInbox(n int) Option { return func(o *options) { o.maxInbox = n } }
+
+// WithMaxDeadLetters bounds the dead letters kept per owner; the oldest are evicted first and
+// counted (ListDeadLetters reports the count). The default is DefaultMaxDeadLetters; n <= 0 keeps
+// none (every drop is only counted).
+func WithMaxDeadLetters(n int) Option { return func(o *options) { o.maxDeadLetters = max(n, 0) } }
+
+// WithSubscriberBuffer sets how many messages a subscription may have pending before it is evicted
+// with ErrSubscriberTooSlow. The default is DefaultSubscriberBuffer; n < 1 means 1.
+func WithSubscriberBuffer(n int) Option { return func(o *options) { o.subscriberBuffer = max(n, 1) } }
+
+// WithRequestMemory sets how long and how many Send request ids are remembered per sender. The
+// defaults are DefaultRequestTTL and DefaultRequestsPerSender (DESIGN.md "Idempotency"); n < 1
+// means 1.
+func WithRequestMemory(ttl time.Duration, n int) Option {
+	return func(o *options) { o.requestTTL, o.requestsPerSender = ttl, max(n, 1) }
+}
+
+// WithBackgroundCollection starts a goroutine that collects every owner with queued messages soon
+// after each Send, as LionAGI's Exchange.run pumps sync() in a loop. The default is off, so that
+// the explicit Collect of ADR-0006 D5 stays observable; Close stops the goroutine.
+func WithBackgroundCollection(on bool) Option { return func(o *options) { o.background = on } }
+
+// WithClock sets the clock that stamps dead letters and ages request ids; tests use it. The
+// default is time.Now.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithPanicHandler sets the function that receives the value of a panic the background collector
+// recovered from (a bug; the loop keeps running). cmd/historyd logs it. The default ignores it.
+func WithPanicHandler(f func(any)) Option { return func(o *options) { o.onPanic = f } }

@@ -1,0 +1,102 @@
+package exchange
+
+import (
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+)
+
+// SendRequest is what Send queues: LionAGI's send(sender, recipient, content, channel) plus an
+// optional request id.
+type SendRequest struct {
+	// Sender is the registered owner whose outbox gets the message.
+	Sender uuid.UUID
+	// Recipient is the message's recipient: a UUID (delivered if it is a registered owner at
+	// collect), None (broadcast), UNSET (the zero Participant; dropped at collect), or a role or
+	// plain string (dropped at collect) (ADR-0006 D1 routing predicates, D5).
+	Recipient envelope.Participant
+	// Content is the message's content, any JSON value (ADR-0006 D1: base Message accepts
+	// arbitrary content without coercion); the zero Value is null.
+	Content jsonv.Value
+	// Channel is optional grouping metadata; it does not affect delivery (ADR-0006 D1).
+	Channel *string
+	// RequestID, when not empty, makes Send idempotent (AIP-155; DESIGN.md "Idempotency"): a
+	// repeat from the same sender within the request memory returns the first message and queues
+	// nothing, whatever the rest of the request says. At most MaxRequestIDLength bytes.
+	RequestID string
+}
+
+// Send builds a base Message from sender to recipient and queues it in the sender's outbox; the
+// recipient need not be registered yet (ADR-0006 D5). A sender that is not registered is
+// ErrOwnerNotRegistered; a full outbox is ErrOutboxFull; content the envelope rejects is an
+// envelope error wrapping envelope.ErrInvalid. With a RequestID the repeat check comes first
+// (DESIGN.md "Idempotency"); only a successful Send is remembered, so a failed one may be retried
+// with the same id.
+func (x *Exchange) Send(req SendRequest) (*envelope.Message, error) {
+	if len(req.RequestID) > MaxRequestIDLength {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidRequestID, len(req.RequestID), MaxRequestIDLength)
+	}
+	if req.RequestID == "" {
+		return x.send(req)
+	}
+	log := x.requests.forSender(req.Sender, x.opts.now(), x.opts.requestTTL)
+	log.mu.Lock() // serialises this sender's idempotent sends, so a concurrent repeat waits for the first
+	defer log.mu.Unlock()
+	now := x.opts.now()
+	if m, ok := log.get(req.RequestID, now, x.opts.requestTTL); ok {
+		return m, nil
+	}
+	m, err := x.send(req)
+	if err != nil {
+		return nil, err
+	}
+	log.put(req.RequestID, m, now, x.opts.requestsPerSender)
+	return m, nil
+}
+
+func (x *Exchange) send(req SendRequest) (*envelope.Message, error) {
+	f := x.lookup(req.Sender)
+	if f == nil {
+		return nil, ownerErr("Sender", req.Sender, ErrOwnerNotRegistered)
+	}
+	m, err := newBaseMessage(req)
+	if err != nil {
+		return nil, err
+	}
+	known := false
+	if id, ok := req.Recipient.ID(); ok {
+		known = x.isRegistered(id)
+	}
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed { // unregistered since the lookup
+		return nil, ownerErr("Sender", req.Sender, ErrOwnerNotRegistered)
+	}
+	outbox := f.byName[outboxName]
+	if x.opts.maxOutbox > 0 && outbox.len() >= x.opts.maxOutbox {
+		return nil, ownerErr("Sender", req.Sender, fmt.Errorf("%w: %d messages queued", ErrOutboxFull, outbox.len()))
+	}
+	f.push(outbox, entry{msg: m, recipientWasRegistered: known})
+	if x.bg != nil {
+		x.bg.note(req.Sender)
+	}
+	return m, nil
+}
+
+// newBaseMessage is LionAGI's Message(sender=..., recipient=..., content=..., channel=...) built
+// through the envelope's constructor, so it obeys exactly the rules a LionAGI dict does.
+func newBaseMessage(req SendRequest) (*envelope.Message, error) {
+	fields := []jsonv.Member{
+		{Key: "sender", Value: envelope.IDParticipant(req.Sender).JSON()},
+		{Key: "recipient", Value: req.Recipient.JSON()},
+		{Key: "content", Value: req.Content},
+	}
+	if req.Channel != nil {
+		fields = append(fields, jsonv.Member{Key: "channel", Value: jsonv.StringValue(*req.Channel)})
+	}
+	return envelope.New(envelope.KindGeneric, jsonv.ObjectValue(fields...))
+}

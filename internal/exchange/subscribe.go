@@ -1,0 +1,99 @@
+package exchange
+
+import (
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+)
+
+// Subscription receives the messages that land in one owner's inboxes from the moment Subscribe
+// returns. It has no cursor: inboxes are the durable state, and a subscriber that was evicted or
+// reconnects catches up with Receive (DESIGN.md "Exchange").
+type Subscription struct {
+	sender *uuid.UUID // only this sender's inbox, when not nil
+	events chan *envelope.Message
+	done   chan struct{}
+	once   sync.Once
+	err    error // set once, before done is closed
+}
+
+// Events delivers the messages as they land, in delivery order. The channel is never closed;
+// select on Done as well.
+func (s *Subscription) Events() <-chan *envelope.Message { return s.events }
+
+// Done is closed when the subscription ends: evicted for falling behind (Err is
+// ErrSubscriberTooSlow), its owner unregistered (ErrOwnerNotRegistered), or unsubscribed (nil).
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Err says why the subscription ended; nil while it runs and after an unsubscribe.
+func (s *Subscription) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// end ends the subscription with err, once.
+func (s *Subscription) end(err error) {
+	s.once.Do(func() {
+		s.err = err
+		close(s.done)
+	})
+}
+
+// Subscribe starts a live subscription to owner's inboxes (only sender's inbox when sender is not
+// nil), buffered by WithSubscriberBuffer. The returned function ends it and is safe to call more
+// than once; the caller must call it. An owner that is not registered is ErrOwnerNotRegistered.
+func (x *Exchange) Subscribe(owner uuid.UUID, sender *uuid.UUID) (*Subscription, func(), error) {
+	f := x.lookup(owner)
+	if f == nil {
+		return nil, nil, ownerErr("Owner", owner, ErrOwnerNotRegistered)
+	}
+	s := &Subscription{
+		events: make(chan *envelope.Message, x.opts.subscriberBuffer),
+		done:   make(chan struct{}),
+	}
+	if sender != nil {
+		id := *sender
+		s.sender = &id
+	}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil, nil, ownerErr("Owner", owner, ErrOwnerNotRegistered)
+	}
+	if f.subs == nil {
+		f.subs = map[*Subscription]struct{}{}
+	}
+	f.subs[s] = struct{}{}
+	f.mu.Unlock()
+
+	unsubscribe := func() {
+		f.mu.Lock()
+		delete(f.subs, s)
+		f.mu.Unlock()
+		s.end(nil)
+	}
+	return s, unsubscribe, nil
+}
+
+// publish hands m, just delivered to sender's inbox, to every matching subscription without
+// blocking: a subscription whose buffer is full is evicted with ErrSubscriberTooSlow. The caller
+// holds f.mu, so each subscription sees the inbox's order.
+func (f *flow) publish(sender uuid.UUID, m *envelope.Message) {
+	for s := range f.subs {
+		if s.sender != nil && *s.sender != sender {
+			continue
+		}
+		select {
+		case s.events <- m:
+		default:
+			delete(f.subs, s)
+			s.end(ErrSubscriberTooSlow)
+		}
+	}
+}
