@@ -88,7 +88,7 @@ func (x *Exchange) Register(owner uuid.UUID) (*Snapshot, error) {
 	f := newOwnerFlow(owner, x.nextReg)
 	x.flows[owner] = f
 	x.order = append(slices.Clip(x.order), f) // copy-on-write: a full-capacity append copies
-	return f.snapshot(), nil                    // f is not shared yet
+	return f.snapshot(), nil                  // f is not shared yet
 }
 
 // Unregister removes owner and returns everything its flow still held — queued outbox, inboxes and
