@@ -21,8 +21,15 @@ build: ## Build bin/historyd, version stamped from git describe
 	echo "$(GO) build -trimpath -ldflags '-X main.version=$$v' -o bin/historyd ./cmd/historyd"; \
 	$(GO) build -trimpath -ldflags "-X main.version=$$v" -o bin/historyd ./cmd/historyd
 
-test: ## Unit tests with the race detector (needs only Go)
-	$(GO) test -race -count=1 ./...
+test: ## Unit tests, with the race detector wherever cgo has a C compiler
+	@if [ "$$($(GO) env CGO_ENABLED)" = 1 ] && command -v "$$($(GO) env CC)" >/dev/null 2>&1; then \
+		echo '$(GO) test -race -count=1 ./...'; \
+		$(GO) test -race -count=1 ./...; \
+	else \
+		echo 'make test: no C compiler for cgo, so running WITHOUT -race (install gcc to get the race detector)'; \
+		echo '$(GO) test -count=1 ./...'; \
+		$(GO) test -count=1 ./...; \
+	fi
 
 gen: ## Regenerate gen/ from proto/ with buf and the pinned local plugins
 	$(BUF) generate
