@@ -86,15 +86,12 @@ type deadLetters struct {
 
 func (d *deadLetters) len() int { return len(d.list) - d.head }
 
-// add keeps dl, evicting the oldest letters past limit (counted, never silent).
+// add keeps dl, evicting the oldest letters past limit (counted, never silent); limit <= 0 means
+// no bound.
 func (d *deadLetters) add(dl DeadLetter, limit int) {
 	d.next++
 	dl.Seq = d.next
-	if limit <= 0 {
-		d.evicted++
-		return
-	}
-	for d.len() >= limit {
+	for limit > 0 && d.len() >= limit {
 		d.list[d.head] = DeadLetter{}
 		d.head++
 		d.evicted++

@@ -63,9 +63,9 @@ func WithMaxOutbox(n int) Option { return func(o *options) { o.maxOutbox = n } }
 func WithMaxInbox(n int) Option { return func(o *options) { o.maxInbox = n } }
 
 // WithMaxDeadLetters bounds the dead letters kept per owner; the oldest are evicted first and
-// counted (ListDeadLetters reports the count). The default is DefaultMaxDeadLetters; n <= 0 keeps
-// none (every drop is only counted).
-func WithMaxDeadLetters(n int) Option { return func(o *options) { o.maxDeadLetters = max(n, 0) } }
+// counted (ListDeadLetters reports the count). The default is DefaultMaxDeadLetters; n <= 0 means
+// no bound.
+func WithMaxDeadLetters(n int) Option { return func(o *options) { o.maxDeadLetters = n } }
 
 // WithSubscriberBuffer sets how many messages a subscription may have pending before it is evicted
 // with ErrSubscriberTooSlow. The default is DefaultSubscriberBuffer; n < 1 means 1.
