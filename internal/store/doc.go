@@ -1,8 +1,19 @@
-// Package store will own branch histories: the MessageManager semantics of ADR-0006 D3 (membership,
-// order, the single system record, add-or-replace at the same index), the per-branch event log with
-// its sequences, the message-added observers of ADR-0006 D4, and the Store backends.
+// Package store owns branch histories: LionAGI's MessageManager semantics
+// (ADR-0006 D3) over a Store interface, the per-branch sequences and event
+// log of DESIGN.md "Sequences, events and watch", the message-added
+// observers of ADR-0006 D4 ("Observers" in DESIGN.md), request-id
+// idempotency and optimistic concurrency (DESIGN.md "Branches"), LionAGI
+// JSON import and export of whole branches, and the backends: the in-memory
+// one (Memory) with its memory budget. Every backend must pass
+// storetest.Run.
 //
-// Import rule (DESIGN.md "Layers"): store imports internal/envelope and no other package of this
-// module, and never grpc or the generated proto code; conversion to and from the wire happens in
-// internal/server.
+// A branch is one System pinned at index 0 followed by the other messages
+// in insertion order; a message written again under its id is replaced at
+// its index. Messages are envelope values and are never changed in place,
+// so readers share them without copies.
+//
+// Import rule (DESIGN.md "Layers"): store imports internal/envelope (and
+// its jsonv) only: no grpc, protobuf, zap, internal/server or
+// internal/exchange. Errors are sentinels (ErrX) or typed errors wrapping
+// them; internal/server maps them to gRPC statuses.
 package store

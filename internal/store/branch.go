@@ -1,0 +1,250 @@
+package store
+
+import (
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+)
+
+// version is one stored write of a message. The branch state holds the
+// current version of each message and the event log holds the version each
+// retained event wrote; refs counts those holders, and the version's bytes
+// go back to the budget when the last one lets go.
+type version struct {
+	msg  *envelope.Message
+	seq  uint64 // the sequence of the write
+	pos  int32  // index in branch.entries; -1 for the system
+	size int64
+	refs int32
+}
+
+func (v *version) stored() StoredMessage { return StoredMessage{Message: v.msg, Sequence: v.seq} }
+
+// elementID is the identity of a non-message Element the branch exports
+// (its Pile and the Pile's progression), kept so that export after import
+// gives the same ids back.
+type elementID struct {
+	id        uuid.UUID
+	createdAt float64
+}
+
+// branch is one branch's state. The system sits in its own slot (index 0
+// of the full order); the other messages are entries, in insertion order,
+// and a replaced message keeps its entry. entries and the view lists only
+// grow until a clear, which starts a new epoch, so a page token can name a
+// position in them.
+type branch struct {
+	mu sync.RWMutex
+
+	id          uuid.UUID
+	incarnation uuid.UUID
+	createdAt   float64
+	metadata    jsonv.Value
+	name, user  *string
+	parent      *uuid.UUID
+	forkPoint   *uuid.UUID
+	pile, prog  elementID
+	charge      int64 // bytes charged for the branch itself
+
+	deleted bool
+	head    uint64
+
+	system  *version
+	msgs    map[uuid.UUID]*version
+	entries []uuid.UUID
+	views   [numViews][]int32 // positions into entries, per view (ViewAll unused)
+	epoch   uint64            // incremented by every clear
+
+	selected *Progression // the selected progression; nil when unset
+	selEpoch uint64       // incremented by every change of selected
+
+	log       eventLog
+	subs      map[*Subscription]struct{}
+	observers []observerEntry
+	nextObs   uint64
+	requests  *requestCache
+}
+
+func newBranch(m *Memory, id uuid.UUID, createdAt float64) *branch {
+	return &branch{
+		id:          id,
+		incarnation: uuid.New(),
+		createdAt:   createdAt,
+		metadata:    jsonv.ObjectValue(),
+		pile:        elementID{uuid.New(), createdAt},
+		prog:        elementID{uuid.New(), createdAt},
+		msgs:        map[uuid.UUID]*version{},
+		log:         eventLog{max: m.opts.retention},
+		subs:        map[*Subscription]struct{}{},
+		requests:    newRequestCache(m.opts.requestTTL, m.opts.requestMax),
+	}
+}
+
+// count returns the number of messages, the system included.
+func (b *branch) count() int { return len(b.msgs) }
+
+// index returns the position of v in the full order.
+func (b *branch) index(v *version) int {
+	if v.pos < 0 {
+		return 0
+	}
+	if b.system != nil {
+		return int(v.pos) + 1
+	}
+	return int(v.pos)
+}
+
+// info describes the branch.
+func (b *branch) info() BranchInfo {
+	in := BranchInfo{
+		ID: b.id, Incarnation: b.incarnation, CreatedAt: b.createdAt, Metadata: b.metadata,
+		Name: b.name, User: b.user, ParentBranchID: b.parent, ForkPoint: b.forkPoint,
+		HeadSequence: b.head, MessageCount: b.count(), Selected: b.selected != nil,
+	}
+	if b.system != nil {
+		id := b.system.msg.ID
+		in.SystemID = &id
+	}
+	return in
+}
+
+// order returns the full order: the system, then the entries.
+func (b *branch) order() []uuid.UUID {
+	out := make([]uuid.UUID, 0, len(b.msgs))
+	if b.system != nil {
+		out = append(out, b.system.msg.ID)
+	}
+	return append(out, b.entries...)
+}
+
+// get returns the current version of a message.
+func (b *branch) get(id uuid.UUID) (*version, bool) {
+	v, ok := b.msgs[id]
+	return v, ok
+}
+
+// placement is a validated write of one message: where it goes and what it
+// replaces.
+type placement struct {
+	msg *envelope.Message
+	old *version // the version replaced in place, if any
+	// excluded is the previous system, removed when a new system takes
+	// index 0 (ADR-0006 D3 "Single system").
+	excluded *version
+}
+
+// plan validates writing msg with D3's rules: a System takes index 0 (in
+// place when it is the current system, replacing it otherwise); any other
+// message already present is replaced at its index; a new one is appended.
+// An id that is present with another kind is ErrKindChange.
+func (b *branch) plan(msg *envelope.Message) (placement, error) {
+	p := placement{msg: msg}
+	cur, exists := b.msgs[msg.ID]
+	if exists && cur.msg.Kind() != msg.Kind() {
+		return placement{}, &MessageError{Err: ErrKindChange, BranchID: b.id, MessageID: msg.ID}
+	}
+	if msg.Kind() == envelope.KindSystem {
+		if exists {
+			p.old = cur
+		} else {
+			p.excluded = b.system
+		}
+		return p, nil
+	}
+	if exists {
+		p.old = cur
+	}
+	return p, nil
+}
+
+// kind returns the event kind a placement writes.
+func (p placement) kind() EventKind {
+	switch {
+	case p.msg.Kind() == envelope.KindSystem:
+		return EventSystemSet
+	case p.old != nil:
+		return EventMessageReplaced
+	}
+	return EventMessageAdded
+}
+
+// apply performs a planned placement at sequence seq and returns the new
+// version (held by the state and by the event that wrote it). The caller
+// has reserved its bytes.
+func (m *Memory) apply(b *branch, p placement, seq uint64, size int64) *version {
+	v := &version{msg: p.msg, seq: seq, size: size, refs: 1}
+	switch {
+	case p.msg.Kind() == envelope.KindSystem:
+		v.pos = -1
+		if p.excluded != nil {
+			delete(b.msgs, p.excluded.msg.ID)
+			if b.selected != nil {
+				for i, id := range b.selected.Order {
+					if id == p.excluded.msg.ID {
+						b.selected.Order[i] = p.msg.ID
+					}
+				}
+			}
+			m.unref(p.excluded)
+		}
+		if p.old != nil {
+			m.unref(p.old)
+		}
+		b.system = v
+	case p.old != nil:
+		v.pos = p.old.pos
+		m.unref(p.old)
+	default:
+		v.pos = int32(len(b.entries))
+		b.entries = append(b.entries, p.msg.ID)
+		for _, view := range viewsOf(p.msg.Kind()) {
+			b.views[view] = append(b.views[view], v.pos)
+		}
+	}
+	b.msgs[p.msg.ID] = v
+	return v
+}
+
+// unref drops one holder of v and releases its bytes with the last.
+func (m *Memory) unref(v *version) {
+	v.refs--
+	if v.refs == 0 {
+		m.budget.release(v.size)
+	}
+}
+
+// record appends a commit's events to the log (each holding its version),
+// releases what the ring evicts, and publishes the commit to the branch's
+// subscribers. It returns the head sequence.
+func (m *Memory) record(b *branch, entries []logEntry) uint64 {
+	first, last := entries[0].ev.Sequence, entries[len(entries)-1].ev.Sequence
+	commit := make(Commit, len(entries))
+	for i := range entries {
+		entries[i].ev.CommitFirst, entries[i].ev.CommitLast = first, last
+		for _, v := range entries[i].versions {
+			v.refs++
+		}
+		if evicted, ok := b.log.push(entries[i]); ok {
+			for _, v := range evicted.versions {
+				m.unref(v)
+			}
+			m.budget.release(evicted.size)
+		}
+		commit[i] = entries[i].ev
+	}
+	b.head = last
+	b.publish(commit)
+	return b.head
+}
+
+// checkHead applies expected_head_sequence (DESIGN.md "Optimistic
+// concurrency").
+func (b *branch) checkHead(opts WriteOptions) error {
+	if opts.ExpectedHead != nil && *opts.ExpectedHead != b.head {
+		return &SequenceError{Err: ErrSequenceMismatch, BranchID: b.id, Head: b.head}
+	}
+	return nil
+}

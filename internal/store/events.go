@@ -1,0 +1,147 @@
+package store
+
+import (
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+)
+
+// EventKind names what a branch event did (DESIGN.md "Sequences, events and
+// watch").
+type EventKind uint8
+
+// The event kinds.
+const (
+	// EventBranchCreated is always sequence 1; it carries the initial
+	// messages (of a create, import or fork).
+	EventBranchCreated EventKind = iota + 1
+	// EventMessageAdded appended a message.
+	EventMessageAdded
+	// EventMessageReplaced rewrote a message at its index.
+	EventMessageReplaced
+	// EventSystemSet wrote the system at index 0 (first, replacing, or in
+	// place).
+	EventSystemSet
+	// EventMessagesCleared removed every message but the system.
+	EventMessagesCleared
+	// EventProgressionSet set or unset the selected progression.
+	EventProgressionSet
+	// EventBranchDeleted is the last event of a branch.
+	EventBranchDeleted
+)
+
+// String returns the event kind's wire name.
+func (k EventKind) String() string {
+	switch k {
+	case EventBranchCreated:
+		return "BRANCH_CREATED"
+	case EventMessageAdded:
+		return "MESSAGE_ADDED"
+	case EventMessageReplaced:
+		return "MESSAGE_REPLACED"
+	case EventSystemSet:
+		return "SYSTEM_SET"
+	case EventMessagesCleared:
+		return "MESSAGES_CLEARED"
+	case EventProgressionSet:
+		return "PROGRESSION_SET"
+	case EventBranchDeleted:
+		return "BRANCH_DELETED"
+	}
+	return "EVENT_KIND_UNSPECIFIED"
+}
+
+// Event is one change to a branch. It carries the message as that event
+// wrote it, not as it is now.
+type Event struct {
+	// Sequence is the event's per-branch sequence, strictly increasing by
+	// one from 1.
+	Sequence uint64
+	// CommitFirst and CommitLast bound the sequences of the commit the
+	// event belongs to (one event, or two for CreateActionResponse).
+	CommitFirst, CommitLast uint64
+	Kind                    EventKind
+	// Message is the message written (MESSAGE_ADDED, MESSAGE_REPLACED,
+	// SYSTEM_SET).
+	Message *envelope.Message
+	// Index is the message's position in the full order after the write;
+	// -1 when the event wrote no message.
+	Index int
+	// Branch describes the branch (BRANCH_CREATED: as created).
+	Branch *BranchInfo
+	// Messages are the initial messages in order (BRANCH_CREATED).
+	Messages []*envelope.Message
+	// Progression is the selected progression set (PROGRESSION_SET); nil
+	// when the event unset it.
+	Progression []uuid.UUID
+}
+
+// Commit is the events of one write, in sequence order.
+type Commit []Event
+
+// DefaultEventRetention is how many events each branch's log keeps
+// (DESIGN.md: "default: the last 10,000 events").
+const DefaultEventRetention = 10_000
+
+// logEntry is an event with the message versions it keeps alive.
+type logEntry struct {
+	ev       Event
+	versions []*version
+	size     int64 // bytes charged for the event itself
+}
+
+// eventLog is a branch's bounded event log: a ring of the newest events.
+type eventLog struct {
+	buf   []logEntry
+	start int // index of the oldest entry once the ring is full
+	max   int
+}
+
+// len returns the number of retained events.
+func (l *eventLog) len() int { return len(l.buf) }
+
+// at returns the i-th oldest retained entry.
+func (l *eventLog) at(i int) *logEntry { return &l.buf[(l.start+i)%len(l.buf)] }
+
+// oldest returns the oldest retained sequence, 0 when the log is empty.
+func (l *eventLog) oldest() uint64 {
+	if len(l.buf) == 0 {
+		return 0
+	}
+	return l.at(0).ev.Sequence
+}
+
+// push appends e and returns the entry it evicted, if the ring was full.
+func (l *eventLog) push(e logEntry) (evicted logEntry, ok bool) {
+	if len(l.buf) < l.max {
+		l.buf = append(l.buf, e)
+		return logEntry{}, false
+	}
+	evicted = l.buf[l.start]
+	l.buf[l.start] = e
+	l.start = (l.start + 1) % len(l.buf)
+	return evicted, true
+}
+
+// since returns the retained events with a sequence above after, grouped
+// by commit; a commit that after cuts in the middle is resumed with its
+// remaining events.
+func (l *eventLog) since(after uint64) []Commit {
+	n := len(l.buf)
+	// Sequences are contiguous, so the first wanted entry is found by
+	// arithmetic, not by a scan.
+	first := 0
+	if o := l.oldest(); after >= o {
+		first = int(after - o + 1)
+	}
+	var out []Commit
+	for i := first; i < n; i++ {
+		ev := l.at(i).ev
+		if len(out) > 0 && out[len(out)-1][0].CommitFirst == ev.CommitFirst {
+			out[len(out)-1] = append(out[len(out)-1], ev)
+			continue
+		}
+		out = append(out, Commit{ev})
+	}
+	return out
+}

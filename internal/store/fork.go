@@ -1,0 +1,138 @@
+package store
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+)
+
+// ForkBranch copies a branch up to and including a message (Store.ForkBranch;
+// DESIGN.md "Branches"): the system always, each message as a clone (new
+// id, metadata.clone_from = the source id, sender and recipient unchanged);
+// reciprocal action ids are remapped when both ends are copied and cleared
+// when only one is; the selected progression is copied, restricted to the
+// copies; the new branch records its parent and fork point. Unlike LionAGI
+// 0.27's Branch.clone, the copy has exactly one system (a recorded
+// "differs").
+func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, error) {
+	if r, ok, err := m.recallGlobal(OpForkBranch, in.RequestID); err != nil || ok {
+		if err != nil {
+			return BranchResult{}, err
+		}
+		return replayedBranch(r), nil
+	}
+	src, err := m.readLocked(in.Source)
+	if err != nil {
+		return BranchResult{}, err
+	}
+	copies, selected, info, err := src.copyUpTo(in.At)
+	src.mu.RUnlock()
+	if err != nil {
+		return BranchResult{}, err
+	}
+	b, err := m.prepare(in.ID, nil, info.Metadata)
+	if err != nil {
+		return BranchResult{}, err
+	}
+	b.name, b.user = info.Name, info.User
+	if in.Name != nil {
+		b.name = in.Name
+	}
+	parent := info.ID
+	b.parent = &parent
+	if in.At != nil {
+		at := *in.At
+		b.forkPoint = &at
+	} else if n := len(copies); n > 0 {
+		last, _ := copies[n-1].Metadata.Get("clone_from")
+		s, _ := last.Str()
+		if id, ok := envelope.ParseID(s); ok {
+			b.forkPoint = &id
+		}
+	}
+	for _, msg := range copies {
+		if err := m.seed(b, msg); err != nil {
+			m.discard(b)
+			return BranchResult{}, err
+		}
+	}
+	if selected != nil {
+		b.selected = NewProgression(selected, nil)
+	}
+	return m.publish(b, OpForkBranch, in.RequestID)
+}
+
+// copyUpTo clones the messages of the full order up to and including at
+// (all of them when at is nil), remapping the reciprocal action ids, and
+// maps the selected progression onto the copies. Branch read lock held.
+func (b *branch) copyUpTo(at *uuid.UUID) ([]*envelope.Message, []uuid.UUID, BranchInfo, error) {
+	order := b.order()
+	if at != nil {
+		v, ok := b.get(*at)
+		if !ok {
+			return nil, nil, BranchInfo{}, &MessageError{Err: ErrMessageNotFound, BranchID: b.id, MessageID: *at, Field: "message_id"}
+		}
+		order = order[:b.index(v)+1]
+	}
+	idMap := make(map[uuid.UUID]uuid.UUID, len(order))
+	clones := make([]*envelope.Message, len(order))
+	for i, id := range order {
+		v, _ := b.get(id)
+		c, err := v.msg.Clone()
+		if err != nil {
+			return nil, nil, BranchInfo{}, err
+		}
+		clones[i] = c
+		idMap[id] = c.ID
+	}
+	for i, c := range clones {
+		var err error
+		if clones[i], err = remapActionIDs(c, idMap); err != nil {
+			return nil, nil, BranchInfo{}, err
+		}
+	}
+	var selected []uuid.UUID
+	if b.selected != nil {
+		selected = []uuid.UUID{}
+		for _, id := range b.selected.Order {
+			if nid, ok := idMap[id]; ok {
+				selected = append(selected, nid)
+			}
+		}
+	}
+	return clones, selected, b.info(), nil
+}
+
+// remapActionIDs points a copied action message's reciprocal id at the copy
+// of its partner, or clears it when the partner was not copied.
+func remapActionIDs(m *envelope.Message, idMap map[uuid.UUID]uuid.UUID) (*envelope.Message, error) {
+	var key string
+	var ref *string
+	switch c := m.Content.(type) {
+	case *envelope.ActionRequestContent:
+		key, ref = "action_response_id", c.ActionResponseID
+	case *envelope.ActionResponseContent:
+		key, ref = "action_request_id", c.ActionRequestID
+	default:
+		return m, nil
+	}
+	if ref == nil {
+		return m, nil
+	}
+	val := jsonv.NullValue()
+	if old, ok := envelope.ParseID(*ref); ok {
+		if nid, copied := idMap[old]; copied {
+			val = jsonv.StringValue(nid.String())
+		}
+	}
+	content, err := envelope.ContentFromDict(m.Kind(), m.Content.Dict().Set(key, val))
+	if err != nil {
+		return nil, err
+	}
+	cp := m.Copy()
+	cp.Content = content
+	return cp, nil
+}

@@ -1,0 +1,230 @@
+package store
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+)
+
+// imported is a branch read from LionAGI JSON.
+type imported struct {
+	id        *uuid.UUID
+	createdAt *float64
+	metadata  jsonv.Value
+	name      *string
+	user      *string
+	messages  []*envelope.Message // replayed in order through the D3 rules
+	selected  *Progression
+	pile      *elementID
+	prog      *elementID
+}
+
+// parseImport reads the three shapes ImportBranch accepts (DESIGN.md
+// "Branches"): an object with `messages` is a Branch.to_dict, an object
+// with `collections` is a Pile.to_dict, an array is a list of message
+// dicts; any mode (metadata or node_metadata). Errors name the field from
+// "data".
+func parseImport(data jsonv.Value) (imported, error) {
+	switch {
+	case data.Kind() == jsonv.Array:
+		var out imported
+		for i, e := range data.Elems() {
+			// ADR-0006 D3 "Initialization": dictionaries are reconstructed
+			// through Message.from_dict; non-message entries are ignored.
+			if e.Kind() != jsonv.Object {
+				continue
+			}
+			m, err := envelope.Decode(e)
+			if err != nil {
+				return imported{}, prefixErr("data["+strconv.Itoa(i)+"]", err)
+			}
+			out.messages = append(out.messages, m)
+		}
+		return out, nil
+	case data.Kind() == jsonv.Object && data.Has("messages"):
+		return parseBranchDict(data)
+	case data.Kind() == jsonv.Object && data.Has("collections"):
+		var out imported
+		var err error
+		out.messages, out.pile, out.prog, err = parsePile(data, "data")
+		return out, err
+	}
+	return imported{}, fieldErr("data", envelope.ErrInvalid, "not a LionAGI Branch (an object with messages), Pile (an object with collections) or list of messages; got %s", data.Kind())
+}
+
+// parseBranchDict reads Branch.to_dict: the Element fields, user, name, the
+// messages Pile, and metadata.current_progression as the selected
+// progression. `system` is ignored, as Branch.from_dict does when the
+// messages (which hold the system) are present.
+func parseBranchDict(data jsonv.Value) (imported, error) {
+	id, created, meta, err := decodeElement(data, envelope.ClassBranch)
+	if err != nil {
+		return imported{}, prefixErr("data", err)
+	}
+	out := imported{id: &id, createdAt: &created, metadata: meta}
+	for _, f := range []struct {
+		key string
+		dst **string
+	}{{"user", &out.user}, {"name", &out.name}} {
+		v, ok := data.Get(f.key)
+		if !ok || v.IsNull() {
+			continue
+		}
+		s, isStr := v.Str()
+		if !isStr {
+			return imported{}, fieldErr("data."+f.key, envelope.ErrInvalid, "must be a string or null, got %s", v.Kind())
+		}
+		*f.dst = &s
+	}
+	msgs, _ := data.Get("messages")
+	switch msgs.Kind() {
+	case jsonv.Object:
+		if out.messages, out.pile, out.prog, err = parsePile(msgs, "data.messages"); err != nil {
+			return imported{}, err
+		}
+	case jsonv.Array:
+		inner, err := parseImport(msgs)
+		if err != nil {
+			return imported{}, prefixErr("messages", err)
+		}
+		out.messages = inner.messages
+	case jsonv.Null:
+	default:
+		return imported{}, fieldErr("data.messages", envelope.ErrInvalid, "must be a Pile object, got %s", msgs.Kind())
+	}
+	if cp, ok := meta.Get("current_progression"); ok {
+		out.metadata = meta.Delete("current_progression")
+		if !cp.IsNull() {
+			if out.selected, err = ParseProgression(cp); err != nil {
+				return imported{}, prefixErr("data.metadata.current_progression", err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// parsePile reads Pile.to_dict: its collections (message dicts) in the
+// order of its progression, when it has one.
+func parsePile(v jsonv.Value, field string) ([]*envelope.Message, *elementID, *elementID, error) {
+	var pile, prog *elementID
+	if v.Has("id") {
+		id, created, _, err := decodeElement(v, envelope.ClassPile)
+		if err != nil {
+			return nil, nil, nil, prefixErr(field, err)
+		}
+		pile = &elementID{id, created}
+	}
+	coll, _ := v.Get("collections")
+	if coll.Kind() != jsonv.Array && !coll.IsNull() {
+		return nil, nil, nil, fieldErr(field+".collections", envelope.ErrInvalid, "must be a list, got %s", coll.Kind())
+	}
+	msgs := make([]*envelope.Message, 0, coll.Len())
+	byID := make(map[uuid.UUID]*envelope.Message, coll.Len())
+	for i, e := range coll.Elems() {
+		f := field + ".collections[" + strconv.Itoa(i) + "]"
+		if e.Kind() != jsonv.Object {
+			return nil, nil, nil, fieldErr(f, envelope.ErrInvalid, "must be a message object, got %s", e.Kind())
+		}
+		m, err := envelope.Decode(e)
+		if err != nil {
+			return nil, nil, nil, prefixErr(f, err)
+		}
+		msgs = append(msgs, m)
+		byID[m.ID] = m
+	}
+	pv, ok := v.Get("progression")
+	if !ok || pv.IsNull() {
+		return msgs, pile, prog, nil
+	}
+	p, err := ParseProgression(pv)
+	if err != nil {
+		return nil, nil, nil, prefixErr(field+".progression", err)
+	}
+	if pv.Has("id") {
+		prog = &elementID{p.ID, p.CreatedAt}
+	}
+	ordered := make([]*envelope.Message, 0, len(p.Order))
+	seen := make(map[uuid.UUID]bool, len(p.Order))
+	for i, id := range p.Order {
+		m, ok := byID[id]
+		if !ok || seen[id] {
+			return nil, nil, nil, fieldErr(field+".progression.order["+strconv.Itoa(i)+"]", ErrInvalidProgression,
+				"%s is not a message of the pile's collections, or appears twice", id)
+		}
+		seen[id] = true
+		ordered = append(ordered, m)
+	}
+	if len(seen) != len(byID) {
+		return nil, nil, nil, fieldErr(field+".progression.order", ErrInvalidProgression, "the progression does not order every message of the collections")
+	}
+	return ordered, pile, prog, nil
+}
+
+// prefixErr puts a path in front of the field a validation error names.
+func prefixErr(prefix string, err error) error {
+	var fe *envelope.FieldError
+	if !errors.As(err, &fe) {
+		return &envelope.FieldError{Field: prefix, Msg: err.Error(), Err: err}
+	}
+	cp := *fe
+	switch {
+	case cp.Field == "":
+		cp.Field = prefix
+	case cp.Field[0] == '[':
+		cp.Field = prefix + cp.Field
+	default:
+		cp.Field = prefix + "." + cp.Field
+	}
+	return &cp
+}
+
+// export writes the branch as Branch.to_dict(mode) (DESIGN.md "Branches"):
+// {id, created_at, metadata (with current_progression when a selected
+// progression is set, and lion_class), user, name, messages: the Pile
+// with its progression, system}; no chat_model (historyd has none).
+// Branch lock held.
+func (b *branch) export(mode envelope.Mode, dbMetaKey string) (jsonv.Value, error) {
+	order := b.order()
+	coll := make([]jsonv.Value, len(order))
+	for i, id := range order {
+		v, _ := b.get(id)
+		enc, err := v.msg.Encode(mode, dbMetaKey)
+		if err != nil {
+			return jsonv.Value{}, err
+		}
+		coll[i] = enc
+	}
+	prog := Progression{ID: b.prog.id, CreatedAt: b.prog.createdAt, Metadata: jsonv.ObjectValue(), Order: order}
+	pile := encodeElement(b.pile.id, b.pile.createdAt, jsonv.ObjectValue(), envelope.ClassPile, mode, dbMetaKey,
+		jsonv.Member{Key: "collections", Value: jsonv.ArrayValue(coll...)},
+		jsonv.Member{Key: "progression", Value: prog.Encode(mode, dbMetaKey)},
+		jsonv.Member{Key: "strict_type", Value: jsonv.BoolValue(false)})
+	meta := b.metadata
+	if b.selected != nil {
+		meta = meta.Set("current_progression", b.selected.Encode(mode, dbMetaKey))
+	}
+	fields := []jsonv.Member{
+		{Key: "user", Value: optText(b.user)},
+		{Key: "name", Value: optText(b.name)},
+		{Key: "messages", Value: pile},
+	}
+	if b.system != nil {
+		sys, err := b.system.msg.Encode(mode, dbMetaKey)
+		if err != nil {
+			return jsonv.Value{}, err
+		}
+		fields = append(fields, jsonv.Member{Key: "system", Value: sys})
+	}
+	return encodeElement(b.id, b.createdAt, meta, envelope.ClassBranch, mode, dbMetaKey, fields...), nil
+}
+
+func optText(s *string) jsonv.Value {
+	if s == nil {
+		return jsonv.NullValue()
+	}
+	return jsonv.StringValue(*s)
+}

@@ -1,0 +1,174 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Memory is the in-memory Store: nothing to install, nothing survives a
+// restart. Each branch has its own lock, so writers on different branches
+// do not wait for each other; reads share the branch lock.
+type Memory struct {
+	opts   options
+	budget budget
+
+	// mu guards branches, ids and requests (the server-wide idempotency
+	// scope). Lock order: mu before any branch lock; a branch lock is never
+	// held while mu is taken.
+	mu       sync.RWMutex
+	branches map[uuid.UUID]*branch
+	ids      []uuid.UUID // sorted, for ListBranches paging
+	requests *requestCache
+}
+
+var _ Store = (*Memory)(nil)
+
+// Option configures a Memory store.
+type Option func(*options)
+
+type options struct {
+	budget      int64
+	retention   int
+	requestTTL  time.Duration
+	requestMax  int
+	subBuffer   int
+	now         func() time.Time
+	observerCtx func(context.Context) context.Context
+}
+
+// WithMemoryBudget sets the bytes the store may hold (an estimate of its
+// heap use); a write that would exceed it is refused with ErrMemoryBudget
+// and changes nothing. The default is DefaultMemoryBudget; 0 means no
+// limit.
+func WithMemoryBudget(bytes int64) Option {
+	return func(o *options) { o.budget = max(bytes, 0) }
+}
+
+// WithEventRetention sets how many events each branch's log keeps
+// (default DefaultEventRetention; at least 1).
+func WithEventRetention(n int) Option {
+	return func(o *options) { o.retention = max(n, 1) }
+}
+
+// WithRequestWindow sets how long and how many request ids each scope
+// remembers (default DefaultRequestTTL and DefaultRequestMax).
+func WithRequestWindow(ttl time.Duration, maxRequests int) Option {
+	return func(o *options) { o.requestTTL, o.requestMax = ttl, max(maxRequests, 1) }
+}
+
+// WithSubscriberBuffer sets the default number of commits a subscription
+// buffers before it is ended as too slow (default DefaultSubscriberBuffer).
+func WithSubscriberBuffer(n int) Option {
+	return func(o *options) { o.subBuffer = max(n, 1) }
+}
+
+// WithClock sets the clock the idempotency window reads (tests move it).
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory(opts ...Option) *Memory {
+	o := options{
+		budget:     DefaultMemoryBudget,
+		retention:  DefaultEventRetention,
+		requestTTL: DefaultRequestTTL,
+		requestMax: DefaultRequestMax,
+		subBuffer:  DefaultSubscriberBuffer,
+		now:        time.Now,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	m := &Memory{
+		opts:     o,
+		branches: map[uuid.UUID]*branch{},
+		requests: newRequestCache(o.requestTTL, o.requestMax),
+	}
+	m.budget.limit = o.budget
+	return m
+}
+
+// MemoryUsed returns the bytes the store holds by its estimate, the figure
+// the memory budget limits.
+func (m *Memory) MemoryUsed() int64 { return m.budget.used.Load() }
+
+// lookup returns the branch with id, unlocked.
+func (m *Memory) lookup(id uuid.UUID) (*branch, error) {
+	m.mu.RLock()
+	b := m.branches[id]
+	m.mu.RUnlock()
+	if b == nil {
+		return nil, &BranchError{Err: ErrBranchNotFound, BranchID: id}
+	}
+	return b, nil
+}
+
+// writeLocked returns the branch with id, write-locked. A branch deleted
+// between the lookup and the lock is not found.
+func (m *Memory) writeLocked(id uuid.UUID) (*branch, error) {
+	b, err := m.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	if b.deleted {
+		b.mu.Unlock()
+		return nil, &BranchError{Err: ErrBranchNotFound, BranchID: id}
+	}
+	return b, nil
+}
+
+// readLocked returns the branch with id, read-locked.
+func (m *Memory) readLocked(id uuid.UUID) (*branch, error) {
+	b, err := m.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.RLock()
+	if b.deleted {
+		b.mu.RUnlock()
+		return nil, &BranchError{Err: ErrBranchNotFound, BranchID: id}
+	}
+	return b, nil
+}
+
+// insertID adds id to the sorted id list (m.mu held).
+func (m *Memory) insertID(id uuid.UUID) {
+	i, _ := slices.BinarySearchFunc(m.ids, id, compareIDs)
+	m.ids = slices.Insert(m.ids, i, id)
+}
+
+// removeID removes id from the sorted id list (m.mu held).
+func (m *Memory) removeID(id uuid.UUID) {
+	if i, found := slices.BinarySearchFunc(m.ids, id, compareIDs); found {
+		m.ids = slices.Delete(m.ids, i, i+1)
+	}
+}
+
+func compareIDs(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }
+
+// Recall returns a remembered result (Store.Recall).
+func (m *Memory) Recall(_ context.Context, branchID *uuid.UUID, op Op, requestID string) (any, bool, error) {
+	if requestID == "" {
+		return nil, false, nil
+	}
+	now := m.opts.now()
+	if branchID == nil {
+		m.mu.Lock() // get expires entries, so it writes
+		defer m.mu.Unlock()
+		return m.requests.get(now, op, requestID)
+	}
+	b, err := m.writeLocked(*branchID)
+	if err != nil {
+		// An unknown branch remembers nothing; the call itself reports it.
+		return nil, false, nil
+	}
+	defer b.mu.Unlock()
+	return b.requests.get(now, op, requestID)
+}

@@ -1,0 +1,280 @@
+package store
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+)
+
+// recallGlobal returns a remembered result of the server-wide scope.
+func (m *Memory) recallGlobal(op Op, requestID string) (any, bool, error) {
+	if requestID == "" {
+		return nil, false, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.requests.get(m.opts.now(), op, requestID)
+}
+
+// prepare builds a new, unpublished branch: its identity, metadata and
+// charge. The caller seeds it and then calls publish or discard.
+func (m *Memory) prepare(id uuid.UUID, createdAt *float64, meta jsonv.Value) (*branch, error) {
+	if id == (uuid.UUID{}) {
+		id = uuid.New()
+	} else if _, err := m.lookup(id); err == nil {
+		return nil, &BranchError{Err: ErrBranchExists, BranchID: id}
+	}
+	meta, err := envelope.NormalizeMetadata(meta)
+	if err != nil {
+		return nil, fieldErr("metadata", envelope.ErrInvalid, "invalid metadata: not a JSON object (got %s)", meta.Kind())
+	}
+	created := nowSeconds()
+	if createdAt != nil {
+		created = *createdAt
+	}
+	b := newBranch(m, id, created)
+	b.metadata = meta
+	b.charge = branchOverhead + valueSize(meta)
+	if err := m.budget.reserve(b.charge); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// seed writes a message into a branch being built, with D3's rules.
+func (m *Memory) seed(b *branch, msg *envelope.Message) error {
+	p, err := b.plan(msg)
+	if err != nil {
+		return err
+	}
+	size := messageSize(msg)
+	if err := m.budget.reserve(size); err != nil {
+		return err
+	}
+	m.apply(b, p, 1, size)
+	return nil
+}
+
+// discard gives back everything a branch holds (a branch being built that
+// failed, or a deleted one).
+func (m *Memory) discard(b *branch) {
+	for _, v := range b.msgs {
+		m.unref(v)
+	}
+	for i := 0; i < b.log.len(); i++ {
+		e := b.log.at(i)
+		for _, v := range e.versions {
+			m.unref(v)
+		}
+		m.budget.release(e.size)
+	}
+	m.budget.release(b.charge)
+	b.msgs, b.log = nil, eventLog{}
+}
+
+// publish records BRANCH_CREATED and makes the branch visible; a repeat of
+// the request id returns the first result instead and an id taken in the
+// meantime is ErrBranchExists (b is then discarded).
+func (m *Memory) publish(b *branch, op Op, requestID string) (BranchResult, error) {
+	order := b.order()
+	versions := make([]*version, len(order))
+	msgs := make([]*envelope.Message, len(order))
+	res := BranchResult{Messages: make([]StoredMessage, len(order))}
+	for i, id := range order {
+		versions[i], _ = b.get(id)
+		msgs[i] = versions[i].msg
+		res.Messages[i] = versions[i].stored()
+	}
+	b.head = 1
+	info := b.info()
+	m.record(b, []logEntry{{ev: Event{Sequence: 1, Kind: EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}, versions: versions}})
+	res.Branch = b.info()
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.opts.now()
+	if r, ok, err := m.requests.get(now, op, requestID); err != nil || ok {
+		m.discard(b)
+		if err != nil {
+			return BranchResult{}, err
+		}
+		first := r.(BranchResult)
+		first.Replayed = true
+		return first, nil
+	}
+	if _, taken := m.branches[b.id]; taken {
+		m.discard(b)
+		return BranchResult{}, &BranchError{Err: ErrBranchExists, BranchID: b.id}
+	}
+	m.branches[b.id] = b
+	m.insertID(b.id)
+	m.requests.put(now, op, requestID, res)
+	return res, nil
+}
+
+// replayed returns a remembered BranchResult.
+func replayedBranch(r any) BranchResult {
+	res := r.(BranchResult)
+	res.Replayed = true
+	return res
+}
+
+// CreateBranch creates a branch (Store.CreateBranch), as LionAGI's
+// Branch(...) and MessageManager(messages=, system=) do: the messages with
+// D3's add-or-replace rule, then the system through the factory (sender:
+// SystemSender, else User, else "system"; recipient: the branch id), then a
+// pre-built system with set_system.
+func (m *Memory) CreateBranch(_ context.Context, in CreateBranchInput) (BranchResult, error) {
+	if r, ok, err := m.recallGlobal(OpCreateBranch, in.RequestID); err != nil || ok {
+		if err != nil {
+			return BranchResult{}, err
+		}
+		return replayedBranch(r), nil
+	}
+	if in.SystemMessage != nil && in.SystemMessage.Kind() != envelope.KindSystem {
+		return BranchResult{}, fieldErr("system", ErrNotSystem, "System message must be a System instance.")
+	}
+	b, err := m.prepare(in.ID, in.CreatedAt, in.Metadata)
+	if err != nil {
+		return BranchResult{}, err
+	}
+	b.name, b.user = in.Name, in.User
+	if err := m.seedCreate(b, in); err != nil {
+		m.discard(b)
+		return BranchResult{}, err
+	}
+	return m.publish(b, OpCreateBranch, in.RequestID)
+}
+
+func (m *Memory) seedCreate(b *branch, in CreateBranchInput) error {
+	for _, msg := range in.Messages {
+		if err := m.seed(b, msg); err != nil {
+			return err
+		}
+	}
+	if in.System.Truthy() || in.SystemDatetime.Truthy() {
+		sender := "system"
+		switch {
+		case in.SystemSender != nil && *in.SystemSender != "":
+			sender = *in.SystemSender
+		case in.User != nil && *in.User != "":
+			sender = *in.User
+		}
+		c, err := CreateMessage(Factory{
+			System: in.System, SystemDatetime: in.SystemDatetime,
+			Sender: jsonv.StringValue(sender), Recipient: jsonv.StringValue(b.id.String()),
+		})
+		if err != nil {
+			return prefixErr("system", err)
+		}
+		if err := m.seed(b, c.Message); err != nil {
+			return err
+		}
+	}
+	if in.SystemMessage != nil {
+		return m.seed(b, in.SystemMessage)
+	}
+	return nil
+}
+
+// ImportBranch creates a branch from LionAGI JSON (Store.ImportBranch).
+func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, error) {
+	if r, ok, err := m.recallGlobal(OpImportBranch, in.RequestID); err != nil || ok {
+		if err != nil {
+			return BranchResult{}, err
+		}
+		return replayedBranch(r), nil
+	}
+	im, err := parseImport(in.Data)
+	if err != nil {
+		return BranchResult{}, err
+	}
+	id := in.ID
+	if id == (uuid.UUID{}) && !in.NewID && im.id != nil {
+		id = *im.id
+	}
+	b, err := m.prepare(id, im.createdAt, im.metadata)
+	if err != nil {
+		return BranchResult{}, err
+	}
+	b.name, b.user = im.name, im.user
+	if im.pile != nil {
+		b.pile = *im.pile
+	}
+	if im.prog != nil {
+		b.prog = *im.prog
+	}
+	for _, msg := range im.messages {
+		if err := m.seed(b, msg); err != nil {
+			m.discard(b)
+			return BranchResult{}, err
+		}
+	}
+	if im.selected != nil {
+		if err := b.checkMembers("data.metadata.current_progression.order", im.selected.Order, true); err != nil {
+			m.discard(b)
+			return BranchResult{}, err
+		}
+		b.selected = im.selected
+	}
+	return m.publish(b, OpImportBranch, in.RequestID)
+}
+
+// DeleteBranch deletes a branch (Store.DeleteBranch): BRANCH_DELETED is its
+// last event, its subscriptions end with ErrBranchDeleted, and everything it
+// held goes back to the budget. The request id is remembered server-wide,
+// since the branch's own memory goes with it.
+func (m *Memory) DeleteBranch(_ context.Context, id uuid.UUID, opts WriteOptions) (DeleteResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.opts.now()
+	if r, ok, err := m.requests.get(now, OpDeleteBranch, opts.RequestID); err != nil || ok {
+		if err != nil {
+			return DeleteResult{}, err
+		}
+		res := r.(DeleteResult)
+		res.Replayed = true
+		return res, nil
+	}
+	b := m.branches[id]
+	if b == nil {
+		return DeleteResult{}, &BranchError{Err: ErrBranchNotFound, BranchID: id}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkHead(opts); err != nil {
+		return DeleteResult{}, err
+	}
+	m.budget.used.Add(eventOverhead) // deleting frees memory: never refused
+	m.recordEvent(b, Event{Kind: EventBranchDeleted}, eventOverhead)
+	for s := range b.subs {
+		b.endSub(s, ErrBranchDeleted)
+	}
+	b.deleted = true
+	m.discard(b)
+	delete(m.branches, id)
+	m.removeID(id)
+	res := DeleteResult{BranchID: id, LastSequence: b.head}
+	m.requests.put(now, OpDeleteBranch, opts.RequestID, res)
+	return res, nil
+}
+
+// ExportBranch writes the branch as LionAGI JSON (Store.ExportBranch).
+func (m *Memory) ExportBranch(_ context.Context, id uuid.UUID, mode envelope.Mode, dbMetaKey string) (Export, error) {
+	if mode > envelope.ModeDB {
+		return Export{}, fieldErr("mode", envelope.ErrUnsupportedMode, "Unsupported mode: %d", mode)
+	}
+	b, err := m.readLocked(id)
+	if err != nil {
+		return Export{}, err
+	}
+	defer b.mu.RUnlock()
+	data, err := b.export(mode, dbMetaKey)
+	if err != nil {
+		return Export{}, err
+	}
+	return Export{Data: data, Head: b.head}, nil
+}

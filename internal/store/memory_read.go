@@ -1,0 +1,227 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+)
+
+// GetBranch describes a branch (Store.GetBranch).
+func (m *Memory) GetBranch(_ context.Context, id uuid.UUID) (BranchInfo, error) {
+	b, err := m.readLocked(id)
+	if err != nil {
+		return BranchInfo{}, err
+	}
+	defer b.mu.RUnlock()
+	return b.info(), nil
+}
+
+// ListBranches pages through the branches in id order (Store.ListBranches).
+func (m *Memory) ListBranches(_ context.Context, size int, token string) (BranchPage, error) {
+	size, err := pageSize(size)
+	if err != nil {
+		return BranchPage{}, err
+	}
+	m.mu.RLock()
+	start := 0
+	if token != "" {
+		t, err := decodePageToken(token, "branches", "id")
+		if err != nil {
+			m.mu.RUnlock()
+			return BranchPage{}, err
+		}
+		after, err := uuid.Parse(t.After)
+		if err != nil {
+			m.mu.RUnlock()
+			return BranchPage{}, fieldErr("page_token", ErrStalePageToken, "page_token does not continue this listing")
+		}
+		i, found := slices.BinarySearchFunc(m.ids, after, compareIDs)
+		if found {
+			i++
+		}
+		start = i
+	}
+	end := min(start+size, len(m.ids))
+	page := make([]*branch, 0, end-start)
+	for _, id := range m.ids[start:end] {
+		page = append(page, m.branches[id])
+	}
+	more := end < len(m.ids)
+	m.mu.RUnlock()
+
+	out := BranchPage{Branches: make([]BranchInfo, 0, len(page))}
+	for _, b := range page {
+		b.mu.RLock()
+		if !b.deleted {
+			out.Branches = append(out.Branches, b.info())
+		}
+		b.mu.RUnlock()
+	}
+	if more && len(page) > 0 {
+		out.NextPageToken = pageToken{Scope: "branches", Query: "id", After: page[len(page)-1].id.String()}.encode()
+	}
+	return out, nil
+}
+
+// GetMessage returns one message (Store.GetMessage).
+func (m *Memory) GetMessage(_ context.Context, branchID, msgID uuid.UUID) (StoredMessage, error) {
+	b, err := m.readLocked(branchID)
+	if err != nil {
+		return StoredMessage{}, err
+	}
+	defer b.mu.RUnlock()
+	v, ok := b.get(msgID)
+	if !ok {
+		return StoredMessage{}, &MessageError{Err: ErrMessageNotFound, BranchID: branchID, MessageID: msgID}
+	}
+	return v.stored(), nil
+}
+
+// ListMessages pages through the full order, a view, or the selected
+// progression (Store.ListMessages); a page costs O(page size).
+func (m *Memory) ListMessages(_ context.Context, branchID uuid.UUID, in ListInput) (MessagePage, error) {
+	size, err := pageSize(in.PageSize)
+	if err != nil {
+		return MessagePage{}, err
+	}
+	if in.View >= numViews {
+		return MessagePage{}, fieldErr("view", envelope.ErrInvalid, "unknown view %d", in.View)
+	}
+	if in.Selected && in.View != ViewAll {
+		return MessagePage{}, fieldErr("view", envelope.ErrInvalid, "a view cannot be combined with the selected progression")
+	}
+	b, err := m.readLocked(branchID)
+	if err != nil {
+		return MessagePage{}, err
+	}
+	defer b.mu.RUnlock()
+
+	// The list is addressed by positions lo..hi; at(p) returns the message
+	// at a position (false for the empty system slot).
+	var (
+		lo, hi int64
+		epoch  uint64
+		query  string
+		at     func(p int64) (*version, bool)
+	)
+	switch {
+	case in.Selected && b.selected != nil:
+		sel := b.selected.Order
+		lo, hi, epoch, query = 0, int64(len(sel))-1, b.selEpoch, "selected"
+		at = func(p int64) (*version, bool) { return b.get(sel[p]) }
+	case in.View != ViewAll:
+		list := b.views[in.View]
+		lo, hi, epoch, query = 0, int64(len(list))-1, b.epoch, in.View.String()
+		at = func(p int64) (*version, bool) { return b.get(b.entries[list[p]]) }
+	default:
+		lo, hi, epoch, query = -1, int64(len(b.entries))-1, b.epoch, "all"
+		at = func(p int64) (*version, bool) {
+			if p < 0 {
+				return b.system, b.system != nil
+			}
+			return b.get(b.entries[p])
+		}
+	}
+	step := int64(1)
+	next := lo
+	if in.Descending {
+		step, next = -1, hi
+		query += ",desc"
+	}
+	scope := b.id.String()
+	if in.PageToken != "" {
+		t, err := decodePageToken(in.PageToken, scope, query)
+		if err != nil {
+			return MessagePage{}, err
+		}
+		if t.Epoch != epoch {
+			return MessagePage{}, fieldErr("page_token", ErrStalePageToken, "the listing changed since the token was made (cleared, or a new selected progression)")
+		}
+		next = t.Next
+	}
+	page := MessagePage{Head: b.head, Messages: make([]StoredMessage, 0, min(int64(size), hi-lo+1))}
+	for ; next >= lo && next <= hi && len(page.Messages) < size; next += step {
+		if v, ok := at(next); ok {
+			page.Messages = append(page.Messages, v.stored())
+		}
+	}
+	// The system slot may be empty; it is the last position of a
+	// descending listing and the first of an ascending one.
+	more := next >= lo && next <= hi && !(next == -1 && b.system == nil)
+	if more {
+		page.NextPageToken = pageToken{Scope: scope, Query: query, Epoch: epoch, Next: next}.encode()
+	}
+	return page, nil
+}
+
+// LastMessage returns the last message of a view (Store.LastMessage):
+// last_instruction and last_response search the order backwards and
+// return None on a miss (ADR-0006 D3); here in O(1).
+func (m *Memory) LastMessage(_ context.Context, branchID uuid.UUID, view View) (StoredMessage, bool, error) {
+	if view >= numViews {
+		return StoredMessage{}, false, fieldErr("view", envelope.ErrInvalid, "unknown view %d", view)
+	}
+	b, err := m.readLocked(branchID)
+	if err != nil {
+		return StoredMessage{}, false, err
+	}
+	defer b.mu.RUnlock()
+	if view == ViewAll {
+		if n := len(b.entries); n > 0 {
+			v, _ := b.get(b.entries[n-1])
+			return v.stored(), true, nil
+		}
+		if b.system != nil {
+			return b.system.stored(), true, nil
+		}
+		return StoredMessage{}, false, nil
+	}
+	list := b.views[view]
+	if len(list) == 0 {
+		return StoredMessage{}, false, nil
+	}
+	v, _ := b.get(b.entries[list[len(list)-1]])
+	return v.stored(), true, nil
+}
+
+// ToChatMessages is to_chat_msgs (Store.ToChatMessages): an explicitly
+// empty order gives nothing; otherwise the given order, the selected
+// progression, or the full order is projected through chat_msg, and an id
+// that is not a member fails the whole call (ADR-0006 D3).
+func (m *Memory) ToChatMessages(_ context.Context, branchID uuid.UUID, in ChatInput) (ChatResult, error) {
+	b, err := m.readLocked(branchID)
+	if err != nil {
+		return ChatResult{}, err
+	}
+	defer b.mu.RUnlock()
+	var ids []uuid.UUID
+	switch {
+	case in.Order != nil:
+		ids = *in.Order
+		if err := b.checkMembers("order", ids, false); err != nil {
+			return ChatResult{}, err
+		}
+	case in.Selected && b.selected != nil:
+		ids = b.selected.Order
+	default:
+		ids = b.order()
+	}
+	out := ChatResult{Head: b.head, Entries: make([]ChatEntry, len(ids))}
+	for i, id := range ids {
+		v, _ := b.get(id)
+		chat, err := v.msg.ChatMsg()
+		out.Entries[i] = ChatEntry{MessageID: id, Chat: chat, Err: err}
+	}
+	return out, nil
+}
+
+// String describes the store for debugging.
+func (m *Memory) String() string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return fmt.Sprintf("store.Memory(%d branches, %d bytes)", len(m.branches), m.MemoryUsed())
+}

@@ -1,0 +1,321 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+)
+
+// mutation is the body of a branch write, run under the branch lock after
+// the idempotency and head checks. It returns the result, and the message
+// the observers are told about (nil for writes that fire none).
+type mutation func(b *branch) (WriteResult, *envelope.Message, error)
+
+// write runs one branch mutation: under the branch lock the repeat check
+// (first, DESIGN.md "Branches"), the head check, then fn; a success is
+// remembered under its request id. The observers run after the lock is
+// released (ADR-0006 D4).
+func (m *Memory) write(ctx context.Context, branchID uuid.UUID, op Op, opts WriteOptions, fn mutation) (WriteResult, error) {
+	b, err := m.writeLocked(branchID)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	now := m.opts.now()
+	if r, ok, err := b.requests.get(now, op, opts.RequestID); err != nil || ok {
+		b.mu.Unlock()
+		if err != nil {
+			return WriteResult{}, err
+		}
+		res := r.(WriteResult)
+		res.Replayed = true
+		return res, nil
+	}
+	if err := b.checkHead(opts); err != nil {
+		b.mu.Unlock()
+		return WriteResult{}, err
+	}
+	res, added, err := fn(b)
+	if err != nil {
+		b.mu.Unlock()
+		return WriteResult{}, err
+	}
+	b.requests.put(now, op, opts.RequestID, res)
+	var snapshot []observerEntry
+	if added != nil {
+		snapshot = b.snapshotObservers()
+	}
+	b.mu.Unlock()
+	if len(snapshot) == 0 {
+		return res, nil
+	}
+	return res, notify(ctx, branchID, snapshot, added)
+}
+
+// commitMessages reserves the bytes of the planned placements, applies them
+// as one commit with consecutive sequences, and returns their versions.
+func (m *Memory) commitMessages(b *branch, ps []placement) ([]*version, error) {
+	sizes := make([]int64, len(ps))
+	var total int64
+	for i, p := range ps {
+		sizes[i] = messageSize(p.msg)
+		total += sizes[i]
+	}
+	if err := m.budget.reserve(total); err != nil {
+		return nil, err
+	}
+	versions := make([]*version, len(ps))
+	entries := make([]logEntry, len(ps))
+	for i, p := range ps {
+		seq := b.head + 1 + uint64(i)
+		kind := p.kind()
+		v := m.apply(b, p, seq, sizes[i])
+		versions[i] = v
+		entries[i] = logEntry{ev: Event{Sequence: seq, Kind: kind, Message: p.msg, Index: b.index(v)}, versions: []*version{v}}
+	}
+	m.record(b, entries)
+	return versions, nil
+}
+
+// recordEvent records an event that writes no message; its size is
+// already charged.
+func (m *Memory) recordEvent(b *branch, ev Event, size int64) {
+	ev.Sequence = b.head + 1
+	ev.Index = -1
+	m.record(b, []logEntry{{ev: ev, size: size}})
+}
+
+// SetSystem is set_system (Store.SetSystem).
+func (m *Memory) SetSystem(ctx context.Context, branchID uuid.UUID, system *envelope.Message, opts WriteOptions) (WriteResult, error) {
+	return m.write(ctx, branchID, OpSetSystem, opts, func(b *branch) (WriteResult, *envelope.Message, error) {
+		if system == nil || system.Kind() != envelope.KindSystem {
+			return WriteResult{}, nil, fieldErr("system", ErrNotSystem, "System message must be a System instance.")
+		}
+		p, err := b.plan(system)
+		if err != nil {
+			return WriteResult{}, nil, err
+		}
+		vs, err := m.commitMessages(b, []placement{p})
+		if err != nil {
+			return WriteResult{}, nil, err
+		}
+		return WriteResult{Message: vs[0].stored(), Index: 0, Head: b.head}, nil, nil
+	})
+}
+
+// AddMessage is add_message (Store.AddMessage).
+func (m *Memory) AddMessage(ctx context.Context, branchID uuid.UUID, in AddInput, opts WriteOptions) (WriteResult, error) {
+	return m.write(ctx, branchID, OpAddMessage, opts, func(b *branch) (WriteResult, *envelope.Message, error) {
+		created, err := b.build(in)
+		if err != nil {
+			return WriteResult{}, nil, err
+		}
+		return m.commitCreated(b, created)
+	})
+}
+
+// build runs the factory with the named branch messages resolved, or takes
+// the pre-built message.
+func (b *branch) build(in AddInput) (Created, error) {
+	if in.Message != nil {
+		if in.Target != nil || in.ActionRequest != nil || !in.Factory.empty() {
+			return Created{}, ErrOneMessageType
+		}
+		return Created{Message: in.Message}, nil
+	}
+	f := in.Factory
+	if in.Target != nil {
+		v, ok := b.get(*in.Target)
+		if !ok {
+			return Created{}, &MessageError{Err: ErrMessageNotFound, BranchID: b.id, MessageID: *in.Target, Field: "target_id"}
+		}
+		switch v.msg.Kind() {
+		case envelope.KindSystem:
+			f.SystemMsg = v.msg
+		case envelope.KindInstruction:
+			f.InstructionMsg = v.msg
+		case envelope.KindAssistantResponse:
+			f.AssistantMsg = v.msg
+		case envelope.KindActionRequest:
+			f.ActionRequestMsg = v.msg
+		case envelope.KindActionResponse:
+			f.ActionResponseMsg = v.msg
+		default:
+			return Created{}, &MessageError{Err: ErrKindChange, BranchID: b.id, MessageID: *in.Target, Field: "target_id"}
+		}
+	}
+	if in.ActionRequest != nil {
+		v, err := b.actionRequest(*in.ActionRequest)
+		if err != nil {
+			return Created{}, err
+		}
+		f.ActionRequestMsg = v.msg
+	}
+	return CreateMessage(f)
+}
+
+// actionRequest returns the ActionRequest named by an action output.
+func (b *branch) actionRequest(id uuid.UUID) (*version, error) {
+	v, ok := b.get(id)
+	if !ok {
+		return nil, &MessageError{Err: ErrMessageNotFound, BranchID: b.id, MessageID: id, Field: "action_request_id"}
+	}
+	if v.msg.Kind() != envelope.KindActionRequest {
+		return nil, &MessageError{Err: ErrNotActionRequest, BranchID: b.id, MessageID: id, Field: "action_request_id"}
+	}
+	return v, nil
+}
+
+// commitCreated writes what the factory made: the message, then the
+// request it answered when that request is in the branch.
+func (m *Memory) commitCreated(b *branch, c Created) (WriteResult, *envelope.Message, error) {
+	p, err := b.plan(c.Message)
+	if err != nil {
+		return WriteResult{}, nil, err
+	}
+	ps := []placement{p}
+	if c.Request != nil {
+		if _, inBranch := b.get(c.Request.ID); inBranch {
+			rp, err := b.plan(c.Request)
+			if err != nil {
+				return WriteResult{}, nil, err
+			}
+			ps = append(ps, rp)
+		}
+	}
+	vs, err := m.commitMessages(b, ps)
+	if err != nil {
+		return WriteResult{}, nil, err
+	}
+	res := WriteResult{Message: vs[0].stored(), Index: b.index(vs[0]), Head: b.head}
+	if len(vs) > 1 {
+		u := vs[1].stored()
+		res.Updated = &u
+	}
+	return res, c.Message, nil
+}
+
+// CreateActionResponse answers an ActionRequest (Store.CreateActionResponse).
+func (m *Memory) CreateActionResponse(ctx context.Context, branchID uuid.UUID, in ActionResponseInput, opts WriteOptions) (WriteResult, error) {
+	return m.write(ctx, branchID, OpCreateActionResponse, opts, func(b *branch) (WriteResult, *envelope.Message, error) {
+		req, err := b.actionRequest(in.Request)
+		if err != nil {
+			return WriteResult{}, nil, err
+		}
+		c, err := CreateActionResponse(Factory{
+			Sender: in.Sender, Recipient: in.Recipient,
+			ActionRequestMsg: req.msg, ActionOutput: in.Output, ActionError: in.Error,
+		})
+		if err != nil {
+			return WriteResult{}, nil, err
+		}
+		return m.commitCreated(b, c)
+	})
+}
+
+// ClearMessages is clear_messages (Store.ClearMessages): the system stays at
+// index 0; the selected progression keeps only what survives. Clearing
+// frees memory, so the memory budget never refuses it.
+func (m *Memory) ClearMessages(ctx context.Context, branchID uuid.UUID, opts WriteOptions) (WriteResult, error) {
+	return m.write(ctx, branchID, OpClearMessages, opts, func(b *branch) (WriteResult, *envelope.Message, error) {
+		for id, v := range b.msgs {
+			if v != b.system {
+				delete(b.msgs, id)
+				m.unref(v)
+			}
+		}
+		b.entries = nil
+		b.views = [numViews][]int32{}
+		b.epoch++
+		if sel := b.selected; sel != nil {
+			kept := slices.DeleteFunc(slices.Clone(sel.Order), func(id uuid.UUID) bool {
+				_, ok := b.msgs[id]
+				return !ok
+			})
+			if len(kept) != len(sel.Order) {
+				sel = sel.Clone()
+				sel.Order = kept
+				b.selected = sel
+				b.selEpoch++
+			}
+		}
+		m.budget.used.Add(eventOverhead)
+		m.recordEvent(b, Event{Kind: EventMessagesCleared}, eventOverhead)
+		return WriteResult{Head: b.head, Index: -1}, nil, nil
+	})
+}
+
+// SetProgression sets or unsets the selected progression
+// (Store.SetProgression). Every id must be a member, once.
+func (m *Memory) SetProgression(ctx context.Context, branchID uuid.UUID, order *[]uuid.UUID, opts WriteOptions) (WriteResult, error) {
+	return m.write(ctx, branchID, OpSetProgression, opts, func(b *branch) (WriteResult, *envelope.Message, error) {
+		var ids []uuid.UUID
+		if order != nil {
+			ids = slices.Clone(*order)
+			if ids == nil {
+				ids = []uuid.UUID{}
+			}
+			if err := b.checkMembers("progression", ids, true); err != nil {
+				return WriteResult{}, nil, err
+			}
+		}
+		size := int64(eventOverhead + 16*len(ids))
+		if err := m.budget.reserve(size); err != nil {
+			return WriteResult{}, nil, err
+		}
+		switch {
+		case order == nil:
+			b.selected = nil
+		case b.selected == nil:
+			b.selected = NewProgression(ids, nil)
+		default:
+			sel := b.selected.Clone()
+			sel.Order = ids
+			b.selected = sel
+		}
+		b.selEpoch++
+		m.recordEvent(b, Event{Kind: EventProgressionSet, Progression: slices.Clone(ids)}, size)
+		return WriteResult{Head: b.head, Index: -1}, nil, nil
+	})
+}
+
+// checkMembers checks that every id of an order is a message of the branch
+// (and, with unique, appears once), else ErrInvalidProgression naming the
+// first offender (ADR-0006 D3).
+func (b *branch) checkMembers(field string, ids []uuid.UUID, unique bool) error {
+	var seen map[uuid.UUID]bool
+	if unique {
+		seen = make(map[uuid.UUID]bool, len(ids))
+	}
+	for i, id := range ids {
+		_, ok := b.msgs[id]
+		if ok && unique {
+			ok = !seen[id]
+			seen[id] = true
+		}
+		if !ok {
+			return &MessageError{Err: ErrInvalidProgression, BranchID: b.id, MessageID: id, Field: field + "[" + strconv.Itoa(i) + "]"}
+		}
+	}
+	return nil
+}
+
+// empty reports whether no factory input is given.
+func (f Factory) empty() bool {
+	for _, v := range []bool{
+		f.Sender.IsNull(), f.Recipient.IsNull(), f.Metadata.IsNull(), f.Instruction.IsNull(), f.Context.IsNull(),
+		f.HandleContext == "", f.Guidance.IsNull(), f.PlainContent.IsNull(), f.ResponseFormat.IsNull(),
+		f.Images.IsNull(), f.ImageDetail.IsNull(), f.ToolSchemas.IsNull(), f.System.IsNull(),
+		f.SystemDatetime.IsNull(), f.AssistantResponse.IsNull(), f.ActionFunction.IsNull(),
+		f.ActionArguments.IsNull(), f.ActionOutput.IsNull(), f.ActionError == nil,
+		f.InstructionMsg == nil, f.SystemMsg == nil, f.AssistantMsg == nil, f.ActionRequestMsg == nil, f.ActionResponseMsg == nil,
+	} {
+		if !v {
+			return false
+		}
+	}
+	return true
+}
