@@ -45,8 +45,9 @@ const (
 	// ERROR_REASON_MESSAGE_ALREADY_EXISTS: a message id is already used where a new one is required,
 	// for example twice in one import (ALREADY_EXISTS). Metadata: messageId.
 	ErrorReason_ERROR_REASON_MESSAGE_ALREADY_EXISTS ErrorReason = 4
-	// ERROR_REASON_OWNER_NOT_REGISTERED: an Exchange call named an owner that is not registered
-	// (NOT_FOUND; ADR-0006 D5: sending or collecting for an unregistered sender fails).
+	// ERROR_REASON_OWNER_NOT_REGISTERED: Send, Collect or another call that needs a registered owner
+	// named one that is not registered (FAILED_PRECONDITION: registering first fixes it; ADR-0006 D5:
+	// sending or collecting for an unregistered sender fails).
 	// Metadata: ownerId.
 	ErrorReason_ERROR_REASON_OWNER_NOT_REGISTERED ErrorReason = 5
 	// ERROR_REASON_OWNER_ALREADY_REGISTERED: Register named an owner that is registered already
