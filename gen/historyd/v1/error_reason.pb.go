@@ -104,6 +104,10 @@ const (
 	// ERROR_REASON_INTERNAL: an unexpected server error (INTERNAL); the status message is fixed and the
 	// real error is only logged (DESIGN.md "Errors").
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 21
+	// ERROR_REASON_SERVER_SHUTTING_DOWN: the server is shutting down and ended a long-lived stream
+	// (a watch or inbox stream) so that shutdown need not wait for it (UNAVAILABLE); reconnect to
+	// another replica or after the restart, and resume as the stream's RPC describes.
+	ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN ErrorReason = 22
 )
 
 // Enum value maps for ErrorReason.
@@ -131,6 +135,7 @@ var (
 		19: "ERROR_REASON_BRANCH_DELETED",
 		20: "ERROR_REASON_UNAUTHENTICATED",
 		21: "ERROR_REASON_INTERNAL",
+		22: "ERROR_REASON_SERVER_SHUTTING_DOWN",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -155,6 +160,7 @@ var (
 		"ERROR_REASON_BRANCH_DELETED":           19,
 		"ERROR_REASON_UNAUTHENTICATED":          20,
 		"ERROR_REASON_INTERNAL":                 21,
+		"ERROR_REASON_SERVER_SHUTTING_DOWN":     22,
 	}
 )
 
@@ -189,7 +195,7 @@ var File_historyd_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xaa\x06\n" +
+	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xd1\x06\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_BRANCH_NOT_FOUND\x10\x01\x12&\n" +
@@ -213,7 +219,8 @@ const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\x18ERROR_REASON_OUTBOX_FULL\x10\x12\x12\x1f\n" +
 	"\x1bERROR_REASON_BRANCH_DELETED\x10\x13\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x14\x12\x19\n" +
-	"\x15ERROR_REASON_INTERNAL\x10\x15B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"\x15ERROR_REASON_INTERNAL\x10\x15\x12%\n" +
+	"!ERROR_REASON_SERVER_SHUTTING_DOWN\x10\x16B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_error_reason_proto_rawDescOnce sync.Once
