@@ -100,3 +100,22 @@ func newBaseMessage(req SendRequest) (*envelope.Message, error) {
 	}
 	return envelope.New(envelope.KindGeneric, jsonv.ObjectValue(fields...))
 }
+
+// Remembered returns the message that a Send by sender with requestID returned, while the request
+// is remembered. A caller that must check for a repeat before validating the rest of a request
+// (DESIGN.md "Idempotency": the repeat check comes before any other check) asks here first; Send
+// checks again, so a repeat is never queued twice.
+func (x *Exchange) Remembered(sender uuid.UUID, requestID string) (*envelope.Message, bool) {
+	if requestID == "" {
+		return nil, false
+	}
+	x.requests.mu.Lock()
+	l := x.requests.bySender[sender]
+	x.requests.mu.Unlock()
+	if l == nil {
+		return nil, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.get(requestID, x.opts.now(), x.opts.requestTTL)
+}

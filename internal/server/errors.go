@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/exchange"
 )
 
 // errorDomain is the google.rpc.ErrorInfo domain of every status historyd sends (DESIGN.md "Wire
@@ -35,7 +36,16 @@ type errorRule struct {
 // sentinel adds its row here (and errors_test.go checks every row), for example:
 //
 //	{store.ErrBranchNotFound, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND},
-var errorRules = []errorRule{}
+var errorRules = []errorRule{
+	// Exchange (issue 6; ADR-0006 D5). ErrorInfo metadata: ownerId.
+	{exchange.ErrOwnerNotRegistered, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_OWNER_NOT_REGISTERED},
+	{exchange.ErrOwnerAlreadyRegistered, codes.AlreadyExists, historyv1.ErrorReason_ERROR_REASON_OWNER_ALREADY_REGISTERED},
+	{exchange.ErrOutboxFull, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_OUTBOX_FULL},
+	{exchange.ErrSubscriberTooSlow, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
+	// Long-lived streams (stream.go).
+	{errSlowConsumer, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
+	{errShuttingDown, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN},
+}
 
 // metadataError is implemented by domain errors that name the entities involved. Its keys become
 // the ErrorInfo metadata and must be the lowerCamel keys of DESIGN.md "Wire model" (branchId,

@@ -254,9 +254,9 @@ type DeadLetter struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// message is the dropped message, as it was sent.
 	Message *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	// recipient is who it was for, as a participant: the message's recipient for a direct message
-	// (absent = UNSET, a string), the owner it failed to reach for a broadcast, null for a broadcast
-	// that found no recipient.
+	// recipient is who it was for, written as LionAGI's JSON writes a participant: the message's
+	// recipient for a direct message ("unset", a role name, a plain string or a UUID), the owner it
+	// failed to reach for a broadcast, null for a broadcast that found no recipient.
 	Recipient *structpb.Value `protobuf:"bytes,2,opt,name=recipient,proto3" json:"recipient,omitempty"`
 	// reason says why it was dropped.
 	Reason DeadLetterReason `protobuf:"varint,3,opt,name=reason,proto3,enum=historyd.v1.DeadLetterReason" json:"reason,omitempty"`

@@ -1,0 +1,250 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+	"github.com/historyd/historyd/internal/exchange"
+)
+
+// ExchangeServer serves historyd.v1.ExchangeService over an *exchange.Exchange (ADR-0006 D5). The
+// handlers are thin: validate and convert the request, call the Exchange, convert the result; the
+// status interceptor maps domain errors (errors.go).
+type ExchangeServer struct {
+	historyv1.UnsafeExchangeServiceServer
+
+	ex      *exchange.Exchange
+	streams streamConfig
+	now     func() time.Time
+
+	stopping chan struct{} // closed by EndStreams
+	stopOnce sync.Once
+
+	// streamEnded, when set, is called with the error each SubscribeInbox handler returns; tests
+	// use it to know that a stream has ended on the server side.
+	streamEnded func(error)
+}
+
+var _ historyv1.ExchangeServiceServer = (*ExchangeServer)(nil)
+
+// NewExchangeServer returns the ExchangeService handlers over ex; opts configure SubscribeInbox.
+func NewExchangeServer(ex *exchange.Exchange, opts ...StreamOption) *ExchangeServer {
+	return &ExchangeServer{ex: ex, streams: newStreamConfig(opts), now: time.Now, stopping: make(chan struct{})}
+}
+
+// RegisterExchange registers the ExchangeService handlers over ex on s and ends their streams when
+// s shuts down. Call it before s.Serve.
+func RegisterExchange(s *Server, ex *exchange.Exchange, opts ...StreamOption) *ExchangeServer {
+	es := NewExchangeServer(ex, opts...)
+	historyv1.RegisterExchangeServiceServer(s.GRPCServer(), es)
+	s.OnShutdown(es.EndStreams)
+	return es
+}
+
+// EndStreams ends every SubscribeInbox stream, open or opened later, with UNAVAILABLE (reason
+// SERVER_SHUTTING_DOWN). It is the OnShutdown hook RegisterExchange installs; safe to call more than
+// once.
+func (s *ExchangeServer) EndStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
+
+// Register creates an owner's flow (ADR-0006 D5: register).
+func (s *ExchangeServer) Register(_ context.Context, req *historyv1.RegisterRequest) (*historyv1.RegisterResponse, error) {
+	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.ex.Register(owner)
+	if err != nil {
+		return nil, err
+	}
+	return &historyv1.RegisterResponse{Flow: flowToProto(snap)}, nil
+}
+
+// Unregister removes an owner and returns what it held; no flow for an unknown owner (ADR-0006 D5).
+func (s *ExchangeServer) Unregister(_ context.Context, req *historyv1.UnregisterRequest) (*historyv1.UnregisterResponse, error) {
+	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
+	if err != nil {
+		return nil, err
+	}
+	snap, ok := s.ex.Unregister(owner)
+	if !ok {
+		return &historyv1.UnregisterResponse{}, nil
+	}
+	return &historyv1.UnregisterResponse{Flow: flowToProto(snap)}, nil
+}
+
+// ListOwners lists registered owners in registration order.
+func (s *ExchangeServer) ListOwners(_ context.Context, req *historyv1.ListOwnersRequest) (*historyv1.ListOwnersResponse, error) {
+	size, err := exchangePageSize("page_size", req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	after, _, err := decodeExchangeToken("page_token", "owners", req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	owners, more := s.ex.Owners(after, size)
+	resp := &historyv1.ListOwnersResponse{}
+	for _, o := range owners {
+		resp.Owners = append(resp.Owners, ownerToProto(o))
+	}
+	if more && len(owners) > 0 {
+		resp.NextPageToken = encodeExchangeToken("owners", owners[len(owners)-1].Seq, 0)
+	}
+	return resp, nil
+}
+
+// Send queues a base Message in the sender's outbox (ADR-0006 D5: send), idempotent with a
+// request_id: the repeat check comes right after the sender is read, before any other check
+// (DESIGN.md "Idempotency").
+func (s *ExchangeServer) Send(_ context.Context, req *historyv1.SendRequest) (*historyv1.SendResponse, error) {
+	sender, err := parseOwnerID("sender", req.GetSender())
+	if err != nil {
+		return nil, err
+	}
+	if m, ok := s.ex.Remembered(sender, req.GetRequestId()); ok {
+		return &historyv1.SendResponse{Message: messageToProto(m)}, nil
+	}
+	sr := exchange.SendRequest{Sender: sender, Channel: req.Channel, RequestID: req.GetRequestId()}
+	if sr.Recipient, err = recipientFromProto(req.GetRecipient()); err != nil {
+		return nil, &FieldError{Field: "recipient", Err: err}
+	}
+	if req.ContentJson != nil {
+		if sr.Content, err = jsonv.ParseString(req.GetContentJson()); err != nil {
+			return nil, &FieldError{Field: "content_json", Err: fmt.Errorf("%w: not JSON: %v", envelope.ErrInvalid, err)}
+		}
+	}
+	m, err := s.ex.Send(sr)
+	switch {
+	case errors.Is(err, exchange.ErrInvalidRequestID):
+		return nil, &FieldError{Field: "request_id", Err: fmt.Errorf("%w: %v", envelope.ErrInvalid, err)}
+	case errors.Is(err, envelope.ErrInvalid):
+		return nil, &FieldError{Field: "content_json", Err: err} // the envelope rejected the content
+	case err != nil:
+		return nil, err
+	}
+	return &historyv1.SendResponse{Message: messageToProto(m)}, nil
+}
+
+// recipientFromProto reads a recipient Value: absent is UNSET, null is None (broadcast), a string is
+// normalised (DESIGN.md "Participants"; ADR-0006 D1).
+func recipientFromProto(v *structpb.Value) (envelope.Participant, error) {
+	if v == nil {
+		return envelope.Unset(), nil
+	}
+	j, err := participantFromProto(v)
+	if err != nil {
+		return envelope.Participant{}, err
+	}
+	if j.IsNull() {
+		return envelope.None(), nil
+	}
+	str, _ := j.Str()
+	return envelope.ParseParticipant(str), nil
+}
+
+// Collect routes an owner's outbox and reports what happened to each message (ADR-0006 D5).
+func (s *ExchangeServer) Collect(_ context.Context, req *historyv1.CollectRequest) (*historyv1.CollectResponse, error) {
+	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
+	if err != nil {
+		return nil, err
+	}
+	rep, err := s.ex.Collect(owner)
+	if err != nil {
+		return nil, err
+	}
+	return &historyv1.CollectResponse{DeliveredCount: int32(rep.Delivered), Deliveries: deliveriesToProto(rep.Deliveries)}, nil
+}
+
+// CollectAll collects every registered owner in registration order (ADR-0006 D5: collect_all).
+func (s *ExchangeServer) CollectAll(context.Context, *historyv1.CollectAllRequest) (*historyv1.CollectAllResponse, error) {
+	all := s.ex.CollectAll()
+	resp := &historyv1.CollectAllResponse{DeliveredCount: int32(all.Delivered)}
+	for _, rep := range all.Reports {
+		resp.Collects = append(resp.Collects, &historyv1.OwnerCollect{
+			OwnerId:        rep.Owner.String(),
+			DeliveredCount: int32(rep.Delivered),
+			Deliveries:     deliveriesToProto(rep.Deliveries),
+		})
+	}
+	return resp, nil
+}
+
+// Receive returns one page of an owner's inboxes without removing anything (ADR-0006 D5: receive).
+func (s *ExchangeServer) Receive(_ context.Context, req *historyv1.ReceiveRequest) (*historyv1.ReceiveResponse, error) {
+	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
+	if err != nil {
+		return nil, err
+	}
+	sender, err := parseOptionalOwnerID("sender", req.Sender)
+	if err != nil {
+		return nil, err
+	}
+	size, err := exchangePageSize("page_size", req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	inbox, seq, err := decodeExchangeToken("page_token", "inbox", req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	page := s.ex.ReceivePage(owner, sender, exchange.Cursor{Inbox: int(inbox), Seq: seq}, size)
+	resp := &historyv1.ReceiveResponse{Messages: messagesToProto(page.Messages)}
+	if page.More {
+		resp.NextPageToken = encodeExchangeToken("inbox", uint64(page.Next.Inbox), page.Next.Seq)
+	}
+	return resp, nil
+}
+
+// PopMessage removes the oldest message of one sender's inbox (ADR-0006 D5: pop_message).
+func (s *ExchangeServer) PopMessage(_ context.Context, req *historyv1.PopMessageRequest) (*historyv1.PopMessageResponse, error) {
+	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
+	if err != nil {
+		return nil, err
+	}
+	sender, err := parseOwnerID("sender", req.GetSender())
+	if err != nil {
+		return nil, err
+	}
+	m, ok := s.ex.Pop(owner, sender)
+	if !ok {
+		return &historyv1.PopMessageResponse{}, nil
+	}
+	return &historyv1.PopMessageResponse{Message: messageToProto(m)}, nil
+}
+
+// ListDeadLetters lists one page of an owner's dead letters, oldest first.
+func (s *ExchangeServer) ListDeadLetters(_ context.Context, req *historyv1.ListDeadLettersRequest) (*historyv1.ListDeadLettersResponse, error) {
+	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
+	if err != nil {
+		return nil, err
+	}
+	size, err := exchangePageSize("page_size", req.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	after, _, err := decodeExchangeToken("page_token", "dead", req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	page := s.ex.DeadLetters(owner, after, size)
+	resp := &historyv1.ListDeadLettersResponse{EvictedCount: page.Evicted}
+	for _, dl := range page.Letters {
+		resp.DeadLetters = append(resp.DeadLetters, deadLetterToProto(dl))
+	}
+	if page.More && len(page.Letters) > 0 {
+		resp.NextPageToken = encodeExchangeToken("dead", page.Letters[len(page.Letters)-1].Seq, 0)
+	}
+	return resp, nil
+}
+
+// ownerMetadata is the ErrorInfo metadata naming an owner.
+func ownerMetadata(owner uuid.UUID) map[string]string { return map[string]string{"ownerId": owner.String()} }

@@ -1,0 +1,110 @@
+package server
+
+import (
+	"errors"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/exchange"
+)
+
+// SubscribeInbox streams the messages that land in an owner's inboxes: first a heartbeat (the
+// subscription is live from then on), then each message as it is delivered, and heartbeats while
+// idle (DESIGN.md "Exchange"). One loop shape (STYLE.md "Streams"): validate, subscribe, defer
+// unsubscribe, select over the context, shutdown, the subscription's end, its events and the
+// heartbeat.
+func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, stream grpc.ServerStreamingServer[historyv1.SubscribeInboxResponse]) (err error) {
+	if s.streamEnded != nil {
+		defer func() { s.streamEnded(err) }()
+	}
+	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
+	if err != nil {
+		return err
+	}
+	sender, err := parseOptionalOwnerID("sender", req.Sender)
+	if err != nil {
+		return err
+	}
+	sub, unsubscribe, err := s.ex.Subscribe(owner, sender)
+	if err != nil {
+		return err
+	}
+	defer unsubscribe()
+
+	md := ownerMetadata(owner)
+	send := func(frame *historyv1.SubscribeInboxResponse) error {
+		err := sendFrame(stream, frame, s.streams.sendTimeout, sub.Done(), s.stopping)
+		switch {
+		case errors.Is(err, errSendTimeout):
+			return tooSlow(err, md)
+		case errors.Is(err, errSendAborted):
+			return s.inboxStreamEnd(sub, owner.String(), md)
+		}
+		return err
+	}
+	if err := send(s.heartbeatFrame()); err != nil {
+		return err
+	}
+	hb := newHeartbeat(s.streams.heartbeat)
+	defer hb.Stop()
+	ctx := stream.Context()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.stopping:
+			return errShuttingDown
+		case <-sub.Done():
+			return s.inboxStreamEnd(sub, owner.String(), md)
+		case m := <-sub.Events():
+			if err := send(&historyv1.SubscribeInboxResponse{Event: &historyv1.SubscribeInboxResponse_Message{Message: messageToProto(m)}}); err != nil {
+				return err
+			}
+			hb.Reset()
+		case <-hb.C():
+			if err := send(s.heartbeatFrame()); err != nil {
+				return err
+			}
+			hb.Reset()
+		}
+	}
+}
+
+// inboxStreamEnd is the error that ends an inbox stream once its subscription ended or the server
+// is stopping: too slow (evicted), the owner left, or shutdown.
+func (s *ExchangeServer) inboxStreamEnd(sub *exchange.Subscription, owner string, md map[string]string) error {
+	select {
+	case <-sub.Done():
+		switch err := sub.Err(); {
+		case errors.Is(err, exchange.ErrSubscriberTooSlow):
+			return tooSlow(err, md)
+		case errors.Is(err, exchange.ErrOwnerNotRegistered):
+			return &ownerLeftError{owner: owner, md: md}
+		}
+	default:
+	}
+	return errShuttingDown
+}
+
+// ownerLeftError ends an inbox stream whose owner unregistered: FAILED_PRECONDITION, reason
+// OWNER_NOT_REGISTERED, naming the owner.
+type ownerLeftError struct {
+	owner string
+	md    map[string]string
+}
+
+func (e *ownerLeftError) Error() string { return "owner " + e.owner + " unregistered" }
+
+// Unwrap returns exchange.ErrOwnerNotRegistered, whose rule gives the code and reason.
+func (e *ownerLeftError) Unwrap() error { return exchange.ErrOwnerNotRegistered }
+
+// ErrorMetadata names the owner.
+func (e *ownerLeftError) ErrorMetadata() map[string]string { return e.md }
+
+func (s *ExchangeServer) heartbeatFrame() *historyv1.SubscribeInboxResponse {
+	return &historyv1.SubscribeInboxResponse{Event: &historyv1.SubscribeInboxResponse_Heartbeat{
+		Heartbeat: &historyv1.Heartbeat{Time: timestamppb.New(s.now())},
+	}}
+}

@@ -1,0 +1,156 @@
+package server
+
+import (
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// The pieces of a long-lived server stream that are not specific to one service: a jittered
+// heartbeat, a send bounded by a timeout, and the errors that end a stream (STYLE.md "Streams":
+// validate, subscribe, defer unsubscribe, then select over ctx.Done(), events and the heartbeat).
+// SubscribeInbox uses them; WatchBranch is meant to.
+
+// Defaults of the stream options.
+const (
+	// DefaultHeartbeat is the default idle interval between heartbeat frames: well under the 60 s
+	// idle timeouts common in load balancers and proxies, rare enough to cost nothing.
+	DefaultHeartbeat = 15 * time.Second
+	// DefaultSendTimeout is how long a stream may wait for the client to accept one frame (HTTP/2
+	// flow control) before it is ended as too slow: a healthy client on a slow link accepts a frame
+	// in well under a second, one that stopped reading never does.
+	DefaultSendTimeout = 10 * time.Second
+	// heartbeatJitter spreads heartbeats by ±10%, so streams opened together do not beat together.
+	heartbeatJitter = 0.1
+)
+
+// StreamOption configures the long-lived streams of a service.
+type StreamOption func(*streamConfig)
+
+type streamConfig struct {
+	heartbeat   time.Duration
+	sendTimeout time.Duration
+}
+
+func newStreamConfig(opts []StreamOption) streamConfig {
+	c := streamConfig{heartbeat: DefaultHeartbeat, sendTimeout: DefaultSendTimeout}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// WithHeartbeat sets the idle interval between heartbeat frames (jittered by ±10%). The default is
+// DefaultHeartbeat; d <= 0 sends no heartbeats after the first frame.
+func WithHeartbeat(d time.Duration) StreamOption { return func(c *streamConfig) { c.heartbeat = d } }
+
+// WithSendTimeout sets how long a stream waits for the client to accept one frame before ending
+// the stream with RESOURCE_EXHAUSTED (reason SUBSCRIBER_TOO_SLOW). The default is
+// DefaultSendTimeout; d <= 0 means the default.
+func WithSendTimeout(d time.Duration) StreamOption {
+	return func(c *streamConfig) {
+		if d > 0 {
+			c.sendTimeout = d
+		}
+	}
+}
+
+var (
+	// errSlowConsumer ends a stream whose client fell behind: its subscription was evicted, or it
+	// did not accept a frame within the send timeout (RESOURCE_EXHAUSTED, SUBSCRIBER_TOO_SLOW).
+	errSlowConsumer = errors.New("stream ended: the client is not keeping up")
+	// errShuttingDown ends a stream when the server starts shutting down (UNAVAILABLE,
+	// SERVER_SHUTTING_DOWN), so that GracefulStop need not wait out the grace period for it.
+	errShuttingDown = errors.New("server is shutting down")
+	// errSendTimeout is the cause of a slow-consumer end when a frame was not accepted in time.
+	errSendTimeout = errors.New("the client did not accept a frame within the send timeout")
+	// errSendAborted is returned by sendFrame when an abort channel closed while it waited.
+	errSendAborted = errors.New("send aborted")
+)
+
+// slowConsumerError is errSlowConsumer with its cause and the stream's ErrorInfo metadata (the
+// entity keys of DESIGN.md "Wire model", for example ownerId or lastSequence).
+type slowConsumerError struct {
+	cause error
+	md    map[string]string
+}
+
+func (e *slowConsumerError) Error() string { return errSlowConsumer.Error() + ": " + e.cause.Error() }
+
+// Unwrap returns errSlowConsumer and the cause.
+func (e *slowConsumerError) Unwrap() []error { return []error{errSlowConsumer, e.cause} }
+
+// ErrorMetadata returns the stream's metadata for the ErrorInfo.
+func (e *slowConsumerError) ErrorMetadata() map[string]string { return e.md }
+
+// tooSlow returns the error that ends a stream whose client fell behind, with md in the ErrorInfo.
+func tooSlow(cause error, md map[string]string) error { return &slowConsumerError{cause: cause, md: md} }
+
+// heartbeat is a jittered, resettable timer: it fires after an idle interval of about d. A zero
+// heartbeat never fires.
+type heartbeat struct {
+	d time.Duration
+	t *time.Timer
+}
+
+func newHeartbeat(d time.Duration) *heartbeat {
+	h := &heartbeat{d: d}
+	if d > 0 {
+		h.t = time.NewTimer(h.next())
+	}
+	return h
+}
+
+// next is d ± heartbeatJitter.
+func (h *heartbeat) next() time.Duration {
+	return time.Duration(float64(h.d) * (1 + heartbeatJitter*(2*rand.Float64()-1)))
+}
+
+// C fires when the stream has been idle for the interval; nil (never) when heartbeats are off.
+func (h *heartbeat) C() <-chan time.Time {
+	if h.t == nil {
+		return nil
+	}
+	return h.t.C
+}
+
+// Reset starts a new idle interval; call it after every frame sent.
+func (h *heartbeat) Reset() {
+	if h.t != nil {
+		h.t.Reset(h.next()) // since Go 1.23, Reset also drains a fired timer
+	}
+}
+
+// Stop releases the timer.
+func (h *heartbeat) Stop() {
+	if h.t != nil {
+		h.t.Stop()
+	}
+}
+
+// sendFrame sends msg on ss, waiting at most timeout for the client to accept it. It returns
+// errSendTimeout when the time runs out and errSendAborted when evicted or shutdown closes first,
+// so that a stream blocked by a client that stopped reading still ends promptly; ss.SendMsg's own
+// error otherwise.
+//
+// SendMsg cannot be interrupted, so it runs in a goroutine. On a timeout or an abort that goroutine
+// is left blocked until the handler returns, which ends the stream and so unblocks SendMsg; the
+// handler must return at once after such an error and must not send again.
+func sendFrame(ss grpc.ServerStream, msg any, timeout time.Duration, evicted, shutdown <-chan struct{}) error {
+	done := make(chan error, 1)
+	go func() { done <- ss.SendMsg(msg) }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return errSendTimeout
+	case <-evicted:
+		return errSendAborted
+	case <-shutdown:
+		return errSendAborted
+	}
+}
