@@ -247,4 +247,6 @@ func (s *ExchangeServer) ListDeadLetters(_ context.Context, req *historyv1.ListD
 }
 
 // ownerMetadata is the ErrorInfo metadata naming an owner.
-func ownerMetadata(owner uuid.UUID) map[string]string { return map[string]string{"ownerId": owner.String()} }
+func ownerMetadata(owner uuid.UUID) map[string]string {
+	return map[string]string{"ownerId": owner.String()}
+}

@@ -86,7 +86,9 @@ func (e *slowConsumerError) Unwrap() []error { return []error{errSlowConsumer, e
 func (e *slowConsumerError) ErrorMetadata() map[string]string { return e.md }
 
 // tooSlow returns the error that ends a stream whose client fell behind, with md in the ErrorInfo.
-func tooSlow(cause error, md map[string]string) error { return &slowConsumerError{cause: cause, md: md} }
+func tooSlow(cause error, md map[string]string) error {
+	return &slowConsumerError{cause: cause, md: md}
+}
 
 // heartbeat is a jittered, resettable timer: it fires after an idle interval of about d. A zero
 // heartbeat never fires.
