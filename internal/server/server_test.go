@@ -34,6 +34,7 @@ type testServer struct {
 	*Server
 	conn *grpc.ClientConn
 	logs *observer.ObservedLogs
+	lis  *bufconn.Listener // for tests that need a second client connection (see dial)
 
 	served chan error // receives Serve's result once Serve returns
 }
@@ -50,7 +51,7 @@ func newTestServer(t *testing.T, register func(*grpc.Server), opts ...Option) *t
 		register(srv.GRPCServer())
 	}
 	lis := bufconn.Listen(1 << 20)
-	ts := &testServer{Server: srv, logs: logs, served: make(chan error, 1)}
+	ts := &testServer{Server: srv, logs: logs, lis: lis, served: make(chan error, 1)}
 	go func() { ts.served <- srv.Serve(lis) }()
 
 	conn, err := grpc.NewClient("passthrough:///bufconn",
@@ -80,6 +81,22 @@ func newTestServer(t *testing.T, register func(*grpc.Server), opts ...Option) *t
 		}
 	})
 	return ts
+}
+
+// dial opens another client connection to ts with extra dial options (for example a small flow
+// control window), closed at the end of the test.
+func (ts *testServer) dial(t *testing.T, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	opts = append([]grpc.DialOption{
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return ts.lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	}, opts...)
+	conn, err := grpc.NewClient("passthrough:///bufconn", opts...)
+	if err != nil {
+		t.Fatalf("grpc.NewClient: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
 
 func testContext(t *testing.T) context.Context {
