@@ -41,9 +41,13 @@ type Factory struct {
 	AssistantMsg      *envelope.Message
 
 	// Action inputs.
-	ActionFunction    jsonv.Value
-	ActionArguments   jsonv.Value
-	ActionOutput      jsonv.Value
+	ActionFunction  jsonv.Value
+	ActionArguments jsonv.Value
+	ActionOutput    jsonv.Value
+	// ActionOutputSet marks an action output given as JSON null: LionAGI's
+	// None (not given) and a null result are the same value in Python, but
+	// a client that sends an action output wants a response.
+	ActionOutputSet   bool
 	ActionRequestMsg  *envelope.Message
 	ActionResponseMsg *envelope.Message
 	// ActionError is the error of a new action response (historyd keeps it,
@@ -64,6 +68,9 @@ type Created struct {
 	SetsSystem bool
 }
 
+// hasOutput is create_message's `action_output is not None`.
+func (f Factory) hasOutput() bool { return f.ActionOutputSet || !f.ActionOutput.IsNull() }
+
 func truthyOr(v jsonv.Value, m *envelope.Message) bool { return m != nil || v.Truthy() }
 
 // CreateMessage is MessageManager.create_message: it checks that at most
@@ -80,7 +87,7 @@ func CreateMessage(f Factory) (Created, error) {
 		truthyOr(f.Instruction, f.InstructionMsg),
 		truthyOr(f.AssistantResponse, f.AssistantMsg),
 		truthyOr(f.System, f.SystemMsg),
-		f.ActionRequestMsg != nil && f.ActionOutput.IsNull() && f.ActionResponseMsg == nil,
+		f.ActionRequestMsg != nil && !f.hasOutput() && f.ActionResponseMsg == nil,
 	} {
 		if t {
 			kinds++
@@ -97,7 +104,7 @@ func CreateMessage(f Factory) (Created, error) {
 	case truthyOr(f.System, f.SystemMsg):
 		c.Message, err = CreateSystem(f)
 		c.SetsSystem = true
-	case f.ActionResponseMsg != nil || !f.ActionOutput.IsNull():
+	case f.ActionResponseMsg != nil || f.hasOutput():
 		c, err = CreateActionResponse(f)
 	case f.ActionRequestMsg != nil || (f.ActionFunction.Truthy() && !f.ActionArguments.IsNull()):
 		c.Message, err = CreateActionRequest(f)

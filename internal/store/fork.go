@@ -28,7 +28,15 @@ func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, erro
 	if err != nil {
 		return BranchResult{}, err
 	}
-	copies, selected, info, err := src.copyUpTo(in.At)
+	err = src.checkHead(WriteOptions{ExpectedHead: in.ExpectedHead})
+	var (
+		copies   []*envelope.Message
+		selected []uuid.UUID
+		info     BranchInfo
+	)
+	if err == nil {
+		copies, selected, info, err = src.copyUpTo(in.At)
+	}
 	src.mu.RUnlock()
 	if err != nil {
 		return BranchResult{}, err

@@ -310,7 +310,7 @@ func (f Factory) empty() bool {
 		f.HandleContext == "", f.Guidance.IsNull(), f.PlainContent.IsNull(), f.ResponseFormat.IsNull(),
 		f.Images.IsNull(), f.ImageDetail.IsNull(), f.ToolSchemas.IsNull(), f.System.IsNull(),
 		f.SystemDatetime.IsNull(), f.AssistantResponse.IsNull(), f.ActionFunction.IsNull(),
-		f.ActionArguments.IsNull(), f.ActionOutput.IsNull(), f.ActionError == nil,
+		f.ActionArguments.IsNull(), !f.hasOutput(), f.ActionError == nil,
 		f.InstructionMsg == nil, f.SystemMsg == nil, f.AssistantMsg == nil, f.ActionRequestMsg == nil, f.ActionResponseMsg == nil,
 	} {
 		if !v {

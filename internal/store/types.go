@@ -181,9 +181,12 @@ type ForkInput struct {
 	// At is the last message copied (inclusive); nil copies them all.
 	At *uuid.UUID
 	// ID is the new branch's id; zero means a new one.
-	ID        uuid.UUID
-	Name      *string
-	RequestID string
+	ID   uuid.UUID
+	Name *string
+	// ExpectedHead, when not nil, must equal the source's head sequence, so
+	// that a fork copies the history the caller saw.
+	ExpectedHead *uint64
+	RequestID    string
 }
 
 // AddInput is what AddMessage writes: either the factory inputs of

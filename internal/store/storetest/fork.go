@@ -108,6 +108,13 @@ func testFork(t *testing.T, newStore Factory) {
 	wantErr(t, err, store.ErrBranchExists)
 	_, err = st.ForkBranch(ctx(t), store.ForkInput{Source: uuid.New()})
 	wantErr(t, err, store.ErrBranchNotFound)
+	// DESIGN.md "Optimistic concurrency": the source's head, when given.
+	_, err = st.ForkBranch(ctx(t), store.ForkInput{Source: b, ExpectedHead: ptr(uint64(1))})
+	wantErr(t, err, store.ErrSequenceMismatch)
+	h := head(t, st, b)
+	if _, err := st.ForkBranch(ctx(t), store.ForkInput{Source: b, ExpectedHead: &h}); err != nil {
+		t.Errorf("fork at the expected head: %v", err)
+	}
 }
 
 // testDeleteBranch: a deleted branch is gone (NOT_FOUND), its request id is

@@ -204,6 +204,11 @@ func testFactoryErrors(t *testing.T, newStore Factory) {
 			t.Errorf("action_output=%s: %v %v", out, res.Message.Message, err)
 		}
 	}
+	// A null output that was given (not LionAGI's None) is a response too.
+	res, err := st.AddMessage(ctx(t), b, store.AddInput{ActionRequest: &req.ID, Factory: store.Factory{ActionOutputSet: true}}, store.WriteOptions{})
+	if err != nil || res.Message.Message.Kind() != envelope.KindActionResponse {
+		t.Errorf("action_output=null (set): %v %v", res.Message.Message, err)
+	}
 }
 
 // testViews: ADR-0006 D3 "Typed views": instructions, assistant responses,
