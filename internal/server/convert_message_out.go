@@ -22,6 +22,8 @@ var roleToProto = map[envelope.Role]historyv1.MessageRole{
 // messageToProto converts a domain message to the wire, rendering it: the
 // output-only role and rendered fields are filled, metadata carries
 // lion_class (DESIGN.md "Wire model").
+// The output-only sequence stays 0: a message outside a branch has none;
+// storedMessageToProto (history_convert.go) fills it for branch messages.
 func messageToProto(m *envelope.Message) *historyv1.Message {
 	pb := &historyv1.Message{
 		Id:        m.ID.String(),

@@ -22,7 +22,7 @@ func TestConvertedMessagesFieldCount(t *testing.T) {
 		msg  proto.Message
 		want int
 	}{
-		{&historyv1.Message{}, 15},
+		{&historyv1.Message{}, 16},
 		{&historyv1.Embedding{}, 1},
 		{&historyv1.SystemContent{}, 4},
 		{&historyv1.InstructionContent{}, 10},

@@ -147,7 +147,10 @@ type Message struct {
 	//	*Message_Generic
 	Content isMessage_Content `protobuf_oneof:"content"`
 	// rendered is output only: the message's rendered prompt content (ADR-0006 D1: rendering).
-	Rendered      *Rendered `protobuf:"bytes,15,opt,name=rendered,proto3" json:"rendered,omitempty"`
+	Rendered *Rendered `protobuf:"bytes,15,opt,name=rendered,proto3" json:"rendered,omitempty"`
+	// sequence is output only: in a branch, the per-branch sequence of the message's last write
+	// (DESIGN.md "Sequences, events and watch"); 0 outside a branch.
+	Sequence      uint64 `protobuf:"varint,16,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,6 +307,13 @@ func (x *Message) GetRendered() *Rendered {
 		return x.Rendered
 	}
 	return nil
+}
+
+func (x *Message) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
 }
 
 type isMessage_Content interface {
@@ -1344,7 +1354,7 @@ var File_historyd_v1_envelope_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_envelope_proto_rawDesc = "" +
 	"\n" +
-	"\x1ahistoryd/v1/envelope.proto\x12\vhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xdb\x06\n" +
+	"\x1ahistoryd/v1/envelope.proto\x12\vhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xf7\x06\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\"\n" +
 	"\n" +
@@ -1362,7 +1372,8 @@ const file_historyd_v1_envelope_proto_rawDesc = "" +
 	"\x0eaction_request\x18\f \x01(\v2!.historyd.v1.ActionRequestContentH\x00R\ractionRequest\x12M\n" +
 	"\x0faction_response\x18\r \x01(\v2\".historyd.v1.ActionResponseContentH\x00R\x0eactionResponse\x127\n" +
 	"\ageneric\x18\x0e \x01(\v2\x1b.historyd.v1.GenericContentH\x00R\ageneric\x121\n" +
-	"\brendered\x18\x0f \x01(\v2\x15.historyd.v1.RenderedR\brenderedB\t\n" +
+	"\brendered\x18\x0f \x01(\v2\x15.historyd.v1.RenderedR\brendered\x12\x1a\n" +
+	"\bsequence\x18\x10 \x01(\x04R\bsequenceB\t\n" +
 	"\acontentB\r\n" +
 	"\v_created_atB\n" +
 	"\n" +
