@@ -17,6 +17,7 @@ type config struct {
 	LogLevel    string
 	LogFormat   string
 	GracePeriod time.Duration
+	Exchange    exchangeConfig
 }
 
 // setting describes one configuration entry, for the flag set, the environment lookup and the
@@ -45,6 +46,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&cfg.LogLevel, "log-level", settings[1].def, settings[1].usage)
 	fs.StringVar(&cfg.LogFormat, "log-format", settings[2].def, settings[2].usage)
 	fs.DurationVar(&cfg.GracePeriod, "grace-period", mustDuration(settings[3].def), settings[3].usage)
+	cfg.Exchange.register(fs)
 
 	// The environment first, so that flags parsed afterwards win.
 	for _, s := range settings {
@@ -87,7 +89,7 @@ func (c config) validate() error {
 	if c.GracePeriod < 0 {
 		return fmt.Errorf("grace period %v: must not be negative", c.GracePeriod)
 	}
-	return nil
+	return c.Exchange.validate()
 }
 
 // usage returns the usage text: one synopsis line, then one line per setting.

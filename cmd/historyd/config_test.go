@@ -54,6 +54,9 @@ func TestParseConfig(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseConfig: %v", err)
 			}
+			if tc.want.Exchange == (exchangeConfig{}) { // the Exchange's settings: config_exchange_test.go
+				tc.want.Exchange = defaultExchangeConfig()
+			}
 			if got != tc.want {
 				t.Errorf("parseConfig = %+v, want %+v", got, tc.want)
 			}

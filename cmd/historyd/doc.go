@@ -2,8 +2,9 @@
 //
 // This package is wiring only: it reads the configuration (flags, with HISTORYD_* environment
 // fallbacks), builds the logger, listens, hands the listener to internal/server, and turns SIGINT
-// and SIGTERM into an orderly shutdown. It imports internal/server and nothing deeper (DESIGN.md
-// "Layers"); no behaviour of the service lives here.
+// and SIGTERM into an orderly shutdown. It imports internal/server and the backends it builds and
+// hands to it (internal/exchange) and nothing else of ours (DESIGN.md "Layers": cmd builds the
+// backends); no behaviour of the service lives here.
 //
 // Usage:
 //

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/historyd/historyd/internal/exchange"
 	"github.com/historyd/historyd/internal/server"
 )
 
@@ -52,6 +53,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 
 	srv := server.New(logger, server.WithGracePeriod(cfg.GracePeriod))
+	ex := exchange.New(cfg.Exchange.options(logger)...)
+	defer ex.Close() // after Shutdown: stops the background collector, if any
+	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }() // ends when Shutdown stops the server
 

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/historyd/historyd/internal/exchange"
+	"github.com/historyd/historyd/internal/server"
+)
+
+// exchangeConfig configures the Exchange and its SubscribeInbox streams (issue 6).
+type exchangeConfig struct {
+	MaxOutbox         int
+	MaxInbox          int
+	MaxDeadLetters    int
+	SubscriberBuffer  int
+	BackgroundCollect bool
+	Heartbeat         time.Duration
+	SendTimeout       time.Duration
+}
+
+// exchangeSettings are the Exchange's settings; init appends them to settings, so they get the
+// environment fallback, the usage lines and the README table like every other setting.
+var exchangeSettings = []setting{
+	{"exchange-max-outbox", "HISTORYD_EXCHANGE_MAX_OUTBOX", strconv.Itoa(exchange.DefaultMaxOutbox), "messages one owner may have queued for collection; Send past it is RESOURCE_EXHAUSTED (0 = no bound)"},
+	{"exchange-max-inbox", "HISTORYD_EXCHANGE_MAX_INBOX", strconv.Itoa(exchange.DefaultMaxInbox), "messages one inbox (one sender's, at one owner) may hold; deliveries past it become dead letters with reason inbox full (0 = no bound)"},
+	{"exchange-max-dead-letters", "HISTORYD_EXCHANGE_MAX_DEAD_LETTERS", strconv.Itoa(exchange.DefaultMaxDeadLetters), "dead letters kept per owner; the oldest are evicted and counted (0 = no bound)"},
+	{"exchange-subscriber-buffer", "HISTORYD_EXCHANGE_SUBSCRIBER_BUFFER", strconv.Itoa(exchange.DefaultSubscriberBuffer), "messages a SubscribeInbox stream may have pending before it is ended as too slow (>= 1)"},
+	{"exchange-background-collect", "HISTORYD_EXCHANGE_BACKGROUND_COLLECT", "false", "collect outboxes in the background after each Send, as LionAGI's Exchange.run (true or false)"},
+	{"exchange-heartbeat", "HISTORYD_EXCHANGE_HEARTBEAT", server.DefaultHeartbeat.String(), "idle interval between SubscribeInbox heartbeats, jittered by 10% (Go duration; 0 = none after the first)"},
+	{"exchange-send-timeout", "HISTORYD_EXCHANGE_SEND_TIMEOUT", server.DefaultSendTimeout.String(), "how long a SubscribeInbox stream may wait for its client to accept a frame before it is ended as too slow (Go duration, > 0)"},
+}
+
+func init() { settings = append(settings, exchangeSettings...) }
+
+// register defines the Exchange's flags on fs with their defaults.
+func (c *exchangeConfig) register(fs *flag.FlagSet) {
+	s := exchangeSettings
+	fs.IntVar(&c.MaxOutbox, s[0].flag, mustInt(s[0].def), s[0].usage)
+	fs.IntVar(&c.MaxInbox, s[1].flag, mustInt(s[1].def), s[1].usage)
+	fs.IntVar(&c.MaxDeadLetters, s[2].flag, mustInt(s[2].def), s[2].usage)
+	fs.IntVar(&c.SubscriberBuffer, s[3].flag, mustInt(s[3].def), s[3].usage)
+	fs.BoolVar(&c.BackgroundCollect, s[4].flag, s[4].def == "true", s[4].usage)
+	fs.DurationVar(&c.Heartbeat, s[5].flag, mustDuration(s[5].def), s[5].usage)
+	fs.DurationVar(&c.SendTimeout, s[6].flag, mustDuration(s[6].def), s[6].usage)
+}
+
+// defaultExchangeConfig is the configuration with every Exchange flag at its default.
+func defaultExchangeConfig() exchangeConfig {
+	var c exchangeConfig
+	c.register(flag.NewFlagSet("defaults", flag.ContinueOnError))
+	return c
+}
+
+// validate checks the values that the flag types do not.
+func (c exchangeConfig) validate() error {
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"exchange max outbox", c.MaxOutbox}, {"exchange max inbox", c.MaxInbox}, {"exchange max dead letters", c.MaxDeadLetters}} {
+		if v.n < 0 {
+			return fmt.Errorf("%s %d: must not be negative", v.name, v.n)
+		}
+	}
+	if c.SubscriberBuffer < 1 {
+		return fmt.Errorf("exchange subscriber buffer %d: must be at least 1", c.SubscriberBuffer)
+	}
+	if c.Heartbeat < 0 {
+		return fmt.Errorf("exchange heartbeat %v: must not be negative", c.Heartbeat)
+	}
+	if c.SendTimeout <= 0 {
+		return fmt.Errorf("exchange send timeout %v: must be positive", c.SendTimeout)
+	}
+	return nil
+}
+
+// options are the Exchange's options; a panic the background collector recovers from is logged.
+func (c exchangeConfig) options(logger *zap.Logger) []exchange.Option {
+	return []exchange.Option{
+		exchange.WithMaxOutbox(c.MaxOutbox),
+		exchange.WithMaxInbox(c.MaxInbox),
+		exchange.WithMaxDeadLetters(c.MaxDeadLetters),
+		exchange.WithSubscriberBuffer(c.SubscriberBuffer),
+		exchange.WithBackgroundCollection(c.BackgroundCollect),
+		exchange.WithPanicHandler(func(p any) {
+			logger.Error("panic in background collection", zap.Any("panic", p), zap.Stack("stack"))
+		}),
+	}
+}
+
+// streamOptions configure SubscribeInbox.
+func (c exchangeConfig) streamOptions() []server.StreamOption {
+	return []server.StreamOption{server.WithHeartbeat(c.Heartbeat), server.WithSendTimeout(c.SendTimeout)}
+}
+
+func mustInt(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic("historyd: bad built-in integer " + s) // a programming error in settings, never input
+	}
+	return n
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/historyd/historyd/internal/exchange"
+	"github.com/historyd/historyd/internal/server"
+)
+
+// TestExchangeConfig: the Exchange's settings have documented defaults, HISTORYD_* fallbacks, and
+// flags that win over the environment (issue 6: limits, background collection, subscriber buffer,
+// heartbeat as flags with HISTORYD_* env).
+func TestExchangeConfig(t *testing.T) {
+	defaults := exchangeConfig{
+		MaxOutbox: exchange.DefaultMaxOutbox, MaxInbox: exchange.DefaultMaxInbox,
+		MaxDeadLetters: exchange.DefaultMaxDeadLetters, SubscriberBuffer: exchange.DefaultSubscriberBuffer,
+		Heartbeat: server.DefaultHeartbeat, SendTimeout: server.DefaultSendTimeout,
+	}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want exchangeConfig
+	}{
+		{name: "defaults", want: defaults},
+		{
+			name: "environment",
+			env: map[string]string{
+				"HISTORYD_EXCHANGE_MAX_OUTBOX": "5", "HISTORYD_EXCHANGE_MAX_INBOX": "6",
+				"HISTORYD_EXCHANGE_MAX_DEAD_LETTERS": "0", "HISTORYD_EXCHANGE_SUBSCRIBER_BUFFER": "7",
+				"HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "true", "HISTORYD_EXCHANGE_HEARTBEAT": "2s",
+				"HISTORYD_EXCHANGE_SEND_TIMEOUT": "3s",
+			},
+			want: exchangeConfig{MaxOutbox: 5, MaxInbox: 6, MaxDeadLetters: 0, SubscriberBuffer: 7,
+				BackgroundCollect: true, Heartbeat: 2 * time.Second, SendTimeout: 3 * time.Second},
+		},
+		{
+			name: "flags win",
+			args: []string{"--exchange-max-outbox", "9", "--exchange-background-collect=false", "--exchange-heartbeat", "0s"},
+			env:  map[string]string{"HISTORYD_EXCHANGE_MAX_OUTBOX": "5", "HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "true"},
+			want: func() exchangeConfig { c := defaults; c.MaxOutbox, c.Heartbeat = 9, 0; return c }(),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseConfig(tc.args, envOf(tc.env))
+			if err != nil {
+				t.Fatalf("parseConfig: %v", err)
+			}
+			if cfg.Exchange != tc.want {
+				t.Errorf("exchange config = %+v, want %+v", cfg.Exchange, tc.want)
+			}
+		})
+	}
+}
+
+// TestExchangeConfigInvalid: out-of-range Exchange values are usage errors naming the value.
+func TestExchangeConfigInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		env     map[string]string
+		mention string
+	}{
+		{args: []string{"--exchange-max-outbox", "-1"}, mention: "-1"},
+		{args: []string{"--exchange-max-inbox", "lots"}, mention: "exchange-max-inbox"},
+		{args: []string{"--exchange-subscriber-buffer", "0"}, mention: "subscriber buffer"},
+		{args: []string{"--exchange-send-timeout", "0s"}, mention: "send timeout"},
+		{args: []string{"--exchange-heartbeat", "-1s"}, mention: "heartbeat"},
+		{env: map[string]string{"HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "maybe"}, mention: "HISTORYD_EXCHANGE_BACKGROUND_COLLECT"},
+	} {
+		_, err := parseConfig(tc.args, envOf(tc.env))
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.mention) {
+			t.Errorf("parseConfig(%v, %v) = %v, want a usage error mentioning %q", tc.args, tc.env, err, tc.mention)
+		}
+	}
+}
+
+// TestUsageListsExchangeSettings: every Exchange setting is in the usage text with its variable.
+func TestUsageListsExchangeSettings(t *testing.T) {
+	u := usage()
+	for _, s := range exchangeSettings {
+		if !strings.Contains(u, "--"+s.flag) || !strings.Contains(u, s.env) {
+			t.Errorf("usage lacks --%s / %s", s.flag, s.env)
+		}
+	}
+}
