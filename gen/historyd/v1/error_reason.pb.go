@@ -108,6 +108,10 @@ const (
 	// (a watch or inbox stream) so that shutdown need not wait for it (UNAVAILABLE); reconnect to
 	// another replica or after the restart, and resume as the stream's RPC describes.
 	ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN ErrorReason = 22
+	// ERROR_REASON_MALFORMED_REQUEST: the request message did not decode: bytes that are not valid
+	// protobuf for the method's request type, or a string field holding invalid UTF-8
+	// (INVALID_ARGUMENT). The status message carries the decoder's reason.
+	ErrorReason_ERROR_REASON_MALFORMED_REQUEST ErrorReason = 23
 )
 
 // Enum value maps for ErrorReason.
@@ -136,6 +140,7 @@ var (
 		20: "ERROR_REASON_UNAUTHENTICATED",
 		21: "ERROR_REASON_INTERNAL",
 		22: "ERROR_REASON_SERVER_SHUTTING_DOWN",
+		23: "ERROR_REASON_MALFORMED_REQUEST",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -161,6 +166,7 @@ var (
 		"ERROR_REASON_UNAUTHENTICATED":          20,
 		"ERROR_REASON_INTERNAL":                 21,
 		"ERROR_REASON_SERVER_SHUTTING_DOWN":     22,
+		"ERROR_REASON_MALFORMED_REQUEST":        23,
 	}
 )
 
@@ -195,7 +201,7 @@ var File_historyd_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xd1\x06\n" +
+	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xf5\x06\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_BRANCH_NOT_FOUND\x10\x01\x12&\n" +
@@ -220,7 +226,8 @@ const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\x1bERROR_REASON_BRANCH_DELETED\x10\x13\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x14\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x15\x12%\n" +
-	"!ERROR_REASON_SERVER_SHUTTING_DOWN\x10\x16B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"!ERROR_REASON_SERVER_SHUTTING_DOWN\x10\x16\x12\"\n" +
+	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x17B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_error_reason_proto_rawDescOnce sync.Once
