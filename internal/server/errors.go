@@ -13,6 +13,7 @@ import (
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/exchange"
+	"github.com/historyd/historyd/internal/store"
 )
 
 // errorDomain is the google.rpc.ErrorInfo domain of every status historyd sends (DESIGN.md "Wire
@@ -45,6 +46,19 @@ var errorRules = []errorRule{
 	// Long-lived streams (stream.go).
 	{errSlowConsumer, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
 	{errShuttingDown, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN},
+	// Branch histories (issue 4; ADR-0006 D3, DESIGN.md "Branches"). ErrorInfo metadata: branchId,
+	// messageId, headSequence, oldestSequence, lastSequence.
+	{store.ErrBranchNotFound, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND},
+	{store.ErrBranchExists, codes.AlreadyExists, historyv1.ErrorReason_ERROR_REASON_BRANCH_ALREADY_EXISTS},
+	{store.ErrMessageNotFound, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_MESSAGE_NOT_FOUND},
+	{store.ErrInvalidProgression, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_PROGRESSION},
+	{store.ErrKindChange, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_MESSAGE_KIND_CHANGE},
+	{store.ErrNotActionRequest, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_NOT_AN_ACTION_REQUEST},
+	{store.ErrSequenceMismatch, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_SEQUENCE_MISMATCH},
+	{store.ErrMemoryBudget, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_MEMORY_BUDGET_EXCEEDED},
+	{store.ErrHistoryCompacted, codes.OutOfRange, historyv1.ErrorReason_ERROR_REASON_HISTORY_COMPACTED},
+	{store.ErrSubscriberTooSlow, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
+	{store.ErrBranchDeleted, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_DELETED},
 }
 
 // metadataError is implemented by domain errors that name the entities involved. Its keys become

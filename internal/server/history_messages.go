@@ -1,0 +1,240 @@
+package server
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// SetSystem sets the branch's System at index 0 (HistoryService.SetSystem).
+func (s *HistoryServer) SetSystem(ctx context.Context, req *historyv1.SetSystemRequest) (*historyv1.SetSystemResponse, error) {
+	b, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpSetSystem, req.GetRequestId()); err != nil {
+		return nil, err
+	} else if ok {
+		return setSystemResponse(r), nil
+	}
+	m, err := messageFromProto("system", req.GetSystem())
+	if err != nil {
+		return nil, err
+	}
+	if m.Kind() != envelope.KindSystem {
+		return nil, &FieldError{Field: "system", Err: store.ErrNotSystem}
+	}
+	res, err := s.store.SetSystem(ctx, b, m, writeOptions(req.GetRequestId(), req.ExpectedHeadSequence))
+	if err != nil {
+		return nil, err
+	}
+	return setSystemResponse(res), nil
+}
+
+func setSystemResponse(r store.WriteResult) *historyv1.SetSystemResponse {
+	return &historyv1.SetSystemResponse{System: storedMessageToProto(r.Message), HeadSequence: r.Head}
+}
+
+// AddMessage is add_message (HistoryService.AddMessage).
+func (s *HistoryServer) AddMessage(ctx context.Context, req *historyv1.AddMessageRequest) (*historyv1.AddMessageResponse, error) {
+	b, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpAddMessage, req.GetRequestId()); err != nil {
+		return nil, err
+	} else if ok {
+		return addMessageResponse(r), nil
+	}
+	in, err := addInputFromProto(req)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.store.AddMessage(ctx, b, in, writeOptions(req.GetRequestId(), req.ExpectedHeadSequence))
+	if err = s.committed("AddMessage", err); err != nil {
+		return nil, factoryError(inputField(req), err)
+	}
+	return addMessageResponse(res), nil
+}
+
+func addMessageResponse(r store.WriteResult) *historyv1.AddMessageResponse {
+	resp := &historyv1.AddMessageResponse{Message: storedMessageToProto(r.Message), Index: uint64(r.Index), HeadSequence: r.Head}
+	if r.Updated != nil {
+		resp.UpdatedRequest = storedMessageToProto(*r.Updated)
+	}
+	return resp
+}
+
+// CreateActionResponse answers an ActionRequest (HistoryService.CreateActionResponse).
+func (s *HistoryServer) CreateActionResponse(ctx context.Context, req *historyv1.CreateActionResponseRequest) (*historyv1.CreateActionResponseResponse, error) {
+	b, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpCreateActionResponse, req.GetRequestId()); err != nil {
+		return nil, err
+	} else if ok {
+		return createActionResponseResponse(r), nil
+	}
+	in := store.ActionResponseInput{Error: req.Error}
+	if in.Request, err = parseID("action_request_id", req.GetActionRequestId()); err != nil {
+		return nil, err
+	}
+	if in.Output, err = optionalJSON("output_json", req.OutputJson); err != nil {
+		return nil, err
+	}
+	if in.Sender, err = factoryParticipant("sender", req.GetSender()); err != nil {
+		return nil, err
+	}
+	if in.Recipient, err = factoryParticipant("recipient", req.GetRecipient()); err != nil {
+		return nil, err
+	}
+	res, err := s.store.CreateActionResponse(ctx, b, in, writeOptions(req.GetRequestId(), req.ExpectedHeadSequence))
+	if err = s.committed("CreateActionResponse", err); err != nil {
+		return nil, factoryError("action_response", err)
+	}
+	return createActionResponseResponse(res), nil
+}
+
+func createActionResponseResponse(r store.WriteResult) *historyv1.CreateActionResponseResponse {
+	resp := &historyv1.CreateActionResponseResponse{ActionResponse: storedMessageToProto(r.Message), HeadSequence: r.Head}
+	if r.Updated != nil {
+		resp.ActionRequest = storedMessageToProto(*r.Updated)
+	}
+	return resp
+}
+
+// GetMessage returns one message (HistoryService.GetMessage).
+func (s *HistoryServer) GetMessage(ctx context.Context, req *historyv1.GetMessageRequest) (*historyv1.GetMessageResponse, error) {
+	b, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	m, err := parseID("message_id", req.GetMessageId())
+	if err != nil {
+		return nil, err
+	}
+	sm, err := s.store.GetMessage(ctx, b, m)
+	if err != nil {
+		return nil, err
+	}
+	return &historyv1.GetMessageResponse{Message: storedMessageToProto(sm)}, nil
+}
+
+// ListMessages lists a page of messages (HistoryService.ListMessages).
+func (s *HistoryServer) ListMessages(ctx context.Context, req *historyv1.ListMessagesRequest) (*historyv1.ListMessagesResponse, error) {
+	b, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	view, err := viewFromProto("view", req.GetView())
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.store.ListMessages(ctx, b, store.ListInput{
+		PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken(), Descending: req.GetDescending(),
+		View: view, Selected: req.GetSelected(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &historyv1.ListMessagesResponse{Messages: storedMessagesToProto(page.Messages), NextPageToken: page.NextPageToken, HeadSequence: page.Head}, nil
+}
+
+// GetLastMessage returns the last message of a view (HistoryService.GetLastMessage).
+func (s *HistoryServer) GetLastMessage(ctx context.Context, req *historyv1.GetLastMessageRequest) (*historyv1.GetLastMessageResponse, error) {
+	b, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	view, err := viewFromProto("view", req.GetView())
+	if err != nil {
+		return nil, err
+	}
+	sm, found, err := s.store.LastMessage(ctx, b, view)
+	if err != nil || !found {
+		return &historyv1.GetLastMessageResponse{}, err
+	}
+	return &historyv1.GetLastMessageResponse{Message: storedMessageToProto(sm)}, nil
+}
+
+// ToChatMessages projects the branch through chat_msg (HistoryService.ToChatMessages).
+func (s *HistoryServer) ToChatMessages(ctx context.Context, req *historyv1.ToChatMessagesRequest) (*historyv1.ToChatMessagesResponse, error) {
+	b, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	in := store.ChatInput{Selected: req.GetSelected()}
+	if req.GetOrder() != nil {
+		order, err := parseIDs("order.ids", req.GetOrder().GetIds())
+		if err != nil {
+			return nil, err
+		}
+		in.Order = &order
+	}
+	res, err := s.store.ToChatMessages(ctx, b, in)
+	if err != nil {
+		return nil, err
+	}
+	resp := &historyv1.ToChatMessagesResponse{HeadSequence: res.Head}
+	for _, e := range res.Entries {
+		cm, renderErr := &historyv1.ChatMessage{}, ""
+		if e.Err != nil {
+			renderErr = e.Err.Error()
+		} else {
+			cm = chatMessageToProto(e.Chat)
+		}
+		resp.Messages = append(resp.Messages, cm)
+		resp.MessageIds = append(resp.MessageIds, e.MessageID.String())
+		resp.RenderErrors = append(resp.RenderErrors, renderErr)
+	}
+	return resp, nil
+}
+
+// ClearMessages removes every message but the system (HistoryService.ClearMessages).
+func (s *HistoryServer) ClearMessages(ctx context.Context, req *historyv1.ClearMessagesRequest) (*historyv1.ClearMessagesResponse, error) {
+	b, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpClearMessages, req.GetRequestId()); err != nil {
+		return nil, err
+	} else if ok {
+		return &historyv1.ClearMessagesResponse{HeadSequence: r.Head}, nil
+	}
+	res, err := s.store.ClearMessages(ctx, b, writeOptions(req.GetRequestId(), req.ExpectedHeadSequence))
+	if err != nil {
+		return nil, err
+	}
+	return &historyv1.ClearMessagesResponse{HeadSequence: res.Head}, nil
+}
+
+// SetProgression sets or unsets the selected progression (HistoryService.SetProgression).
+func (s *HistoryServer) SetProgression(ctx context.Context, req *historyv1.SetProgressionRequest) (*historyv1.SetProgressionResponse, error) {
+	b, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpSetProgression, req.GetRequestId()); err != nil {
+		return nil, err
+	} else if ok {
+		return &historyv1.SetProgressionResponse{HeadSequence: r.Head}, nil
+	}
+	var order *[]uuid.UUID
+	if req.GetProgression() != nil {
+		ids, err := parseIDs("progression.ids", req.GetProgression().GetIds())
+		if err != nil {
+			return nil, err
+		}
+		order = &ids
+	}
+	res, err := s.store.SetProgression(ctx, b, order, writeOptions(req.GetRequestId(), req.ExpectedHeadSequence))
+	if err != nil {
+		return nil, err
+	}
+	return &historyv1.SetProgressionResponse{HeadSequence: res.Head}, nil
+}

@@ -1,0 +1,220 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// HistoryServer serves historyd.v1.HistoryService over a store.Store (ADR-0006 D3, D4). The
+// handlers are thin: validate and convert the request, call the store, convert the result; the
+// status interceptor maps domain errors (errors.go). A repeated request_id is answered from the
+// store's record before the request is validated (DESIGN.md "Branches": the repeat check comes
+// before any other check).
+type HistoryServer struct {
+	historyv1.UnsafeHistoryServiceServer
+
+	store  store.Store
+	logger *zap.Logger
+}
+
+var _ historyv1.HistoryServiceServer = (*HistoryServer)(nil)
+
+// NewHistoryServer returns the HistoryService handlers over st; a nil logger means zap.NewNop().
+func NewHistoryServer(st store.Store, logger *zap.Logger) *HistoryServer {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return &HistoryServer{store: st, logger: logger}
+}
+
+// RegisterHistory registers the HistoryService handlers over st on s. Call it before s.Serve.
+func RegisterHistory(s *Server, st store.Store) *HistoryServer {
+	hs := NewHistoryServer(st, s.logger)
+	historyv1.RegisterHistoryServiceServer(s.GRPCServer(), hs)
+	return hs
+}
+
+// recall answers a repeated request id from the store's record: ok is true when res holds the
+// first call's result.
+func recall[T any](ctx context.Context, st store.Store, branch *uuid.UUID, op store.Op, requestID string) (res T, ok bool, err error) {
+	r, ok, err := st.Recall(ctx, branch, op, requestID)
+	if err != nil || !ok {
+		return res, false, err
+	}
+	res, ok = r.(T)
+	if !ok {
+		return res, false, fmt.Errorf("store recalled a %T for %s", r, op)
+	}
+	return res, true, nil
+}
+
+// committed drops the observer failures of a committed write: they are logged, and the gRPC
+// caller, whose write stands, is not told (DESIGN.md "Observers").
+func (s *HistoryServer) committed(method string, err error) error {
+	if errors.Is(err, store.ErrObserver) {
+		s.logger.Warn("message-added observers failed after a committed write", zap.String("grpc.method", method), zap.Error(err))
+		return nil
+	}
+	return err
+}
+
+// CreateBranch creates a branch (HistoryService.CreateBranch).
+func (s *HistoryServer) CreateBranch(ctx context.Context, req *historyv1.CreateBranchRequest) (*historyv1.CreateBranchResponse, error) {
+	if r, ok, err := recall[store.BranchResult](ctx, s.store, nil, store.OpCreateBranch, req.GetRequestId()); err != nil {
+		return nil, err
+	} else if ok {
+		return createBranchResponse(r), nil
+	}
+	id, err := parseOptionalID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	meta, err := optionalStruct("metadata", req.GetMetadata())
+	if err != nil {
+		return nil, err
+	}
+	in := store.CreateBranchInput{ID: id, Name: req.Name, User: req.User, Metadata: meta, SystemSender: req.SystemSender, RequestID: req.GetRequestId()}
+	if req.GetSystem() != nil {
+		in.System, in.SystemDatetime = systemText(req.GetSystem()), systemDatetime(req.GetSystem())
+	}
+	res, err := s.store.CreateBranch(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return createBranchResponse(res), nil
+}
+
+func createBranchResponse(r store.BranchResult) *historyv1.CreateBranchResponse {
+	resp := &historyv1.CreateBranchResponse{Branch: branchToProto(r.Branch)}
+	for _, m := range r.Messages {
+		if m.Message.Kind() == envelope.KindSystem {
+			resp.System = storedMessageToProto(m)
+		}
+	}
+	return resp
+}
+
+// GetBranch describes a branch (HistoryService.GetBranch).
+func (s *HistoryServer) GetBranch(ctx context.Context, req *historyv1.GetBranchRequest) (*historyv1.GetBranchResponse, error) {
+	id, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.store.GetBranch(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &historyv1.GetBranchResponse{Branch: branchToProto(b)}, nil
+}
+
+// ListBranches lists the branches (HistoryService.ListBranches).
+func (s *HistoryServer) ListBranches(ctx context.Context, req *historyv1.ListBranchesRequest) (*historyv1.ListBranchesResponse, error) {
+	page, err := s.store.ListBranches(ctx, int(req.GetPageSize()), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	resp := &historyv1.ListBranchesResponse{NextPageToken: page.NextPageToken}
+	for _, b := range page.Branches {
+		resp.Branches = append(resp.Branches, branchToProto(b))
+	}
+	return resp, nil
+}
+
+// DeleteBranch deletes a branch (HistoryService.DeleteBranch).
+func (s *HistoryServer) DeleteBranch(ctx context.Context, req *historyv1.DeleteBranchRequest) (*historyv1.DeleteBranchResponse, error) {
+	if r, ok, err := recall[store.DeleteResult](ctx, s.store, nil, store.OpDeleteBranch, req.GetRequestId()); err != nil {
+		return nil, err
+	} else if ok {
+		return deleteBranchResponse(r), nil
+	}
+	id, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.store.DeleteBranch(ctx, id, writeOptions(req.GetRequestId(), req.ExpectedHeadSequence))
+	if err != nil {
+		return nil, err
+	}
+	return deleteBranchResponse(res), nil
+}
+
+func deleteBranchResponse(r store.DeleteResult) *historyv1.DeleteBranchResponse {
+	return &historyv1.DeleteBranchResponse{BranchId: r.BranchID.String(), LastSequence: r.LastSequence}
+}
+
+// ForkBranch copies a branch into a new one (HistoryService.ForkBranch).
+func (s *HistoryServer) ForkBranch(ctx context.Context, req *historyv1.ForkBranchRequest) (*historyv1.ForkBranchResponse, error) {
+	if r, ok, err := recall[store.BranchResult](ctx, s.store, nil, store.OpForkBranch, req.GetRequestId()); err != nil {
+		return nil, err
+	} else if ok {
+		return &historyv1.ForkBranchResponse{Branch: branchToProto(r.Branch)}, nil
+	}
+	src, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	in := store.ForkInput{Source: src, Name: req.Name, ExpectedHead: req.ExpectedHeadSequence, RequestID: req.GetRequestId()}
+	if req.GetMessageId() != "" {
+		at, err := parseID("message_id", req.GetMessageId())
+		if err != nil {
+			return nil, err
+		}
+		in.At = &at
+	}
+	if in.ID, err = parseOptionalID("new_branch_id", req.GetNewBranchId()); err != nil {
+		return nil, err
+	}
+	res, err := s.store.ForkBranch(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return &historyv1.ForkBranchResponse{Branch: branchToProto(res.Branch)}, nil
+}
+
+// ImportBranch creates a branch from LionAGI JSON text (HistoryService.ImportBranch).
+func (s *HistoryServer) ImportBranch(ctx context.Context, req *historyv1.ImportBranchRequest) (*historyv1.ImportBranchResponse, error) {
+	if r, ok, err := recall[store.BranchResult](ctx, s.store, nil, store.OpImportBranch, req.GetRequestId()); err != nil {
+		return nil, err
+	} else if ok {
+		return &historyv1.ImportBranchResponse{Branch: branchToProto(r.Branch)}, nil
+	}
+	id, err := parseOptionalID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	data, err := jsonv.ParseString(req.GetData())
+	if err != nil {
+		return nil, &FieldError{Field: "data", Err: fmt.Errorf("%w: not JSON: %v", envelope.ErrInvalid, err)}
+	}
+	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: data, ID: id, NewID: req.GetNewBranchId(), RequestID: req.GetRequestId()})
+	if err != nil {
+		return nil, err
+	}
+	return &historyv1.ImportBranchResponse{Branch: branchToProto(res.Branch)}, nil
+}
+
+// ExportBranch writes a branch as LionAGI JSON text (HistoryService.ExportBranch).
+func (s *HistoryServer) ExportBranch(ctx context.Context, req *historyv1.ExportBranchRequest) (*historyv1.ExportBranchResponse, error) {
+	id, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return nil, err
+	}
+	mode, err := modeFromProto(req.GetMode())
+	if err != nil {
+		return nil, err
+	}
+	exp, err := s.store.ExportBranch(ctx, id, mode, req.GetDbMetaKey())
+	if err != nil {
+		return nil, err
+	}
+	return &historyv1.ExportBranchResponse{Data: exp.Data.String(), HeadSequence: exp.Head}, nil
+}
