@@ -108,11 +108,23 @@ func newOwnerFlow(owner uuid.UUID, regSeq uint64) *flow {
 	return f
 }
 
+// flowError carries LionAGI's exact text for a Flow error (vector "Flow basics") and unwraps to
+// its sentinel.
+type flowError struct {
+	sentinel error
+	text     string
+}
+
+func (e *flowError) Error() string { return e.text }
+
+// Unwrap returns the sentinel.
+func (e *flowError) Unwrap() error { return e.sentinel }
+
 // addProgression adds an empty progression; a name in use is ErrProgressionExists with
 // LionAGI's text (vector "Flow basics"). The caller holds f.mu (or owns f exclusively).
 func (f *flow) addProgression(name string) (*progression, error) {
 	if _, ok := f.byName[name]; ok {
-		return nil, fmt.Errorf("%w: Progression with name '%s' already exists.", ErrProgressionExists, name)
+		return nil, &flowError{ErrProgressionExists, fmt.Sprintf("Progression with name '%s' already exists.", name)}
 	}
 	p := &progression{name: name, ord: len(f.progs)}
 	f.progs = append(f.progs, p)
@@ -124,7 +136,7 @@ func (f *flow) addProgression(name string) (*progression, error) {
 func (f *flow) progression(name string) (*progression, error) {
 	p, ok := f.byName[name]
 	if !ok {
-		return nil, fmt.Errorf("%w: Progression '%s' not found in flow", ErrProgressionNotFound, name)
+		return nil, &flowError{ErrProgressionNotFound, fmt.Sprintf("Progression '%s' not found in flow", name)}
 	}
 	return p, nil
 }
