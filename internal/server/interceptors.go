@@ -12,27 +12,82 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// interceptorChain returns the production interceptors, outermost first. The order STYLE.md fixes
-// is request id -> logging -> auth -> recovery; issue 7 adds request id and auth in their places.
-// Between logging and recovery sits the status mapping, so that a handler that returns a raw domain
-// error still sends a mapped status and the logging line shows the code the client got.
-func interceptorChain(logger *zap.Logger) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
+// The interceptor chain, outermost first (STYLE.md "Logging and lifecycle"; issue 7). Each link sees
+// what the links outside it did, and the links inside it see its effect:
+//
+//  1. metrics (with WithMetrics): grpc_server_* counters and histograms, so every call is counted,
+//     refused ones included, with the code the client got.
+//  2. request id: the call's x-request-id (a sane incoming one, else a new UUID), put in the
+//     context and echoed in the response header.
+//  3. logging: one line per call at its end with service, method, code, duration and request id;
+//     never message bodies.
+//  4. status mapping: whatever the links inside return goes through toStatus, so the logging line
+//     and the metrics show the code the client got.
+//  5. auth (with WithAuthTokens): a call without a valid bearer token stops here, UNAUTHENTICATED;
+//     grpc.health.v1 is exempt.
+//  6. stream gauges (with WithMetrics, streams only): open streams and slow-consumer evictions,
+//     counted on the handler's own error.
+//  7. malformed request: a request that did not decode is INVALID_ARGUMENT (malformed.go).
+//  8. recovery, innermost: a handler panic becomes a fixed "internal error", its stack logged
+//     with the request id.
+//
+// chainOrder names the links in that order; TestChainOrder checks it against interceptorChain.
+var chainOrder = []string{"metrics", "request id", "logging", "status", "auth", "stream gauges", "malformed", "recovery"}
+
+// link is one named place of the chain; a link that the configuration turns off is nil.
+type link struct {
+	name   string
+	unary  grpc.UnaryServerInterceptor
+	stream grpc.StreamServerInterceptor
+}
+
+// chainLinks returns the links of the chain, outermost first, with the ones that o turns off left
+// out.
+func chainLinks(logger *zap.Logger, o options) []link {
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall), // one line per RPC, at its end
 		logging.WithLevels(codeToLevel),
 		logging.WithErrorFields(internalCause),
+		logging.WithFieldsFromContext(func(ctx context.Context) logging.Fields {
+			return logging.Fields{"request_id", RequestID(ctx)}
+		}),
 	}
 	recoverOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(recoverPanic(logger))}
 	l := zapLogger(logger)
-	unary := []grpc.UnaryServerInterceptor{
-		logging.UnaryServerInterceptor(l, logOpts...),
-		unaryStatus,
-		recovery.UnaryServerInterceptor(recoverOpts...), // innermost: catches handler panics only
+	var links []link
+	if o.metrics != nil {
+		links = append(links, link{"metrics", o.metrics.unaryInterceptor(), o.metrics.streamInterceptor()})
 	}
-	stream := []grpc.StreamServerInterceptor{
-		logging.StreamServerInterceptor(l, logOpts...),
-		streamStatus,
-		recovery.StreamServerInterceptor(recoverOpts...),
+	links = append(links,
+		link{"request id", unaryRequestID, streamRequestID},
+		link{"logging", logging.UnaryServerInterceptor(l, logOpts...), logging.StreamServerInterceptor(l, logOpts...)},
+		link{"status", unaryStatus, streamStatus},
+	)
+	if o.tokens != nil {
+		links = append(links, link{"auth", unaryAuth(o.tokens), streamAuth(o.tokens)})
+	}
+	if o.metrics != nil {
+		links = append(links, link{"stream gauges", nil, o.metrics.streamGauges()})
+	}
+	links = append(links,
+		link{"malformed", unaryMalformed, streamMalformed},
+		// innermost: catches handler panics only
+		link{"recovery", recovery.UnaryServerInterceptor(recoverOpts...), recovery.StreamServerInterceptor(recoverOpts...)},
+	)
+	return links
+}
+
+// interceptorChain returns the production interceptors of chainLinks, outermost first.
+func interceptorChain(logger *zap.Logger, o options) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
+	var unary []grpc.UnaryServerInterceptor
+	var stream []grpc.StreamServerInterceptor
+	for _, lk := range chainLinks(logger, o) {
+		if lk.unary != nil {
+			unary = append(unary, lk.unary)
+		}
+		if lk.stream != nil {
+			stream = append(stream, lk.stream)
+		}
 	}
 	return unary, stream
 }
@@ -64,6 +119,7 @@ func recoverPanic(logger *zap.Logger) recovery.RecoveryHandlerFuncContext {
 		method, _ := grpc.Method(ctx)
 		logger.Error("panic in RPC handler",
 			zap.String("grpc.full_method", method),
+			zap.String("request_id", RequestID(ctx)),
 			zap.Any("panic", p),
 			zap.ByteString("stack", debug.Stack()))
 		return internalStatus().Err()

@@ -12,10 +12,14 @@ type Option func(*options)
 
 type options struct {
 	gracePeriod time.Duration
+	limits      Limits   // limits.go
+	tokens      *Tokens  // auth.go; nil: no authentication
+	tls         *TLS     // tls.go; nil: plaintext
+	metrics     *Metrics // metrics.go; nil: no metrics
 }
 
 func defaultOptions() options {
-	return options{gracePeriod: DefaultGracePeriod}
+	return options{gracePeriod: DefaultGracePeriod, limits: DefaultLimits()}
 }
 
 // WithGracePeriod sets how long Shutdown waits for in-flight RPCs and open streams to end after

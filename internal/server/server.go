@@ -27,6 +27,7 @@ type Server struct {
 	gracePeriod time.Duration
 	grpc        *grpc.Server
 	health      *health.Server
+	metrics     *Metrics // nil without WithMetrics
 
 	mu    sync.Mutex
 	hooks []func()
@@ -42,11 +43,9 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	unary, stream := interceptorChain(logger)
-	gs := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(stream...),
-	)
+	unary, stream := interceptorChain(logger, o)
+	gs := grpc.NewServer(serverOptions(o, unary, stream)...)
+	registerTestHooks(gs)    // only in binaries built with the historyd_testhook tag
 	hs := health.NewServer() // the overall service "" starts SERVING
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs) // grpc.reflection.v1 and v1alpha
@@ -55,6 +54,7 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 		gracePeriod: o.gracePeriod,
 		grpc:        gs,
 		health:      hs,
+		metrics:     o.metrics,
 	}
 }
 
@@ -79,6 +79,9 @@ func (s *Server) OnShutdown(f func()) {
 // Serve accepts connections on lis until Shutdown is called, and then returns nil; any other
 // return is a serving failure. Serve takes ownership of lis and closes it.
 func (s *Server) Serve(lis net.Listener) error {
+	if s.metrics != nil {
+		s.metrics.initialize(s.grpc)
+	}
 	return s.grpc.Serve(lis)
 }
 

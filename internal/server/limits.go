@@ -1,0 +1,163 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+)
+
+// Defaults of Limits. Each protects the server from a client that is broken or hostile, and each is
+// generous for a well-behaved one.
+const (
+	// DefaultMaxRecvMsgSize is grpc-go's own default, 4 MiB: thousands of ordinary messages; a larger
+	// request (a whole-branch ImportBranch, say) is refused with RESOURCE_EXHAUSTED before it is
+	// read into memory. Raise it for bigger imports.
+	DefaultMaxRecvMsgSize = 4 << 20
+	// DefaultMaxConcurrentStreams caps the calls one connection may have open at once (HTTP/2
+	// SETTINGS_MAX_CONCURRENT_STREAMS): 100 is the value RFC 9113 recommends as the minimum to allow
+	// and what most servers advertise. A gRPC client queues calls beyond it; it does not fail them.
+	DefaultMaxConcurrentStreams = 100
+	// DefaultKeepaliveMinTime is the shortest interval between client pings the server tolerates;
+	// a client that pings more often is sent GOAWAY (too_many_pings). 10 s allows the keepalive
+	// settings of any reasonable client and stops a ping flood at its third ping.
+	DefaultKeepaliveMinTime = 10 * time.Second
+	// DefaultMaxConnectionIdle closes a connection that has had no open call for 15 minutes, freeing
+	// what abandoned clients hold; a client reconnects transparently on its next call.
+	DefaultMaxConnectionIdle = 15 * time.Minute
+	// DefaultKeepaliveTime and DefaultKeepaliveTimeout: the server pings a connection idle for 2
+	// minutes and closes it if the ping is not answered within 20 seconds, so a client that vanished
+	// without closing its TCP connection (and its watch streams) is noticed in minutes, not hours.
+	DefaultKeepaliveTime    = 2 * time.Minute
+	DefaultKeepaliveTimeout = 20 * time.Second
+	// maxHeaderListSize bounds the request metadata a client may send. Historyd reads only the
+	// authorization and x-request-id headers; 64 KiB is far above what any proxy adds.
+	maxHeaderListSize = 64 << 10
+	// connectionTimeout bounds the TLS and HTTP/2 handshake of a new connection, so that a client
+	// that connects and sends nothing (or garbage) does not hold a connection for grpc-go's default
+	// two minutes.
+	connectionTimeout = 10 * time.Second
+)
+
+// Limits are the transport limits the server enforces on every connection. A zero MaxConnectionAge
+// or MaxConnectionAgeGrace means no limit; every other field must be positive, except
+// KeepalivePermitWithoutStream.
+type Limits struct {
+	// MaxRecvMsgSize is the largest request message in bytes; a larger one is RESOURCE_EXHAUSTED.
+	MaxRecvMsgSize int
+	// MaxConcurrentStreams is the most calls one connection may have open at once.
+	MaxConcurrentStreams uint32
+	// KeepaliveMinTime is the shortest interval between client pings; more frequent pings get the
+	// connection closed with GOAWAY (ENHANCE_YOUR_CALM, too_many_pings).
+	KeepaliveMinTime time.Duration
+	// KeepalivePermitWithoutStream allows client pings on a connection with no open call; when false
+	// (the default) such pings count as abuse, like pings that come too often.
+	KeepalivePermitWithoutStream bool
+	// KeepaliveTime and KeepaliveTimeout: the server pings a connection idle for KeepaliveTime and
+	// closes it when the ping is not answered within KeepaliveTimeout.
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
+	// MaxConnectionIdle closes a connection that has had no open call for this long.
+	MaxConnectionIdle time.Duration
+	// MaxConnectionAge closes any connection this old (with GOAWAY, so clients reconnect without
+	// failing calls), once MaxConnectionAgeGrace more has passed for its open calls; open watch and
+	// inbox streams then end and resume from their cursors. Zero: no limit.
+	MaxConnectionAge      time.Duration
+	MaxConnectionAgeGrace time.Duration
+}
+
+// DefaultLimits returns the limits a Server has unless WithLimits says otherwise.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxRecvMsgSize:       DefaultMaxRecvMsgSize,
+		MaxConcurrentStreams: DefaultMaxConcurrentStreams,
+		KeepaliveMinTime:     DefaultKeepaliveMinTime,
+		KeepaliveTime:        DefaultKeepaliveTime,
+		KeepaliveTimeout:     DefaultKeepaliveTimeout,
+		MaxConnectionIdle:    DefaultMaxConnectionIdle,
+	}
+}
+
+// ErrInvalidLimits is wrapped by the error Limits.Validate returns.
+var ErrInvalidLimits = errors.New("invalid limits")
+
+// Validate reports the first field out of range.
+func (l Limits) Validate() error {
+	switch {
+	case l.MaxRecvMsgSize <= 0:
+		return fmt.Errorf("%w: max receive message size %d: must be positive", ErrInvalidLimits, l.MaxRecvMsgSize)
+	case l.MaxConcurrentStreams == 0:
+		return fmt.Errorf("%w: max concurrent streams must be positive", ErrInvalidLimits)
+	case l.KeepaliveMinTime <= 0:
+		return fmt.Errorf("%w: keepalive min time %v: must be positive", ErrInvalidLimits, l.KeepaliveMinTime)
+	case l.KeepaliveTime <= 0 || l.KeepaliveTimeout <= 0:
+		return fmt.Errorf("%w: keepalive time %v and timeout %v: must be positive", ErrInvalidLimits, l.KeepaliveTime, l.KeepaliveTimeout)
+	case l.MaxConnectionIdle <= 0:
+		return fmt.Errorf("%w: max connection idle %v: must be positive", ErrInvalidLimits, l.MaxConnectionIdle)
+	case l.MaxConnectionAge < 0 || l.MaxConnectionAgeGrace < 0:
+		return fmt.Errorf("%w: max connection age %v and grace %v: must not be negative", ErrInvalidLimits, l.MaxConnectionAge, l.MaxConnectionAgeGrace)
+	}
+	return nil
+}
+
+// WithLimits sets the transport limits. The default is DefaultLimits(); a Limits that does not
+// validate is replaced field by field with the defaults, so New never builds a server without
+// limits (cmd/historyd validates the configuration and reports errors before this point).
+func WithLimits(l Limits) Option {
+	return func(o *options) { o.limits = l }
+}
+
+// serverOptions returns the grpc.ServerOptions that enforce l.
+func (l Limits) serverOptions() []grpc.ServerOption {
+	l = l.orDefaults()
+	params := keepalive.ServerParameters{
+		MaxConnectionIdle: l.MaxConnectionIdle,
+		Time:              l.KeepaliveTime,
+		Timeout:           l.KeepaliveTimeout,
+	}
+	if l.MaxConnectionAge > 0 {
+		params.MaxConnectionAge = l.MaxConnectionAge
+		if l.MaxConnectionAgeGrace > 0 {
+			params.MaxConnectionAgeGrace = l.MaxConnectionAgeGrace
+		}
+	}
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(l.MaxRecvMsgSize),
+		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             l.KeepaliveMinTime,
+			PermitWithoutStream: l.KeepalivePermitWithoutStream,
+		}),
+		grpc.KeepaliveParams(params),
+		grpc.MaxHeaderListSize(maxHeaderListSize),
+		grpc.ConnectionTimeout(connectionTimeout),
+	}
+}
+
+// orDefaults replaces each field out of range with its default.
+func (l Limits) orDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxRecvMsgSize <= 0 {
+		l.MaxRecvMsgSize = d.MaxRecvMsgSize
+	}
+	if l.MaxConcurrentStreams == 0 {
+		l.MaxConcurrentStreams = d.MaxConcurrentStreams
+	}
+	if l.KeepaliveMinTime <= 0 {
+		l.KeepaliveMinTime = d.KeepaliveMinTime
+	}
+	if l.KeepaliveTime <= 0 {
+		l.KeepaliveTime = d.KeepaliveTime
+	}
+	if l.KeepaliveTimeout <= 0 {
+		l.KeepaliveTimeout = d.KeepaliveTimeout
+	}
+	if l.MaxConnectionIdle <= 0 {
+		l.MaxConnectionIdle = d.MaxConnectionIdle
+	}
+	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
+	l.MaxConnectionAgeGrace = max(l.MaxConnectionAgeGrace, 0)
+	return l
+}

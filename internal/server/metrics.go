@@ -1,0 +1,109 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+)
+
+// metricsNamespace prefixes historyd's own metrics (the gRPC ones keep their grpc_server_ names,
+// which dashboards know).
+const metricsNamespace = "historyd"
+
+// Metrics is the server's Prometheus registry: the Go runtime and process collectors, the gRPC
+// server metrics of go-grpc-middleware (calls started and handled by method and code, messages
+// streamed, handling-time histograms), historyd's stream gauges, and the collectors of the domain
+// (see WatchStore and WatchExchange). The domain packages know nothing of Prometheus: their
+// collectors read a snapshot (Stats) at scrape time.
+type Metrics struct {
+	reg     *prometheus.Registry
+	grpc    *grpcprom.ServerMetrics
+	streams *prometheus.GaugeVec
+	evicted *prometheus.CounterVec
+}
+
+// NewMetrics returns a registry with the runtime, process, gRPC and stream metrics registered.
+// Pass it to New with WithMetrics and serve Handler on a separate listener.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg:  prometheus.NewRegistry(),
+		grpc: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram()),
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metricsNamespace,
+			Name:      "open_streams",
+			Help:      "Server streams open now (authenticated), by method: WatchBranch streams are the branch watchers, SubscribeInbox streams the inbox subscribers.",
+		}, []string{"grpc_service", "grpc_method"}),
+		evicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace,
+			Name:      "evicted_subscribers_total",
+			Help:      "Server streams ended with RESOURCE_EXHAUSTED (SUBSCRIBER_TOO_SLOW) because the client did not keep up, by method.",
+		}, []string{"grpc_service", "grpc_method"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.grpc, m.streams, m.evicted,
+	)
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format (or OpenMetrics, when asked).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true})
+}
+
+// Register adds a collector to the registry; it fails when one of its metrics is registered
+// already.
+func (m *Metrics) Register(c prometheus.Collector) error { return m.reg.Register(c) }
+
+// WithMetrics records the gRPC server metrics and historyd's stream metrics in m. The default, and
+// a nil m, records none.
+func WithMetrics(m *Metrics) Option {
+	return func(o *options) { o.metrics = m }
+}
+
+// initialize creates the zero-valued series of every method registered on gs, so that dashboards
+// and alerts see a 0 rather than no data; Serve calls it once the services are registered.
+func (m *Metrics) initialize(gs *grpc.Server) { m.grpc.InitializeMetrics(gs) }
+
+// unaryInterceptor returns the outermost metrics interceptor for unary calls.
+func (m *Metrics) unaryInterceptor() grpc.UnaryServerInterceptor {
+	return m.grpc.UnaryServerInterceptor()
+}
+
+// streamInterceptor returns the outermost metrics interceptor for streams.
+func (m *Metrics) streamInterceptor() grpc.StreamServerInterceptor {
+	return m.grpc.StreamServerInterceptor()
+}
+
+// streamGauges returns the stream interceptor that keeps historyd_open_streams and
+// historyd_evicted_subscribers_total. It sits inside auth, so only authenticated streams count,
+// and outside the status mapping's reach, so it sees the handler's own error.
+func (m *Metrics) streamGauges() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		service, method := splitMethod(info.FullMethod)
+		open := m.streams.WithLabelValues(service, method)
+		open.Inc()
+		defer open.Dec()
+		err := handler(srv, ss)
+		if errors.Is(err, errSlowConsumer) {
+			m.evicted.WithLabelValues(service, method).Inc()
+		}
+		return err
+	}
+}
+
+// splitMethod splits "/pkg.Service/Method" into its service and method.
+func splitMethod(fullMethod string) (string, string) {
+	for i := len(fullMethod) - 1; i > 0; i-- {
+		if fullMethod[i] == '/' {
+			return fullMethod[1:i], fullMethod[i+1:]
+		}
+	}
+	return "unknown", fullMethod
+}
