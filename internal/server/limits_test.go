@@ -1,0 +1,73 @@
+package server
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// TestLimitsValidate: every limit must be positive, except the connection age and its grace, for
+// which zero means none (issue 7 "Limits, all flags with documented defaults").
+func TestLimitsValidate(t *testing.T) {
+	if err := DefaultLimits().Validate(); err != nil {
+		t.Fatalf("DefaultLimits().Validate() = %v", err)
+	}
+	tests := []struct {
+		name   string
+		change func(*Limits)
+		ok     bool
+	}{
+		{"age and grace set", func(l *Limits) { l.MaxConnectionAge, l.MaxConnectionAgeGrace = time.Hour, time.Minute }, true},
+		{"permit without stream", func(l *Limits) { l.KeepalivePermitWithoutStream = true }, true},
+		{"zero message size", func(l *Limits) { l.MaxRecvMsgSize = 0 }, false},
+		{"negative message size", func(l *Limits) { l.MaxRecvMsgSize = -1 }, false},
+		{"zero streams", func(l *Limits) { l.MaxConcurrentStreams = 0 }, false},
+		{"zero ping interval", func(l *Limits) { l.KeepaliveMinTime = 0 }, false},
+		{"zero keepalive time", func(l *Limits) { l.KeepaliveTime = 0 }, false},
+		{"zero keepalive timeout", func(l *Limits) { l.KeepaliveTimeout = 0 }, false},
+		{"zero idle", func(l *Limits) { l.MaxConnectionIdle = 0 }, false},
+		{"negative age", func(l *Limits) { l.MaxConnectionAge = -time.Second }, false},
+		{"negative grace", func(l *Limits) { l.MaxConnectionAgeGrace = -time.Second }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := DefaultLimits()
+			tc.change(&l)
+			err := l.Validate()
+			if tc.ok != (err == nil) {
+				t.Fatalf("Validate() = %v, want ok %v", err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidLimits) {
+				t.Errorf("Validate() = %v, want it to wrap ErrInvalidLimits", err)
+			}
+			if got := l.orDefaults(); got.Validate() != nil {
+				t.Errorf("orDefaults() = %+v does not validate", got)
+			}
+		})
+	}
+}
+
+// TestMaxRecvMsgSize: a request over the limit is RESOURCE_EXHAUSTED, never a crash, and the
+// server keeps serving the next call on the same connection (issue 7: "A request over a limit gets
+// RESOURCE_EXHAUSTED or INVALID_ARGUMENT").
+func TestMaxRecvMsgSize(t *testing.T) {
+	l := DefaultLimits()
+	l.MaxRecvMsgSize = 1024
+	ts := newTestServer(t, registerProbe, WithLimits(l))
+	big := strings.Repeat("x", 2048)
+	for kind, call := range map[string]func() error{
+		"unary":  func() error { return rawUnary(testContext(t), ts.conn, stringValue(big)) },
+		"stream": func() error { return rawStream(testContext(t), ts.conn, stringValue(big)) },
+	} {
+		if err := call(); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("%s over the limit = %v, want RESOURCE_EXHAUSTED", kind, err)
+		}
+	}
+	if err := callProbeUnary(testContext(t), ts.conn, "ok"); err != nil {
+		t.Errorf("call after the refused ones = %v, want OK", err)
+	}
+}
