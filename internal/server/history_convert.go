@@ -152,6 +152,9 @@ func instructionFactory(f *store.Factory, in *historyv1.InstructionInput, hasTar
 	if f.ToolSchemas, err = jsonList("instruction.tool_schemas_json", in.GetToolSchemasJson()); err != nil {
 		return err
 	}
+	if items := f.ToolSchemas.Elems(); len(items) == 1 && items[0].Kind() == jsonv.Object && items[0].Has("tools") {
+		f.ToolSchemas = items[0] // a {"tools": [...]} wrapper, unwrapped by the factory (ADR-0006 D2)
+	}
 	if f.ResponseFormat, err = optionalJSON("instruction.response_format_json", in.ResponseFormatJson); err != nil {
 		return err
 	}

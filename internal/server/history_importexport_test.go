@@ -1,0 +1,171 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+)
+
+// richBranchOverGRPC builds, through the API, a branch with every kind of message, exact numbers
+// in metadata, and a selected progression.
+func richBranchOverGRPC(t *testing.T, f *historyFixture) string {
+	t.Helper()
+	ctx := testContext(t)
+	imp, err := f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: `{"messages": {"collections": []}, "user": "alice", "name": "rich", "metadata": {"score": 1.50, "n": 30}}`, NewBranchId: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := imp.GetBranch().GetId()
+	f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_System{System: &historyv1.SystemInput{
+		SystemMessage: strPtr("You are S"), SystemDatetime: &historyv1.SystemInput_DatetimeText{DatetimeText: "2024"}}}})
+	ins := f.add(t, &historyv1.AddMessageRequest{BranchId: b, Sender: sval("alice"), Recipient: sval(b), Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{
+		InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: "Add"}, ContextJson: []string{`{"a": 30, "b": 30.0}`},
+		ToolSchemasJson: []string{`{"name": "add"}`}, ResponseFormatJson: strPtr(`{"sum": 0}`)}}}).GetMessage()
+	f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_AssistantResponse{AssistantResponse: &historyv1.AssistantResponseInput{
+		Response: &historyv1.AssistantResponseInput_RawResponseJson{RawResponseJson: `{"choices": [{"message": {"content": "ok"}}], "usage": {"total_tokens": 12}}`}}}})
+	req := f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_ActionRequest{ActionRequest: &historyv1.ActionRequestInput{
+		Function: "add", ArgumentsJson: `{"a": 30, "b": 12.5}`}}}).GetMessage()
+	if _, err := f.c.CreateActionResponse(ctx, &historyv1.CreateActionResponseRequest{BranchId: b, ActionRequestId: req.GetId(), OutputJson: strPtr("42.5"), Error: strPtr("slow")}); err != nil {
+		t.Fatal(err)
+	}
+	f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_Message{Message: &historyv1.Message{
+		Recipient: structpb.NewNullValue(), Channel: strPtr("c"),
+		Content: &historyv1.Message_Generic{Generic: &historyv1.GenericContent{ContentJson: strPtr(`{"text": "hi", "n": null}`)}}}}})
+	if _, err := f.c.SetProgression(ctx, &historyv1.SetProgressionRequest{BranchId: b, Progression: &historyv1.MessageIds{Ids: []string{ins.GetId()}}}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func exportJSON(t *testing.T, f *historyFixture, branch string, mode historyv1.SerializationMode) jsonv.Value {
+	t.Helper()
+	resp, err := f.c.ExportBranch(testContext(t), &historyv1.ExportBranchRequest{BranchId: branch, Mode: mode})
+	if err != nil {
+		t.Fatalf("ExportBranch: %v", err)
+	}
+	v, err := jsonv.ParseString(resp.GetData())
+	if err != nil {
+		t.Fatalf("export is not JSON: %v", err)
+	}
+	return v
+}
+
+func get(v jsonv.Value, keys ...string) jsonv.Value {
+	for _, k := range keys {
+		v, _ = v.Get(k)
+	}
+	return v
+}
+
+// TestHistoryImportExportShapesAndModes: issue 4 acceptance: ImportBranch of each shape (Branch,
+// Pile, array) in each mode (python, json, db), and ExportBranch giving back the same messages in
+// the same order, equal as JSON values; export always writes the Branch shape (DESIGN.md
+// "Branches").
+func TestHistoryImportExportShapesAndModes(t *testing.T) {
+	f := newHistoryFixture(t)
+	src := richBranchOverGRPC(t, f)
+	for _, mode := range []historyv1.SerializationMode{
+		historyv1.SerializationMode_SERIALIZATION_MODE_PYTHON, historyv1.SerializationMode_SERIALIZATION_MODE_JSON, historyv1.SerializationMode_SERIALIZATION_MODE_DB,
+	} {
+		t.Run(mode.String(), func(t *testing.T) {
+			exp := exportJSON(t, f, src, mode)
+			metaKey := "metadata"
+			if mode == historyv1.SerializationMode_SERIALIZATION_MODE_DB {
+				metaKey = "node_metadata"
+			}
+			if lc, _ := get(exp, metaKey, "lion_class").Str(); lc != "lionagi.session.branch.Branch" {
+				t.Errorf("export lion_class = %q", lc)
+			}
+			if get(exp, metaKey, "score").Literal() != "1.50" {
+				t.Errorf("metadata number lost its literal: %s", get(exp, metaKey))
+			}
+			want := get(exp, "messages", "collections").Elems()
+			if len(want) != 6 {
+				t.Fatalf("export holds %d messages, want 6", len(want))
+			}
+			for _, shape := range []struct {
+				name string
+				data jsonv.Value
+			}{
+				{"Branch", exp},
+				{"Pile", get(exp, "messages")},
+				{"array", jsonv.ArrayValue(want...)},
+			} {
+				t.Run(shape.name, func(t *testing.T) {
+					imp, err := f.c.ImportBranch(testContext(t), &historyv1.ImportBranchRequest{Data: shape.data.String(), NewBranchId: true})
+					if err != nil {
+						t.Fatalf("ImportBranch: %v", err)
+					}
+					back := exportJSON(t, f, imp.GetBranch().GetId(), mode)
+					if back.Has("collections") || !back.Has("messages") {
+						t.Fatalf("export is not the Branch shape: %s", back)
+					}
+					got := get(back, "messages", "collections").Elems()
+					if len(got) != len(want) {
+						t.Fatalf("re-export holds %d messages, want %d", len(got), len(want))
+					}
+					for i := range want {
+						if !jsonv.Equal(got[i], want[i]) {
+							t.Errorf("message %d differs:\n got  %s\n want %s", i, got[i], want[i])
+						}
+					}
+					if shape.name == "Branch" && !imp.GetBranch().GetProgressionSelected() {
+						t.Error("the selected progression did not travel in metadata.current_progression")
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestHistoryImportLionAGIShapes imports hand-written LionAGI JSON (db-mode Pile with
+// node_metadata, a later System replacing an earlier one) and checks the D3 replay, and the
+// import errors of issue 4 "Bad input": not JSON, non-object metadata (naming the field), an
+// existing id (ALREADY_EXISTS).
+func TestHistoryImportLionAGIShapes(t *testing.T) {
+	f := newHistoryFixture(t)
+	ctx := testContext(t)
+	s1, s2, i1 := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	pile := `{"id": "` + uuid.NewString() + `", "created_at": 1700000000.0,
+	  "collections": [
+	    {"id": "` + s1 + `", "created_at": 1700000000.0, "content": {"system_message": "old"}, "embedding": null, "sender": "system", "recipient": "assistant", "channel": null, "role": "system", "node_metadata": {"lion_class": "lionagi.protocols.messages.system.System"}},
+	    {"id": "` + i1 + `", "created_at": 1700000001.5, "content": {"instruction": "hi"}, "embedding": null, "sender": "user", "recipient": "assistant", "channel": null, "role": "user", "node_metadata": {"lion_class": "lionagi.protocols.messages.instruction.Instruction"}},
+	    {"id": "` + s2 + `", "created_at": 1700000002.0, "content": {"system_message": "new"}, "embedding": null, "sender": "system", "recipient": "assistant", "channel": null, "role": "system", "node_metadata": {"lion_class": "System"}}
+	  ],
+	  "progression": {"id": "` + uuid.NewString() + `", "created_at": 1700000000.0, "order": ["` + s1 + `", "` + i1 + `", "` + s2 + `"], "name": null, "node_metadata": {"lion_class": "lionagi.protocols.generic.progression.Progression"}},
+	  "strict_type": false, "node_metadata": {"lion_class": "lionagi.protocols.generic.pile.Pile"}}`
+	imp, err := f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: pile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.ids(t, imp.GetBranch().GetId(), nil); joinIDs(got) != joinIDs([]string{s2, i1}) {
+		t.Errorf("replayed order = %v, want the later system at index 0, then the instruction", got)
+	}
+
+	for _, tc := range []struct{ name, data, field string }{
+		{"not JSON", `{"messages": [`, "data"},
+		{"message metadata not an object", `[{"content": {"instruction": "x"}, "metadata": ["no"]}]`, "data[0].metadata"},
+		{"branch metadata not an object", `{"messages": {"collections": []}, "metadata": 5}`, "data.metadata"},
+		{"neither shape", `{"foo": 1}`, "data"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: tc.data})
+			wantField(t, err, tc.field)
+		})
+	}
+	exp := f.export(t, imp.GetBranch().GetId())
+	_, err = f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: exp})
+	wantStatus(t, err, codes.AlreadyExists, historyv1.ErrorReason_ERROR_REASON_BRANCH_ALREADY_EXISTS)
+	chosen := uuid.NewString()
+	again, err := f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: exp, BranchId: chosen})
+	if err != nil || again.GetBranch().GetId() != chosen {
+		t.Errorf("import under a chosen id = %v, %v", again, err)
+	}
+	_, err = f.c.ExportBranch(ctx, &historyv1.ExportBranchRequest{BranchId: chosen, Mode: historyv1.SerializationMode(9)})
+	wantField(t, err, "mode")
+}
