@@ -18,6 +18,7 @@ type config struct {
 	LogFormat   string
 	GracePeriod time.Duration
 	Exchange    exchangeConfig
+	History     historyConfig
 }
 
 // setting describes one configuration entry, for the flag set, the environment lookup and the
@@ -47,6 +48,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&cfg.LogFormat, "log-format", settings[2].def, settings[2].usage)
 	fs.DurationVar(&cfg.GracePeriod, "grace-period", mustDuration(settings[3].def), settings[3].usage)
 	cfg.Exchange.register(fs)
+	cfg.History.register(fs)
 
 	// The environment first, so that flags parsed afterwards win.
 	for _, s := range settings {
@@ -88,6 +90,9 @@ func (c config) validate() error {
 	}
 	if c.GracePeriod < 0 {
 		return fmt.Errorf("grace period %v: must not be negative", c.GracePeriod)
+	}
+	if err := c.History.validate(); err != nil {
+		return err
 	}
 	return c.Exchange.validate()
 }

@@ -57,6 +57,9 @@ func TestParseConfig(t *testing.T) {
 			if tc.want.Exchange == (exchangeConfig{}) { // the Exchange's settings: config_exchange_test.go
 				tc.want.Exchange = defaultExchangeConfig()
 			}
+			if tc.want.History == (historyConfig{}) { // the branch store's settings: config_history_test.go
+				tc.want.History = defaultHistoryConfig()
+			}
 			if got != tc.want {
 				t.Errorf("parseConfig = %+v, want %+v", got, tc.want)
 			}

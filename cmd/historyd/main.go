@@ -15,6 +15,7 @@ import (
 
 	"github.com/historyd/historyd/internal/exchange"
 	"github.com/historyd/historyd/internal/server"
+	"github.com/historyd/historyd/internal/store"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -56,6 +57,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	ex := exchange.New(cfg.Exchange.options(logger)...)
 	defer ex.Close() // after Shutdown: stops the background collector, if any
 	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)
+	server.RegisterHistory(srv, store.NewMemory(cfg.History.options()...))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }() // ends when Shutdown stops the server
 

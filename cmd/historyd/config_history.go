@@ -1,0 +1,98 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/historyd/historyd/internal/store"
+)
+
+// historyConfig configures the branch store behind HistoryService (issue 4).
+type historyConfig struct {
+	MemoryBudget   byteSize
+	EventRetention int
+}
+
+// historySettings are the store's settings; init appends them to settings, so they get the
+// environment fallback, the usage lines and the README table like every other setting.
+var historySettings = []setting{
+	{"memory-budget", "HISTORYD_MEMORY_BUDGET", "1GiB", "bytes the in-memory branch store may hold, by its estimate of its heap use; a write past it is RESOURCE_EXHAUSTED and changes nothing (a number with an optional KiB, MiB or GiB suffix; 0 = no limit)"},
+	{"event-retention", "HISTORYD_EVENT_RETENTION", strconv.Itoa(store.DefaultEventRetention), "events each branch's log keeps for watchers to resume from (>= 1)"},
+}
+
+func init() { settings = append(settings, historySettings...) }
+
+// register defines the store's flags on fs with their defaults.
+func (c *historyConfig) register(fs *flag.FlagSet) {
+	s := historySettings
+	c.MemoryBudget = mustByteSize(s[0].def)
+	fs.Var(&c.MemoryBudget, s[0].flag, s[0].usage)
+	fs.IntVar(&c.EventRetention, s[1].flag, mustInt(s[1].def), s[1].usage)
+}
+
+// defaultHistoryConfig is the configuration with every store flag at its default.
+func defaultHistoryConfig() historyConfig {
+	var c historyConfig
+	c.register(flag.NewFlagSet("defaults", flag.ContinueOnError))
+	return c
+}
+
+// validate checks the values that the flag types do not.
+func (c historyConfig) validate() error {
+	if c.EventRetention < 1 {
+		return fmt.Errorf("event retention %d: must be at least 1", c.EventRetention)
+	}
+	return nil
+}
+
+// options are the memory store's options.
+func (c historyConfig) options() []store.Option {
+	return []store.Option{store.WithMemoryBudget(int64(c.MemoryBudget)), store.WithEventRetention(c.EventRetention)}
+}
+
+// byteSize is a flag.Value holding a number of bytes, written with an optional binary suffix.
+type byteSize int64
+
+var byteSuffixes = []struct {
+	suffix string
+	mult   int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+// Set reads "1073741824", "1GiB", "512MiB", "64KiB" or "0".
+func (b *byteSize) Set(s string) error {
+	mult := int64(1)
+	num := strings.TrimSpace(s)
+	for _, sx := range byteSuffixes {
+		if n, ok := strings.CutSuffix(num, sx.suffix); ok {
+			num, mult = strings.TrimSpace(n), sx.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return fmt.Errorf("%q is not a size: want a non-negative number of bytes, optionally with KiB, MiB or GiB", s)
+	}
+	*b = byteSize(n * mult)
+	return nil
+}
+
+// String writes the size with the largest suffix that divides it.
+func (b *byteSize) String() string {
+	n := int64(*b)
+	for _, sx := range byteSuffixes[:3] {
+		if n != 0 && n%sx.mult == 0 {
+			return strconv.FormatInt(n/sx.mult, 10) + sx.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func mustByteSize(s string) byteSize {
+	var b byteSize
+	if err := b.Set(s); err != nil {
+		panic("historyd: bad built-in size " + s) // a programming error in settings, never input
+	}
+	return b
+}
