@@ -19,6 +19,7 @@ type config struct {
 	GracePeriod time.Duration
 	Exchange    exchangeConfig
 	History     historyConfig
+	Serving     servingConfig
 }
 
 // setting describes one configuration entry, for the flag set, the environment lookup and the
@@ -49,6 +50,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&cfg.GracePeriod, "grace-period", mustDuration(settings[3].def), settings[3].usage)
 	cfg.Exchange.register(fs)
 	cfg.History.register(fs)
+	cfg.Serving.register(fs)
 
 	// The environment first, so that flags parsed afterwards win.
 	for _, s := range settings {
@@ -90,6 +92,9 @@ func (c config) validate() error {
 	}
 	if c.GracePeriod < 0 {
 		return fmt.Errorf("grace period %v: must not be negative", c.GracePeriod)
+	}
+	if err := c.Serving.validate(); err != nil {
+		return err
 	}
 	if err := c.History.validate(); err != nil {
 		return err

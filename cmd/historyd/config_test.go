@@ -60,6 +60,9 @@ func TestParseConfig(t *testing.T) {
 			if tc.want.History == (historyConfig{}) { // the branch store's settings: config_history_test.go
 				tc.want.History = defaultHistoryConfig()
 			}
+			if tc.want.Serving == (servingConfig{}) { // auth, TLS, limits, metrics: config_serving_test.go
+				tc.want.Serving = defaultServingConfig()
+			}
 			if got != tc.want {
 				t.Errorf("parseConfig = %+v, want %+v", got, tc.want)
 			}

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"go.uber.org/zap"
 
@@ -22,15 +20,25 @@ import (
 var version = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	ctx, sig, stop := notifySignals() // signals.go
+	code := runWithSignals(ctx, sig, os.Args[1:], os.Getenv, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // run is the whole process: it serves until ctx ends (SIGINT or SIGTERM in production), then
-// shuts down, and returns the exit code.
+// shuts down, and returns the exit code. `historyd healthcheck ...` runs the health check instead
+// (healthcheck.go).
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	return runWithSignals(ctx, signals{}, args, getenv, stderr)
+}
+
+// runWithSignals is run that also reloads credentials on SIGHUP and stops at once on a second stop
+// signal (signals.go).
+func runWithSignals(ctx context.Context, sig signals, args []string, getenv func(string) string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "healthcheck" {
+		return healthcheck(ctx, args[1:], os.Stdout, stderr)
+	}
 	cfg, err := parseConfig(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stderr, usage())
@@ -47,40 +55,63 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	defer func() { _ = logger.Sync() }() // stderr may not support fsync; nothing to do about it
 
+	creds, err := loadCredentials(cfg.Serving) // serving.go
+	if err != nil {
+		logger.Error("cannot load credentials", zap.Error(err))
+		return 1
+	}
+
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		logger.Error("cannot listen on "+cfg.Listen, zap.String("address", cfg.Listen), zap.Error(err))
 		return 1
 	}
 
-	srv := server.New(logger, server.WithGracePeriod(cfg.GracePeriod))
+	var metrics *server.Metrics // nil: --metrics-addr is off
+	if cfg.Serving.MetricsAddr != "" {
+		metrics = server.NewMetrics()
+	}
+	srv := server.New(logger, append(creds.options(), server.WithGracePeriod(cfg.GracePeriod),
+		server.WithLimits(cfg.Serving.Limits), server.WithMetrics(metrics))...)
 	ex := exchange.New(cfg.Exchange.options(logger)...)
 	defer ex.Close() // after Shutdown: stops the background collector, if any
 	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)
 	server.RegisterHistory(srv, store.NewMemory(cfg.History.options()...))
+	if metrics != nil {
+		ms, err := startMetrics(cfg.Serving.MetricsAddr, metrics, logger)
+		if err != nil {
+			lis.Close()
+			logger.Error("cannot listen on "+cfg.Serving.MetricsAddr+" for metrics",
+				zap.String("address", cfg.Serving.MetricsAddr), zap.Error(err))
+			return 1
+		}
+		defer func() { _ = ms.stop(context.Background()) }() // after the gRPC server has stopped
+		logger.Info("serving metrics", zap.String("address", ms.addr()))
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }() // ends when Shutdown stops the server
 
-	logger.Info("serving",
+	logger.Info("serving", append([]zap.Field{
 		zap.String("address", lis.Addr().String()),
 		zap.String("version", version),
-		zap.Duration("grace_period", cfg.GracePeriod))
+		zap.Duration("grace_period", cfg.GracePeriod)}, creds.logFields()...)...)
 
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down", zap.Duration("grace_period", cfg.GracePeriod))
-		if err := srv.Shutdown(context.Background()); err != nil {
-			logger.Warn("shutdown cut open RPCs off", zap.Error(err))
-		}
-		if err := <-served; err != nil {
-			logger.Error("serving failed", zap.Error(err))
-			return 1
-		}
-		logger.Info("stopped")
-		return 0
-	case err := <-served:
+	if err := awaitStop(ctx, sig, served, creds, logger); err != nil { // serving.go
 		logger.Error("serving failed", zap.String("address", lis.Addr().String()), zap.Error(err))
 		_ = srv.Shutdown(context.Background())
 		return 1
 	}
+	logger.Info("shutting down", zap.Duration("grace_period", cfg.GracePeriod))
+	shutdownCtx, cancel := forceContext(sig.force) // a second signal cuts the grace period short
+	err = srv.Shutdown(shutdownCtx)
+	cancel()
+	if err != nil {
+		logger.Warn("shutdown cut open RPCs off", zap.Error(err))
+	}
+	if err := <-served; err != nil {
+		logger.Error("serving failed", zap.Error(err))
+		return 1
+	}
+	logger.Info("stopped")
+	return 0
 }

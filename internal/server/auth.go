@@ -89,8 +89,11 @@ func (t *Tokens) Load(path string) error {
 	return t.replace(tokens)
 }
 
-// Len returns the number of tokens in the set.
+// Len returns the number of tokens in the set; a nil set has none.
 func (t *Tokens) Len() int {
+	if t == nil {
+		return 0
+	}
 	if s := t.set.Load(); s != nil {
 		return len(*s)
 	}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/historyd/historyd/internal/server"
+)
+
+// TestServingConfigDefaults: with no flags, authentication, TLS and metrics are off and the limits
+// are server.DefaultLimits (issue 7: "all flags with documented defaults"; "--metrics-addr, off by
+// default").
+func TestServingConfigDefaults(t *testing.T) {
+	cfg, err := parseConfig(nil, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := servingConfig{Limits: server.DefaultLimits()}
+	if cfg.Serving != want {
+		t.Errorf("defaults = %+v, want %+v", cfg.Serving, want)
+	}
+}
+
+// TestServingConfigFlagsAndEnv: every serving setting is read from its flag and from its
+// HISTORYD_* variable, the flag winning.
+func TestServingConfigFlagsAndEnv(t *testing.T) {
+	args := []string{
+		"--auth-tokens-file", "/etc/historyd/tokens", "--tls-cert", "c.pem", "--tls-key", "k.pem",
+		"--tls-client-ca", "ca.pem", "--metrics-addr", "127.0.0.1:9090",
+		"--max-recv-msg-size", "1048576", "--max-concurrent-streams", "50", "--keepalive-min-time", "30s",
+		"--keepalive-permit-without-stream", "--keepalive-time", "1m", "--keepalive-timeout", "5s",
+		"--max-connection-idle", "1h", "--max-connection-age", "2h", "--max-connection-age-grace", "1m",
+	}
+	want := servingConfig{
+		AuthTokensFile: "/etc/historyd/tokens", TLSCert: "c.pem", TLSKey: "k.pem", TLSClientCA: "ca.pem",
+		MetricsAddr: "127.0.0.1:9090",
+		Limits: server.Limits{
+			MaxRecvMsgSize: 1 << 20, MaxConcurrentStreams: 50, KeepaliveMinTime: 30 * time.Second,
+			KeepalivePermitWithoutStream: true, KeepaliveTime: time.Minute, KeepaliveTimeout: 5 * time.Second,
+			MaxConnectionIdle: time.Hour, MaxConnectionAge: 2 * time.Hour, MaxConnectionAgeGrace: time.Minute,
+		},
+	}
+	cfg, err := parseConfig(args, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Serving != want {
+		t.Errorf("from flags = %+v\nwant %+v", cfg.Serving, want)
+	}
+
+	env := map[string]string{}
+	for i := 0; i < len(args); i += 2 {
+		name := strings.TrimPrefix(args[i], "--")
+		val := "true"
+		if name != "keepalive-permit-without-stream" {
+			val = args[i+1]
+		} else {
+			i-- // a bool flag takes no value
+		}
+		for _, s := range servingSettings {
+			if s.flag == name {
+				env[s.env] = val
+			}
+		}
+	}
+	if len(env) != len(servingSettings) {
+		t.Fatalf("the test sets %d of the %d serving settings", len(env), len(servingSettings))
+	}
+	cfg, err = parseConfig(nil, envOf(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Serving != want {
+		t.Errorf("from the environment = %+v\nwant %+v", cfg.Serving, want)
+	}
+	cfg, err = parseConfig([]string{"--max-concurrent-streams", "7"}, envOf(env))
+	if err != nil || cfg.Serving.Limits.MaxConcurrentStreams != 7 {
+		t.Errorf("flag over environment: %v, %v", cfg.Serving.Limits.MaxConcurrentStreams, err)
+	}
+}
+
+// TestServingConfigInvalid: inconsistent TLS flags, a bad metrics address and out-of-range limits
+// are usage errors naming what was wrong.
+func TestServingConfigInvalid(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		mention string
+	}{
+		{"cert without key", []string{"--tls-cert", "c.pem"}, "--tls-key"},
+		{"key without cert", []string{"--tls-key", "k.pem"}, "--tls-cert"},
+		{"client CA without cert", []string{"--tls-client-ca", "ca.pem"}, "--tls-client-ca"},
+		{"metrics address", []string{"--metrics-addr", "9090"}, "9090"},
+		{"zero message size", []string{"--max-recv-msg-size", "0"}, "message size"},
+		{"streams not a number", []string{"--max-concurrent-streams", "many"}, "max-concurrent-streams"},
+		{"streams over uint32", []string{"--max-concurrent-streams", "4294967296"}, "max-concurrent-streams"},
+		{"zero streams", []string{"--max-concurrent-streams", "0"}, "concurrent streams"},
+		{"zero ping interval", []string{"--keepalive-min-time", "0s"}, "keepalive min time"},
+		{"negative age", []string{"--max-connection-age", "-1s"}, "connection age"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseConfig(tc.args, envOf(nil))
+			if !errors.Is(err, errUsage) {
+				t.Fatalf("parseConfig = %v, want a usage error", err)
+			}
+			if !strings.Contains(err.Error(), tc.mention) {
+				t.Errorf("error %q does not mention %q", err, tc.mention)
+			}
+		})
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/historyd/historyd/internal/server"
+)
+
+// secrets are the credentials the configuration names, loaded: the bearer tokens and the TLS
+// identity; either is nil when not configured.
+type secrets struct {
+	tokensFile string
+	tokens     *server.Tokens
+	tls        *server.TLS
+}
+
+// loadCredentials reads the tokens file and the TLS files that c names.
+func loadCredentials(c servingConfig) (secrets, error) {
+	cr := secrets{tokensFile: c.AuthTokensFile}
+	var err error
+	if c.AuthTokensFile != "" {
+		if cr.tokens, err = server.LoadTokensFile(c.AuthTokensFile); err != nil {
+			return secrets{}, err
+		}
+	}
+	if c.TLSCert != "" {
+		if cr.tls, err = server.LoadTLS(server.TLSFiles{CertFile: c.TLSCert, KeyFile: c.TLSKey, ClientCAFile: c.TLSClientCA}); err != nil {
+			return secrets{}, err
+		}
+	}
+	return cr, nil
+}
+
+// options are the server options for the loaded credentials.
+func (cr secrets) options() []server.Option {
+	return []server.Option{server.WithAuthTokens(cr.tokens), server.WithTLS(cr.tls)}
+}
+
+// logFields describe the credentials in the serving line, without a secret.
+func (cr secrets) logFields() []zap.Field {
+	tlsMode := "off"
+	if cr.tls != nil {
+		tlsMode = "on"
+		if cr.tls.MutualTLS() {
+			tlsMode = "mutual"
+		}
+	}
+	return []zap.Field{zap.Bool("auth", cr.tokens != nil), zap.Int("tokens", cr.tokens.Len()), zap.String("tls", tlsMode)}
+}
+
+// reload rereads the tokens file and the TLS files (SIGHUP). Each that fails to load keeps what it
+// had, and the log says why; each that loads takes effect for the next call or handshake.
+func (cr secrets) reload(logger *zap.Logger) {
+	if cr.tokens == nil && cr.tls == nil {
+		logger.Info("SIGHUP: nothing to reload (no --auth-tokens-file, no --tls-cert)")
+		return
+	}
+	if cr.tokens != nil {
+		if err := cr.tokens.Load(cr.tokensFile); err != nil {
+			logger.Error("SIGHUP: tokens file not reloaded; the previous tokens stay in use", zap.Error(err))
+		} else {
+			logger.Info("SIGHUP: tokens file reloaded", zap.Int("tokens", cr.tokens.Len()))
+		}
+	}
+	if cr.tls != nil {
+		if err := cr.tls.Reload(); err != nil {
+			logger.Error("SIGHUP: TLS files not reloaded; the previous certificate stays in use", zap.Error(err))
+		} else {
+			logger.Info("SIGHUP: TLS files reloaded")
+		}
+	}
+}
+
+// errServeEnded is the failure of a gRPC Serve that returned without an error before shutdown.
+var errServeEnded = errors.New("the gRPC server stopped serving")
+
+// awaitStop waits while the server serves: it reloads the credentials on each SIGHUP and returns
+// nil when ctx ends (the first SIGINT or SIGTERM), or an error when Serve returned on its own.
+func awaitStop(ctx context.Context, sig signals, served <-chan error, cr secrets, logger *zap.Logger) error {
+	for {
+		select {
+		case <-sig.reload:
+			cr.reload(logger)
+		case <-ctx.Done():
+			return nil
+		case err := <-served:
+			if err == nil {
+				err = errServeEnded
+			}
+			return err
+		}
+	}
+}
+
+// Timeouts of the metrics listener: a scrape is small and local; a client that is slower than this
+// is holding a connection, not scraping.
+const (
+	metricsReadHeaderTimeout = 5 * time.Second
+	metricsWriteTimeout      = 30 * time.Second
+	metricsIdleTimeout       = 2 * time.Minute
+)
+
+// metricsServer is the HTTP listener of --metrics-addr.
+type metricsServer struct {
+	http   *http.Server
+	lis    net.Listener
+	served chan error
+}
+
+// startMetrics listens on addr and serves m at /metrics until stop. The serving goroutine is owned
+// by the returned server: stop ends it and waits.
+func startMetrics(addr string, m *server.Metrics, logger *zap.Logger) (*metricsServer, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	ms := &metricsServer{
+		http: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: metricsReadHeaderTimeout,
+			WriteTimeout:      metricsWriteTimeout,
+			IdleTimeout:       metricsIdleTimeout,
+			ErrorLog:          zap.NewStdLog(logger.Named("metrics")),
+		},
+		lis:    lis,
+		served: make(chan error, 1),
+	}
+	go func() { ms.served <- ms.http.Serve(lis) }()
+	return ms, nil
+}
+
+// addr is the address the metrics listener serves on.
+func (ms *metricsServer) addr() string { return ms.lis.Addr().String() }
+
+// stop closes the listener and its connections and waits for the serving goroutine. A scrape in
+// progress is cut: Prometheus retries on its next interval.
+func (ms *metricsServer) stop(ctx context.Context) error {
+	err := ms.http.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		err = ms.http.Close()
+	}
+	if serr := <-ms.served; !errors.Is(serr, http.ErrServerClosed) {
+		return serr
+	}
+	return err
+}
