@@ -116,6 +116,7 @@ func (x *Exchange) Collect(owner uuid.UUID) (*Report, error) {
 			f.dead.add(dl, x.opts.maxDeadLetters)
 		}
 		f.mu.Unlock()
+		x.stats.deadLettered.Add(uint64(len(dead)))
 	}
 	return rep, nil
 }

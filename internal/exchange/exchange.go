@@ -26,7 +26,8 @@ type Exchange struct {
 	nextReg uint64
 
 	requests requestMemory
-	bg       *collector // nil unless WithBackgroundCollection(true)
+	bg       *collector    // nil unless WithBackgroundCollection(true)
+	stats    statsCounters // stats.go
 
 	closeOnce sync.Once
 	// testHookMidCollect, when set, runs while Collect holds the collecting owner's collectMu and
