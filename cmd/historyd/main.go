@@ -76,9 +76,10 @@ func runWithSignals(ctx context.Context, sig signals, args []string, getenv func
 	ex := exchange.New(cfg.Exchange.options(logger)...)
 	defer ex.Close() // after Shutdown: stops the background collector, if any
 	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)
-	server.RegisterHistory(srv, store.NewMemory(cfg.History.options()...))
+	branches := store.NewMemory(cfg.History.options()...)
+	server.RegisterHistory(srv, branches)
 	if metrics != nil {
-		ms, err := startMetrics(cfg.Serving.MetricsAddr, metrics, logger)
+		ms, err := startMetrics(cfg.Serving.MetricsAddr, metrics, branches, ex, logger)
 		if err != nil {
 			lis.Close()
 			logger.Error("cannot listen on "+cfg.Serving.MetricsAddr+" for metrics",

@@ -113,9 +113,16 @@ type metricsServer struct {
 	served chan error
 }
 
-// startMetrics listens on addr and serves m at /metrics until stop. The serving goroutine is owned
-// by the returned server: stop ends it and waits.
-func startMetrics(addr string, m *server.Metrics, logger *zap.Logger) (*metricsServer, error) {
+// startMetrics adds the metrics of the branch store and the Exchange to m, listens on addr and
+// serves m at /metrics until stop. The serving goroutine is owned by the returned server: stop ends
+// it and waits.
+func startMetrics(addr string, m *server.Metrics, branches server.StoreStats, ex server.ExchangeStats, logger *zap.Logger) (*metricsServer, error) {
+	if err := m.WatchStore(branches); err != nil {
+		return nil, err
+	}
+	if err := m.WatchExchange(ex); err != nil {
+		return nil, err
+	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err

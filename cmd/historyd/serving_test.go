@@ -13,7 +13,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/historyd/historyd/internal/exchange"
 	"github.com/historyd/historyd/internal/server"
+	"github.com/historyd/historyd/internal/store"
 )
 
 // TestLoadCredentials: the configured files are loaded; a missing or invalid one is an error at
@@ -91,7 +93,9 @@ func TestReloadLogs(t *testing.T) {
 // cleanly (issue 7: "Prometheus on a separate HTTP listener").
 func TestMetricsListener(t *testing.T) {
 	m := server.NewMetrics()
-	ms, err := startMetrics("127.0.0.1:0", m, zap.NewNop())
+	ex := exchange.New()
+	defer ex.Close()
+	ms, err := startMetrics("127.0.0.1:0", m, store.NewMemory(), ex, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +113,11 @@ func TestMetricsListener(t *testing.T) {
 		}
 		return resp.StatusCode, string(body)
 	}
-	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "go_memstats_heap_alloc_bytes") {
-		t.Errorf("/metrics = %d, %.200q", code, body)
+	code, body := get("/metrics")
+	for _, want := range []string{"go_memstats_heap_alloc_bytes", "historyd_branches 0", "historyd_exchange_owners 0"} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("/metrics = %d without %q", code, want)
+		}
 	}
 	if code, _ := get("/"); code != http.StatusNotFound {
 		t.Errorf("/ = %d, want 404", code)

@@ -1,0 +1,90 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/historyd/historyd/internal/exchange"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// StoreStats is what the branch metrics read: a store that reports a snapshot of its contents
+// (store.Memory does).
+type StoreStats interface {
+	Stats() store.Stats
+}
+
+// ExchangeStats is what the Exchange metrics read (exchange.Exchange implements it).
+type ExchangeStats interface {
+	Stats() exchange.Stats
+}
+
+// WatchStore adds the branch metrics of s: historyd_branches, historyd_messages,
+// historyd_branch_watchers, historyd_store_memory_used_bytes and
+// historyd_store_memory_budget_bytes, read from s.Stats() at each scrape.
+func (m *Metrics) WatchStore(s StoreStats) error {
+	return m.reg.Register(&snapshotCollector[store.Stats]{
+		stats: s.Stats,
+		metrics: []snapshotMetric[store.Stats]{
+			gauge("branches", "Branches in the store.", func(st store.Stats) float64 { return float64(st.Branches) }),
+			gauge("messages", "Messages in the store's branches, systems included.", func(st store.Stats) float64 { return float64(st.Messages) }),
+			gauge("branch_watchers", "Open subscriptions to branches (WatchBranch streams).", func(st store.Stats) float64 { return float64(st.Watchers) }),
+			gauge("store_memory_used_bytes", "The store's estimate of the bytes it holds, charged against its budget.", func(st store.Stats) float64 { return float64(st.MemoryUsed) }),
+			gauge("store_memory_budget_bytes", "The store's memory budget in bytes (0: no limit).", func(st store.Stats) float64 { return float64(st.MemoryBudget) }),
+		},
+	})
+}
+
+// WatchExchange adds the Exchange metrics of x: historyd_exchange_owners,
+// historyd_exchange_queued_messages, historyd_exchange_inbox_messages,
+// historyd_exchange_dead_letters, historyd_exchange_dead_lettered_total and
+// historyd_exchange_subscribers, read from x.Stats() at each scrape.
+func (m *Metrics) WatchExchange(x ExchangeStats) error {
+	return m.reg.Register(&snapshotCollector[exchange.Stats]{
+		stats: x.Stats,
+		metrics: []snapshotMetric[exchange.Stats]{
+			gauge("exchange_owners", "Owners registered with the Exchange.", func(st exchange.Stats) float64 { return float64(st.Owners) }),
+			gauge("exchange_queued_messages", "Messages in outboxes, waiting to be collected.", func(st exchange.Stats) float64 { return float64(st.Queued) }),
+			gauge("exchange_inbox_messages", "Messages in inboxes, waiting to be received.", func(st exchange.Stats) float64 { return float64(st.Inbox) }),
+			gauge("exchange_dead_letters", "Dead letters held now, across owners.", func(st exchange.Stats) float64 { return float64(st.DeadLetters) }),
+			counter("exchange_dead_lettered_total", "Messages Collect turned into dead letters (unknown or departed recipient, full inbox, ...).", func(st exchange.Stats) float64 { return float64(st.DeadLettered) }),
+			gauge("exchange_subscribers", "Live inbox subscriptions (SubscribeInbox streams).", func(st exchange.Stats) float64 { return float64(st.Subscribers) }),
+		},
+	})
+}
+
+// snapshotMetric is one metric of a snapshot: its description, type and how to read it.
+type snapshotMetric[S any] struct {
+	desc  *prometheus.Desc
+	typ   prometheus.ValueType
+	value func(S) float64
+}
+
+func gauge[S any](name, help string, value func(S) float64) snapshotMetric[S] {
+	return snapshotMetric[S]{prometheus.NewDesc(metricsNamespace+"_"+name, help, nil, nil), prometheus.GaugeValue, value}
+}
+
+func counter[S any](name, help string, value func(S) float64) snapshotMetric[S] {
+	return snapshotMetric[S]{prometheus.NewDesc(metricsNamespace+"_"+name, help, nil, nil), prometheus.CounterValue, value}
+}
+
+// snapshotCollector is a prometheus.Collector that takes one snapshot per scrape and reports its
+// metrics from it, so the domain needs no Prometheus types and no counters kept twice.
+type snapshotCollector[S any] struct {
+	stats   func() S
+	metrics []snapshotMetric[S]
+}
+
+// Describe sends the descriptions of the collector's metrics.
+func (c *snapshotCollector[S]) Describe(ch chan<- *prometheus.Desc) {
+	for _, sm := range c.metrics {
+		ch <- sm.desc
+	}
+}
+
+// Collect takes a snapshot and sends every metric read from it.
+func (c *snapshotCollector[S]) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	for _, sm := range c.metrics {
+		ch <- prometheus.MustNewConstMetric(sm.desc, sm.typ, sm.value(st))
+	}
+}
