@@ -2,7 +2,7 @@ package store
 
 import (
 	"encoding/base64"
-	"encoding/json"
+	"encoding/binary"
 
 	"github.com/historyd/historyd/internal/envelope"
 )
@@ -11,30 +11,60 @@ import (
 // the next position. Positions index the append-only lists of a branch
 // (entries, a view, the selected progression), so a page costs O(page);
 // the epoch ties the token to the lists it indexes, and a clear (or a new
-// selected progression) makes older tokens stale.
+// selected progression) makes older tokens stale. It is written in a small
+// binary form (not JSON), so that reading and writing one costs the same
+// whatever the numbers in it.
 type pageToken struct {
-	Scope string `json:"s"`           // branch id, or "branches"
-	Query string `json:"q"`           // what is listed, and in which direction
-	Epoch uint64 `json:"e,omitempty"` // the lists' epoch
-	Next  int64  `json:"n,omitempty"` // the next position
-	After string `json:"a,omitempty"` // ListBranches: the last id returned
+	Scope string // branch id, or "branches"
+	Query string // what is listed, and in which direction
+	Epoch uint64 // the lists' epoch
+	Next  int64  // the next position
+	After string // ListBranches: the last id returned
 }
 
+// tokenVersion is the first byte of every token, so the format can change.
+const tokenVersion = 1
+
 func (t pageToken) encode() string {
-	data, _ := json.Marshal(t) // a struct of strings and integers always marshals
-	return base64.RawURLEncoding.EncodeToString(data)
+	buf := make([]byte, 0, 96)
+	buf = append(buf, tokenVersion)
+	for _, s := range []string{t.Scope, t.Query, t.After} {
+		buf = binary.AppendUvarint(buf, uint64(len(s)))
+		buf = append(buf, s...)
+	}
+	buf = binary.AppendUvarint(buf, t.Epoch)
+	buf = binary.AppendVarint(buf, t.Next)
+	return base64.RawURLEncoding.EncodeToString(buf)
 }
 
 // decodePageToken reads a token and checks that it continues the same
 // query of the same scope.
 func decodePageToken(s, scope, query string) (pageToken, error) {
-	var t pageToken
+	stale := fieldErr("page_token", ErrStalePageToken, "page_token does not continue this listing")
 	data, err := base64.RawURLEncoding.DecodeString(s)
-	if err == nil {
-		err = json.Unmarshal(data, &t)
+	if err != nil || len(data) == 0 || data[0] != tokenVersion {
+		return pageToken{}, stale
 	}
-	if err != nil || t.Scope != scope || t.Query != query {
-		return pageToken{}, fieldErr("page_token", ErrStalePageToken, "page_token does not continue this listing")
+	data = data[1:]
+	var fields [3]string
+	for i := range fields {
+		n, k := binary.Uvarint(data)
+		if k <= 0 || n > uint64(len(data)-k) {
+			return pageToken{}, stale
+		}
+		fields[i], data = string(data[k:k+int(n)]), data[k+int(n):]
+	}
+	t := pageToken{Scope: fields[0], Query: fields[1], After: fields[2]}
+	var k int
+	if t.Epoch, k = binary.Uvarint(data); k <= 0 {
+		return pageToken{}, stale
+	}
+	data = data[k:]
+	if t.Next, k = binary.Varint(data); k <= 0 || k != len(data) {
+		return pageToken{}, stale
+	}
+	if t.Scope != scope || t.Query != query {
+		return pageToken{}, stale
 	}
 	return t, nil
 }
