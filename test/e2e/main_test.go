@@ -29,6 +29,7 @@ const startTimeout = 30 * time.Second
 // Paths of the binaries TestMain builds once for the whole package.
 var (
 	historydBin string
+	testhookBin string // historyd built with -tags historyd_testhook
 	grpcurlBin  string
 )
 
@@ -50,17 +51,22 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	historydBin = filepath.Join(dir, "historyd")
+	testhookBin = filepath.Join(dir, "historyd-testhook")
 	grpcurlBin = filepath.Join(dir, "grpcurl")
 	builds := [][]string{
-		{"build", "-trimpath", "-o", historydBin, "./cmd/historyd"},
-		// grpcurl is pinned in tools/go.mod; building it here means the tests need only Go.
-		{"build", "-modfile=tools/go.mod", "-o", grpcurlBin, "github.com/fullstorydev/grpcurl/cmd/grpcurl"},
+		// historyd through `make build`, the command deploy/Dockerfile runs (via make release), so
+		// what these tests exercise is what ships (issue 7).
+		{"make", "build", "BIN=" + historydBin, "GO=" + goCmd()},
+		// The same build with the test hooks (hostile_test.go): a handler that panics, a forced GC.
+		{"make", "build", "BIN=" + testhookBin, "TAGS=historyd_testhook", "GO=" + goCmd()},
+		// grpcurl is pinned in tools/go.mod; building it here means the tests need only Go and make.
+		{goCmd(), "build", "-modfile=tools/go.mod", "-o", grpcurlBin, "github.com/fullstorydev/grpcurl/cmd/grpcurl"},
 	}
 	for _, args := range builds {
-		cmd := exec.Command(goCmd(), args...)
+		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: go %s: %v\n%s", strings.Join(args, " "), err, out)
+			fmt.Fprintf(os.Stderr, "e2e: %s: %v\n%s", strings.Join(args, " "), err, out)
 			return 1
 		}
 	}
