@@ -48,7 +48,7 @@ var (
 	// ErrNotSystem: SetSystem or the constructor was given a message that is
 	// not a System (INVALID_ARGUMENT; ADR-0006 D3: "System message must be a
 	// System instance.").
-	ErrNotSystem = fmt.Errorf("%w: System message must be a System instance.", envelope.ErrInvalid)
+	ErrNotSystem = fmt.Errorf("%w: %s", envelope.ErrInvalid, NotSystemMessage)
 
 	// ErrSequenceMismatch: expected_head_sequence differs from the branch's
 	// head (FAILED_PRECONDITION; DESIGN.md "Optimistic concurrency").
@@ -96,6 +96,7 @@ var (
 const (
 	InvalidProgressionMessage = "One or more messages in the requested progression are invalid."
 	OneMessageTypeMessage     = "Only one message type can be added at a time."
+	NotSystemMessage          = "System message must be a System instance."
 )
 
 // BranchError names the branch an error is about.

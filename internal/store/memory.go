@@ -32,13 +32,12 @@ var _ Store = (*Memory)(nil)
 type Option func(*options)
 
 type options struct {
-	budget      int64
-	retention   int
-	requestTTL  time.Duration
-	requestMax  int
-	subBuffer   int
-	now         func() time.Time
-	observerCtx func(context.Context) context.Context
+	budget     int64
+	retention  int
+	requestTTL time.Duration
+	requestMax int
+	subBuffer  int
+	now        func() time.Time
 }
 
 // WithMemoryBudget sets the bytes the store may hold (an estimate of its

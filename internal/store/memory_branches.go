@@ -135,7 +135,7 @@ func (m *Memory) CreateBranch(_ context.Context, in CreateBranchInput) (BranchRe
 		return replayedBranch(r), nil
 	}
 	if in.SystemMessage != nil && in.SystemMessage.Kind() != envelope.KindSystem {
-		return BranchResult{}, fieldErr("system", ErrNotSystem, "System message must be a System instance.")
+		return BranchResult{}, fieldErr("system", ErrNotSystem, "%s", NotSystemMessage)
 	}
 	b, err := m.prepare(in.ID, in.CreatedAt, in.Metadata)
 	if err != nil {

@@ -92,7 +92,7 @@ func (m *Memory) recordEvent(b *branch, ev Event, size int64) {
 func (m *Memory) SetSystem(ctx context.Context, branchID uuid.UUID, system *envelope.Message, opts WriteOptions) (WriteResult, error) {
 	return m.write(ctx, branchID, OpSetSystem, opts, func(b *branch) (WriteResult, *envelope.Message, error) {
 		if system == nil || system.Kind() != envelope.KindSystem {
-			return WriteResult{}, nil, fieldErr("system", ErrNotSystem, "System message must be a System instance.")
+			return WriteResult{}, nil, fieldErr("system", ErrNotSystem, "%s", NotSystemMessage)
 		}
 		p, err := b.plan(system)
 		if err != nil {

@@ -11,6 +11,9 @@ import (
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 )
 
+// noItems is LionAGI's text for popleft on an empty progression.
+const noItems = "No items in progression."
+
 // ErrNotInProgression is returned by the Progression operations that need
 // an item the progression does not hold (LionAGI's NotFoundError).
 var ErrNotInProgression = errors.New("item not found in progression")
@@ -114,7 +117,7 @@ func (p *Progression) Pop(i int) (uuid.UUID, error) {
 // PopLeft removes and returns the first id.
 func (p *Progression) PopLeft() (uuid.UUID, error) {
 	if len(p.Order) == 0 {
-		return uuid.UUID{}, fmt.Errorf("%w: No items in progression.", ErrNotInProgression)
+		return uuid.UUID{}, fmt.Errorf("%w: %s", ErrNotInProgression, noItems)
 	}
 	return p.Pop(0)
 }
