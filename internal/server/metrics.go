@@ -67,9 +67,20 @@ func WithMetrics(m *Metrics) Option {
 	return func(o *options) { o.metrics = m }
 }
 
-// initialize creates the zero-valued series of every method registered on gs, so that dashboards
-// and alerts see a 0 rather than no data; Serve calls it once the services are registered.
-func (m *Metrics) initialize(gs *grpc.Server) { m.grpc.InitializeMetrics(gs) }
+// initialize creates the zero-valued series of every method registered on gs (and of the stream
+// metrics of every server-streaming method), so that dashboards and alerts see a 0 rather than no
+// data; Serve calls it once the services are registered.
+func (m *Metrics) initialize(gs *grpc.Server) {
+	m.grpc.InitializeMetrics(gs)
+	for service, info := range gs.GetServiceInfo() {
+		for _, method := range info.Methods {
+			if method.IsServerStream {
+				m.streams.WithLabelValues(service, method.Name)
+				m.evicted.WithLabelValues(service, method.Name)
+			}
+		}
+	}
+}
 
 // unaryInterceptor returns the outermost metrics interceptor for unary calls.
 func (m *Metrics) unaryInterceptor() grpc.UnaryServerInterceptor {

@@ -153,7 +153,9 @@ func TestMetricsHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"go_memstats_heap_alloc_bytes", "process_resident_memory_bytes",
-		"grpc_server_handled_total{", `grpc_method="Unary"`} {
+		"grpc_server_handled_total{", `grpc_method="Unary"`,
+		`historyd_open_streams{grpc_method="Stream",grpc_service="historyd.test.Probe"} 0`,
+		`historyd_evicted_subscribers_total{grpc_method="Stream",grpc_service="historyd.test.Probe"} 0`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics page lacks %q", want)
 		}
