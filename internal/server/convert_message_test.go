@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -169,3 +170,24 @@ func TestMessageFromProtoRejectsBadInput(t *testing.T) {
 }
 
 var _ protoreflect.ProtoMessage = (*historyv1.Message)(nil)
+
+// TestClassErrorsKeepTheirReasonAndField: a lion_class mismatch or an
+// unknown class gets its own ErrorReason and still names the field
+// (DESIGN.md "Wire model": on input a lion_class must name the content's
+// class, else INVALID_ARGUMENT).
+func TestClassErrorsKeepTheirReasonAndField(t *testing.T) {
+	for _, tc := range []struct {
+		json   string
+		reason historyv1.ErrorReason
+	}{
+		{`{"metadata":{"lion_class":"lionagi.protocols.messages.system.System"},"instruction":{}}`, historyv1.ErrorReason_ERROR_REASON_LION_CLASS_MISMATCH},
+		{`{"metadata":{"lion_class":"nope.mod.Foo"},"generic":{}}`, historyv1.ErrorReason_ERROR_REASON_LION_CLASS_MISMATCH},
+	} {
+		var pb historyv1.Message
+		if err := protojson.Unmarshal([]byte(tc.json), &pb); err != nil {
+			t.Fatal(err)
+		}
+		_, err := messageFromProto("message", &pb)
+		checkStatus(t, toStatus(err), codes.InvalidArgument, tc.reason, map[string]string{"field": "message.metadata.lion_class"})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/exchange"
 	"github.com/historyd/historyd/internal/store"
 )
@@ -59,6 +60,10 @@ var errorRules = []errorRule{
 	{store.ErrHistoryCompacted, codes.OutOfRange, historyv1.ErrorReason_ERROR_REASON_HISTORY_COMPACTED},
 	{store.ErrSubscriberTooSlow, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
 	{store.ErrBranchDeleted, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_DELETED},
+	// The envelope (issue 3; ADR-0001 D1-D3). Other envelope errors are *envelope.FieldError and
+	// map to INVALID_FIELD through the fieldError rule below.
+	{envelope.ErrClassMismatch, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_LION_CLASS_MISMATCH},
+	{envelope.ErrUnknownClass, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_UNKNOWN_LION_CLASS},
 }
 
 // metadataError is implemented by domain errors that name the entities involved. Its keys become
@@ -128,14 +133,19 @@ func statusFrom(rules []errorRule, err error) error {
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
+	code, reason, matched := codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, false
 	for _, r := range rules {
 		if errors.Is(err, r.target) {
-			return withErrorInfo(status.New(r.code, err.Error()), r.reason, metadataOf(err)).Err()
+			code, reason, matched = r.code, r.reason, true
+			break
 		}
 	}
+	md := metadataOf(err)
+	st := status.New(code, err.Error())
+	// A rejected field is named in a google.rpc.BadRequest and in the "field" metadata key, also
+	// when a rule gives the error a more specific reason (LION_CLASS_MISMATCH names
+	// metadata.lion_class).
 	if fe, ok := errors.AsType[fieldError](err); ok {
-		st := status.New(codes.InvalidArgument, err.Error())
-		md := metadataOf(err)
 		if md == nil {
 			md = map[string]string{}
 		}
@@ -146,7 +156,10 @@ func statusFrom(rules []errorRule, err error) error {
 				Description: fe.Error(),
 			}},
 		})
-		return withErrorInfo(st, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, md).Err()
+		matched = true
+	}
+	if matched {
+		return withErrorInfo(st, reason, md).Err()
 	}
 	switch {
 	case errors.Is(err, context.Canceled):

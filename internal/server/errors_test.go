@@ -99,8 +99,10 @@ func TestStatusFrom(t *testing.T) {
 			md: map[string]string{"field": "message.id"}, message: "convert: message.id: not a UUID"},
 		{name: "domain field error type", err: testFieldError{"metadata"}, code: codes.InvalidArgument,
 			reason: historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, md: map[string]string{"field": "metadata"}},
-		{name: "rule wins over field hook", err: &FieldError{Field: "branch_id", Err: errTestNotFound},
-			code: codes.NotFound, reason: historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND},
+		// A rule gives the code and reason; the field is still named (BadRequest and metadata).
+		{name: "rule reason, field named", err: &FieldError{Field: "branch_id", Err: errTestNotFound},
+			code: codes.NotFound, reason: historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND,
+			md: map[string]string{"field": "branch_id"}},
 		{name: "canceled", err: fmt.Errorf("wait: %w", context.Canceled), code: codes.Canceled},
 		{name: "deadline", err: context.DeadlineExceeded, code: codes.DeadlineExceeded},
 		{name: "existing status", err: existing, code: codes.PermissionDenied, message: "already a status"},
