@@ -16,7 +16,7 @@ RELEASE_TOOLCHAIN = go1.27.3
 # The offline vulnerability database's source (vuln.go.dev is not reachable; TOOLCHAIN.md).
 VULNDB_MODULE = golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 
-.PHONY: help run build release test gen proto-check lint e2e vuln fuzz-smoke clean
+.PHONY: help run build release test gen proto-check lint e2e node-test vuln fuzz-smoke clean
 
 help: ## Show this help
 	@echo 'usage: make TARGET'
@@ -86,6 +86,12 @@ vuln: .vulndb/index/db.json ## govulncheck with Go 1.27.3 (RELEASE_TOOLCHAIN) ag
 
 e2e: ## End-to-end tests: build the binary and grpcurl, drive the real process
 	$(GO) test -tags e2e -count=1 ./test/e2e/...
+
+node-test: build ## Node.js client test (clients/node): npm ci, then node --test against the built binary
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo 'node-test: needs Node.js 20 and npm on PATH'; exit 1; }
+	@case "$(BIN)" in /*) bin="$(BIN)" ;; *) bin="$(CURDIR)/$(BIN)" ;; esac; \
+	echo "cd clients/node && npm ci && HISTORYD_BIN=$$bin npm test"; \
+	cd clients/node && npm ci --no-audit --no-fund && HISTORYD_BIN="$$bin" npm test
 
 fuzz-smoke: ## Run each fuzz target for 5 seconds (the codecs and converters bring them)
 	@found=0; \

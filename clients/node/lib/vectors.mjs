@@ -1,0 +1,36 @@
+// Reads the LionAGI 0.27.0 reference records (shared/vectors/lionagi-0.27.0.jsonl, beside the
+// clone; or $HISTORYD_VECTORS, a directory or the file), as the Go conformance tests do
+// (internal/vectors). The Node tests keep their expected prompt texts as constants and, when the
+// records are at hand, check those constants against them, so a typo cannot pass unnoticed.
+
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+
+import { repoRoot } from './historyd.mjs';
+
+const fileName = 'lionagi-0.27.0.jsonl';
+
+/** The path of the vector file, or undefined with the places looked at. */
+export function locateVectors() {
+  const looked = [];
+  const env = process.env.HISTORYD_VECTORS;
+  if (env) {
+    const p = existsSync(env) && statSync(env).isDirectory() ? path.join(env, fileName) : env;
+    if (existsSync(p)) return { file: p, looked };
+    looked.push(`${p} ($HISTORYD_VECTORS)`);
+  }
+  const p = path.join(path.dirname(repoRoot), 'shared', 'vectors', fileName);
+  if (existsSync(p)) return { file: p, looked };
+  looked.push(p);
+  return { file: undefined, looked };
+}
+
+/** Returns the record of the given group and name; throws when the file lacks it. */
+export function vectorRecord(file, group, name) {
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (!line) continue;
+    const rec = JSON.parse(line);
+    if (rec.group === group && rec.name === name) return rec;
+  }
+  throw new Error(`no vector record ${group} / ${name} in ${file}`);
+}
