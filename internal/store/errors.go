@@ -84,6 +84,10 @@ var (
 	// open (NOT_FOUND).
 	ErrBranchDeleted = errors.New("branch deleted")
 
+	// ErrTooManySubscriptions: the store's limit of open subscriptions
+	// (WithMaxSubscriptions) is reached (RESOURCE_EXHAUSTED).
+	ErrTooManySubscriptions = errors.New("too many open subscriptions")
+
 	// ErrSubscriptionClosed: Next was called after Close.
 	ErrSubscriptionClosed = errors.New("subscription closed")
 

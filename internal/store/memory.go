@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,6 +25,8 @@ type Memory struct {
 	branches map[uuid.UUID]*branch
 	ids      []uuid.UUID // sorted, for ListBranches paging
 	requests *requestCache
+
+	subsOpen atomic.Int64 // subscriptions not yet closed, for WithMaxSubscriptions
 }
 
 var _ Store = (*Memory)(nil)
@@ -37,6 +40,7 @@ type options struct {
 	requestTTL time.Duration
 	requestMax int
 	subBuffer  int
+	maxSubs    int
 	now        func() time.Time
 }
 
@@ -66,6 +70,14 @@ func WithSubscriberBuffer(n int) Option {
 	return func(o *options) { o.subBuffer = max(n, 1) }
 }
 
+// WithMaxSubscriptions sets how many subscriptions may be open at once
+// (from Subscribe until Close, whether or not they have ended); past it
+// Subscribe is ErrTooManySubscriptions. The default is
+// DefaultMaxSubscriptions; 0 means no limit.
+func WithMaxSubscriptions(n int) Option {
+	return func(o *options) { o.maxSubs = max(n, 0) }
+}
+
 // WithClock sets the clock the idempotency window reads (tests move it).
 func WithClock(now func() time.Time) Option {
 	return func(o *options) { o.now = now }
@@ -79,6 +91,7 @@ func NewMemory(opts ...Option) *Memory {
 		requestTTL: DefaultRequestTTL,
 		requestMax: DefaultRequestMax,
 		subBuffer:  DefaultSubscriberBuffer,
+		maxSubs:    DefaultMaxSubscriptions,
 		now:        time.Now,
 	}
 	for _, opt := range opts {

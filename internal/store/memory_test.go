@@ -31,6 +31,9 @@ func TestMemoryConformance(t *testing.T) {
 		if o.SubscriberBuffer > 0 {
 			opts = append(opts, store.WithSubscriberBuffer(o.SubscriberBuffer))
 		}
+		if o.MaxSubscriptions > 0 {
+			opts = append(opts, store.WithMaxSubscriptions(o.MaxSubscriptions))
+		}
 		return store.NewMemory(opts...)
 	})
 }

@@ -74,7 +74,15 @@ type Store interface {
 	// function that removes it (ADR-0006 D4).
 	Observe(branch uuid.UUID, o Observer) (remove func(), err error)
 	// Subscribe opens a subscription to the branch's commits (DESIGN.md
-	// "Sequences, events and watch").
+	// "Sequences, events and watch"): the retained commits after the
+	// cursor, then live ones, with no gap and no duplicate, optionally
+	// restricted to some event kinds. A cursor of another incarnation or
+	// older than the log is ErrHistoryCompacted, one ahead of the head
+	// ErrCursorAhead; past the store's limit of open subscriptions it is
+	// ErrTooManySubscriptions. The writer never waits: a subscriber whose
+	// bounded buffer overflows is ended with ErrSubscriberTooSlow; every
+	// subscriber open when the branch is deleted gets BRANCH_DELETED as its
+	// last commit and ends with ErrBranchDeleted.
 	Subscribe(ctx context.Context, branch uuid.UUID, in SubscribeInput) (*Subscription, error)
 }
 

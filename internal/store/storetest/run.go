@@ -26,6 +26,8 @@ type Options struct {
 	RequestMax int
 	// SubscriberBuffer is the default subscription buffer, in commits.
 	SubscriberBuffer int
+	// MaxSubscriptions is the limit of open subscriptions.
+	MaxSubscriptions int
 }
 
 // Factory returns a new, empty store for one test.
@@ -58,6 +60,12 @@ func Run(t *testing.T, newStore Factory) {
 		{"Subscribe", testSubscribe},
 		{"SubscribeErrors", testSubscribeErrors},
 		{"SubscriberTooSlow", testSubscriberTooSlow},
+		{"SubscribeStart", testSubscribeStart},
+		{"SubscribeKinds", testSubscribeKinds},
+		{"SubscribeCaughtUp", testSubscribeCaughtUp},
+		{"SubscribeDeleteWhenFull", testSubscribeDeleteWhenFull},
+		{"SubscribeEventsAPI", testSubscribeEventsAPI},
+		{"SubscriptionLimit", testSubscriptionLimit},
 		{"Fork", testFork},
 		{"ImportExport", testImportExport},
 		{"ImportErrors", testImportErrors},

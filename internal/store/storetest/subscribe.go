@@ -2,12 +2,14 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
 
 	"github.com/google/uuid"
 
+	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
 )
@@ -183,4 +185,243 @@ func testSubscriberTooSlow(t *testing.T, newStore Factory) {
 	if c := next(t, r); c[0].Sequence != 4 {
 		t.Errorf("resumed at %d, want 4", c[0].Sequence)
 	}
+}
+
+// testSubscribeStart: DESIGN.md: no cursor means from now; a subscription
+// reports where it starts (the cursor, or the head), the head and the
+// oldest retained sequence, so that WatchBranch's first frame can confirm
+// them; the replay is exactly the commits in (After, Head].
+func testSubscribeStart(t *testing.T, newStore Factory) {
+	st := newStore(t, Options{EventRetention: 4})
+	b := newBranch(t, st)
+	for i := range 5 {
+		addInstruction(t, st, b, strconv.Itoa(i))
+	}
+	info, err := st.GetBranch(ctx(t), b) // head 6, retained 3..6
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := st.Subscribe(ctx(t), b, store.SubscribeInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if live.After != 6 || live.Head != 6 || live.Oldest != 3 || live.Incarnation != info.Incarnation || live.BranchID != b {
+		t.Errorf("live subscription starts %+v, want after 6, head 6, oldest 3", live)
+	}
+	if r := live.Replay(); r != nil {
+		t.Errorf("a subscription from now replays %v", r)
+	}
+	from, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(4))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer from.Close()
+	if from.After != 4 || from.Head != 6 {
+		t.Errorf("subscription after 4 starts %+v", from)
+	}
+	r := from.Replay()
+	if len(r) != 2 || r[0][0].Sequence != 5 || r[1][0].Sequence != 6 || from.Last() != 6 {
+		t.Errorf("replay after 4 = %v (last %d), want 5 and 6", r, from.Last())
+	}
+	if from.Replay() != nil {
+		t.Error("a second Replay returned the commits again")
+	}
+}
+
+// testSubscribeKinds: a kinds filter delivers only those events; a commit
+// keeps its bounds (CommitFirst, CommitLast) even when some of its events
+// are passed over, so that its last sequence is the cursor to resume from;
+// a commit with no selected event is not delivered; BRANCH_DELETED is
+// always delivered.
+func testSubscribeKinds(t *testing.T, newStore Factory) {
+	st := newStore(t, Options{})
+	b := newBranch(t, st)
+	s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(0)), Kinds: []store.EventKind{store.EventMessageAdded}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	req := addFactory(t, st, b, store.Factory{ActionFunction: text("f"), ActionArguments: jsonv.ObjectValue()}).Message.Message // 2
+	if _, err := st.ClearMessages(ctx(t), b, store.WriteOptions{}); err != nil {                                                // 3
+		t.Fatal(err)
+	}
+	req = addFactory(t, st, b, store.Factory{ActionFunction: text("f"), ActionArguments: jsonv.ObjectValue()}).Message.Message // 4
+	if _, err := st.CreateActionResponse(ctx(t), b, store.ActionResponseInput{Request: req.ID, Output: jsonv.IntValue(1)}, store.WriteOptions{}); err != nil {
+		t.Fatal(err) // 5 added, 6 request replaced
+	}
+	if _, err := st.DeleteBranch(ctx(t), b, store.WriteOptions{}); err != nil { // 7
+		t.Fatal(err)
+	}
+	var got []uint64
+	var bounds [][2]uint64
+	for {
+		c, err := s.Next(ctx(t))
+		if err != nil {
+			wantErr(t, err, store.ErrBranchDeleted)
+			break
+		}
+		for _, ev := range c {
+			got = append(got, ev.Sequence)
+		}
+		bounds = append(bounds, [2]uint64{c[0].CommitFirst, c[0].CommitLast})
+	}
+	if want := []uint64{2, 4, 5, 7}; !slices.Equal(got, want) {
+		t.Errorf("filtered sequences %v, want %v", got, want)
+	}
+	if want := [][2]uint64{{2, 2}, {4, 4}, {5, 6}, {7, 7}}; !slices.Equal(bounds, want) {
+		t.Errorf("commit bounds %v, want %v", bounds, want)
+	}
+	if s.Last() != 7 {
+		t.Errorf("Last = %d, want 7", s.Last())
+	}
+	_, err = st.Subscribe(ctx(t), newBranch(t, st), store.SubscribeInput{Kinds: []store.EventKind{0}})
+	wantErr(t, err, envelope.ErrInvalid)
+}
+
+// testSubscribeCaughtUp: a heartbeat may carry the head as a cursor only
+// when nothing is pending: CaughtUp is true with the head when every
+// commit was read or filtered out, false while a commit is buffered or the
+// replay is unread, and false once the subscription has ended (what it
+// missed is not behind it).
+func testSubscribeCaughtUp(t *testing.T, newStore Factory) {
+	st := newStore(t, Options{})
+	b := newBranch(t, st)
+	s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(0)), Buffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, ok := s.CaughtUp(); ok {
+		t.Error("caught up with the replay unread")
+	}
+	next(t, s)
+	if head, ok := s.CaughtUp(); !ok || head != 1 {
+		t.Errorf("CaughtUp = %d, %v; want 1, true", head, ok)
+	}
+	addInstruction(t, st, b, "a")
+	if _, ok := s.CaughtUp(); ok {
+		t.Error("caught up with a commit buffered")
+	}
+	next(t, s)
+	if head, ok := s.CaughtUp(); !ok || head != 2 {
+		t.Errorf("CaughtUp = %d, %v; want 2, true", head, ok)
+	}
+	filtered, err := st.Subscribe(ctx(t), b, store.SubscribeInput{Kinds: []store.EventKind{store.EventSystemSet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filtered.Close()
+	addInstruction(t, st, b, "b") // 3: passed over by the filter
+	if head, ok := filtered.CaughtUp(); !ok || head != 3 {
+		t.Errorf("filtered CaughtUp = %d, %v; want 3, true", head, ok)
+	}
+	addInstruction(t, st, b, "c") // 4: s's buffer of 1 holds 3, so 4 evicts it
+	if _, ok := s.CaughtUp(); ok {
+		t.Error("an evicted subscription is caught up")
+	}
+}
+
+// testSubscribeDeleteWhenFull: every subscriber open at a deletion gets
+// BRANCH_DELETED as its last commit, after what it had buffered, even when
+// its buffer is full (the slot is kept for it), and ends with
+// ErrBranchDeleted naming that sequence.
+func testSubscribeDeleteWhenFull(t *testing.T, newStore Factory) {
+	st := newStore(t, Options{})
+	b := newBranch(t, st)
+	s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{Buffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addInstruction(t, st, b, "fills the buffer") // 2
+	del, err := st.DeleteBranch(ctx(t), b, store.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := next(t, s); c[0].Sequence != 2 {
+		t.Fatalf("first commit %d, want 2", c[0].Sequence)
+	}
+	if c := next(t, s); c[0].Kind != store.EventBranchDeleted || c[0].Sequence != del.LastSequence {
+		t.Fatalf("last commit %+v, want BRANCH_DELETED at %d", c, del.LastSequence)
+	}
+	_, err = s.Next(ctx(t))
+	wantErr(t, err, store.ErrBranchDeleted)
+	var se *store.SequenceError
+	if !errors.As(err, &se) || se.Last != del.LastSequence {
+		t.Errorf("end %v, want last sequence %d", err, del.LastSequence)
+	}
+}
+
+// testSubscribeEventsAPI: Replay, Events and Err read the same stream as
+// Next (the form a select loop needs): the replay, then live commits, and
+// after the channel closes the reason with the cursor to resume from.
+func testSubscribeEventsAPI(t *testing.T, newStore Factory) {
+	st := newStore(t, Options{})
+	b := newBranch(t, st)
+	addInstruction(t, st, b, "a") // 2
+	s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(1)), Buffer: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Err() != nil {
+		t.Errorf("Err of an open subscription = %v", s.Err())
+	}
+	for i := range 3 { // 3, 4 fill the buffer; 5 evicts
+		addInstruction(t, st, b, strconv.Itoa(i))
+	}
+	var got []uint64
+	for _, c := range s.Replay() {
+		got = append(got, c[0].Sequence)
+	}
+	for c := range s.Events() {
+		got = append(got, c[0].Sequence)
+	}
+	if !slices.Equal(got, []uint64{2, 3, 4}) {
+		t.Errorf("read %v, want 2 3 4", got)
+	}
+	err = s.Err()
+	wantErr(t, err, store.ErrSubscriberTooSlow)
+	var se *store.SequenceError
+	if !errors.As(err, &se) || se.Last != 4 {
+		t.Errorf("Err = %v, want last sequence 4", err)
+	}
+	s.Close()
+	if err := s.Err(); !errors.Is(err, store.ErrSubscriberTooSlow) {
+		t.Errorf("Close after the end changed the reason to %v", err)
+	}
+}
+
+// testSubscriptionLimit: past the store's limit of open subscriptions,
+// Subscribe is ErrTooManySubscriptions; a subscription holds its place
+// until Close, even once it has ended (its reader still holds it), and a
+// second Close frees nothing more.
+func testSubscriptionLimit(t *testing.T, newStore Factory) {
+	st := newStore(t, Options{MaxSubscriptions: 2})
+	b := newBranch(t, st)
+	first, err := st.Subscribe(ctx(t), b, store.SubscribeInput{Buffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := st.Subscribe(ctx(t), b, store.SubscribeInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Subscribe(ctx(t), b, store.SubscribeInput{})
+	wantErr(t, err, store.ErrTooManySubscriptions)
+	addInstruction(t, st, b, "a")
+	addInstruction(t, st, b, "b") // ends first as too slow; it is not closed yet
+	_, err = st.Subscribe(ctx(t), b, store.SubscribeInput{})
+	wantErr(t, err, store.ErrTooManySubscriptions)
+	first.Close()
+	first.Close()
+	third, err := st.Subscribe(ctx(t), b, store.SubscribeInput{})
+	if err != nil {
+		t.Fatalf("after a Close: %v", err)
+	}
+	_, err = st.Subscribe(ctx(t), b, store.SubscribeInput{})
+	wantErr(t, err, store.ErrTooManySubscriptions)
+	second.Close()
+	third.Close()
 }
