@@ -147,8 +147,14 @@ func (l *logLines) Lines() []string {
 // the test if it is still running.
 func startProcess(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startBinary(t, historydBin, args...)
+}
+
+// startBinary is startProcess for another build of historyd (testhookBin).
+func startBinary(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
 	p := &proc{
-		cmd:    exec.Command(historydBin, args...),
+		cmd:    exec.Command(bin, args...),
 		stderr: &logLines{serving: make(chan string, 1)},
 		done:   make(chan struct{}),
 	}
@@ -177,8 +183,15 @@ func startProcess(t *testing.T, args ...string) *proc {
 // after and so override) and returns once grpc.health.v1 reports SERVING.
 func startServer(t *testing.T, extraArgs ...string) *proc {
 	t.Helper()
+	return startServerBinary(t, historydBin, extraArgs...)
+}
+
+// startServerBinary is startServer for another build of historyd (testhookBin). It waits for
+// SERVING with waitServing, so a server that needs client certificates cannot be started with it.
+func startServerBinary(t *testing.T, bin string, extraArgs ...string) *proc {
+	t.Helper()
 	args := append([]string{"--listen", "127.0.0.1:0", "--log-format", "json"}, extraArgs...)
-	p := startProcess(t, args...)
+	p := startBinary(t, bin, args...)
 	deadline := time.NewTimer(startTimeout)
 	defer deadline.Stop()
 	select {
