@@ -1,0 +1,12 @@
+// Package client is a thin Go client of historyd: Dial returns a Client whose History and Exchange
+// fields are the generated gRPC stubs (gen/historyd/v1), over one connection whose unary calls are
+// retried on UNAVAILABLE and DEADLINE_EXCEEDED with a bounded, jittered backoff. A retried mutation
+// keeps its request_id (the client fills one in when the caller left it empty), so the server
+// applies it once (AIP-155; DESIGN.md "Idempotency"). Methods that take domain-friendly arguments
+// exist only where the wire model has a trap: participants as google.protobuf.Value (Participant,
+// Broadcast), paging (Messages), error reasons (Reason, ErrorInfo), and the resumable branch watch
+// (Watch).
+//
+// The package owns the client side only. It imports the generated code, grpc and genproto, and
+// must not import anything under internal/: a client must build from the .proto contract alone.
+package client

@@ -1,0 +1,13 @@
+package client_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain checks that no goroutine outlives the tests: the client's, the proxy's and the
+// in-process server's (STYLE.md "Tests use goleak").
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
