@@ -1,15 +1,20 @@
 // Command historyd serves the LionAGI message protocol over gRPC.
 //
 // This package is wiring only: it reads the configuration (flags, with HISTORYD_* environment
-// fallbacks), builds the logger, listens, hands the listener to internal/server, and turns SIGINT
-// and SIGTERM into an orderly shutdown. It imports internal/server and the backends it builds and
+// fallbacks), builds the logger, loads the credentials (bearer tokens, TLS files), listens, hands the
+// listener to internal/server, serves the metrics listener, and turns signals into the lifecycle:
+// SIGINT or SIGTERM an orderly shutdown, a second one an immediate stop, SIGHUP a reload of the
+// credentials. It imports internal/server and the backends it builds and
 // hands to it (internal/exchange) and nothing else of ours (DESIGN.md "Layers": cmd builds the
 // backends); no behaviour of the service lives here.
 //
 // Usage:
 //
-//	historyd [--listen ADDR] [--log-level LEVEL] [--log-format json|console] [--grace-period DURATION]
+//	historyd [--listen ADDR] [--log-level LEVEL] [--log-format json|console] [--grace-period DURATION] [flags]
+//	historyd healthcheck [--addr HOST:PORT] [--timeout DURATION] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]
 //
-// Exit codes: 0 after a shutdown on SIGINT or SIGTERM, 1 when the server cannot listen or stops
-// serving on its own, 2 for an invalid flag or environment value.
+// historyd --help lists every flag. Exit codes: 0 after a shutdown on SIGINT or SIGTERM, 1 when the
+// server cannot load its credentials, cannot listen or stops serving on its own, 2 for an invalid
+// flag or environment value. healthcheck exits 0 only when the server answers SERVING, 1 otherwise,
+// 2 for an invalid flag.
 package main
