@@ -20,6 +20,7 @@ type config struct {
 	Exchange    exchangeConfig
 	History     historyConfig
 	Serving     servingConfig
+	PprofAddr   string // --pprof-addr (pprof.go)
 }
 
 // setting describes one configuration entry, for the flag set, the environment lookup and the
@@ -51,6 +52,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	cfg.Exchange.register(fs)
 	cfg.History.register(fs)
 	cfg.Serving.register(fs)
+	registerPprof(fs, &cfg.PprofAddr)
 
 	// The environment first, so that flags parsed afterwards win.
 	for _, s := range settings {
@@ -92,6 +94,9 @@ func (c config) validate() error {
 	}
 	if c.GracePeriod < 0 {
 		return fmt.Errorf("grace period %v: must not be negative", c.GracePeriod)
+	}
+	if err := validatePprof(c.PprofAddr); err != nil {
+		return err
 	}
 	if err := c.Serving.validate(); err != nil {
 		return err

@@ -89,6 +89,13 @@ func runWithSignals(ctx context.Context, sig signals, args []string, getenv func
 		defer func() { _ = ms.stop(context.Background()) }() // after the gRPC server has stopped
 		logger.Info("serving metrics", zap.String("address", ms.addr()))
 	}
+	stopPprof, err := servePprof(cfg.PprofAddr, logger) // pprof.go; off by default
+	if err != nil {
+		lis.Close()
+		logger.Error("cannot listen on "+cfg.PprofAddr+" for pprof", zap.String("address", cfg.PprofAddr), zap.Error(err))
+		return 1
+	}
+	defer stopPprof()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }() // ends when Shutdown stops the server
 
