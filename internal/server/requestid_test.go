@@ -123,3 +123,18 @@ func waitLogLine(t *testing.T, ts *testServer) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 }
+
+// TestRequestIDOnRefusedCall: a call refused before its handler (no token) still gets its request
+// id back, so a client can quote it when it reports the failure.
+func TestRequestIDOnRefusedCall(t *testing.T) {
+	ts := newTestServer(t, registerProbe, WithAuthTokens(mustTokens(t, testToken)))
+	var header metadata.MD
+	ctx := metadata.AppendToOutgoingContext(testContext(t), RequestIDHeader, "refused-1")
+	err := ts.conn.Invoke(ctx, probeUnaryMethod, structpb.NewStringValue("ok"), new(structpb.Value), grpc.Header(&header))
+	if err == nil {
+		t.Fatal("a call without a token succeeded")
+	}
+	if got := header.Get(RequestIDHeader); len(got) != 1 || got[0] != "refused-1" {
+		t.Errorf("response header %s = %q, want [refused-1]", RequestIDHeader, got)
+	}
+}
