@@ -60,6 +60,7 @@ var errorRules = []errorRule{
 	{store.ErrHistoryCompacted, codes.OutOfRange, historyv1.ErrorReason_ERROR_REASON_HISTORY_COMPACTED},
 	{store.ErrSubscriberTooSlow, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
 	{store.ErrBranchDeleted, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_DELETED},
+	{store.ErrTooManySubscriptions, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS},
 	// The envelope (issue 3; ADR-0001 D1-D3). Other envelope errors are *envelope.FieldError and
 	// map to INVALID_FIELD through the fieldError rule below.
 	{envelope.ErrClassMismatch, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_LION_CLASS_MISMATCH},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -22,26 +24,43 @@ import (
 type HistoryServer struct {
 	historyv1.UnsafeHistoryServiceServer
 
-	store  store.Store
-	logger *zap.Logger
+	store   store.Store
+	logger  *zap.Logger
+	streams streamConfig // WatchBranch's heartbeat and send timeout
+	now     func() time.Time
+
+	stopping chan struct{} // closed by EndStreams
+	stopOnce sync.Once
+
+	// streamEnded, when set, is called with the error each WatchBranch handler returns; tests use
+	// it to know that a stream has ended on the server side.
+	streamEnded func(error)
 }
 
 var _ historyv1.HistoryServiceServer = (*HistoryServer)(nil)
 
-// NewHistoryServer returns the HistoryService handlers over st; a nil logger means zap.NewNop().
-func NewHistoryServer(st store.Store, logger *zap.Logger) *HistoryServer {
+// NewHistoryServer returns the HistoryService handlers over st; a nil logger means zap.NewNop();
+// opts configure WatchBranch streams.
+func NewHistoryServer(st store.Store, logger *zap.Logger, opts ...StreamOption) *HistoryServer {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &HistoryServer{store: st, logger: logger}
+	return &HistoryServer{store: st, logger: logger, streams: newStreamConfig(opts), now: time.Now, stopping: make(chan struct{})}
 }
 
-// RegisterHistory registers the HistoryService handlers over st on s. Call it before s.Serve.
-func RegisterHistory(s *Server, st store.Store) *HistoryServer {
-	hs := NewHistoryServer(st, s.logger)
+// RegisterHistory registers the HistoryService handlers over st on s and ends their WatchBranch
+// streams when s shuts down. Call it before s.Serve.
+func RegisterHistory(s *Server, st store.Store, opts ...StreamOption) *HistoryServer {
+	hs := NewHistoryServer(st, s.logger, opts...)
 	historyv1.RegisterHistoryServiceServer(s.GRPCServer(), hs)
+	s.OnShutdown(hs.EndStreams)
 	return hs
 }
+
+// EndStreams ends every WatchBranch stream, open or opened later, with UNAVAILABLE (reason
+// SERVER_SHUTTING_DOWN) and the stream's cursor, so that GracefulStop need not wait for them. It is
+// the OnShutdown hook RegisterHistory installs; safe to call more than once.
+func (s *HistoryServer) EndStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // recall answers a repeated request id from the store's record: ok is true when res holds the
 // first call's result.

@@ -11,7 +11,7 @@ import (
 // The pieces of a long-lived server stream that are not specific to one service: a jittered
 // heartbeat, a send bounded by a timeout, and the errors that end a stream (STYLE.md "Streams":
 // validate, subscribe, defer unsubscribe, then select over ctx.Done(), events and the heartbeat).
-// SubscribeInbox uses them; WatchBranch is meant to.
+// SubscribeInbox and WatchBranch use them.
 
 // Defaults of the stream options.
 const (
@@ -89,6 +89,21 @@ func (e *slowConsumerError) ErrorMetadata() map[string]string { return e.md }
 func tooSlow(cause error, md map[string]string) error {
 	return &slowConsumerError{cause: cause, md: md}
 }
+
+// streamEndError ends a stream with err's code and reason (errorRules) and the stream's own
+// ErrorInfo metadata, for example a watch stream's branchId and lastSequence.
+type streamEndError struct {
+	err error
+	md  map[string]string
+}
+
+func (e *streamEndError) Error() string { return e.err.Error() }
+
+// Unwrap returns the error whose rule gives the code and reason.
+func (e *streamEndError) Unwrap() error { return e.err }
+
+// ErrorMetadata returns the stream's metadata for the ErrorInfo.
+func (e *streamEndError) ErrorMetadata() map[string]string { return e.md }
 
 // heartbeat is a jittered, resettable timer: it fires after an idle interval of about d. A zero
 // heartbeat never fires.

@@ -35,6 +35,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -221,6 +222,81 @@ func (x ContextMode) Number() protoreflect.EnumNumber {
 // Deprecated: Use ContextMode.Descriptor instead.
 func (ContextMode) EnumDescriptor() ([]byte, []int) {
 	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{2}
+}
+
+// EventKind is what a branch event did (DESIGN.md "Sequences, events and watch").
+type EventKind int32
+
+const (
+	// EVENT_KIND_UNSPECIFIED is never sent.
+	EventKind_EVENT_KIND_UNSPECIFIED EventKind = 0
+	// EVENT_KIND_BRANCH_CREATED is always sequence 1: the branch as created (also by ImportBranch and
+	// ForkBranch) and its initial messages.
+	EventKind_EVENT_KIND_BRANCH_CREATED EventKind = 1
+	// EVENT_KIND_MESSAGE_ADDED appended a message (AddMessage, CreateActionResponse's response).
+	EventKind_EVENT_KIND_MESSAGE_ADDED EventKind = 2
+	// EVENT_KIND_MESSAGE_REPLACED rewrote a message at its index (a write under an existing id, or
+	// the ActionRequest whose action_response_id CreateActionResponse set).
+	EventKind_EVENT_KIND_MESSAGE_REPLACED EventKind = 3
+	// EVENT_KIND_SYSTEM_SET wrote the system at index 0 (the first, a replacement, or in place).
+	EventKind_EVENT_KIND_SYSTEM_SET EventKind = 4
+	// EVENT_KIND_MESSAGES_CLEARED removed every message but the system (ClearMessages).
+	EventKind_EVENT_KIND_MESSAGES_CLEARED EventKind = 5
+	// EVENT_KIND_PROGRESSION_SET set or unset the selected progression (SetProgression).
+	EventKind_EVENT_KIND_PROGRESSION_SET EventKind = 6
+	// EVENT_KIND_BRANCH_DELETED is the branch's last event (DeleteBranch).
+	EventKind_EVENT_KIND_BRANCH_DELETED EventKind = 7
+)
+
+// Enum value maps for EventKind.
+var (
+	EventKind_name = map[int32]string{
+		0: "EVENT_KIND_UNSPECIFIED",
+		1: "EVENT_KIND_BRANCH_CREATED",
+		2: "EVENT_KIND_MESSAGE_ADDED",
+		3: "EVENT_KIND_MESSAGE_REPLACED",
+		4: "EVENT_KIND_SYSTEM_SET",
+		5: "EVENT_KIND_MESSAGES_CLEARED",
+		6: "EVENT_KIND_PROGRESSION_SET",
+		7: "EVENT_KIND_BRANCH_DELETED",
+	}
+	EventKind_value = map[string]int32{
+		"EVENT_KIND_UNSPECIFIED":      0,
+		"EVENT_KIND_BRANCH_CREATED":   1,
+		"EVENT_KIND_MESSAGE_ADDED":    2,
+		"EVENT_KIND_MESSAGE_REPLACED": 3,
+		"EVENT_KIND_SYSTEM_SET":       4,
+		"EVENT_KIND_MESSAGES_CLEARED": 5,
+		"EVENT_KIND_PROGRESSION_SET":  6,
+		"EVENT_KIND_BRANCH_DELETED":   7,
+	}
+)
+
+func (x EventKind) Enum() *EventKind {
+	p := new(EventKind)
+	*p = x
+	return p
+}
+
+func (x EventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_historyd_v1_history_service_proto_enumTypes[3].Descriptor()
+}
+
+func (EventKind) Type() protoreflect.EnumType {
+	return &file_historyd_v1_history_service_proto_enumTypes[3]
+}
+
+func (x EventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EventKind.Descriptor instead.
+func (EventKind) EnumDescriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{3}
 }
 
 // Branch describes a branch.
@@ -3097,11 +3173,506 @@ func (x *ExportBranchResponse) GetHeadSequence() uint64 {
 	return 0
 }
 
+// WatchBranchRequest is the request of WatchBranch.
+type WatchBranchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// branch_id names the branch.
+	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
+	// after_sequence is the cursor: the last sequence the client has. Events with greater sequences
+	// follow. Absent means from now (no replay); 0 replays everything still retained (BRANCH_CREATED
+	// is sequence 1). Ahead of the branch's head it is INVALID_ARGUMENT; older than the retained log,
+	// OUT_OF_RANGE.
+	AfterSequence *uint64 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3,oneof" json:"after_sequence,omitempty"`
+	// incarnation, when present, must be the branch's (Branch.incarnation, or the first frame's): a
+	// cursor of another incarnation (a branch deleted and created again under the same id) is
+	// OUT_OF_RANGE whatever its number. Send it back on every resume.
+	Incarnation *string `protobuf:"bytes,3,opt,name=incarnation,proto3,oneof" json:"incarnation,omitempty"`
+	// kinds, when not empty, selects the event kinds streamed; the others are passed over (a commit
+	// with none of them sends no frame). BRANCH_DELETED is always streamed. EVENT_KIND_UNSPECIFIED or
+	// an unknown value is INVALID_ARGUMENT.
+	Kinds         []EventKind `protobuf:"varint,4,rep,packed,name=kinds,proto3,enum=historyd.v1.EventKind" json:"kinds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchBranchRequest) Reset() {
+	*x = WatchBranchRequest{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchBranchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchBranchRequest) ProtoMessage() {}
+
+func (x *WatchBranchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchBranchRequest.ProtoReflect.Descriptor instead.
+func (*WatchBranchRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *WatchBranchRequest) GetBranchId() string {
+	if x != nil {
+		return x.BranchId
+	}
+	return ""
+}
+
+func (x *WatchBranchRequest) GetAfterSequence() uint64 {
+	if x != nil && x.AfterSequence != nil {
+		return *x.AfterSequence
+	}
+	return 0
+}
+
+func (x *WatchBranchRequest) GetIncarnation() string {
+	if x != nil && x.Incarnation != nil {
+		return *x.Incarnation
+	}
+	return ""
+}
+
+func (x *WatchBranchRequest) GetKinds() []EventKind {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+// WatchBranchResponse is one frame of a WatchBranch stream.
+type WatchBranchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// frame is the frame's content.
+	//
+	// Types that are valid to be assigned to Frame:
+	//
+	//	*WatchBranchResponse_Start
+	//	*WatchBranchResponse_Commit
+	//	*WatchBranchResponse_Heartbeat
+	Frame         isWatchBranchResponse_Frame `protobuf_oneof:"frame"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchBranchResponse) Reset() {
+	*x = WatchBranchResponse{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchBranchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchBranchResponse) ProtoMessage() {}
+
+func (x *WatchBranchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchBranchResponse.ProtoReflect.Descriptor instead.
+func (*WatchBranchResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *WatchBranchResponse) GetFrame() isWatchBranchResponse_Frame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
+func (x *WatchBranchResponse) GetStart() *WatchStart {
+	if x != nil {
+		if x, ok := x.Frame.(*WatchBranchResponse_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *WatchBranchResponse) GetCommit() *BranchCommit {
+	if x != nil {
+		if x, ok := x.Frame.(*WatchBranchResponse_Commit); ok {
+			return x.Commit
+		}
+	}
+	return nil
+}
+
+func (x *WatchBranchResponse) GetHeartbeat() *WatchHeartbeat {
+	if x != nil {
+		if x, ok := x.Frame.(*WatchBranchResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isWatchBranchResponse_Frame interface {
+	isWatchBranchResponse_Frame()
+}
+
+type WatchBranchResponse_Start struct {
+	// start is the first frame, and only the first.
+	Start *WatchStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type WatchBranchResponse_Commit struct {
+	// commit is one commit's events (those the kinds filter selects).
+	Commit *BranchCommit `protobuf:"bytes,2,opt,name=commit,proto3,oneof"`
+}
+
+type WatchBranchResponse_Heartbeat struct {
+	// heartbeat is sent when the stream has been idle for the heartbeat interval.
+	Heartbeat *WatchHeartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*WatchBranchResponse_Start) isWatchBranchResponse_Frame() {}
+
+func (*WatchBranchResponse_Commit) isWatchBranchResponse_Frame() {}
+
+func (*WatchBranchResponse_Heartbeat) isWatchBranchResponse_Frame() {}
+
+// WatchStart is the first frame of a WatchBranch stream: from it on, the stream is live.
+type WatchStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// branch_id is the watched branch, canonical lowercase UUID text.
+	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
+	// incarnation is the branch's incarnation: send it back with every resume.
+	Incarnation string `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// after_sequence is the cursor the stream starts after: the request's, or head_sequence when the
+	// request had none. The first event streamed is the first one after it.
+	AfterSequence uint64 `protobuf:"varint,3,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
+	// head_sequence is the branch's head when the stream began: the events up to it are the replay,
+	// the ones after it are live.
+	HeadSequence uint64 `protobuf:"varint,4,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`
+	// oldest_sequence is the oldest sequence the branch's event log retained when the stream began:
+	// the oldest cursor that can be resumed from is oldest_sequence - 1.
+	OldestSequence uint64 `protobuf:"varint,5,opt,name=oldest_sequence,json=oldestSequence,proto3" json:"oldest_sequence,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WatchStart) Reset() {
+	*x = WatchStart{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchStart) ProtoMessage() {}
+
+func (x *WatchStart) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchStart.ProtoReflect.Descriptor instead.
+func (*WatchStart) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *WatchStart) GetBranchId() string {
+	if x != nil {
+		return x.BranchId
+	}
+	return ""
+}
+
+func (x *WatchStart) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *WatchStart) GetAfterSequence() uint64 {
+	if x != nil {
+		return x.AfterSequence
+	}
+	return 0
+}
+
+func (x *WatchStart) GetHeadSequence() uint64 {
+	if x != nil {
+		return x.HeadSequence
+	}
+	return 0
+}
+
+func (x *WatchStart) GetOldestSequence() uint64 {
+	if x != nil {
+		return x.OldestSequence
+	}
+	return 0
+}
+
+// BranchCommit is one commit: the events of one write, in sequence order.
+type BranchCommit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// first_sequence is the sequence of the commit's first event, even when the frame does not carry
+	// it (a resume in the middle of the commit, or a kinds filter).
+	FirstSequence uint64 `protobuf:"varint,1,opt,name=first_sequence,json=firstSequence,proto3" json:"first_sequence,omitempty"`
+	// last_sequence is the sequence of the commit's last event: the cursor to resume from.
+	LastSequence uint64 `protobuf:"varint,2,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	// events are the commit's events, in sequence order (those after the cursor that the kinds filter
+	// selects).
+	Events        []*BranchEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BranchCommit) Reset() {
+	*x = BranchCommit{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BranchCommit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BranchCommit) ProtoMessage() {}
+
+func (x *BranchCommit) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BranchCommit.ProtoReflect.Descriptor instead.
+func (*BranchCommit) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *BranchCommit) GetFirstSequence() uint64 {
+	if x != nil {
+		return x.FirstSequence
+	}
+	return 0
+}
+
+func (x *BranchCommit) GetLastSequence() uint64 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
+func (x *BranchCommit) GetEvents() []*BranchEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// BranchEvent is one change to a branch.
+type BranchEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sequence is the event's per-branch sequence.
+	Sequence uint64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// kind is what the event did.
+	Kind EventKind `protobuf:"varint,2,opt,name=kind,proto3,enum=historyd.v1.EventKind" json:"kind,omitempty"`
+	// message is the message as this event wrote it, not as it is now (MESSAGE_ADDED,
+	// MESSAGE_REPLACED, SYSTEM_SET); its `sequence` is this event's.
+	Message *Message `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// index is the message's position in the branch right after the write (the system is 0); present
+	// exactly when message is.
+	Index *uint64 `protobuf:"varint,4,opt,name=index,proto3,oneof" json:"index,omitempty"`
+	// branch describes the branch as created (BRANCH_CREATED).
+	Branch *Branch `protobuf:"bytes,5,opt,name=branch,proto3" json:"branch,omitempty"`
+	// messages are the branch's initial messages in order (BRANCH_CREATED: a create with a system, an
+	// import or a fork).
+	Messages []*Message `protobuf:"bytes,6,rep,name=messages,proto3" json:"messages,omitempty"`
+	// progression is the selected progression that was set (PROGRESSION_SET); absent when the event
+	// unset it.
+	Progression   *MessageIds `protobuf:"bytes,7,opt,name=progression,proto3" json:"progression,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BranchEvent) Reset() {
+	*x = BranchEvent{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BranchEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BranchEvent) ProtoMessage() {}
+
+func (x *BranchEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BranchEvent.ProtoReflect.Descriptor instead.
+func (*BranchEvent) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *BranchEvent) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *BranchEvent) GetKind() EventKind {
+	if x != nil {
+		return x.Kind
+	}
+	return EventKind_EVENT_KIND_UNSPECIFIED
+}
+
+func (x *BranchEvent) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *BranchEvent) GetIndex() uint64 {
+	if x != nil && x.Index != nil {
+		return *x.Index
+	}
+	return 0
+}
+
+func (x *BranchEvent) GetBranch() *Branch {
+	if x != nil {
+		return x.Branch
+	}
+	return nil
+}
+
+func (x *BranchEvent) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *BranchEvent) GetProgression() *MessageIds {
+	if x != nil {
+		return x.Progression
+	}
+	return nil
+}
+
+// WatchHeartbeat says that a WatchBranch stream is alive and how far it has got.
+type WatchHeartbeat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// head_sequence is a cursor: every event up to it has been sent on this stream (or passed over by
+	// the kinds filter). On an idle branch it is the branch's head.
+	HeadSequence uint64 `protobuf:"varint,1,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`
+	// time is when the server sent it.
+	Time          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchHeartbeat) Reset() {
+	*x = WatchHeartbeat{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchHeartbeat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchHeartbeat) ProtoMessage() {}
+
+func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchHeartbeat.ProtoReflect.Descriptor instead.
+func (*WatchHeartbeat) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *WatchHeartbeat) GetHeadSequence() uint64 {
+	if x != nil {
+		return x.HeadSequence
+	}
+	return 0
+}
+
+func (x *WatchHeartbeat) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 var File_historyd_v1_history_service_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\n" +
-	"!historyd/v1/history_service.proto\x12\vhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1ahistoryd/v1/envelope.proto\"\xf6\x03\n" +
+	"!historyd/v1/history_service.proto\x12\vhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahistoryd/v1/envelope.proto\"\xf6\x03\n" +
 	"\x06Branch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -3331,7 +3902,42 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\vdb_meta_key\x18\x03 \x01(\tR\tdbMetaKey\"O\n" +
 	"\x14ExportBranchResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\tR\x04data\x12#\n" +
-	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence*\xcf\x01\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xd5\x01\n" +
+	"\x12WatchBranchRequest\x12\x1b\n" +
+	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12*\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x12%\n" +
+	"\vincarnation\x18\x03 \x01(\tH\x01R\vincarnation\x88\x01\x01\x12,\n" +
+	"\x05kinds\x18\x04 \x03(\x0e2\x16.historyd.v1.EventKindR\x05kindsB\x11\n" +
+	"\x0f_after_sequenceB\x0e\n" +
+	"\f_incarnation\"\xc1\x01\n" +
+	"\x13WatchBranchResponse\x12/\n" +
+	"\x05start\x18\x01 \x01(\v2\x17.historyd.v1.WatchStartH\x00R\x05start\x123\n" +
+	"\x06commit\x18\x02 \x01(\v2\x19.historyd.v1.BranchCommitH\x00R\x06commit\x12;\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x1b.historyd.v1.WatchHeartbeatH\x00R\theartbeatB\a\n" +
+	"\x05frame\"\xc0\x01\n" +
+	"\n" +
+	"WatchStart\x12\x1b\n" +
+	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\tR\vincarnation\x12%\n" +
+	"\x0eafter_sequence\x18\x03 \x01(\x04R\rafterSequence\x12#\n" +
+	"\rhead_sequence\x18\x04 \x01(\x04R\fheadSequence\x12'\n" +
+	"\x0foldest_sequence\x18\x05 \x01(\x04R\x0eoldestSequence\"\x8c\x01\n" +
+	"\fBranchCommit\x12%\n" +
+	"\x0efirst_sequence\x18\x01 \x01(\x04R\rfirstSequence\x12#\n" +
+	"\rlast_sequence\x18\x02 \x01(\x04R\flastSequence\x120\n" +
+	"\x06events\x18\x03 \x03(\v2\x18.historyd.v1.BranchEventR\x06events\"\xc4\x02\n" +
+	"\vBranchEvent\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12*\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x16.historyd.v1.EventKindR\x04kind\x12.\n" +
+	"\amessage\x18\x03 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12\x19\n" +
+	"\x05index\x18\x04 \x01(\x04H\x00R\x05index\x88\x01\x01\x12+\n" +
+	"\x06branch\x18\x05 \x01(\v2\x13.historyd.v1.BranchR\x06branch\x120\n" +
+	"\bmessages\x18\x06 \x03(\v2\x14.historyd.v1.MessageR\bmessages\x129\n" +
+	"\vprogression\x18\a \x01(\v2\x17.historyd.v1.MessageIdsR\vprogressionB\b\n" +
+	"\x06_index\"e\n" +
+	"\x0eWatchHeartbeat\x12#\n" +
+	"\rhead_sequence\x18\x01 \x01(\x04R\fheadSequence\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time*\xcf\x01\n" +
 	"\vMessageView\x12\x1c\n" +
 	"\x18MESSAGE_VIEW_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19MESSAGE_VIEW_INSTRUCTIONS\x10\x01\x12$\n" +
@@ -3347,8 +3953,16 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\vContextMode\x12\x1c\n" +
 	"\x18CONTEXT_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CONTEXT_MODE_EXTEND\x10\x01\x12\x18\n" +
-	"\x14CONTEXT_MODE_REPLACE\x10\x022\xe9\n" +
-	"\n" +
+	"\x14CONTEXT_MODE_REPLACE\x10\x02*\x80\x02\n" +
+	"\tEventKind\x12\x1a\n" +
+	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19EVENT_KIND_BRANCH_CREATED\x10\x01\x12\x1c\n" +
+	"\x18EVENT_KIND_MESSAGE_ADDED\x10\x02\x12\x1f\n" +
+	"\x1bEVENT_KIND_MESSAGE_REPLACED\x10\x03\x12\x19\n" +
+	"\x15EVENT_KIND_SYSTEM_SET\x10\x04\x12\x1f\n" +
+	"\x1bEVENT_KIND_MESSAGES_CLEARED\x10\x05\x12\x1e\n" +
+	"\x1aEVENT_KIND_PROGRESSION_SET\x10\x06\x12\x1d\n" +
+	"\x19EVENT_KIND_BRANCH_DELETED\x10\a2\xbd\v\n" +
 	"\x0eHistoryService\x12S\n" +
 	"\fCreateBranch\x12 .historyd.v1.CreateBranchRequest\x1a!.historyd.v1.CreateBranchResponse\x12J\n" +
 	"\tGetBranch\x12\x1d.historyd.v1.GetBranchRequest\x1a\x1e.historyd.v1.GetBranchResponse\x12S\n" +
@@ -3368,7 +3982,8 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\rClearMessages\x12!.historyd.v1.ClearMessagesRequest\x1a\".historyd.v1.ClearMessagesResponse\x12Y\n" +
 	"\x0eSetProgression\x12\".historyd.v1.SetProgressionRequest\x1a#.historyd.v1.SetProgressionResponse\x12S\n" +
 	"\fImportBranch\x12 .historyd.v1.ImportBranchRequest\x1a!.historyd.v1.ImportBranchResponse\x12S\n" +
-	"\fExportBranch\x12 .historyd.v1.ExportBranchRequest\x1a!.historyd.v1.ExportBranchResponseB8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"\fExportBranch\x12 .historyd.v1.ExportBranchRequest\x1a!.historyd.v1.ExportBranchResponse\x12R\n" +
+	"\vWatchBranch\x12\x1f.historyd.v1.WatchBranchRequest\x1a .historyd.v1.WatchBranchResponse0\x01B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_history_service_proto_rawDescOnce sync.Once
@@ -3382,130 +3997,151 @@ func file_historyd_v1_history_service_proto_rawDescGZIP() []byte {
 	return file_historyd_v1_history_service_proto_rawDescData
 }
 
-var file_historyd_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_historyd_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_historyd_v1_history_service_proto_goTypes = []any{
 	(MessageView)(0),                     // 0: historyd.v1.MessageView
 	(SerializationMode)(0),               // 1: historyd.v1.SerializationMode
 	(ContextMode)(0),                     // 2: historyd.v1.ContextMode
-	(*Branch)(nil),                       // 3: historyd.v1.Branch
-	(*MessageIds)(nil),                   // 4: historyd.v1.MessageIds
-	(*SystemInput)(nil),                  // 5: historyd.v1.SystemInput
-	(*InstructionInput)(nil),             // 6: historyd.v1.InstructionInput
-	(*AssistantResponseInput)(nil),       // 7: historyd.v1.AssistantResponseInput
-	(*ActionRequestInput)(nil),           // 8: historyd.v1.ActionRequestInput
-	(*ActionOutputInput)(nil),            // 9: historyd.v1.ActionOutputInput
-	(*CreateBranchRequest)(nil),          // 10: historyd.v1.CreateBranchRequest
-	(*CreateBranchResponse)(nil),         // 11: historyd.v1.CreateBranchResponse
-	(*GetBranchRequest)(nil),             // 12: historyd.v1.GetBranchRequest
-	(*GetBranchResponse)(nil),            // 13: historyd.v1.GetBranchResponse
-	(*ListBranchesRequest)(nil),          // 14: historyd.v1.ListBranchesRequest
-	(*ListBranchesResponse)(nil),         // 15: historyd.v1.ListBranchesResponse
-	(*DeleteBranchRequest)(nil),          // 16: historyd.v1.DeleteBranchRequest
-	(*DeleteBranchResponse)(nil),         // 17: historyd.v1.DeleteBranchResponse
-	(*ForkBranchRequest)(nil),            // 18: historyd.v1.ForkBranchRequest
-	(*ForkBranchResponse)(nil),           // 19: historyd.v1.ForkBranchResponse
-	(*SetSystemRequest)(nil),             // 20: historyd.v1.SetSystemRequest
-	(*SetSystemResponse)(nil),            // 21: historyd.v1.SetSystemResponse
-	(*AddMessageRequest)(nil),            // 22: historyd.v1.AddMessageRequest
-	(*AddMessageResponse)(nil),           // 23: historyd.v1.AddMessageResponse
-	(*CreateActionResponseRequest)(nil),  // 24: historyd.v1.CreateActionResponseRequest
-	(*CreateActionResponseResponse)(nil), // 25: historyd.v1.CreateActionResponseResponse
-	(*GetMessageRequest)(nil),            // 26: historyd.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),           // 27: historyd.v1.GetMessageResponse
-	(*ListMessagesRequest)(nil),          // 28: historyd.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),         // 29: historyd.v1.ListMessagesResponse
-	(*GetLastMessageRequest)(nil),        // 30: historyd.v1.GetLastMessageRequest
-	(*GetLastMessageResponse)(nil),       // 31: historyd.v1.GetLastMessageResponse
-	(*ToChatMessagesRequest)(nil),        // 32: historyd.v1.ToChatMessagesRequest
-	(*ToChatMessagesResponse)(nil),       // 33: historyd.v1.ToChatMessagesResponse
-	(*ClearMessagesRequest)(nil),         // 34: historyd.v1.ClearMessagesRequest
-	(*ClearMessagesResponse)(nil),        // 35: historyd.v1.ClearMessagesResponse
-	(*SetProgressionRequest)(nil),        // 36: historyd.v1.SetProgressionRequest
-	(*SetProgressionResponse)(nil),       // 37: historyd.v1.SetProgressionResponse
-	(*ImportBranchRequest)(nil),          // 38: historyd.v1.ImportBranchRequest
-	(*ImportBranchResponse)(nil),         // 39: historyd.v1.ImportBranchResponse
-	(*ExportBranchRequest)(nil),          // 40: historyd.v1.ExportBranchRequest
-	(*ExportBranchResponse)(nil),         // 41: historyd.v1.ExportBranchResponse
-	(*structpb.Struct)(nil),              // 42: google.protobuf.Struct
-	(*Message)(nil),                      // 43: historyd.v1.Message
-	(*structpb.Value)(nil),               // 44: google.protobuf.Value
-	(*ChatMessage)(nil),                  // 45: historyd.v1.ChatMessage
+	(EventKind)(0),                       // 3: historyd.v1.EventKind
+	(*Branch)(nil),                       // 4: historyd.v1.Branch
+	(*MessageIds)(nil),                   // 5: historyd.v1.MessageIds
+	(*SystemInput)(nil),                  // 6: historyd.v1.SystemInput
+	(*InstructionInput)(nil),             // 7: historyd.v1.InstructionInput
+	(*AssistantResponseInput)(nil),       // 8: historyd.v1.AssistantResponseInput
+	(*ActionRequestInput)(nil),           // 9: historyd.v1.ActionRequestInput
+	(*ActionOutputInput)(nil),            // 10: historyd.v1.ActionOutputInput
+	(*CreateBranchRequest)(nil),          // 11: historyd.v1.CreateBranchRequest
+	(*CreateBranchResponse)(nil),         // 12: historyd.v1.CreateBranchResponse
+	(*GetBranchRequest)(nil),             // 13: historyd.v1.GetBranchRequest
+	(*GetBranchResponse)(nil),            // 14: historyd.v1.GetBranchResponse
+	(*ListBranchesRequest)(nil),          // 15: historyd.v1.ListBranchesRequest
+	(*ListBranchesResponse)(nil),         // 16: historyd.v1.ListBranchesResponse
+	(*DeleteBranchRequest)(nil),          // 17: historyd.v1.DeleteBranchRequest
+	(*DeleteBranchResponse)(nil),         // 18: historyd.v1.DeleteBranchResponse
+	(*ForkBranchRequest)(nil),            // 19: historyd.v1.ForkBranchRequest
+	(*ForkBranchResponse)(nil),           // 20: historyd.v1.ForkBranchResponse
+	(*SetSystemRequest)(nil),             // 21: historyd.v1.SetSystemRequest
+	(*SetSystemResponse)(nil),            // 22: historyd.v1.SetSystemResponse
+	(*AddMessageRequest)(nil),            // 23: historyd.v1.AddMessageRequest
+	(*AddMessageResponse)(nil),           // 24: historyd.v1.AddMessageResponse
+	(*CreateActionResponseRequest)(nil),  // 25: historyd.v1.CreateActionResponseRequest
+	(*CreateActionResponseResponse)(nil), // 26: historyd.v1.CreateActionResponseResponse
+	(*GetMessageRequest)(nil),            // 27: historyd.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),           // 28: historyd.v1.GetMessageResponse
+	(*ListMessagesRequest)(nil),          // 29: historyd.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),         // 30: historyd.v1.ListMessagesResponse
+	(*GetLastMessageRequest)(nil),        // 31: historyd.v1.GetLastMessageRequest
+	(*GetLastMessageResponse)(nil),       // 32: historyd.v1.GetLastMessageResponse
+	(*ToChatMessagesRequest)(nil),        // 33: historyd.v1.ToChatMessagesRequest
+	(*ToChatMessagesResponse)(nil),       // 34: historyd.v1.ToChatMessagesResponse
+	(*ClearMessagesRequest)(nil),         // 35: historyd.v1.ClearMessagesRequest
+	(*ClearMessagesResponse)(nil),        // 36: historyd.v1.ClearMessagesResponse
+	(*SetProgressionRequest)(nil),        // 37: historyd.v1.SetProgressionRequest
+	(*SetProgressionResponse)(nil),       // 38: historyd.v1.SetProgressionResponse
+	(*ImportBranchRequest)(nil),          // 39: historyd.v1.ImportBranchRequest
+	(*ImportBranchResponse)(nil),         // 40: historyd.v1.ImportBranchResponse
+	(*ExportBranchRequest)(nil),          // 41: historyd.v1.ExportBranchRequest
+	(*ExportBranchResponse)(nil),         // 42: historyd.v1.ExportBranchResponse
+	(*WatchBranchRequest)(nil),           // 43: historyd.v1.WatchBranchRequest
+	(*WatchBranchResponse)(nil),          // 44: historyd.v1.WatchBranchResponse
+	(*WatchStart)(nil),                   // 45: historyd.v1.WatchStart
+	(*BranchCommit)(nil),                 // 46: historyd.v1.BranchCommit
+	(*BranchEvent)(nil),                  // 47: historyd.v1.BranchEvent
+	(*WatchHeartbeat)(nil),               // 48: historyd.v1.WatchHeartbeat
+	(*structpb.Struct)(nil),              // 49: google.protobuf.Struct
+	(*Message)(nil),                      // 50: historyd.v1.Message
+	(*structpb.Value)(nil),               // 51: google.protobuf.Value
+	(*ChatMessage)(nil),                  // 52: historyd.v1.ChatMessage
+	(*timestamppb.Timestamp)(nil),        // 53: google.protobuf.Timestamp
 }
 var file_historyd_v1_history_service_proto_depIdxs = []int32{
-	42, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
+	49, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
 	2,  // 1: historyd.v1.InstructionInput.handle_context:type_name -> historyd.v1.ContextMode
-	42, // 2: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
-	5,  // 3: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
-	3,  // 4: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
-	43, // 5: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
-	3,  // 6: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
-	3,  // 7: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
-	3,  // 8: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
-	43, // 9: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
-	43, // 10: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
-	44, // 11: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
-	44, // 12: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
-	42, // 13: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
-	6,  // 14: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
-	7,  // 15: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
-	5,  // 16: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
-	8,  // 17: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
-	9,  // 18: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
-	43, // 19: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
-	43, // 20: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
-	43, // 21: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
-	44, // 22: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
-	44, // 23: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
-	43, // 24: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
-	43, // 25: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
-	43, // 26: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
+	49, // 2: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
+	6,  // 3: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
+	4,  // 4: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
+	50, // 5: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
+	4,  // 6: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
+	4,  // 7: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
+	4,  // 8: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
+	50, // 9: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
+	50, // 10: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
+	51, // 11: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
+	51, // 12: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
+	49, // 13: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
+	7,  // 14: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
+	8,  // 15: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
+	6,  // 16: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
+	9,  // 17: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
+	10, // 18: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
+	50, // 19: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
+	50, // 20: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
+	50, // 21: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
+	51, // 22: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
+	51, // 23: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
+	50, // 24: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
+	50, // 25: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
+	50, // 26: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
 	0,  // 27: historyd.v1.ListMessagesRequest.view:type_name -> historyd.v1.MessageView
-	43, // 28: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
+	50, // 28: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
 	0,  // 29: historyd.v1.GetLastMessageRequest.view:type_name -> historyd.v1.MessageView
-	43, // 30: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
-	4,  // 31: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
-	45, // 32: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
-	4,  // 33: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
-	3,  // 34: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
+	50, // 30: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
+	5,  // 31: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
+	52, // 32: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
+	5,  // 33: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
+	4,  // 34: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
 	1,  // 35: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
-	10, // 36: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
-	12, // 37: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
-	14, // 38: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
-	16, // 39: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
-	18, // 40: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
-	20, // 41: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
-	22, // 42: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
-	24, // 43: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
-	26, // 44: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
-	28, // 45: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
-	30, // 46: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
-	32, // 47: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
-	34, // 48: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
-	36, // 49: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
-	38, // 50: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
-	40, // 51: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
-	11, // 52: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
-	13, // 53: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
-	15, // 54: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
-	17, // 55: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
-	19, // 56: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
-	21, // 57: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
-	23, // 58: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
-	25, // 59: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
-	27, // 60: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
-	29, // 61: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
-	31, // 62: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
-	33, // 63: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
-	35, // 64: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
-	37, // 65: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
-	39, // 66: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
-	41, // 67: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
-	52, // [52:68] is the sub-list for method output_type
-	36, // [36:52] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	3,  // 36: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
+	45, // 37: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
+	46, // 38: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
+	48, // 39: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
+	47, // 40: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
+	3,  // 41: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
+	50, // 42: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
+	4,  // 43: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
+	50, // 44: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
+	5,  // 45: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
+	53, // 46: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	11, // 47: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
+	13, // 48: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
+	15, // 49: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
+	17, // 50: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
+	19, // 51: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
+	21, // 52: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
+	23, // 53: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
+	25, // 54: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
+	27, // 55: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
+	29, // 56: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
+	31, // 57: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
+	33, // 58: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
+	35, // 59: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
+	37, // 60: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
+	39, // 61: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
+	41, // 62: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
+	43, // 63: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
+	12, // 64: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
+	14, // 65: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
+	16, // 66: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
+	18, // 67: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
+	20, // 68: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
+	22, // 69: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
+	24, // 70: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
+	26, // 71: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
+	28, // 72: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
+	30, // 73: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
+	32, // 74: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
+	34, // 75: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
+	36, // 76: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
+	38, // 77: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
+	40, // 78: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
+	42, // 79: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
+	44, // 80: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
+	64, // [64:81] is the sub-list for method output_type
+	47, // [47:64] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_service_proto_init() }
@@ -3545,13 +4181,20 @@ func file_historyd_v1_history_service_proto_init() {
 	file_historyd_v1_history_service_proto_msgTypes[21].OneofWrappers = []any{}
 	file_historyd_v1_history_service_proto_msgTypes[31].OneofWrappers = []any{}
 	file_historyd_v1_history_service_proto_msgTypes[33].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[39].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[40].OneofWrappers = []any{
+		(*WatchBranchResponse_Start)(nil),
+		(*WatchBranchResponse_Commit)(nil),
+		(*WatchBranchResponse_Heartbeat)(nil),
+	}
+	file_historyd_v1_history_service_proto_msgTypes[43].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_service_proto_rawDesc), len(file_historyd_v1_history_service_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   39,
+			NumEnums:      4,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

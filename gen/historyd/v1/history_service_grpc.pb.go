@@ -60,6 +60,7 @@ const (
 	HistoryService_SetProgression_FullMethodName       = "/historyd.v1.HistoryService/SetProgression"
 	HistoryService_ImportBranch_FullMethodName         = "/historyd.v1.HistoryService/ImportBranch"
 	HistoryService_ExportBranch_FullMethodName         = "/historyd.v1.HistoryService/ExportBranch"
+	HistoryService_WatchBranch_FullMethodName          = "/historyd.v1.HistoryService/WatchBranch"
 )
 
 // HistoryServiceClient is the client API for HistoryService service.
@@ -136,6 +137,46 @@ type HistoryServiceClient interface {
 	// progression is set), user, name, messages: the Pile with its progression, system}, in the mode
 	// asked for.
 	ExportBranch(ctx context.Context, in *ExportBranchRequest, opts ...grpc.CallOption) (*ExportBranchResponse, error)
+	// WatchBranch streams a branch's changes: the retained events after a cursor, then live ones as
+	// they are committed (DESIGN.md "Sequences, events and watch"). Guarantees, for every stream:
+	//
+	//   - Start: the first frame is always `start` (and only the first). It confirms the cursor the
+	//     stream starts after (`after_sequence`: the one asked for, or the head when none was), the head
+	//     when the stream began, the oldest retained sequence and the branch's incarnation.
+	//   - Ordered, unique, gap-free: every event with a sequence above the cursor follows, in sequence
+	//     order, exactly once, first those already committed (replay) and then live ones, with nothing
+	//     lost or repeated at the seam. With a `kinds` filter the events of the other kinds are passed
+	//     over, and nothing else is.
+	//   - Atomic: a `commit` frame carries one whole commit (usually one event; two for
+	//     CreateActionResponse), never part of one, except that a cursor in the middle of a commit
+	//     resumes with the rest of it. `first_sequence` and `last_sequence` always bound the whole
+	//     commit.
+	//   - Resumable: after any end, a new WatchBranch with `after_sequence` = the last `last_sequence`
+	//     (or heartbeat `head_sequence`) received and the same `incarnation` continues exactly where the
+	//     stream stopped, as long as that cursor is still retained (the last 10,000 events of the
+	//     branch by default: --event-retention). Every end after the first frame carries ErrorInfo
+	//     metadata `lastSequence` (and `branchId`): the server's own record of that cursor, never ahead
+	//     of what the client received.
+	//   - Bookmarks: a stream that has sent nothing for the heartbeat interval (15 s by default,
+	//     jittered by 10%) sends a `heartbeat` whose `head_sequence` is a cursor: every event up to it
+	//     has been sent (or filtered out). On an idle branch it is the branch's head.
+	//   - The writer never waits: each stream has a bounded buffer (256 commits by default). A stream
+	//     that falls further behind, or whose client does not accept a frame within the send timeout
+	//     (10 s by default), ends with RESOURCE_EXHAUSTED, ERROR_REASON_SUBSCRIBER_TOO_SLOW.
+	//   - A stream never ends with OK. Its ends: RESOURCE_EXHAUSTED (SUBSCRIBER_TOO_SLOW: resume);
+	//     UNAVAILABLE (SERVER_SHUTTING_DOWN: resume after the restart or elsewhere); NOT_FOUND
+	//     (ERROR_REASON_BRANCH_DELETED), right after a commit frame whose one event is BRANCH_DELETED:
+	//     every stream open at a deletion gets that frame, whatever its kinds filter, and the branch is
+	//     gone; CANCELLED when the client cancels.
+	//
+	// Errors before the first frame: an unknown branch is NOT_FOUND (ERROR_REASON_BRANCH_NOT_FOUND); a
+	// cursor ahead of the head is INVALID_ARGUMENT (ERROR_REASON_INVALID_FIELD, field
+	// after_sequence, metadata headSequence); a cursor older than the retained log, or given with
+	// another incarnation, is OUT_OF_RANGE (ERROR_REASON_HISTORY_COMPACTED, metadata oldestSequence
+	// and headSequence) — never a silent restart: re-read the branch (ListMessages) and watch from its
+	// head_sequence; past the server's limit of open watch streams (10,000 by default) it is
+	// RESOURCE_EXHAUSTED (ERROR_REASON_TOO_MANY_STREAMS).
+	WatchBranch(ctx context.Context, in *WatchBranchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchBranchResponse], error)
 }
 
 type historyServiceClient struct {
@@ -306,6 +347,25 @@ func (c *historyServiceClient) ExportBranch(ctx context.Context, in *ExportBranc
 	return out, nil
 }
 
+func (c *historyServiceClient) WatchBranch(ctx context.Context, in *WatchBranchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchBranchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[0], HistoryService_WatchBranch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchBranchRequest, WatchBranchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HistoryService_WatchBranchClient = grpc.ServerStreamingClient[WatchBranchResponse]
+
 // HistoryServiceServer is the server API for HistoryService service.
 // All implementations must embed UnimplementedHistoryServiceServer
 // for forward compatibility.
@@ -380,6 +440,46 @@ type HistoryServiceServer interface {
 	// progression is set), user, name, messages: the Pile with its progression, system}, in the mode
 	// asked for.
 	ExportBranch(context.Context, *ExportBranchRequest) (*ExportBranchResponse, error)
+	// WatchBranch streams a branch's changes: the retained events after a cursor, then live ones as
+	// they are committed (DESIGN.md "Sequences, events and watch"). Guarantees, for every stream:
+	//
+	//   - Start: the first frame is always `start` (and only the first). It confirms the cursor the
+	//     stream starts after (`after_sequence`: the one asked for, or the head when none was), the head
+	//     when the stream began, the oldest retained sequence and the branch's incarnation.
+	//   - Ordered, unique, gap-free: every event with a sequence above the cursor follows, in sequence
+	//     order, exactly once, first those already committed (replay) and then live ones, with nothing
+	//     lost or repeated at the seam. With a `kinds` filter the events of the other kinds are passed
+	//     over, and nothing else is.
+	//   - Atomic: a `commit` frame carries one whole commit (usually one event; two for
+	//     CreateActionResponse), never part of one, except that a cursor in the middle of a commit
+	//     resumes with the rest of it. `first_sequence` and `last_sequence` always bound the whole
+	//     commit.
+	//   - Resumable: after any end, a new WatchBranch with `after_sequence` = the last `last_sequence`
+	//     (or heartbeat `head_sequence`) received and the same `incarnation` continues exactly where the
+	//     stream stopped, as long as that cursor is still retained (the last 10,000 events of the
+	//     branch by default: --event-retention). Every end after the first frame carries ErrorInfo
+	//     metadata `lastSequence` (and `branchId`): the server's own record of that cursor, never ahead
+	//     of what the client received.
+	//   - Bookmarks: a stream that has sent nothing for the heartbeat interval (15 s by default,
+	//     jittered by 10%) sends a `heartbeat` whose `head_sequence` is a cursor: every event up to it
+	//     has been sent (or filtered out). On an idle branch it is the branch's head.
+	//   - The writer never waits: each stream has a bounded buffer (256 commits by default). A stream
+	//     that falls further behind, or whose client does not accept a frame within the send timeout
+	//     (10 s by default), ends with RESOURCE_EXHAUSTED, ERROR_REASON_SUBSCRIBER_TOO_SLOW.
+	//   - A stream never ends with OK. Its ends: RESOURCE_EXHAUSTED (SUBSCRIBER_TOO_SLOW: resume);
+	//     UNAVAILABLE (SERVER_SHUTTING_DOWN: resume after the restart or elsewhere); NOT_FOUND
+	//     (ERROR_REASON_BRANCH_DELETED), right after a commit frame whose one event is BRANCH_DELETED:
+	//     every stream open at a deletion gets that frame, whatever its kinds filter, and the branch is
+	//     gone; CANCELLED when the client cancels.
+	//
+	// Errors before the first frame: an unknown branch is NOT_FOUND (ERROR_REASON_BRANCH_NOT_FOUND); a
+	// cursor ahead of the head is INVALID_ARGUMENT (ERROR_REASON_INVALID_FIELD, field
+	// after_sequence, metadata headSequence); a cursor older than the retained log, or given with
+	// another incarnation, is OUT_OF_RANGE (ERROR_REASON_HISTORY_COMPACTED, metadata oldestSequence
+	// and headSequence) — never a silent restart: re-read the branch (ListMessages) and watch from its
+	// head_sequence; past the server's limit of open watch streams (10,000 by default) it is
+	// RESOURCE_EXHAUSTED (ERROR_REASON_TOO_MANY_STREAMS).
+	WatchBranch(*WatchBranchRequest, grpc.ServerStreamingServer[WatchBranchResponse]) error
 	mustEmbedUnimplementedHistoryServiceServer()
 }
 
@@ -437,6 +537,9 @@ func (UnimplementedHistoryServiceServer) ImportBranch(context.Context, *ImportBr
 }
 func (UnimplementedHistoryServiceServer) ExportBranch(context.Context, *ExportBranchRequest) (*ExportBranchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ExportBranch not implemented")
+}
+func (UnimplementedHistoryServiceServer) WatchBranch(*WatchBranchRequest, grpc.ServerStreamingServer[WatchBranchResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchBranch not implemented")
 }
 func (UnimplementedHistoryServiceServer) mustEmbedUnimplementedHistoryServiceServer() {}
 func (UnimplementedHistoryServiceServer) testEmbeddedByValue()                        {}
@@ -747,6 +850,17 @@ func _HistoryService_ExportBranch_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HistoryService_WatchBranch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchBranchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(HistoryServiceServer).WatchBranch(m, &grpc.GenericServerStream[WatchBranchRequest, WatchBranchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HistoryService_WatchBranchServer = grpc.ServerStreamingServer[WatchBranchResponse]
+
 // HistoryService_ServiceDesc is the grpc.ServiceDesc for HistoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -819,6 +933,12 @@ var HistoryService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _HistoryService_ExportBranch_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchBranch",
+			Handler:       _HistoryService_WatchBranch_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "historyd/v1/history_service.proto",
 }

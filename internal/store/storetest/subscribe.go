@@ -242,11 +242,11 @@ func testSubscribeKinds(t *testing.T, newStore Factory) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	req := addFactory(t, st, b, store.Factory{ActionFunction: text("f"), ActionArguments: jsonv.ObjectValue()}).Message.Message // 2
-	if _, err := st.ClearMessages(ctx(t), b, store.WriteOptions{}); err != nil {                                                // 3
+	addFactory(t, st, b, store.Factory{ActionFunction: text("f"), ActionArguments: jsonv.ObjectValue()}) // 2
+	if _, err := st.ClearMessages(ctx(t), b, store.WriteOptions{}); err != nil {                         // 3
 		t.Fatal(err)
 	}
-	req = addFactory(t, st, b, store.Factory{ActionFunction: text("f"), ActionArguments: jsonv.ObjectValue()}).Message.Message // 4
+	req := addFactory(t, st, b, store.Factory{ActionFunction: text("f"), ActionArguments: jsonv.ObjectValue()}).Message.Message // 4
 	if _, err := st.CreateActionResponse(ctx(t), b, store.ActionResponseInput{Request: req.ID, Output: jsonv.IntValue(1)}, store.WriteOptions{}); err != nil {
 		t.Fatal(err) // 5 added, 6 request replaced
 	}

@@ -1,0 +1,164 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// WatchBranch streams a branch's commits (HistoryService.WatchBranch; DESIGN.md "Sequences, events
+// and watch"; the guarantees are written on the RPC in history_service.proto and argued in
+// docs/decisions/0004-watch-guarantees.md). One loop shape (STYLE.md "Streams"): validate,
+// subscribe, defer unsubscribe, send the start frame and the replay, then select over the context,
+// shutdown, the subscription's commits and the heartbeat. Every end after the start frame carries
+// the stream's cursor (lastSequence) in the ErrorInfo.
+func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream grpc.ServerStreamingServer[historyv1.WatchBranchResponse]) (err error) {
+	if s.streamEnded != nil {
+		defer func() { s.streamEnded(err) }()
+	}
+	id, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return err
+	}
+	in, err := subscribeInput(req)
+	if err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	sub, err := s.store.Subscribe(ctx, id, in)
+	if errors.Is(err, store.ErrCursorAhead) {
+		return &FieldError{Field: "after_sequence", Err: err}
+	}
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+
+	w := watch{stream: stream, sub: sub, branch: id.String(), delivered: sub.After, s: s}
+	if err := w.send(startFrame(sub), sub.After); err != nil {
+		return err
+	}
+	for _, c := range sub.Replay() {
+		if err := w.send(commitFrame(c), commitLast(c)); err != nil {
+			return err
+		}
+	}
+	hb := newHeartbeat(s.streams.heartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.stopping:
+			return w.end(errShuttingDown)
+		case c, ok := <-sub.Events():
+			if !ok {
+				return w.subscriptionEnd()
+			}
+			if err := w.send(commitFrame(c), commitLast(c)); err != nil {
+				return err
+			}
+			hb.Reset()
+		case <-hb.C():
+			// Only a stream with nothing pending is idle; one with commits pending sends them next.
+			if head, ok := sub.CaughtUp(); ok {
+				if err := w.send(s.watchHeartbeat(head), head); err != nil {
+					return err
+				}
+			}
+			hb.Reset()
+		}
+	}
+}
+
+// watch is one WatchBranch stream's state: what it has sent.
+type watch struct {
+	s      *HistoryServer
+	stream grpc.ServerStreamingServer[historyv1.WatchBranchResponse]
+	sub    *store.Subscription
+	branch string
+	// delivered is the stream's cursor: every event up to it was sent (or filtered out). It only
+	// moves once a frame's send has returned, so it is never ahead of what the client received.
+	delivered uint64
+}
+
+// send sends one frame, bounded by the send timeout and cut short by shutdown, and on success moves
+// the cursor to through.
+func (w *watch) send(frame *historyv1.WatchBranchResponse, through uint64) error {
+	err := sendFrame(w.stream, frame, w.s.streams.sendTimeout, nil, w.s.stopping)
+	switch {
+	case err == nil:
+		w.delivered = through
+		return nil
+	case errors.Is(err, errSendTimeout):
+		return tooSlow(err, w.metadata())
+	case errors.Is(err, errSendAborted):
+		return w.end(errShuttingDown)
+	}
+	return err
+}
+
+// subscriptionEnd is the error that ends the stream once the subscription's commits are drained:
+// too slow (evicted), or the branch deleted (its BRANCH_DELETED commit was the last frame).
+func (w *watch) subscriptionEnd() error {
+	err := w.sub.Err()
+	if errors.Is(err, store.ErrSubscriberTooSlow) {
+		return tooSlow(err, w.metadata())
+	}
+	return w.end(err)
+}
+
+// end wraps err with the stream's ErrorInfo metadata.
+func (w *watch) end(err error) error { return &streamEndError{err: err, md: w.metadata()} }
+
+// metadata is the ErrorInfo metadata of every end after the start frame: the branch and the
+// stream's cursor.
+func (w *watch) metadata() map[string]string {
+	return map[string]string{"branchId": w.branch, "lastSequence": strconv.FormatUint(w.delivered, 10)}
+}
+
+// subscribeInput validates the request's cursor, incarnation and kinds.
+func subscribeInput(req *historyv1.WatchBranchRequest) (store.SubscribeInput, error) {
+	in := store.SubscribeInput{After: req.AfterSequence}
+	if req.Incarnation != nil {
+		inc, err := parseID("incarnation", req.GetIncarnation())
+		if err != nil {
+			return in, err
+		}
+		in.Incarnation = &inc
+	}
+	for i, k := range req.GetKinds() {
+		kind, ok := eventKindFromProto[k]
+		if !ok {
+			return in, &FieldError{Field: fmt.Sprintf("kinds[%d]", i), Err: fmt.Errorf("%w: not an event kind: %v", envelope.ErrInvalid, k)}
+		}
+		in.Kinds = append(in.Kinds, kind)
+	}
+	return in, nil
+}
+
+// commitLast is the last sequence of c's commit: the cursor once c is sent.
+func commitLast(c store.Commit) uint64 { return c[len(c)-1].CommitLast }
+
+func startFrame(sub *store.Subscription) *historyv1.WatchBranchResponse {
+	return &historyv1.WatchBranchResponse{Frame: &historyv1.WatchBranchResponse_Start{Start: &historyv1.WatchStart{
+		BranchId:       sub.BranchID.String(),
+		Incarnation:    sub.Incarnation.String(),
+		AfterSequence:  sub.After,
+		HeadSequence:   sub.Head,
+		OldestSequence: sub.Oldest,
+	}}}
+}
+
+func (s *HistoryServer) watchHeartbeat(head uint64) *historyv1.WatchBranchResponse {
+	return &historyv1.WatchBranchResponse{Frame: &historyv1.WatchBranchResponse_Heartbeat{Heartbeat: &historyv1.WatchHeartbeat{
+		HeadSequence: head, Time: timestamppb.New(s.now()),
+	}}}
+}

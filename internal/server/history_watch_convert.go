@@ -1,0 +1,82 @@
+package server
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// eventKindToProto and eventKindFromProto map the event kinds (DESIGN.md "Sequences, events and
+// watch"); TestEventKindsMapped checks that every kind of each side has its row.
+var (
+	eventKindToProto = map[store.EventKind]historyv1.EventKind{
+		store.EventBranchCreated:   historyv1.EventKind_EVENT_KIND_BRANCH_CREATED,
+		store.EventMessageAdded:    historyv1.EventKind_EVENT_KIND_MESSAGE_ADDED,
+		store.EventMessageReplaced: historyv1.EventKind_EVENT_KIND_MESSAGE_REPLACED,
+		store.EventSystemSet:       historyv1.EventKind_EVENT_KIND_SYSTEM_SET,
+		store.EventMessagesCleared: historyv1.EventKind_EVENT_KIND_MESSAGES_CLEARED,
+		store.EventProgressionSet:  historyv1.EventKind_EVENT_KIND_PROGRESSION_SET,
+		store.EventBranchDeleted:   historyv1.EventKind_EVENT_KIND_BRANCH_DELETED,
+	}
+	eventKindFromProto = invert(eventKindToProto)
+)
+
+func invert[K, V comparable](m map[K]V) map[V]K {
+	out := make(map[V]K, len(m))
+	for k, v := range m {
+		out[v] = k
+	}
+	return out
+}
+
+// commitFrame converts one commit to a frame.
+func commitFrame(c store.Commit) *historyv1.WatchBranchResponse {
+	return &historyv1.WatchBranchResponse{Frame: &historyv1.WatchBranchResponse_Commit{Commit: commitToProto(c)}}
+}
+
+// commitToProto converts a commit: its bounds and its events.
+func commitToProto(c store.Commit) *historyv1.BranchCommit {
+	pb := &historyv1.BranchCommit{
+		FirstSequence: c[0].CommitFirst,
+		LastSequence:  c[len(c)-1].CommitLast,
+		Events:        make([]*historyv1.BranchEvent, len(c)),
+	}
+	for i := range c {
+		pb.Events[i] = eventToProto(&c[i])
+	}
+	return pb
+}
+
+// eventToProto converts an event; its messages carry the event's sequence, the sequence of their
+// last write as of the event.
+func eventToProto(ev *store.Event) *historyv1.BranchEvent {
+	pb := &historyv1.BranchEvent{Sequence: ev.Sequence, Kind: eventKindToProto[ev.Kind]}
+	if ev.Message != nil {
+		pb.Message = eventMessage(ev.Message, ev.Sequence)
+		if ev.Index >= 0 {
+			pb.Index = proto.Uint64(uint64(ev.Index))
+		}
+	}
+	if ev.Branch != nil {
+		pb.Branch = branchToProto(*ev.Branch)
+	}
+	if len(ev.Messages) > 0 {
+		pb.Messages = make([]*historyv1.Message, len(ev.Messages))
+		for i, m := range ev.Messages {
+			pb.Messages[i] = eventMessage(m, ev.Sequence)
+		}
+	}
+	if ev.Progression != nil {
+		pb.Progression = &historyv1.MessageIds{Ids: make([]string, len(ev.Progression))}
+		for i, id := range ev.Progression {
+			pb.Progression.Ids[i] = id.String()
+		}
+	}
+	return pb
+}
+
+func eventMessage(m *envelope.Message, seq uint64) *historyv1.Message {
+	return storedMessageToProto(store.StoredMessage{Message: m, Sequence: seq})
+}
