@@ -16,7 +16,7 @@ RELEASE_TOOLCHAIN = go1.27.3
 # The offline vulnerability database's source (vuln.go.dev is not reachable; TOOLCHAIN.md).
 VULNDB_MODULE = golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 
-.PHONY: help run build release test gen proto-check lint e2e node-test vuln fuzz-smoke clean
+.PHONY: help run build release test gen proto-check lint e2e node-test bench vuln fuzz-smoke clean
 
 help: ## Show this help
 	@echo 'usage: make TARGET'
@@ -94,6 +94,9 @@ node-test: build ## Node.js client test (clients/node): npm ci, then node --test
 	@case "$(BIN)" in /*) bin="$(BIN)" ;; *) bin="$(CURDIR)/$(BIN)" ;; esac; \
 	echo "cd clients/node && npm ci && HISTORYD_BIN=$$bin npm test"; \
 	cd clients/node && npm ci --no-audit --no-fund && HISTORYD_BIN="$$bin" npm test
+
+bench: ## Load benchmarks (cmd/historybench): builds and starts historyd, prints the table, writes bench/results.md (~3-5 min)
+	$(GO) run ./cmd/historybench -go $(GO) -out bench/results.md
 
 fuzz-smoke: ## Run each fuzz target for 5 seconds (the codecs and converters bring them)
 	@found=0; \

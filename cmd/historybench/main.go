@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// config is the bench's configuration (flags).
+type config struct {
+	Historyd    string        // a built binary; empty: build ./cmd/historyd
+	Go          string        // the go command, to build and to run pprof
+	Out         string        // the results file
+	Runs        int           // runs of each figure
+	Duration    time.Duration // load per throughput run
+	BigBranch   int           // messages of the large ListMessages branch
+	SmallBranch int           // messages of the small one
+	ListSamples int           // ListMessages requests per branch and run
+	Watchers    int           // watchers of the watched branch
+	Owners      int           // Exchange owners
+	MemMessages int           // messages stored per memory run
+	Profile     bool          // profile the server when a target is missed
+	ServerFlags []string      // extra historyd flags (the bench's own settings)
+}
+
+// quick is the configuration of -quick: every scenario, tiny, for the smoke test.
+func (c *config) quick() {
+	c.Runs, c.Duration = 1, 150*time.Millisecond
+	c.BigBranch, c.SmallBranch, c.ListSamples = 2_000, 200, 50
+	c.Watchers, c.Owners, c.MemMessages = 5, 5, 2_000
+}
+
+// bench is one run of the tool.
+type bench struct {
+	cfg      config
+	bin      string
+	log      io.Writer
+	profiles int // profiles taken so far, to name their files
+}
+
+// progress writes a line of progress to the log.
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.log, "historybench: "+format+"\n", args...)
+}
+
+// machine describes where and when the figures were taken.
+type machine struct {
+	Date, CPU, OS, Version, GoVersion string
+	Cores, GOMAXPROCS                 int
+	Elapsed                           time.Duration
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := config{}
+	fs := flag.NewFlagSet("historybench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Historyd, "historyd", "", "historyd binary to measure (default: build ./cmd/historyd into a temporary directory)")
+	fs.StringVar(&cfg.Go, "go", "go", "the go command, to build historyd and to read profiles")
+	fs.StringVar(&cfg.Out, "out", "bench/results.md", "results file (Markdown); its directory receives the profiles of missed targets")
+	fs.IntVar(&cfg.Runs, "runs", 5, "runs of each figure: the table shows their median, minimum and maximum")
+	fs.DurationVar(&cfg.Duration, "duration", 2*time.Second, "load per throughput run")
+	fs.IntVar(&cfg.BigBranch, "big-branch", 100_000, "messages of the large ListMessages branch")
+	fs.IntVar(&cfg.SmallBranch, "small-branch", 1_000, "messages of the small ListMessages branch")
+	fs.IntVar(&cfg.ListSamples, "list-samples", 1_000, "ListMessages requests per branch and run")
+	fs.IntVar(&cfg.Watchers, "watchers", 100, "watchers of the watched branch")
+	fs.IntVar(&cfg.Owners, "owners", 100, "Exchange owners")
+	fs.IntVar(&cfg.MemMessages, "mem-messages", 50_000, "1 KB messages stored per memory run")
+	fs.BoolVar(&cfg.Profile, "profile", true, "when a target is missed, profile the server during a further run and add the top entries to the results")
+	quick := fs.Bool("quick", false, "every scenario with tiny sizes and one short run (a smoke test, not figures)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *quick {
+		cfg.quick()
+	}
+	if cfg.Runs < 1 || cfg.Duration <= 0 || cfg.SmallBranch < listPage || cfg.BigBranch < cfg.SmallBranch || cfg.Owners < 2 {
+		fmt.Fprintln(stderr, "historybench: need runs >= 1, duration > 0, small-branch >= 100, big-branch >= small-branch, owners >= 2")
+		return 2
+	}
+	// The Exchange's defaults bound an inbox at 10,000 messages per sender; the broadcast load
+	// stays far below that, so the defaults stand. Only the store's budget is lifted, so that the
+	// 100k-message branch and the throughput runs never meet it.
+	cfg.ServerFlags = []string{"--memory-budget", "0"}
+	if err := benchAll(ctx, cfg, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "historybench:", err)
+		return 1
+	}
+	return 0
+}
+
+// benchAll builds or finds historyd, runs every scenario and writes the results.
+func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	start := time.Now()
+	b := &bench{cfg: cfg, log: stderr}
+	if err := os.MkdirAll(filepath.Dir(cfg.Out), 0o755); err != nil {
+		return err
+	}
+	b.bin = cfg.Historyd
+	if b.bin == "" {
+		dir, err := os.MkdirTemp("", "historybench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		b.progress("building historyd")
+		if b.bin, err = buildHistoryd(ctx, cfg.Go, dir); err != nil {
+			return err
+		}
+	}
+
+	h, err := startHistoryd(ctx, b.bin, cfg.ServerFlags...)
+	if err != nil {
+		return err
+	}
+	var rows []row
+	for _, scenario := range []func(context.Context, *bench, *historyd) ([]row, error){
+		benchAddVsHealth, benchList, benchExchange,
+	} {
+		rs, err := scenario(ctx, b, h)
+		if err != nil {
+			_ = h.stop()
+			return err
+		}
+		rows = append(rows, rs...)
+	}
+	if err := h.stop(); err != nil {
+		return err
+	}
+	mem, err := benchMemory(ctx, b)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, mem...)
+
+	m := describeMachine(ctx, cfg.Go, b.bin)
+	m.Elapsed = time.Since(start).Round(time.Second)
+	printTable(stdout, rows)
+	var md bytes.Buffer
+	markdown(&md, m, cfg, rows)
+	if err := os.WriteFile(cfg.Out, md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	b.progress("results written to %s in %v", cfg.Out, m.Elapsed)
+	for _, r := range rows {
+		if r.Met() == "NO" {
+			b.progress("target missed: %s (median %s, target %s)", r.Name, format(r.Summary().Median, r.Unit), r.Target)
+		}
+	}
+	return nil
+}
+
+// describeMachine collects the date, the cores, the CPU model and the versions.
+func describeMachine(ctx context.Context, gocmd, bin string) machine {
+	m := machine{
+		Date:       time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+		Cores:      runtime.NumCPU(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0),
+		OS:         runtime.GOOS + "/" + runtime.GOARCH,
+		CPU:        "unknown CPU",
+		Version:    "unknown version",
+		GoVersion:  runtime.Version(),
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty").Output(); err == nil {
+		m.Version = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.CommandContext(ctx, gocmd, "version", bin).Output(); err == nil {
+		if f := strings.Fields(string(out)); len(f) >= 2 {
+			m.GoVersion = f[len(f)-1]
+		}
+	}
+	return m
+}
+
+// waitForReady makes a call wait for the connection instead of failing while it is being made.
+func waitForReady() grpc.CallOption { return grpc.WaitForReady(true) }
