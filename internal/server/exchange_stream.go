@@ -34,8 +34,10 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 	defer unsubscribe()
 
 	md := ownerMetadata(owner)
+	out := newStreamSender(stream, s.streams.sendTimeout)
+	defer out.close()
 	send := func(frame *historyv1.SubscribeInboxResponse) error {
-		err := sendFrame(stream, frame, s.streams.sendTimeout, sub.Done(), s.stopping)
+		err := out.send(frame, sub.Done(), s.stopping)
 		switch {
 		case errors.Is(err, errSendTimeout):
 			return tooSlow(err, md)

@@ -32,6 +32,9 @@ type HistoryServer struct {
 	stopping chan struct{} // closed by EndStreams
 	stopOnce sync.Once
 
+	frames       frameCache // WatchBranch frames shared by a commit's watchers
+	encodeFrames bool       // set by RegisterHistory: the Server's codec sends pre-encoded frames
+
 	// streamEnded, when set, is called with the error each WatchBranch handler returns; tests use
 	// it to know that a stream has ended on the server side.
 	streamEnded func(error)
@@ -52,6 +55,7 @@ func NewHistoryServer(st store.Store, logger *zap.Logger, opts ...StreamOption) 
 // streams when s shuts down. Call it before s.Serve.
 func RegisterHistory(s *Server, st store.Store, opts ...StreamOption) *HistoryServer {
 	hs := NewHistoryServer(st, s.logger, opts...)
+	hs.encodeFrames = true // New installs requestCodec
 	historyv1.RegisterHistoryServiceServer(s.GRPCServer(), hs)
 	s.OnShutdown(hs.EndStreams)
 	return hs

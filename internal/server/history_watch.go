@@ -41,7 +41,8 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 	}
 	defer sub.Close()
 
-	w := watch{stream: stream, sub: sub, branch: id.String(), delivered: sub.After, s: s}
+	w := watch{sender: newStreamSender(stream, s.streams.sendTimeout), sub: sub, branch: id.String(), delivered: sub.After, s: s}
+	defer w.sender.close()
 	if err := w.send(startFrame(sub), sub.After); err != nil {
 		return err
 	}
@@ -62,7 +63,7 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 			if !ok {
 				return w.subscriptionEnd()
 			}
-			if err := w.send(commitFrame(c), commitLast(c)); err != nil {
+			if err := w.send(s.frames.frame(c, s.encodeFrames), commitLast(c)); err != nil {
 				return err
 			}
 			hb.Reset()
@@ -81,7 +82,7 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 // watch is one WatchBranch stream's state: what it has sent.
 type watch struct {
 	s      *HistoryServer
-	stream grpc.ServerStreamingServer[historyv1.WatchBranchResponse]
+	sender *streamSender
 	sub    *store.Subscription
 	branch string
 	// delivered is the stream's cursor: every event up to it was sent (or filtered out). It only
@@ -91,8 +92,8 @@ type watch struct {
 
 // send sends one frame, bounded by the send timeout and cut short by shutdown, and on success moves
 // the cursor to through.
-func (w *watch) send(frame *historyv1.WatchBranchResponse, through uint64) error {
-	err := sendFrame(w.stream, frame, w.s.streams.sendTimeout, nil, w.s.stopping)
+func (w *watch) send(frame any, through uint64) error {
+	err := w.sender.send(frame, nil, w.s.stopping)
 	switch {
 	case err == nil:
 		w.delivered = through

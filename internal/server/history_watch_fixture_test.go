@@ -24,6 +24,7 @@ func newWatchFixture(t *testing.T, storeOpts []store.Option, opts ...StreamOptio
 	t.Helper()
 	st := store.NewMemory(storeOpts...)
 	hs := NewHistoryServer(st, nil, opts...)
+	hs.encodeFrames = true // as RegisterHistory sets it: the test server is built by New
 	ended := make(chan error, 4096)
 	hs.streamEnded = func(err error) { ended <- err }
 	ts := newTestServer(t, func(gs *grpc.Server) { historyv1.RegisterHistoryServiceServer(gs, hs) })

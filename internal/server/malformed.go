@@ -36,7 +36,8 @@ var malformedNonce = func() []byte {
 	return b
 }()
 
-// requestCodec is the proto codec with lenient decoding: see above. Encoding is unchanged.
+// requestCodec is the proto codec with lenient decoding: see above. Encoding is unchanged, but for
+// WatchBranch frames marshalled once for all their watchers (history_watch_frames.go).
 type requestCodec struct{ encoding.CodecV2 }
 
 // newRequestCodec wraps the registered proto codec.

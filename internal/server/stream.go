@@ -66,7 +66,7 @@ var (
 	errShuttingDown = errors.New("server is shutting down")
 	// errSendTimeout is the cause of a slow-consumer end when a frame was not accepted in time.
 	errSendTimeout = errors.New("the client did not accept a frame within the send timeout")
-	// errSendAborted is returned by sendFrame when an abort channel closed while it waited.
+	// errSendAborted is returned by streamSender.send when an abort channel closed while it waited.
 	errSendAborted = errors.New("send aborted")
 )
 
@@ -147,27 +147,79 @@ func (h *heartbeat) Stop() {
 	}
 }
 
-// sendFrame sends msg on ss, waiting at most timeout for the client to accept it. It returns
-// errSendTimeout when the time runs out and errSendAborted when evicted or shutdown closes first,
-// so that a stream blocked by a client that stopped reading still ends promptly; ss.SendMsg's own
-// error otherwise.
+// streamSender sends one stream's frames from a goroutine of its own, so that a send blocked by a
+// client that stopped reading (HTTP/2 flow control) can be given up on: SendMsg cannot be
+// interrupted. One goroutine per stream, not per frame: a goroutine started for each frame would
+// grow its stack anew on every send (a deep call through the codec), which cost WatchBranch about
+// a sixth of its CPU in BenchmarkWatchDelivery.
 //
-// SendMsg cannot be interrupted, so it runs in a goroutine. On a timeout or an abort that goroutine
-// is left blocked until the handler returns, which ends the stream and so unblocks SendMsg; the
-// handler must return at once after such an error and must not send again.
-func sendFrame(ss grpc.ServerStream, msg any, timeout time.Duration, evicted, shutdown <-chan struct{}) error {
-	done := make(chan error, 1)
-	go func() { done <- ss.SendMsg(msg) }()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+// The handler owns it: newStreamSender starts the goroutine, close stops it and waits for it. After
+// send has given up on a frame the goroutine stays blocked in SendMsg until the handler returns,
+// which ends the stream and so unblocks SendMsg; the handler must then return at once, and close
+// does not wait (the goroutine ends right after the handler).
+type streamSender struct {
+	ss      grpc.ServerStream
+	timeout time.Duration
+	timer   *time.Timer
+	frames  chan any
+	results chan error
+	quit    chan struct{}
+	done    chan struct{}
+	stuck   bool // a send was given up on
+}
+
+func newStreamSender(ss grpc.ServerStream, timeout time.Duration) *streamSender {
+	s := &streamSender{
+		ss: ss, timeout: timeout, timer: time.NewTimer(timeout),
+		frames: make(chan any), results: make(chan error, 1), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	s.timer.Stop()
+	go s.loop()
+	return s
+}
+
+func (s *streamSender) loop() {
+	defer close(s.done)
+	for {
+		select {
+		case m := <-s.frames:
+			s.results <- s.ss.SendMsg(m) // results has room: send reads each result or gives up once
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// send sends msg, waiting at most the send timeout for the client to accept it. It returns
+// errSendTimeout when the time runs out and errSendAborted when evicted or shutdown closes first
+// (either may be nil), so that a stream blocked by a client that stopped reading still ends
+// promptly; SendMsg's own error otherwise. After an error the handler must not send again.
+func (s *streamSender) send(msg any, evicted, shutdown <-chan struct{}) error {
+	if s.stuck {
+		return errSendAborted
+	}
+	s.frames <- msg // the goroutine is idle: it returned the previous result
+	s.timer.Reset(s.timeout)
+	defer s.timer.Stop() // since Go 1.23 a stopped timer delivers nothing stale
 	select {
-	case err := <-done:
+	case err := <-s.results:
 		return err
-	case <-timer.C:
+	case <-s.timer.C:
+		s.stuck = true
 		return errSendTimeout
 	case <-evicted:
+		s.stuck = true
 		return errSendAborted
 	case <-shutdown:
+		s.stuck = true
 		return errSendAborted
+	}
+}
+
+// close stops the goroutine, and waits for it unless a send was given up on (see streamSender).
+func (s *streamSender) close() {
+	close(s.quit)
+	if !s.stuck {
+		<-s.done
 	}
 }
