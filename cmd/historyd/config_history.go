@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/historyd/historyd/internal/server"
 	"github.com/historyd/historyd/internal/store"
 )
 
@@ -13,6 +15,11 @@ import (
 type historyConfig struct {
 	MemoryBudget   byteSize
 	EventRetention int
+	// WatchBranch streams (issue 5).
+	WatchBuffer      int
+	WatchMaxStreams  int
+	WatchHeartbeat   time.Duration
+	WatchSendTimeout time.Duration
 }
 
 // historySettings are the store's settings; init appends them to settings, so they get the
@@ -20,6 +27,10 @@ type historyConfig struct {
 var historySettings = []setting{
 	{"memory-budget", "HISTORYD_MEMORY_BUDGET", "1GiB", "bytes the in-memory branch store may hold, by its estimate of its heap use; a write past it is RESOURCE_EXHAUSTED and changes nothing (a number with an optional KiB, MiB or GiB suffix; 0 = no limit)"},
 	{"event-retention", "HISTORYD_EVENT_RETENTION", strconv.Itoa(store.DefaultEventRetention), "events each branch's log keeps for watchers to resume from (>= 1)"},
+	{"watch-buffer", "HISTORYD_WATCH_BUFFER", strconv.Itoa(store.DefaultSubscriberBuffer), "commits a WatchBranch stream may have pending before it is ended as too slow, to resume from its cursor (>= 1)"},
+	{"watch-max-streams", "HISTORYD_WATCH_MAX_STREAMS", strconv.Itoa(store.DefaultMaxSubscriptions), "WatchBranch streams open at once; past it WatchBranch is RESOURCE_EXHAUSTED (0 = no limit)"},
+	{"watch-heartbeat", "HISTORYD_WATCH_HEARTBEAT", server.DefaultHeartbeat.String(), "idle interval between WatchBranch heartbeats, jittered by 10% (Go duration; 0 = none)"},
+	{"watch-send-timeout", "HISTORYD_WATCH_SEND_TIMEOUT", server.DefaultSendTimeout.String(), "how long a WatchBranch stream may wait for its client to accept a frame before it is ended as too slow (Go duration, > 0)"},
 }
 
 func init() { settings = append(settings, historySettings...) }
@@ -30,6 +41,10 @@ func (c *historyConfig) register(fs *flag.FlagSet) {
 	c.MemoryBudget = mustByteSize(s[0].def)
 	fs.Var(&c.MemoryBudget, s[0].flag, s[0].usage)
 	fs.IntVar(&c.EventRetention, s[1].flag, mustInt(s[1].def), s[1].usage)
+	fs.IntVar(&c.WatchBuffer, s[2].flag, mustInt(s[2].def), s[2].usage)
+	fs.IntVar(&c.WatchMaxStreams, s[3].flag, mustInt(s[3].def), s[3].usage)
+	fs.DurationVar(&c.WatchHeartbeat, s[4].flag, mustDuration(s[4].def), s[4].usage)
+	fs.DurationVar(&c.WatchSendTimeout, s[5].flag, mustDuration(s[5].def), s[5].usage)
 }
 
 // defaultHistoryConfig is the configuration with every store flag at its default.
@@ -41,15 +56,32 @@ func defaultHistoryConfig() historyConfig {
 
 // validate checks the values that the flag types do not.
 func (c historyConfig) validate() error {
-	if c.EventRetention < 1 {
+	switch {
+	case c.EventRetention < 1:
 		return fmt.Errorf("event retention %d: must be at least 1", c.EventRetention)
+	case c.WatchBuffer < 1:
+		return fmt.Errorf("watch buffer %d: must be at least 1", c.WatchBuffer)
+	case c.WatchMaxStreams < 0:
+		return fmt.Errorf("watch max streams %d: must not be negative", c.WatchMaxStreams)
+	case c.WatchHeartbeat < 0:
+		return fmt.Errorf("watch heartbeat %v: must not be negative", c.WatchHeartbeat)
+	case c.WatchSendTimeout <= 0:
+		return fmt.Errorf("watch send timeout %v: must be positive", c.WatchSendTimeout)
 	}
 	return nil
 }
 
 // options are the memory store's options.
 func (c historyConfig) options() []store.Option {
-	return []store.Option{store.WithMemoryBudget(int64(c.MemoryBudget)), store.WithEventRetention(c.EventRetention)}
+	return []store.Option{
+		store.WithMemoryBudget(int64(c.MemoryBudget)), store.WithEventRetention(c.EventRetention),
+		store.WithSubscriberBuffer(c.WatchBuffer), store.WithMaxSubscriptions(c.WatchMaxStreams),
+	}
+}
+
+// streamOptions are the options of WatchBranch streams.
+func (c historyConfig) streamOptions() []server.StreamOption {
+	return []server.StreamOption{server.WithHeartbeat(c.WatchHeartbeat), server.WithSendTimeout(c.WatchSendTimeout)}
 }
 
 // byteSize is a flag.Value holding a number of bytes, written with an optional binary suffix.

@@ -77,7 +77,7 @@ func runWithSignals(ctx context.Context, sig signals, args []string, getenv func
 	defer ex.Close() // after Shutdown: stops the background collector, if any
 	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)
 	branches := store.NewMemory(cfg.History.options()...)
-	server.RegisterHistory(srv, branches)
+	server.RegisterHistory(srv, branches, cfg.History.streamOptions()...)
 	if metrics != nil {
 		ms, err := startMetrics(cfg.Serving.MetricsAddr, metrics, branches, ex, logger)
 		if err != nil {

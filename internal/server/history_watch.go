@@ -15,7 +15,7 @@ import (
 
 // WatchBranch streams a branch's commits (HistoryService.WatchBranch; DESIGN.md "Sequences, events
 // and watch"; the guarantees are written on the RPC in history_service.proto and argued in
-// docs/decisions/0004-watch-guarantees.md). One loop shape (STYLE.md "Streams"): validate,
+// docs/decisions/0005-watch-guarantees.md). One loop shape (STYLE.md "Streams"): validate,
 // subscribe, defer unsubscribe, send the start frame and the replay, then select over the context,
 // shutdown, the subscription's commits and the heartbeat. Every end after the start frame carries
 // the stream's cursor (lastSequence) in the ErrorInfo.

@@ -81,14 +81,6 @@ func through(seq uint64) func(*historyv1.WatchBranchResponse) bool {
 	}
 }
 
-// watchAll opens a stream with req and reads it to its end.
-func watchAll(ctx context.Context, t *testing.T, c historyv1.HistoryServiceClient, req *historyv1.WatchBranchRequest) *watchStream {
-	t.Helper()
-	s, rec := openWatch(ctx, t, c, req)
-	recvUntil(s, rec, nil)
-	return rec
-}
-
 // startErr opens a stream that must fail before its first frame and returns the error.
 func startErr(t *testing.T, c historyv1.HistoryServiceClient, req *historyv1.WatchBranchRequest) error {
 	t.Helper()
