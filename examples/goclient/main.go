@@ -1,7 +1,8 @@
 // Command goclient is a conversation kept by historyd, written with the Go client
 // (github.com/historyd/historyd/client): a branch with a system message, an instruction, an
-// assistant response from a raw provider response, a tool call and its result, then the chat
-// messages a model would be sent. Start a server with `make run`, then:
+// assistant response from a raw provider response, a tool call and its result, the chat messages a
+// model would be sent, then the branch's events replayed by a watch (which would resume by itself
+// after a disconnect). Start a server with `make run`, then:
 //
 //	go run ./examples/goclient [-addr 127.0.0.1:50051]
 package main
@@ -103,6 +104,22 @@ func run(ctx context.Context, addr string) error {
 	fmt.Println("chat messages:")
 	for _, m := range chat.GetMessages() {
 		fmt.Printf("  [%s] %q\n", m.GetRole(), m.GetText())
+	}
+
+	// Every change was an event: replay them from the start (after sequence 0) up to the head. A
+	// watch left open would go on with live events, resuming by itself after a disconnect.
+	fmt.Println("events:")
+	head := chat.GetHeadSequence()
+	for commit, err := range c.Watch(ctx, &historyv1.WatchBranchRequest{BranchId: branch, AfterSequence: ptr(uint64(0))}) {
+		if err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+		for _, ev := range commit.GetEvents() {
+			fmt.Printf("  %d %s\n", ev.GetSequence(), ev.GetKind())
+		}
+		if commit.GetLastSequence() >= head {
+			break
+		}
 	}
 	return nil
 }
