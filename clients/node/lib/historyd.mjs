@@ -35,12 +35,16 @@ export function loadHistorydPackage() {
 }
 
 /** Wraps every unary method of a grpc-js client in a promise-returning function; server-streaming
- * methods are left as they are (they return a ClientReadableStream). */
+ * methods return their ClientReadableStream, whose errors get `errorInfo` too. */
 function promisify(client, service) {
   const out = { raw: client };
   for (const [name, method] of Object.entries(service.service)) {
     if (method.responseStream) {
-      out[name] = (req, metadata = new grpc.Metadata(), options = {}) => client[name](req, metadata, options);
+      out[name] = (req, metadata = new grpc.Metadata(), options = {}) => {
+        const call = client[name](req, metadata, options);
+        call.on('error', withErrorInfo); // first listener: later ones see errorInfo
+        return call;
+      };
       continue;
     }
     out[name] = (req, options = {}) =>
