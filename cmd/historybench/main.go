@@ -133,7 +133,7 @@ func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	var rows []row
 	for _, scenario := range []func(context.Context, *bench, *historyd) ([]row, error){
-		benchAddVsHealth, benchList, benchExchange,
+		benchAddVsHealth, benchList, benchWatch, benchExchange,
 	} {
 		rs, err := scenario(ctx, b, h)
 		if err != nil {

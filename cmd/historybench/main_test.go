@@ -43,6 +43,7 @@ func TestQuickRun(t *testing.T) {
 		"AddMessage / Health.Check throughput, concurrency 1",
 		"AddMessage / Health.Check throughput, concurrency 50",
 		"ListMessages page of 100 latency",
+		"AddMessage throughput with 5 watchers / with none",
 		"Exchange Send+Collect, direct",
 		"Exchange Send+Collect, broadcast",
 		"resident memory per stored 1 KB message",
