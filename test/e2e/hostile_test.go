@@ -50,9 +50,10 @@ const (
 	streamsTotal = 10_000
 	// warmupWaves is how many waves run before the baseline: the Go runtime keeps the descriptor of
 	// every goroutine it ever ran at once (a few hundred bytes each, reused, never freed), so the
-	// baseline must include the suite's high-water mark of concurrent goroutines; five waves reach
-	// it within a few dozen goroutines (measured here: the heap then moves by less than 2% across the suite).
-	warmupWaves = 5
+	// baseline must include the suite's high-water mark of concurrent goroutines; six waves (three
+	// of each stream kind) reach it within a few dozen goroutines (measured here: the heap then moves
+	// by less than 5% across the suite).
+	warmupWaves = 6
 	// heapTolerance is the acceptance bound on heap growth across the suite.
 	heapTolerance = 0.10
 )
@@ -65,6 +66,7 @@ type hostileServer struct {
 	conn        *grpc.ClientConn
 	inboxOwner  string
 	currentAuth string // the token valid now
+	watchBranch string // the branch the WatchBranch streams watch
 	waves       int    // of streams, in hostileStreams
 	reloads     int    // token rotations so far, in hostileReload
 }
@@ -136,6 +138,11 @@ func TestHostileClients(t *testing.T) {
 	if _, err := exchange.Register(h.ctx(t), &historyv1.RegisterRequest{OwnerId: h.inboxOwner}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
+	branch, err := historyv1.NewHistoryServiceClient(h.conn).CreateBranch(h.ctx(t), &historyv1.CreateBranchRequest{})
+	if err != nil {
+		t.Fatalf("CreateBranch: %v", err)
+	}
+	h.watchBranch = branch.GetBranch().GetId()
 
 	cases := []struct {
 		name string
@@ -177,6 +184,10 @@ func TestHostileClients(t *testing.T) {
 	t.Logf("heap after the suite: %.0f bytes (%+.1f%%)", after, 100*(after-before)/before)
 	if after > before*(1+heapTolerance) {
 		t.Errorf("heap after the suite %.0f bytes is more than %.0f%% above the %.0f before", after, 100*heapTolerance, before)
+	}
+	// And after all that, an orderly stop.
+	if code, _ := stop(t, h.p, syscall.SIGTERM, startTimeout); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}
 }
 
@@ -313,25 +324,30 @@ func hostileInvalidUTF8(t *testing.T, h *hostileServer) {
 	}
 }
 
-// hostileStreams: 10,000 SubscribeInbox streams (h.waves waves of streamWave; fewer in the
-// warm-up), each opened until its first frame and then abandoned with its connection; after each
-// wave no stream and no subscription is left on the server.
+// hostileStreams: 10,000 streams (h.waves waves of streamWave, fewer in the warm-up; SubscribeInbox
+// and WatchBranch waves in turn), each opened until its first frame and then abandoned with its
+// connection; after each wave no stream, subscription or watcher is left on the server.
 func hostileStreams(t *testing.T, h *hostileServer) {
-	before, _ := scrape(t, h.metrics).get("grpc_server_started_total", `grpc_method="SubscribeInbox"`)
-	for range h.waves {
-		openAndAbandonStreams(t, h, streamWave)
+	started := func() float64 {
+		m := scrape(t, h.metrics)
+		inbox, _ := m.get("grpc_server_started_total", `grpc_method="SubscribeInbox"`)
+		watch, _ := m.get("grpc_server_started_total", `grpc_method="WatchBranch"`)
+		return inbox + watch
+	}
+	before := started()
+	for wave := range h.waves {
+		openAndAbandonStreams(t, h, streamWave, wave%2 == 1)
 		waitStreamsClosed(t, h)
 	}
-	after, _ := scrape(t, h.metrics).get("grpc_server_started_total", `grpc_method="SubscribeInbox"`)
-	if want := float64(h.waves * streamWave); after-before != want {
-		t.Errorf("the server started %v SubscribeInbox streams, want %v", after-before, want)
+	if got, want := started()-before, float64(h.waves*streamWave); got != want {
+		t.Errorf("the server started %v streams, want %v", got, want)
 	}
 }
 
-// openAndAbandonStreams opens n streams over n/100 connections, reads each stream's first frame (so
-// the server holds a live subscription for it), then closes the connections without ending the
-// streams.
-func openAndAbandonStreams(t *testing.T, h *hostileServer, n int) {
+// openAndAbandonStreams opens n SubscribeInbox streams (WatchBranch streams with watch) over n/100
+// connections, reads each stream's first frame (so the server holds a live subscription for it),
+// then closes the connections without ending the streams.
+func openAndAbandonStreams(t *testing.T, h *hostileServer, n int, watch bool) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -348,9 +364,19 @@ func openAndAbandonStreams(t *testing.T, h *hostileServer, n int) {
 			go func() {
 				defer wg.Done()
 				defer ready.Done()
-				stream, err := historyv1.NewExchangeServiceClient(conn).SubscribeInbox(ctx, &historyv1.SubscribeInboxRequest{OwnerId: h.inboxOwner})
-				if err == nil {
-					_, err = stream.Recv()
+				var err error
+				if watch {
+					var stream grpc.ServerStreamingClient[historyv1.WatchBranchResponse]
+					stream, err = historyv1.NewHistoryServiceClient(conn).WatchBranch(ctx, &historyv1.WatchBranchRequest{BranchId: h.watchBranch})
+					if err == nil {
+						_, err = stream.Recv()
+					}
+				} else {
+					var stream grpc.ServerStreamingClient[historyv1.SubscribeInboxResponse]
+					stream, err = historyv1.NewExchangeServiceClient(conn).SubscribeInbox(ctx, &historyv1.SubscribeInboxRequest{OwnerId: h.inboxOwner})
+					if err == nil {
+						_, err = stream.Recv()
+					}
 				}
 				if err != nil {
 					errs <- err
@@ -371,8 +397,8 @@ func openAndAbandonStreams(t *testing.T, h *hostileServer, n int) {
 	}
 }
 
-// waitStreamsClosed waits until the server reports no open SubscribeInbox stream and no inbox
-// subscription: it has noticed every abandoned stream.
+// waitStreamsClosed waits until the server reports no open stream, no inbox subscription and no
+// branch watcher: it has noticed every abandoned stream.
 func waitStreamsClosed(t *testing.T, h *hostileServer) {
 	t.Helper()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -381,15 +407,16 @@ func waitStreamsClosed(t *testing.T, h *hostileServer) {
 	defer deadline.Stop()
 	for {
 		m := scrape(t, h.metrics)
-		open, _ := m.get("historyd_open_streams", `grpc_method="SubscribeInbox"`)
+		open, _ := m.get("historyd_open_streams")
 		subs, _ := m.get("historyd_exchange_subscribers")
-		if open == 0 && subs == 0 {
+		watchers, _ := m.get("historyd_branch_watchers")
+		if open == 0 && subs == 0 && watchers == 0 {
 			return
 		}
 		select {
 		case <-tick.C:
 		case <-deadline.C:
-			t.Fatalf("after %v: %v SubscribeInbox streams and %v subscriptions still open", startTimeout, open, subs)
+			t.Fatalf("after %v: %v streams, %v inbox subscriptions and %v watchers still open", startTimeout, open, subs, watchers)
 		}
 	}
 }

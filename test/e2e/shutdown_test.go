@@ -21,9 +21,13 @@ import (
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
-// shutdownStreams is the number of long-lived streams open when SIGTERM arrives (issue 7: "100 open
-// watch streams").
-const shutdownStreams = 100
+// The long-lived streams open when SIGTERM arrives: 100 WatchBranch streams (issue 7: "100 open
+// watch streams") and some SubscribeInbox streams, whose shutdown hook is another one.
+const (
+	shutdownWatches = 100
+	shutdownInboxes = 20
+	shutdownStreams = shutdownWatches + shutdownInboxes
+)
 
 // streamOutcome is how one long-lived stream ended.
 type streamOutcome struct {
@@ -31,10 +35,11 @@ type streamOutcome struct {
 	err  error
 }
 
-// TestShutdownUnderLoad: with 100 long-lived streams open and AddMessage calls in flight, SIGTERM
-// makes every in-flight call end with OK or UNAVAILABLE (never a hang), ends every stream cleanly
-// with UNAVAILABLE and reason SERVER_SHUTTING_DOWN (not a cut connection), and the process exits 0
-// well within the grace period (issue 7 acceptance; STYLE.md "Logging and lifecycle").
+// TestShutdownUnderLoad: with 100 WatchBranch streams (and 20 SubscribeInbox streams) open on the
+// branch that AddMessage calls are writing to, SIGTERM makes every in-flight call end with OK or
+// UNAVAILABLE (never a hang), ends every stream cleanly with UNAVAILABLE and reason
+// SERVER_SHUTTING_DOWN (not a cut connection), and the process exits 0 well within the grace
+// period (issue 7 acceptance; STYLE.md "Logging and lifecycle").
 func TestShutdownUnderLoad(t *testing.T) {
 	const grace = 5 * time.Second
 	p := startServer(t, "--grace-period", grace.String())
@@ -63,25 +68,42 @@ func TestShutdownUnderLoad(t *testing.T) {
 	streamConns := []*grpc.ClientConn{newConn(), newConn()}
 	outcomes := make(chan streamOutcome, shutdownStreams)
 	var opened sync.WaitGroup
+	// Each stream's context is not the test's deadline: a stream that the server fails to end would
+	// hang, and the wait below reports it. recv reads the first frame (the subscription is live
+	// from then on), signals opened, then reads until the stream ends.
+	follow := func(kind string, recv func() error) {
+		err := recv()
+		opened.Done()
+		for err == nil {
+			err = recv()
+		}
+		outcomes <- streamOutcome{kind, err}
+	}
 	for i := range shutdownStreams {
 		opened.Add(1)
+		conn := streamConns[i%len(streamConns)]
+		if i < shutdownWatches {
+			go func() {
+				stream, err := historyv1.NewHistoryServiceClient(conn).WatchBranch(context.Background(), &historyv1.WatchBranchRequest{BranchId: branchID})
+				follow("WatchBranch", func() error {
+					if err != nil {
+						return err
+					}
+					_, rerr := stream.Recv()
+					return rerr
+				})
+			}()
+			continue
+		}
 		go func() {
-			// The stream's context is not the test's deadline: a stream that the server fails to
-			// end would hang here, and the wait below reports it.
-			stream, err := historyv1.NewExchangeServiceClient(streamConns[i%len(streamConns)]).
-				SubscribeInbox(context.Background(), &historyv1.SubscribeInboxRequest{OwnerId: owner})
-			if err == nil {
-				_, err = stream.Recv() // the first heartbeat: the subscription is live
-			}
-			opened.Done()
-			if err != nil {
-				outcomes <- streamOutcome{"SubscribeInbox", err}
-				return
-			}
-			for err == nil {
-				_, err = stream.Recv()
-			}
-			outcomes <- streamOutcome{"SubscribeInbox", err}
+			stream, err := historyv1.NewExchangeServiceClient(conn).SubscribeInbox(context.Background(), &historyv1.SubscribeInboxRequest{OwnerId: owner})
+			follow("SubscribeInbox", func() error {
+				if err != nil {
+					return err
+				}
+				_, rerr := stream.Recv()
+				return rerr
+			})
 		}()
 	}
 	opened.Wait()
