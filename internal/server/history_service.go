@@ -154,14 +154,14 @@ func (s *HistoryServer) ListBranches(ctx context.Context, req *historyv1.ListBra
 
 // DeleteBranch deletes a branch (HistoryService.DeleteBranch).
 func (s *HistoryServer) DeleteBranch(ctx context.Context, req *historyv1.DeleteBranchRequest) (*historyv1.DeleteBranchResponse, error) {
-	if r, ok, err := recall[store.DeleteResult](ctx, s.store, nil, store.OpDeleteBranch, req.GetRequestId()); err != nil {
+	id, err := parseID("branch_id", req.GetBranchId()) // a delete's request id is remembered per branch
+	if err != nil {
+		return nil, err
+	}
+	if r, ok, err := recall[store.DeleteResult](ctx, s.store, &id, store.OpDeleteBranch, req.GetRequestId()); err != nil {
 		return nil, err
 	} else if ok {
 		return deleteBranchResponse(r), nil
-	}
-	id, err := parseID("branch_id", req.GetBranchId())
-	if err != nil {
-		return nil, err
 	}
 	res, err := s.store.DeleteBranch(ctx, id, writeOptions(req.GetRequestId(), req.ExpectedHeadSequence))
 	if err != nil {

@@ -251,8 +251,8 @@ func TestHistoryBadInput(t *testing.T) {
 
 // TestHistoryRequestIDRepeat: DESIGN.md "Branches" (AIP-155): a repeated request_id returns the
 // first response and writes nothing, even if the payload differs — or does not even validate; the
-// scope is the branch, or the server for create/import/fork/delete; an id used by another method
-// is INVALID_ARGUMENT.
+// scope is the branch (for DeleteBranch too), or the server for create/import/fork; an id used by
+// another method is INVALID_ARGUMENT.
 func TestHistoryRequestIDRepeat(t *testing.T) {
 	f := newHistoryFixture(t)
 	ctx := testContext(t)
@@ -294,6 +294,28 @@ func TestHistoryRequestIDRepeat(t *testing.T) {
 		t.Fatalf("repeated delete: %v", err)
 	}
 	sameResponse(t, "DeleteBranch", d1, d2)
+	// A delete's request id is remembered per branch (review MINOR 6): reused on another branch it
+	// deletes that one.
+	other := f.create(t, nil)
+	d3, err := f.c.DeleteBranch(ctx, &historyv1.DeleteBranchRequest{BranchId: other, RequestId: "d-1"})
+	if err != nil || d3.GetBranchId() != other {
+		t.Fatalf("delete of another branch under a used request id = %v, %v", d3, err)
+	}
+	_, err = f.c.GetBranch(ctx, &historyv1.GetBranchRequest{BranchId: other})
+	wantStatus(t, err, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND)
+	// A create's response, its system included, outlives the branch (review B1).
+	s1, err := f.c.CreateBranch(ctx, &historyv1.CreateBranchRequest{RequestId: "c-2", System: &historyv1.SystemInput{SystemMessage: strPtr("S")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.DeleteBranch(ctx, &historyv1.DeleteBranchRequest{BranchId: s1.GetBranch().GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := f.c.CreateBranch(ctx, &historyv1.CreateBranchRequest{RequestId: "c-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameResponse(t, "CreateBranch after its delete", s1, s2)
 
 	p1, err := f.c.SetProgression(ctx, &historyv1.SetProgressionRequest{BranchId: b, RequestId: "p-1", Progression: &historyv1.MessageIds{Ids: []string{first.GetMessage().GetId()}}})
 	if err != nil {

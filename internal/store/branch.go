@@ -2,6 +2,7 @@ package store
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -10,15 +11,18 @@ import (
 )
 
 // version is one stored write of a message. The branch state holds the
-// current version of each message and the event log holds the version each
-// retained event wrote; refs counts those holders, and the version's bytes
-// go back to the budget when the last one lets go.
+// current version of each message, the event log holds the version each
+// retained event wrote, and a remembered response holds the versions it
+// carries; refs counts those holders, and the version's bytes go back to
+// the budget when the last one lets go. A version never changes once
+// made (its message is immutable), so it may be read without the branch
+// lock.
 type version struct {
 	msg  *envelope.Message
 	seq  uint64 // the sequence of the write
 	pos  int32  // index in branch.entries; -1 for the system
 	size int64
-	refs int32
+	refs atomic.Int32
 }
 
 func (v *version) stored() StoredMessage { return StoredMessage{Message: v.msg, Sequence: v.seq} }
@@ -65,7 +69,6 @@ type branch struct {
 	subs      map[*Subscription]struct{}
 	observers []observerEntry
 	nextObs   uint64
-	requests  *requestCache
 }
 
 func newBranch(m *Memory, id uuid.UUID, createdAt float64) *branch {
@@ -79,7 +82,6 @@ func newBranch(m *Memory, id uuid.UUID, createdAt float64) *branch {
 		msgs:        map[uuid.UUID]*version{},
 		log:         eventLog{max: m.opts.retention},
 		subs:        map[*Subscription]struct{}{},
-		requests:    newRequestCache(m.opts.requestTTL, m.opts.requestMax),
 	}
 }
 
@@ -175,7 +177,8 @@ func (p placement) kind() EventKind {
 // version (held by the state and by the event that wrote it). The caller
 // has reserved its bytes.
 func (m *Memory) apply(b *branch, p placement, seq uint64, size int64) *version {
-	v := &version{msg: p.msg, seq: seq, size: size, refs: 1}
+	v := &version{msg: p.msg, seq: seq, size: size}
+	v.refs.Store(1)
 	switch {
 	case p.msg.Kind() == envelope.KindSystem:
 		v.pos = -1
@@ -209,12 +212,7 @@ func (m *Memory) apply(b *branch, p placement, seq uint64, size int64) *version 
 }
 
 // unref drops one holder of v and releases its bytes with the last.
-func (m *Memory) unref(v *version) {
-	v.refs--
-	if v.refs == 0 {
-		m.budget.release(v.size)
-	}
-}
+func (m *Memory) unref(v *version) { m.budget.unref(v) }
 
 // record appends a commit's events to the log (each holding its version),
 // releases what the ring evicts, and publishes the commit to the branch's
@@ -225,7 +223,7 @@ func (m *Memory) record(b *branch, entries []logEntry) uint64 {
 	for i := range entries {
 		entries[i].ev.CommitFirst, entries[i].ev.CommitLast = first, last
 		for _, v := range entries[i].versions {
-			v.refs++
+			v.refs.Add(1)
 		}
 		if evicted, ok := b.log.push(entries[i]); ok {
 			for _, v := range evicted.versions {

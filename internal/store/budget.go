@@ -30,6 +30,15 @@ func (b *budget) reserve(n int64) error {
 	}
 }
 
+// unref drops one holder of v and releases its bytes with the last. The
+// holders (the branch state, the event log, remembered responses) live
+// under different locks, so the count is atomic.
+func (b *budget) unref(v *version) {
+	if v.refs.Add(-1) == 0 {
+		b.release(v.size)
+	}
+}
+
 // release gives n bytes back.
 func (b *budget) release(n int64) {
 	if n != 0 {

@@ -19,10 +19,7 @@ import (
 // "differs").
 func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, error) {
 	if r, ok, err := m.recallGlobal(OpForkBranch, in.RequestID); err != nil || ok {
-		if err != nil {
-			return BranchResult{}, err
-		}
-		return replayedBranch(r), nil
+		return r, err
 	}
 	src, err := m.readLocked(in.Source)
 	if err != nil {

@@ -14,17 +14,23 @@ import (
 // Memory is the in-memory Store: nothing to install, nothing survives a
 // restart. Each branch has its own lock, so writers on different branches
 // do not wait for each other; reads share the branch lock.
+//
+// Locks: mu (the branch map) and a branch lock are never held together,
+// so a call that waits for one branch (a delete behind a long reader)
+// never holds up the others; a branch's lock is taken after a lookup under
+// mu, and the branch's deleted flag, read under its lock, tells a lookup
+// that raced with a delete. The request cache's lock is a leaf, taken
+// under either.
 type Memory struct {
 	opts   options
 	budget budget
 
-	// mu guards branches, ids and requests (the server-wide idempotency
-	// scope). Lock order: mu before any branch lock; a branch lock is never
-	// held while mu is taken.
+	// mu guards branches and ids.
 	mu       sync.RWMutex
 	branches map[uuid.UUID]*branch
 	ids      []uuid.UUID // sorted, for ListBranches paging
-	requests *requestCache
+
+	requests *requestCache // every idempotency scope; its own lock
 
 	subsOpen atomic.Int64 // subscriptions not yet closed, for WithMaxSubscriptions
 }
@@ -39,6 +45,7 @@ type options struct {
 	retention  int
 	requestTTL time.Duration
 	requestMax int
+	requestCap int
 	subBuffer  int
 	maxSubs    int
 	now        func() time.Time
@@ -62,6 +69,13 @@ func WithEventRetention(n int) Option {
 // remembers (default DefaultRequestTTL and DefaultRequestMax).
 func WithRequestWindow(ttl time.Duration, maxRequests int) Option {
 	return func(o *options) { o.requestTTL, o.requestMax = ttl, max(maxRequests, 1) }
+}
+
+// WithRequestCap sets how many request ids the store remembers in all
+// scopes together (default DefaultRequestCap); past it the oldest are
+// forgotten first, whatever their scope.
+func WithRequestCap(n int) Option {
+	return func(o *options) { o.requestCap = max(n, 1) }
 }
 
 // WithSubscriberBuffer sets the default number of commits a subscription
@@ -90,6 +104,7 @@ func NewMemory(opts ...Option) *Memory {
 		retention:  DefaultEventRetention,
 		requestTTL: DefaultRequestTTL,
 		requestMax: DefaultRequestMax,
+		requestCap: DefaultRequestCap,
 		subBuffer:  DefaultSubscriberBuffer,
 		maxSubs:    DefaultMaxSubscriptions,
 		now:        time.Now,
@@ -97,12 +112,9 @@ func NewMemory(opts ...Option) *Memory {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	m := &Memory{
-		opts:     o,
-		branches: map[uuid.UUID]*branch{},
-		requests: newRequestCache(o.requestTTL, o.requestMax),
-	}
+	m := &Memory{opts: o, branches: map[uuid.UUID]*branch{}}
 	m.budget.limit = o.budget
+	m.requests = newRequestCache(o, &m.budget)
 	return m
 }
 
@@ -165,22 +177,38 @@ func (m *Memory) removeID(id uuid.UUID) {
 
 func compareIDs(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }
 
-// Recall returns a remembered result (Store.Recall).
+// Recall returns a remembered result (Store.Recall). It takes no branch
+// lock: a branch's scope is its incarnation, which never changes.
 func (m *Memory) Recall(_ context.Context, branchID *uuid.UUID, op Op, requestID string) (any, bool, error) {
 	if requestID == "" {
 		return nil, false, nil
 	}
-	now := m.opts.now()
-	if branchID == nil {
-		m.mu.Lock() // get expires entries, so it writes
-		defer m.mu.Unlock()
-		return m.requests.get(now, op, requestID)
+	scope := serverScope
+	switch {
+	case op == OpDeleteBranch:
+		if branchID == nil {
+			return nil, false, nil
+		}
+		scope = deleteScope(*branchID)
+	case branchID != nil:
+		b, err := m.lookup(*branchID)
+		if err != nil {
+			// An unknown branch remembers nothing; the call itself reports it.
+			return nil, false, nil
+		}
+		scope = branchScope(b)
 	}
-	b, err := m.writeLocked(*branchID)
-	if err != nil {
-		// An unknown branch remembers nothing; the call itself reports it.
-		return nil, false, nil
+	return m.requests.get(m.opts.now(), scope, op, requestID)
+}
+
+// recallGlobal returns a remembered result of the server-wide scope,
+// marked as replayed.
+func (m *Memory) recallGlobal(op Op, requestID string) (BranchResult, bool, error) {
+	r, ok, err := m.requests.get(m.opts.now(), serverScope, op, requestID)
+	if err != nil || !ok {
+		return BranchResult{}, false, err
 	}
-	defer b.mu.Unlock()
-	return b.requests.get(now, op, requestID)
+	res := r.(BranchResult)
+	res.Replayed = true
+	return res, true, nil
 }

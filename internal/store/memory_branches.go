@@ -9,16 +9,6 @@ import (
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 )
 
-// recallGlobal returns a remembered result of the server-wide scope.
-func (m *Memory) recallGlobal(op Op, requestID string) (any, bool, error) {
-	if requestID == "" {
-		return nil, false, nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.requests.get(m.opts.now(), op, requestID)
-}
-
 // prepare builds a new, unpublished branch: its identity, metadata and
 // charge. The caller seeds it and then calls publish or discard.
 func (m *Memory) prepare(id uuid.UUID, createdAt *float64, meta jsonv.Value) (*branch, error) {
@@ -58,8 +48,9 @@ func (m *Memory) seed(b *branch, msg *envelope.Message) error {
 	return nil
 }
 
-// discard gives back everything a branch holds (a branch being built that
-// failed, or a deleted one).
+// discard gives back everything a branch holds: a branch being built that
+// failed, or a deleted one, which no call reads any more (its deleted flag
+// is set); so no lock is needed, and a big branch holds up nobody.
 func (m *Memory) discard(b *branch) {
 	for _, v := range b.msgs {
 		m.unref(v)
@@ -92,34 +83,32 @@ func (m *Memory) publish(b *branch, op Op, requestID string) (BranchResult, erro
 	info := b.info()
 	m.record(b, []logEntry{{ev: Event{Sequence: 1, Kind: EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}, versions: versions}})
 	res.Branch = b.info()
+	kept := branchResponse(res, b.system) // before b is visible to others
 
+	first, err := m.register(b, op, requestID, res, kept)
+	if err != nil || first.Replayed {
+		m.discard(b)
+	}
+	return first, err
+}
+
+// register puts a built branch in the map and remembers kept under its
+// request id, under the store lock; a repeat of the request id returns
+// the first result (Replayed) and an id taken in the meantime is
+// ErrBranchExists.
+func (m *Memory) register(b *branch, op Op, requestID string, res BranchResult, kept response) (BranchResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.opts.now()
-	if r, ok, err := m.requests.get(now, op, requestID); err != nil || ok {
-		m.discard(b)
-		if err != nil {
-			return BranchResult{}, err
-		}
-		first := r.(BranchResult)
-		first.Replayed = true
-		return first, nil
+	if first, ok, err := m.recallGlobal(op, requestID); err != nil || ok {
+		return first, err
 	}
 	if _, taken := m.branches[b.id]; taken {
-		m.discard(b)
 		return BranchResult{}, &BranchError{Err: ErrBranchExists, BranchID: b.id}
 	}
 	m.branches[b.id] = b
 	m.insertID(b.id)
-	m.requests.put(now, op, requestID, res)
+	m.requests.put(m.opts.now(), serverScope, op, requestID, kept)
 	return res, nil
-}
-
-// replayed returns a remembered BranchResult.
-func replayedBranch(r any) BranchResult {
-	res := r.(BranchResult)
-	res.Replayed = true
-	return res
 }
 
 // CreateBranch creates a branch (Store.CreateBranch), as LionAGI's
@@ -129,10 +118,7 @@ func replayedBranch(r any) BranchResult {
 // pre-built system with set_system.
 func (m *Memory) CreateBranch(_ context.Context, in CreateBranchInput) (BranchResult, error) {
 	if r, ok, err := m.recallGlobal(OpCreateBranch, in.RequestID); err != nil || ok {
-		if err != nil {
-			return BranchResult{}, err
-		}
-		return replayedBranch(r), nil
+		return r, err
 	}
 	if in.SystemMessage != nil && in.SystemMessage.Kind() != envelope.KindSystem {
 		return BranchResult{}, fieldErr("system", ErrNotSystem, "%s", NotSystemMessage)
@@ -183,10 +169,7 @@ func (m *Memory) seedCreate(b *branch, in CreateBranchInput) error {
 // ImportBranch creates a branch from LionAGI JSON (Store.ImportBranch).
 func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, error) {
 	if r, ok, err := m.recallGlobal(OpImportBranch, in.RequestID); err != nil || ok {
-		if err != nil {
-			return BranchResult{}, err
-		}
-		return replayedBranch(r), nil
+		return r, err
 	}
 	im, err := parseImport(in.Data)
 	if err != nil {
@@ -225,25 +208,58 @@ func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, 
 
 // DeleteBranch deletes a branch (Store.DeleteBranch): BRANCH_DELETED is its
 // last event, its subscriptions end with ErrBranchDeleted, and everything it
-// held goes back to the budget. The request id is remembered server-wide,
-// since the branch's own memory goes with it.
+// held goes back to the budget, the responses remembered for its writes
+// included. Its request id is remembered under the branch id, since the
+// branch's own scope goes with it.
+//
+// It never holds the store lock while it waits for the branch lock, nor
+// the reverse: a long reader of this branch holds up no other branch. The
+// branch is marked deleted under its own lock (from then on no call reads
+// it), then taken out of the map under the store lock, then its memory is
+// given back under neither.
 func (m *Memory) DeleteBranch(_ context.Context, id uuid.UUID, opts WriteOptions) (DeleteResult, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.opts.now()
-	if r, ok, err := m.requests.get(now, OpDeleteBranch, opts.RequestID); err != nil || ok {
-		if err != nil {
-			return DeleteResult{}, err
+	scope := deleteScope(id)
+	recall := func() (DeleteResult, bool, error) {
+		r, ok, err := m.requests.get(m.opts.now(), scope, OpDeleteBranch, opts.RequestID)
+		if err != nil || !ok {
+			return DeleteResult{}, false, err
 		}
 		res := r.(DeleteResult)
 		res.Replayed = true
-		return res, nil
+		return res, true, nil
 	}
-	b := m.branches[id]
-	if b == nil {
-		return DeleteResult{}, &BranchError{Err: ErrBranchNotFound, BranchID: id}
+	if res, ok, err := recall(); err != nil || ok {
+		return res, err
 	}
-	b.mu.Lock()
+	b, err := m.writeLocked(id)
+	if err != nil {
+		// A repeat that raced with the first call finds the branch gone
+		// and the first result remembered (it is put before the branch
+		// leaves the map).
+		if res, ok, rerr := recall(); rerr != nil || ok {
+			return res, rerr
+		}
+		return DeleteResult{}, err
+	}
+	res, err := m.markDeleted(b, scope, opts)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	m.mu.Lock()
+	if m.branches[id] == b {
+		delete(m.branches, id)
+		m.removeID(id)
+	}
+	m.mu.Unlock()
+	m.requests.forgetScope(branchScope(b))
+	m.discard(b)
+	return res, nil
+}
+
+// markDeleted records BRANCH_DELETED, ends the subscriptions, marks the
+// branch deleted and remembers the result; it releases the branch lock,
+// which the caller took.
+func (m *Memory) markDeleted(b *branch, scope requestScope, opts WriteOptions) (DeleteResult, error) {
 	defer b.mu.Unlock()
 	if err := b.checkHead(opts); err != nil {
 		return DeleteResult{}, err
@@ -254,11 +270,8 @@ func (m *Memory) DeleteBranch(_ context.Context, id uuid.UUID, opts WriteOptions
 		b.endSub(s, ErrBranchDeleted)
 	}
 	b.deleted = true
-	m.discard(b)
-	delete(m.branches, id)
-	m.removeID(id)
-	res := DeleteResult{BranchID: id, LastSequence: b.head}
-	m.requests.put(now, OpDeleteBranch, opts.RequestID, res)
+	res := DeleteResult{BranchID: b.id, LastSequence: b.head}
+	m.requests.put(m.opts.now(), scope, OpDeleteBranch, opts.RequestID, response{result: res})
 	return res, nil
 }
 

@@ -11,9 +11,17 @@ import (
 )
 
 // mutation is the body of a branch write, run under the branch lock after
-// the idempotency and head checks. It returns the result, and the message
+// the idempotency and head checks.
+type mutation func(b *branch) (written, error)
+
+// written is what a mutation did: its result, the versions of the messages
+// the result carries (a remembered response holds them), and the message
 // the observers are told about (nil for writes that fire none).
-type mutation func(b *branch) (WriteResult, *envelope.Message, error)
+type written struct {
+	res      WriteResult
+	versions []*version
+	added    *envelope.Message
+}
 
 // write runs one branch mutation: under the branch lock the repeat check
 // (first, DESIGN.md "Branches"), the head check, then fn; a success is
@@ -24,35 +32,40 @@ func (m *Memory) write(ctx context.Context, branchID uuid.UUID, op Op, opts Writ
 	if err != nil {
 		return WriteResult{}, err
 	}
+	res, snapshot, added, err := m.commit(b, op, opts, fn)
+	if err != nil || len(snapshot) == 0 {
+		return res, err
+	}
+	return res, notify(ctx, branchID, snapshot, added)
+}
+
+// commit is write's locked part. It releases the branch lock, which the
+// caller took, on every path, a panic in fn included; it returns the
+// observers to tell about added.
+func (m *Memory) commit(b *branch, op Op, opts WriteOptions, fn mutation) (WriteResult, []observerEntry, *envelope.Message, error) {
+	defer b.mu.Unlock()
 	now := m.opts.now()
-	if r, ok, err := b.requests.get(now, op, opts.RequestID); err != nil || ok {
-		b.mu.Unlock()
+	scope := branchScope(b)
+	if r, ok, err := m.requests.get(now, scope, op, opts.RequestID); err != nil || ok {
 		if err != nil {
-			return WriteResult{}, err
+			return WriteResult{}, nil, nil, err
 		}
 		res := r.(WriteResult)
 		res.Replayed = true
-		return res, nil
+		return res, nil, nil, nil
 	}
 	if err := b.checkHead(opts); err != nil {
-		b.mu.Unlock()
-		return WriteResult{}, err
+		return WriteResult{}, nil, nil, err
 	}
-	res, added, err := fn(b)
+	w, err := fn(b)
 	if err != nil {
-		b.mu.Unlock()
-		return WriteResult{}, err
+		return WriteResult{}, nil, nil, err
 	}
-	b.requests.put(now, op, opts.RequestID, res)
-	var snapshot []observerEntry
-	if added != nil {
-		snapshot = b.snapshotObservers()
+	m.requests.put(now, scope, op, opts.RequestID, response{result: w.res, versions: w.versions})
+	if w.added == nil {
+		return w.res, nil, nil, nil
 	}
-	b.mu.Unlock()
-	if len(snapshot) == 0 {
-		return res, nil
-	}
-	return res, notify(ctx, branchID, snapshot, added)
+	return w.res, b.snapshotObservers(), w.added, nil
 }
 
 // commitMessages reserves the bytes of the planned placements, applies them
@@ -90,28 +103,28 @@ func (m *Memory) recordEvent(b *branch, ev Event, size int64) {
 
 // SetSystem is set_system (Store.SetSystem).
 func (m *Memory) SetSystem(ctx context.Context, branchID uuid.UUID, system *envelope.Message, opts WriteOptions) (WriteResult, error) {
-	return m.write(ctx, branchID, OpSetSystem, opts, func(b *branch) (WriteResult, *envelope.Message, error) {
+	return m.write(ctx, branchID, OpSetSystem, opts, func(b *branch) (written, error) {
 		if system == nil || system.Kind() != envelope.KindSystem {
-			return WriteResult{}, nil, fieldErr("system", ErrNotSystem, "%s", NotSystemMessage)
+			return written{}, fieldErr("system", ErrNotSystem, "%s", NotSystemMessage)
 		}
 		p, err := b.plan(system)
 		if err != nil {
-			return WriteResult{}, nil, err
+			return written{}, err
 		}
 		vs, err := m.commitMessages(b, []placement{p})
 		if err != nil {
-			return WriteResult{}, nil, err
+			return written{}, err
 		}
-		return WriteResult{Message: vs[0].stored(), Index: 0, Head: b.head}, nil, nil
+		return written{res: WriteResult{Message: vs[0].stored(), Index: 0, Head: b.head}, versions: vs}, nil
 	})
 }
 
 // AddMessage is add_message (Store.AddMessage).
 func (m *Memory) AddMessage(ctx context.Context, branchID uuid.UUID, in AddInput, opts WriteOptions) (WriteResult, error) {
-	return m.write(ctx, branchID, OpAddMessage, opts, func(b *branch) (WriteResult, *envelope.Message, error) {
+	return m.write(ctx, branchID, OpAddMessage, opts, func(b *branch) (written, error) {
 		created, err := b.build(in)
 		if err != nil {
-			return WriteResult{}, nil, err
+			return written{}, err
 		}
 		return m.commitCreated(b, created)
 	})
@@ -171,46 +184,46 @@ func (b *branch) actionRequest(id uuid.UUID) (*version, error) {
 
 // commitCreated writes what the factory made: the message, then the
 // request it answered when that request is in the branch.
-func (m *Memory) commitCreated(b *branch, c Created) (WriteResult, *envelope.Message, error) {
+func (m *Memory) commitCreated(b *branch, c Created) (written, error) {
 	p, err := b.plan(c.Message)
 	if err != nil {
-		return WriteResult{}, nil, err
+		return written{}, err
 	}
 	ps := []placement{p}
 	if c.Request != nil {
 		if _, inBranch := b.get(c.Request.ID); inBranch {
 			rp, err := b.plan(c.Request)
 			if err != nil {
-				return WriteResult{}, nil, err
+				return written{}, err
 			}
 			ps = append(ps, rp)
 		}
 	}
 	vs, err := m.commitMessages(b, ps)
 	if err != nil {
-		return WriteResult{}, nil, err
+		return written{}, err
 	}
 	res := WriteResult{Message: vs[0].stored(), Index: b.index(vs[0]), Head: b.head}
 	if len(vs) > 1 {
 		u := vs[1].stored()
 		res.Updated = &u
 	}
-	return res, c.Message, nil
+	return written{res: res, versions: vs, added: c.Message}, nil
 }
 
 // CreateActionResponse answers an ActionRequest (Store.CreateActionResponse).
 func (m *Memory) CreateActionResponse(ctx context.Context, branchID uuid.UUID, in ActionResponseInput, opts WriteOptions) (WriteResult, error) {
-	return m.write(ctx, branchID, OpCreateActionResponse, opts, func(b *branch) (WriteResult, *envelope.Message, error) {
+	return m.write(ctx, branchID, OpCreateActionResponse, opts, func(b *branch) (written, error) {
 		req, err := b.actionRequest(in.Request)
 		if err != nil {
-			return WriteResult{}, nil, err
+			return written{}, err
 		}
 		c, err := CreateActionResponse(Factory{
 			Sender: in.Sender, Recipient: in.Recipient,
 			ActionRequestMsg: req.msg, ActionOutput: in.Output, ActionError: in.Error,
 		})
 		if err != nil {
-			return WriteResult{}, nil, err
+			return written{}, err
 		}
 		return m.commitCreated(b, c)
 	})
@@ -220,7 +233,7 @@ func (m *Memory) CreateActionResponse(ctx context.Context, branchID uuid.UUID, i
 // index 0; the selected progression keeps only what survives. Clearing
 // frees memory, so the memory budget never refuses it.
 func (m *Memory) ClearMessages(ctx context.Context, branchID uuid.UUID, opts WriteOptions) (WriteResult, error) {
-	return m.write(ctx, branchID, OpClearMessages, opts, func(b *branch) (WriteResult, *envelope.Message, error) {
+	return m.write(ctx, branchID, OpClearMessages, opts, func(b *branch) (written, error) {
 		for id, v := range b.msgs {
 			if v != b.system {
 				delete(b.msgs, id)
@@ -244,14 +257,14 @@ func (m *Memory) ClearMessages(ctx context.Context, branchID uuid.UUID, opts Wri
 		}
 		m.budget.used.Add(eventOverhead)
 		m.recordEvent(b, Event{Kind: EventMessagesCleared}, eventOverhead)
-		return WriteResult{Head: b.head, Index: -1}, nil, nil
+		return written{res: WriteResult{Head: b.head, Index: -1}}, nil
 	})
 }
 
 // SetProgression sets or unsets the selected progression
 // (Store.SetProgression). Every id must be a member, once.
 func (m *Memory) SetProgression(ctx context.Context, branchID uuid.UUID, order *[]uuid.UUID, opts WriteOptions) (WriteResult, error) {
-	return m.write(ctx, branchID, OpSetProgression, opts, func(b *branch) (WriteResult, *envelope.Message, error) {
+	return m.write(ctx, branchID, OpSetProgression, opts, func(b *branch) (written, error) {
 		var ids []uuid.UUID
 		if order != nil {
 			ids = slices.Clone(*order)
@@ -259,12 +272,12 @@ func (m *Memory) SetProgression(ctx context.Context, branchID uuid.UUID, order *
 				ids = []uuid.UUID{}
 			}
 			if err := b.checkMembers("progression", ids, true); err != nil {
-				return WriteResult{}, nil, err
+				return written{}, err
 			}
 		}
 		size := int64(eventOverhead + 16*len(ids))
 		if err := m.budget.reserve(size); err != nil {
-			return WriteResult{}, nil, err
+			return written{}, err
 		}
 		switch {
 		case order == nil:
@@ -278,7 +291,7 @@ func (m *Memory) SetProgression(ctx context.Context, branchID uuid.UUID, order *
 		}
 		b.selEpoch++
 		m.recordEvent(b, Event{Kind: EventProgressionSet, Progression: slices.Clone(ids)}, size)
-		return WriteResult{Head: b.head, Index: -1}, nil, nil
+		return written{res: WriteResult{Head: b.head, Index: -1}}, nil
 	})
 }
 

@@ -121,7 +121,9 @@ type WriteResult struct {
 // BranchResult is what CreateBranch, ImportBranch and ForkBranch return.
 type BranchResult struct {
 	Branch BranchInfo
-	// Messages are the branch's initial messages in order.
+	// Messages are the branch's initial messages in order. A replay
+	// (Replayed) carries only the system, if any: the one message a
+	// response returns, and all that the store keeps for a repeat.
 	Messages []StoredMessage
 	// Replayed is true when a repeated request id returned the first result.
 	Replayed bool
