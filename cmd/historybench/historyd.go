@@ -208,8 +208,11 @@ func (h *historyd) RSS() (int64, error) {
 
 // CPUTime is the CPU time the process has used so far, user and system, all threads (utime and
 // stime of /proc/PID/stat, in clock ticks of 10 ms: USER_HZ is 100 on Linux).
-func (h *historyd) CPUTime() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", h.cmd.Process.Pid))
+func (h *historyd) CPUTime() (time.Duration, error) { return cpuTimeOf(h.cmd.Process.Pid) }
+
+// cpuTimeOf reads the CPU time of process pid (the load generator's own: os.Getpid()).
+func cpuTimeOf(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, fmt.Errorf("reading CPU time: %w", err)
 	}
@@ -217,13 +220,13 @@ func (h *historyd) CPUTime() (time.Duration, error) {
 	// ')', with the state (field 3); utime and stime are fields 14 and 15.
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", h.cmd.Process.Pid)
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
 	}
 	var ticks int64
 	for _, s := range f[11:13] {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", h.cmd.Process.Pid, err)
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 		}
 		ticks += n
 	}

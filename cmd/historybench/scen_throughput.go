@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -59,7 +60,7 @@ func benchAddVsHealth(ctx context.Context, b *bench, h *historyd) ([]row, error)
 		if _, err := measureAdd(); err != nil {
 			return nil, err
 		}
-		var ratios, adds, checks, addCPU, checkCPU []float64
+		var ratios, adds, checks, addCPU, checkCPU, addClient, checkClient []float64
 		for run := range b.cfg.Runs {
 			first, second := measureAdd, measureHealth
 			if run%2 == 1 {
@@ -79,15 +80,17 @@ func benchAddVsHealth(ctx context.Context, b *bench, h *historyd) ([]row, error)
 			}
 			adds, checks, ratios = append(adds, a.PerSecond), append(checks, c.PerSecond), append(ratios, a.PerSecond/c.PerSecond)
 			addCPU, checkCPU = append(addCPU, a.ServerCPU), append(checkCPU, c.ServerCPU)
-			b.progress("AddMessage/Check c=%d run %d: %.0f/s over %.0f/s = %.2f (server CPU %.0f µs / %.0f µs a call)",
-				conc, run+1, a.PerSecond, c.PerSecond, a.PerSecond/c.PerSecond, a.ServerCPU, c.ServerCPU)
+			addClient, checkClient = append(addClient, a.ClientCPU), append(checkClient, c.ClientCPU)
+			b.progress("AddMessage/Check c=%d run %d: %.0f/s over %.0f/s = %.2f (CPU a call: server %.0f µs / %.0f µs, load generator %.0f µs / %.0f µs)",
+				conc, run+1, a.PerSecond, c.PerSecond, a.PerSecond/c.PerSecond, a.ServerCPU, c.ServerCPU, a.ClientCPU, c.ClientCPU)
 		}
 		r := row{
 			Name: fmt.Sprintf("AddMessage / Health.Check throughput, concurrency %d", conc),
 			Unit: "ratio",
 			Runs: ratios,
-			Detail: fmt.Sprintf("AddMessage %.0f/s, Check %.0f/s; server CPU a call %.0f µs / %.0f µs",
-				summarize(adds).Median, summarize(checks).Median, summarize(addCPU).Median, summarize(checkCPU).Median),
+			Detail: fmt.Sprintf("AddMessage %.0f/s, Check %.0f/s; CPU a call: server %.0f µs / %.0f µs, load generator %.0f µs / %.0f µs",
+				summarize(adds).Median, summarize(checks).Median, summarize(addCPU).Median, summarize(checkCPU).Median,
+				summarize(addClient).Median, summarize(checkClient).Median),
 			Note: "1 KB instruction, a branch per worker, one connection",
 		}
 		if conc == 50 {
@@ -132,15 +135,21 @@ func deleteBranches(ctx context.Context, h *historyd, ids []string) {
 	}
 }
 
-// measured is one closed-loop run with the server's CPU time per operation.
+// measured is one closed-loop run with the CPU time per operation of both processes.
 type measured struct {
 	PerSecond float64 // operations (units) per second
-	ServerCPU float64 // the server's CPU time per operation, in µs
+	ServerCPU float64 // historyd's CPU time per operation, in µs
+	ClientCPU float64 // the load generator's CPU time per operation, in µs
 }
 
-// measure runs a closed loop and reads the server's CPU time around it.
+// measure runs a closed loop and reads the CPU time of the server and of the load generator around
+// it.
 func measure(ctx context.Context, h *historyd, conc int, d time.Duration, fn op) (measured, error) {
-	cpu0, err := h.CPUTime()
+	s0, err := h.CPUTime()
+	if err != nil {
+		return measured{}, err
+	}
+	c0, err := cpuTimeOf(os.Getpid())
 	if err != nil {
 		return measured{}, err
 	}
@@ -148,9 +157,14 @@ func measure(ctx context.Context, h *historyd, conc int, d time.Duration, fn op)
 	if err != nil {
 		return measured{}, err
 	}
-	cpu1, err := h.CPUTime()
+	s1, err := h.CPUTime()
 	if err != nil {
 		return measured{}, err
 	}
-	return measured{PerSecond: r.PerSecond(), ServerCPU: micros(cpu1-cpu0) / float64(r.Ops)}, nil
+	c1, err := cpuTimeOf(os.Getpid())
+	if err != nil {
+		return measured{}, err
+	}
+	n := float64(r.Ops)
+	return measured{PerSecond: r.PerSecond(), ServerCPU: micros(s1-s0) / n, ClientCPU: micros(c1-c0) / n}, nil
 }

@@ -69,7 +69,7 @@ func benchWatch(ctx context.Context, b *bench, h *historyd) ([]row, error) {
 		ratios = append(ratios, w.perSecond/plain.PerSecond)
 		withRates, withoutRates = append(withRates, w.perSecond), append(withoutRates, plain.PerSecond)
 		withCPU, withoutCPU = append(withCPU, w.serverCPU), append(withoutCPU, plain.ServerCPU)
-		catchUps = append(catchUps, w.catchUp.Seconds())
+		catchUps = append(catchUps, float64(w.catchUp)/float64(time.Millisecond))
 		resumes += w.resumes
 		events += w.events
 		b.progress("watch run %d: %.0f/s with %d watchers, %.0f/s without (server CPU %.0f µs / %.0f µs a write); %d events to each, %d resumes, caught up %v after the writes",
@@ -79,7 +79,7 @@ func benchWatch(ctx context.Context, b *bench, h *historyd) ([]row, error) {
 		Name: fmt.Sprintf("AddMessage throughput with %d watchers / with none", len(watchers)),
 		Unit: "ratio",
 		Runs: ratios,
-		Detail: fmt.Sprintf("%.0f/s / %.0f/s; server CPU a write, its fan-out included, %.0f µs / %.0f µs; every event delivered to every watcher (%d events × %d watchers over the runs), %d resumes after eviction, caught up %.1f s after the writes",
+		Detail: fmt.Sprintf("%.0f/s / %.0f/s; server CPU a write, its fan-out included, %.0f µs / %.0f µs; every event delivered to every watcher (%d events × %d watchers over the runs), %d resumes after eviction, caught up %.0f ms after the writes",
 			summarize(withRates).Median, summarize(withoutRates).Median, summarize(withCPU).Median, summarize(withoutCPU).Median,
 			events, len(watchers), resumes, summarize(catchUps).Median),
 		Note: fmt.Sprintf("%d writers on one branch, 1 KB instructions; each watcher its own connection, the client package's resuming Watch", watchWriters),
