@@ -14,8 +14,8 @@ import (
 	"os"
 	"time"
 
-	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/client"
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
 func main() {
