@@ -147,6 +147,17 @@ func startMetrics(addr string, m *server.Metrics, branches server.StoreStats, ex
 // addr is the address the metrics listener serves on.
 func (ms *metricsServer) addr() string { return ms.lis.Addr().String() }
 
+// metricsStopTimeout is how long stopSoon lets a scrape in progress finish: a scrape of this
+// registry takes milliseconds, so a second is only ever waited by a client that stopped reading.
+const metricsStopTimeout = time.Second
+
+// stopSoon stops the listener, letting a scrape in progress finish for at most metricsStopTimeout.
+func (ms *metricsServer) stopSoon() {
+	ctx, cancel := context.WithTimeout(context.Background(), metricsStopTimeout)
+	defer cancel()
+	_ = ms.stop(ctx) // the process is exiting; a scrape cut short is retried by Prometheus
+}
+
 // stop closes the listener and its connections and waits for the serving goroutine. A scrape in
 // progress is cut: Prometheus retries on its next interval.
 func (ms *metricsServer) stop(ctx context.Context) error {
