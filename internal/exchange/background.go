@@ -1,19 +1,22 @@
 package exchange
 
 import (
+	"slices"
 	"sync"
-
-	"github.com/google/uuid"
 )
 
 // collector is the optional background collection loop, LionAGI's Exchange.run: it collects the
 // owners that sent since its last pass. It is owned by the Exchange: started by New, ended and
 // waited for by Close.
+//
+// A pass costs O(d log d) for d owners that sent since the last one, whatever the number of
+// registered owners. Sends tell the collector through the flow's dirty flag: only the Send that
+// sets it takes the collector's lock, and never while holding the flow's lock.
 type collector struct {
 	x    *Exchange
 	mu   sync.Mutex
-	dirt map[uuid.UUID]struct{} // owners with messages queued since the last pass
-	kick chan struct{}          // capacity 1: a pending pass; more kicks coalesce into it
+	dirt []*flow       // flows whose dirty flag was set since the last pass
+	kick chan struct{} // capacity 1: a pending pass; more kicks coalesce into it
 	quit chan struct{}
 	done chan struct{}
 }
@@ -21,7 +24,6 @@ type collector struct {
 func startCollector(x *Exchange) *collector {
 	c := &collector{
 		x:    x,
-		dirt: map[uuid.UUID]struct{}{},
 		kick: make(chan struct{}, 1),
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
@@ -30,14 +32,15 @@ func startCollector(x *Exchange) *collector {
 	return c
 }
 
-// note records that owner queued a message and wakes the loop.
-func (c *collector) note(owner uuid.UUID) {
+// note records that f, whose dirty flag the caller has just set, has messages queued, and wakes
+// the loop.
+func (c *collector) note(f *flow) {
 	c.mu.Lock()
-	c.dirt[owner] = struct{}{}
+	c.dirt = append(c.dirt, f)
 	c.mu.Unlock()
 	select {
 	case c.kick <- struct{}{}:
-	default: // a pass is pending already and will see owner
+	default: // a pass is pending already and will see f
 	}
 }
 
@@ -53,24 +56,44 @@ func (c *collector) run() {
 	}
 }
 
-// pass collects the dirty owners in registration order. A panic in a pass is contained so that
-// the loop keeps running and the panic goes to the WithPanicHandler function; the messages of that
-// pass stay wherever Collect left them.
+// pass collects the dirty flows in registration order. Each flow's dirty flag is cleared before
+// its collect, so a Send during the collect marks it again for the next pass. A panic in a pass is
+// contained so that the loop keeps running and the panic goes to the WithPanicHandler function;
+// the messages of that pass stay wherever Collect left them, and the owners not yet collected are
+// taken again by the next pass.
 func (c *collector) pass() {
-	defer func() {
-		if p := recover(); p != nil && c.x.opts.onPanic != nil {
-			c.x.opts.onPanic(p)
-		}
-	}()
 	c.mu.Lock()
 	dirt := c.dirt
-	c.dirt = map[uuid.UUID]struct{}{}
+	c.dirt = nil
 	c.mu.Unlock()
-	for _, f := range c.x.registered() {
-		if _, ok := dirt[f.owner]; ok {
-			_, _ = c.x.Collect(f.owner) // an owner unregistered meanwhile has nothing to collect
+	slices.SortFunc(dirt, func(a, b *flow) int { return cmpUint(a.regSeq, b.regSeq) })
+	for i, f := range dirt {
+		if !c.collect(f) {
+			c.mu.Lock()
+			c.dirt = append(c.dirt, dirt[i+1:]...)
+			c.mu.Unlock()
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
+			return
 		}
 	}
+}
+
+// collect collects f, recovering from a panic; false after a panic.
+func (c *collector) collect(f *flow) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			ok = false
+			if c.x.opts.onPanic != nil {
+				c.x.opts.onPanic(p)
+			}
+		}
+	}()
+	f.dirty.Store(false)
+	_, _ = c.x.collect(f, ReportOptions{}) // an owner unregistered meanwhile has nothing to collect
+	return true
 }
 
 // stop ends the loop and waits for it.

@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -51,5 +52,77 @@ func TestBackgroundCollectionOffByDefault(t *testing.T) {
 	mustSend(t, x, ownerA, to(ownerB), "waits")
 	if s, _ := x.Get(ownerA); len(s.Outbox) != 1 {
 		t.Errorf("outbox %d, want 1 until Collect", len(s.Outbox))
+	}
+}
+
+// TestSendOfDirtyOwnerSkipsTheCollector (review finding MINOR 7): once an owner is marked as having
+// messages queued, its further Sends do not take the collector's lock (they used to take it on
+// every Send, while holding the sender's lock).
+func TestSendOfDirtyOwnerSkipsTheCollector(t *testing.T) {
+	x := newRegistered(t, []uuid.UUID{ownerA, ownerB}, WithBackgroundCollection(true))
+	x.lookup(ownerA).dirty.Store(true) // as after a first Send the collector has not passed yet
+	x.bg.mu.Lock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := x.Send(SendRequest{Sender: ownerA, Recipient: to(ownerB)})
+		done <- err
+	}()
+	timer := time.NewTimer(testTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		x.bg.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-timer.C:
+		x.bg.mu.Unlock()
+		<-done
+		t.Fatal("Send of an owner already marked waited for the collector's lock")
+	}
+}
+
+// TestBackgroundPassCostsTheDirtyOwners (review finding MINOR 7): a pass collects the owners that
+// sent, in registration order, without walking every registered owner: with 50,000 owners it costs
+// about what it costs with 100.
+func TestBackgroundPassCostsTheDirtyOwners(t *testing.T) {
+	cost := map[int]time.Duration{}
+	for _, n := range []int{100, 50_000} {
+		x := New(WithBackgroundCollection(true))
+		owners := make([]uuid.UUID, n)
+		for i := range owners {
+			owners[i] = uuid.New()
+			if _, err := x.Register(owners[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		x.bg.stop() // drive the passes from here
+		c := x.bg
+		var order []uuid.UUID
+		x.testHookMidCollect = func(o uuid.UUID) { order = append(order, o) }
+		best := time.Duration(0)
+		for round := range 5 {
+			order = order[:0]
+			for _, i := range []int{n - 1, n / 2, 0} {
+				if _, err := x.Send(SendRequest{Sender: owners[i], Recipient: to(owners[(i+1)%n])}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start := time.Now()
+			c.pass()
+			if d := time.Since(start); round > 0 && (best == 0 || d < best) {
+				best = d
+			}
+			if want := []uuid.UUID{owners[0], owners[n/2], owners[n-1]}; len(order) != 3 || order[0] != want[0] || order[1] != want[1] || order[2] != want[2] {
+				t.Fatalf("pass collected %v, want %v in registration order", order, want)
+			}
+		}
+		cost[n] = best
+		x.bg = nil // stopped already
+		x.Close()
+	}
+	t.Logf("a pass over 3 dirty owners: %v among 100 owners, %v among 50,000", cost[100], cost[50_000])
+	if cost[50_000] > 5*cost[100]+200*time.Microsecond {
+		t.Errorf("a pass costs %v among 50,000 owners, %v among 100: it walks every owner", cost[50_000], cost[100])
 	}
 }

@@ -1,6 +1,8 @@
 package exchange
 
 import (
+	"context"
+
 	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/envelope"
@@ -18,8 +20,10 @@ type Drop struct {
 type Delivery struct {
 	// Message is the collected message.
 	Message *envelope.Message
+	// ReachedCount is the number of owners whose inbox received it.
+	ReachedCount int
 	// Reached are the owners whose inbox received it, in delivery order (registration order for a
-	// broadcast).
+	// broadcast), when the report was asked for with ReportOptions.OwnerIDs; nil otherwise.
 	Reached []uuid.UUID
 	// Dropped are the recipients it did not reach; each is also a dead letter of the sender.
 	Dropped []Drop
@@ -34,6 +38,16 @@ type Report struct {
 	// Delivered is the number of unique message ids delivered to at least one owner: LionAGI's
 	// return value, so a broadcast counts once (ADR-0006 D5).
 	Delivered int
+	// Drops is the number of drops across Deliveries (each is a dead letter of Owner).
+	Drops int
+}
+
+// ReportOptions choose what a delivery report holds beyond its counts and drops.
+type ReportOptions struct {
+	// OwnerIDs keeps, for each message, the owners it reached (Delivery.Reached). Without it only
+	// their number is kept, so that the report of broadcasts does not grow with the number of
+	// owners.
+	OwnerIDs bool
 }
 
 // outcome is the result of one delivery attempt.
@@ -45,38 +59,54 @@ const (
 	inboxFull
 )
 
-// Collect drains owner's outbox in order and routes each message (ADR-0006 D5): an explicit None
-// recipient broadcasts the same message to every other owner registered when the collect reaches
-// it (one snapshot per collect), never to the sender; a direct message reaches its recipient only
-// when that is a registered owner; everything else is dropped and kept as a dead letter of the
-// sender with its reason. An owner that is not registered is ErrOwnerNotRegistered.
+// Collect drains owner's outbox in order and routes each message (ADR-0006 D5), reporting the
+// owners each message reached: an explicit None recipient broadcasts the same message to every
+// other owner registered when the collect routes its first broadcast (one snapshot per collect,
+// shared by all its broadcasts), never to the sender; a direct message reaches its recipient only
+// when that is a registered owner at its delivery; everything else is dropped and kept as a dead
+// letter of the sender with its reason. An owner that is not registered is ErrOwnerNotRegistered.
 //
 // Collect holds only owner's collect lock for its whole run; each recipient's lock is taken for
 // one append at a time, so sends, receives and pops of every owner proceed meanwhile.
 func (x *Exchange) Collect(owner uuid.UUID) (*Report, error) {
+	return x.CollectWith(owner, ReportOptions{OwnerIDs: true})
+}
+
+// CollectWith is Collect with a report shaped by o.
+func (x *Exchange) CollectWith(owner uuid.UUID, o ReportOptions) (*Report, error) {
 	f := x.lookup(owner)
 	if f == nil {
 		return nil, ownerErr("Owner", owner, ErrOwnerNotRegistered)
 	}
+	rep, ok := x.collect(f, o)
+	if !ok {
+		return nil, ownerErr("Owner", owner, ErrOwnerNotRegistered)
+	}
+	return rep, nil
+}
+
+// collect collects f; false when f's owner has been unregistered.
+func (x *Exchange) collect(f *flow, o ReportOptions) (*Report, bool) {
 	f.collectMu.Lock()
 	defer f.collectMu.Unlock()
 
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		return nil, ownerErr("Owner", owner, ErrOwnerNotRegistered)
+		return nil, false
 	}
-	batch := f.byName[outboxName].drain()
+	batch := f.outbox().q.drain()
 	f.items -= len(batch)
 	f.mu.Unlock()
 
+	owner := f.owner
 	if x.testHookMidCollect != nil {
 		x.testHookMidCollect(owner)
 	}
 
 	rep := &Report{Owner: owner, Deliveries: make([]Delivery, 0, len(batch))}
 	var (
-		others []*flow // the broadcast snapshot, taken at the first broadcast
+		others view // the broadcast snapshot, taken at the first broadcast
 		snap   bool
 		dead   []DeadLetter
 	)
@@ -84,24 +114,25 @@ func (x *Exchange) Collect(owner uuid.UUID) (*Report, error) {
 		d := Delivery{Message: e.msg}
 		if e.msg.IsBroadcast() {
 			if !snap {
-				others, snap = x.registered(), true
+				others, snap = x.reg.view(), true
 			}
-			for _, r := range others {
+			for _, r := range others.flows(0) {
 				if r.owner == owner {
 					continue // the sender does not receive its own broadcast
 				}
-				d.record(r.owner, r.deliver(owner, e.msg, x.opts.maxInbox))
+				x.record(f, &d, r.owner, r.deliver(owner, e.msg, x.opts.maxInbox), o)
 			}
-			if len(d.Reached) == 0 && len(d.Dropped) == 0 {
+			if d.ReachedCount == 0 && len(d.Dropped) == 0 {
 				d.Dropped = append(d.Dropped, Drop{Recipient: envelope.None(), Reason: ReasonNoRecipients})
 			}
 		} else {
-			x.routeDirect(&d, owner, e)
+			x.routeDirect(f, &d, e, o)
 		}
-		if len(d.Reached) > 0 {
+		if d.ReachedCount > 0 {
 			rep.Delivered++
 		}
 		if len(d.Dropped) > 0 {
+			rep.Drops += len(d.Dropped)
 			at := x.opts.now()
 			for _, dr := range d.Dropped {
 				dead = append(dead, DeadLetter{Message: e.msg, Recipient: dr.Recipient, Reason: dr.Reason, At: at})
@@ -118,12 +149,12 @@ func (x *Exchange) Collect(owner uuid.UUID) (*Report, error) {
 		f.mu.Unlock()
 		x.stats.deadLettered.Add(uint64(len(dead)))
 	}
-	return rep, nil
+	return rep, true
 }
 
-// routeDirect delivers a message whose recipient is not None: only a registered owner's UUID
-// reaches an inbox (ADR-0006 D5).
-func (x *Exchange) routeDirect(d *Delivery, sender uuid.UUID, e entry) {
+// routeDirect delivers a message of sender f whose recipient is not None: only a registered
+// owner's UUID reaches an inbox (ADR-0006 D5).
+func (x *Exchange) routeDirect(f *flow, d *Delivery, e entry, o ReportOptions) {
 	rcpt := e.msg.Recipient
 	drop := func(r Reason) { d.Dropped = append(d.Dropped, Drop{Recipient: rcpt, Reason: r}) }
 	switch rcpt.Kind() {
@@ -140,7 +171,7 @@ func (x *Exchange) routeDirect(d *Delivery, sender uuid.UUID, e entry) {
 		r := x.lookup(id)
 		switch {
 		case r != nil:
-			d.record(id, r.deliver(sender, e.msg, x.opts.maxInbox))
+			x.record(f, d, id, r.deliver(f.owner, e.msg, x.opts.maxInbox), o)
 		case e.recipientWasRegistered:
 			drop(ReasonRecipientLeft)
 		default:
@@ -149,11 +180,15 @@ func (x *Exchange) routeDirect(d *Delivery, sender uuid.UUID, e entry) {
 	}
 }
 
-// record notes the outcome of one delivery to owner.
-func (d *Delivery) record(owner uuid.UUID, o outcome) {
-	switch o {
+// record notes the outcome of one delivery by sender f to owner. The caller holds f.collectMu.
+func (x *Exchange) record(f *flow, d *Delivery, owner uuid.UUID, out outcome, o ReportOptions) {
+	switch out {
 	case delivered:
-		d.Reached = append(d.Reached, owner)
+		d.ReachedCount++
+		if o.OwnerIDs {
+			d.Reached = append(d.Reached, owner)
+		}
+		x.noteRecipient(f, owner)
 	case recipientLeft:
 		d.Dropped = append(d.Dropped, Drop{Recipient: envelope.IDParticipant(owner), Reason: ReasonRecipientLeft})
 	case inboxFull:
@@ -188,18 +223,23 @@ type AllReport struct {
 
 // CollectAll collects every owner of a snapshot of the registered owners, one after another in
 // registration order, skipping those unregistered before their turn (ADR-0006 D5: collect_all; sync
-// is its alias).
-func (x *Exchange) CollectAll() *AllReport {
+// is its alias); the reports are shaped by o. It checks ctx before each owner: once ctx is done it
+// returns what it has collected so far with ctx's error, and leaves the remaining outboxes as they
+// are (a collect that has started always finishes).
+func (x *Exchange) CollectAll(ctx context.Context, o ReportOptions) (*AllReport, error) {
 	all := &AllReport{}
-	for _, f := range x.registered() {
-		rep, err := x.Collect(f.owner)
-		if err != nil {
-			continue // removed before its turn: the only error Collect returns
+	for _, f := range x.reg.view().flows(0) {
+		if err := ctx.Err(); err != nil {
+			return all, err
+		}
+		rep, ok := x.collect(f, o)
+		if !ok {
+			continue // removed before its turn
 		}
 		all.Delivered += rep.Delivered
 		if len(rep.Deliveries) > 0 {
 			all.Reports = append(all.Reports, rep)
 		}
 	}
-	return all
+	return all, nil
 }

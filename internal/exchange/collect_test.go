@@ -1,6 +1,8 @@
 package exchange
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -167,8 +169,74 @@ func TestCollectAllSkipsRemoved(t *testing.T) {
 			x.Unregister(ownerB) // A is being collected; B's turn has not come
 		}
 	}
-	all := x.CollectAll()
-	if all.Delivered != 1 || len(all.Reports) != 1 || all.Reports[0].Owner != ownerC {
+	all, err := x.CollectAll(context.Background(), ReportOptions{})
+	if err != nil || all.Delivered != 1 || len(all.Reports) != 1 || all.Reports[0].Owner != ownerC {
 		t.Errorf("CollectAll = %+v, want only C's message delivered", all)
+	}
+}
+
+// TestCollectReportOptions (review finding M3): without ReportOptions.OwnerIDs a report keeps the
+// number of owners each message reached, not their ids, so a broadcast's report does not grow with
+// the owners; drops and counts are the same either way.
+func TestCollectReportOptions(t *testing.T) {
+	x := newRegistered(t, []uuid.UUID{ownerA, ownerB, ownerC})
+	mustSend(t, x, ownerA, envelope.None(), "to all")
+	mustSend(t, x, ownerA, to(ownerD), "to nobody")
+	rep, err := x.CollectWith(ownerA, ReportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Delivered != 1 || rep.Drops != 1 || len(rep.Deliveries) != 2 {
+		t.Fatalf("report %+v, want 1 delivered, 1 drop, 2 messages", rep)
+	}
+	if d := rep.Deliveries[0]; d.ReachedCount != 2 || d.Reached != nil {
+		t.Errorf("broadcast: %d reached, ids %v; want 2 and no ids", d.ReachedCount, d.Reached)
+	}
+	if d := rep.Deliveries[1]; d.ReachedCount != 0 || len(d.Dropped) != 1 || d.Dropped[0].Reason != ReasonUnknownRecipient {
+		t.Errorf("direct to nobody: %+v", d)
+	}
+	mustSend(t, x, ownerA, envelope.None(), "to all, with ids")
+	if d := mustCollect(t, x, ownerA).Deliveries[0]; d.ReachedCount != 2 || !slices.Equal(d.Reached, []uuid.UUID{ownerB, ownerC}) {
+		t.Errorf("Collect: %d reached, ids %v; want B and C", d.ReachedCount, d.Reached)
+	}
+}
+
+// TestCollectAllStopsWhenTheContextEnds (review finding M3): CollectAll checks its context before
+// each owner; once it is done, the owners not reached yet keep their outboxes, and the error says
+// why.
+func TestCollectAllStopsWhenTheContextEnds(t *testing.T) {
+	x := newRegistered(t, []uuid.UUID{ownerA, ownerB, ownerC})
+	mustSend(t, x, ownerA, to(ownerC), "from A")
+	mustSend(t, x, ownerB, to(ownerC), "from B")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	x.testHookMidCollect = func(owner uuid.UUID) {
+		if owner == ownerA {
+			cancel() // the client gives up while A is being collected
+		}
+	}
+	all, err := x.CollectAll(ctx, ReportOptions{})
+	x.testHookMidCollect = nil
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("CollectAll = %v, want context.Canceled", err)
+	}
+	if all.Delivered != 1 || len(all.Reports) != 1 || all.Reports[0].Owner != ownerA {
+		t.Errorf("CollectAll collected %+v, want A only (its collect had started)", all)
+	}
+	if s, _ := x.Get(ownerB); len(s.Outbox) != 1 {
+		t.Errorf("B's outbox holds %d, want its message still queued", len(s.Outbox))
+	}
+}
+
+// TestDeadLettersAlwaysBounded (review finding MINOR 3): the dead-letter list is bounded per owner
+// (DESIGN.md "Exchange"); a bound below 1 is 1, not "no bound".
+func TestDeadLettersAlwaysBounded(t *testing.T) {
+	x := newRegistered(t, []uuid.UUID{ownerA}, WithMaxDeadLetters(0))
+	for range 3 {
+		mustSend(t, x, ownerA, to(ownerD), "lost")
+	}
+	mustCollect(t, x, ownerA)
+	if page := x.DeadLetters(ownerA, 0, 0); len(page.Letters) != 1 || page.Evicted != 2 {
+		t.Errorf("%d dead letters kept, %d evicted; want 1 and 2", len(page.Letters), page.Evicted)
 	}
 }

@@ -5,24 +5,34 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
 )
 
-// within runs f in a goroutine and fails the test if it has not returned within testTimeout: a
-// call that blocks on a lock it should not need shows up as a failure, not a hung test.
-func within(t *testing.T, what string, f func()) {
+// within runs f in a goroutine and fails the test if it has not returned within testTimeout, or
+// returned an error: a call that blocks on a lock it should not need shows up as a failure, not a
+// hung test. f must not call t's Fatal methods, which only the test's goroutine may call; it
+// returns its error, and within, on the test's goroutine, fails the test with it.
+func within(t *testing.T, what string, f func() error) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
 	timer := time.NewTimer(testTimeout)
 	defer timer.Stop()
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
 	case <-timer.C:
 		t.Fatalf("%s blocked while another owner was being collected", what)
 	}
+}
+
+// sendErr sends and returns the error only.
+func sendErr(x *Exchange, from uuid.UUID, rcpt envelope.Participant, content string) error {
+	_, err := x.Send(SendRequest{Sender: from, Recipient: rcpt, Content: text(content)})
+	return err
 }
 
 // TestCollectDoesNotBlockOthers: while one owner's collect is in progress (held inside it by a
@@ -40,18 +50,18 @@ func TestCollectDoesNotBlockOthers(t *testing.T) {
 		if owner != ownerA {
 			return
 		}
-		within(t, "Send by another owner", func() { mustSend(t, x, ownerB, to(ownerC), "b->c") })
-		within(t, "Send by the owner being collected", func() { mustSend(t, x, ownerA, to(ownerC), "a->c later") })
-		within(t, "Receive", func() { x.Receive(ownerB, nil) })
-		within(t, "Pop", func() { x.Pop(ownerB, ownerC) })
-		within(t, "Collect of another owner", func() { mustCollect(t, x, ownerB) })
-		within(t, "Subscribe", func() {
+		within(t, "Send by another owner", func() error { return sendErr(x, ownerB, to(ownerC), "b->c") })
+		within(t, "Send by the owner being collected", func() error { return sendErr(x, ownerA, to(ownerC), "a->c later") })
+		within(t, "Receive", func() error { x.Receive(ownerB, nil); return nil })
+		within(t, "Pop", func() error { x.Pop(ownerB, ownerC); return nil })
+		within(t, "Collect of another owner", func() error { _, err := x.Collect(ownerB); return err })
+		within(t, "Subscribe", func() error {
 			_, unsub, err := x.Subscribe(ownerC, nil)
 			if err != nil {
-				t.Error(err)
-				return
+				return err
 			}
 			unsub()
+			return nil
 		})
 		go func() { // must wait for the collect of A to finish
 			s, _ := x.Unregister(ownerA)

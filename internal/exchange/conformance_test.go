@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -73,7 +74,7 @@ func replayExchange(r vectors.Record, skips map[int]string, logf func(string, ..
 	if len(outputs) != steps.Len() {
 		return fmt.Sprintf("record has %d steps and %d outputs", steps.Len(), len(outputs))
 	}
-	h := &harness{exchanges: map[string]*Exchange{}, flows: map[string]*flow{}}
+	h := &harness{exchanges: map[string]*Exchange{}, flows: map[string]*namedFlow{}}
 	m := vectors.NewMatcher()
 	for i, step := range steps.Elems() {
 		if why, ok := skips[i]; ok {
@@ -122,7 +123,13 @@ func compareStep(m *vectors.Matcher, want jsonv.Value, got jsonv.Value, err erro
 // harness holds the scenario's variables.
 type harness struct {
 	exchanges map[string]*Exchange
-	flows     map[string]*flow
+	flows     map[string]*namedFlow
+}
+
+// namedFlow is a Flow the scenario built itself, with the name LionAGI gives it.
+type namedFlow struct {
+	name string
+	f    *flow
 }
 
 func (h *harness) run(step jsonv.Value) (jsonv.Value, error) {
@@ -135,9 +142,9 @@ func (h *harness) run(step jsonv.Value) (jsonv.Value, error) {
 			return obj("id", jsonv.StringValue(uuid.NewString()), "class", jsonv.StringValue("Exchange")), nil
 		case "Flow":
 			kw, _ := step.Get("kwargs")
-			f := newFlow(strField(kw, "name"))
-			h.flows[as] = f
-			return flowJSON(f.name, f), nil
+			nf := &namedFlow{name: strField(kw, "name"), f: newFlow()}
+			h.flows[as] = nf
+			return flowJSON(nf.name, nf.f), nil
 		}
 		return jsonv.Value{}, fmt.Errorf("harness: cannot construct %s", cls)
 	}
@@ -145,15 +152,15 @@ func (h *harness) run(step jsonv.Value) (jsonv.Value, error) {
 	if x, ok := h.exchanges[on]; ok {
 		return runExchangeStep(x, step)
 	}
-	if f, ok := h.flows[on]; ok {
-		return runFlowStep(f, step)
+	if nf, ok := h.flows[on]; ok {
+		return runFlowStep(nf.f, step)
 	}
 	return jsonv.Value{}, fmt.Errorf("harness: unbound variable %q", on)
 }
 
 func (h *harness) read(name string) jsonv.Value {
-	if f, ok := h.flows[name]; ok {
-		return flowJSON(f.name, f)
+	if nf, ok := h.flows[name]; ok {
+		return flowJSON(nf.name, nf.f)
 	}
 	return obj("error", jsonv.StringValue("harness: cannot read "+name))
 }
@@ -178,19 +185,25 @@ func runExchangeStep(x *Exchange, step jsonv.Value) (jsonv.Value, error) {
 		if err != nil {
 			return jsonv.Value{}, err
 		}
-		return snapshotJSON(s), nil
+		return ownerFlowJSON(x, s.Owner), nil
 	case "unregister":
-		s, ok := x.Unregister(mustUUID(a[0]))
+		// The flow's progressions and items, read before it goes (the harness runs one step at a
+		// time, so nothing changes it in between); Unregister must return the same messages.
+		owner := mustUUID(a[0])
+		before, held := ownerFlowJSON(x, owner), x.lookup(owner)
+		s, ok := x.Unregister(owner)
 		if !ok {
 			return jsonv.NullValue(), nil
 		}
-		return snapshotJSON(s), nil
+		if held == nil || !sameMessages(s, before) {
+			return jsonv.Value{}, fmt.Errorf("harness: Unregister returned %+v, the flow held %s", s, before)
+		}
+		return before, nil
 	case "get":
-		s, ok := x.Get(mustUUID(a[0]))
-		if !ok {
+		if _, ok := x.Get(mustUUID(a[0])); !ok {
 			return jsonv.NullValue(), nil
 		}
-		return snapshotJSON(s), nil
+		return ownerFlowJSON(x, mustUUID(a[0])), nil
 	case "send":
 		req := SendRequest{Sender: mustUUID(a[0]), Recipient: participantArg(a[1]), Content: a[2]}
 		if ch, ok := kwargs.Get("channel"); ok {
@@ -209,7 +222,11 @@ func runExchangeStep(x *Exchange, step jsonv.Value) (jsonv.Value, error) {
 		}
 		return jsonv.IntValue(int64(rep.Delivered)), nil
 	case "collect_all", "sync":
-		return jsonv.IntValue(int64(x.CollectAll().Delivered)), nil
+		all, err := x.CollectAll(context.Background(), ReportOptions{})
+		if err != nil {
+			return jsonv.Value{}, err
+		}
+		return jsonv.IntValue(int64(all.Delivered)), nil
 	case "receive":
 		var sender *uuid.UUID
 		if s, ok := kwargs.Get("sender"); ok {
@@ -244,8 +261,7 @@ func runFlowStep(f *flow, step jsonv.Value) (jsonv.Value, error) {
 	case "add_progression":
 		spec, _ := a[0].Get("$new")
 		kw, _ := spec.Get("kwargs")
-		_, err := f.addProgression(strField(kw, "name"))
-		return jsonv.NullValue(), err
+		return jsonv.NullValue(), f.addProgressionChecked(strField(kw, "name"))
 	case "get_progression":
 		name, _ := a[0].Str()
 		_, err := f.progression(name)
@@ -286,14 +302,40 @@ func participantArg(v jsonv.Value) envelope.Participant {
 	return envelope.ParseParticipant(s)
 }
 
-// snapshotJSON is the vectors' step result for a Flow: {flow, progressions, items}.
-func snapshotJSON(s *Snapshot) jsonv.Value {
-	var progs []jsonv.Member
-	for _, p := range s.Progressions {
-		progs = append(progs, jsonv.Member{Key: p.Name, Value: idsJSON(p.IDs)})
+// ownerFlowJSON is the vectors' step result for the flow of a registered owner: {flow,
+// progressions, items}; null when the owner is not registered.
+func ownerFlowJSON(x *Exchange, owner uuid.UUID) jsonv.Value {
+	f := x.lookup(owner)
+	if f == nil {
+		return jsonv.NullValue()
 	}
-	return obj("flow", jsonv.StringValue(s.Owner.String()), "progressions", jsonv.ObjectValue(progs...),
-		"items", idsJSON(s.Items))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return flowJSON(owner.String(), f)
+}
+
+// sameMessages reports whether s holds the messages of the flow JSON j, progression by progression.
+func sameMessages(s *Snapshot, j jsonv.Value) bool {
+	want := map[string][]*envelope.Message{outboxName: s.Outbox}
+	for _, in := range s.Inboxes {
+		want[inboxName(in.Sender)] = in.Messages
+	}
+	progs, _ := j.Get("progressions")
+	if progs.Len() != len(want) {
+		return false
+	}
+	for name, msgs := range want {
+		ids, ok := progs.Get(name)
+		if !ok || ids.Len() != len(msgs) {
+			return false
+		}
+		for i, id := range ids.Elems() {
+			if s, _ := id.Str(); s != msgs[i].ID.String() {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func flowJSON(name string, f *flow) jsonv.Value {

@@ -1,10 +1,12 @@
 package exchange
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,10 +28,49 @@ const (
 // consLog is what one worker goroutine saw; the logs are merged after the run.
 type consLog struct {
 	sent     []*envelope.Message
-	reports  []*Report
+	reports  []timedReport
 	popped   []ownedMsg
 	returned []*Snapshot // Unregister results
 	errs     []error
+}
+
+// timedReport is a collect's report with the logical-clock window in which the collect ran.
+type timedReport struct {
+	*Report
+	from, to uint64
+}
+
+// span is the logical-clock window of one Register or Unregister call.
+type span struct{ from, to uint64 }
+
+// membership is the test's own record of when the volatile owners were registered, kept by the one
+// worker that unregisters and registers them, independently of what the Exchange reports: owner o
+// joined at joins[o][0] (before the run), left during leaves[o][0], joined again during
+// joins[o][1], and so on.
+type membership struct {
+	joins, leaves map[uuid.UUID][]span
+}
+
+// registeredThroughout reports whether o was certainly registered during the whole window.
+func (m membership) registeredThroughout(o uuid.UUID, from, to uint64) bool {
+	joins, leaves := m.joins[o], m.leaves[o]
+	for i, j := range joins {
+		if j.to < from && (i >= len(leaves) || leaves[i].from > to) {
+			return true
+		}
+	}
+	return false
+}
+
+// absentThroughout reports whether o was certainly not registered during the whole window.
+func (m membership) absentThroughout(o uuid.UUID, from, to uint64) bool {
+	joins, leaves := m.joins[o], m.leaves[o]
+	for i, l := range leaves {
+		if l.to < from && (i+1 >= len(joins) || joins[i+1].from > to) {
+			return true
+		}
+	}
+	return false
 }
 
 type ownedMsg struct {
@@ -40,16 +81,19 @@ type ownedMsg struct {
 // TestConservation runs 16 senders against 64 owners for 10 s (2 s with -short) of concurrent
 // send, collect, collect_all, receive, pop and unregister/re-register, with limits set so that
 // nothing is evicted, and then checks that every sent message is, for each recipient it was
-// addressed to (for a broadcast, the owners registered when it was collected, as its delivery
-// report says), delivered exactly once (popped, or held in an inbox that Unregister returned),
-// dead-lettered with a reason, or returned by Unregister from the sender's outbox; nothing is
-// duplicated or lost (issue 6 acceptance; ADR-0006 D5; DESIGN.md "Exchange").
+// addressed to (for a broadcast, the owners registered when it was collected), delivered exactly
+// once (popped, or held in an inbox that Unregister returned), dead-lettered with a reason, or
+// returned by Unregister from the sender's outbox; nothing is duplicated or lost (issue 6
+// acceptance; ADR-0006 D5; DESIGN.md "Exchange"). Who a message was addressed to is not taken on
+// the delivery report's word: each report is checked against the test's own record of who was
+// registered while its collect ran (membership), so a broadcast that skipped an owner registered
+// throughout its collect fails the test.
 func TestConservation(t *testing.T) {
 	d := 10 * time.Second
 	if testing.Short() {
 		d = 2 * time.Second
 	}
-	x := New(WithMaxOutbox(0), WithMaxInbox(0), WithMaxDeadLetters(0))
+	x := New(WithMaxOutbox(0), WithMaxInbox(0), WithMaxDeadLetters(1<<40))
 	defer x.Close()
 	owners := make([]uuid.UUID, consOwners)
 	for i := range owners {
@@ -59,6 +103,12 @@ func TestConservation(t *testing.T) {
 		}
 	}
 	unknown := []uuid.UUID{uuid.New(), uuid.New()}
+	// clock orders the workers' calls: each call is stamped before it starts and after it returns.
+	var clock atomic.Uint64
+	members := membership{joins: map[uuid.UUID][]span{}, leaves: map[uuid.UUID][]span{}}
+	for _, o := range owners[consStable:] {
+		members.joins[o] = []span{{0, 0}}
+	}
 	stop := make(chan struct{})
 	stopped := func() bool {
 		select {
@@ -121,8 +171,11 @@ func TestConservation(t *testing.T) {
 	for range 3 {
 		worker(func(l *consLog, r *rand.Rand) {
 			for !stopped() {
-				if rep, err := x.Collect(pick(r)); err == nil {
-					l.reports = append(l.reports, rep)
+				from := clock.Add(1)
+				rep, err := x.Collect(pick(r))
+				to := clock.Add(1)
+				if err == nil {
+					l.reports = append(l.reports, timedReport{rep, from, to})
 				} else if !errors.Is(err, ErrOwnerNotRegistered) {
 					l.errs = append(l.errs, err)
 				}
@@ -131,7 +184,7 @@ func TestConservation(t *testing.T) {
 	}
 	worker(func(l *consLog, _ *rand.Rand) {
 		for !stopped() {
-			l.reports = append(l.reports, x.CollectAll().Reports...)
+			l.reports = append(l.reports, collectAllTimed(t, x, &clock)...)
 		}
 	})
 	for range 2 {
@@ -160,14 +213,20 @@ func TestConservation(t *testing.T) {
 	worker(func(l *consLog, r *rand.Rand) {
 		for !stopped() {
 			o := owners[consStable+r.IntN(consOwners-consStable)]
+			from := clock.Add(1)
 			s, ok := x.Unregister(o)
+			members.leaves[o] = append(members.leaves[o], span{from, clock.Add(1)})
 			if !ok {
 				l.errs = append(l.errs, fmt.Errorf("volatile owner %s was not registered", o))
-				continue
+				return
 			}
 			l.returned = append(l.returned, s)
-			if _, err := x.Register(o); err != nil {
+			from = clock.Add(1)
+			_, err := x.Register(o)
+			members.joins[o] = append(members.joins[o], span{from, clock.Add(1)})
+			if err != nil {
 				l.errs = append(l.errs, err)
+				return
 			}
 		}
 	})
@@ -177,7 +236,7 @@ func TestConservation(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	final := &consLog{reports: x.CollectAll().Reports}
+	final := &consLog{reports: collectAllTimed(t, x, &clock)}
 	for _, o := range owners {
 		s, ok := x.Unregister(o)
 		if !ok {
@@ -186,7 +245,22 @@ func TestConservation(t *testing.T) {
 		final.returned = append(final.returned, s)
 	}
 	logs = append(logs, final)
-	checkConservation(t, logs, owners[:consStable])
+	checkConservation(t, logs, owners[:consStable], members)
+}
+
+// collectAllTimed runs CollectAll and stamps each report with the window of the whole call.
+func collectAllTimed(t *testing.T, x *Exchange, clock *atomic.Uint64) []timedReport {
+	from := clock.Add(1)
+	all, err := x.CollectAll(context.Background(), ReportOptions{OwnerIDs: true})
+	to := clock.Add(1)
+	if err != nil {
+		t.Error(err)
+	}
+	out := make([]timedReport, len(all.Reports))
+	for i, rep := range all.Reports {
+		out[i] = timedReport{rep, from, to}
+	}
+	return out
 }
 
 // consKey identifies one (message, recipient) obligation.
@@ -196,13 +270,14 @@ type consKey struct {
 	reason    Reason // 0 for a delivery
 }
 
-func checkConservation(t *testing.T, logs []*consLog, stable []uuid.UUID) {
+func checkConservation(t *testing.T, logs []*consLog, stable []uuid.UUID, members membership) {
 	t.Helper()
 	sent := map[uuid.UUID]*envelope.Message{}
 	accounted := map[uuid.UUID]int{} // collected, or returned in an outbox
 	owed := map[consKey]int{}        // from the reports: deliveries and drops
 	found := map[consKey]int{}       // from the sinks: pops, returned inboxes, dead letters
 	var evicted uint64
+	checked := 0 // (message, volatile owner) pairs checked against the membership record
 	for _, l := range logs {
 		for _, err := range l.errs {
 			t.Error(err)
@@ -219,6 +294,7 @@ func checkConservation(t *testing.T, logs []*consLog, stable []uuid.UUID) {
 			for _, d := range rep.Deliveries {
 				accounted[d.Message.ID]++
 				checkAddressing(t, rep.Owner, d, stable)
+				checked += checkMembership(t, rep, d, members)
 				for _, o := range d.Reached {
 					owed[consKey{d.Message.ID.String(), o.String(), 0}]++
 				}
@@ -289,7 +365,52 @@ func checkConservation(t *testing.T, logs []*consLog, stable []uuid.UUID) {
 			deliveries++
 		}
 	}
-	t.Logf("%d messages sent; %d deliveries and %d drops accounted for exactly once", len(sent), deliveries, len(owed)-deliveries)
+	t.Logf("%d messages sent; %d deliveries and %d drops accounted for exactly once; %d addressings checked against the membership record",
+		len(sent), deliveries, len(owed)-deliveries, checked)
+	if checked == 0 {
+		t.Error("no report was checked against the membership record")
+	}
+}
+
+// checkMembership checks one delivery of a timed report against the test's own membership record
+// of the volatile owners: an owner registered throughout the collect must have been reached (by a
+// broadcast from another owner, or by a message addressed to it); one absent throughout must not
+// have been reached. It returns the number of (message, owner) pairs it could decide.
+func checkMembership(t *testing.T, rep timedReport, d Delivery, members membership) int {
+	t.Helper()
+	m := d.Message
+	var candidates []uuid.UUID
+	if m.IsBroadcast() {
+		for o := range members.joins {
+			if o != rep.Owner {
+				candidates = append(candidates, o)
+			}
+		}
+	} else if id, ok := m.Recipient.ID(); ok && members.joins[id] != nil {
+		candidates = append(candidates, id)
+	}
+	checked := 0
+	for _, o := range candidates {
+		switch {
+		case members.registeredThroughout(o, rep.from, rep.to):
+			checked++
+			if !isIn(o, d.Reached) {
+				t.Errorf("message %s of %s did not reach %s, registered throughout its collect (reached %v, dropped %+v)",
+					m.ID, rep.Owner, o, d.Reached, d.Dropped)
+			}
+		case members.absentThroughout(o, rep.from, rep.to):
+			checked++
+			if isIn(o, d.Reached) {
+				t.Errorf("message %s of %s reached %s, which was not registered during its collect", m.ID, rep.Owner, o)
+			}
+			for _, dr := range d.Dropped {
+				if id, _ := dr.Recipient.ID(); m.IsBroadcast() && id == o {
+					t.Errorf("broadcast %s of %s names %s, which was not registered during its collect", m.ID, rep.Owner, o)
+				}
+			}
+		}
+	}
+	return checked
 }
 
 // checkAddressing checks one delivery report against the message's recipient: a direct message has

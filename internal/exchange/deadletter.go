@@ -78,36 +78,28 @@ type DeadLetter struct {
 
 // deadLetters is one owner's bounded FIFO of dead letters.
 type deadLetters struct {
-	list    []DeadLetter
-	head    int
+	q       queue[DeadLetter]
 	next    uint64 // Seq of the last letter kept
 	evicted uint64 // letters dropped by the bound
 }
 
-func (d *deadLetters) len() int { return len(d.list) - d.head }
+func (d *deadLetters) len() int { return d.q.len() }
 
-// add keeps dl, evicting the oldest letters past limit (counted, never silent); limit <= 0 means
-// no bound.
+// add keeps dl, evicting the oldest letters past limit (at least 1; counted, never silent).
 func (d *deadLetters) add(dl DeadLetter, limit int) {
 	d.next++
 	dl.Seq = d.next
-	for limit > 0 && d.len() >= limit {
-		d.list[d.head] = DeadLetter{}
-		d.head++
+	for d.q.len() >= max(limit, 1) {
+		d.q.popFront()
 		d.evicted++
 	}
-	if d.head > 0 && d.head*2 > len(d.list) {
-		n := copy(d.list, d.list[d.head:])
-		clear(d.list[n:])
-		d.list, d.head = d.list[:n], 0
-	}
-	d.list = append(d.list, dl)
+	d.q.push(dl)
 }
 
 // after returns up to limit letters with Seq > after, oldest first (limit <= 0: all), and whether
 // more follow.
 func (d *deadLetters) after(after uint64, limit int) ([]DeadLetter, bool) {
-	live := d.list[d.head:]
+	live := d.q.live()
 	i, _ := slices.BinarySearchFunc(live, after+1, func(dl DeadLetter, seq uint64) int { return cmpUint(dl.Seq, seq) })
 	rest := live[i:]
 	if limit > 0 && len(rest) > limit {

@@ -5,16 +5,19 @@
 //
 // Beyond the record, without changing what it specifies (DESIGN.md "Exchange: the rules the records
 // leave open"): Collect returns a delivery report, every message it drops is kept in the sender's
-// bounded dead letters with its reason, Unregister returns what the owner still held, Send takes an
-// optional request id (a repeat queues nothing), limits bound outboxes and inboxes, live
-// subscriptions see messages as they land, and an optional background collector pumps outboxes as
-// LionAGI's Exchange.run does.
+// bounded dead letters with its reason, Unregister returns what the owner still held (UnregisterIf
+// removes the owner only if the caller can hand that on), Send takes an optional request id (a
+// repeat queues nothing), limits bound outboxes and inboxes, empty inboxes of departed senders are
+// reclaimed, live subscriptions see messages as they land, and an optional background collector
+// pumps outboxes as LionAGI's Exchange.run does.
 //
 // Locking is per owner, so collecting one owner never blocks sends, receives or pops of another:
-// the registry lock is held only to look owners up, each flow has its own mutex held only for queue
-// operations, and a second per-flow mutex orders collects of one owner against each other and
-// against its Unregister. Subscribers are fed by non-blocking sends into bounded buffers; one that
-// falls behind is evicted, never waited for.
+// the registry lock is held only for O(1) map and slice operations (registry.go), each flow has its
+// own mutex held only for queue operations, and a second per-flow mutex orders collects of one
+// owner against each other and against its Unregister. The order, outermost first, is a flow's
+// collect mutex, a flow's mutex, the registry lock; no goroutine holds two flows' mutexes.
+// Subscribers are fed by non-blocking sends into bounded buffers; one that falls behind is evicted,
+// never waited for.
 //
 // Import rule (DESIGN.md "Layers"): exchange imports internal/envelope (and its jsonv) only among
 // historyd's packages; it must not import internal/store, internal/server, gen/, cmd/ or grpc.

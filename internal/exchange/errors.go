@@ -31,15 +31,9 @@ var (
 	// ErrInvalidRequestID is returned by Send for a request id longer than MaxRequestIDLength.
 	ErrInvalidRequestID = errors.New("invalid request id")
 
-	// ErrClosed ends the subscriptions of an Exchange that Close has shut down.
+	// ErrClosed is returned by Send and Subscribe once Close has shut the Exchange, and ends the
+	// subscriptions that were live then. What the owners hold stays readable.
 	ErrClosed = errors.New("exchange closed")
-
-	// ErrProgressionExists is Flow.add_progression's ExistsError: a progression of that name is in
-	// the flow already (vector "Flow basics").
-	ErrProgressionExists = errors.New("progression already exists")
-
-	// ErrProgressionNotFound is Flow.get_progression's NotFoundError (vector "Flow basics").
-	ErrProgressionNotFound = errors.New("progression not found in flow")
 )
 
 // OwnerError is an error about one owner. It names the owner for the error's text and for the

@@ -1,9 +1,8 @@
 package exchange
 
 import (
-	"slices"
-	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -14,21 +13,13 @@ import (
 // concurrent use; its zero value is not usable: build one with New.
 type Exchange struct {
 	opts options
-
-	// mu guards the owner index. It is held only to look owners up, register and unregister them,
-	// never while a flow's lock is held by the same goroutine.
-	mu    sync.RWMutex
-	flows map[uuid.UUID]*flow
-	// order holds the registered flows in registration order. It is copy-on-write: a published
-	// slice is never changed, so readers may keep it after releasing mu (collect_all's and a
-	// broadcast's snapshot).
-	order   []*flow
-	nextReg uint64
+	reg  registry // registry.go
 
 	requests requestMemory
 	bg       *collector    // nil unless WithBackgroundCollection(true)
 	stats    statsCounters // stats.go
 
+	closed    atomic.Bool // set by Close: Send and Subscribe fail with ErrClosed
 	closeOnce sync.Once
 	// testHookMidCollect, when set, runs while Collect holds the collecting owner's collectMu and
 	// is about to deliver; tests use it to show that other owners are not blocked meanwhile.
@@ -42,7 +33,8 @@ func New(opts ...Option) *Exchange {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	x := &Exchange{opts: o, flows: map[uuid.UUID]*flow{}}
+	x := &Exchange{opts: o}
+	x.reg.init()
 	x.requests.init()
 	if o.background {
 		x.bg = startCollector(x)
@@ -50,110 +42,101 @@ func New(opts ...Option) *Exchange {
 	return x
 }
 
-// Close stops the background collector, if any, and waits for it. It does not unregister owners:
-// their flows stay readable. Close is safe to call more than once.
+// Close shuts the Exchange to new messages: it stops the background collector, if any, and waits
+// for it; it ends every live subscription with ErrClosed; from then on Send and Subscribe fail
+// with ErrClosed. Everything else keeps working, so what the owners hold stays readable and can be
+// drained (Collect, Receive, Pop, DeadLetters, Unregister). Close is safe to call more than once.
 func (x *Exchange) Close() {
 	x.closeOnce.Do(func() {
+		x.closed.Store(true)
 		if x.bg != nil {
 			x.bg.stop()
+		}
+		// A Subscribe that checked x.closed before the Store holds its flow's lock until its
+		// subscription is in f.subs, so this walk ends it.
+		for _, f := range x.reg.view().flows(0) {
+			f.mu.Lock()
+			for s := range f.subs {
+				s.end(ErrClosed)
+			}
+			f.subs = nil
+			f.mu.Unlock()
 		}
 	})
 }
 
 // lookup returns the registered flow of owner, or nil.
-func (x *Exchange) lookup(owner uuid.UUID) *flow {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return x.flows[owner]
-}
+func (x *Exchange) lookup(owner uuid.UUID) *flow { return x.reg.lookup(owner) }
 
 // isRegistered reports whether owner is registered now.
 func (x *Exchange) isRegistered(owner uuid.UUID) bool { return x.lookup(owner) != nil }
 
-// registered returns the flows in registration order. The slice must not be changed.
-func (x *Exchange) registered() []*flow {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return x.order
-}
-
 // Register creates owner's flow with an empty outbox and returns it; an owner that is registered
-// already is ErrOwnerAlreadyRegistered (ADR-0006 D5).
+// already is ErrOwnerAlreadyRegistered (ADR-0006 D5). It costs O(1) amortised, whatever the
+// number of owners.
 func (x *Exchange) Register(owner uuid.UUID) (*Snapshot, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if _, ok := x.flows[owner]; ok {
+	if _, ok := x.reg.add(owner, func(seq uint64) *flow { return newOwnerFlow(owner, seq) }); !ok {
 		return nil, ownerErr("Owner", owner, ErrOwnerAlreadyRegistered)
 	}
-	x.nextReg++
-	f := newOwnerFlow(owner, x.nextReg)
-	x.flows[owner] = f
-	x.order = append(slices.Clip(x.order), f) // copy-on-write: a full-capacity append copies
-	return f.snapshot(), nil                  // f is not shared yet
+	// What a new flow holds: an empty outbox and nothing else. Built here rather than read from the
+	// flow, which other goroutines may be writing to already.
+	return &Snapshot{Owner: owner, Outbox: []*envelope.Message{}}, nil
 }
 
 // Unregister removes owner and returns everything its flow still held — queued outbox, inboxes and
 // dead letters (DESIGN.md "Exchange": nothing is lost by leaving) — or false when owner is not
-// registered (ADR-0006 D5: unregistering an unknown owner returns None). A collect of owner in
-// progress finishes first; deliveries to owner that have not landed yet become dead letters of
-// their senders with reason ReasonRecipientLeft; owner's live subscriptions end with
-// ErrOwnerNotRegistered.
+// registered (ADR-0006 D5: unregistering an unknown owner returns None). It is UnregisterIf with
+// no condition.
 func (x *Exchange) Unregister(owner uuid.UUID) (*Snapshot, bool) {
+	s, ok, _ := x.UnregisterIf(owner, nil)
+	return s, ok
+}
+
+// UnregisterIf removes owner only if check, given what the owner holds, returns nil; it then
+// returns that snapshot and true. An error from check is returned as it is, and nothing is
+// removed, so a caller that cannot hand the snapshot on (a response that would be too large) loses
+// nothing. An owner that is not registered answers (nil, false, nil) without calling check.
+//
+// A collect of owner in progress finishes first. check runs under the owner's locks, after which
+// the removal is immediate: nothing reaches the flow between the check and the removal. check must
+// not call the Exchange. Deliveries to owner that land afterwards become dead letters of their
+// senders with reason ReasonRecipientLeft; owner's live subscriptions end with
+// ErrOwnerNotRegistered; the inboxes owner filled at other owners are reclaimed once they are empty.
+// Removal costs O(1) amortised under the registry's lock, whatever the number of owners.
+func (x *Exchange) UnregisterIf(owner uuid.UUID, check func(*Snapshot) error) (*Snapshot, bool, error) {
 	for {
 		f := x.lookup(owner)
 		if f == nil {
-			return nil, false
+			return nil, false, nil
 		}
 		f.collectMu.Lock()
-		x.mu.Lock()
-		if x.flows[owner] != f {
-			// Unregistered (and maybe registered again) while this call waited for the collect.
-			x.mu.Unlock()
+		f.mu.Lock()
+		if f.closed {
+			// Unregistered while this call waited for a collect; the owner may be registered anew.
+			f.mu.Unlock()
 			f.collectMu.Unlock()
 			continue
 		}
-		delete(x.flows, owner)
-		order := make([]*flow, 0, len(x.order)-1)
-		for _, g := range x.order {
-			if g != f {
-				order = append(order, g)
+		snap := f.snapshot()
+		if check != nil {
+			if err := check(snap); err != nil {
+				f.mu.Unlock()
+				f.collectMu.Unlock()
+				return nil, false, err
 			}
 		}
-		x.order = order
-		x.mu.Unlock()
-
-		f.mu.Lock()
 		f.closed = true
-		snap := f.snapshot()
-		subs := f.subs
-		f.subs = nil
-		for s := range subs {
+		x.reg.remove(f)
+		for s := range f.subs {
 			s.end(ErrOwnerNotRegistered)
 		}
+		f.subs = nil
+		f.release()
 		f.mu.Unlock()
+		x.reclaimInboxesOf(f)
 		f.collectMu.Unlock()
-		return snap, true
+		return snap, true, nil
 	}
-}
-
-// Has reports whether owner is registered.
-func (x *Exchange) Has(owner uuid.UUID) bool { return x.isRegistered(owner) }
-
-// Len returns the number of registered owners.
-func (x *Exchange) Len() int {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return len(x.flows)
-}
-
-// OwnerIDs returns the registered owners in registration order (LionAGI's owner_ids).
-func (x *Exchange) OwnerIDs() []uuid.UUID {
-	order := x.registered()
-	ids := make([]uuid.UUID, len(order))
-	for i, f := range order {
-		ids[i] = f.owner
-	}
-	return ids
 }
 
 // OwnerInfo describes one registered owner.
@@ -169,30 +152,41 @@ type OwnerInfo struct {
 	Inbox int
 }
 
-// Owners returns up to limit registered owners with registration number > after, in registration
-// order (limit <= 0: all), and whether more follow.
-func (x *Exchange) Owners(after uint64, limit int) ([]OwnerInfo, bool) {
-	order := x.registered()
-	i, _ := slices.BinarySearchFunc(order, after+1, func(f *flow, seq uint64) int { return cmpUint(f.regSeq, seq) })
-	rest := order[i:]
-	more := false
-	if limit > 0 && len(rest) > limit {
-		rest, more = rest[:limit], true
-	}
-	out := make([]OwnerInfo, 0, len(rest))
-	for _, f := range rest {
-		f.mu.Lock()
-		if !f.closed {
-			queued := f.byName[outboxName].len()
-			out = append(out, OwnerInfo{ID: f.owner, Seq: f.regSeq, Queued: queued, Inbox: f.items - queued})
-		}
-		f.mu.Unlock()
-	}
-	return out, more
+// OwnersPage is one page of Owners.
+type OwnersPage struct {
+	// Owners are the owners of the page, in registration order.
+	Owners []OwnerInfo
+	// Next is where the following page starts (the registration number of the last owner this
+	// page visited), when More is set.
+	Next uint64
+	// More is set when owners follow the page.
+	More bool
 }
 
-// Snapshot is a copy of what one flow holds: LionAGI's Flow with its progressions and items, plus
-// historyd's dead letters.
+// Owners returns up to limit registered owners with registration number > after, in registration
+// order (limit <= 0: all). An owner unregistered while the page is read is left out, and the page
+// goes on past it, so a page is short only when it is the last one.
+func (x *Exchange) Owners(after uint64, limit int) OwnersPage {
+	v := x.reg.view()
+	var page OwnersPage
+	for _, f := range v.flows(v.after(after)) {
+		if limit > 0 && len(page.Owners) == limit {
+			page.More = true
+			break
+		}
+		f.mu.Lock()
+		if !f.closed {
+			queued := f.outbox().len()
+			page.Owners = append(page.Owners, OwnerInfo{ID: f.owner, Seq: f.regSeq, Queued: queued, Inbox: f.items - queued})
+		}
+		f.mu.Unlock()
+		page.Next = f.regSeq
+	}
+	return page
+}
+
+// Snapshot is a copy of what one flow holds: LionAGI's Flow with its progressions, plus historyd's
+// dead letters.
 type Snapshot struct {
 	// Owner is the flow's owner.
 	Owner uuid.UUID
@@ -200,10 +194,6 @@ type Snapshot struct {
 	Outbox []*envelope.Message
 	// Inboxes are the owner's inboxes in creation order, each oldest first.
 	Inboxes []Inbox
-	// Progressions are the flow's progressions in order ("outbox", then "inbox_<sender>"), by id.
-	Progressions []ProgressionView
-	// Items are the ids of every message held, in insertion order (LionAGI's items pile).
-	Items []uuid.UUID
 	// DeadLetters are the owner's kept dead letters, oldest first.
 	DeadLetters []DeadLetter
 	// DeadLettersEvicted counts the dead letters the bound dropped.
@@ -218,11 +208,13 @@ type Inbox struct {
 	Messages []*envelope.Message
 }
 
-// snapshot copies the flow. The caller holds f.mu or owns f exclusively.
+// snapshot copies what the flow holds, in O(messages held + progressions). The caller holds f.mu.
 func (f *flow) snapshot() *Snapshot {
 	s := &Snapshot{Owner: f.owner}
-	s.Progressions, s.Items = f.views()
 	for _, p := range f.progs {
+		if p.removed {
+			continue
+		}
 		msgs := make([]*envelope.Message, 0, p.len())
 		for _, e := range p.live() {
 			msgs = append(msgs, e.msg)
@@ -230,9 +222,8 @@ func (f *flow) snapshot() *Snapshot {
 		switch {
 		case p.name == outboxName:
 			s.Outbox = msgs
-		case strings.HasPrefix(p.name, inboxPrefix):
-			sender, _ := uuid.Parse(strings.TrimPrefix(p.name, inboxPrefix))
-			s.Inboxes = append(s.Inboxes, Inbox{Sender: sender, Messages: msgs})
+		case p.inbox:
+			s.Inboxes = append(s.Inboxes, Inbox{Sender: p.sender, Messages: msgs})
 		}
 	}
 	s.DeadLetters, _ = f.dead.after(0, 0)

@@ -60,7 +60,7 @@ func TestUnregisterReturnsWhatTheOwnerHeld(t *testing.T) {
 	if _, err := x.Register(ownerB); err != nil {
 		t.Fatalf("Register(B) again: %v", err)
 	}
-	if g, _ := x.Get(ownerB); len(g.Items) != 0 || len(g.DeadLetters) != 0 {
+	if g, _ := x.Get(ownerB); len(g.Outbox) != 0 || len(g.Inboxes) != 0 || len(g.DeadLetters) != 0 {
 		t.Errorf("re-registered flow holds %+v, want nothing", g)
 	}
 }
@@ -76,15 +76,15 @@ func TestOwnersPages(t *testing.T) {
 	var got []OwnerInfo
 	var after uint64
 	for pages := 0; ; pages++ {
-		page, more := x.Owners(after, 3)
-		got = append(got, page...)
-		if !more {
+		page := x.Owners(after, 3)
+		got = append(got, page.Owners...)
+		if !page.More {
 			if pages != 1 {
 				t.Errorf("%d pages of 3 for 4 owners, want 2", pages+1)
 			}
 			break
 		}
-		after = page[len(page)-1].Seq
+		after = page.Next
 	}
 	var ids []uuid.UUID
 	for _, o := range got {
@@ -103,5 +103,26 @@ func TestOwnersPages(t *testing.T) {
 	}
 	if ids, want := x.OwnerIDs(), []uuid.UUID{ownerC, ownerB, ownerD, ownerA}; !slices.Equal(ids, want) {
 		t.Errorf("after re-registering A: %v, want %v", ids, want)
+	}
+}
+
+// TestSnapshotCostsOneCopy (review finding MINOR 5): Get copies the held messages once; it no
+// longer also builds every progression's id list and sorts all the held entries into LionAGI's
+// items order, under the owner's lock, which the wire never carried.
+func TestSnapshotCostsOneCopy(t *testing.T) {
+	const n = 10_000
+	x := newRegistered(t, []uuid.UUID{ownerA, ownerB}, WithMaxOutbox(0))
+	for range n {
+		mustSend(t, x, ownerB, to(ownerA), "in")
+	}
+	mustCollect(t, x, ownerB)
+	for range n {
+		mustSend(t, x, ownerA, to(ownerB), "out")
+	}
+	perGet := bytesPerOp(20, func(int) { x.Get(ownerA) })
+	// One pointer per message (8 bytes each), twice for slack; the old views cost over 100 bytes
+	// per message.
+	if limit := 2 * 8 * 2 * float64(n); perGet > limit {
+		t.Errorf("Get of %d messages allocates %.0f bytes, want at most %.0f", 2*n, perGet, limit)
 	}
 }

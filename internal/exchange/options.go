@@ -18,10 +18,11 @@ const (
 	// pending before it is evicted: enough to absorb a collect of a few hundred messages while the
 	// stream writes to a healthy client.
 	DefaultSubscriberBuffer = 256
-	// DefaultRequestTTL is how long Send remembers a request id (DESIGN.md "Idempotency": 10 minutes).
+	// DefaultRequestTTL is how long Send remembers a request id (DESIGN.md "Branches", the
+	// idempotency rule: 10 minutes).
 	DefaultRequestTTL = 10 * time.Minute
 	// DefaultRequestsPerSender is how many request ids Send remembers per sender (DESIGN.md
-	// "Idempotency": the last 10,000 requests).
+	// "Branches", the idempotency rule: the last 10,000 requests).
 	DefaultRequestsPerSender = 10_000
 	// MaxRequestIDLength bounds a request id, so a client cannot make the server remember megabytes
 	// per request; a UUID (36 bytes) is the recommended form (AIP-155).
@@ -63,24 +64,25 @@ func WithMaxOutbox(n int) Option { return func(o *options) { o.maxOutbox = n } }
 func WithMaxInbox(n int) Option { return func(o *options) { o.maxInbox = n } }
 
 // WithMaxDeadLetters bounds the dead letters kept per owner; the oldest are evicted first and
-// counted (ListDeadLetters reports the count). The default is DefaultMaxDeadLetters; n <= 0 means
-// no bound.
-func WithMaxDeadLetters(n int) Option { return func(o *options) { o.maxDeadLetters = n } }
+// counted (ListDeadLetters reports the count). The list is always bounded (DESIGN.md "Exchange":
+// "The dead-letter list is bounded per owner"): the default is DefaultMaxDeadLetters, and n < 1
+// means 1.
+func WithMaxDeadLetters(n int) Option { return func(o *options) { o.maxDeadLetters = max(n, 1) } }
 
 // WithSubscriberBuffer sets how many messages a subscription may have pending before it is evicted
 // with ErrSubscriberTooSlow. The default is DefaultSubscriberBuffer; n < 1 means 1.
 func WithSubscriberBuffer(n int) Option { return func(o *options) { o.subscriberBuffer = max(n, 1) } }
 
 // WithRequestMemory sets how long and how many Send request ids are remembered per sender. The
-// defaults are DefaultRequestTTL and DefaultRequestsPerSender (DESIGN.md "Idempotency"); n < 1
-// means 1.
+// defaults are DefaultRequestTTL and DefaultRequestsPerSender (DESIGN.md "Branches", the
+// idempotency rule); n < 1 means 1.
 func WithRequestMemory(ttl time.Duration, n int) Option {
 	return func(o *options) { o.requestTTL, o.requestsPerSender = ttl, max(n, 1) }
 }
 
 // WithBackgroundCollection starts a goroutine that collects every owner with queued messages soon
 // after each Send, as LionAGI's Exchange.run pumps sync() in a loop. The default is off, so that
-// the explicit Collect of ADR-0006 D5 stays observable; Close stops the goroutine.
+// the explicit Collect of ADR-0006 D5 stays observable; Close stops the goroutine (and Send).
 func WithBackgroundCollection(on bool) Option { return func(o *options) { o.background = on } }
 
 // WithClock sets the clock that stamps dead letters and ages request ids; tests use it. The

@@ -1,7 +1,7 @@
 package exchange
 
 import (
-	"strings"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -10,8 +10,9 @@ import (
 
 // Cursor is a position in an owner's inboxes for ReceivePage; the zero Cursor is the start.
 type Cursor struct {
-	// Inbox is the index of the progression of the last message returned.
-	Inbox int
+	// Inbox is the creation ordinal of the inbox of the last message returned: a number that stays
+	// valid when inboxes before it are reclaimed (it is not an index).
+	Inbox uint64
 	// Seq is the flow insertion number of the last message returned.
 	Seq uint64
 }
@@ -35,7 +36,8 @@ func (x *Exchange) Receive(owner uuid.UUID, sender *uuid.UUID) []*envelope.Messa
 
 // ReceivePage is Receive in pages: up to limit messages after the cursor (limit <= 0: all). A
 // message popped between pages is not returned; one delivered meanwhile to an inbox already passed
-// is returned by a later Receive, not this walk.
+// is returned by a later Receive, not this walk. A page costs O(log n) to find its start plus
+// O(messages returned + inboxes walked); with a sender, only that sender's inbox is looked at.
 func (x *Exchange) ReceivePage(owner uuid.UUID, sender *uuid.UUID, after Cursor, limit int) ReceivedPage {
 	f := x.lookup(owner)
 	if f == nil {
@@ -47,28 +49,46 @@ func (x *Exchange) ReceivePage(owner uuid.UUID, sender *uuid.UUID, after Cursor,
 		return ReceivedPage{}
 	}
 	var page ReceivedPage
-	for i := max(after.Inbox, 0); i < len(f.progs); i++ {
-		p := f.progs[i]
-		if !strings.HasPrefix(p.name, inboxPrefix) || (sender != nil && p.name != inboxName(*sender)) {
+	if sender != nil {
+		if p := f.byName[inboxName(*sender)]; p != nil && p.ord >= after.Inbox {
+			page.add(p, after, limit)
+		}
+		return page
+	}
+	for _, p := range f.progs[f.progressionAt(after.Inbox):] {
+		if !p.inbox || p.removed {
 			continue
 		}
-		for _, e := range p.live() {
-			if i == after.Inbox && e.seq <= after.Seq {
-				continue
-			}
-			if limit > 0 && len(page.Messages) == limit {
-				page.More = true
-				return page
-			}
-			page.Messages = append(page.Messages, e.msg)
-			page.Next = Cursor{Inbox: i, Seq: e.seq}
+		if !page.add(p, after, limit) {
+			break
 		}
 	}
 	return page
 }
 
+// add appends p's messages after the cursor until the page holds limit; false once it is full and
+// more follow.
+func (page *ReceivedPage) add(p *progression, after Cursor, limit int) bool {
+	live := p.live()
+	if p.ord == after.Inbox {
+		// Entries are in insertion order, so the cursor's successor is found by binary search.
+		i, _ := slices.BinarySearchFunc(live, after.Seq+1, func(e entry, seq uint64) int { return cmpUint(e.seq, seq) })
+		live = live[i:]
+	}
+	for _, e := range live {
+		if limit > 0 && len(page.Messages) == limit {
+			page.More = true
+			return false
+		}
+		page.Messages = append(page.Messages, e.msg)
+		page.Next = Cursor{Inbox: p.ord, Seq: e.seq}
+	}
+	return true
+}
+
 // Pop removes and returns the oldest message of sender's inbox in owner's flow; false when the
-// owner is not registered or the inbox is missing or empty (ADR-0006 D5: pop_message).
+// owner is not registered or the inbox is missing or empty (ADR-0006 D5: pop_message). The Pop
+// that empties the inbox of a sender that is no longer registered reclaims the inbox (reclaim.go).
 func (x *Exchange) Pop(owner, sender uuid.UUID) (*envelope.Message, bool) {
 	f := x.lookup(owner)
 	if f == nil {
@@ -83,10 +103,13 @@ func (x *Exchange) Pop(owner, sender uuid.UUID) (*envelope.Message, bool) {
 	if !ok {
 		return nil, false
 	}
-	e, ok := p.popFront()
+	e, ok := p.q.popFront()
 	if !ok {
 		return nil, false
 	}
 	f.items--
+	if p.len() == 0 && !x.isRegistered(sender) {
+		f.reclaim(p)
+	}
 	return e.msg, true
 }

@@ -74,7 +74,7 @@ func TestPop(t *testing.T) {
 			t.Errorf("%s: Pop = %v, %v; want nothing", name, m, ok)
 		}
 	}
-	if s, _ := x.Get(ownerB); len(s.Items) != 0 || len(s.Inboxes) != 1 {
-		t.Errorf("after popping everything: %+v, want the empty inbox kept and no items", s)
+	if s, _ := x.Get(ownerB); len(s.Inboxes) != 1 || len(s.Inboxes[0].Messages) != 0 {
+		t.Errorf("after popping everything: %+v, want the empty inbox of A (registered) kept", s)
 	}
 }

@@ -1,8 +1,8 @@
 package exchange
 
 import (
+	"container/list"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -10,51 +10,65 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 )
 
-// sweepEvery is how many request-log lookups pass between sweeps of idle senders' logs: often
-// enough that the memory of senders gone quiet is returned within a few thousand idempotent sends,
-// rarely enough that the sweep's walk over every sender costs nothing per send.
-const sweepEvery = 1024
-
-// requestMemory remembers Send request ids per sender (DESIGN.md "Idempotency": per sender for the
-// Exchange, 10 minutes or the last 10,000 requests). It outlives the sender's registration, so the
-// repeat check can come before any other check.
+// requestMemory remembers Send request ids per sender (DESIGN.md "Branches", the idempotency rule:
+// per sender for the Exchange, 10 minutes or the last 10,000 requests). A sender's log outlives its
+// registration, so the repeat check can come before any other check; it is made only for a
+// registered sender, and dropped once the sender has not sent for longer than the TTL (by then
+// every entry in it has expired).
 type requestMemory struct {
 	mu       sync.Mutex
 	bySender map[uuid.UUID]*requestLog
-	lookups  int
+	// idle holds the logs in order of last use, least recent first: a lookup moves its log to the
+	// back, so the logs to drop are found at the front, at O(1) per lookup.
+	idle list.List
 }
 
 func (r *requestMemory) init() { r.bySender = map[uuid.UUID]*requestLog{} }
 
-// forSender returns sender's log, creating it, and now and then drops the logs of senders idle
-// longer than ttl (all their entries have expired).
-func (r *requestMemory) forSender(sender uuid.UUID, now time.Time, ttl time.Duration) *requestLog {
+// lookup returns sender's log, or nil; it neither creates nor touches one.
+func (r *requestMemory) lookup(sender uuid.UUID) *requestLog {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lookups++
-	if r.lookups%sweepEvery == 0 {
-		for id, l := range r.bySender {
-			if now.Sub(time.Unix(0, l.touched.Load())) > ttl {
-				delete(r.bySender, id)
-			}
+	return r.bySender[sender]
+}
+
+// forSender returns sender's log, creating it when create is set (nil otherwise), marks it used at
+// now, and drops the logs unused for longer than ttl.
+func (r *requestMemory) forSender(sender uuid.UUID, now time.Time, ttl time.Duration, create bool) *requestLog {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for e := r.idle.Front(); e != nil; e = r.idle.Front() {
+		l := e.Value.(*requestLog)
+		if now.Sub(l.touched) <= ttl {
+			break
 		}
+		r.idle.Remove(e)
+		delete(r.bySender, l.sender)
 	}
 	l := r.bySender[sender]
-	if l == nil {
-		l = &requestLog{byID: map[string]*requestEntry{}}
+	switch {
+	case l != nil:
+		r.idle.MoveToBack(l.elem)
+	case !create:
+		return nil
+	default:
+		l = &requestLog{sender: sender, byID: map[string]*requestEntry{}}
+		l.elem = r.idle.PushBack(l)
 		r.bySender[sender] = l
 	}
-	l.touched.Store(now.UnixNano()) // under r.mu, so a sweep never drops a log just handed out
+	l.touched = now // under r.mu, so the log just handed out is not dropped
 	return l
 }
 
 // requestLog is one sender's remembered requests, oldest first.
 type requestLog struct {
-	touched atomic.Int64 // UnixNano of the last lookup; read by sweeps
-	mu      sync.Mutex   // guards the rest; held across one idempotent Send
-	byID    map[string]*requestEntry
-	fifo    []*requestEntry
-	head    int
+	sender  uuid.UUID
+	elem    *list.Element // in requestMemory.idle
+	touched time.Time     // the last lookup; guarded by requestMemory.mu
+
+	mu   sync.Mutex // guards the rest; held across one idempotent Send
+	byID map[string]*requestEntry
+	fifo queue[*requestEntry]
 }
 
 type requestEntry struct {
@@ -65,24 +79,15 @@ type requestEntry struct {
 
 // expire drops entries older than ttl from the front.
 func (l *requestLog) expire(now time.Time, ttl time.Duration) {
-	for l.head < len(l.fifo) && now.Sub(l.fifo[l.head].at) > ttl {
+	for l.fifo.len() > 0 && now.Sub(l.fifo.live()[0].at) > ttl {
 		l.evictOldest()
 	}
 }
 
 func (l *requestLog) evictOldest() {
-	e := l.fifo[l.head]
-	l.fifo[l.head] = nil
-	l.head++
+	e, _ := l.fifo.popFront()
 	if l.byID[e.id] == e {
 		delete(l.byID, e.id)
-	}
-	if l.head == len(l.fifo) {
-		l.fifo, l.head = l.fifo[:0], 0
-	} else if l.head*2 > len(l.fifo) {
-		n := copy(l.fifo, l.fifo[l.head:])
-		clear(l.fifo[n:])
-		l.fifo, l.head = l.fifo[:n], 0
 	}
 }
 
@@ -100,8 +105,8 @@ func (l *requestLog) get(id string, now time.Time, ttl time.Duration) (*envelope
 func (l *requestLog) put(id string, m *envelope.Message, now time.Time, limit int) {
 	e := &requestEntry{id: id, at: now, msg: m}
 	l.byID[id] = e
-	l.fifo = append(l.fifo, e)
-	for len(l.fifo)-l.head > limit {
+	l.fifo.push(e)
+	for l.fifo.len() > limit {
 		l.evictOldest()
 	}
 }

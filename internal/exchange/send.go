@@ -23,18 +23,20 @@ type SendRequest struct {
 	Content jsonv.Value
 	// Channel is optional grouping metadata; it does not affect delivery (ADR-0006 D1).
 	Channel *string
-	// RequestID, when not empty, makes Send idempotent (AIP-155; DESIGN.md "Idempotency"): a
-	// repeat from the same sender within the request memory returns the first message and queues
-	// nothing, whatever the rest of the request says. At most MaxRequestIDLength bytes.
+	// RequestID, when not empty, makes Send idempotent (AIP-155; DESIGN.md "Branches", the
+	// idempotency rule: per sender for the Exchange): a repeat from the same sender within the
+	// request memory returns the first message and queues nothing, whatever the rest of the request
+	// says. At most MaxRequestIDLength bytes.
 	RequestID string
 }
 
 // Send builds a base Message from sender to recipient and queues it in the sender's outbox; the
 // recipient need not be registered yet (ADR-0006 D5). A sender that is not registered is
 // ErrOwnerNotRegistered; a full outbox is ErrOutboxFull; content the envelope rejects is an
-// envelope error wrapping envelope.ErrInvalid. With a RequestID the repeat check comes first
-// (DESIGN.md "Idempotency"); only a successful Send is remembered, so a failed one may be retried
-// with the same id.
+// envelope error wrapping envelope.ErrInvalid; after Close, ErrClosed. With a RequestID the repeat
+// check comes first (DESIGN.md "Branches", the idempotency rule); only a successful Send is
+// remembered, so a failed one may be retried with the same id. Request memory is kept only for
+// registered senders: a sender that was never registered fails without leaving any.
 func (x *Exchange) Send(req SendRequest) (*envelope.Message, error) {
 	if len(req.RequestID) > MaxRequestIDLength {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidRequestID, len(req.RequestID), MaxRequestIDLength)
@@ -42,10 +44,19 @@ func (x *Exchange) Send(req SendRequest) (*envelope.Message, error) {
 	if req.RequestID == "" {
 		return x.send(req)
 	}
-	log := x.requests.forSender(req.Sender, x.opts.now(), x.opts.requestTTL)
+	now := x.opts.now()
+	log := x.requests.forSender(req.Sender, now, x.opts.requestTTL, false)
+	if log == nil {
+		// Nothing remembered for this sender, so no repeat to answer: a sender that is not
+		// registered fails here, before any memory is made for it.
+		if !x.isRegistered(req.Sender) {
+			return nil, ownerErr("Sender", req.Sender, ErrOwnerNotRegistered)
+		}
+		log = x.requests.forSender(req.Sender, now, x.opts.requestTTL, true)
+	}
 	log.mu.Lock() // serialises this sender's idempotent sends, so a concurrent repeat waits for the first
 	defer log.mu.Unlock()
-	now := x.opts.now()
+	now = x.opts.now()
 	if m, ok := log.get(req.RequestID, now, x.opts.requestTTL); ok {
 		return m, nil
 	}
@@ -58,6 +69,9 @@ func (x *Exchange) Send(req SendRequest) (*envelope.Message, error) {
 }
 
 func (x *Exchange) send(req SendRequest) (*envelope.Message, error) {
+	if x.closed.Load() {
+		return nil, ErrClosed
+	}
 	f := x.lookup(req.Sender)
 	if f == nil {
 		return nil, ownerErr("Sender", req.Sender, ErrOwnerNotRegistered)
@@ -72,17 +86,21 @@ func (x *Exchange) send(req SendRequest) (*envelope.Message, error) {
 	}
 
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.closed { // unregistered since the lookup
+		f.mu.Unlock()
 		return nil, ownerErr("Sender", req.Sender, ErrOwnerNotRegistered)
 	}
-	outbox := f.byName[outboxName]
-	if x.opts.maxOutbox > 0 && outbox.len() >= x.opts.maxOutbox {
-		return nil, ownerErr("Sender", req.Sender, fmt.Errorf("%w: %d messages queued", ErrOutboxFull, outbox.len()))
+	outbox := f.outbox()
+	if n := outbox.len(); x.opts.maxOutbox > 0 && n >= x.opts.maxOutbox {
+		f.mu.Unlock()
+		return nil, ownerErr("Sender", req.Sender, fmt.Errorf("%w: %d messages queued", ErrOutboxFull, n))
 	}
 	f.push(outbox, entry{msg: m, recipientWasRegistered: known})
-	if x.bg != nil {
-		x.bg.note(req.Sender)
+	f.mu.Unlock()
+	// Only the first Send since the collector's last pass took this owner tells the collector,
+	// after the flow's lock is released (background.go).
+	if x.bg != nil && f.dirty.CompareAndSwap(false, true) {
+		x.bg.note(f)
 	}
 	return m, nil
 }
@@ -103,15 +121,13 @@ func newBaseMessage(req SendRequest) (*envelope.Message, error) {
 
 // Remembered returns the message that a Send by sender with requestID returned, while the request
 // is remembered. A caller that must check for a repeat before validating the rest of a request
-// (DESIGN.md "Idempotency": the repeat check comes before any other check) asks here first; Send
-// checks again, so a repeat is never queued twice.
+// (DESIGN.md "Branches", the idempotency rule: the repeat check comes before any other check) asks
+// here first; Send checks again, so a repeat is never queued twice.
 func (x *Exchange) Remembered(sender uuid.UUID, requestID string) (*envelope.Message, bool) {
 	if requestID == "" {
 		return nil, false
 	}
-	x.requests.mu.Lock()
-	l := x.requests.bySender[sender]
-	x.requests.mu.Unlock()
+	l := x.requests.lookup(sender)
 	if l == nil {
 		return nil, false
 	}

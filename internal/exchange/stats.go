@@ -32,11 +32,11 @@ type statsCounters struct {
 // briefly, never two at once, so it may run at any time.
 func (x *Exchange) Stats() Stats {
 	st := Stats{DeadLettered: x.stats.deadLettered.Load()}
-	for _, f := range x.registered() {
+	for _, f := range x.reg.view().flows(0) {
 		f.mu.Lock()
 		if !f.closed {
 			st.Owners++
-			queued := f.byName[outboxName].len()
+			queued := f.outbox().len()
 			st.Queued += queued
 			st.Inbox += f.items - queued
 			st.DeadLetters += f.dead.len()

@@ -24,7 +24,8 @@ type Subscription struct {
 func (s *Subscription) Events() <-chan *envelope.Message { return s.events }
 
 // Done is closed when the subscription ends: evicted for falling behind (Err is
-// ErrSubscriberTooSlow), its owner unregistered (ErrOwnerNotRegistered), or unsubscribed (nil).
+// ErrSubscriberTooSlow), its owner unregistered (ErrOwnerNotRegistered), the Exchange closed
+// (ErrClosed), or unsubscribed (nil).
 func (s *Subscription) Done() <-chan struct{} { return s.done }
 
 // Err says why the subscription ended; nil while it runs and after an unsubscribe.
@@ -47,7 +48,8 @@ func (s *Subscription) end(err error) {
 
 // Subscribe starts a live subscription to owner's inboxes (only sender's inbox when sender is not
 // nil), buffered by WithSubscriberBuffer. The returned function ends it and is safe to call more
-// than once; the caller must call it. An owner that is not registered is ErrOwnerNotRegistered.
+// than once; the caller must call it. An owner that is not registered is ErrOwnerNotRegistered;
+// after Close, ErrClosed.
 func (x *Exchange) Subscribe(owner uuid.UUID, sender *uuid.UUID) (*Subscription, func(), error) {
 	f := x.lookup(owner)
 	if f == nil {
@@ -65,6 +67,10 @@ func (x *Exchange) Subscribe(owner uuid.UUID, sender *uuid.UUID) (*Subscription,
 	if f.closed {
 		f.mu.Unlock()
 		return nil, nil, ownerErr("Owner", owner, ErrOwnerNotRegistered)
+	}
+	if x.closed.Load() { // checked under f.mu: Close ends the subscriptions it then finds (exchange.go)
+		f.mu.Unlock()
+		return nil, nil, ErrClosed
 	}
 	if f.subs == nil {
 		f.subs = map[*Subscription]struct{}{}

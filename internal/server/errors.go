@@ -44,6 +44,8 @@ var errorRules = []errorRule{
 	{exchange.ErrOwnerAlreadyRegistered, codes.AlreadyExists, historyv1.ErrorReason_ERROR_REASON_OWNER_ALREADY_REGISTERED},
 	{exchange.ErrOutboxFull, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_OUTBOX_FULL},
 	{exchange.ErrSubscriberTooSlow, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
+	// A Send racing the shutdown that closed the Exchange (main closes it after the server stops).
+	{exchange.ErrClosed, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN},
 	// Long-lived streams (stream.go).
 	{errSlowConsumer, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
 	{errShuttingDown, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN},

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -91,20 +90,22 @@ func (s *ExchangeServer) ListOwners(_ context.Context, req *historyv1.ListOwners
 	if err != nil {
 		return nil, err
 	}
-	owners, more := s.ex.Owners(after, size)
+	page := s.ex.Owners(after, size)
 	resp := &historyv1.ListOwnersResponse{}
-	for _, o := range owners {
+	for _, o := range page.Owners {
 		resp.Owners = append(resp.Owners, ownerToProto(o))
 	}
-	if more && len(owners) > 0 {
-		resp.NextPageToken = encodeExchangeToken("owners", owners[len(owners)-1].Seq, 0)
+	if page.More {
+		// The last owner the page visited, listed or (unregistered meanwhile) not: a token whenever
+		// owners follow, so an owner leaving never ends the listing early.
+		resp.NextPageToken = encodeExchangeToken("owners", page.Next, 0)
 	}
 	return resp, nil
 }
 
 // Send queues a base Message in the sender's outbox (ADR-0006 D5: send), idempotent with a
 // request_id: the repeat check comes right after the sender is read, before any other check
-// (DESIGN.md "Idempotency").
+// (DESIGN.md "Branches", the idempotency rule).
 func (s *ExchangeServer) Send(_ context.Context, req *historyv1.SendRequest) (*historyv1.SendResponse, error) {
 	sender, err := parseOwnerID("sender", req.GetSender())
 	if err != nil {
@@ -164,9 +165,14 @@ func (s *ExchangeServer) Collect(_ context.Context, req *historyv1.CollectReques
 	return &historyv1.CollectResponse{DeliveredCount: int32(rep.Delivered), Deliveries: deliveriesToProto(rep.Deliveries)}, nil
 }
 
-// CollectAll collects every registered owner in registration order (ADR-0006 D5: collect_all).
-func (s *ExchangeServer) CollectAll(context.Context, *historyv1.CollectAllRequest) (*historyv1.CollectAllResponse, error) {
-	all := s.ex.CollectAll()
+// CollectAll collects every registered owner in registration order (ADR-0006 D5: collect_all). It
+// stops before the next owner once the call's context is done (the client gave up or its deadline
+// passed), leaving the rest queued.
+func (s *ExchangeServer) CollectAll(ctx context.Context, _ *historyv1.CollectAllRequest) (*historyv1.CollectAllResponse, error) {
+	all, err := s.ex.CollectAll(ctx, exchange.ReportOptions{OwnerIDs: true})
+	if err != nil {
+		return nil, err
+	}
 	resp := &historyv1.CollectAllResponse{DeliveredCount: int32(all.Delivered)}
 	for _, rep := range all.Reports {
 		resp.Collects = append(resp.Collects, &historyv1.OwnerCollect{
@@ -196,10 +202,10 @@ func (s *ExchangeServer) Receive(_ context.Context, req *historyv1.ReceiveReques
 	if err != nil {
 		return nil, err
 	}
-	page := s.ex.ReceivePage(owner, sender, exchange.Cursor{Inbox: int(inbox), Seq: seq}, size)
+	page := s.ex.ReceivePage(owner, sender, exchange.Cursor{Inbox: inbox, Seq: seq}, size)
 	resp := &historyv1.ReceiveResponse{Messages: messagesToProto(page.Messages)}
 	if page.More {
-		resp.NextPageToken = encodeExchangeToken("inbox", uint64(page.Next.Inbox), page.Next.Seq)
+		resp.NextPageToken = encodeExchangeToken("inbox", page.Next.Inbox, page.Next.Seq)
 	}
 	return resp, nil
 }
@@ -244,9 +250,4 @@ func (s *ExchangeServer) ListDeadLetters(_ context.Context, req *historyv1.ListD
 		resp.NextPageToken = encodeExchangeToken("dead", page.Letters[len(page.Letters)-1].Seq, 0)
 	}
 	return resp, nil
-}
-
-// ownerMetadata is the ErrorInfo metadata naming an owner.
-func ownerMetadata(owner uuid.UUID) map[string]string {
-	return map[string]string{"ownerId": owner.String()}
 }

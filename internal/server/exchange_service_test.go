@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -261,7 +264,7 @@ func valueJSON(v *structpb.Value) string {
 
 // TestExchangeSendRequestID: a repeated Send request_id queues nothing and returns the first
 // response, even with a different payload or content that would not parse (DESIGN.md
-// "Idempotency": the repeat check comes first; AIP-155).
+// "Branches", the idempotency rule: the repeat check comes first; AIP-155).
 func TestExchangeSendRequestID(t *testing.T) {
 	f := newExchangeFixture(t, nil)
 	f.register(t, ownerA, ownerB)
@@ -440,5 +443,62 @@ func TestExchangeConvertedMessagesFieldCount(t *testing.T) {
 			t.Errorf("%s has %d fields, the converters handle %d: update convert_exchange.go / exchange_service.go and this test",
 				md.FullName(), got, tc.want)
 		}
+	}
+}
+
+// TestExchangeCollectAllHonoursTheContext (review finding M3): CollectAll stops before the next
+// owner once the call's context is done, and the owners it did not reach keep their outboxes. The
+// handler is called directly with a context already cancelled, as when the client gives up.
+func TestExchangeCollectAllHonoursTheContext(t *testing.T) {
+	f := newExchangeFixture(t, nil)
+	f.register(t, ownerA, ownerB)
+	f.send(t, ownerA, str(ownerB), `"queued"`)
+	ctx, cancel := context.WithCancel(testContext(t))
+	cancel()
+	if resp, err := f.es.CollectAll(ctx, &historyv1.CollectAllRequest{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("CollectAll with a cancelled context = %v, %v; want context.Canceled", resp, err)
+	}
+	if s, _ := f.ex.Get(uuid.MustParse(ownerA)); len(s.Outbox) != 1 {
+		t.Errorf("A's outbox holds %d after an abandoned CollectAll, want its message still queued", len(s.Outbox))
+	}
+}
+
+// TestExchangeSendAfterClose (review finding MINOR 4): a Send that reaches an Exchange closed by
+// the shutdown is UNAVAILABLE with reason SERVER_SHUTTING_DOWN, not INTERNAL, and queues nothing.
+func TestExchangeSendAfterClose(t *testing.T) {
+	f := newExchangeFixture(t, nil)
+	f.register(t, ownerA, ownerB)
+	f.ex.Close()
+	_, err := f.client.Send(testContext(t), &historyv1.SendRequest{Sender: ownerA, Recipient: str(ownerB)})
+	checkStatus(t, err, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN, nil)
+}
+
+// TestExchangeListOwnersPastUnregistered (review finding MINOR 2): pages of one go on past owners
+// that unregistered, to the last owner.
+func TestExchangeListOwnersPastUnregistered(t *testing.T) {
+	f := newExchangeFixture(t, nil)
+	f.register(t, ownerA, ownerB, ownerC, ownerD)
+	ctx := testContext(t)
+	for _, o := range []string{ownerB, ownerC} {
+		if _, err := f.client.Unregister(ctx, &historyv1.UnregisterRequest{OwnerId: o}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	token := ""
+	for range 5 {
+		page, err := f.client.ListOwners(ctx, &historyv1.ListOwnersRequest{PageSize: 1, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range page.GetOwners() {
+			got = append(got, o.GetOwnerId())
+		}
+		if token = page.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if want := []string{ownerA, ownerD}; !slices.Equal(got, want) {
+		t.Errorf("ListOwners pages = %v, want %v", got, want)
 	}
 }

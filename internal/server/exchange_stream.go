@@ -33,7 +33,8 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 	}
 	defer unsubscribe()
 
-	md := ownerMetadata(owner)
+	left := &exchange.OwnerError{Owner: owner, Role: "Owner", Err: exchange.ErrOwnerNotRegistered}
+	md := left.ErrorMetadata()
 	out := newStreamSender(stream, s.streams.sendTimeout)
 	defer out.close()
 	send := func(frame *historyv1.SubscribeInboxResponse) error {
@@ -42,7 +43,7 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 		case errors.Is(err, errSendTimeout):
 			return tooSlow(err, md)
 		case errors.Is(err, errSendAborted):
-			return s.inboxStreamEnd(sub, owner.String(), md)
+			return s.inboxStreamEnd(sub, left)
 		}
 		return err
 	}
@@ -59,7 +60,7 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 		case <-s.stopping:
 			return errShuttingDown
 		case <-sub.Done():
-			return s.inboxStreamEnd(sub, owner.String(), md)
+			return s.inboxStreamEnd(sub, left)
 		case m := <-sub.Events():
 			if err := send(&historyv1.SubscribeInboxResponse{Event: &historyv1.SubscribeInboxResponse_Message{Message: messageToProto(m)}}); err != nil {
 				return err
@@ -75,35 +76,21 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 }
 
 // inboxStreamEnd is the error that ends an inbox stream once its subscription ended or the server
-// is stopping: too slow (evicted), the owner left, or shutdown.
-func (s *ExchangeServer) inboxStreamEnd(sub *exchange.Subscription, owner string, md map[string]string) error {
+// is stopping: too slow (evicted), the owner left (left, the OwnerError naming it), or shutdown
+// (also when the Exchange was closed).
+func (s *ExchangeServer) inboxStreamEnd(sub *exchange.Subscription, left *exchange.OwnerError) error {
 	select {
 	case <-sub.Done():
 		switch err := sub.Err(); {
 		case errors.Is(err, exchange.ErrSubscriberTooSlow):
-			return tooSlow(err, md)
+			return tooSlow(err, left.ErrorMetadata())
 		case errors.Is(err, exchange.ErrOwnerNotRegistered):
-			return &ownerLeftError{owner: owner, md: md}
+			return left // FAILED_PRECONDITION, OWNER_NOT_REGISTERED, naming the owner
 		}
 	default:
 	}
 	return errShuttingDown
 }
-
-// ownerLeftError ends an inbox stream whose owner unregistered: FAILED_PRECONDITION, reason
-// OWNER_NOT_REGISTERED, naming the owner.
-type ownerLeftError struct {
-	owner string
-	md    map[string]string
-}
-
-func (e *ownerLeftError) Error() string { return "owner " + e.owner + " unregistered" }
-
-// Unwrap returns exchange.ErrOwnerNotRegistered, whose rule gives the code and reason.
-func (e *ownerLeftError) Unwrap() error { return exchange.ErrOwnerNotRegistered }
-
-// ErrorMetadata names the owner.
-func (e *ownerLeftError) ErrorMetadata() map[string]string { return e.md }
 
 func (s *ExchangeServer) heartbeatFrame() *historyv1.SubscribeInboxResponse {
 	return &historyv1.SubscribeInboxResponse{Event: &historyv1.SubscribeInboxResponse_Heartbeat{

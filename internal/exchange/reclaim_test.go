@@ -1,0 +1,151 @@
+package exchange
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// TestInboxesOfDepartedSendersAreReclaimed (review finding M2): short-lived senders each deliver
+// one message to B and leave; once B has popped everything it holds no inbox, whichever came first
+// (the pop, or the sender leaving). An inbox of a sender still registered is kept when empty.
+func TestInboxesOfDepartedSendersAreReclaimed(t *testing.T) {
+	for _, popFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("popFirst=%v", popFirst), func(t *testing.T) {
+			x := newRegistered(t, []uuid.UUID{ownerB, ownerC})
+			const n = 500
+			senders := make([]uuid.UUID, n)
+			for i := range senders {
+				senders[i] = uuid.New()
+				if _, err := x.Register(senders[i]); err != nil {
+					t.Fatal(err)
+				}
+				mustSend(t, x, senders[i], to(ownerB), "once")
+				mustCollect(t, x, senders[i])
+			}
+			mustSend(t, x, ownerC, to(ownerB), "from C, who stays")
+			mustCollect(t, x, ownerC)
+			pop := func() {
+				for _, s := range append(slices.Clone(senders), ownerC) {
+					if _, ok := x.Pop(ownerB, s); !ok {
+						t.Fatalf("Pop(B, %s) found nothing", s)
+					}
+				}
+			}
+			if popFirst {
+				pop()
+			}
+			for _, s := range senders {
+				x.Unregister(s)
+			}
+			if !popFirst {
+				pop()
+			}
+			if got := x.liveInboxes(ownerB); got != 1 {
+				t.Errorf("B keeps %d inboxes, want 1 (C's, empty: C is registered)", got)
+			}
+			if x.lookup(ownerB).dropped > compactProgressionsAfter {
+				t.Errorf("%d reclaimed inboxes left as tombstones", x.lookup(ownerB).dropped)
+			}
+		})
+	}
+}
+
+// TestReturningSenderInboxMovesToTheEnd: a sender whose empty inbox was reclaimed gets a new one,
+// after every existing inbox, when it registers again and delivers (docs/decisions/0002).
+func TestReturningSenderInboxMovesToTheEnd(t *testing.T) {
+	x := newRegistered(t, []uuid.UUID{ownerA, ownerB, ownerC})
+	mustSend(t, x, ownerA, to(ownerC), "a1")
+	mustCollect(t, x, ownerA)
+	mustSend(t, x, ownerB, to(ownerC), "b1")
+	mustCollect(t, x, ownerB)
+	x.Pop(ownerC, ownerA)
+	x.Unregister(ownerA) // A's inbox at C is empty: reclaimed
+	if _, err := x.Register(ownerA); err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, x, ownerA, to(ownerC), "a2")
+	mustCollect(t, x, ownerA)
+	if got, want := contents(x.Receive(ownerC, nil)), []string{"b1", "a2"}; !slices.Equal(got, want) {
+		t.Errorf("Receive(C) = %v, want %v (A's new inbox after B's)", got, want)
+	}
+}
+
+// TestReceiveCursorSurvivesReclaim (review finding M2: cursors are stable ordinals, not indexes): an
+// inbox before the cursor is reclaimed between two pages, and the walk neither skips nor repeats a
+// message.
+func TestReceiveCursorSurvivesReclaim(t *testing.T) {
+	x := newRegistered(t, []uuid.UUID{ownerA, ownerB, ownerC, ownerD})
+	for _, s := range []uuid.UUID{ownerA, ownerB, ownerC} {
+		for i := range 2 {
+			mustSend(t, x, s, to(ownerD), fmt.Sprintf("%s%d", s.String()[:1], i))
+		}
+		mustCollect(t, x, s)
+	}
+	first := x.ReceivePage(ownerD, nil, Cursor{}, 3) // a0 a1 b0
+	x.Pop(ownerD, ownerA)
+	x.Pop(ownerD, ownerA)
+	x.Unregister(ownerA) // A's inbox, before the cursor, is reclaimed
+	if x.liveInboxes(ownerD) != 2 {
+		t.Fatalf("D has %d inboxes, want A's reclaimed", x.liveInboxes(ownerD))
+	}
+	rest := x.ReceivePage(ownerD, nil, first.Next, 10)
+	got := append(contents(first.Messages), contents(rest.Messages)...)
+	if want := []string{"a0", "a1", "b0", "b1", "c0", "c1"}; !slices.Equal(got, want) || rest.More {
+		t.Errorf("pages = %v (more %v), want %v", got, rest.More, want)
+	}
+}
+
+// TestReceiveCostIsPerPage (review finding M2): a Receive filtered by sender looks at that sender's
+// inbox only (it used to build a name for every inbox of the owner), and a page that starts deep in
+// an inbox finds its start by binary search (it used to walk every message before the cursor).
+func TestReceiveCostIsPerPage(t *testing.T) {
+	x := newRegistered(t, []uuid.UUID{ownerA, ownerB}, WithMaxInbox(0), WithMaxOutbox(0))
+	for range 20_000 {
+		s := uuid.New()
+		if _, err := x.Register(s); err != nil {
+			t.Fatal(err)
+		}
+		mustSend(t, x, s, to(ownerB), "x")
+		mustCollect(t, x, s)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { x.Receive(ownerB, &ownerA) }); allocs > 5 {
+		t.Errorf("Receive(B, sender A) with 20,000 inboxes: %.0f allocations, want a few", allocs)
+	}
+
+	// A page of 10 at the far end of one inbox of 1,000 and of 200,000 messages.
+	m := mustSend(t, x, ownerB, to(ownerA), "many times")
+	cost := map[int]time.Duration{}
+	for _, n := range []int{1_000, 200_000} {
+		f := x.lookup(ownerA)
+		f.mu.Lock()
+		in := f.inbox(ownerB)
+		for in.len() < n {
+			f.push(in, entry{msg: m})
+		}
+		last := in.live()[n-11].seq
+		f.mu.Unlock()
+		at := Cursor{Inbox: in.ord, Seq: last}
+		best := time.Duration(0)
+		for range 3 {
+			start := time.Now()
+			for range 200 {
+				if p := x.ReceivePage(ownerA, &ownerB, at, 10); len(p.Messages) != 10 {
+					t.Fatalf("page of %d", len(p.Messages))
+				}
+			}
+			if d := time.Since(start); best == 0 || d < best {
+				best = d
+			}
+		}
+		cost[n] = best
+	}
+	t.Logf("200 pages of 10: %v at the end of 1,000 messages, %v at the end of 200,000", cost[1_000], cost[200_000])
+	if cost[200_000] > 10*cost[1_000]+time.Millisecond {
+		t.Errorf("a page deep in a long inbox costs %v, %v in a short one: it walks the messages before the cursor",
+			cost[200_000], cost[1_000])
+	}
+}
