@@ -174,7 +174,7 @@ type HistoryServiceClient interface {
 	// after_sequence, metadata headSequence); a cursor older than the retained log, or given with
 	// another incarnation, is OUT_OF_RANGE (ERROR_REASON_HISTORY_COMPACTED, metadata oldestSequence
 	// and headSequence) — never a silent restart: re-read the branch (ListMessages) and watch from its
-	// head_sequence; past the server's limit of open watch streams (10,000 by default) it is
+	// head_sequence; past the server's limit of open watch streams (1,000 by default: --watch-max-streams) it is
 	// RESOURCE_EXHAUSTED (ERROR_REASON_TOO_MANY_STREAMS).
 	WatchBranch(ctx context.Context, in *WatchBranchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchBranchResponse], error)
 }
@@ -477,7 +477,7 @@ type HistoryServiceServer interface {
 	// after_sequence, metadata headSequence); a cursor older than the retained log, or given with
 	// another incarnation, is OUT_OF_RANGE (ERROR_REASON_HISTORY_COMPACTED, metadata oldestSequence
 	// and headSequence) — never a silent restart: re-read the branch (ListMessages) and watch from its
-	// head_sequence; past the server's limit of open watch streams (10,000 by default) it is
+	// head_sequence; past the server's limit of open watch streams (1,000 by default: --watch-max-streams) it is
 	// RESOURCE_EXHAUSTED (ERROR_REASON_TOO_MANY_STREAMS).
 	WatchBranch(*WatchBranchRequest, grpc.ServerStreamingServer[WatchBranchResponse]) error
 	mustEmbedUnimplementedHistoryServiceServer()
