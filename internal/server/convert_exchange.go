@@ -28,8 +28,8 @@ func messagesToProto(msgs []*envelope.Message) []*historyv1.Message {
 	return out
 }
 
-// flowToProto converts what a flow holds.
-func flowToProto(s *exchange.Snapshot) *historyv1.Flow {
+// flowToProto converts what a flow holds, its dead letters only when deadLetters is set.
+func flowToProto(s *exchange.Snapshot, deadLetters bool) *historyv1.Flow {
 	f := &historyv1.Flow{
 		OwnerId:            s.Owner.String(),
 		Outbox:             messagesToProto(s.Outbox),
@@ -38,8 +38,10 @@ func flowToProto(s *exchange.Snapshot) *historyv1.Flow {
 	for _, in := range s.Inboxes {
 		f.Inboxes = append(f.Inboxes, &historyv1.Inbox{Sender: in.Sender.String(), Messages: messagesToProto(in.Messages)})
 	}
-	for _, dl := range s.DeadLetters {
-		f.DeadLetters = append(f.DeadLetters, deadLetterToProto(dl))
+	if deadLetters {
+		for _, dl := range s.DeadLetters {
+			f.DeadLetters = append(f.DeadLetters, deadLetterToProto(dl))
+		}
 	}
 	return f
 }

@@ -46,6 +46,9 @@ var errorRules = []errorRule{
 	{exchange.ErrSubscriberTooSlow, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
 	// A Send racing the shutdown that closed the Exchange (main closes it after the server stops).
 	{exchange.ErrClosed, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN},
+	// An Unregister whose response would be too large removes nothing (exchange_response.go).
+	// Metadata: ownerId, responseBytes, maxResponseBytes, queuedCount, inboxCount, deadLetterCount.
+	{errOwnerHoldsTooMuch, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_OWNER_HOLDS_TOO_MUCH},
 	// Long-lived streams (stream.go).
 	{errSlowConsumer, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
 	{errShuttingDown, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN},

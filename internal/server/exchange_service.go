@@ -24,6 +24,9 @@ type ExchangeServer struct {
 	ex      *exchange.Exchange
 	streams streamConfig
 	now     func() time.Time
+	// maxResponse bounds the responses the owners' data sizes: exchangeMaxResponseBytes; tests
+	// lower it to reach the limit with a few messages.
+	maxResponse int
 
 	stopping chan struct{} // closed by EndStreams
 	stopOnce sync.Once
@@ -37,7 +40,8 @@ var _ historyv1.ExchangeServiceServer = (*ExchangeServer)(nil)
 
 // NewExchangeServer returns the ExchangeService handlers over ex; opts configure SubscribeInbox.
 func NewExchangeServer(ex *exchange.Exchange, opts ...StreamOption) *ExchangeServer {
-	return &ExchangeServer{ex: ex, streams: newStreamConfig(opts), now: time.Now, stopping: make(chan struct{})}
+	return &ExchangeServer{ex: ex, streams: newStreamConfig(opts), now: time.Now, maxResponse: exchangeMaxResponseBytes,
+		stopping: make(chan struct{})}
 }
 
 // RegisterExchange registers the ExchangeService handlers over ex on s and ends their streams when
@@ -64,20 +68,28 @@ func (s *ExchangeServer) Register(_ context.Context, req *historyv1.RegisterRequ
 	if err != nil {
 		return nil, err
 	}
-	return &historyv1.RegisterResponse{Flow: flowToProto(snap)}, nil
+	return &historyv1.RegisterResponse{Flow: flowToProto(snap, true)}, nil
 }
 
 // Unregister removes an owner and returns what it held; no flow for an unknown owner (ADR-0006 D5).
+// The owner is removed only if that response fits in s.maxResponse: the size is checked under the
+// owner's locks, before the removal, so an owner that holds too much stays registered with all it
+// held (FAILED_PRECONDITION, OWNER_HOLDS_TOO_MUCH) instead of being lost with a response the client
+// cannot read.
 func (s *ExchangeServer) Unregister(_ context.Context, req *historyv1.UnregisterRequest) (*historyv1.UnregisterResponse, error) {
 	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
 	if err != nil {
 		return nil, err
 	}
-	snap, ok := s.ex.Unregister(owner)
-	if !ok {
+	var resp *historyv1.UnregisterResponse
+	_, ok, err := s.ex.UnregisterIf(owner, unregisterResponse(&resp, req.GetOmitDeadLetters(), s.maxResponse))
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
 		return &historyv1.UnregisterResponse{}, nil
 	}
-	return &historyv1.UnregisterResponse{Flow: flowToProto(snap)}, nil
+	return resp, nil
 }
 
 // ListOwners lists registered owners in registration order.

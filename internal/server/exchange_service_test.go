@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -13,6 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/exchange"
 )
 
@@ -437,6 +441,7 @@ func TestExchangeConvertedMessagesFieldCount(t *testing.T) {
 		{&historyv1.OwnerCollect{}, 3},
 		{&historyv1.Owner{}, 3},
 		{&historyv1.SendRequest{}, 5},
+		{&historyv1.UnregisterRequest{}, 2},
 	} {
 		md := tc.msg.ProtoReflect().Descriptor()
 		if got := md.Fields().Len(); got != tc.want {
@@ -500,5 +505,86 @@ func TestExchangeListOwnersPastUnregistered(t *testing.T) {
 	}
 	if want := []string{ownerA, ownerD}; !slices.Equal(got, want) {
 		t.Errorf("ListOwners pages = %v, want %v", got, want)
+	}
+}
+
+// TestExchangeUnregisterTooLargeRemovesNothing (review finding B1): with the default limits, an
+// owner holding 9,000 queued messages of 500 bytes (about 10 MB) is not removed by Unregister —
+// which used to remove it and then fail to send the response, losing everything — but refused
+// with FAILED_PRECONDITION, OWNER_HOLDS_TOO_MUCH and the sizes; the owner keeps all it held,
+// drains, and then leaves with a response the client (default 4 MiB limit) reads.
+func TestExchangeUnregisterTooLargeRemovesNothing(t *testing.T) {
+	f := newExchangeFixture(t, nil)
+	f.register(t, ownerA, ownerB)
+	a, b := uuid.MustParse(ownerA), uuid.MustParse(ownerB)
+	content := jsonv.StringValue(strings.Repeat("x", 500))
+	for range 9_000 {
+		if _, err := f.ex.Send(exchange.SendRequest{Sender: a, Recipient: envelope.IDParticipant(b), Content: content}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := testContext(t)
+	_, err := f.client.Unregister(ctx, &historyv1.UnregisterRequest{OwnerId: ownerA})
+	md := errorInfoOf(err).GetMetadata()
+	checkStatus(t, err, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_OWNER_HOLDS_TOO_MUCH, md)
+	size, _ := strconv.Atoi(md["responseBytes"])
+	if md["ownerId"] != ownerA || size <= exchangeMaxResponseBytes || md["maxResponseBytes"] != strconv.Itoa(exchangeMaxResponseBytes) ||
+		md["queuedCount"] != "9000" || md["inboxCount"] != "0" || md["deadLetterCount"] != "0" {
+		t.Errorf("metadata %v, want A's id, its size over %d, 9000 queued", md, exchangeMaxResponseBytes)
+	}
+	if s, ok := f.ex.Get(a); !ok || len(s.Outbox) != 9_000 {
+		t.Fatalf("after the refusal A is registered %v with %d queued, want all 9000", ok, len(s.Outbox))
+	}
+
+	// A drains: Collect moves its outbox to B's inbox; then it leaves with an empty flow.
+	if rep := f.collect(t, ownerA); rep.GetDeliveredCount() != 9_000 {
+		t.Fatalf("collect delivered %d", rep.GetDeliveredCount())
+	}
+	gone, err := f.client.Unregister(ctx, &historyv1.UnregisterRequest{OwnerId: ownerA})
+	if err != nil || gone.GetFlow().GetOwnerId() != ownerA || len(gone.GetFlow().GetOutbox()) != 0 {
+		t.Fatalf("Unregister(A) after draining = %v, %v", gone, err)
+	}
+	// B now holds the 9,000 in its inbox: refused too, until it pops enough.
+	_, err = f.client.Unregister(ctx, &historyv1.UnregisterRequest{OwnerId: ownerB})
+	checkStatus(t, err, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_OWNER_HOLDS_TOO_MUCH, errorInfoOf(err).GetMetadata())
+	for range 8_000 {
+		if _, ok := f.ex.Pop(b, a); !ok {
+			t.Fatal("B's inbox emptied early")
+		}
+	}
+	left, err := f.client.Unregister(ctx, &historyv1.UnregisterRequest{OwnerId: ownerB})
+	if err != nil || len(left.GetFlow().GetInboxes()) != 1 || len(left.GetFlow().GetInboxes()[0].GetMessages()) != 1_000 {
+		t.Fatalf("Unregister(B) after popping = %d inboxes, %v; want the 1000 messages left", len(left.GetFlow().GetInboxes()), err)
+	}
+}
+
+// TestExchangeUnregisterOmitDeadLetters (review finding B1): dead letters cannot be drained, so an
+// owner whose dead letters alone exceed the limit leaves with omit_dead_letters after reading them;
+// without it, it stays. The limit is lowered to reach it with a few letters.
+func TestExchangeUnregisterOmitDeadLetters(t *testing.T) {
+	f := newExchangeFixture(t, nil)
+	f.es.maxResponse = 2_000
+	f.register(t, ownerA)
+	for range 10 {
+		f.send(t, ownerA, str(ownerD), `"`+strings.Repeat("x", 200)+`"`) // to nobody: dead letters
+	}
+	f.collect(t, ownerA)
+	ctx := testContext(t)
+	_, err := f.client.Unregister(ctx, &historyv1.UnregisterRequest{OwnerId: ownerA})
+	md := errorInfoOf(err).GetMetadata()
+	checkStatus(t, err, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_OWNER_HOLDS_TOO_MUCH, md)
+	if md["deadLetterCount"] != "10" || md["maxResponseBytes"] != "2000" {
+		t.Errorf("metadata %v, want 10 dead letters and the limit 2000", md)
+	}
+	letters, err := f.client.ListDeadLetters(ctx, &historyv1.ListDeadLettersRequest{OwnerId: ownerA})
+	if err != nil || len(letters.GetDeadLetters()) != 10 {
+		t.Fatalf("ListDeadLetters = %d, %v", len(letters.GetDeadLetters()), err)
+	}
+	gone, err := f.client.Unregister(ctx, &historyv1.UnregisterRequest{OwnerId: ownerA, OmitDeadLetters: true})
+	if err != nil || gone.GetFlow().GetOwnerId() != ownerA || len(gone.GetFlow().GetDeadLetters()) != 0 {
+		t.Fatalf("Unregister(omit_dead_letters) = %v, %v", gone, err)
+	}
+	if proto.Size(gone) > f.es.maxResponse {
+		t.Errorf("response of %d bytes, over the limit %d", proto.Size(gone), f.es.maxResponse)
 	}
 }

@@ -112,6 +112,12 @@ const (
 	// protobuf for the method's request type, or a string field holding invalid UTF-8
 	// (INVALID_ARGUMENT). The status message carries the decoder's reason.
 	ErrorReason_ERROR_REASON_MALFORMED_REQUEST ErrorReason = 23
+	// ERROR_REASON_OWNER_HOLDS_TOO_MUCH: Unregister refused to remove an owner because what it holds
+	// would not fit in one response (FAILED_PRECONDITION; DESIGN.md "Exchange": nothing is lost by
+	// leaving, so nothing was removed). Drain the owner (Collect, PopMessage, ListDeadLetters with
+	// omit_dead_letters) and retry. Metadata: ownerId, responseBytes, maxResponseBytes, queuedCount,
+	// inboxCount, deadLetterCount.
+	ErrorReason_ERROR_REASON_OWNER_HOLDS_TOO_MUCH ErrorReason = 24
 )
 
 // Enum value maps for ErrorReason.
@@ -141,6 +147,7 @@ var (
 		21: "ERROR_REASON_INTERNAL",
 		22: "ERROR_REASON_SERVER_SHUTTING_DOWN",
 		23: "ERROR_REASON_MALFORMED_REQUEST",
+		24: "ERROR_REASON_OWNER_HOLDS_TOO_MUCH",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -167,6 +174,7 @@ var (
 		"ERROR_REASON_INTERNAL":                 21,
 		"ERROR_REASON_SERVER_SHUTTING_DOWN":     22,
 		"ERROR_REASON_MALFORMED_REQUEST":        23,
+		"ERROR_REASON_OWNER_HOLDS_TOO_MUCH":     24,
 	}
 )
 
@@ -201,7 +209,7 @@ var File_historyd_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xf5\x06\n" +
+	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\x9c\a\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_BRANCH_NOT_FOUND\x10\x01\x12&\n" +
@@ -227,7 +235,8 @@ const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x14\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x15\x12%\n" +
 	"!ERROR_REASON_SERVER_SHUTTING_DOWN\x10\x16\x12\"\n" +
-	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x17B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x17\x12%\n" +
+	"!ERROR_REASON_OWNER_HOLDS_TOO_MUCH\x10\x18B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_error_reason_proto_rawDescOnce sync.Once

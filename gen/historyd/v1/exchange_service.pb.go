@@ -715,9 +715,15 @@ func (x *RegisterResponse) GetFlow() *Flow {
 type UnregisterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// owner_id is the owner's UUID (required).
-	OwnerId       string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OwnerId string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// omit_dead_letters leaves the dead letters out of the returned flow (dead_letters_evicted is
+	// still set), for a client that has read them with ListDeadLetters: they cannot be drained
+	// otherwise, so an owner whose dead letters alone exceed the response limit can leave only this
+	// way. Only the owner's own collects add dead letters: a client that has not collected it since
+	// reading them loses nothing.
+	OmitDeadLetters bool `protobuf:"varint,2,opt,name=omit_dead_letters,json=omitDeadLetters,proto3" json:"omit_dead_letters,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *UnregisterRequest) Reset() {
@@ -757,11 +763,19 @@ func (x *UnregisterRequest) GetOwnerId() string {
 	return ""
 }
 
+func (x *UnregisterRequest) GetOmitDeadLetters() bool {
+	if x != nil {
+		return x.OmitDeadLetters
+	}
+	return false
+}
+
 // UnregisterResponse returns what the owner held.
 type UnregisterResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// flow is everything the owner still held; absent when the owner was not registered. It can be
-	// large: drain with Collect and PopMessage first, or raise the client's receive size limit.
+	// flow is everything the owner still held (without its dead letters when omit_dead_letters was
+	// set); absent when the owner was not registered. It is at most 4 MiB: an owner that holds more
+	// is not removed (see Unregister).
 	Flow          *Flow `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1783,9 +1797,10 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\x0fRegisterRequest\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\"9\n" +
 	"\x10RegisterResponse\x12%\n" +
-	"\x04flow\x18\x01 \x01(\v2\x11.historyd.v1.FlowR\x04flow\".\n" +
+	"\x04flow\x18\x01 \x01(\v2\x11.historyd.v1.FlowR\x04flow\"Z\n" +
 	"\x11UnregisterRequest\x12\x19\n" +
-	"\bowner_id\x18\x01 \x01(\tR\aownerId\";\n" +
+	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12*\n" +
+	"\x11omit_dead_letters\x18\x02 \x01(\bR\x0fomitDeadLetters\";\n" +
 	"\x12UnregisterResponse\x12%\n" +
 	"\x04flow\x18\x01 \x01(\v2\x11.historyd.v1.FlowR\x04flow\"O\n" +
 	"\x11ListOwnersRequest\x12\x1b\n" +

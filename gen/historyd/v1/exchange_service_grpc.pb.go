@@ -53,7 +53,9 @@ const (
 // INVALID_ARGUMENT (reason ERROR_REASON_INVALID_FIELD); an unregistered sender or collector is
 // FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED); a duplicate Register is ALREADY_EXISTS
 // (ERROR_REASON_OWNER_ALREADY_REGISTERED); a full outbox is RESOURCE_EXHAUSTED
-// (ERROR_REASON_OUTBOX_FULL). The ErrorInfo metadata key `ownerId` names the owner.
+// (ERROR_REASON_OUTBOX_FULL); an Unregister whose flow would not fit in one response is
+// FAILED_PRECONDITION (ERROR_REASON_OWNER_HOLDS_TOO_MUCH). The ErrorInfo metadata key `ownerId`
+// names the owner.
 type ExchangeServiceClient interface {
 	// Register creates the owner's flow with an empty outbox and returns it (ADR-0006 D5: register).
 	// A registered owner is ALREADY_EXISTS.
@@ -62,6 +64,14 @@ type ExchangeServiceClient interface {
 	// dead letters (DESIGN.md "Exchange": nothing is lost by leaving). An unknown owner answers with
 	// no flow (ADR-0006 D5: unregister returns None). A collect of the owner in progress finishes
 	// first; its live SubscribeInbox streams end with FAILED_PRECONDITION.
+	//
+	// The owner is removed only if the response fits in 4 MiB (4,194,304 bytes, the default receive
+	// limit of gRPC clients; the server sends nothing larger): otherwise the call is
+	// FAILED_PRECONDITION with reason ERROR_REASON_OWNER_HOLDS_TOO_MUCH, removes nothing, and its
+	// ErrorInfo metadata says how much: `responseBytes` (the response it would have sent),
+	// `maxResponseBytes`, `queuedCount`, `inboxCount` and `deadLetterCount`. Drain the owner — Collect
+	// its outbox, PopMessage its inboxes (Receive lists them), read its dead letters with
+	// ListDeadLetters and set omit_dead_letters — and retry.
 	Unregister(ctx context.Context, in *UnregisterRequest, opts ...grpc.CallOption) (*UnregisterResponse, error)
 	// ListOwners lists the registered owners in registration order, paginated.
 	ListOwners(ctx context.Context, in *ListOwnersRequest, opts ...grpc.CallOption) (*ListOwnersResponse, error)
@@ -226,7 +236,9 @@ type ExchangeService_SubscribeInboxClient = grpc.ServerStreamingClient[Subscribe
 // INVALID_ARGUMENT (reason ERROR_REASON_INVALID_FIELD); an unregistered sender or collector is
 // FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED); a duplicate Register is ALREADY_EXISTS
 // (ERROR_REASON_OWNER_ALREADY_REGISTERED); a full outbox is RESOURCE_EXHAUSTED
-// (ERROR_REASON_OUTBOX_FULL). The ErrorInfo metadata key `ownerId` names the owner.
+// (ERROR_REASON_OUTBOX_FULL); an Unregister whose flow would not fit in one response is
+// FAILED_PRECONDITION (ERROR_REASON_OWNER_HOLDS_TOO_MUCH). The ErrorInfo metadata key `ownerId`
+// names the owner.
 type ExchangeServiceServer interface {
 	// Register creates the owner's flow with an empty outbox and returns it (ADR-0006 D5: register).
 	// A registered owner is ALREADY_EXISTS.
@@ -235,6 +247,14 @@ type ExchangeServiceServer interface {
 	// dead letters (DESIGN.md "Exchange": nothing is lost by leaving). An unknown owner answers with
 	// no flow (ADR-0006 D5: unregister returns None). A collect of the owner in progress finishes
 	// first; its live SubscribeInbox streams end with FAILED_PRECONDITION.
+	//
+	// The owner is removed only if the response fits in 4 MiB (4,194,304 bytes, the default receive
+	// limit of gRPC clients; the server sends nothing larger): otherwise the call is
+	// FAILED_PRECONDITION with reason ERROR_REASON_OWNER_HOLDS_TOO_MUCH, removes nothing, and its
+	// ErrorInfo metadata says how much: `responseBytes` (the response it would have sent),
+	// `maxResponseBytes`, `queuedCount`, `inboxCount` and `deadLetterCount`. Drain the owner — Collect
+	// its outbox, PopMessage its inboxes (Receive lists them), read its dead letters with
+	// ListDeadLetters and set omit_dead_letters — and retry.
 	Unregister(context.Context, *UnregisterRequest) (*UnregisterResponse, error)
 	// ListOwners lists the registered owners in registration order, paginated.
 	ListOwners(context.Context, *ListOwnersRequest) (*ListOwnersResponse, error)

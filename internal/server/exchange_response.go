@@ -1,0 +1,73 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/exchange"
+)
+
+// exchangeMaxResponseBytes bounds the ExchangeService responses whose size the owners' data
+// decides (Unregister's flow, Collect's and CollectAll's reports): 4 MiB, the default receive limit
+// of gRPC clients (grpc-go, grpc-java, grpc-node), below which a client that kept its defaults can
+// read every response. The server's own send limit is grpc-go's default, math.MaxInt32, which
+// historyd does not lower, so this is the smaller of the two.
+const exchangeMaxResponseBytes = 4 << 20
+
+// errOwnerHoldsTooMuch is the sentinel of ownerHoldsTooMuchError: FAILED_PRECONDITION with reason
+// OWNER_HOLDS_TOO_MUCH (errors.go).
+var errOwnerHoldsTooMuch = errors.New("owner holds too much to return in one response")
+
+// ownerHoldsTooMuchError refuses an Unregister whose response would exceed the limit: nothing was
+// removed (DESIGN.md "Exchange": nothing is lost by leaving). Its metadata says how much, so the
+// client can drain the owner and retry.
+type ownerHoldsTooMuchError struct {
+	owner               uuid.UUID
+	size, limit         int
+	queued, inbox, dead int
+}
+
+func (e *ownerHoldsTooMuchError) Error() string {
+	return fmt.Sprintf("Owner %s holds too much to return in one response (%d bytes, at most %d: %d queued, "+
+		"%d in inboxes, %d dead letters); nothing was removed: collect its outbox, pop its inboxes, read its "+
+		"dead letters with ListDeadLetters and set omit_dead_letters, then retry",
+		e.owner, e.size, e.limit, e.queued, e.inbox, e.dead)
+}
+
+// Unwrap returns errOwnerHoldsTooMuch, whose rule gives the code and reason.
+func (e *ownerHoldsTooMuchError) Unwrap() error { return errOwnerHoldsTooMuch }
+
+// ErrorMetadata names the owner and gives the sizes and counts.
+func (e *ownerHoldsTooMuchError) ErrorMetadata() map[string]string {
+	return map[string]string{
+		"ownerId":          e.owner.String(),
+		"responseBytes":    strconv.Itoa(e.size),
+		"maxResponseBytes": strconv.Itoa(e.limit),
+		"queuedCount":      strconv.Itoa(e.queued),
+		"inboxCount":       strconv.Itoa(e.inbox),
+		"deadLetterCount":  strconv.Itoa(e.dead),
+	}
+}
+
+// unregisterResponse is the check UnregisterIf runs under the owner's locks: it converts what the
+// owner holds into the response (into *out) and refuses, so that nothing is removed, when the
+// response would be larger than limit.
+func unregisterResponse(out **historyv1.UnregisterResponse, omitDeadLetters bool, limit int) func(*exchange.Snapshot) error {
+	return func(snap *exchange.Snapshot) error {
+		resp := &historyv1.UnregisterResponse{Flow: flowToProto(snap, !omitDeadLetters)}
+		if n := proto.Size(resp); n > limit {
+			e := &ownerHoldsTooMuchError{owner: snap.Owner, size: n, limit: limit, queued: len(snap.Outbox), dead: len(snap.DeadLetters)}
+			for _, in := range snap.Inboxes {
+				e.inbox += len(in.Messages)
+			}
+			return e
+		}
+		*out = resp
+		return nil
+	}
+}
