@@ -28,7 +28,7 @@ type exchangeConfig struct {
 var exchangeSettings = []setting{
 	{"exchange-max-outbox", "HISTORYD_EXCHANGE_MAX_OUTBOX", strconv.Itoa(exchange.DefaultMaxOutbox), "messages one owner may have queued for collection; Send past it is RESOURCE_EXHAUSTED (0 = no bound)"},
 	{"exchange-max-inbox", "HISTORYD_EXCHANGE_MAX_INBOX", strconv.Itoa(exchange.DefaultMaxInbox), "messages one inbox (one sender's, at one owner) may hold; deliveries past it become dead letters with reason inbox full (0 = no bound)"},
-	{"exchange-max-dead-letters", "HISTORYD_EXCHANGE_MAX_DEAD_LETTERS", strconv.Itoa(exchange.DefaultMaxDeadLetters), "dead letters kept per owner; the oldest are evicted and counted (0 = no bound)"},
+	{"exchange-max-dead-letters", "HISTORYD_EXCHANGE_MAX_DEAD_LETTERS", strconv.Itoa(exchange.DefaultMaxDeadLetters), "dead letters kept per owner; the oldest are evicted and counted (>= 1: the list is always bounded)"},
 	{"exchange-subscriber-buffer", "HISTORYD_EXCHANGE_SUBSCRIBER_BUFFER", strconv.Itoa(exchange.DefaultSubscriberBuffer), "messages a SubscribeInbox stream may have pending before it is ended as too slow (>= 1)"},
 	{"exchange-background-collect", "HISTORYD_EXCHANGE_BACKGROUND_COLLECT", "false", "collect outboxes in the background after each Send, as LionAGI's Exchange.run (true or false)"},
 	{"exchange-heartbeat", "HISTORYD_EXCHANGE_HEARTBEAT", server.DefaultHeartbeat.String(), "idle interval between SubscribeInbox heartbeats, jittered by 10% (Go duration; 0 = none after the first)"},
@@ -61,10 +61,14 @@ func (c exchangeConfig) validate() error {
 	for _, v := range []struct {
 		name string
 		n    int
-	}{{"exchange max outbox", c.MaxOutbox}, {"exchange max inbox", c.MaxInbox}, {"exchange max dead letters", c.MaxDeadLetters}} {
+	}{{"exchange max outbox", c.MaxOutbox}, {"exchange max inbox", c.MaxInbox}} {
 		if v.n < 0 {
 			return fmt.Errorf("%s %d: must not be negative", v.name, v.n)
 		}
+	}
+	// DESIGN.md "Exchange": the dead-letter list is bounded per owner, so there is no "no bound".
+	if c.MaxDeadLetters < 1 {
+		return fmt.Errorf("exchange max dead letters %d: must be at least 1", c.MaxDeadLetters)
 	}
 	if c.SubscriberBuffer < 1 {
 		return fmt.Errorf("exchange subscriber buffer %d: must be at least 1", c.SubscriberBuffer)

@@ -30,11 +30,11 @@ func TestExchangeConfig(t *testing.T) {
 			name: "environment",
 			env: map[string]string{
 				"HISTORYD_EXCHANGE_MAX_OUTBOX": "5", "HISTORYD_EXCHANGE_MAX_INBOX": "6",
-				"HISTORYD_EXCHANGE_MAX_DEAD_LETTERS": "0", "HISTORYD_EXCHANGE_SUBSCRIBER_BUFFER": "7",
+				"HISTORYD_EXCHANGE_MAX_DEAD_LETTERS": "1", "HISTORYD_EXCHANGE_SUBSCRIBER_BUFFER": "7",
 				"HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "true", "HISTORYD_EXCHANGE_HEARTBEAT": "2s",
 				"HISTORYD_EXCHANGE_SEND_TIMEOUT": "3s",
 			},
-			want: exchangeConfig{MaxOutbox: 5, MaxInbox: 6, MaxDeadLetters: 0, SubscriberBuffer: 7,
+			want: exchangeConfig{MaxOutbox: 5, MaxInbox: 6, MaxDeadLetters: 1, SubscriberBuffer: 7,
 				BackgroundCollect: true, Heartbeat: 2 * time.Second, SendTimeout: 3 * time.Second},
 		},
 		{
@@ -67,6 +67,9 @@ func TestExchangeConfigInvalid(t *testing.T) {
 		{args: []string{"--exchange-max-outbox", "-1"}, mention: "-1"},
 		{args: []string{"--exchange-max-inbox", "lots"}, mention: "exchange-max-inbox"},
 		{args: []string{"--exchange-subscriber-buffer", "0"}, mention: "subscriber buffer"},
+		// Review finding MINOR 3: 0 used to mean "no bound"; DESIGN.md "Exchange" says bounded.
+		{args: []string{"--exchange-max-dead-letters", "0"}, mention: "dead letters"},
+		{env: map[string]string{"HISTORYD_EXCHANGE_MAX_DEAD_LETTERS": "-3"}, mention: "dead letters"},
 		{args: []string{"--exchange-send-timeout", "0s"}, mention: "send timeout"},
 		{args: []string{"--exchange-heartbeat", "-1s"}, mention: "heartbeat"},
 		{env: map[string]string{"HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "maybe"}, mention: "HISTORYD_EXCHANGE_BACKGROUND_COLLECT"},
