@@ -321,5 +321,6 @@ func TestWatchBranchStreamLimit(t *testing.T) {
 	recvUntil(second, rec, nil)
 	for err := wait(t, f.ended); !errors.Is(err, context.Canceled); err = wait(t, f.ended) {
 	} // the cancelled stream's handler has returned and closed its subscription
-	_, _ = openWatch(ctx, t, f.c, &historyv1.WatchBranchRequest{BranchId: b})
+	_, third := openWatch(ctx, t, f.c, &historyv1.WatchBranchRequest{BranchId: b})
+	mustValid(t, watchSession{rec}, watchSession{third})
 }

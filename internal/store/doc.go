@@ -1,7 +1,9 @@
 // Package store owns branch histories: LionAGI's MessageManager semantics
 // (ADR-0006 D3) over a Store interface, the per-branch sequences and event
 // log of DESIGN.md "Sequences, events and watch", the message-added
-// observers of ADR-0006 D4 ("Observers" in DESIGN.md), request-id
+// observers of ADR-0006 D4 ("Observers" in DESIGN.md), the subscriptions
+// WatchBranch reads (replay then live, a kinds filter, bounded buffers, a
+// limit on open ones; docs/decisions/0005), request-id
 // idempotency and optimistic concurrency (DESIGN.md "Branches"), LionAGI
 // JSON import and export of whole branches, and the backends: the in-memory
 // one (Memory) with its memory budget. Every backend must pass
