@@ -150,18 +150,21 @@ func statusFrom(rules []errorRule, err error) error {
 	st := status.New(code, err.Error())
 	// A rejected field is named in a google.rpc.BadRequest and in the "field" metadata key, also
 	// when a rule gives the error a more specific reason (LION_CLASS_MISMATCH names
-	// metadata.lion_class).
+	// metadata.lion_class). A field error that names no field (an empty InvalidField) is still an
+	// input error, but names none.
 	if fe, ok := errors.AsType[fieldError](err); ok {
-		if md == nil {
-			md = map[string]string{}
+		if field := fe.InvalidField(); field != "" {
+			if md == nil {
+				md = map[string]string{}
+			}
+			md["field"] = field
+			st = withDetails(st, &errdetails.BadRequest{
+				FieldViolations: []*errdetails.BadRequest_FieldViolation{{
+					Field:       field,
+					Description: fe.Error(),
+				}},
+			})
 		}
-		md["field"] = fe.InvalidField()
-		st = withDetails(st, &errdetails.BadRequest{
-			FieldViolations: []*errdetails.BadRequest_FieldViolation{{
-				Field:       fe.InvalidField(),
-				Description: fe.Error(),
-			}},
-		})
 		matched = true
 	}
 	if matched {

@@ -69,6 +69,16 @@ type testFieldError struct{ field string }
 func (e testFieldError) Error() string        { return e.field + ": bad" }
 func (e testFieldError) InvalidField() string { return e.field }
 
+// testFieldRuleError wraps a sentinel and may name a field, as store.MessageError does.
+type testFieldRuleError struct {
+	sentinel error
+	field    string
+}
+
+func (e *testFieldRuleError) Error() string        { return e.sentinel.Error() }
+func (e *testFieldRuleError) Unwrap() error        { return e.sentinel }
+func (e *testFieldRuleError) InvalidField() string { return e.field }
+
 var testRules = []errorRule{
 	{errTestNotFound, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND},
 	{errTestExists, codes.AlreadyExists, historyv1.ErrorReason_ERROR_REASON_BRANCH_ALREADY_EXISTS},
@@ -103,6 +113,11 @@ func TestStatusFrom(t *testing.T) {
 		{name: "rule reason, field named", err: &FieldError{Field: "branch_id", Err: errTestNotFound},
 			code: codes.NotFound, reason: historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND,
 			md: map[string]string{"field": "branch_id"}},
+		// An error that may name a field but names none here gets the rule, and no field.
+		{name: "rule reason, no field", err: testFieldError{""}, code: codes.InvalidArgument,
+			reason: historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD},
+		{name: "rule reason, field error naming none", err: fmt.Errorf("w: %w", &testFieldRuleError{errTestNotFound, ""}),
+			code: codes.NotFound, reason: historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND},
 		{name: "canceled", err: fmt.Errorf("wait: %w", context.Canceled), code: codes.Canceled},
 		{name: "deadline", err: context.DeadlineExceeded, code: codes.DeadlineExceeded},
 		{name: "existing status", err: existing, code: codes.PermissionDenied, message: "already a status"},

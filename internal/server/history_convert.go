@@ -206,6 +206,7 @@ func addInputFromProto(req *historyv1.AddMessageRequest) (store.AddInput, error)
 	hasTarget := target != (uuid.UUID{})
 	if hasTarget {
 		in.Target = &target
+		in.TargetKind = inputKind(req) // the target must be of the input's kind (DESIGN.md "Branches")
 	}
 	f := &in.Factory
 	if f.Sender, err = factoryParticipant("sender", req.GetSender()); err != nil {
@@ -277,6 +278,27 @@ func addInputFromProto(req *historyv1.AddMessageRequest) (store.AddInput, error)
 		}
 	}
 	return in, nil
+}
+
+// inputKind is the kind of message AddMessage's input oneof writes, nil when the oneof is empty or
+// gives a whole message.
+func inputKind(req *historyv1.AddMessageRequest) *envelope.Kind {
+	var k envelope.Kind
+	switch req.GetInput().(type) {
+	case *historyv1.AddMessageRequest_Instruction:
+		k = envelope.KindInstruction
+	case *historyv1.AddMessageRequest_AssistantResponse:
+		k = envelope.KindAssistantResponse
+	case *historyv1.AddMessageRequest_System:
+		k = envelope.KindSystem
+	case *historyv1.AddMessageRequest_ActionRequest:
+		k = envelope.KindActionRequest
+	case *historyv1.AddMessageRequest_ActionOutput:
+		k = envelope.KindActionResponse
+	default:
+		return nil
+	}
+	return &k
 }
 
 // inputField is the request field AddMessage's input errors name.

@@ -119,13 +119,20 @@ func strPtr(s string) *string { return &s }
 
 // TestHistoryBadInput: issue 4 "Bad input": malformed ids, a kind change, an action output for a
 // message that is not an action request, a negative page size, non-member ids in an order or a
-// progression (D3's text), unknown branches and messages — each with its code and reason, and the
-// branch unchanged.
+// progression (D3's text), unknown branches and messages — each with its code and reason, the
+// field an input error names (or none), and the branch unchanged.
 func TestHistoryBadInput(t *testing.T) {
 	f := newHistoryFixture(t)
 	ctx := testContext(t)
-	b := f.create(t, nil)
+	created, err := f.c.CreateBranch(ctx, &historyv1.CreateBranchRequest{System: &historyv1.SystemInput{SystemMessage: strPtr("S")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, sys := created.GetBranch().GetId(), created.GetSystem().GetId()
 	ins := f.instruction(t, b, "hello")
+	asst := f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_AssistantResponse{
+		AssistantResponse: &historyv1.AssistantResponseInput{Response: &historyv1.AssistantResponseInput_Text{Text: "hi"}}}}).GetMessage()
+	guidance := &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{GuidanceValue: &historyv1.InstructionInput_Guidance{Guidance: "G"}}}
 	stranger := uuid.NewString()
 	before := f.export(t, b)
 	for _, tc := range []struct {
@@ -167,29 +174,43 @@ func TestHistoryBadInput(t *testing.T) {
 		{"order names a stranger", func() error {
 			_, err := f.c.ToChatMessages(ctx, &historyv1.ToChatMessagesRequest{BranchId: b, Order: &historyv1.MessageIds{Ids: []string{stranger}}})
 			return err
-		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_PROGRESSION, ""},
+		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_PROGRESSION, "order.ids[0]"},
 		{"progression names a stranger", func() error {
 			_, err := f.c.SetProgression(ctx, &historyv1.SetProgressionRequest{BranchId: b, Progression: &historyv1.MessageIds{Ids: []string{ins.GetId(), stranger}}})
 			return err
-		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_PROGRESSION, ""},
+		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_PROGRESSION, "progression.ids[1]"},
 		{"progression repeats an id", func() error {
 			_, err := f.c.SetProgression(ctx, &historyv1.SetProgressionRequest{BranchId: b, Progression: &historyv1.MessageIds{Ids: []string{ins.GetId(), ins.GetId()}}})
 			return err
-		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_PROGRESSION, ""},
+		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_PROGRESSION, "progression.ids[1]"},
 		{"kind change", func() error {
 			_, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_Message{Message: &historyv1.Message{
 				Id: ins.GetId(), Content: &historyv1.Message_AssistantResponse{AssistantResponse: &historyv1.AssistantResponseContent{AssistantResponse: "x"}}}}})
 			return err
-		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_MESSAGE_KIND_CHANGE, ""},
+		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_MESSAGE_KIND_CHANGE, "message"},
+		// review M2: a target keeps its kind; an input of another kind is not silently ignored.
+		{"instruction input for an AssistantResponse target", func() error {
+			_, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, TargetId: asst.GetId(), Input: guidance})
+			return err
+		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_MESSAGE_KIND_CHANGE, "target_id"},
+		{"instruction input for the system target", func() error {
+			_, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, TargetId: sys, Input: guidance})
+			return err
+		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_MESSAGE_KIND_CHANGE, "target_id"},
+		{"an empty system input for an Instruction target", func() error {
+			_, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, TargetId: ins.GetId(), Sender: structpb.NewStringValue("bob"),
+				Input: &historyv1.AddMessageRequest_System{System: &historyv1.SystemInput{}}})
+			return err
+		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_MESSAGE_KIND_CHANGE, "target_id"},
 		{"action output for an instruction", func() error {
 			_, err := f.c.CreateActionResponse(ctx, &historyv1.CreateActionResponseRequest{BranchId: b, ActionRequestId: ins.GetId()})
 			return err
-		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_NOT_AN_ACTION_REQUEST, ""},
+		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_NOT_AN_ACTION_REQUEST, "action_request_id"},
 		{"action output input for an instruction", func() error {
 			_, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_ActionOutput{
 				ActionOutput: &historyv1.ActionOutputInput{ActionRequestId: ins.GetId(), OutputJson: strPtr("1")}}})
 			return err
-		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_NOT_AN_ACTION_REQUEST, ""},
+		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_NOT_AN_ACTION_REQUEST, "action_output.action_request_id"},
 		{"negative page size", func() error {
 			_, err := f.c.ListMessages(ctx, &historyv1.ListMessagesRequest{BranchId: b, PageSize: -1})
 			return err
@@ -229,7 +250,7 @@ func TestHistoryBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
 			ei, field := wantStatus(t, err, tc.code, tc.reason)
-			if tc.field != "" && field != tc.field {
+			if field != tc.field {
 				t.Errorf("field = %q, want %q (%v)", field, tc.field, err)
 			}
 			switch tc.reason {

@@ -141,12 +141,14 @@ type placement struct {
 // plan validates writing msg with D3's rules: a System takes index 0 (in
 // place when it is the current system, replacing it otherwise); any other
 // message already present is replaced at its index; a new one is appended.
-// An id that is present with another kind is ErrKindChange.
-func (b *branch) plan(msg *envelope.Message) (placement, error) {
+// An id that is present with another kind is ErrKindChange naming field,
+// the request field that gave msg.
+func (b *branch) plan(msg *envelope.Message, field string) (placement, error) {
 	p := placement{msg: msg}
 	cur, exists := b.msgs[msg.ID]
 	if exists && cur.msg.Kind() != msg.Kind() {
-		return placement{}, &MessageError{Err: ErrKindChange, BranchID: b.id, MessageID: msg.ID}
+		return placement{}, &MessageError{Err: ErrKindChange, BranchID: b.id, MessageID: msg.ID, Field: field,
+			Detail: "it is " + article(cur.msg.Kind()) + ", not " + article(msg.Kind())}
 	}
 	if msg.Kind() == envelope.KindSystem {
 		if exists {

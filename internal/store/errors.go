@@ -120,13 +120,15 @@ func (e *BranchError) ErrorMetadata() map[string]string {
 }
 
 // MessageError names the branch and the message an error is about. Field,
-// when set, is the request field that named the message, so the error also
-// reads as a field error where the sentinel is an input error.
+// when set, is the request field that named the message (its path as the
+// wire spells it), so the error also reads as a field error where the
+// sentinel is an input error.
 type MessageError struct {
 	Err       error
 	BranchID  uuid.UUID
 	MessageID uuid.UUID
 	Field     string
+	Detail    string // what is wrong, when the sentinel does not say it all
 }
 
 func (e *MessageError) Error() string {
@@ -134,11 +136,24 @@ func (e *MessageError) Error() string {
 	if e.Field != "" {
 		s = e.Field + ": " + s
 	}
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
 	return s
 }
 
 // Unwrap returns the sentinel.
 func (e *MessageError) Unwrap() error { return e.Err }
+
+// InvalidField returns Field when the sentinel is an input error
+// (envelope.ErrInvalid), else "": a message that is not found is not a
+// malformed field.
+func (e *MessageError) InvalidField() string {
+	if errors.Is(e.Err, envelope.ErrInvalid) {
+		return e.Field
+	}
+	return ""
+}
 
 // ErrorMetadata returns {branchId, messageId}.
 func (e *MessageError) ErrorMetadata() map[string]string {

@@ -82,18 +82,7 @@ func truthyOr(v jsonv.Value, m *envelope.Message) bool { return m != nil || v.Tr
 // AssistantResponse for a truthy response, else an Instruction. A truthy
 // metadata is merged into metadata.extra.
 func CreateMessage(f Factory) (Created, error) {
-	kinds := 0
-	for _, t := range []bool{
-		truthyOr(f.Instruction, f.InstructionMsg),
-		truthyOr(f.AssistantResponse, f.AssistantMsg),
-		truthyOr(f.System, f.SystemMsg),
-		f.ActionRequestMsg != nil && !f.hasOutput() && f.ActionResponseMsg == nil,
-	} {
-		if t {
-			kinds++
-		}
-	}
-	if kinds > 1 {
+	if f.messageTypes() > 1 {
 		return Created{}, ErrOneMessageType
 	}
 	var (
@@ -122,6 +111,56 @@ func CreateMessage(f Factory) (Created, error) {
 		}
 	}
 	return c, nil
+}
+
+// messageTypes counts the message types create_message's inputs select:
+// more than one is ErrOneMessageType.
+func (f Factory) messageTypes() int {
+	n := 0
+	for _, t := range []bool{
+		truthyOr(f.Instruction, f.InstructionMsg),
+		truthyOr(f.AssistantResponse, f.AssistantMsg),
+		truthyOr(f.System, f.SystemMsg),
+		f.ActionRequestMsg != nil && !f.hasOutput() && f.ActionResponseMsg == nil,
+	} {
+		if t {
+			n++
+		}
+	}
+	return n
+}
+
+// otherKindInput returns the first content input f gives that a message of
+// kind k does not take, "" when there is none (sender, recipient and
+// metadata every kind takes).
+func (f Factory) otherKindInput(k envelope.Kind) string {
+	for _, in := range []struct {
+		kind  envelope.Kind
+		name  string
+		given bool
+	}{
+		{envelope.KindInstruction, "instruction", !f.Instruction.IsNull()},
+		{envelope.KindInstruction, "context", !f.Context.IsNull()},
+		{envelope.KindInstruction, "handle_context", f.HandleContext != ""},
+		{envelope.KindInstruction, "guidance", !f.Guidance.IsNull()},
+		{envelope.KindInstruction, "plain_content", !f.PlainContent.IsNull()},
+		{envelope.KindInstruction, "response_format", !f.ResponseFormat.IsNull()},
+		{envelope.KindInstruction, "images", !f.Images.IsNull()},
+		{envelope.KindInstruction, "image_detail", !f.ImageDetail.IsNull()},
+		{envelope.KindInstruction, "tool_schemas", !f.ToolSchemas.IsNull()},
+		{envelope.KindSystem, "system", !f.System.IsNull()},
+		{envelope.KindSystem, "system_datetime", !f.SystemDatetime.IsNull()},
+		{envelope.KindAssistantResponse, "assistant_response", !f.AssistantResponse.IsNull()},
+		{envelope.KindActionRequest, "action_function", !f.ActionFunction.IsNull()},
+		{envelope.KindActionRequest, "action_arguments", !f.ActionArguments.IsNull()},
+		{envelope.KindActionResponse, "action_output", f.hasOutput()},
+		{envelope.KindActionResponse, "action_error", f.ActionError != nil},
+	} {
+		if in.given && in.kind != k {
+			return in.name
+		}
+	}
+	return ""
 }
 
 // withExtraMetadata is `msg.metadata.setdefault("extra", {}).update(md)`.

@@ -59,7 +59,7 @@ func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, erro
 		}
 	}
 	for _, msg := range copies {
-		if err := m.seed(b, msg); err != nil {
+		if err := m.seed(b, msg, ""); err != nil { // a clone has a new id: it replaces nothing
 			m.discard(b)
 			return BranchResult{}, err
 		}

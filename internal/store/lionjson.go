@@ -18,9 +18,15 @@ type imported struct {
 	name      *string
 	user      *string
 	messages  []*envelope.Message // replayed in order through the D3 rules
+	paths     []string            // each message's place in the request ("data[2]")
 	selected  *Progression
 	pile      *elementID
 	prog      *elementID
+}
+
+func (im *imported) add(m *envelope.Message, path string) {
+	im.messages = append(im.messages, m)
+	im.paths = append(im.paths, path)
 }
 
 // parseImport reads the three shapes ImportBranch accepts (DESIGN.md
@@ -29,37 +35,40 @@ type imported struct {
 // dicts; any mode (metadata or node_metadata). Errors name the field from
 // "data".
 func parseImport(data jsonv.Value) (imported, error) {
+	var out imported
 	switch {
 	case data.Kind() == jsonv.Array:
-		var out imported
-		for i, e := range data.Elems() {
-			// ADR-0006 D3 "Initialization": dictionaries are reconstructed
-			// through Message.from_dict; non-message entries are ignored.
-			if e.Kind() != jsonv.Object {
-				continue
-			}
-			m, err := envelope.Decode(e)
-			if err != nil {
-				return imported{}, prefixErr("data["+strconv.Itoa(i)+"]", err)
-			}
-			out.messages = append(out.messages, m)
-		}
-		return out, nil
+		return out, out.addList(data, "data")
 	case data.Kind() == jsonv.Object && data.Has("messages"):
 		return parseBranchDict(data)
 	case data.Kind() == jsonv.Object && data.Has("collections"):
-		var out imported
-		var err error
-		out.messages, out.pile, out.prog, err = parsePile(data, "data")
-		return out, err
+		return out, out.addPile(data, "data")
 	}
 	return imported{}, fieldErr("data", envelope.ErrInvalid, "not a LionAGI Branch (an object with messages), Pile (an object with collections) or list of messages; got %s", data.Kind())
 }
 
+// addList reads a list of message dicts at field. ADR-0006 D3
+// "Initialization": dictionaries are reconstructed through
+// Message.from_dict; non-message entries are ignored.
+func (im *imported) addList(v jsonv.Value, field string) error {
+	for i, e := range v.Elems() {
+		if e.Kind() != jsonv.Object {
+			continue
+		}
+		path := field + "[" + strconv.Itoa(i) + "]"
+		m, err := envelope.Decode(e)
+		if err != nil {
+			return prefixErr(path, err)
+		}
+		im.add(m, path)
+	}
+	return nil
+}
+
 // parseBranchDict reads Branch.to_dict: the Element fields, user, name, the
-// messages Pile, and metadata.current_progression as the selected
-// progression. `system` is ignored, as Branch.from_dict does when the
-// messages (which hold the system) are present.
+// messages Pile (or list), and metadata.current_progression as the
+// selected progression. `system` is ignored, as Branch.from_dict does when
+// the messages (which hold the system) are present.
 func parseBranchDict(data jsonv.Value) (imported, error) {
 	id, created, meta, err := decodeElement(data, envelope.ClassBranch)
 	if err != nil {
@@ -83,18 +92,15 @@ func parseBranchDict(data jsonv.Value) (imported, error) {
 	msgs, _ := data.Get("messages")
 	switch msgs.Kind() {
 	case jsonv.Object:
-		if out.messages, out.pile, out.prog, err = parsePile(msgs, "data.messages"); err != nil {
-			return imported{}, err
-		}
+		err = out.addPile(msgs, "data.messages")
 	case jsonv.Array:
-		inner, err := parseImport(msgs)
-		if err != nil {
-			return imported{}, prefixErr("messages", err)
-		}
-		out.messages = inner.messages
+		err = out.addList(msgs, "data.messages")
 	case jsonv.Null:
 	default:
-		return imported{}, fieldErr("data.messages", envelope.ErrInvalid, "must be a Pile object, got %s", msgs.Kind())
+		err = fieldErr("data.messages", envelope.ErrInvalid, "must be a Pile object, got %s", msgs.Kind())
+	}
+	if err != nil {
+		return imported{}, err
 	}
 	if cp, ok := meta.Get("current_progression"); ok {
 		out.metadata = meta.Delete("current_progression")
@@ -107,61 +113,61 @@ func parseBranchDict(data jsonv.Value) (imported, error) {
 	return out, nil
 }
 
-// parsePile reads Pile.to_dict: its collections (message dicts) in the
-// order of its progression, when it has one.
-func parsePile(v jsonv.Value, field string) ([]*envelope.Message, *elementID, *elementID, error) {
-	var pile, prog *elementID
+// addPile reads Pile.to_dict at field: its collections (message dicts) in
+// the order of its progression, when it has one, and the identities of the
+// Pile and its progression.
+func (im *imported) addPile(v jsonv.Value, field string) error {
 	if v.Has("id") {
 		id, created, _, err := decodeElement(v, envelope.ClassPile)
 		if err != nil {
-			return nil, nil, nil, prefixErr(field, err)
+			return prefixErr(field, err)
 		}
-		pile = &elementID{id, created}
+		im.pile = &elementID{id, created}
 	}
 	coll, _ := v.Get("collections")
 	if coll.Kind() != jsonv.Array && !coll.IsNull() {
-		return nil, nil, nil, fieldErr(field+".collections", envelope.ErrInvalid, "must be a list, got %s", coll.Kind())
+		return fieldErr(field+".collections", envelope.ErrInvalid, "must be a list, got %s", coll.Kind())
 	}
-	msgs := make([]*envelope.Message, 0, coll.Len())
-	byID := make(map[uuid.UUID]*envelope.Message, coll.Len())
+	var list imported
+	byID := make(map[uuid.UUID]int, coll.Len())
 	for i, e := range coll.Elems() {
 		f := field + ".collections[" + strconv.Itoa(i) + "]"
 		if e.Kind() != jsonv.Object {
-			return nil, nil, nil, fieldErr(f, envelope.ErrInvalid, "must be a message object, got %s", e.Kind())
+			return fieldErr(f, envelope.ErrInvalid, "must be a message object, got %s", e.Kind())
 		}
 		m, err := envelope.Decode(e)
 		if err != nil {
-			return nil, nil, nil, prefixErr(f, err)
+			return prefixErr(f, err)
 		}
-		msgs = append(msgs, m)
-		byID[m.ID] = m
+		byID[m.ID] = len(list.messages)
+		list.add(m, f)
 	}
 	pv, ok := v.Get("progression")
 	if !ok || pv.IsNull() {
-		return msgs, pile, prog, nil
+		im.messages, im.paths = append(im.messages, list.messages...), append(im.paths, list.paths...)
+		return nil
 	}
 	p, err := ParseProgression(pv)
 	if err != nil {
-		return nil, nil, nil, prefixErr(field+".progression", err)
+		return prefixErr(field+".progression", err)
 	}
 	if pv.Has("id") {
-		prog = &elementID{p.ID, p.CreatedAt}
+		im.prog = &elementID{p.ID, p.CreatedAt}
 	}
-	ordered := make([]*envelope.Message, 0, len(p.Order))
 	seen := make(map[uuid.UUID]bool, len(p.Order))
 	for i, id := range p.Order {
-		m, ok := byID[id]
+		j, ok := byID[id]
 		if !ok || seen[id] {
-			return nil, nil, nil, fieldErr(field+".progression.order["+strconv.Itoa(i)+"]", ErrInvalidProgression,
+			return fieldErr(field+".progression.order["+strconv.Itoa(i)+"]", ErrInvalidProgression,
 				"%s is not a message of the pile's collections, or appears twice", id)
 		}
 		seen[id] = true
-		ordered = append(ordered, m)
+		im.add(list.messages[j], list.paths[j])
 	}
 	if len(seen) != len(byID) {
-		return nil, nil, nil, fieldErr(field+".progression.order", ErrInvalidProgression, "the progression does not order every message of the collections")
+		return fieldErr(field+".progression.order", ErrInvalidProgression, "the progression does not order every message of the collections")
 	}
-	return ordered, pile, prog, nil
+	return nil
 }
 
 // prefixErr puts a path in front of the field a validation error names.

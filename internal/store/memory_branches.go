@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/google/uuid"
 
@@ -34,9 +35,10 @@ func (m *Memory) prepare(id uuid.UUID, createdAt *float64, meta jsonv.Value) (*b
 	return b, nil
 }
 
-// seed writes a message into a branch being built, with D3's rules.
-func (m *Memory) seed(b *branch, msg *envelope.Message) error {
-	p, err := b.plan(msg)
+// seed writes a message into a branch being built, with D3's rules; field
+// is the request field that gave it.
+func (m *Memory) seed(b *branch, msg *envelope.Message, field string) error {
+	p, err := b.plan(msg, field)
 	if err != nil {
 		return err
 	}
@@ -136,8 +138,8 @@ func (m *Memory) CreateBranch(_ context.Context, in CreateBranchInput) (BranchRe
 }
 
 func (m *Memory) seedCreate(b *branch, in CreateBranchInput) error {
-	for _, msg := range in.Messages {
-		if err := m.seed(b, msg); err != nil {
+	for i, msg := range in.Messages {
+		if err := m.seed(b, msg, "messages["+strconv.Itoa(i)+"]"); err != nil {
 			return err
 		}
 	}
@@ -156,12 +158,12 @@ func (m *Memory) seedCreate(b *branch, in CreateBranchInput) error {
 		if err != nil {
 			return prefixErr("system", err)
 		}
-		if err := m.seed(b, c.Message); err != nil {
+		if err := m.seed(b, c.Message, "system"); err != nil {
 			return err
 		}
 	}
 	if in.SystemMessage != nil {
-		return m.seed(b, in.SystemMessage)
+		return m.seed(b, in.SystemMessage, "system")
 	}
 	return nil
 }
@@ -190,8 +192,8 @@ func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, 
 	if im.prog != nil {
 		b.prog = *im.prog
 	}
-	for _, msg := range im.messages {
-		if err := m.seed(b, msg); err != nil {
+	for i, msg := range im.messages {
+		if err := m.seed(b, msg, im.paths[i]); err != nil {
 			m.discard(b)
 			return BranchResult{}, err
 		}

@@ -202,7 +202,7 @@ func (m *Memory) ToChatMessages(_ context.Context, branchID uuid.UUID, in ChatIn
 	switch {
 	case in.Order != nil:
 		ids = *in.Order
-		if err := b.checkMembers("order", ids, false); err != nil {
+		if err := b.checkMembers("order.ids", ids, false); err != nil {
 			return ChatResult{}, err
 		}
 	case in.Selected && b.selected != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -107,7 +108,7 @@ func (m *Memory) SetSystem(ctx context.Context, branchID uuid.UUID, system *enve
 		if system == nil || system.Kind() != envelope.KindSystem {
 			return written{}, fieldErr("system", ErrNotSystem, "%s", NotSystemMessage)
 		}
-		p, err := b.plan(system)
+		p, err := b.plan(system, "system")
 		if err != nil {
 			return written{}, err
 		}
@@ -126,12 +127,17 @@ func (m *Memory) AddMessage(ctx context.Context, branchID uuid.UUID, in AddInput
 		if err != nil {
 			return written{}, err
 		}
-		return m.commitCreated(b, created)
+		field := ""
+		if in.Message != nil {
+			field = "message"
+		}
+		return m.commitCreated(b, created, field)
 	})
 }
 
 // build runs the factory with the named branch messages resolved, or takes
-// the pre-built message.
+// the pre-built message. A target keeps its kind: an input of another kind
+// is ErrKindChange naming target_id (DESIGN.md "Branches").
 func (b *branch) build(in AddInput) (Created, error) {
 	if in.Message != nil {
 		if in.Target != nil || in.ActionRequest != nil || !in.Factory.empty() {
@@ -145,6 +151,10 @@ func (b *branch) build(in AddInput) (Created, error) {
 		if !ok {
 			return Created{}, &MessageError{Err: ErrMessageNotFound, BranchID: b.id, MessageID: *in.Target, Field: "target_id"}
 		}
+		kindChange := func(detail string) error {
+			return &MessageError{Err: ErrKindChange, BranchID: b.id, MessageID: *in.Target, Field: "target_id",
+				Detail: "the target is " + article(v.msg.Kind()) + ", " + detail}
+		}
 		switch v.msg.Kind() {
 		case envelope.KindSystem:
 			f.SystemMsg = v.msg
@@ -157,11 +167,20 @@ func (b *branch) build(in AddInput) (Created, error) {
 		case envelope.KindActionResponse:
 			f.ActionResponseMsg = v.msg
 		default:
-			return Created{}, &MessageError{Err: ErrKindChange, BranchID: b.id, MessageID: *in.Target, Field: "target_id"}
+			return Created{}, kindChange("which no input updates")
+		}
+		switch {
+		case f.messageTypes() > 1:
+			return Created{}, ErrOneMessageType // LionAGI's check comes first
+		case in.TargetKind != nil && *in.TargetKind != v.msg.Kind():
+			return Created{}, kindChange("and the input is for " + article(*in.TargetKind))
+		}
+		if name := f.otherKindInput(v.msg.Kind()); name != "" {
+			return Created{}, kindChange("and " + name + " is not one of its inputs")
 		}
 	}
 	if in.ActionRequest != nil {
-		v, err := b.actionRequest(*in.ActionRequest)
+		v, err := b.actionRequest(*in.ActionRequest, "action_output.action_request_id")
 		if err != nil {
 			return Created{}, err
 		}
@@ -170,29 +189,40 @@ func (b *branch) build(in AddInput) (Created, error) {
 	return CreateMessage(f)
 }
 
-// actionRequest returns the ActionRequest named by an action output.
-func (b *branch) actionRequest(id uuid.UUID) (*version, error) {
+// article names a message kind with its article ("an Instruction").
+func article(k envelope.Kind) string {
+	name := k.String()
+	if strings.ContainsRune("AEIOU", rune(name[0])) {
+		return "an " + name
+	}
+	return "a " + name
+}
+
+// actionRequest returns the ActionRequest named by the request field
+// field.
+func (b *branch) actionRequest(id uuid.UUID, field string) (*version, error) {
 	v, ok := b.get(id)
 	if !ok {
-		return nil, &MessageError{Err: ErrMessageNotFound, BranchID: b.id, MessageID: id, Field: "action_request_id"}
+		return nil, &MessageError{Err: ErrMessageNotFound, BranchID: b.id, MessageID: id, Field: field}
 	}
 	if v.msg.Kind() != envelope.KindActionRequest {
-		return nil, &MessageError{Err: ErrNotActionRequest, BranchID: b.id, MessageID: id, Field: "action_request_id"}
+		return nil, &MessageError{Err: ErrNotActionRequest, BranchID: b.id, MessageID: id, Field: field}
 	}
 	return v, nil
 }
 
 // commitCreated writes what the factory made: the message, then the
-// request it answered when that request is in the branch.
-func (m *Memory) commitCreated(b *branch, c Created) (written, error) {
-	p, err := b.plan(c.Message)
+// request it answered when that request is in the branch. field is the
+// request field that gave the message, when the caller gave it whole.
+func (m *Memory) commitCreated(b *branch, c Created, field string) (written, error) {
+	p, err := b.plan(c.Message, field)
 	if err != nil {
 		return written{}, err
 	}
 	ps := []placement{p}
 	if c.Request != nil {
 		if _, inBranch := b.get(c.Request.ID); inBranch {
-			rp, err := b.plan(c.Request)
+			rp, err := b.plan(c.Request, "")
 			if err != nil {
 				return written{}, err
 			}
@@ -214,7 +244,7 @@ func (m *Memory) commitCreated(b *branch, c Created) (written, error) {
 // CreateActionResponse answers an ActionRequest (Store.CreateActionResponse).
 func (m *Memory) CreateActionResponse(ctx context.Context, branchID uuid.UUID, in ActionResponseInput, opts WriteOptions) (WriteResult, error) {
 	return m.write(ctx, branchID, OpCreateActionResponse, opts, func(b *branch) (written, error) {
-		req, err := b.actionRequest(in.Request)
+		req, err := b.actionRequest(in.Request, "action_request_id")
 		if err != nil {
 			return written{}, err
 		}
@@ -225,7 +255,7 @@ func (m *Memory) CreateActionResponse(ctx context.Context, branchID uuid.UUID, i
 		if err != nil {
 			return written{}, err
 		}
-		return m.commitCreated(b, c)
+		return m.commitCreated(b, c, "")
 	})
 }
 
@@ -271,7 +301,7 @@ func (m *Memory) SetProgression(ctx context.Context, branchID uuid.UUID, order *
 			if ids == nil {
 				ids = []uuid.UUID{}
 			}
-			if err := b.checkMembers("progression", ids, true); err != nil {
+			if err := b.checkMembers("progression.ids", ids, true); err != nil {
 				return written{}, err
 			}
 		}

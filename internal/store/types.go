@@ -198,7 +198,13 @@ type AddInput struct {
 	Factory Factory
 	// Target names an existing message of the branch that the factory
 	// updates in place (LionAGI: add_message(instruction=<existing>, ...)).
+	// Its kind cannot change: factory inputs of another kind than the
+	// target's are ErrKindChange naming target_id.
 	Target *uuid.UUID
+	// TargetKind, when not nil, is the kind of message the caller's input
+	// is for (AddMessage's input oneof), so that a target of another kind
+	// is ErrKindChange even when the input gives no content field.
+	TargetKind *envelope.Kind
 	// ActionRequest names the existing ActionRequest an action output
 	// answers (LionAGI: add_message(action_request=<existing>,
 	// action_output=...)).

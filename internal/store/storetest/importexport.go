@@ -164,10 +164,11 @@ func testImportExport(t *testing.T, newStore Factory) {
 }
 
 // testImportErrors: issue 4 "Bad input": an import that holds non-object
-// metadata, or is not one of the shapes, is INVALID_ARGUMENT naming the
-// field, and creates nothing.
+// metadata, is not one of the shapes, or changes a message's kind, is
+// INVALID_ARGUMENT naming the field, and creates nothing.
 func testImportErrors(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
+	sameID := uuid.NewString()
 	for _, tc := range []struct {
 		name, data, field string
 	}{
@@ -178,6 +179,10 @@ func testImportErrors(t *testing.T, newStore Factory) {
 		{"unknown class", `[{"content": {}, "metadata": {"lion_class": "os.system"}}]`, "data[0].metadata.lion_class"},
 		{"progression names a stranger", `{"collections": [], "progression": {"order": ["` + uuid.NewString() + `"]}}`, "data.progression.order[0]"},
 		{"user", `{"messages": {"collections": []}, "user": 5}`, "data.user"},
+		// review MINOR 4: a Branch whose messages are a list names the entry from data.messages.
+		{"branch message list item", `{"messages": [{"content": {}, "sender": 5, "metadata": {"lion_class": "Instruction"}}]}`, "data.messages[0].sender"},
+		{"kind change in a pile", `{"collections": [{"id": "` + sameID + `", "content": {}, "metadata": {"lion_class": "Instruction"}}, ` +
+			`{"id": "` + sameID + `", "content": {}, "metadata": {"lion_class": "AssistantResponse"}}]}`, "data.collections[1]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, _ := st.ListBranches(ctx(t), store.MaxPageSize, "")

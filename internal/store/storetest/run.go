@@ -43,6 +43,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"SystemPinned", testSystemPinned},
 		{"AddOrReplace", testAddOrReplace},
 		{"FactoryErrors", testFactoryErrors},
+		{"KindChange", testKindChange},
+		{"MessageErrorsNameFields", testMessageErrorsNameFields},
 		{"Views", testViews},
 		{"ToChatMessages", testToChatMessages},
 		{"SelectedProgression", testSelectedProgression},
