@@ -12,6 +12,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,8 +53,11 @@ const (
 	// every goroutine it ever ran at once (a few hundred bytes each, reused, never freed), so the
 	// baseline must include the suite's high-water mark of concurrent goroutines; six waves (three
 	// of each stream kind) reach it within a few dozen goroutines (measured here: the heap then moves
-	// by less than 5% across the suite).
+	// by less than 1% across the suite).
 	warmupWaves = 6
+	// hostileWatchCap is the server's --watch-max-streams in the suite: a wave of watch streams
+	// fills it exactly.
+	hostileWatchCap = streamWave
 	// heapTolerance is the acceptance bound on heap growth across the suite.
 	heapTolerance = 0.10
 )
@@ -130,7 +134,8 @@ func TestHostileClients(t *testing.T) {
 		"--auth-tokens-file", h.tokensFile,
 		"--metrics-addr", "127.0.0.1:0",
 		"--max-recv-msg-size", "65536",
-		"--keepalive-min-time", "10s")
+		"--keepalive-min-time", "10s",
+		"--watch-max-streams", strconv.Itoa(hostileWatchCap))
 	h.metrics = logAddress(t, h.p, "serving metrics")
 	h.conn = dial(t, h.p)
 	h.inboxOwner = "dddddddd-dddd-4ddd-8ddd-dddddddddddd"
@@ -326,7 +331,8 @@ func hostileInvalidUTF8(t *testing.T, h *hostileServer) {
 
 // hostileStreams: 10,000 streams (h.waves waves of streamWave, fewer in the warm-up; SubscribeInbox
 // and WatchBranch waves in turn), each opened until its first frame and then abandoned with its
-// connection; after each wave no stream, subscription or watcher is left on the server.
+// connection; a watch wave fills --watch-max-streams, and one stream more is refused with
+// RESOURCE_EXHAUSTED; after each wave no stream, subscription or watcher is left on the server.
 func hostileStreams(t *testing.T, h *hostileServer) {
 	started := func() float64 {
 		m := scrape(t, h.metrics)
@@ -339,30 +345,32 @@ func hostileStreams(t *testing.T, h *hostileServer) {
 		openAndAbandonStreams(t, h, streamWave, wave%2 == 1)
 		waitStreamsClosed(t, h)
 	}
-	if got, want := started()-before, float64(h.waves*streamWave); got != want {
+	// Every stream opened, and in each watch wave the one refused past the cap.
+	if got, want := started()-before, float64(h.waves*streamWave+h.waves/2); got != want {
 		t.Errorf("the server started %v streams, want %v", got, want)
 	}
 }
 
 // openAndAbandonStreams opens n SubscribeInbox streams (WatchBranch streams with watch) over n/100
 // connections, reads each stream's first frame (so the server holds a live subscription for it),
-// then closes the connections without ending the streams.
+// then closes the connections without ending the streams. With all n watch streams open, the
+// server is at --watch-max-streams, and one more WatchBranch is RESOURCE_EXHAUSTED
+// (TOO_MANY_STREAMS).
 func openAndAbandonStreams(t *testing.T, h *hostileServer, n int, watch bool) {
 	t.Helper()
-	var wg sync.WaitGroup
+	conns := make([]*grpc.ClientConn, n/100)
 	errs := make(chan error, n)
-	for c := 0; c < n/100; c++ {
+	var ready sync.WaitGroup
+	ctx := withToken(context.Background(), h.currentAuth)
+	for c := range conns {
 		conn, err := grpc.NewClient(h.p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ready sync.WaitGroup
-		ctx := withToken(context.Background(), h.currentAuth)
+		conns[c] = conn
 		for range 100 {
 			ready.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			go func() { // ends with the stream's first frame; the stream stays open until its connection closes
 				defer ready.Done()
 				var err error
 				if watch {
@@ -383,17 +391,23 @@ func openAndAbandonStreams(t *testing.T, h *hostileServer, n int, watch bool) {
 				}
 			}()
 		}
-		wg.Add(1)
-		go func() { // abandon: close the connection once its streams are all open
-			defer wg.Done()
-			ready.Wait()
-			conn.Close()
-		}()
 	}
-	wg.Wait()
+	ready.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatalf("opening a stream: %v", err)
+	}
+	if watch && n == hostileWatchCap {
+		stream, err := historyv1.NewHistoryServiceClient(h.conn).WatchBranch(h.ctx(t), &historyv1.WatchBranchRequest{BranchId: h.watchBranch})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != codes.ResourceExhausted || reasonOf(err) != "ERROR_REASON_TOO_MANY_STREAMS" {
+			t.Errorf("WatchBranch past --watch-max-streams = %v, want RESOURCE_EXHAUSTED with reason TOO_MANY_STREAMS", err)
+		}
+	}
+	for _, conn := range conns { // abandon every stream at once
+		conn.Close()
 	}
 }
 
