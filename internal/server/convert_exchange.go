@@ -55,20 +55,17 @@ func deadLetterToProto(dl exchange.DeadLetter) *historyv1.DeadLetter {
 	}
 }
 
-// deliveriesToProto converts a collect's delivery report.
-func deliveriesToProto(ds []exchange.Delivery) []*historyv1.MessageDelivery {
-	out := make([]*historyv1.MessageDelivery, len(ds))
-	for i, d := range ds {
-		md := &historyv1.MessageDelivery{MessageId: d.Message.ID.String()}
-		for _, o := range d.Reached {
-			md.ReachedOwnerIds = append(md.ReachedOwnerIds, o.String())
-		}
-		for _, dr := range d.Dropped {
-			md.Drops = append(md.Drops, &historyv1.Drop{Recipient: participantToProto(dr.Recipient), Reason: reasonToProto[dr.Reason]})
-		}
-		out[i] = md
+// deliveryToProto converts one message's delivery report; reached_owner_ids holds what the
+// report kept (exchange.ReportOptions.OwnerIDs).
+func deliveryToProto(d exchange.Delivery) *historyv1.MessageDelivery {
+	md := &historyv1.MessageDelivery{MessageId: d.Message.ID.String(), ReachedCount: int32(d.ReachedCount)}
+	for _, o := range d.Reached {
+		md.ReachedOwnerIds = append(md.ReachedOwnerIds, o.String())
 	}
-	return out
+	for _, dr := range d.Dropped {
+		md.Drops = append(md.Drops, &historyv1.Drop{Recipient: participantToProto(dr.Recipient), Reason: reasonToProto[dr.Reason]})
+	}
+	return md
 }
 
 func ownerToProto(o exchange.OwnerInfo) *historyv1.Owner {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -70,4 +71,84 @@ func unregisterResponse(out **historyv1.UnregisterResponse, omitDeadLetters bool
 		*out = resp
 		return nil
 	}
+}
+
+// reportFixedBytes is what a collect report's top-level counts and flag may take at most (a tag
+// and a 10-byte varint each), set aside before its entries are counted against the limit.
+const reportFixedBytes = 64
+
+// reportBudget counts a report's entries against the response limit. Once one entry does not fit,
+// none does: a truncated report is a prefix of the full one.
+type reportBudget struct {
+	left      int
+	truncated bool
+}
+
+// take reserves n bytes; false (and the report is truncated) when they do not fit.
+func (b *reportBudget) take(n int) bool {
+	if b.truncated || n > b.left {
+		b.truncated = true
+		return false
+	}
+	b.left -= n
+	return true
+}
+
+// entryBytes is the encoded size of a repeated message field's entry of n bytes (field numbers
+// below 16 take one tag byte).
+func entryBytes(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
+
+// openEntryBytes is the size of an entry of n bytes that will grow (an OwnerCollect whose
+// deliveries are added later): its length prefix is counted at the 5 bytes of any length below
+// 32 GiB.
+func openEntryBytes(n int) int { return 1 + 5 + n }
+
+// collectResponse is Collect's response for rep, within limit bytes (exchange_service.proto).
+func collectResponse(rep *exchange.Report, limit int) *historyv1.CollectResponse {
+	resp := &historyv1.CollectResponse{
+		DeliveredCount: int32(rep.Delivered),
+		CollectedCount: int32(len(rep.Deliveries)),
+		DropCount:      int32(rep.Drops),
+	}
+	b := reportBudget{left: limit - reportFixedBytes}
+	for _, d := range rep.Deliveries {
+		md := deliveryToProto(d)
+		if !b.take(entryBytes(proto.Size(md))) {
+			break
+		}
+		resp.Deliveries = append(resp.Deliveries, md)
+	}
+	resp.ReportTruncated = b.truncated
+	return resp
+}
+
+// collectAllResponse is CollectAll's response for all, within limit bytes: the owners' entries
+// with their counts first, as many as fit, then their deliveries in order, as many as fit.
+func collectAllResponse(all *exchange.AllReport, limit int) *historyv1.CollectAllResponse {
+	resp := &historyv1.CollectAllResponse{DeliveredCount: int32(all.Delivered)}
+	b := reportBudget{left: limit - reportFixedBytes}
+	for _, rep := range all.Reports {
+		oc := &historyv1.OwnerCollect{
+			OwnerId:        rep.Owner.String(),
+			DeliveredCount: int32(rep.Delivered),
+			CollectedCount: int32(len(rep.Deliveries)),
+			DropCount:      int32(rep.Drops),
+		}
+		if !b.take(openEntryBytes(proto.Size(oc))) {
+			break
+		}
+		resp.Collects = append(resp.Collects, oc)
+	}
+owners:
+	for i, oc := range resp.Collects {
+		for _, d := range all.Reports[i].Deliveries {
+			md := deliveryToProto(d)
+			if !b.take(entryBytes(proto.Size(md))) {
+				break owners
+			}
+			oc.Deliveries = append(oc.Deliveries, md)
+		}
+	}
+	resp.ReportTruncated = b.truncated
+	return resp
 }

@@ -164,36 +164,30 @@ func recipientFromProto(v *structpb.Value) (envelope.Participant, error) {
 	return envelope.ParseParticipant(str), nil
 }
 
-// Collect routes an owner's outbox and reports what happened to each message (ADR-0006 D5).
+// Collect routes an owner's outbox and reports what happened to each message (ADR-0006 D5): counts
+// and drops, the reached owners' ids on request, within s.maxResponse (report_truncated past it),
+// so that the report of a collect that has happened is never lost to a response too large to read.
 func (s *ExchangeServer) Collect(_ context.Context, req *historyv1.CollectRequest) (*historyv1.CollectResponse, error) {
 	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
 	if err != nil {
 		return nil, err
 	}
-	rep, err := s.ex.Collect(owner)
+	rep, err := s.ex.CollectWith(owner, exchange.ReportOptions{OwnerIDs: req.GetIncludeReachedOwnerIds()})
 	if err != nil {
 		return nil, err
 	}
-	return &historyv1.CollectResponse{DeliveredCount: int32(rep.Delivered), Deliveries: deliveriesToProto(rep.Deliveries)}, nil
+	return collectResponse(rep, s.maxResponse), nil
 }
 
 // CollectAll collects every registered owner in registration order (ADR-0006 D5: collect_all). It
 // stops before the next owner once the call's context is done (the client gave up or its deadline
-// passed), leaving the rest queued.
-func (s *ExchangeServer) CollectAll(ctx context.Context, _ *historyv1.CollectAllRequest) (*historyv1.CollectAllResponse, error) {
-	all, err := s.ex.CollectAll(ctx, exchange.ReportOptions{OwnerIDs: true})
+// passed), leaving the rest queued. Its report is shaped and bounded as Collect's.
+func (s *ExchangeServer) CollectAll(ctx context.Context, req *historyv1.CollectAllRequest) (*historyv1.CollectAllResponse, error) {
+	all, err := s.ex.CollectAll(ctx, exchange.ReportOptions{OwnerIDs: req.GetIncludeReachedOwnerIds()})
 	if err != nil {
 		return nil, err
 	}
-	resp := &historyv1.CollectAllResponse{DeliveredCount: int32(all.Delivered)}
-	for _, rep := range all.Reports {
-		resp.Collects = append(resp.Collects, &historyv1.OwnerCollect{
-			OwnerId:        rep.Owner.String(),
-			DeliveredCount: int32(rep.Delivered),
-			Deliveries:     deliveriesToProto(rep.Deliveries),
-		})
-	}
-	return resp, nil
+	return collectAllResponse(all, s.maxResponse), nil
 }
 
 // Receive returns one page of an owner's inboxes without removing anything (ADR-0006 D5: receive).

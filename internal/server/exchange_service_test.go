@@ -222,8 +222,12 @@ func TestExchangeDeliveryReportAndDeadLetters(t *testing.T) {
 		t.Fatalf("report %v, want 1 delivered of %d", rep, len(drops)+1)
 	}
 	first := rep.GetDeliveries()[0]
-	if first.GetMessageId() != fill.GetId() || !slices.Equal(first.GetReachedOwnerIds(), []string{ownerB}) {
-		t.Errorf("first delivery %v, want reached B", first)
+	if first.GetMessageId() != fill.GetId() || first.GetReachedCount() != 1 || len(first.GetReachedOwnerIds()) != 0 {
+		t.Errorf("first delivery %v, want reached 1 owner, no ids unless asked for", first)
+	}
+	if rep.GetCollectedCount() != int32(len(drops)+1) || rep.GetDropCount() != int32(len(drops)) || rep.GetReportTruncated() {
+		t.Errorf("report counts %d collected, %d drops, truncated %v; want %d, %d, false",
+			rep.GetCollectedCount(), rep.GetDropCount(), rep.GetReportTruncated(), len(drops)+1, len(drops))
 	}
 	letters, err := f.client.ListDeadLetters(testContext(t), &historyv1.ListDeadLettersRequest{OwnerId: ownerA})
 	if err != nil {
@@ -234,7 +238,7 @@ func TestExchangeDeliveryReportAndDeadLetters(t *testing.T) {
 	}
 	for i, d := range drops {
 		got := rep.GetDeliveries()[i+1]
-		if len(got.GetReachedOwnerIds()) != 0 || len(got.GetDrops()) != 1 || got.GetDrops()[0].GetReason() != d.reason {
+		if got.GetReachedCount() != 0 || len(got.GetDrops()) != 1 || got.GetDrops()[0].GetReason() != d.reason {
 			t.Errorf("delivery %d = %v, want one drop %v", i+1, got, d.reason)
 			continue
 		}
@@ -314,9 +318,10 @@ func TestExchangeFlowOverGRPC(t *testing.T) {
 	if got := m1.GetSender().GetStringValue(); got != ownerA || m1.GetRole() != historyv1.MessageRole_MESSAGE_ROLE_UNSET {
 		t.Errorf("sent message sender %q role %v", got, m1.GetRole())
 	}
-	if rep := f.collect(t, ownerA); rep.GetDeliveredCount() != 2 ||
+	rep, err := f.client.Collect(ctx, &historyv1.CollectRequest{OwnerId: ownerA, IncludeReachedOwnerIds: true})
+	if err != nil || rep.GetDeliveredCount() != 2 || rep.GetDeliveries()[1].GetReachedCount() != 3 ||
 		!slices.Equal(rep.GetDeliveries()[1].GetReachedOwnerIds(), []string{ownerC, ownerB, ownerD}) {
-		t.Errorf("collect %v, want 2 delivered, the broadcast to C, B, D in registration order", rep)
+		t.Errorf("collect %v, %v; want 2 delivered, the broadcast to C, B, D in registration order", rep, err)
 	}
 	f.send(t, ownerC, str(ownerB), `"from C"`)
 	all2, err := f.client.CollectAll(ctx, &historyv1.CollectAllRequest{})
@@ -437,8 +442,12 @@ func TestExchangeConvertedMessagesFieldCount(t *testing.T) {
 		{&historyv1.Inbox{}, 2},
 		{&historyv1.DeadLetter{}, 4},
 		{&historyv1.Drop{}, 2},
-		{&historyv1.MessageDelivery{}, 3},
-		{&historyv1.OwnerCollect{}, 3},
+		{&historyv1.MessageDelivery{}, 4},
+		{&historyv1.OwnerCollect{}, 5},
+		{&historyv1.CollectRequest{}, 2},
+		{&historyv1.CollectResponse{}, 5},
+		{&historyv1.CollectAllRequest{}, 1},
+		{&historyv1.CollectAllResponse{}, 3},
 		{&historyv1.Owner{}, 3},
 		{&historyv1.SendRequest{}, 5},
 		{&historyv1.UnregisterRequest{}, 2},
@@ -586,5 +595,116 @@ func TestExchangeUnregisterOmitDeadLetters(t *testing.T) {
 	}
 	if proto.Size(gone) > f.es.maxResponse {
 		t.Errorf("response of %d bytes, over the limit %d", proto.Size(gone), f.es.maxResponse)
+	}
+}
+
+// TestExchangeCollectReportBounded (review finding M3): 2,000 broadcasts to 100 owners, with the
+// default limits. The default report (counts and drops) is small and complete; with the reached
+// owners' ids (7.6 MB, which used to come back as RESOURCE_EXHAUSTED after the collect had
+// happened) it is cut at 4 MiB, flagged, and still read by a client with the default receive
+// limit, with complete counts.
+func TestExchangeCollectReportBounded(t *testing.T) {
+	f := newExchangeFixture(t, nil)
+	owners := make([]string, 101)
+	for i := range owners {
+		owners[i] = uuid.NewString()
+	}
+	f.register(t, owners...)
+	a := uuid.MustParse(owners[0])
+	const n = 2_000
+	broadcastAll := func() {
+		t.Helper()
+		for range n {
+			if _, err := f.ex.Send(exchange.SendRequest{Sender: a, Recipient: envelope.None()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ctx := testContext(t)
+
+	broadcastAll()
+	small, err := f.client.Collect(ctx, &historyv1.CollectRequest{OwnerId: owners[0]})
+	if err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	if small.GetDeliveredCount() != n || small.GetCollectedCount() != n || len(small.GetDeliveries()) != n || small.GetReportTruncated() {
+		t.Fatalf("default report: %d delivered, %d collected, %d entries, truncated %v; want %d complete",
+			small.GetDeliveredCount(), small.GetCollectedCount(), len(small.GetDeliveries()), small.GetReportTruncated(), n)
+	}
+	if d := small.GetDeliveries()[n-1]; d.GetReachedCount() != 100 || len(d.GetReachedOwnerIds()) != 0 {
+		t.Errorf("last delivery reached %d owners with ids %d, want 100 and no ids", d.GetReachedCount(), len(d.GetReachedOwnerIds()))
+	}
+	t.Logf("default report of %d broadcasts to 100 owners: %d bytes", n, proto.Size(small))
+
+	broadcastAll()
+	big, err := f.client.Collect(ctx, &historyv1.CollectRequest{OwnerId: owners[0], IncludeReachedOwnerIds: true})
+	if err != nil {
+		t.Fatalf("Collect with ids: %v", err)
+	}
+	if size := proto.Size(big); size > exchangeMaxResponseBytes {
+		t.Errorf("report of %d bytes, over the limit", size)
+	}
+	kept := len(big.GetDeliveries())
+	if !big.GetReportTruncated() || kept == 0 || kept >= n || big.GetDeliveredCount() != n || big.GetCollectedCount() != n {
+		t.Fatalf("report with ids: %d of %d entries, truncated %v, %d delivered; want a truncated prefix and complete counts",
+			kept, big.GetCollectedCount(), big.GetReportTruncated(), big.GetDeliveredCount())
+	}
+	if ids := big.GetDeliveries()[kept-1].GetReachedOwnerIds(); !slices.Equal(ids, owners[1:]) {
+		t.Errorf("last kept entry reached %d owners, want the 100 others in registration order", len(ids))
+	}
+	inbox, err := f.client.Receive(ctx, &historyv1.ReceiveRequest{OwnerId: owners[100], Sender: proto.String(owners[0]), PageSize: 1})
+	if err != nil || len(inbox.GetMessages()) != 1 || inbox.GetNextPageToken() == "" {
+		t.Errorf("the last owner's inbox from A: %v, %v; want the broadcasts", inbox, err)
+	}
+	if s, _ := f.ex.Get(uuid.MustParse(owners[100])); len(s.Inboxes) != 1 || len(s.Inboxes[0].Messages) != 2*n {
+		t.Errorf("the last owner holds %d messages from A, want %d: every broadcast was delivered", len(s.Inboxes[0].Messages), 2*n)
+	}
+}
+
+// TestExchangeCollectAllReportBounded (review finding M3): CollectAll's report keeps every owner's
+// counts first and then deliveries in order while they fit; past the limit it is flagged, never
+// larger. The limit is lowered to reach it with a few messages.
+func TestExchangeCollectAllReportBounded(t *testing.T) {
+	f := newExchangeFixture(t, nil)
+	f.register(t, ownerA, ownerB, ownerC)
+	for _, o := range []string{ownerA, ownerB, ownerC} {
+		for range 20 {
+			f.send(t, o, str(ownerD), `"to nobody"`) // each a drop, reported with its recipient
+		}
+	}
+	f.es.maxResponse = 1_500
+	ctx := testContext(t)
+	all, err := f.client.CollectAll(ctx, &historyv1.CollectAllRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size := proto.Size(all); size > f.es.maxResponse {
+		t.Errorf("report of %d bytes, over the limit %d", size, f.es.maxResponse)
+	}
+	if !all.GetReportTruncated() || len(all.GetCollects()) != 3 {
+		t.Fatalf("report %d owners, truncated %v; want all 3 owners' counts and a truncated report", len(all.GetCollects()), all.GetReportTruncated())
+	}
+	for i, oc := range all.GetCollects() {
+		if oc.GetCollectedCount() != 20 || oc.GetDropCount() != 20 {
+			t.Errorf("owner %d: %d collected, %d drops; want 20 and 20", i, oc.GetCollectedCount(), oc.GetDropCount())
+		}
+	}
+	first, rest := all.GetCollects()[0], all.GetCollects()[1:]
+	if len(first.GetDeliveries()) == 0 || len(first.GetDeliveries()) == 20 && len(rest[0].GetDeliveries()) == 20 {
+		t.Errorf("deliveries kept: %d, %d, %d; want a prefix cut by the limit", len(first.GetDeliveries()),
+			len(rest[0].GetDeliveries()), len(rest[1].GetDeliveries()))
+	}
+	if len(rest[1].GetDeliveries()) != 0 {
+		t.Errorf("the last owner has %d deliveries after an earlier one was cut", len(rest[1].GetDeliveries()))
+	}
+
+	// Too small even for the owners' counts: the entries that fit, flagged.
+	for _, o := range []string{ownerA, ownerB, ownerC} {
+		f.send(t, o, str(ownerD), `"again"`)
+	}
+	f.es.maxResponse = 150
+	tiny, err := f.client.CollectAll(ctx, &historyv1.CollectAllRequest{})
+	if err != nil || !tiny.GetReportTruncated() || len(tiny.GetCollects()) >= 3 || tiny.GetDeliveredCount() != 0 || proto.Size(tiny) > 150 {
+		t.Errorf("tiny report %v, %v; want fewer than 3 owners, flagged, within 150 bytes", tiny, err)
 	}
 }

@@ -385,10 +385,13 @@ type MessageDelivery struct {
 	// message_id is the collected message's id.
 	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// reached_owner_ids are the owners whose inbox received it, in delivery order (registration
-	// order for a broadcast).
+	// order for a broadcast); only when the request set include_reached_owner_ids, since a
+	// broadcast's list grows with the number of owners.
 	ReachedOwnerIds []string `protobuf:"bytes,2,rep,name=reached_owner_ids,json=reachedOwnerIds,proto3" json:"reached_owner_ids,omitempty"`
 	// drops are the recipients it did not reach.
-	Drops         []*Drop `protobuf:"bytes,3,rep,name=drops,proto3" json:"drops,omitempty"`
+	Drops []*Drop `protobuf:"bytes,3,rep,name=drops,proto3" json:"drops,omitempty"`
+	// reached_count is the number of owners whose inbox received it; always set.
+	ReachedCount  int32 `protobuf:"varint,4,opt,name=reached_count,json=reachedCount,proto3" json:"reached_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -444,6 +447,13 @@ func (x *MessageDelivery) GetDrops() []*Drop {
 	return nil
 }
 
+func (x *MessageDelivery) GetReachedCount() int32 {
+	if x != nil {
+		return x.ReachedCount
+	}
+	return 0
+}
+
 // OwnerCollect is the report of one owner's collect within CollectAll.
 type OwnerCollect struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -451,8 +461,13 @@ type OwnerCollect struct {
 	OwnerId string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// delivered_count is the owner's Collect count (unique message ids delivered).
 	DeliveredCount int32 `protobuf:"varint,2,opt,name=delivered_count,json=deliveredCount,proto3" json:"delivered_count,omitempty"`
-	// deliveries has one entry per collected message, in outbox order.
-	Deliveries    []*MessageDelivery `protobuf:"bytes,3,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	// deliveries has one entry per collected message, in outbox order; fewer than collected_count
+	// when the report was truncated.
+	Deliveries []*MessageDelivery `protobuf:"bytes,3,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	// collected_count is the number of messages collected from the owner's outbox.
+	CollectedCount int32 `protobuf:"varint,4,opt,name=collected_count,json=collectedCount,proto3" json:"collected_count,omitempty"`
+	// drop_count is the number of drops across those messages (each is a dead letter of the owner).
+	DropCount     int32 `protobuf:"varint,5,opt,name=drop_count,json=dropCount,proto3" json:"drop_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -506,6 +521,20 @@ func (x *OwnerCollect) GetDeliveries() []*MessageDelivery {
 		return x.Deliveries
 	}
 	return nil
+}
+
+func (x *OwnerCollect) GetCollectedCount() int32 {
+	if x != nil {
+		return x.CollectedCount
+	}
+	return 0
+}
+
+func (x *OwnerCollect) GetDropCount() int32 {
+	if x != nil {
+		return x.DropCount
+	}
+	return 0
 }
 
 // Owner is one registered owner in ListOwners.
@@ -1064,9 +1093,12 @@ func (x *SendResponse) GetMessage() *Message {
 type CollectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// owner_id is the registered owner to collect (required UUID).
-	OwnerId       string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OwnerId string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// include_reached_owner_ids fills each delivery's reached_owner_ids; without it only
+	// reached_count is set, so that the report of broadcasts stays small.
+	IncludeReachedOwnerIds bool `protobuf:"varint,2,opt,name=include_reached_owner_ids,json=includeReachedOwnerIds,proto3" json:"include_reached_owner_ids,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CollectRequest) Reset() {
@@ -1106,14 +1138,29 @@ func (x *CollectRequest) GetOwnerId() string {
 	return ""
 }
 
+func (x *CollectRequest) GetIncludeReachedOwnerIds() bool {
+	if x != nil {
+		return x.IncludeReachedOwnerIds
+	}
+	return false
+}
+
 // CollectResponse is LionAGI's count and historyd's delivery report.
 type CollectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// delivered_count is the number of unique message ids delivered to at least one owner, so a
 	// broadcast counts once (ADR-0006 D5).
 	DeliveredCount int32 `protobuf:"varint,1,opt,name=delivered_count,json=deliveredCount,proto3" json:"delivered_count,omitempty"`
-	// deliveries has one entry per collected message, in outbox order.
-	Deliveries    []*MessageDelivery `protobuf:"bytes,2,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	// deliveries has one entry per collected message, in outbox order, as many as fit in the
+	// response's 4 MiB.
+	Deliveries []*MessageDelivery `protobuf:"bytes,2,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	// report_truncated is set when deliveries stops short of collected_count because the report
+	// reached the limit. The collect happened all the same: read the inboxes and ListDeadLetters.
+	ReportTruncated bool `protobuf:"varint,3,opt,name=report_truncated,json=reportTruncated,proto3" json:"report_truncated,omitempty"`
+	// collected_count is the number of messages collected from the outbox.
+	CollectedCount int32 `protobuf:"varint,4,opt,name=collected_count,json=collectedCount,proto3" json:"collected_count,omitempty"`
+	// drop_count is the number of drops across them (each is a dead letter of the owner).
+	DropCount     int32 `protobuf:"varint,5,opt,name=drop_count,json=dropCount,proto3" json:"drop_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1162,11 +1209,34 @@ func (x *CollectResponse) GetDeliveries() []*MessageDelivery {
 	return nil
 }
 
+func (x *CollectResponse) GetReportTruncated() bool {
+	if x != nil {
+		return x.ReportTruncated
+	}
+	return false
+}
+
+func (x *CollectResponse) GetCollectedCount() int32 {
+	if x != nil {
+		return x.CollectedCount
+	}
+	return 0
+}
+
+func (x *CollectResponse) GetDropCount() int32 {
+	if x != nil {
+		return x.DropCount
+	}
+	return 0
+}
+
 // CollectAllRequest collects every registered owner.
 type CollectAllRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// include_reached_owner_ids fills each delivery's reached_owner_ids, as in CollectRequest.
+	IncludeReachedOwnerIds bool `protobuf:"varint,1,opt,name=include_reached_owner_ids,json=includeReachedOwnerIds,proto3" json:"include_reached_owner_ids,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *CollectAllRequest) Reset() {
@@ -1199,15 +1269,27 @@ func (*CollectAllRequest) Descriptor() ([]byte, []int) {
 	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{18}
 }
 
+func (x *CollectAllRequest) GetIncludeReachedOwnerIds() bool {
+	if x != nil {
+		return x.IncludeReachedOwnerIds
+	}
+	return false
+}
+
 // CollectAllResponse is the sum of the counts and the reports of the owners that had messages.
 type CollectAllResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// delivered_count is the sum of the owners' Collect counts (ADR-0006 D5: collect_all).
 	DeliveredCount int32 `protobuf:"varint,1,opt,name=delivered_count,json=deliveredCount,proto3" json:"delivered_count,omitempty"`
 	// collects has one entry per visited owner whose outbox held messages, in registration order.
-	Collects      []*OwnerCollect `protobuf:"bytes,2,rep,name=collects,proto3" json:"collects,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// When the report reaches the 4 MiB limit, the entries of every owner that fits come first (with
+	// their counts), then the deliveries in order, as many as fit.
+	Collects []*OwnerCollect `protobuf:"bytes,2,rep,name=collects,proto3" json:"collects,omitempty"`
+	// report_truncated is set when owners' entries or deliveries were left out to stay within the
+	// limit (an entry's deliveries then stop short of its collected_count).
+	ReportTruncated bool `protobuf:"varint,3,opt,name=report_truncated,json=reportTruncated,proto3" json:"report_truncated,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CollectAllResponse) Reset() {
@@ -1252,6 +1334,13 @@ func (x *CollectAllResponse) GetCollects() []*OwnerCollect {
 		return x.Collects
 	}
 	return nil
+}
+
+func (x *CollectAllResponse) GetReportTruncated() bool {
+	if x != nil {
+		return x.ReportTruncated
+	}
+	return false
 }
 
 // ReceiveRequest asks for one page of an owner's inboxes.
@@ -1775,18 +1864,22 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\adead_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06deadAt\"s\n" +
 	"\x04Drop\x124\n" +
 	"\trecipient\x18\x01 \x01(\v2\x16.google.protobuf.ValueR\trecipient\x125\n" +
-	"\x06reason\x18\x02 \x01(\x0e2\x1d.historyd.v1.DeadLetterReasonR\x06reason\"\x85\x01\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x1d.historyd.v1.DeadLetterReasonR\x06reason\"\xaa\x01\n" +
 	"\x0fMessageDelivery\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12*\n" +
 	"\x11reached_owner_ids\x18\x02 \x03(\tR\x0freachedOwnerIds\x12'\n" +
-	"\x05drops\x18\x03 \x03(\v2\x11.historyd.v1.DropR\x05drops\"\x90\x01\n" +
+	"\x05drops\x18\x03 \x03(\v2\x11.historyd.v1.DropR\x05drops\x12#\n" +
+	"\rreached_count\x18\x04 \x01(\x05R\freachedCount\"\xd8\x01\n" +
 	"\fOwnerCollect\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12'\n" +
 	"\x0fdelivered_count\x18\x02 \x01(\x05R\x0edeliveredCount\x12<\n" +
 	"\n" +
 	"deliveries\x18\x03 \x03(\v2\x1c.historyd.v1.MessageDeliveryR\n" +
-	"deliveries\"f\n" +
+	"deliveries\x12'\n" +
+	"\x0fcollected_count\x18\x04 \x01(\x05R\x0ecollectedCount\x12\x1d\n" +
+	"\n" +
+	"drop_count\x18\x05 \x01(\x05R\tdropCount\"f\n" +
 	"\x05Owner\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12!\n" +
 	"\fqueued_count\x18\x02 \x01(\x03R\vqueuedCount\x12\x1f\n" +
@@ -1821,18 +1914,25 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\n" +
 	"\b_channel\">\n" +
 	"\fSendResponse\x12.\n" +
-	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\"+\n" +
+	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\"f\n" +
 	"\x0eCollectRequest\x12\x19\n" +
-	"\bowner_id\x18\x01 \x01(\tR\aownerId\"x\n" +
+	"\bowner_id\x18\x01 \x01(\tR\aownerId\x129\n" +
+	"\x19include_reached_owner_ids\x18\x02 \x01(\bR\x16includeReachedOwnerIds\"\xeb\x01\n" +
 	"\x0fCollectResponse\x12'\n" +
 	"\x0fdelivered_count\x18\x01 \x01(\x05R\x0edeliveredCount\x12<\n" +
 	"\n" +
 	"deliveries\x18\x02 \x03(\v2\x1c.historyd.v1.MessageDeliveryR\n" +
-	"deliveries\"\x13\n" +
-	"\x11CollectAllRequest\"t\n" +
+	"deliveries\x12)\n" +
+	"\x10report_truncated\x18\x03 \x01(\bR\x0freportTruncated\x12'\n" +
+	"\x0fcollected_count\x18\x04 \x01(\x05R\x0ecollectedCount\x12\x1d\n" +
+	"\n" +
+	"drop_count\x18\x05 \x01(\x05R\tdropCount\"N\n" +
+	"\x11CollectAllRequest\x129\n" +
+	"\x19include_reached_owner_ids\x18\x01 \x01(\bR\x16includeReachedOwnerIds\"\x9f\x01\n" +
 	"\x12CollectAllResponse\x12'\n" +
 	"\x0fdelivered_count\x18\x01 \x01(\x05R\x0edeliveredCount\x125\n" +
-	"\bcollects\x18\x02 \x03(\v2\x19.historyd.v1.OwnerCollectR\bcollects\"\x8f\x01\n" +
+	"\bcollects\x18\x02 \x03(\v2\x19.historyd.v1.OwnerCollectR\bcollects\x12)\n" +
+	"\x10report_truncated\x18\x03 \x01(\bR\x0freportTruncated\"\x8f\x01\n" +
 	"\x0eReceiveRequest\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12\x1b\n" +
 	"\x06sender\x18\x02 \x01(\tH\x00R\x06sender\x88\x01\x01\x12\x1b\n" +

@@ -85,10 +85,16 @@ type ExchangeServiceClient interface {
 	// null recipient broadcasts the same message (same id) to every other owner registered at the
 	// collect; a direct message reaches its recipient only when that is a registered owner; anything
 	// else is dropped and kept in the sender's dead letters. The response is LionAGI's count plus a
-	// delivery report per message.
+	// delivery report per message: how many owners it reached and the drops; the reached owners' ids
+	// only with include_reached_owner_ids. The report is at most 4 MiB: past that, later messages'
+	// entries are left out and report_truncated is set (the counts stay complete; nothing is lost:
+	// the messages are in the inboxes and the dead letters).
 	Collect(ctx context.Context, in *CollectRequest, opts ...grpc.CallOption) (*CollectResponse, error)
 	// CollectAll collects every owner of a snapshot of the registered owners, in registration order,
-	// skipping those removed before their turn (ADR-0006 D5: collect_all; sync is its alias).
+	// skipping those removed before their turn (ADR-0006 D5: collect_all; sync is its alias). Its
+	// report has Collect's shape per owner and the same 4 MiB limit. Once the call is cancelled or
+	// its deadline passes, it stops before the next owner (one collect, once started, finishes) and
+	// the call ends with CANCELLED or DEADLINE_EXCEEDED; the owners not reached keep their outboxes.
 	CollectAll(ctx context.Context, in *CollectAllRequest, opts ...grpc.CallOption) (*CollectAllResponse, error)
 	// Receive returns the messages in the owner's inboxes without removing them: inboxes in creation
 	// order, each oldest first, optionally one sender's inbox only; an unknown owner has none
@@ -268,10 +274,16 @@ type ExchangeServiceServer interface {
 	// null recipient broadcasts the same message (same id) to every other owner registered at the
 	// collect; a direct message reaches its recipient only when that is a registered owner; anything
 	// else is dropped and kept in the sender's dead letters. The response is LionAGI's count plus a
-	// delivery report per message.
+	// delivery report per message: how many owners it reached and the drops; the reached owners' ids
+	// only with include_reached_owner_ids. The report is at most 4 MiB: past that, later messages'
+	// entries are left out and report_truncated is set (the counts stay complete; nothing is lost:
+	// the messages are in the inboxes and the dead letters).
 	Collect(context.Context, *CollectRequest) (*CollectResponse, error)
 	// CollectAll collects every owner of a snapshot of the registered owners, in registration order,
-	// skipping those removed before their turn (ADR-0006 D5: collect_all; sync is its alias).
+	// skipping those removed before their turn (ADR-0006 D5: collect_all; sync is its alias). Its
+	// report has Collect's shape per owner and the same 4 MiB limit. Once the call is cancelled or
+	// its deadline passes, it stops before the next owner (one collect, once started, finishes) and
+	// the call ends with CANCELLED or DEADLINE_EXCEEDED; the owners not reached keep their outboxes.
 	CollectAll(context.Context, *CollectAllRequest) (*CollectAllResponse, error)
 	// Receive returns the messages in the owner's inboxes without removing them: inboxes in creation
 	// order, each oldest first, optionally one sender's inbox only; an unknown owner has none
