@@ -79,7 +79,7 @@ type ExchangeServiceClient interface {
 	// outbox; the recipient need not be registered yet (ADR-0006 D5: send). With a request_id, a
 	// repeat from the same sender within 10 minutes (and the sender's last 10,000 request ids) queues
 	// nothing and returns the first response, even if the payload differs; failed sends are not
-	// remembered (AIP-155; DESIGN.md "Idempotency").
+	// remembered (AIP-155; DESIGN.md "Branches", the idempotency rule: per sender for the Exchange).
 	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*SendResponse, error)
 	// Collect drains the owner's outbox in order and routes every message (ADR-0006 D5: collect): a
 	// null recipient broadcasts the same message (same id) to every other owner registered at the
@@ -268,7 +268,7 @@ type ExchangeServiceServer interface {
 	// outbox; the recipient need not be registered yet (ADR-0006 D5: send). With a request_id, a
 	// repeat from the same sender within 10 minutes (and the sender's last 10,000 request ids) queues
 	// nothing and returns the first response, even if the payload differs; failed sends are not
-	// remembered (AIP-155; DESIGN.md "Idempotency").
+	// remembered (AIP-155; DESIGN.md "Branches", the idempotency rule: per sender for the Exchange).
 	Send(context.Context, *SendRequest) (*SendResponse, error)
 	// Collect drains the owner's outbox in order and routes every message (ADR-0006 D5: collect): a
 	// null recipient broadcasts the same message (same id) to every other owner registered at the
