@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -26,18 +27,20 @@ func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, erro
 		return BranchResult{}, err
 	}
 	err = src.checkHead(WriteOptions{ExpectedHead: in.ExpectedHead})
-	var (
-		copies   []*envelope.Message
-		selected []uuid.UUID
-		info     BranchInfo
-	)
+	var from forkSource
 	if err == nil {
-		copies, selected, info, err = src.copyUpTo(in.At)
+		from, err = src.forkSource(in.At)
 	}
 	src.mu.RUnlock()
 	if err != nil {
 		return BranchResult{}, err
 	}
+	m.unlocked()
+	copies, selected, err := from.copies()
+	if err != nil {
+		return BranchResult{}, err
+	}
+	info := from.info
 	b, err := m.prepare(in.ID, nil, info.Metadata)
 	if err != nil {
 		return BranchResult{}, err
@@ -70,45 +73,66 @@ func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, erro
 	return m.publish(b, OpForkBranch, in.RequestID)
 }
 
-// copyUpTo clones the messages of the full order up to and including at
-// (all of them when at is nil), remapping the reciprocal action ids, and
-// maps the selected progression onto the copies. Branch read lock held.
-func (b *branch) copyUpTo(at *uuid.UUID) ([]*envelope.Message, []uuid.UUID, BranchInfo, error) {
+// forkSource is what ForkBranch reads under the source's read lock: the
+// versions to copy, the selected progression's order, and the branch. The
+// copies are made after the lock is released (messages never change).
+type forkSource struct {
+	versions    []*version
+	selected    []uuid.UUID
+	hasSelected bool
+	info        BranchInfo
+}
+
+// forkSource returns the messages of the full order up to and including
+// at (all of them when at is nil). Branch read lock held.
+func (b *branch) forkSource(at *uuid.UUID) (forkSource, error) {
 	order := b.order()
 	if at != nil {
 		v, ok := b.get(*at)
 		if !ok {
-			return nil, nil, BranchInfo{}, &MessageError{Err: ErrMessageNotFound, BranchID: b.id, MessageID: *at, Field: "message_id"}
+			return forkSource{}, &MessageError{Err: ErrMessageNotFound, BranchID: b.id, MessageID: *at, Field: "message_id"}
 		}
 		order = order[:b.index(v)+1]
 	}
-	idMap := make(map[uuid.UUID]uuid.UUID, len(order))
-	clones := make([]*envelope.Message, len(order))
+	src := forkSource{versions: make([]*version, len(order)), info: b.info()}
 	for i, id := range order {
-		v, _ := b.get(id)
+		src.versions[i], _ = b.get(id)
+	}
+	if b.selected != nil {
+		src.selected, src.hasSelected = slices.Clone(b.selected.Order), true
+	}
+	return src, nil
+}
+
+// copies clones the messages, remapping the reciprocal action ids, and
+// maps the selected progression onto the copies (nil when none is set).
+func (s forkSource) copies() ([]*envelope.Message, []uuid.UUID, error) {
+	idMap := make(map[uuid.UUID]uuid.UUID, len(s.versions))
+	clones := make([]*envelope.Message, len(s.versions))
+	for i, v := range s.versions {
 		c, err := v.msg.Clone()
 		if err != nil {
-			return nil, nil, BranchInfo{}, err
+			return nil, nil, err
 		}
 		clones[i] = c
-		idMap[id] = c.ID
+		idMap[v.msg.ID] = c.ID
 	}
 	for i, c := range clones {
 		var err error
 		if clones[i], err = remapActionIDs(c, idMap); err != nil {
-			return nil, nil, BranchInfo{}, err
+			return nil, nil, err
 		}
 	}
-	var selected []uuid.UUID
-	if b.selected != nil {
-		selected = []uuid.UUID{}
-		for _, id := range b.selected.Order {
-			if nid, ok := idMap[id]; ok {
-				selected = append(selected, nid)
-			}
+	if !s.hasSelected {
+		return clones, nil, nil
+	}
+	selected := []uuid.UUID{}
+	for _, id := range s.selected {
+		if nid, ok := idMap[id]; ok {
+			selected = append(selected, nid)
 		}
 	}
-	return clones, selected, b.info(), nil
+	return clones, selected, nil
 }
 
 // remapActionIDs points a copied action message's reciprocal id at the copy

@@ -188,44 +188,73 @@ func prefixErr(prefix string, err error) error {
 	return &cp
 }
 
-// export writes the branch as Branch.to_dict(mode) (DESIGN.md "Branches"):
+// exportSource is what ExportBranch reads under the branch's read lock;
+// the encoding runs after the lock is released (messages never change).
+type exportSource struct {
+	id         uuid.UUID
+	createdAt  float64
+	metadata   jsonv.Value
+	name, user *string
+	pile, prog elementID
+	versions   []*version // the full order
+	system     *version
+	selected   *Progression // a copy; nil when none is set
+	head       uint64
+}
+
+// exportSource reads what export writes. Branch read lock held.
+func (b *branch) exportSource() exportSource {
+	src := exportSource{
+		id: b.id, createdAt: b.createdAt, metadata: b.metadata, name: b.name, user: b.user,
+		pile: b.pile, prog: b.prog, system: b.system, head: b.head,
+	}
+	order := b.order()
+	src.versions = make([]*version, len(order))
+	for i, id := range order {
+		src.versions[i], _ = b.get(id)
+	}
+	if b.selected != nil {
+		src.selected = b.selected.Clone()
+	}
+	return src
+}
+
+// encode writes the branch as Branch.to_dict(mode) (DESIGN.md "Branches"):
 // {id, created_at, metadata (with current_progression when a selected
 // progression is set, and lion_class), user, name, messages: the Pile
 // with its progression, system}; no chat_model (historyd has none).
-// Branch lock held.
-func (b *branch) export(mode envelope.Mode, dbMetaKey string) (jsonv.Value, error) {
-	order := b.order()
-	coll := make([]jsonv.Value, len(order))
-	for i, id := range order {
-		v, _ := b.get(id)
+func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value, error) {
+	coll := make([]jsonv.Value, len(s.versions))
+	order := make([]uuid.UUID, len(s.versions))
+	for i, v := range s.versions {
 		enc, err := v.msg.Encode(mode, dbMetaKey)
 		if err != nil {
 			return jsonv.Value{}, err
 		}
-		coll[i] = enc
+		coll[i], order[i] = enc, v.msg.ID
 	}
-	prog := Progression{ID: b.prog.id, CreatedAt: b.prog.createdAt, Metadata: jsonv.ObjectValue(), Order: order}
-	pile := encodeElement(b.pile.id, b.pile.createdAt, jsonv.ObjectValue(), envelope.ClassPile, mode, dbMetaKey,
+	prog := Progression{ID: s.prog.id, CreatedAt: s.prog.createdAt, Metadata: jsonv.ObjectValue(), Order: order}
+	pile := encodeElement(s.pile.id, s.pile.createdAt, jsonv.ObjectValue(), envelope.ClassPile, mode, dbMetaKey,
 		jsonv.Member{Key: "collections", Value: jsonv.ArrayValue(coll...)},
 		jsonv.Member{Key: "progression", Value: prog.Encode(mode, dbMetaKey)},
 		jsonv.Member{Key: "strict_type", Value: jsonv.BoolValue(false)})
-	meta := b.metadata
-	if b.selected != nil {
-		meta = meta.Set("current_progression", b.selected.Encode(mode, dbMetaKey))
+	meta := s.metadata
+	if s.selected != nil {
+		meta = meta.Set("current_progression", s.selected.Encode(mode, dbMetaKey))
 	}
 	fields := []jsonv.Member{
-		{Key: "user", Value: optText(b.user)},
-		{Key: "name", Value: optText(b.name)},
+		{Key: "user", Value: optText(s.user)},
+		{Key: "name", Value: optText(s.name)},
 		{Key: "messages", Value: pile},
 	}
-	if b.system != nil {
-		sys, err := b.system.msg.Encode(mode, dbMetaKey)
+	if s.system != nil {
+		sys, err := s.system.msg.Encode(mode, dbMetaKey)
 		if err != nil {
 			return jsonv.Value{}, err
 		}
 		fields = append(fields, jsonv.Member{Key: "system", Value: sys})
 	}
-	return encodeElement(b.id, b.createdAt, meta, envelope.ClassBranch, mode, dbMetaKey, fields...), nil
+	return encodeElement(s.id, s.createdAt, meta, envelope.ClassBranch, mode, dbMetaKey, fields...), nil
 }
 
 func optText(s *string) jsonv.Value {

@@ -5,6 +5,11 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
 )
 
 // waitForPendingWriter returns once a writer waits for b's lock: a new
@@ -22,9 +27,8 @@ func waitForPendingWriter(t *testing.T, b *branch) {
 	}
 }
 
-// returnsWhileHeld runs call and fails the test unless it returns while
-// the test still holds a read lock (released after call returns, or after
-// a bound that only a stalled call reaches).
+// returnsWhileHeld runs call and fails the test unless it returns within a
+// bound that only a call waiting for a lock the caller holds reaches.
 func returnsWhileHeld(t *testing.T, what string, call func() error) {
 	t.Helper()
 	done := make(chan error, 1)
@@ -35,7 +39,7 @@ func returnsWhileHeld(t *testing.T, what string, call func() error) {
 			t.Errorf("%s: %v", what, err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Errorf("%s waited for a branch it does not touch", what)
+		t.Errorf("%s did not return: it waits for a lock held elsewhere", what)
 	}
 }
 
@@ -106,4 +110,64 @@ func TestWriteReleasesTheLockOnPanic(t *testing.T) {
 		t.Fatal("the branch is still locked after a mutation panicked")
 	}
 	b.mu.Unlock()
+}
+
+// TestWholeBranchWorkRunsUnlocked (review M3): ToChatMessages renders,
+// ForkBranch clones and ExportBranch encodes after the branch lock is
+// released: a write made meanwhile does not wait for them, and does not
+// show in their result, which is the branch as it was when they read it.
+func TestWholeBranchWorkRunsUnlocked(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		call func(m *Memory, b uuid.UUID) (messages int, err error)
+	}{
+		{"ToChatMessages", func(m *Memory, b uuid.UUID) (int, error) {
+			res, err := m.ToChatMessages(ctx, b, ChatInput{})
+			return len(res.Entries), err
+		}},
+		{"ForkBranch", func(m *Memory, b uuid.UUID) (int, error) {
+			res, err := m.ForkBranch(ctx, ForkInput{Source: b})
+			return res.Branch.MessageCount, err
+		}},
+		{"ExportBranch", func(m *Memory, b uuid.UUID) (int, error) {
+			exp, err := m.ExportBranch(ctx, b, envelope.ModeJSON, "")
+			pile, _ := exp.Data.Get("messages")
+			coll, _ := pile.Get("collections")
+			return coll.Len(), err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMemory()
+			res, err := m.CreateBranch(ctx, CreateBranchInput{System: jsonv.StringValue("S")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := res.Branch.ID
+			add := func() error {
+				_, err := m.AddMessage(ctx, b, AddInput{Factory: Factory{Instruction: jsonv.StringValue("i")}}, WriteOptions{})
+				return err
+			}
+			for range 3 {
+				if err := add(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ran := false
+			m.unlockedHook = func() {
+				ran = true
+				returnsWhileHeld(t, "AddMessage on the branch being read", add)
+			}
+			n, err := tc.call(m, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ran {
+				t.Fatal("the call never released the branch lock before its work")
+			}
+			if n != 4 {
+				t.Errorf("the result holds %d messages, want the 4 there were when it read the branch", n)
+			}
+		})
+	}
 }

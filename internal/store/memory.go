@@ -33,6 +33,19 @@ type Memory struct {
 	requests *requestCache // every idempotency scope; its own lock
 
 	subsOpen atomic.Int64 // subscriptions not yet closed, for WithMaxSubscriptions
+
+	// unlockedHook, when a test sets it, runs in ToChatMessages, ForkBranch
+	// and ExportBranch once they have released the branch lock, before
+	// their whole-branch work.
+	unlockedHook func()
+}
+
+// unlocked marks the point where a whole-branch read has released the
+// branch lock (for unlockedHook).
+func (m *Memory) unlocked() {
+	if m.unlockedHook != nil {
+		m.unlockedHook()
+	}
 }
 
 var _ Store = (*Memory)(nil)

@@ -286,10 +286,12 @@ func (m *Memory) ExportBranch(_ context.Context, id uuid.UUID, mode envelope.Mod
 	if err != nil {
 		return Export{}, err
 	}
-	defer b.mu.RUnlock()
-	data, err := b.export(mode, dbMetaKey)
+	src := b.exportSource()
+	b.mu.RUnlock()
+	m.unlocked()
+	data, err := src.encode(mode, dbMetaKey)
 	if err != nil {
 		return Export{}, err
 	}
-	return Export{Data: data, Head: b.head}, nil
+	return Export{Data: data, Head: src.head}, nil
 }

@@ -191,11 +191,29 @@ func (m *Memory) LastMessage(_ context.Context, branchID uuid.UUID, view View) (
 // ToChatMessages is to_chat_msgs (Store.ToChatMessages): an explicitly
 // empty order gives nothing; otherwise the given order, the selected
 // progression, or the full order is projected through chat_msg, and an id
-// that is not a member fails the whole call (ADR-0006 D3).
+// that is not a member fails the whole call (ADR-0006 D3). The messages
+// are rendered after the branch lock is released: messages never change,
+// so the versions read under the lock are the branch as it was.
 func (m *Memory) ToChatMessages(_ context.Context, branchID uuid.UUID, in ChatInput) (ChatResult, error) {
-	b, err := m.readLocked(branchID)
+	vs, head, err := m.chatVersions(branchID, in)
 	if err != nil {
 		return ChatResult{}, err
+	}
+	m.unlocked()
+	out := ChatResult{Head: head, Entries: make([]ChatEntry, len(vs))}
+	for i, v := range vs {
+		chat, err := v.msg.ChatMsg()
+		out.Entries[i] = ChatEntry{MessageID: v.msg.ID, Chat: chat, Err: err}
+	}
+	return out, nil
+}
+
+// chatVersions returns, under the branch's read lock, the versions
+// ToChatMessages projects and the head.
+func (m *Memory) chatVersions(branchID uuid.UUID, in ChatInput) ([]*version, uint64, error) {
+	b, err := m.readLocked(branchID)
+	if err != nil {
+		return nil, 0, err
 	}
 	defer b.mu.RUnlock()
 	var ids []uuid.UUID
@@ -203,20 +221,18 @@ func (m *Memory) ToChatMessages(_ context.Context, branchID uuid.UUID, in ChatIn
 	case in.Order != nil:
 		ids = *in.Order
 		if err := b.checkMembers("order.ids", ids, false); err != nil {
-			return ChatResult{}, err
+			return nil, 0, err
 		}
 	case in.Selected && b.selected != nil:
 		ids = b.selected.Order
 	default:
 		ids = b.order()
 	}
-	out := ChatResult{Head: b.head, Entries: make([]ChatEntry, len(ids))}
+	vs := make([]*version, len(ids))
 	for i, id := range ids {
-		v, _ := b.get(id)
-		chat, err := v.msg.ChatMsg()
-		out.Entries[i] = ChatEntry{MessageID: id, Chat: chat, Err: err}
+		vs[i], _ = b.get(id)
 	}
-	return out, nil
+	return vs, b.head, nil
 }
 
 // String describes the store for debugging.
