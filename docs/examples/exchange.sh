@@ -49,7 +49,8 @@ step "C to all" Send <<EOF
 {"sender": "$C", "recipient": null, "content_json": "{\"text\": \"hello all\"}"}
 EOF
 
-step "collect A" Collect <<<"{\"owner_id\": \"$A\"}"
+# The report counts the owners each message reached; include_reached_owner_ids names them too.
+step "collect A" Collect <<<"{\"owner_id\": \"$A\", \"include_reached_owner_ids\": true}"
 step "collect all" CollectAll <<<"{}"
 
 step "receive B" Receive <<<"{\"owner_id\": \"$B\"}"
