@@ -67,6 +67,18 @@ type machine struct {
 	Date, CPU, OS, Version, GoVersion string
 	Cores, GOMAXPROCS                 int
 	Elapsed                           time.Duration
+	// LoadStart and LoadEnd are the 1-minute load averages when the bench started and ended: a
+	// load well above the core count means other work shared the machine.
+	LoadStart, LoadEnd string
+}
+
+// loadAverage is the 1-minute load average of /proc/loadavg, or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -109,7 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // benchAll builds or finds historyd, runs every scenario and writes the results.
 func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	start := time.Now()
+	start, load := time.Now(), loadAverage()
 	b := &bench{cfg: cfg, log: stderr}
 	if err := os.MkdirAll(filepath.Dir(cfg.Out), 0o755); err != nil {
 		return err
@@ -153,6 +165,7 @@ func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	m := describeMachine(ctx, cfg.Go, b.bin)
 	m.Elapsed = time.Since(start).Round(time.Second)
+	m.LoadStart, m.LoadEnd = load, loadAverage()
 	printTable(stdout, rows)
 	var md bytes.Buffer
 	markdown(&md, m, cfg, rows)

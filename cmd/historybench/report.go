@@ -35,7 +35,8 @@ func markdown(w io.Writer, m machine, cfg config, rows []row) {
 	fmt.Fprintf(w, "# historyd benchmark results\n\n")
 	fmt.Fprintf(w, "Written by `make bench` (cmd/historybench); docs/performance.md says how to read it.\n\n")
 	fmt.Fprintf(w, "- date: %s\n", m.Date)
-	fmt.Fprintf(w, "- machine: %d cores (GOMAXPROCS %d), %s, %s\n", m.Cores, m.GOMAXPROCS, m.CPU, m.OS)
+	fmt.Fprintf(w, "- machine: %d cores (GOMAXPROCS %d), %s, %s; load average %s at the start, %s at the end\n",
+		m.Cores, m.GOMAXPROCS, m.CPU, m.OS, m.LoadStart, m.LoadEnd)
 	fmt.Fprintf(w, "- historyd %s, built with %s; the load generator runs on the same machine\n", m.Version, m.GoVersion)
 	fmt.Fprintf(w, "- %d runs of each figure (median, min-max), %v of load per throughput run; server flags: defaults", cfg.Runs, cfg.Duration)
 	if len(cfg.ServerFlags) > 0 {
