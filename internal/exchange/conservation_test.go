@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,26 +52,28 @@ type membership struct {
 	joins, leaves map[uuid.UUID][]span
 }
 
-// registeredThroughout reports whether o was certainly registered during the whole window.
+// registeredThroughout reports whether o was certainly registered during the whole window: its
+// last join that ended before the window began is followed by a leave that began after it ended
+// (or by none). Only that join can qualify: every earlier one was followed by a leave before it.
 func (m membership) registeredThroughout(o uuid.UUID, from, to uint64) bool {
 	joins, leaves := m.joins[o], m.leaves[o]
-	for i, j := range joins {
-		if j.to < from && (i >= len(leaves) || leaves[i].from > to) {
-			return true
-		}
-	}
-	return false
+	i := lastBefore(joins, from)
+	return i >= 0 && (i >= len(leaves) || leaves[i].from > to)
 }
 
-// absentThroughout reports whether o was certainly not registered during the whole window.
+// absentThroughout reports whether o was certainly not registered during the whole window: its
+// last leave that ended before the window began is followed by a join that began after it ended
+// (or by none).
 func (m membership) absentThroughout(o uuid.UUID, from, to uint64) bool {
 	joins, leaves := m.joins[o], m.leaves[o]
-	for i, l := range leaves {
-		if l.to < from && (i+1 >= len(joins) || joins[i+1].from > to) {
-			return true
-		}
-	}
-	return false
+	i := lastBefore(leaves, from)
+	return i >= 0 && (i+1 >= len(joins) || joins[i+1].from > to)
+}
+
+// lastBefore returns the index of the last span that ended before t, or -1; spans are in order.
+func lastBefore(spans []span, t uint64) int {
+	i, _ := slices.BinarySearchFunc(spans, t, func(s span, t uint64) int { return cmpUint(s.to, t) })
+	return i - 1
 }
 
 type ownedMsg struct {
