@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -72,6 +73,11 @@ var errorRules = []errorRule{
 	{envelope.ErrUnknownClass, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_UNKNOWN_LION_CLASS},
 }
 
+// redactedTargets are the sentinels whose errors hold what only the operator may see (a memory
+// budget refusal gives the server-wide memory in use): the client gets the sentinel's own text,
+// and the whole error goes to the call's log line (grpc.error_cause).
+var redactedTargets = []error{store.ErrMemoryBudget}
+
 // metadataError is implemented by domain errors that name the entities involved. Its keys become
 // the ErrorInfo metadata and must be the lowerCamel keys of DESIGN.md "Wire model" (branchId,
 // messageId, ownerId, headSequence, lastSequence, oldestSequence). Domain packages implement it
@@ -106,19 +112,20 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // InvalidField returns the path of the rejected field.
 func (e *FieldError) InvalidField() string { return e.Field }
 
-// internalError is what toStatus returns for an error it has no rule for: the client sees only the
-// fixed INTERNAL status, and the logging interceptor logs the cause next to the call.
-type internalError struct {
+// redactedError is a status whose client-facing message is fixed, its cause kept for the log: what
+// toStatus returns for an error it has no rule for (the fixed INTERNAL status) and for the errors of
+// redactedTargets. The logging interceptor logs the cause next to the call.
+type redactedError struct {
 	cause error
 	st    *status.Status
 }
 
 // Error returns the fixed client-facing message, never the cause.
-func (e *internalError) Error() string { return e.st.Message() }
+func (e *redactedError) Error() string { return e.st.Message() }
 
 // GRPCStatus lets grpc-go send the fixed status. It must be the error returned to grpc, unwrapped:
 // grpc-go replaces the message of a wrapped status with the wrapper's text.
-func (e *internalError) GRPCStatus() *status.Status { return e.st }
+func (e *redactedError) GRPCStatus() *status.Status { return e.st }
 
 // toStatus maps an error from the domain to the gRPC status error sent to the client. nil stays nil;
 // an error that already is a gRPC status passes through; errorRules give the code and reason of
@@ -139,15 +146,19 @@ func statusFrom(rules []errorRule, err error) error {
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
-	code, reason, matched := codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, false
+	code, reason, matched, redact := codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, false, false
+	msg := err.Error()
 	for _, r := range rules {
 		if errors.Is(err, r.target) {
 			code, reason, matched = r.code, r.reason, true
+			if redact = slices.Contains(redactedTargets, r.target); redact {
+				msg = r.target.Error()
+			}
 			break
 		}
 	}
 	md := metadataOf(err)
-	st := status.New(code, err.Error())
+	st := status.New(code, msg)
 	// A rejected field is named in a google.rpc.BadRequest and in the "field" metadata key, also
 	// when a rule gives the error a more specific reason (LION_CLASS_MISMATCH names
 	// metadata.lion_class). A field error that names no field (an empty InvalidField) is still an
@@ -167,6 +178,9 @@ func statusFrom(rules []errorRule, err error) error {
 		}
 		matched = true
 	}
+	if redact {
+		return &redactedError{cause: err, st: withErrorInfo(st, reason, md)}
+	}
 	if matched {
 		return withErrorInfo(st, reason, md).Err()
 	}
@@ -176,7 +190,7 @@ func statusFrom(rules []errorRule, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
-	return &internalError{cause: err, st: internalStatus()}
+	return &redactedError{cause: err, st: internalStatus()}
 }
 
 // internalStatus is the fixed INTERNAL status for an unexpected error or a recovered panic.

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/store"
 )
 
 // TestErrorRules checks every row of the production table (DESIGN.md "Errors"; STYLE.md: a table
@@ -149,15 +150,30 @@ func TestStatusFromNil(t *testing.T) {
 func TestInternalErrorKeepsCauseOutOfTheStatus(t *testing.T) {
 	cause := errors.New("secret cause")
 	err := toStatus(fmt.Errorf("outer: %w", cause))
-	ie, ok := errors.AsType[*internalError](err)
+	ie, ok := errors.AsType[*redactedError](err)
 	if !ok {
-		t.Fatalf("toStatus(unknown) = %T, want *internalError", err)
+		t.Fatalf("toStatus(unknown) = %T, want *redactedError", err)
 	}
 	if !errors.Is(ie.cause, cause) {
 		t.Errorf("cause = %v, want it to wrap %v", ie.cause, cause)
 	}
 	if strings.Contains(err.Error(), "secret") || strings.Contains(status.Convert(err).Message(), "secret") {
 		t.Errorf("the cause leaked into the error text %q", err.Error())
+	}
+}
+
+// TestRedactedErrors (review MINOR 9): a memory-budget refusal reaches the client with its
+// sentinel's fixed text, not the server-wide figures, which stay with the cause for the log.
+func TestRedactedErrors(t *testing.T) {
+	cause := &store.BudgetError{Need: 1234, Used: 5678, Budget: 9999}
+	err := toStatus(fmt.Errorf("add: %w", cause))
+	checkStatus(t, err, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_MEMORY_BUDGET_EXCEEDED, nil)
+	if msg := status.Convert(err).Message(); msg != store.ErrMemoryBudget.Error() {
+		t.Errorf("message = %q, want %q", msg, store.ErrMemoryBudget.Error())
+	}
+	re, ok := errors.AsType[*redactedError](err)
+	if !ok || !errors.Is(re.cause, store.ErrMemoryBudget) || !strings.Contains(re.cause.Error(), "5678") {
+		t.Errorf("toStatus = %T %v, want a *redactedError keeping the figures for the log", err, err)
 	}
 }
 

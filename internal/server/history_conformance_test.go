@@ -83,7 +83,11 @@ func TestHistoryConformanceOverGRPC(t *testing.T) {
 			if diffs := grpcStepDifferences[r.Name]; len(diffs) > 0 {
 				steps := append([]jsonv.Value(nil), want.Elems()...)
 				for i, d := range diffs {
-					steps[i], _ = jsonv.ParseString(d)
+					v, err := jsonv.ParseString(d)
+					if err != nil || i >= len(steps) {
+						t.Fatalf("bad grpcStepDifferences entry %s[%d] (the record has %d steps): %v", r.Name, i, len(steps), err)
+					}
+					steps[i] = v
 				}
 				want = jsonv.ArrayValue(steps...)
 			}

@@ -103,10 +103,10 @@ func codeToLevel(code codes.Code) logging.Level {
 	}
 }
 
-// internalCause adds the real error behind a fixed INTERNAL status to the RPC's log line; the
-// client never sees it (DESIGN.md "Errors").
+// internalCause adds the real error behind a status with a fixed message (INTERNAL, or a redacted
+// domain error) to the RPC's log line; the client never sees it (DESIGN.md "Errors").
 func internalCause(err error) logging.Fields {
-	if ie, ok := errors.AsType[*internalError](err); ok {
+	if ie, ok := errors.AsType[*redactedError](err); ok {
 		return logging.Fields{"grpc.error_cause", ie.cause.Error()}
 	}
 	return nil

@@ -199,7 +199,9 @@ func (e *SequenceError) ErrorMetadata() map[string]string {
 	return md
 }
 
-// BudgetError reports a write refused by the memory budget.
+// BudgetError reports a write refused by the memory budget. Its text gives
+// the store-wide figures, for the operator's log; internal/server sends a
+// client only ErrMemoryBudget's text.
 type BudgetError struct {
 	Need, Used, Budget int64
 }

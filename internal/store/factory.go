@@ -63,9 +63,17 @@ type Created struct {
 	// new action response was created (ADR-0006 D2 "New response
 	// correlation"); nil otherwise.
 	Request *envelope.Message
-	// SetsSystem reports that the system input was truthy, so add_message
-	// makes the message the branch's system (ADR-0006 D3 "Single system").
-	SetsSystem bool
+}
+
+// empty reports whether no factory input is given.
+func (f Factory) empty() bool {
+	return f.Sender.IsNull() && f.Recipient.IsNull() && f.Metadata.IsNull() && f.Instruction.IsNull() &&
+		f.Context.IsNull() && f.HandleContext == "" && f.Guidance.IsNull() && f.PlainContent.IsNull() &&
+		f.ResponseFormat.IsNull() && f.Images.IsNull() && f.ImageDetail.IsNull() && f.ToolSchemas.IsNull() &&
+		f.System.IsNull() && f.SystemDatetime.IsNull() && f.AssistantResponse.IsNull() &&
+		f.ActionFunction.IsNull() && f.ActionArguments.IsNull() && !f.hasOutput() && f.ActionError == nil &&
+		f.InstructionMsg == nil && f.SystemMsg == nil && f.AssistantMsg == nil && f.ActionRequestMsg == nil &&
+		f.ActionResponseMsg == nil
 }
 
 // hasOutput is create_message's `action_output is not None`.
@@ -92,7 +100,6 @@ func CreateMessage(f Factory) (Created, error) {
 	switch {
 	case truthyOr(f.System, f.SystemMsg):
 		c.Message, err = CreateSystem(f)
-		c.SetsSystem = true
 	case f.ActionResponseMsg != nil || f.hasOutput():
 		c, err = CreateActionResponse(f)
 	case f.ActionRequestMsg != nil || (f.ActionFunction.Truthy() && !f.ActionArguments.IsNull()):

@@ -132,7 +132,7 @@ func (m *Memory) ListMessages(_ context.Context, branchID uuid.UUID, in ListInpu
 		step, next = -1, hi
 		query += ",desc"
 	}
-	scope := b.id.String()
+	scope := b.incarnation.String() // the branch id is not enough: a deleted branch's id can come back
 	if in.PageToken != "" {
 		t, err := decodePageToken(in.PageToken, scope, query)
 		if err != nil {

@@ -264,12 +264,17 @@ func (m *Memory) CreateActionResponse(ctx context.Context, branchID uuid.UUID, i
 // frees memory, so the memory budget never refuses it.
 func (m *Memory) ClearMessages(ctx context.Context, branchID uuid.UUID, opts WriteOptions) (WriteResult, error) {
 	return m.write(ctx, branchID, OpClearMessages, opts, func(b *branch) (written, error) {
+		// A new map, not deletes: a Go map never shrinks, and the old one
+		// would keep the buckets of every message ever added.
+		kept := map[uuid.UUID]*version{}
 		for id, v := range b.msgs {
-			if v != b.system {
-				delete(b.msgs, id)
+			if v == b.system {
+				kept[id] = v
+			} else {
 				m.unref(v)
 			}
 		}
+		b.msgs = kept
 		b.entries = nil
 		b.views = [numViews][]int32{}
 		b.epoch++
@@ -344,21 +349,4 @@ func (b *branch) checkMembers(field string, ids []uuid.UUID, unique bool) error 
 		}
 	}
 	return nil
-}
-
-// empty reports whether no factory input is given.
-func (f Factory) empty() bool {
-	for _, v := range []bool{
-		f.Sender.IsNull(), f.Recipient.IsNull(), f.Metadata.IsNull(), f.Instruction.IsNull(), f.Context.IsNull(),
-		f.HandleContext == "", f.Guidance.IsNull(), f.PlainContent.IsNull(), f.ResponseFormat.IsNull(),
-		f.Images.IsNull(), f.ImageDetail.IsNull(), f.ToolSchemas.IsNull(), f.System.IsNull(),
-		f.SystemDatetime.IsNull(), f.AssistantResponse.IsNull(), f.ActionFunction.IsNull(),
-		f.ActionArguments.IsNull(), !f.hasOutput(), f.ActionError == nil,
-		f.InstructionMsg == nil, f.SystemMsg == nil, f.AssistantMsg == nil, f.ActionRequestMsg == nil, f.ActionResponseMsg == nil,
-	} {
-		if !v {
-			return false
-		}
-	}
-	return true
 }

@@ -15,7 +15,7 @@ import (
 // binary form (not JSON), so that reading and writing one costs the same
 // whatever the numbers in it.
 type pageToken struct {
-	Scope string // branch id, or "branches"
+	Scope string // the branch's incarnation, or "branches"
 	Query string // what is listed, and in which direction
 	Epoch uint64 // the lists' epoch
 	Next  int64  // the next position

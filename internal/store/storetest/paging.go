@@ -13,8 +13,8 @@ import (
 // testListMessagesPaging: pages follow the order in both directions with
 // no gap and no duplicate, the system first; page_size 0 is the default
 // (50), above 1000 is 1000, negative is an error; a token continues only
-// its own query and goes stale when the branch is cleared (STYLE.md:
-// lists are paginated, opaque tokens).
+// its own query of its own branch incarnation, and goes stale when the
+// branch is cleared (STYLE.md: lists are paginated, opaque tokens).
 func testListMessagesPaging(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
 	b := newBranch(t, st)
@@ -70,6 +70,31 @@ func testListMessagesPaging(t *testing.T, newStore Factory) {
 		t.Fatal(err)
 	}
 	_, err = st.ListMessages(ctx(t), b, store.ListInput{PageSize: 100, PageToken: first.NextPageToken})
+	wantErr(t, err, store.ErrStalePageToken)
+
+	// A token belongs to one incarnation of the branch (review MINOR 3): it does not continue the
+	// branch created again under the same id.
+	id := uuid.New()
+	again := func() string {
+		t.Helper()
+		if _, err := st.CreateBranch(ctx(t), store.CreateBranchInput{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			addInstruction(t, st, id, strconv.Itoa(i))
+		}
+		page, err := st.ListMessages(ctx(t), id, store.ListInput{PageSize: 1})
+		if err != nil || page.NextPageToken == "" {
+			t.Fatalf("first page: %+v, %v", page, err)
+		}
+		return page.NextPageToken
+	}
+	token := again()
+	if _, err := st.DeleteBranch(ctx(t), id, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	again()
+	_, err = st.ListMessages(ctx(t), id, store.ListInput{PageSize: 1, PageToken: token})
 	wantErr(t, err, store.ErrStalePageToken)
 }
 
