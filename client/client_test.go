@@ -104,7 +104,7 @@ func TestParticipants(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	resp, err := c.Exchange.Collect(ctx, &historyv1.CollectRequest{OwnerId: a})
+	resp, err := c.Exchange.Collect(ctx, &historyv1.CollectRequest{OwnerId: a, IncludeReachedOwnerIds: true})
 	if err != nil {
 		t.Fatal(err)
 	}

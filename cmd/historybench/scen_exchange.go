@@ -28,27 +28,36 @@ func benchExchange(ctx context.Context, b *bench, h *historyd) ([]row, error) {
 		}
 	}
 	content := `{"text": "hello", "n": 1}`
-	round := func(ctx context.Context, sender string, recipient *historyv1.SendRequest) (int, error) {
-		if _, err := h.Client.Exchange.Send(ctx, recipient); err != nil {
+	// round sends req and collects the sender's outbox, which must deliver want copies (the message
+	// sent, or also one that a concurrent collect of the same owner did not take): a round that
+	// delivers nothing means the measurement is wrong, not slow.
+	round := func(ctx context.Context, sender string, req *historyv1.SendRequest, want int) (int, error) {
+		if _, err := h.Client.Exchange.Send(ctx, req); err != nil {
 			return 0, err
 		}
 		resp, err := h.Client.Exchange.Collect(ctx, &historyv1.CollectRequest{OwnerId: sender})
 		if err != nil {
 			return 0, err
 		}
+		if resp.GetReportTruncated() {
+			return 0, fmt.Errorf("collect report truncated: %d of %d messages reported", len(resp.GetDeliveries()), resp.GetCollectedCount())
+		}
 		n := 0
 		for _, d := range resp.GetDeliveries() {
-			n += len(d.GetReachedOwnerIds())
+			n += int(d.GetReachedCount())
+		}
+		if n != want*int(resp.GetCollectedCount()) || resp.GetCollectedCount() < 1 {
+			return 0, fmt.Errorf("collect of %d messages delivered %d copies, want %d each", resp.GetCollectedCount(), n, want)
 		}
 		return n, nil
 	}
 	conc := min(exchangeConcurrency, len(owners))
 	direct := func(ctx context.Context, w, i int) (int, error) {
 		to := owners[(w+1+i%(len(owners)-1))%len(owners)] // never the sender itself
-		return round(ctx, owners[w], &historyv1.SendRequest{Sender: owners[w], Recipient: client.Participant(to), ContentJson: &content})
+		return round(ctx, owners[w], &historyv1.SendRequest{Sender: owners[w], Recipient: client.Participant(to), ContentJson: &content}, 1)
 	}
 	broadcast := func(ctx context.Context, w, _ int) (int, error) {
-		return round(ctx, owners[w], &historyv1.SendRequest{Sender: owners[w], Recipient: client.Broadcast(), ContentJson: &content})
+		return round(ctx, owners[w], &historyv1.SendRequest{Sender: owners[w], Recipient: client.Broadcast(), ContentJson: &content}, len(owners)-1)
 	}
 	kinds := []struct {
 		name string

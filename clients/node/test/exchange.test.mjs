@@ -59,11 +59,12 @@ describe('exchange', () => {
     assert.deepEqual(before.messages ?? [], [], 'not delivered before Collect');
   });
 
-  test('Collect routes: direct to B, broadcast to B and C (ADR-0006 D5 collect)', async () => {
-    const resp = await client.exchange.Collect({ owner_id: a });
+  test('Collect routes: direct to B, broadcast to B and C, with the owners reached when asked (ADR-0006 D5 collect)', async () => {
+    const resp = await client.exchange.Collect({ owner_id: a, include_reached_owner_ids: true });
     assert.equal(resp.delivered_count, 2, "LionAGI's count: unique messages delivered");
     const reached = Object.fromEntries(resp.deliveries.map((d) => [d.message_id, [...d.reached_owner_ids].sort()]));
     assert.deepEqual(reached, { [sent.direct]: [b], [sent.broadcast]: [b, c].sort() });
+    assert.deepEqual(resp.deliveries.map((d) => d.reached_count), [1, 2]);
   });
 
   test('Receive peeks, PopMessage takes the oldest first (ExchangeService Receive, PopMessage)', async () => {
