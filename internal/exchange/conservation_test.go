@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -96,7 +97,7 @@ func TestConservation(t *testing.T) {
 	if testing.Short() {
 		d = 2 * time.Second
 	}
-	x := New(WithMaxOutbox(0), WithMaxInbox(0), WithMaxDeadLetters(1<<40))
+	x := New(WithMaxOutbox(0), WithMaxInbox(0), WithMaxDeadLetters(math.MaxInt))
 	defer x.Close()
 	owners := make([]uuid.UUID, consOwners)
 	for i := range owners {
