@@ -62,6 +62,9 @@ func markdown(w io.Writer, m machine, cfg config, rows []row) {
 		}
 		fmt.Fprintf(w, "\n## Target missed: %s\n\nThe top of a %s profile of the server taken during a further run (saved as `%s`, not committed):\n\n```\n%s\n```\n",
 			r.Name, r.Profile.Kind, r.Profile.File, r.Profile.Top)
+		if r.Profile.Cum != "" {
+			fmt.Fprintf(w, "\nThe same, by cumulative share:\n\n```\n%s\n```\n", r.Profile.Cum)
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ type profileTop struct {
 	Kind string // "cpu" or "heap"
 	File string // where the profile was saved
 	Top  string // `go tool pprof -top` output
+	Cum  string // the table of `go tool pprof -top -cum`
 }
 
 // Summary is the median, minimum and maximum of the runs.
