@@ -123,6 +123,40 @@ func TestHistoryImportExportShapesAndModes(t *testing.T) {
 	}
 }
 
+// TestHistoryImportCustomDBMetaKey (review MINOR 5): a db-mode export written with db_meta_key
+// "meta" imports back with the same db_meta_key, the same messages in the same order; without it the
+// import is refused, naming the unknown field.
+func TestHistoryImportCustomDBMetaKey(t *testing.T) {
+	f := newHistoryFixture(t)
+	ctx := testContext(t)
+	src := richBranchOverGRPC(t, f)
+	exp, err := f.c.ExportBranch(ctx, &historyv1.ExportBranchRequest{BranchId: src, Mode: historyv1.SerializationMode_SERIALIZATION_MODE_DB, DbMetaKey: "meta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: exp.GetData(), NewBranchId: true})
+	wantStatus(t, err, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD)
+	imp, err := f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: exp.GetData(), NewBranchId: true, DbMetaKey: "meta"})
+	if err != nil {
+		t.Fatalf("ImportBranch with db_meta_key meta: %v", err)
+	}
+	if !imp.GetBranch().GetProgressionSelected() || imp.GetBranch().GetUser() != "alice" {
+		t.Errorf("imported branch = %v", imp.GetBranch())
+	}
+	back, err := f.c.ExportBranch(ctx, &historyv1.ExportBranchRequest{BranchId: imp.GetBranch().GetId(), Mode: historyv1.SerializationMode_SERIALIZATION_MODE_DB, DbMetaKey: "meta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := jsonv.ParseString(exp.GetData())
+	got, _ := jsonv.ParseString(back.GetData())
+	if w, g := get(want, "messages", "collections"), get(got, "messages", "collections"); !jsonv.Equal(w, g) {
+		t.Errorf("re-export differs:\n got  %s\n want %s", g, w)
+	}
+	if s := get(got, "meta", "score"); s.Literal() != "1.50" {
+		t.Errorf("branch metadata under meta = %s", get(got, "meta"))
+	}
+}
+
 // TestHistoryImportLionAGIShapes imports hand-written LionAGI JSON (db-mode Pile with
 // node_metadata, a later System replacing an earlier one) and checks the D3 replay, and the
 // import errors of issue 4 "Bad input": not JSON, non-object metadata (naming the field), an

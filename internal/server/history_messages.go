@@ -122,7 +122,7 @@ func (s *HistoryServer) GetMessage(ctx context.Context, req *historyv1.GetMessag
 	if err != nil {
 		return nil, err
 	}
-	return &historyv1.GetMessageResponse{Message: storedMessageToProto(sm)}, nil
+	return &historyv1.GetMessageResponse{Message: storedMessageToProto(sm.StoredMessage), HeadSequence: sm.Head}, nil
 }
 
 // ListMessages lists a page of messages (HistoryService.ListMessages).
@@ -156,10 +156,14 @@ func (s *HistoryServer) GetLastMessage(ctx context.Context, req *historyv1.GetLa
 		return nil, err
 	}
 	sm, found, err := s.store.LastMessage(ctx, b, view)
-	if err != nil || !found {
-		return &historyv1.GetLastMessageResponse{}, err
+	if err != nil {
+		return nil, err
 	}
-	return &historyv1.GetLastMessageResponse{Message: storedMessageToProto(sm)}, nil
+	resp := &historyv1.GetLastMessageResponse{HeadSequence: sm.Head}
+	if found {
+		resp.Message = storedMessageToProto(sm.StoredMessage)
+	}
+	return resp, nil
 }
 
 // ToChatMessages projects the branch through chat_msg (HistoryService.ToChatMessages).

@@ -93,8 +93,8 @@ func TestHistoryReadRPCs(t *testing.T) {
 	ctx := testContext(t)
 	b := f.create(t, &historyv1.CreateBranchRequest{System: &historyv1.SystemInput{SystemMessage: strPtr("S")}})
 	miss, err := f.c.GetLastMessage(ctx, &historyv1.GetLastMessageRequest{BranchId: b, View: historyv1.MessageView_MESSAGE_VIEW_ASSISTANT_RESPONSES})
-	if err != nil || miss.GetMessage() != nil {
-		t.Errorf("last_response on no responses = %v, %v; want no message", miss, err)
+	if err != nil || miss.GetMessage() != nil || miss.GetHeadSequence() != 1 {
+		t.Errorf("last_response on no responses = %v, %v; want no message, and the head 1", miss, err)
 	}
 	var ins []string
 	for i := range 5 {
@@ -110,8 +110,8 @@ func TestHistoryReadRPCs(t *testing.T) {
 	}
 
 	gm, err := f.c.GetMessage(ctx, &historyv1.GetMessageRequest{BranchId: b, MessageId: ins[2]})
-	if err != nil || gm.GetMessage().GetInstruction().GetInstruction() != "i2" {
-		t.Errorf("GetMessage = %v, %v", gm, err)
+	if err != nil || gm.GetMessage().GetInstruction().GetInstruction() != "i2" || gm.GetHeadSequence() != car.GetHeadSequence() {
+		t.Errorf("GetMessage = %v, %v; want the head %d too (review MINOR 10)", gm, err, car.GetHeadSequence())
 	}
 	if got := f.ids(t, b, &historyv1.ListMessagesRequest{View: historyv1.MessageView_MESSAGE_VIEW_INSTRUCTIONS, PageSize: 2}); joinIDs(got) != joinIDs(ins) {
 		t.Errorf("instructions = %v", got)
@@ -124,8 +124,8 @@ func TestHistoryReadRPCs(t *testing.T) {
 		t.Errorf("full order has %d messages, want 8", len(all))
 	}
 	last, err := f.c.GetLastMessage(ctx, &historyv1.GetLastMessageRequest{BranchId: b, View: historyv1.MessageView_MESSAGE_VIEW_INSTRUCTIONS})
-	if err != nil || last.GetMessage().GetId() != ins[4] {
-		t.Errorf("last_instruction = %v, %v", last, err)
+	if err != nil || last.GetMessage().GetId() != ins[4] || last.GetHeadSequence() != car.GetHeadSequence() {
+		t.Errorf("last_instruction = %v, %v; want the head %d too", last, err, car.GetHeadSequence())
 	}
 
 	chat, err := f.c.ToChatMessages(ctx, &historyv1.ToChatMessagesRequest{BranchId: b})

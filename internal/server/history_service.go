@@ -218,7 +218,7 @@ func (s *HistoryServer) ImportBranch(ctx context.Context, req *historyv1.ImportB
 	if err != nil {
 		return nil, &FieldError{Field: "data", Err: fmt.Errorf("%w: not JSON: %v", envelope.ErrInvalid, err)}
 	}
-	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: data, ID: id, NewID: req.GetNewBranchId(), RequestID: req.GetRequestId()})
+	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: data, ID: id, NewID: req.GetNewBranchId(), DBMetaKey: req.GetDbMetaKey(), RequestID: req.GetRequestId()})
 	if err != nil {
 		return nil, err
 	}

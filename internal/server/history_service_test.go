@@ -37,7 +37,7 @@ func TestHistoryConvertedMessagesFieldCount(t *testing.T) {
 		{&historyv1.CreateActionResponseRequest{}, 8},
 		{&historyv1.ListMessagesRequest{}, 6},
 		{&historyv1.ForkBranchRequest{}, 6},
-		{&historyv1.ImportBranchRequest{}, 4},
+		{&historyv1.ImportBranchRequest{}, 5},
 		{&historyv1.ToChatMessagesResponse{}, 4},
 		// The requests converted by hand in their handlers (history_service.go, history_messages.go).
 		{&historyv1.GetBranchRequest{}, 1},

@@ -42,10 +42,11 @@ func encodeElement(id uuid.UUID, createdAt float64, meta jsonv.Value, class stri
 
 // decodeElement reads the Element fields of a non-message Element dict in
 // any mode: id (absent: a new one), created_at (absent: now), metadata from
-// node_metadata, else metadata (falsy: {}; any other non-object is an
-// error), whose lion_class, when present, must name class (its full name
-// or its short name).
-func decodeElement(v jsonv.Value, class string) (uuid.UUID, float64, jsonv.Value, error) {
+// metaKey (a custom db-mode key, when not empty), else node_metadata, else
+// metadata (falsy: {}; any other non-object is an error), whose
+// lion_class, when present, must name class (its full name or its short
+// name).
+func decodeElement(v jsonv.Value, class, metaKey string) (uuid.UUID, float64, jsonv.Value, error) {
 	id := uuid.New()
 	if iv, ok := v.Get("id"); ok {
 		s, isStr := iv.Str()
@@ -65,8 +66,13 @@ func decodeElement(v jsonv.Value, class string) (uuid.UUID, float64, jsonv.Value
 	}
 	field := "metadata"
 	md, _ := v.Get("metadata")
-	if nm, ok := v.Get(envelope.DefaultDBMetaKey); ok {
-		field, md = envelope.DefaultDBMetaKey, nm
+	for _, key := range []string{envelope.DefaultDBMetaKey, metaKey} {
+		if key == "" {
+			continue
+		}
+		if nm, ok := v.Get(key); ok {
+			field, md = key, nm
+		}
 	}
 	meta, err := envelope.NormalizeMetadata(md)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 // imported is a branch read from LionAGI JSON.
 type imported struct {
+	metaKey   string // a custom db-mode metadata key, read first
 	id        *uuid.UUID
 	createdAt *float64
 	metadata  jsonv.Value
@@ -33,14 +34,15 @@ func (im *imported) add(m *envelope.Message, path string) {
 // "Branches"): an object with `messages` is a Branch.to_dict, an object
 // with `collections` is a Pile.to_dict, an array is a list of message
 // dicts; any mode (metadata or node_metadata). Errors name the field from
-// "data".
-func parseImport(data jsonv.Value) (imported, error) {
-	var out imported
+// "data". metaKey is a custom db-mode metadata key (ExportBranch's
+// dbMetaKey), read before node_metadata and metadata.
+func parseImport(data jsonv.Value, metaKey string) (imported, error) {
+	out := imported{metaKey: metaKey}
 	switch {
 	case data.Kind() == jsonv.Array:
 		return out, out.addList(data, "data")
 	case data.Kind() == jsonv.Object && data.Has("messages"):
-		return parseBranchDict(data)
+		return out, out.addBranchDict(data)
 	case data.Kind() == jsonv.Object && data.Has("collections"):
 		return out, out.addPile(data, "data")
 	}
@@ -56,7 +58,7 @@ func (im *imported) addList(v jsonv.Value, field string) error {
 			continue
 		}
 		path := field + "[" + strconv.Itoa(i) + "]"
-		m, err := envelope.Decode(e)
+		m, err := envelope.DecodeWith(e, envelope.DecodeOptions{MetaKey: im.metaKey})
 		if err != nil {
 			return prefixErr(path, err)
 		}
@@ -65,52 +67,52 @@ func (im *imported) addList(v jsonv.Value, field string) error {
 	return nil
 }
 
-// parseBranchDict reads Branch.to_dict: the Element fields, user, name, the
+// addBranchDict reads Branch.to_dict: the Element fields, user, name, the
 // messages Pile (or list), and metadata.current_progression as the
 // selected progression. `system` is ignored, as Branch.from_dict does when
 // the messages (which hold the system) are present.
-func parseBranchDict(data jsonv.Value) (imported, error) {
-	id, created, meta, err := decodeElement(data, envelope.ClassBranch)
+func (im *imported) addBranchDict(data jsonv.Value) error {
+	id, created, meta, err := decodeElement(data, envelope.ClassBranch, im.metaKey)
 	if err != nil {
-		return imported{}, prefixErr("data", err)
+		return prefixErr("data", err)
 	}
-	out := imported{id: &id, createdAt: &created, metadata: meta}
+	im.id, im.createdAt, im.metadata = &id, &created, meta
 	for _, f := range []struct {
 		key string
 		dst **string
-	}{{"user", &out.user}, {"name", &out.name}} {
+	}{{"user", &im.user}, {"name", &im.name}} {
 		v, ok := data.Get(f.key)
 		if !ok || v.IsNull() {
 			continue
 		}
 		s, isStr := v.Str()
 		if !isStr {
-			return imported{}, fieldErr("data."+f.key, envelope.ErrInvalid, "must be a string or null, got %s", v.Kind())
+			return fieldErr("data."+f.key, envelope.ErrInvalid, "must be a string or null, got %s", v.Kind())
 		}
 		*f.dst = &s
 	}
 	msgs, _ := data.Get("messages")
 	switch msgs.Kind() {
 	case jsonv.Object:
-		err = out.addPile(msgs, "data.messages")
+		err = im.addPile(msgs, "data.messages")
 	case jsonv.Array:
-		err = out.addList(msgs, "data.messages")
+		err = im.addList(msgs, "data.messages")
 	case jsonv.Null:
 	default:
 		err = fieldErr("data.messages", envelope.ErrInvalid, "must be a Pile object, got %s", msgs.Kind())
 	}
 	if err != nil {
-		return imported{}, err
+		return err
 	}
 	if cp, ok := meta.Get("current_progression"); ok {
-		out.metadata = meta.Delete("current_progression")
+		im.metadata = meta.Delete("current_progression")
 		if !cp.IsNull() {
-			if out.selected, err = ParseProgression(cp); err != nil {
-				return imported{}, prefixErr("data.metadata.current_progression", err)
+			if im.selected, err = parseProgression(cp, im.metaKey); err != nil {
+				return prefixErr("data.metadata.current_progression", err)
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // addPile reads Pile.to_dict at field: its collections (message dicts) in
@@ -118,7 +120,7 @@ func parseBranchDict(data jsonv.Value) (imported, error) {
 // Pile and its progression.
 func (im *imported) addPile(v jsonv.Value, field string) error {
 	if v.Has("id") {
-		id, created, _, err := decodeElement(v, envelope.ClassPile)
+		id, created, _, err := decodeElement(v, envelope.ClassPile, im.metaKey)
 		if err != nil {
 			return prefixErr(field, err)
 		}
@@ -128,14 +130,14 @@ func (im *imported) addPile(v jsonv.Value, field string) error {
 	if coll.Kind() != jsonv.Array && !coll.IsNull() {
 		return fieldErr(field+".collections", envelope.ErrInvalid, "must be a list, got %s", coll.Kind())
 	}
-	var list imported
+	list := imported{metaKey: im.metaKey}
 	byID := make(map[uuid.UUID]int, coll.Len())
 	for i, e := range coll.Elems() {
 		f := field + ".collections[" + strconv.Itoa(i) + "]"
 		if e.Kind() != jsonv.Object {
 			return fieldErr(f, envelope.ErrInvalid, "must be a message object, got %s", e.Kind())
 		}
-		m, err := envelope.Decode(e)
+		m, err := envelope.DecodeWith(e, envelope.DecodeOptions{MetaKey: im.metaKey})
 		if err != nil {
 			return prefixErr(f, err)
 		}
@@ -147,7 +149,7 @@ func (im *imported) addPile(v jsonv.Value, field string) error {
 		im.messages, im.paths = append(im.messages, list.messages...), append(im.paths, list.paths...)
 		return nil
 	}
-	p, err := ParseProgression(pv)
+	p, err := parseProgression(pv, im.metaKey)
 	if err != nil {
 		return prefixErr(field+".progression", err)
 	}

@@ -173,7 +173,7 @@ func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, 
 	if r, ok, err := m.recallGlobal(OpImportBranch, in.RequestID); err != nil || ok {
 		return r, err
 	}
-	im, err := parseImport(in.Data)
+	im, err := parseImport(in.Data, in.DBMetaKey)
 	if err != nil {
 		return BranchResult{}, err
 	}

@@ -68,17 +68,17 @@ func (m *Memory) ListBranches(_ context.Context, size int, token string) (Branch
 }
 
 // GetMessage returns one message (Store.GetMessage).
-func (m *Memory) GetMessage(_ context.Context, branchID, msgID uuid.UUID) (StoredMessage, error) {
+func (m *Memory) GetMessage(_ context.Context, branchID, msgID uuid.UUID) (MessageRead, error) {
 	b, err := m.readLocked(branchID)
 	if err != nil {
-		return StoredMessage{}, err
+		return MessageRead{}, err
 	}
 	defer b.mu.RUnlock()
 	v, ok := b.get(msgID)
 	if !ok {
-		return StoredMessage{}, &MessageError{Err: ErrMessageNotFound, BranchID: branchID, MessageID: msgID}
+		return MessageRead{}, &MessageError{Err: ErrMessageNotFound, BranchID: branchID, MessageID: msgID}
 	}
-	return v.stored(), nil
+	return MessageRead{StoredMessage: v.stored(), Head: b.head}, nil
 }
 
 // ListMessages pages through the full order, a view, or the selected
@@ -161,31 +161,38 @@ func (m *Memory) ListMessages(_ context.Context, branchID uuid.UUID, in ListInpu
 // LastMessage returns the last message of a view (Store.LastMessage):
 // last_instruction and last_response search the order backwards and
 // return None on a miss (ADR-0006 D3); here in O(1).
-func (m *Memory) LastMessage(_ context.Context, branchID uuid.UUID, view View) (StoredMessage, bool, error) {
+func (m *Memory) LastMessage(_ context.Context, branchID uuid.UUID, view View) (MessageRead, bool, error) {
 	if view >= numViews {
-		return StoredMessage{}, false, fieldErr("view", envelope.ErrInvalid, "unknown view %d", view)
+		return MessageRead{}, false, fieldErr("view", envelope.ErrInvalid, "unknown view %d", view)
 	}
 	b, err := m.readLocked(branchID)
 	if err != nil {
-		return StoredMessage{}, false, err
+		return MessageRead{}, false, err
 	}
 	defer b.mu.RUnlock()
+	v := b.last(view)
+	if v == nil {
+		return MessageRead{Head: b.head}, false, nil
+	}
+	return MessageRead{StoredMessage: v.stored(), Head: b.head}, true, nil
+}
+
+// last returns the last message of a view, nil when it has none. Branch
+// read lock held.
+func (b *branch) last(view View) *version {
 	if view == ViewAll {
 		if n := len(b.entries); n > 0 {
 			v, _ := b.get(b.entries[n-1])
-			return v.stored(), true, nil
+			return v
 		}
-		if b.system != nil {
-			return b.system.stored(), true, nil
-		}
-		return StoredMessage{}, false, nil
+		return b.system
 	}
 	list := b.views[view]
 	if len(list) == 0 {
-		return StoredMessage{}, false, nil
+		return nil
 	}
 	v, _ := b.get(b.entries[list[len(list)-1]])
-	return v.stored(), true, nil
+	return v
 }
 
 // ToChatMessages is to_chat_msgs (Store.ToChatMessages): an explicitly

@@ -55,7 +55,11 @@ func (p *Progression) Encode(mode envelope.Mode, dbMetaKey string) jsonv.Value {
 // ParseProgression reads a progression dict in any mode (Progression.
 // from_dict): order is validated as LionAGI's validator does; a missing id
 // or created_at is made new. A bare list of ids is accepted too.
-func ParseProgression(v jsonv.Value) (*Progression, error) {
+func ParseProgression(v jsonv.Value) (*Progression, error) { return parseProgression(v, "") }
+
+// parseProgression is ParseProgression reading metadata from a custom
+// db-mode key first (decodeElement).
+func parseProgression(v jsonv.Value, metaKey string) (*Progression, error) {
 	if v.Kind() == jsonv.Array {
 		order, err := envelope.ValidateOrder(v)
 		if err != nil {
@@ -68,7 +72,7 @@ func ParseProgression(v jsonv.Value) (*Progression, error) {
 	}
 	p := &Progression{}
 	var err error
-	if p.ID, p.CreatedAt, p.Metadata, err = decodeElement(v, envelope.ClassProgression); err != nil {
+	if p.ID, p.CreatedAt, p.Metadata, err = decodeElement(v, envelope.ClassProgression, metaKey); err != nil {
 		return nil, err
 	}
 	ov, _ := v.Get("order")

@@ -51,14 +51,15 @@ type Store interface {
 	// never deletes records (ADR-0006 D3).
 	SetProgression(ctx context.Context, branch uuid.UUID, order *[]uuid.UUID, opts WriteOptions) (WriteResult, error)
 
-	// GetMessage returns one message.
-	GetMessage(ctx context.Context, branch, message uuid.UUID) (StoredMessage, error)
+	// GetMessage returns one message, and the branch's head.
+	GetMessage(ctx context.Context, branch, message uuid.UUID) (MessageRead, error)
 	// ListMessages pages through the branch, a view, or the selected
 	// progression, in O(page).
 	ListMessages(ctx context.Context, branch uuid.UUID, in ListInput) (MessagePage, error)
 	// LastMessage returns the last message of a view (last_instruction,
-	// last_response); found is false on a miss.
-	LastMessage(ctx context.Context, branch uuid.UUID, view View) (msg StoredMessage, found bool, err error)
+	// last_response), and the branch's head; found is false on a miss,
+	// which still returns the head.
+	LastMessage(ctx context.Context, branch uuid.UUID, view View) (msg MessageRead, found bool, err error)
 	// ToChatMessages is to_chat_msgs (ADR-0006 D3 "Raw projection").
 	ToChatMessages(ctx context.Context, branch uuid.UUID, in ChatInput) (ChatResult, error)
 

@@ -91,6 +91,14 @@ type StoredMessage struct {
 	Sequence uint64
 }
 
+// MessageRead is what GetMessage and LastMessage return: a message as the
+// branch holds it, and the branch's head when it was read (DESIGN.md:
+// responses return the head sequence).
+type MessageRead struct {
+	StoredMessage
+	Head uint64
+}
+
 // WriteOptions are the options every branch mutation takes (DESIGN.md
 // "Branches": idempotency and optimistic concurrency).
 type WriteOptions struct {
@@ -173,7 +181,11 @@ type ImportInput struct {
 	// ID, when not zero, is the new branch's id instead of the payload's.
 	ID uuid.UUID
 	// NewID asks for a server-made id whatever the payload says.
-	NewID     bool
+	NewID bool
+	// DBMetaKey is the metadata key of a db-mode payload written with a
+	// custom one (ExportBranch's dbMetaKey); node_metadata and metadata are
+	// read too, this key first.
+	DBMetaKey string
 	RequestID string
 }
 
@@ -269,7 +281,8 @@ type ChatInput struct {
 	// Order, when not nil, is the order to project: empty gives no
 	// messages; every id must be a member. Nil projects the full order.
 	Order *[]uuid.UUID
-	// Selected projects the selected progression (when Order is nil).
+	// Selected projects the selected progression (when Order is nil); one
+	// that is set but empty projects nothing, as an empty Order does.
 	Selected bool
 }
 

@@ -2268,7 +2268,9 @@ func (x *GetMessageRequest) GetMessageId() string {
 type GetMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// message is the message.
-	Message       *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Message *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// head_sequence is the branch's head when the message was read.
+	HeadSequence  uint64 `protobuf:"varint,2,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2308,6 +2310,13 @@ func (x *GetMessageResponse) GetMessage() *Message {
 		return x.Message
 	}
 	return nil
+}
+
+func (x *GetMessageResponse) GetHeadSequence() uint64 {
+	if x != nil {
+		return x.HeadSequence
+	}
+	return 0
 }
 
 // ListMessagesRequest is the request of ListMessages.
@@ -2525,7 +2534,9 @@ func (x *GetLastMessageRequest) GetView() MessageView {
 type GetLastMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// message is the last message of the view; absent when the view is empty.
-	Message       *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Message *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// head_sequence is the branch's head when the view was read, also when it is empty.
+	HeadSequence  uint64 `protobuf:"varint,2,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2567,6 +2578,13 @@ func (x *GetLastMessageResponse) GetMessage() *Message {
 	return nil
 }
 
+func (x *GetLastMessageResponse) GetHeadSequence() uint64 {
+	if x != nil {
+		return x.HeadSequence
+	}
+	return 0
+}
+
 // ToChatMessagesRequest is the request of ToChatMessages.
 type ToChatMessagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2575,7 +2593,9 @@ type ToChatMessagesRequest struct {
 	// order, when present, is the order projected; present and empty gives no messages. Absent
 	// projects the full order (or the selected progression with selected).
 	Order *MessageIds `protobuf:"bytes,2,opt,name=order,proto3" json:"order,omitempty"`
-	// selected projects the selected progression when no order is given.
+	// selected projects the selected progression when no order is given (the full order when none is
+	// set). A selected progression that is set but empty projects nothing, as an empty order does:
+	// it is not read as "unset".
 	Selected      bool `protobuf:"varint,3,opt,name=selected,proto3" json:"selected,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2945,7 +2965,10 @@ type ImportBranchRequest struct {
 	// branch_id, when set, is the new branch's id instead of the payload's.
 	BranchId string `protobuf:"bytes,3,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
 	// new_branch_id asks for a server-made id whatever the payload says.
-	NewBranchId   bool `protobuf:"varint,4,opt,name=new_branch_id,json=newBranchId,proto3" json:"new_branch_id,omitempty"`
+	NewBranchId bool `protobuf:"varint,4,opt,name=new_branch_id,json=newBranchId,proto3" json:"new_branch_id,omitempty"`
+	// db_meta_key is the metadata key of a db-mode payload written with a custom one (ExportBranch's
+	// db_meta_key); empty means none. node_metadata and metadata are read too, this key first.
+	DbMetaKey     string `protobuf:"bytes,5,opt,name=db_meta_key,json=dbMetaKey,proto3" json:"db_meta_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3006,6 +3029,13 @@ func (x *ImportBranchRequest) GetNewBranchId() bool {
 		return x.NewBranchId
 	}
 	return false
+}
+
+func (x *ImportBranchRequest) GetDbMetaKey() string {
+	if x != nil {
+		return x.DbMetaKey
+	}
+	return ""
 }
 
 // ImportBranchResponse is the response of ImportBranch.
@@ -3839,9 +3869,10 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x11GetMessageRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x02 \x01(\tR\tmessageId\"D\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\"i\n" +
 	"\x12GetMessageResponse\x12.\n" +
-	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\"\xd8\x01\n" +
+	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12#\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xd8\x01\n" +
 	"\x13ListMessagesRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -3858,9 +3889,10 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"b\n" +
 	"\x15GetLastMessageRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12,\n" +
-	"\x04view\x18\x02 \x01(\x0e2\x18.historyd.v1.MessageViewR\x04view\"H\n" +
+	"\x04view\x18\x02 \x01(\x0e2\x18.historyd.v1.MessageViewR\x04view\"m\n" +
 	"\x16GetLastMessageResponse\x12.\n" +
-	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\"\x7f\n" +
+	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12#\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\x7f\n" +
 	"\x15ToChatMessagesRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12-\n" +
 	"\x05order\x18\x02 \x01(\v2\x17.historyd.v1.MessageIdsR\x05order\x12\x1a\n" +
@@ -3887,13 +3919,14 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\vprogression\x18\x04 \x01(\v2\x17.historyd.v1.MessageIdsR\vprogressionB\x19\n" +
 	"\x17_expected_head_sequence\"=\n" +
 	"\x16SetProgressionResponse\x12#\n" +
-	"\rhead_sequence\x18\x01 \x01(\x04R\fheadSequence\"\x89\x01\n" +
+	"\rhead_sequence\x18\x01 \x01(\x04R\fheadSequence\"\xa9\x01\n" +
 	"\x13ImportBranchRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\tR\x04data\x12\x1b\n" +
 	"\tbranch_id\x18\x03 \x01(\tR\bbranchId\x12\"\n" +
-	"\rnew_branch_id\x18\x04 \x01(\bR\vnewBranchId\"C\n" +
+	"\rnew_branch_id\x18\x04 \x01(\bR\vnewBranchId\x12\x1e\n" +
+	"\vdb_meta_key\x18\x05 \x01(\tR\tdbMetaKey\"C\n" +
 	"\x14ImportBranchResponse\x12+\n" +
 	"\x06branch\x18\x01 \x01(\v2\x13.historyd.v1.BranchR\x06branch\"\x86\x01\n" +
 	"\x13ExportBranchRequest\x12\x1b\n" +

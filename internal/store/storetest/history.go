@@ -311,7 +311,7 @@ func containsText(s, sub string) bool {
 // testSelectedProgression: ADR-0006 D3: Branch.progression may be a
 // selected subset; selecting never deletes records; members only, once
 // (the ErrorReason's "repeated id"); listings and projections can use it;
-// nil unsets it.
+// set and empty it selects nothing; nil unsets it.
 func testSelectedProgression(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
 	b := newBranch(t, st)
@@ -352,6 +352,17 @@ func testSelectedProgression(t *testing.T, newStore Factory) {
 		_, err := st.SetProgression(ctx(t), b, &bad, store.WriteOptions{})
 		wantErr(t, err, store.ErrInvalidProgression)
 		unchanged(t, st, b, before)
+	}
+	// A selected progression that is set but empty selects nothing: it is not read as unset
+	// (docs/decisions/0003).
+	if _, err := st.SetProgression(ctx(t), b, &[]uuid.UUID{}, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st.ToChatMessages(ctx(t), b, store.ChatInput{Selected: true}); err != nil || len(res.Entries) != 0 {
+		t.Errorf("projection of an empty selected progression = %d entries, %v; want none", len(res.Entries), err)
+	}
+	if got := ids(t, listAll(t, st, b, store.ListInput{Selected: true})); len(got) != 0 {
+		t.Errorf("listing of an empty selected progression = %v, want none", got)
 	}
 	if _, err := st.SetProgression(ctx(t), b, nil, store.WriteOptions{}); err != nil {
 		t.Fatal(err)

@@ -129,9 +129,36 @@ func testImportExport(t *testing.T, newStore Factory) {
 			}
 		})
 	}
+	// A db-mode export under a custom metadata key imports back with that key (review MINOR 5): the
+	// messages, the branch's metadata and its selection.
+	custom, err := st.ExportBranch(ctx(t), b, envelope.ModeDB, "meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	imported, err := st.ImportBranch(ctx(t), store.ImportInput{Data: custom.Data, NewID: true, DBMetaKey: "meta"})
+	if err != nil {
+		t.Fatalf("import of a db-mode export with db_meta_key meta: %v", err)
+	}
+	again, err := st.ExportBranch(ctx(t), imported.Branch.ID, envelope.ModeDB, "meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := collections(t, again.Data), collections(t, custom.Data); len(got) != len(want) {
+		t.Errorf("re-export has %d messages, want %d", len(got), len(want))
+	} else {
+		for i := range want {
+			if !jsonv.Equal(got[i], want[i]) {
+				t.Errorf("message %d:\n got  %s\n want %s", i, got[i], want[i])
+			}
+		}
+	}
+	if info, _ := st.GetBranch(ctx(t), imported.Branch.ID); !info.Selected || info.Metadata.Len() == 0 {
+		t.Errorf("the custom key's branch metadata or selection was lost: %+v", info)
+	}
+
 	// The payload's id is kept by default, and then taken.
 	exp, _ := st.ExportBranch(ctx(t), b, envelope.ModeJSON, "")
-	_, err := st.ImportBranch(ctx(t), store.ImportInput{Data: exp.Data})
+	_, err = st.ImportBranch(ctx(t), store.ImportInput{Data: exp.Data})
 	wantErr(t, err, store.ErrBranchExists)
 	chosen := uuid.New()
 	res, err := st.ImportBranch(ctx(t), store.ImportInput{Data: exp.Data, ID: chosen})

@@ -16,7 +16,8 @@ import (
 
 // testSequences: DESIGN.md "Sequences, events and watch": every change is
 // one event with the next sequence from 1 (BRANCH_CREATED); each message
-// records its last write's sequence; responses return the head.
+// records its last write's sequence; responses return the head, the reads
+// of one message too (review MINOR 10).
 func testSequences(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
 	b := newBranch(t, st)
@@ -45,6 +46,16 @@ func testSequences(t *testing.T, newStore Factory) {
 	c, _ := st.ClearMessages(ctx(t), b, store.WriteOptions{})
 	if p.Head != 5 || c.Head != 6 || head(t, st, b) != 6 {
 		t.Errorf("progression head %d, clear head %d, branch head %d; want 5, 6, 6", p.Head, c.Head, head(t, st, b))
+	}
+	last := addInstruction(t, st, b, "last")
+	if got, err := st.GetMessage(ctx(t), b, last.Message.Message.ID); err != nil || got.Head != 7 || got.Sequence != 7 {
+		t.Errorf("GetMessage = head %d, sequence %d, %v; want 7, 7", got.Head, got.Sequence, err)
+	}
+	if got, found, err := st.LastMessage(ctx(t), b, store.ViewInstructions); err != nil || !found || got.Head != 7 {
+		t.Errorf("LastMessage = head %d, found %v, %v; want 7", got.Head, found, err)
+	}
+	if got, found, err := st.LastMessage(ctx(t), b, store.ViewActions); err != nil || found || got.Head != 7 {
+		t.Errorf("LastMessage of an empty view = head %d, found %v, %v; want the head 7 on a miss too", got.Head, found, err)
 	}
 }
 
