@@ -45,22 +45,23 @@ step "create" CreateBranch <<EOF
  "system": {"system_message": "You are a careful calculator."}}
 EOF
 
-# Instruction fields that LionAGI types as any JSON travel as JSON text (context_json).
+# Instruction fields that LionAGI types as any JSON travel as JSON text (context_json). A write
+# returns the prompt text it stored only when asked (include_rendered).
 step "instruction" AddMessage <<EOF
-{"branch_id": "$BRANCH", "sender": "alice", "recipient": "assistant",
+{"branch_id": "$BRANCH", "sender": "alice", "recipient": "assistant", "include_rendered": true,
  "instruction": {"instruction": "What is 30 + 12?", "context_json": ["{\"a\": 30, \"b\": 12}"]}}
 EOF
 
 # The raw provider response goes in as JSON text; from_response extracts the text and keeps the raw
 # value in metadata.model_response.
 step "assistant" AddMessage <<EOF
-{"branch_id": "$BRANCH",
+{"branch_id": "$BRANCH", "include_rendered": true,
  "assistant_response": {"raw_response_json": "{\"id\": \"chatcmpl-1\", \"object\": \"chat.completion\", \"model\": \"gpt-4o-mini\", \"choices\": [{\"index\": 0, \"message\": {\"role\": \"assistant\", \"content\": \"I will call add.\"}, \"finish_reason\": \"tool_calls\"}], \"usage\": {\"prompt_tokens\": 20, \"completion_tokens\": 5, \"total_tokens\": 25}}"}}
 EOF
 
 # The tool call's id is read from its response, for the tool result to answer it.
 tool_call=$(step "tool call" AddMessage <<EOF
-{"branch_id": "$BRANCH",
+{"branch_id": "$BRANCH", "include_rendered": true,
  "action_request": {"function": "add", "arguments_json": "{\"a\": 30, \"b\": 12}"}}
 EOF
 )
@@ -68,7 +69,7 @@ echo "$tool_call"
 REQUEST=$(printf '%s\n' "$tool_call" | sed 1d | first_id)
 
 step "tool result" CreateActionResponse <<EOF
-{"branch_id": "$BRANCH", "action_request_id": "$REQUEST", "output_json": "42"}
+{"branch_id": "$BRANCH", "action_request_id": "$REQUEST", "output_json": "42", "include_rendered": true}
 EOF
 
 step "list" ListMessages <<<"{\"branch_id\": \"$BRANCH\"}"

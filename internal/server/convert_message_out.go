@@ -25,6 +25,15 @@ var roleToProto = map[envelope.Role]historyv1.MessageRole{
 // The output-only sequence stays 0: a message outside a branch has none;
 // storedMessageToProto (history_convert.go) fills it for branch messages.
 func messageToProto(m *envelope.Message) *historyv1.Message {
+	pb := unrenderedMessageToProto(m)
+	pb.Rendered = renderedToProto(m.Render())
+	return pb
+}
+
+// unrenderedMessageToProto is messageToProto without the rendering, for
+// the responses of writes that did not ask for it (rendering costs more
+// than the write).
+func unrenderedMessageToProto(m *envelope.Message) *historyv1.Message {
 	pb := &historyv1.Message{
 		Id:        m.ID.String(),
 		CreatedAt: proto.Float64(m.CreatedAt),
@@ -33,7 +42,6 @@ func messageToProto(m *envelope.Message) *historyv1.Message {
 		Sender:    participantToProto(m.Sender),
 		Recipient: participantToProto(m.Recipient),
 		Channel:   m.Channel,
-		Rendered:  renderedToProto(m.Render()),
 	}
 	if m.HasEmbedding {
 		pb.Embedding = &historyv1.Embedding{Values: append([]float64{}, m.Embedding...)}

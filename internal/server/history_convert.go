@@ -391,12 +391,24 @@ func modeFromProto(m historyv1.SerializationMode) (envelope.Mode, error) {
 	return 0, &FieldError{Field: "mode", Err: fmt.Errorf("%w: unknown mode %d", envelope.ErrInvalid, m)}
 }
 
-// storedMessageToProto converts a branch message, with its sequence.
+// storedMessageToProto converts a branch message, with its sequence and its
+// rendering.
 func storedMessageToProto(sm store.StoredMessage) *historyv1.Message {
+	return writtenMessageToProto(sm, true)
+}
+
+// writtenMessageToProto converts a branch message, with its sequence; it is
+// rendered only when render is set (a write's include_rendered).
+func writtenMessageToProto(sm store.StoredMessage, render bool) *historyv1.Message {
 	if sm.Message == nil {
 		return nil
 	}
-	pb := messageToProto(sm.Message)
+	var pb *historyv1.Message
+	if render {
+		pb = messageToProto(sm.Message)
+	} else {
+		pb = unrenderedMessageToProto(sm.Message)
+	}
 	pb.Sequence = sm.Sequence
 	return pb
 }

@@ -62,7 +62,7 @@ func (f *historyFixture) add(t *testing.T, req *historyv1.AddMessageRequest) *hi
 // instruction adds add_message(instruction=text).
 func (f *historyFixture) instruction(t *testing.T, branch, text string) *historyv1.Message {
 	t.Helper()
-	return f.add(t, &historyv1.AddMessageRequest{BranchId: branch, Input: &historyv1.AddMessageRequest_Instruction{
+	return f.add(t, &historyv1.AddMessageRequest{BranchId: branch, IncludeRendered: true, Input: &historyv1.AddMessageRequest_Instruction{
 		Instruction: &historyv1.InstructionInput{InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: text}},
 	}}).GetMessage()
 }

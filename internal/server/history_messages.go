@@ -19,7 +19,7 @@ func (s *HistoryServer) SetSystem(ctx context.Context, req *historyv1.SetSystemR
 	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpSetSystem, req.GetRequestId()); err != nil {
 		return nil, err
 	} else if ok {
-		return setSystemResponse(r), nil
+		return setSystemResponse(r, req.GetIncludeRendered()), nil
 	}
 	m, err := messageFromProto("system", req.GetSystem())
 	if err != nil {
@@ -32,11 +32,11 @@ func (s *HistoryServer) SetSystem(ctx context.Context, req *historyv1.SetSystemR
 	if err != nil {
 		return nil, err
 	}
-	return setSystemResponse(res), nil
+	return setSystemResponse(res, req.GetIncludeRendered()), nil
 }
 
-func setSystemResponse(r store.WriteResult) *historyv1.SetSystemResponse {
-	return &historyv1.SetSystemResponse{System: storedMessageToProto(r.Message), HeadSequence: r.Head}
+func setSystemResponse(r store.WriteResult, render bool) *historyv1.SetSystemResponse {
+	return &historyv1.SetSystemResponse{System: writtenMessageToProto(r.Message, render), HeadSequence: r.Head}
 }
 
 // AddMessage is add_message (HistoryService.AddMessage).
@@ -48,7 +48,7 @@ func (s *HistoryServer) AddMessage(ctx context.Context, req *historyv1.AddMessag
 	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpAddMessage, req.GetRequestId()); err != nil {
 		return nil, err
 	} else if ok {
-		return addMessageResponse(r), nil
+		return addMessageResponse(r, req.GetIncludeRendered()), nil
 	}
 	in, err := addInputFromProto(req)
 	if err != nil {
@@ -58,13 +58,13 @@ func (s *HistoryServer) AddMessage(ctx context.Context, req *historyv1.AddMessag
 	if err = s.committed("AddMessage", err); err != nil {
 		return nil, factoryError(inputField(req), err)
 	}
-	return addMessageResponse(res), nil
+	return addMessageResponse(res, req.GetIncludeRendered()), nil
 }
 
-func addMessageResponse(r store.WriteResult) *historyv1.AddMessageResponse {
-	resp := &historyv1.AddMessageResponse{Message: storedMessageToProto(r.Message), Index: uint64(r.Index), HeadSequence: r.Head}
+func addMessageResponse(r store.WriteResult, render bool) *historyv1.AddMessageResponse {
+	resp := &historyv1.AddMessageResponse{Message: writtenMessageToProto(r.Message, render), Index: uint64(r.Index), HeadSequence: r.Head}
 	if r.Updated != nil {
-		resp.UpdatedRequest = storedMessageToProto(*r.Updated)
+		resp.UpdatedRequest = writtenMessageToProto(*r.Updated, render)
 	}
 	return resp
 }
@@ -78,7 +78,7 @@ func (s *HistoryServer) CreateActionResponse(ctx context.Context, req *historyv1
 	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpCreateActionResponse, req.GetRequestId()); err != nil {
 		return nil, err
 	} else if ok {
-		return createActionResponseResponse(r), nil
+		return createActionResponseResponse(r, req.GetIncludeRendered()), nil
 	}
 	in := store.ActionResponseInput{Error: req.Error}
 	if in.Request, err = parseID("action_request_id", req.GetActionRequestId()); err != nil {
@@ -97,13 +97,13 @@ func (s *HistoryServer) CreateActionResponse(ctx context.Context, req *historyv1
 	if err = s.committed("CreateActionResponse", err); err != nil {
 		return nil, factoryError("action_response", err)
 	}
-	return createActionResponseResponse(res), nil
+	return createActionResponseResponse(res, req.GetIncludeRendered()), nil
 }
 
-func createActionResponseResponse(r store.WriteResult) *historyv1.CreateActionResponseResponse {
-	resp := &historyv1.CreateActionResponseResponse{ActionResponse: storedMessageToProto(r.Message), HeadSequence: r.Head}
+func createActionResponseResponse(r store.WriteResult, render bool) *historyv1.CreateActionResponseResponse {
+	resp := &historyv1.CreateActionResponseResponse{ActionResponse: writtenMessageToProto(r.Message, render), HeadSequence: r.Head}
 	if r.Updated != nil {
-		resp.ActionRequest = storedMessageToProto(*r.Updated)
+		resp.ActionRequest = writtenMessageToProto(*r.Updated, render)
 	}
 	return resp
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"google.golang.org/protobuf/proto"
 	"strconv"
 	"testing"
 
@@ -20,7 +21,7 @@ func TestHistoryAddMessageInputs(t *testing.T) {
 	b := f.create(t, nil)
 
 	meta, _ := structpb.NewStruct(map[string]any{"k": "v"})
-	ins := f.add(t, &historyv1.AddMessageRequest{BranchId: b, Sender: sval("user"), Recipient: sval("assistant"), Metadata: meta,
+	ins := f.add(t, &historyv1.AddMessageRequest{BranchId: b, Sender: sval("user"), Recipient: sval("assistant"), Metadata: meta, IncludeRendered: true,
 		Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{
 			InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: "Add 30 and 12"},
 			ContextJson:      []string{`{"a": 30, "b": 12.0}`},
@@ -158,7 +159,7 @@ func TestHistoryReadRPCs(t *testing.T) {
 		t.Errorf("branch after selecting = %v (selecting must not delete)", gb.GetBranch())
 	}
 
-	ss, err := f.c.SetSystem(ctx, &historyv1.SetSystemRequest{BranchId: b, System: &historyv1.Message{
+	ss, err := f.c.SetSystem(ctx, &historyv1.SetSystemRequest{BranchId: b, IncludeRendered: true, System: &historyv1.Message{
 		Content: &historyv1.Message_System{System: &historyv1.SystemContent{SystemMessage: strPtr("S2")}}}})
 	if err != nil || ss.GetSystem().GetRendered().GetText() != "S2" {
 		t.Fatalf("SetSystem = %v, %v", ss, err)
@@ -232,4 +233,47 @@ func TestHistoryForkAtMiddle(t *testing.T) {
 	}
 	_, err = f.c.ForkBranch(ctx, &historyv1.ForkBranchRequest{BranchId: b, NewBranchId: nb.GetId()})
 	wantStatus(t, err, codes.AlreadyExists, historyv1.ErrorReason_ERROR_REASON_BRANCH_ALREADY_EXISTS)
+}
+
+// TestHistoryWritesRenderOnlyWhenAsked: the responses of SetSystem, AddMessage and
+// CreateActionResponse carry `rendered` only when the request sets include_rendered (rendering
+// costs more than the write); the stored message is the same either way and reads render it.
+func TestHistoryWritesRenderOnlyWhenAsked(t *testing.T) {
+	f := newHistoryFixture(t)
+	ctx := testContext(t)
+	b := f.create(t, nil)
+	for _, render := range []bool{false, true} {
+		ss, err := f.c.SetSystem(ctx, &historyv1.SetSystemRequest{BranchId: b, IncludeRendered: render, System: &historyv1.Message{
+			Content: &historyv1.Message_System{System: &historyv1.SystemContent{SystemMessage: strPtr("S")}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := f.add(t, &historyv1.AddMessageRequest{BranchId: b, IncludeRendered: render, Input: &historyv1.AddMessageRequest_ActionRequest{
+			ActionRequest: &historyv1.ActionRequestInput{Function: "add", ArgumentsJson: `{"a": 1}`},
+		}}).GetMessage()
+		res, err := f.c.CreateActionResponse(ctx, &historyv1.CreateActionResponseRequest{BranchId: b, ActionRequestId: call.GetId(), OutputJson: strPtr("2"), IncludeRendered: render})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, m := range map[string]*historyv1.Message{"system": ss.GetSystem(), "action request": call, "action response": res.GetActionResponse(), "updated request": res.GetActionRequest()} {
+			if got := m.GetRendered() != nil; got != render {
+				t.Errorf("include_rendered=%v: %s has rendered=%v", render, name, got)
+			}
+			read, err := f.c.GetMessage(ctx, &historyv1.GetMessageRequest{BranchId: b, MessageId: m.GetId()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if read.GetMessage().GetRendered().GetText() == "" {
+				t.Errorf("GetMessage(%s) has no rendering", name)
+			}
+			read.GetMessage().Rendered = nil
+			want := proto.Clone(m).(*historyv1.Message)
+			want.Rendered = nil
+			// The action request was rewritten by CreateActionResponse: its latest write is
+			// the updated request.
+			if name != "action request" && !proto.Equal(read.GetMessage(), want) {
+				t.Errorf("%s as written %v, as read %v", name, want, read.GetMessage())
+			}
+		}
+	}
 }

@@ -68,10 +68,10 @@ func TestWatchBranchReplayThenLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := created.GetBranch().GetId()
-	call := f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_ActionRequest{
+	call := f.add(t, &historyv1.AddMessageRequest{BranchId: b, IncludeRendered: true, Input: &historyv1.AddMessageRequest_ActionRequest{
 		ActionRequest: &historyv1.ActionRequestInput{Function: "add", ArgumentsJson: `{"a": 1}`},
 	}}).GetMessage() // 2
-	result, err := f.c.CreateActionResponse(ctx, &historyv1.CreateActionResponseRequest{BranchId: b, ActionRequestId: call.GetId(), OutputJson: strPtr("2")})
+	result, err := f.c.CreateActionResponse(ctx, &historyv1.CreateActionResponseRequest{BranchId: b, ActionRequestId: call.GetId(), OutputJson: strPtr("2"), IncludeRendered: true})
 	if err != nil { // 3 the response, 4 the request with its action_response_id
 		t.Fatal(err)
 	}

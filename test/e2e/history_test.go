@@ -216,7 +216,7 @@ func TestHistoryEveryRPC(t *testing.T) {
 	if got := str(rpc("GetBranch", `{"branch_id": "`+b+`"}`), "branch", "id"); got != b {
 		t.Errorf("GetBranch = %q", got)
 	}
-	sys := rpc("SetSystem", `{"branch_id": "`+b+`", "system": {"system": {"system_message": "Be brief."}}}`)
+	sys := rpc("SetSystem", `{"branch_id": "`+b+`", "include_rendered": true, "system": {"system": {"system_message": "Be brief."}}}`)
 	if str(sys, "system", "rendered", "text") != "Be brief." {
 		t.Errorf("SetSystem = %v", sys)
 	}

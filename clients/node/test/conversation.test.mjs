@@ -69,6 +69,7 @@ describe('conversation', () => {
   test('AddMessage instruction with guidance and JSON context (ADR-0006 D3 add_message)', async () => {
     const resp = await client.history.AddMessage({
       branch_id: branchId,
+      include_rendered: true, // a write renders only when asked (AddMessageRequest.include_rendered)
       sender: str('alice'),
       recipient: str('assistant'),
       instruction: {
@@ -88,6 +89,7 @@ describe('conversation', () => {
   test('AddMessage assistant response from a raw provider response (ADR-0006 D2 from_response)', async () => {
     const resp = await client.history.AddMessage({
       branch_id: branchId,
+      include_rendered: true,
       assistant_response: { raw_response_json: JSON.stringify(rawResponse) },
     });
     assert.equal(resp.message.role, 'MESSAGE_ROLE_ASSISTANT');
@@ -100,6 +102,7 @@ describe('conversation', () => {
   test('an action pair: AddMessage action_request, then CreateActionResponse (ADR-0006 D2 correlation)', async () => {
     const req = await client.history.AddMessage({
       branch_id: branchId,
+      include_rendered: true,
       action_request: { function: 'search', arguments_json: '{"q": "lion"}' },
     });
     assert.equal(req.message.role, 'MESSAGE_ROLE_ACTION');
@@ -112,6 +115,7 @@ describe('conversation', () => {
       action_request_id: ids.request,
       output_json: '{"hits": ["a", "b"], "n": 2}',
       request_id: requestId,
+      include_rendered: true,
     };
     const resp = await client.history.CreateActionResponse(call);
     ids.response = resp.action_response.id;

@@ -146,7 +146,10 @@ type Message struct {
 	//	*Message_ActionResponse
 	//	*Message_Generic
 	Content isMessage_Content `protobuf_oneof:"content"`
-	// rendered is output only: the message's rendered prompt content (ADR-0006 D1: rendering).
+	// rendered is output only: the message's rendered prompt content (ADR-0006 D1: rendering). Reads
+	// (GetMessage, GetLastMessage, ListMessages, WatchBranch, the Exchange's reads) always fill it;
+	// the responses of writes (SetSystem, AddMessage, CreateActionResponse) fill it only when the
+	// request sets include_rendered, because rendering costs more than the write.
 	Rendered *Rendered `protobuf:"bytes,15,opt,name=rendered,proto3" json:"rendered,omitempty"`
 	// sequence is output only: in a branch, the per-branch sequence of the message's last write
 	// (DESIGN.md "Sequences, events and watch"); 0 outside a branch.

@@ -1624,9 +1624,13 @@ type SetSystemRequest struct {
 	// expected_head_sequence, when set, must be the branch's head sequence.
 	ExpectedHeadSequence *uint64 `protobuf:"varint,3,opt,name=expected_head_sequence,json=expectedHeadSequence,proto3,oneof" json:"expected_head_sequence,omitempty"`
 	// system is the System message (its content must be `system`).
-	System        *Message `protobuf:"bytes,4,opt,name=system,proto3" json:"system,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	System *Message `protobuf:"bytes,4,opt,name=system,proto3" json:"system,omitempty"`
+	// include_rendered asks for the written message's `rendered` field. A write does not render by
+	// default: rendering costs more than the write itself, and the prompt is read with
+	// ToChatMessages, GetMessage or ListMessages, which always render.
+	IncludeRendered bool `protobuf:"varint,5,opt,name=include_rendered,json=includeRendered,proto3" json:"include_rendered,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SetSystemRequest) Reset() {
@@ -1685,6 +1689,13 @@ func (x *SetSystemRequest) GetSystem() *Message {
 		return x.System
 	}
 	return nil
+}
+
+func (x *SetSystemRequest) GetIncludeRendered() bool {
+	if x != nil {
+		return x.IncludeRendered
+	}
+	return false
 }
 
 // SetSystemResponse is the response of SetSystem.
@@ -1761,6 +1772,10 @@ type AddMessageRequest struct {
 	// target_id names an existing message of the branch that the input updates in place
 	// (add_message(instruction=<existing Instruction>, context=...)); its kind fixes the input's.
 	TargetId string `protobuf:"bytes,7,opt,name=target_id,json=targetId,proto3" json:"target_id,omitempty"`
+	// include_rendered asks for the written message's `rendered` field. A write does not render by
+	// default: rendering costs more than the write itself, and the prompt is read with
+	// ToChatMessages, GetMessage or ListMessages, which always render.
+	IncludeRendered bool `protobuf:"varint,8,opt,name=include_rendered,json=includeRendered,proto3" json:"include_rendered,omitempty"`
 	// input is the one message input.
 	//
 	// Types that are valid to be assigned to Input:
@@ -1853,6 +1868,13 @@ func (x *AddMessageRequest) GetTargetId() string {
 		return x.TargetId
 	}
 	return ""
+}
+
+func (x *AddMessageRequest) GetIncludeRendered() bool {
+	if x != nil {
+		return x.IncludeRendered
+	}
+	return false
 }
 
 func (x *AddMessageRequest) GetInput() isAddMessageRequest_Input {
@@ -2054,9 +2076,13 @@ type CreateActionResponseRequest struct {
 	// normalised.
 	Sender *structpb.Value `protobuf:"bytes,7,opt,name=sender,proto3" json:"sender,omitempty"`
 	// recipient is the response's recipient, like sender.
-	Recipient     *structpb.Value `protobuf:"bytes,8,opt,name=recipient,proto3" json:"recipient,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Recipient *structpb.Value `protobuf:"bytes,8,opt,name=recipient,proto3" json:"recipient,omitempty"`
+	// include_rendered asks for the written message's `rendered` field. A write does not render by
+	// default: rendering costs more than the write itself, and the prompt is read with
+	// ToChatMessages, GetMessage or ListMessages, which always render.
+	IncludeRendered bool `protobuf:"varint,9,opt,name=include_rendered,json=includeRendered,proto3" json:"include_rendered,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateActionResponseRequest) Reset() {
@@ -2143,6 +2169,13 @@ func (x *CreateActionResponseRequest) GetRecipient() *structpb.Value {
 		return x.Recipient
 	}
 	return nil
+}
+
+func (x *CreateActionResponseRequest) GetIncludeRendered() bool {
+	if x != nil {
+		return x.IncludeRendered
+	}
+	return false
 }
 
 // CreateActionResponseResponse is the response of CreateActionResponse.
@@ -3814,17 +3847,18 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x05_nameB\x19\n" +
 	"\x17_expected_head_sequence\"A\n" +
 	"\x12ForkBranchResponse\x12+\n" +
-	"\x06branch\x18\x01 \x01(\v2\x13.historyd.v1.BranchR\x06branch\"\xd2\x01\n" +
+	"\x06branch\x18\x01 \x01(\v2\x13.historyd.v1.BranchR\x06branch\"\xfd\x01\n" +
 	"\x10SetSystemRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x129\n" +
 	"\x16expected_head_sequence\x18\x03 \x01(\x04H\x00R\x14expectedHeadSequence\x88\x01\x01\x12,\n" +
-	"\x06system\x18\x04 \x01(\v2\x14.historyd.v1.MessageR\x06systemB\x19\n" +
+	"\x06system\x18\x04 \x01(\v2\x14.historyd.v1.MessageR\x06system\x12)\n" +
+	"\x10include_rendered\x18\x05 \x01(\bR\x0fincludeRenderedB\x19\n" +
 	"\x17_expected_head_sequence\"f\n" +
 	"\x11SetSystemResponse\x12,\n" +
 	"\x06system\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\x06system\x12#\n" +
-	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xf6\x05\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xa1\x06\n" +
 	"\x11AddMessageRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1d\n" +
 	"\n" +
@@ -3833,7 +3867,8 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x06sender\x18\x04 \x01(\v2\x16.google.protobuf.ValueR\x06sender\x124\n" +
 	"\trecipient\x18\x05 \x01(\v2\x16.google.protobuf.ValueR\trecipient\x123\n" +
 	"\bmetadata\x18\x06 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12\x1b\n" +
-	"\ttarget_id\x18\a \x01(\tR\btargetId\x12A\n" +
+	"\ttarget_id\x18\a \x01(\tR\btargetId\x12)\n" +
+	"\x10include_rendered\x18\b \x01(\bR\x0fincludeRendered\x12A\n" +
 	"\vinstruction\x18\n" +
 	" \x01(\v2\x1d.historyd.v1.InstructionInputH\x00R\vinstruction\x12T\n" +
 	"\x12assistant_response\x18\v \x01(\v2#.historyd.v1.AssistantResponseInputH\x00R\x11assistantResponse\x122\n" +
@@ -3847,7 +3882,7 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12#\n" +
 	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\x12=\n" +
-	"\x0fupdated_request\x18\x04 \x01(\v2\x14.historyd.v1.MessageR\x0eupdatedRequest\"\x9c\x03\n" +
+	"\x0fupdated_request\x18\x04 \x01(\v2\x14.historyd.v1.MessageR\x0eupdatedRequest\"\xc7\x03\n" +
 	"\x1bCreateActionResponseRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1d\n" +
 	"\n" +
@@ -3858,7 +3893,8 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"outputJson\x88\x01\x01\x12\x19\n" +
 	"\x05error\x18\x06 \x01(\tH\x02R\x05error\x88\x01\x01\x12.\n" +
 	"\x06sender\x18\a \x01(\v2\x16.google.protobuf.ValueR\x06sender\x124\n" +
-	"\trecipient\x18\b \x01(\v2\x16.google.protobuf.ValueR\trecipientB\x19\n" +
+	"\trecipient\x18\b \x01(\v2\x16.google.protobuf.ValueR\trecipient\x12)\n" +
+	"\x10include_rendered\x18\t \x01(\bR\x0fincludeRenderedB\x19\n" +
 	"\x17_expected_head_sequenceB\x0e\n" +
 	"\f_output_jsonB\b\n" +
 	"\x06_error\"\xbf\x01\n" +
