@@ -27,19 +27,18 @@ const (
 // value is MessageRole.UNSET.
 type Participant struct {
 	kind ParticipantKind
-	role Role
 	id   uuid.UUID
-	name string
+	name string // ParticipantName: the name; ParticipantRole: the role ("" is unset)
 }
 
 // Unset returns MessageRole.UNSET, the default of an absent field.
-func Unset() Participant { return Participant{kind: ParticipantRole, role: RoleUnset} }
+func Unset() Participant { return Participant{kind: ParticipantRole, name: string(RoleUnset)} }
 
 // None returns the explicit None participant (a broadcast recipient).
 func None() Participant { return Participant{kind: ParticipantNone} }
 
 // RoleParticipant returns a participant holding role r.
-func RoleParticipant(r Role) Participant { return Participant{kind: ParticipantRole, role: r} }
+func RoleParticipant(r Role) Participant { return Participant{kind: ParticipantRole, name: string(r)} }
 
 // IDParticipant returns a participant holding a UUID.
 func IDParticipant(id uuid.UUID) Participant { return Participant{kind: ParticipantID, id: id} }
@@ -77,11 +76,13 @@ func (p Participant) Kind() ParticipantKind { return p.kind }
 
 // Role returns the role when Kind is ParticipantRole.
 func (p Participant) Role() (Role, bool) {
-	r := p.role
-	if p.kind == ParticipantRole && r == "" {
-		r = RoleUnset
+	if p.kind != ParticipantRole {
+		return "", false
 	}
-	return r, p.kind == ParticipantRole
+	if p.name == "" {
+		return RoleUnset, true
+	}
+	return Role(p.name), true
 }
 
 // ID returns the UUID when Kind is ParticipantID.

@@ -14,7 +14,7 @@ func AppendJSON(buf []byte, v Value) []byte {
 	case Null:
 		return append(buf, "null"...)
 	case Bool:
-		if v.b {
+		if v.n != 0 {
 			return append(buf, "true"...)
 		}
 		return append(buf, "false"...)
@@ -24,7 +24,7 @@ func AppendJSON(buf []byte, v Value) []byte {
 		return AppendQuoted(buf, v.s)
 	case Array:
 		buf = append(buf, '[')
-		for i, e := range v.arr {
+		for i, e := range v.arr() {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
@@ -33,7 +33,7 @@ func AppendJSON(buf []byte, v Value) []byte {
 		return append(buf, ']')
 	case Object:
 		buf = append(buf, '{')
-		for i, m := range v.obj {
+		for i, m := range v.obj() {
 			if i > 0 {
 				buf = append(buf, ',')
 			}

@@ -89,7 +89,7 @@ func (p *parser) value(depth int) (Value, error) {
 		}
 		return Value{kind: String, s: s}, nil
 	case c == 't':
-		return p.literal("true", Value{kind: Bool, b: true})
+		return p.literal("true", Value{kind: Bool, n: 1})
 	case c == 'f':
 		return p.literal("false", Value{kind: Bool})
 	case c == 'n':
@@ -250,7 +250,7 @@ func (p *parser) array(depth int) (Value, error) {
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
 		p.pos++
-		return Value{kind: Array, arr: elems}, nil
+		return ArrayValue(elems...), nil
 	}
 	for {
 		p.skipSpace()
@@ -268,7 +268,7 @@ func (p *parser) array(depth int) (Value, error) {
 			p.pos++
 		case ']':
 			p.pos++
-			return Value{kind: Array, arr: elems}, nil
+			return ArrayValue(elems...), nil
 		default:
 			return Value{}, p.errf("expected ',' or ']' in array")
 		}
@@ -287,7 +287,7 @@ func (p *parser) object(depth int) (Value, error) {
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
-		return Value{kind: Object, obj: members}, nil
+		return ObjectValue(members...), nil
 	}
 	for {
 		p.skipSpace()
@@ -343,7 +343,7 @@ func (p *parser) object(depth int) (Value, error) {
 			p.pos++
 		case '}':
 			p.pos++
-			return Value{kind: Object, obj: members}, nil
+			return ObjectValue(members...), nil
 		default:
 			return Value{}, p.errf("expected ',' or '}' in object")
 		}

@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Kind names the JSON type of a Value.
@@ -42,12 +43,16 @@ func (k Kind) String() string {
 // Value is an immutable-by-convention JSON value. Callers that need to change
 // a Value build a new one; slices returned by Elems and Members must not be
 // modified (copy them first), because Values share structure freely.
+//
+// A Value is 32 bytes: the store keeps several per message, and LionAGI
+// payloads are mostly small scalars, so the layout is packed. An array or
+// object keeps a pointer to its first element and its length instead of a
+// slice header (the capacity is never needed: values are not appended to).
 type Value struct {
 	kind Kind
-	b    bool
-	s    string // String: the text; Number: the JSON literal
-	arr  []Value
-	obj  []Member
+	n    int32          // Bool: 1 for true; Array, Object: the length
+	s    string         // String: the text; Number: the JSON literal
+	p    unsafe.Pointer // Array: the first Value; Object: the first Member
 }
 
 // Member is one key/value pair of an Object, in insertion order.
@@ -60,7 +65,12 @@ type Member struct {
 func NullValue() Value { return Value{} }
 
 // BoolValue returns a JSON boolean.
-func BoolValue(b bool) Value { return Value{kind: Bool, b: b} }
+func BoolValue(b bool) Value {
+	if b {
+		return Value{kind: Bool, n: 1}
+	}
+	return Value{kind: Bool}
+}
 
 // StringValue returns a JSON string.
 func StringValue(s string) Value { return Value{kind: String, s: s} }
@@ -89,20 +99,61 @@ func NumberLiteral(lit string) (Value, bool) {
 
 // ArrayValue returns a JSON array of elems. The slice is kept, not copied.
 func ArrayValue(elems ...Value) Value {
-	if elems == nil {
-		elems = []Value{}
+	v := Value{kind: Array, n: length(len(elems))}
+	if len(elems) > 0 {
+		v.p = unsafe.Pointer(&elems[0])
 	}
-	return Value{kind: Array, arr: elems}
+	return v
+}
+
+// length checks that a collection fits the int32 length of a Value; a
+// slice of 2^31 elements cannot come from a request (they are bounded by
+// the server's maximum message size), only from a programming error.
+func length(n int) int32 {
+	if n > math.MaxInt32 {
+		panic("jsonv: collection of more than 2^31-1 elements")
+	}
+	return int32(n)
+}
+
+// emptyValues and emptyMembers are what Elems and Members return for an
+// empty array or object: empty, but not nil.
+var (
+	emptyValues  = []Value{}
+	emptyMembers = []Member{}
+)
+
+// arr returns an array's elements (nil for other kinds).
+func (v Value) arr() []Value {
+	if v.kind != Array {
+		return nil
+	}
+	if v.n == 0 {
+		return emptyValues
+	}
+	return unsafe.Slice((*Value)(v.p), v.n)
+}
+
+// obj returns an object's members (nil for other kinds).
+func (v Value) obj() []Member {
+	if v.kind != Object {
+		return nil
+	}
+	if v.n == 0 {
+		return emptyMembers
+	}
+	return unsafe.Slice((*Member)(v.p), v.n)
 }
 
 // ObjectValue returns a JSON object of members in the given order. The slice
 // is kept, not copied. Keys must be unique (use Set to build objects from
 // untrusted keys).
 func ObjectValue(members ...Member) Value {
-	if members == nil {
-		members = []Member{}
+	v := Value{kind: Object, n: length(len(members))}
+	if len(members) > 0 {
+		v.p = unsafe.Pointer(&members[0])
 	}
-	return Value{kind: Object, obj: members}
+	return v
 }
 
 // Kind returns the value's JSON kind.
@@ -112,7 +163,7 @@ func (v Value) Kind() Kind { return v.kind }
 func (v Value) IsNull() bool { return v.kind == Null }
 
 // Bool returns the boolean and whether v is one.
-func (v Value) Bool() (bool, bool) { return v.b, v.kind == Bool }
+func (v Value) Bool() (bool, bool) { return v.kind == Bool && v.n != 0, v.kind == Bool }
 
 // Str returns the string and whether v is one.
 func (v Value) Str() (string, bool) { return v.s, v.kind == String }
@@ -170,40 +221,28 @@ func (v Value) Int64() (int64, bool) {
 
 // Len returns the number of elements of an array or members of an object.
 func (v Value) Len() int {
-	switch v.kind {
-	case Array:
-		return len(v.arr)
-	case Object:
-		return len(v.obj)
+	if v.kind == Array || v.kind == Object {
+		return int(v.n)
 	}
 	return 0
 }
 
 // Elems returns an array's elements (nil for other kinds). Do not modify.
-func (v Value) Elems() []Value {
-	if v.kind != Array {
-		return nil
-	}
-	return v.arr
-}
+func (v Value) Elems() []Value { return v.arr() }
 
 // Members returns an object's members in order (nil for other kinds). Do
 // not modify.
-func (v Value) Members() []Member {
-	if v.kind != Object {
-		return nil
-	}
-	return v.obj
-}
+func (v Value) Members() []Member { return v.obj() }
 
 // Get returns the value of key in an object.
 func (v Value) Get(key string) (Value, bool) {
 	if v.kind != Object {
 		return Value{}, false
 	}
-	for i := range v.obj {
-		if v.obj[i].Key == key {
-			return v.obj[i].Value, true
+	members := v.obj()
+	for i := range members {
+		if members[i].Key == key {
+			return members[i].Value, true
 		}
 	}
 	return Value{}, false
@@ -219,9 +258,10 @@ func (v Value) Has(key string) bool {
 // present (Python dict assignment keeps the key's position), else appended.
 // v itself is not changed. Set on a non-object starts a new object.
 func (v Value) Set(key string, val Value) Value {
-	members := make([]Member, 0, len(v.obj)+1)
+	old := v.obj()
+	members := make([]Member, 0, len(old)+1)
 	replaced := false
-	for _, m := range v.obj {
+	for _, m := range old {
 		if m.Key == key {
 			m.Value = val
 			replaced = true
@@ -231,7 +271,7 @@ func (v Value) Set(key string, val Value) Value {
 	if !replaced {
 		members = append(members, Member{Key: key, Value: val})
 	}
-	return Value{kind: Object, obj: members}
+	return ObjectValue(members...)
 }
 
 // Delete returns a copy of object v without key. v itself is not changed.
@@ -239,13 +279,14 @@ func (v Value) Delete(key string) Value {
 	if v.kind != Object {
 		return v
 	}
-	members := make([]Member, 0, len(v.obj))
-	for _, m := range v.obj {
+	old := v.obj()
+	members := make([]Member, 0, len(old))
+	for _, m := range old {
 		if m.Key != key {
 			members = append(members, m)
 		}
 	}
-	return Value{kind: Object, obj: members}
+	return ObjectValue(members...)
 }
 
 // Truthy reports Python's bool(x) for the value: null, false, 0, 0.0, "",
@@ -255,16 +296,14 @@ func (v Value) Truthy() bool {
 	case Null:
 		return false
 	case Bool:
-		return v.b
+		return v.n != 0
 	case Number:
 		f, _ := v.Float64()
 		return f != 0
 	case String:
 		return v.s != ""
-	case Array:
-		return len(v.arr) > 0
-	case Object:
-		return len(v.obj) > 0
+	case Array, Object:
+		return v.n > 0
 	}
 	return false
 }
@@ -281,7 +320,7 @@ func Equal(a, b Value) bool {
 	case Null:
 		return true
 	case Bool:
-		return a.b == b.b
+		return a.n == b.n
 	case String:
 		return a.s == b.s
 	case Number:
@@ -290,20 +329,21 @@ func Equal(a, b Value) bool {
 		}
 		return numbersEqual(a, b)
 	case Array:
-		if len(a.arr) != len(b.arr) {
+		ae, be := a.arr(), b.arr()
+		if len(ae) != len(be) {
 			return false
 		}
-		for i := range a.arr {
-			if !Equal(a.arr[i], b.arr[i]) {
+		for i := range ae {
+			if !Equal(ae[i], be[i]) {
 				return false
 			}
 		}
 		return true
 	case Object:
-		if len(a.obj) != len(b.obj) {
+		if a.n != b.n {
 			return false
 		}
-		for _, m := range a.obj {
+		for _, m := range a.obj() {
 			bv, ok := b.Get(m.Key)
 			if !ok || !Equal(m.Value, bv) {
 				return false
