@@ -228,16 +228,16 @@ func (in *interp) staticStep(step jsonv.Value) (jsonv.Value, error) {
 	switch call {
 	case "create_message":
 		var c store.Created
-		c, err = store.CreateMessage(f)
+		c, err = store.CreateMessage(&f)
 		m = c.Message
 		in.rebind(refs, c.Request)
 	case "create_instruction":
-		m, err = store.CreateInstruction(f)
+		m, err = store.CreateInstruction(&f)
 	case "create_system":
-		m, err = store.CreateSystem(f)
+		m, err = store.CreateSystem(&f)
 	case "create_action_response":
 		var c store.Created
-		c, err = store.CreateActionResponse(f)
+		c, err = store.CreateActionResponse(&f)
 		m = c.Message
 		in.rebind(refs, c.Request)
 	default:

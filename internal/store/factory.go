@@ -66,7 +66,7 @@ type Created struct {
 }
 
 // empty reports whether no factory input is given.
-func (f Factory) empty() bool {
+func (f *Factory) empty() bool {
 	return f.Sender.IsNull() && f.Recipient.IsNull() && f.Metadata.IsNull() && f.Instruction.IsNull() &&
 		f.Context.IsNull() && f.HandleContext == "" && f.Guidance.IsNull() && f.PlainContent.IsNull() &&
 		f.ResponseFormat.IsNull() && f.Images.IsNull() && f.ImageDetail.IsNull() && f.ToolSchemas.IsNull() &&
@@ -77,7 +77,7 @@ func (f Factory) empty() bool {
 }
 
 // hasOutput is create_message's `action_output is not None`.
-func (f Factory) hasOutput() bool { return f.ActionOutputSet || !f.ActionOutput.IsNull() }
+func (f *Factory) hasOutput() bool { return f.ActionOutputSet || !f.ActionOutput.IsNull() }
 
 func truthyOr(v jsonv.Value, m *envelope.Message) bool { return m != nil || v.Truthy() }
 
@@ -89,7 +89,7 @@ func truthyOr(v jsonv.Value, m *envelope.Message) bool { return m != nil || v.Tr
 // ActionRequest for a request or for a function with arguments, else an
 // AssistantResponse for a truthy response, else an Instruction. A truthy
 // metadata is merged into metadata.extra.
-func CreateMessage(f Factory) (Created, error) {
+func CreateMessage(f *Factory) (Created, error) {
 	if f.messageTypes() > 1 {
 		return Created{}, ErrOneMessageType
 	}
@@ -122,7 +122,7 @@ func CreateMessage(f Factory) (Created, error) {
 
 // messageTypes counts the message types create_message's inputs select:
 // more than one is ErrOneMessageType.
-func (f Factory) messageTypes() int {
+func (f *Factory) messageTypes() int {
 	n := 0
 	for _, t := range []bool{
 		truthyOr(f.Instruction, f.InstructionMsg),
@@ -140,7 +140,7 @@ func (f Factory) messageTypes() int {
 // otherKindInput returns the first content input f gives that a message of
 // kind k does not take, "" when there is none (sender, recipient and
 // metadata every kind takes).
-func (f Factory) otherKindInput(k envelope.Kind) string {
+func (f *Factory) otherKindInput(k envelope.Kind) string {
 	for _, in := range []struct {
 		kind  envelope.Kind
 		name  string
@@ -202,7 +202,7 @@ func member(k string, v jsonv.Value) jsonv.Member { return jsonv.Member{Key: k, 
 
 // newMessage builds a message of kind k from content and the factory's
 // participants (null: explicit None).
-func newMessage(k envelope.Kind, content jsonv.Value, f Factory, extra ...jsonv.Member) (*envelope.Message, error) {
+func newMessage(k envelope.Kind, content jsonv.Value, f *Factory, extra ...jsonv.Member) (*envelope.Message, error) {
 	fields := append([]jsonv.Member{
 		member("content", content),
 		member("sender", f.Sender),
@@ -215,7 +215,7 @@ func newMessage(k envelope.Kind, content jsonv.Value, f Factory, extra ...jsonv.
 // updated with the given system_datetime, sender and recipient; otherwise
 // a new System gets system_message (when truthy) and system_datetime (when
 // given).
-func CreateSystem(f Factory) (*envelope.Message, error) {
+func CreateSystem(f *Factory) (*envelope.Message, error) {
 	if f.SystemMsg != nil {
 		if f.SystemMsg.Kind() != envelope.KindSystem {
 			return nil, ErrNotSystem
@@ -244,12 +244,13 @@ func truthyValue(v jsonv.Value) jsonv.Value {
 // Instruction is updated (its context extended, or replaced with
 // handle_context="replace"); otherwise a new one is built from the given
 // fields.
-func CreateInstruction(f Factory) (*envelope.Message, error) {
+func CreateInstruction(f *Factory) (*envelope.Message, error) {
 	handle := f.HandleContext
 	if handle == "" {
 		handle = "extend"
 	}
-	fields := []jsonv.Member{
+	fields := make([]jsonv.Member, 0, 9) // room for instruction, appended below
+	fields = append(fields,
 		member("context", f.Context),
 		member("handle_context", jsonv.StringValue(handle)),
 		member("guidance", f.Guidance),
@@ -258,7 +259,7 @@ func CreateInstruction(f Factory) (*envelope.Message, error) {
 		member("image_detail", f.ImageDetail),
 		member("response_format", f.ResponseFormat),
 		member("tool_schemas", f.ToolSchemas),
-	}
+	)
 	if m := f.InstructionMsg; m != nil {
 		ic, ok := m.Content.(*envelope.InstructionContent)
 		if !ok {
@@ -282,11 +283,15 @@ func CreateInstruction(f Factory) (*envelope.Message, error) {
 		}
 		return m.Update(upd)
 	}
-	content := obj(fields...)
-	if !f.Instruction.IsNull() {
-		content = content.Set("instruction", f.Instruction)
+	// The new Instruction's content: the given fields (the null ones dropped), then instruction,
+	// filtered in place (fields is this call's own).
+	content := fields[:0]
+	for _, m := range append(fields, member("instruction", f.Instruction)) {
+		if !m.Value.IsNull() {
+			content = append(content, m)
+		}
 	}
-	return newMessage(envelope.KindInstruction, content, f)
+	return newMessage(envelope.KindInstruction, jsonv.ObjectValue(content...), f)
 }
 
 // CreateAssistantResponse is MessageManager.create_assistant_response: an
@@ -295,7 +300,7 @@ func CreateInstruction(f Factory) (*envelope.Message, error) {
 // JSON value as a raw provider response parsed by from_response, the raw
 // value kept in metadata.model_response (ADR-0006 D2; LionAGI 0.27 stores
 // such a dict unparsed, a recorded "differs").
-func CreateAssistantResponse(f Factory) (*envelope.Message, error) {
+func CreateAssistantResponse(f *Factory) (*envelope.Message, error) {
 	if m := f.AssistantMsg; m != nil {
 		if m.Kind() != envelope.KindAssistantResponse {
 			return nil, fieldErr("assistant_response", ErrKindChange, "the message to update is a %s, not an AssistantResponse", m.Kind())
@@ -321,7 +326,7 @@ func CreateAssistantResponse(f Factory) (*envelope.Message, error) {
 // ActionRequest is updated with the given sender, recipient, function and
 // arguments; otherwise a new one gets the function and arguments (each when
 // truthy).
-func CreateActionRequest(f Factory) (*envelope.Message, error) {
+func CreateActionRequest(f *Factory) (*envelope.Message, error) {
 	if m := f.ActionRequestMsg; m != nil && m.Kind() == envelope.KindActionRequest {
 		return m.Update(obj(
 			member("sender", f.Sender), member("recipient", f.Recipient),
@@ -337,7 +342,7 @@ func CreateActionRequest(f Factory) (*envelope.Message, error) {
 // sender and recipient (no reciprocal link is made, ADR-0006 D2);
 // otherwise a new response copies the request's function and arguments,
 // stores the request id, and the request gets the response id.
-func CreateActionResponse(f Factory) (Created, error) {
+func CreateActionResponse(f *Factory) (Created, error) {
 	req := f.ActionRequestMsg
 	if req == nil {
 		return Created{}, ErrNoActionRequest

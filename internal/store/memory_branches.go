@@ -151,7 +151,7 @@ func (m *Memory) seedCreate(b *branch, in CreateBranchInput) error {
 		case in.User != nil && *in.User != "":
 			sender = *in.User
 		}
-		c, err := CreateMessage(Factory{
+		c, err := CreateMessage(&Factory{
 			System: in.System, SystemDatetime: in.SystemDatetime,
 			Sender: jsonv.StringValue(sender), Recipient: jsonv.StringValue(b.id.String()),
 		})

@@ -145,7 +145,7 @@ func (b *branch) build(in AddInput) (Created, error) {
 		}
 		return Created{Message: in.Message}, nil
 	}
-	f := in.Factory
+	f := &in.Factory // in is this call's copy: the factory may be completed in place
 	if in.Target != nil {
 		v, ok := b.get(*in.Target)
 		if !ok {
@@ -248,7 +248,7 @@ func (m *Memory) CreateActionResponse(ctx context.Context, branchID uuid.UUID, i
 		if err != nil {
 			return written{}, err
 		}
-		c, err := CreateActionResponse(Factory{
+		c, err := CreateActionResponse(&Factory{
 			Sender: in.Sender, Recipient: in.Recipient,
 			ActionRequestMsg: req.msg, ActionOutput: in.Output, ActionError: in.Error,
 		})
