@@ -40,6 +40,7 @@ var servingSettings = func() []setting {
 		{"max-connection-idle", "HISTORYD_MAX_CONNECTION_IDLE", d.MaxConnectionIdle.String(), "close a connection that has had no open call this long (clients reconnect on their next call)"},
 		{"max-connection-age", "HISTORYD_MAX_CONNECTION_AGE", d.MaxConnectionAge.String(), "close any connection this old with GOAWAY, so clients reconnect (0 = never)"},
 		{"max-connection-age-grace", "HISTORYD_MAX_CONNECTION_AGE_GRACE", d.MaxConnectionAgeGrace.String(), "after --max-connection-age, how long open calls may finish before the connection is cut (0 = no limit)"},
+		{"stream-workers", "HISTORYD_STREAM_WORKERS", strconv.FormatUint(uint64(d.StreamWorkers), 10), "goroutines kept to serve calls, so that a call reuses a grown stack; a call that finds them all busy gets its own goroutine (0 = a new goroutine per call)"},
 	}
 }()
 
@@ -67,6 +68,12 @@ func (c *servingConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Limits.MaxConnectionIdle, s[11].flag, mustDuration(s[11].def), s[11].usage)
 	fs.DurationVar(&c.Limits.MaxConnectionAge, s[12].flag, mustDuration(s[12].def), s[12].usage)
 	fs.DurationVar(&c.Limits.MaxConnectionAgeGrace, s[13].flag, mustDuration(s[13].def), s[13].usage)
+	fs.Func(s[14].flag, s[14].usage, func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		c.Limits.StreamWorkers = uint32(n)
+		return err
+	})
+	c.Limits.StreamWorkers = uint32(mustInt(s[14].def))
 }
 
 // defaultServingConfig is the configuration with every flag of servingConfig at its default.

@@ -32,6 +32,7 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 		"--max-recv-msg-size", "1048576", "--max-concurrent-streams", "50", "--keepalive-min-time", "30s",
 		"--keepalive-permit-without-stream", "--keepalive-time", "1m", "--keepalive-timeout", "5s",
 		"--max-connection-idle", "1h", "--max-connection-age", "2h", "--max-connection-age-grace", "1m",
+		"--stream-workers", "16",
 	}
 	want := servingConfig{
 		AuthTokensFile: "/etc/historyd/tokens", TLSCert: "c.pem", TLSKey: "k.pem", TLSClientCA: "ca.pem",
@@ -40,6 +41,7 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 			MaxRecvMsgSize: 1 << 20, MaxConcurrentStreams: 50, KeepaliveMinTime: 30 * time.Second,
 			KeepalivePermitWithoutStream: true, KeepaliveTime: time.Minute, KeepaliveTimeout: 5 * time.Second,
 			MaxConnectionIdle: time.Hour, MaxConnectionAge: 2 * time.Hour, MaxConnectionAgeGrace: time.Minute,
+			StreamWorkers: 16,
 		},
 	}
 	cfg, err := parseConfig(args, envOf(nil))
