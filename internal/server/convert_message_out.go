@@ -37,7 +37,7 @@ func unrenderedMessageToProto(m *envelope.Message) *historyv1.Message {
 	pb := &historyv1.Message{
 		Id:        m.ID.String(),
 		CreatedAt: proto.Float64(m.CreatedAt),
-		Metadata:  jsonObjectToStruct(m.Metadata.Set("lion_class", jsonv.StringValue(m.ClassName()))),
+		Metadata:  metadataToStruct(m),
 		Role:      roleToProto[m.Role()],
 		Sender:    participantToProto(m.Sender),
 		Recipient: participantToProto(m.Recipient),
@@ -165,12 +165,20 @@ func chatMessageToProto(c envelope.ChatMessage) *historyv1.ChatMessage {
 	return pb
 }
 
+// metadataToStruct is the message's metadata with its lion_class, as a
+// Struct (ADR-0001 D2: the discriminator is added on output).
+func metadataToStruct(m *envelope.Message) *structpb.Struct {
+	s := jsonObjectToStruct(m.Metadata)
+	s.Fields["lion_class"] = structpb.NewStringValue(m.ClassName())
+	return s
+}
+
 // jsonObjectToStruct converts metadata to a Struct. Struct numbers are
 // doubles, so metadata numbers travel as doubles over gRPC (metadata is
 // never rendered; ImportBranch/ExportBranch keep exact numbers as JSON
 // text end to end).
 func jsonObjectToStruct(v jsonv.Value) *structpb.Struct {
-	s := &structpb.Struct{Fields: make(map[string]*structpb.Value, v.Len())}
+	s := &structpb.Struct{Fields: make(map[string]*structpb.Value, v.Len()+1)} // +1: room for lion_class
 	for _, m := range v.Members() {
 		s.Fields[m.Key] = jsonToValue(m.Value)
 	}
