@@ -21,6 +21,7 @@ type config struct {
 	History     historyConfig
 	Serving     servingConfig
 	PprofAddr   string // --pprof-addr (pprof.go)
+	GCPercent   string // --gc-percent (gc.go)
 }
 
 // setting describes one configuration entry, for the flag set, the environment lookup and the
@@ -53,6 +54,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	cfg.History.register(fs)
 	cfg.Serving.register(fs)
 	registerPprof(fs, &cfg.PprofAddr)
+	registerGC(fs, &cfg.GCPercent)
 
 	// The environment first, so that flags parsed afterwards win.
 	for _, s := range settings {
@@ -96,6 +98,9 @@ func (c config) validate() error {
 		return fmt.Errorf("grace period %v: must not be negative", c.GracePeriod)
 	}
 	if err := validatePprof(c.PprofAddr); err != nil {
+		return err
+	}
+	if _, _, err := gcPercent(c.GCPercent, func(string) string { return "" }); err != nil {
 		return err
 	}
 	if err := c.Serving.validate(); err != nil {

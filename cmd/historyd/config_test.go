@@ -63,6 +63,9 @@ func TestParseConfig(t *testing.T) {
 			if tc.want.Serving == (servingConfig{}) { // auth, TLS, limits, metrics: config_serving_test.go
 				tc.want.Serving = defaultServingConfig()
 			}
+			if tc.want.GCPercent == "" { // the collector's GOGC: gc_test.go
+				tc.want.GCPercent = gcSetting.def
+			}
 			if got != tc.want {
 				t.Errorf("parseConfig = %+v, want %+v", got, tc.want)
 			}

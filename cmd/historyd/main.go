@@ -54,6 +54,11 @@ func runWithSignals(ctx context.Context, sig signals, args []string, getenv func
 		return 2
 	}
 	defer func() { _ = logger.Sync() }() // stderr may not support fsync; nothing to do about it
+	// The collector's GOGC (gc.go); parseConfig has validated the value.
+	if err := applyGC(cfg.GCPercent, getenv); err != nil {
+		logger.Error("cannot set the collector's GOGC", zap.Error(err))
+		return 2
+	}
 
 	creds, err := loadCredentials(cfg.Serving) // serving.go
 	if err != nil {
