@@ -82,7 +82,13 @@ func (s *Server) Serve(lis net.Listener) error {
 	if s.metrics != nil {
 		s.metrics.initialize(s.grpc)
 	}
-	return s.grpc.Serve(lis)
+	err := s.grpc.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		// Shutdown ran before Serve started (a stop signal right after start): grpc closed lis,
+		// and the server stopped as asked.
+		return nil
+	}
+	return err
 }
 
 // Shutdown stops the server in order: every health status becomes NOT_SERVING (so load balancers
