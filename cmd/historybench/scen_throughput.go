@@ -38,15 +38,22 @@ func benchAddVsHealth(ctx context.Context, b *bench, h *historyd) ([]row, error)
 			_, err := h.Client.Health.Check(ctx, &healthpb.HealthCheckRequest{})
 			return 1, err
 		}
+		// Each worker sends one request, built once: the load generator shares the two cores with
+		// the server, so it spends no CPU on building requests that the Check load does not spend.
 		var branches []string
-		add := func(ctx context.Context, w, i int) (int, error) {
-			_, err := h.Client.History.AddMessage(ctx, addRequest(branches[w], i))
+		var reqs []*historyv1.AddMessageRequest
+		add := func(ctx context.Context, w, _ int) (int, error) {
+			_, err := h.Client.History.AddMessage(ctx, reqs[w])
 			return 1, err
 		}
 		measureAdd := func() (measured, error) {
 			var err error
 			if branches, err = createBranches(ctx, h, conc); err != nil {
 				return measured{}, err
+			}
+			reqs = make([]*historyv1.AddMessageRequest, len(branches))
+			for w, branch := range branches {
+				reqs[w] = addRequest(branch, w)
 			}
 			defer deleteBranches(ctx, h, branches)
 			return measure(ctx, h, conc, b.cfg.Duration, add)
