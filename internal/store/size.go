@@ -9,11 +9,13 @@ import (
 // against BenchmarkHeapPerMessage (runtime heap growth per stored message),
 // on the safe side.
 const (
-	// messageOverhead covers the Message and content structs, the version
-	// record, the id map entry, the order and view slots and the event.
-	messageOverhead = 640
-	// valueOverhead is one jsonv.Value (kind, string header, two slices).
-	valueOverhead = 80
+	// messageOverhead covers the Message (192 bytes) and content (up to 208)
+	// structs, the version record, the id map entry, the order and view
+	// slots and the event.
+	messageOverhead = 560
+	// valueOverhead is one jsonv.Value (32 bytes: kind, length, string
+	// header, element pointer).
+	valueOverhead = 32
 	// memberOverhead is one object member beyond its value: the key header.
 	memberOverhead = 16
 	// branchOverhead covers a branch's fixed state (maps, log ring header,
