@@ -263,13 +263,8 @@ func inMemory(p envelope.Participant) jsonv.Value {
 	return jsonv.StringValue(p.String())
 }
 
-func obj(kv ...any) jsonv.Value {
-	var ms []jsonv.Member
-	for i := 0; i < len(kv); i += 2 {
-		ms = append(ms, jsonv.Member{Key: kv[i].(string), Value: kv[i+1].(jsonv.Value)})
-	}
-	return jsonv.ObjectValue(ms...)
-}
+// obj builds a JSON object from alternating keys and values.
+var obj = vectors.Obj
 
 func str(v jsonv.Value, key string) string {
 	x, _ := v.Get(key)

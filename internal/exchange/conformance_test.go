@@ -139,7 +139,7 @@ func (h *harness) run(step jsonv.Value) (jsonv.Value, error) {
 		case "Exchange":
 			// The Exchange's own Element identity means nothing in historyd; the harness mints one.
 			h.exchanges[as] = New()
-			return obj("id", jsonv.StringValue(uuid.NewString()), "class", jsonv.StringValue("Exchange")), nil
+			return vectors.Obj("id", jsonv.StringValue(uuid.NewString()), "class", jsonv.StringValue("Exchange")), nil
 		case "Flow":
 			kw, _ := step.Get("kwargs")
 			nf := &namedFlow{name: strField(kw, "name"), f: newFlow()}
@@ -162,7 +162,7 @@ func (h *harness) read(name string) jsonv.Value {
 	if nf, ok := h.flows[name]; ok {
 		return flowJSON(nf.name, nf.f)
 	}
-	return obj("error", jsonv.StringValue("harness: cannot read "+name))
+	return vectors.Obj("error", jsonv.StringValue("harness: cannot read "+name))
 }
 
 func runExchangeStep(x *Exchange, step jsonv.Value) (jsonv.Value, error) {
@@ -214,7 +214,7 @@ func runExchangeStep(x *Exchange, step jsonv.Value) (jsonv.Value, error) {
 		if err != nil {
 			return jsonv.Value{}, err
 		}
-		return summary(m), nil
+		return vectors.Summary(m), nil
 	case "collect":
 		rep, err := x.Collect(mustUUID(a[0]))
 		if err != nil {
@@ -235,7 +235,7 @@ func runExchangeStep(x *Exchange, step jsonv.Value) (jsonv.Value, error) {
 		}
 		var out []jsonv.Value
 		for _, m := range x.Receive(mustUUID(a[0]), sender) {
-			out = append(out, summary(m))
+			out = append(out, vectors.Summary(m))
 		}
 		return jsonv.ArrayValue(out...), nil
 	case "pop_message":
@@ -243,7 +243,7 @@ func runExchangeStep(x *Exchange, step jsonv.Value) (jsonv.Value, error) {
 		if !ok {
 			return jsonv.NullValue(), nil
 		}
-		return summary(m), nil
+		return vectors.Summary(m), nil
 	case "__len__":
 		return jsonv.IntValue(int64(x.Len())), nil
 	case "has":
@@ -342,35 +342,9 @@ func flowJSON(name string, f *flow) jsonv.Value {
 	views, items := f.views()
 	var progs []jsonv.Member
 	for _, p := range views {
-		progs = append(progs, jsonv.Member{Key: p.Name, Value: idsJSON(p.IDs)})
+		progs = append(progs, jsonv.Member{Key: p.Name, Value: vectors.IDs(p.IDs)})
 	}
-	return obj("flow", jsonv.StringValue(name), "progressions", jsonv.ObjectValue(progs...), "items", idsJSON(items))
-}
-
-func idsJSON(ids []uuid.UUID) jsonv.Value {
-	out := make([]jsonv.Value, len(ids))
-	for i, id := range ids {
-		out[i] = jsonv.StringValue(id.String())
-	}
-	return jsonv.ArrayValue(out...)
-}
-
-// summary is the vectors' step result for a message.
-func summary(m *envelope.Message) jsonv.Value {
-	ch := jsonv.NullValue()
-	if m.Channel != nil {
-		ch = jsonv.StringValue(*m.Channel)
-	}
-	return obj("id", jsonv.StringValue(m.ID.String()), "class", jsonv.StringValue(m.Kind().String()),
-		"sender", m.Sender.JSON(), "recipient", m.Recipient.JSON(), "channel", ch, "content", m.Content.Dict())
-}
-
-func obj(kv ...any) jsonv.Value {
-	var ms []jsonv.Member
-	for i := 0; i < len(kv); i += 2 {
-		ms = append(ms, jsonv.Member{Key: kv[i].(string), Value: kv[i+1].(jsonv.Value)})
-	}
-	return jsonv.ObjectValue(ms...)
+	return vectors.Obj("flow", jsonv.StringValue(name), "progressions", jsonv.ObjectValue(progs...), "items", vectors.IDs(items))
 }
 
 func strField(v jsonv.Value, key string) string {

@@ -91,7 +91,7 @@ func TestHistoryConformanceOverGRPC(t *testing.T) {
 				}
 				want = jsonv.ArrayValue(steps...)
 			}
-			if d := matchScenario(want, got, r.Expect == "differs" && r.HasHD); d != "" {
+			if d := vectors.MatchSteps(want, got, r.Expect == "differs" && r.HasHD); d != "" {
 				tally.Failed++
 				t.Errorf("%s\n  %s", r.Name, d)
 				return
@@ -109,52 +109,6 @@ func TestHistoryConformanceOverGRPC(t *testing.T) {
 	if tally.Matched == 0 {
 		t.Fatal("no record replayed over gRPC")
 	}
-}
-
-// matchScenario compares steps as the Go replay does: any error matches an expected error; a
-// placeholder result matches the result's id; subset compares only the keys a historyd_output names.
-func matchScenario(want, got jsonv.Value, subset bool) string {
-	if want.Len() != got.Len() {
-		return fmt.Sprintf("want %d steps, got %d: %s", want.Len(), got.Len(), got)
-	}
-	m := vectors.NewMatcher()
-	for i, w := range want.Elems() {
-		g := got.Elems()[i]
-		if w.Has("error") != g.Has("error") {
-			return fmt.Sprintf("step %d: want %s, got %s", i, w, g)
-		}
-		if res, ok := w.Get("result"); ok {
-			gr, _ := g.Get("result")
-			if s, isStr := res.Str(); isStr && vectors.IsPlaceholder(s) && gr.Kind() == jsonv.Object {
-				gr, _ = gr.Get("id")
-			}
-			if subset && res.Kind() == jsonv.Object && gr.Kind() == jsonv.Object {
-				var ms []jsonv.Member
-				for _, k := range res.Members() {
-					if v, ok := gr.Get(k.Key); ok {
-						ms = append(ms, jsonv.Member{Key: k.Key, Value: v})
-					}
-				}
-				gr = jsonv.ObjectValue(ms...)
-			}
-			if d := m.Match(res, gr); d != "" {
-				return fmt.Sprintf("step %d result: %s", i, d)
-			}
-		}
-		if rd, ok := w.Get("read"); ok {
-			gr, _ := g.Get("read")
-			for _, mem := range rd.Members() {
-				if e, isObj := mem.Value.Get("error"); isObj && !e.IsNull() {
-					continue
-				}
-				gv, _ := gr.Get(mem.Key)
-				if d := m.Match(mem.Value, gv); d != "" {
-					return fmt.Sprintf("step %d read %s: %s", i, mem.Key, d)
-				}
-			}
-		}
-	}
-	return ""
 }
 
 // grpcInterp runs steps over the client. A manager is a branch id; a message is a local envelope

@@ -9,6 +9,7 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/vectors"
 )
 
 // The calls of the scenario interpreter (conformance_steps_test.go): a
@@ -29,7 +30,7 @@ func (in *interp) managerCall(mg *manager, call, as string, args, kwargs jsonv.V
 		if err != nil { // committed, but observers failed (ADR-0006 D4)
 			return jsonv.Value{}, err
 		}
-		return summary(res.Message.Message), nil
+		return vectors.Summary(res.Message.Message), nil
 	case "set_system":
 		m := in.messageArg(args.Elems()[0])
 		_, err := in.st.SetSystem(in.ctx, mg.id, m, store.WriteOptions{})

@@ -156,7 +156,7 @@ func (in *interp) newStep(step jsonv.Value) (jsonv.Value, error) {
 		}
 		p := store.NewProgression(order, name)
 		in.bind(as, p)
-		return idList(p.Order), nil
+		return vectors.IDs(p.Order), nil
 	}
 	k, ok := kindByName[class]
 	if !ok {
@@ -167,7 +167,7 @@ func (in *interp) newStep(step jsonv.Value) (jsonv.Value, error) {
 		return jsonv.Value{}, err
 	}
 	in.bind(as, &msgVar{msg: m})
-	return summary(m), nil
+	return vectors.Summary(m), nil
 }
 
 // newManager maps MessageManager(messages=, system=): the messages go in
@@ -215,7 +215,7 @@ func (in *interp) staticStep(step jsonv.Value) (jsonv.Value, error) {
 			return jsonv.Value{}, err
 		}
 		in.bind(as, p)
-		return idList(p.Order), nil
+		return vectors.IDs(p.Order), nil
 	}
 	if class != "MessageManager" {
 		return jsonv.Value{}, fmt.Errorf("test harness: unsupported static %s.%s", class, call)
@@ -250,7 +250,7 @@ func (in *interp) staticStep(step jsonv.Value) (jsonv.Value, error) {
 	if as != "" {
 		in.bind(as, &msgVar{msg: m})
 	}
-	return summary(m), nil
+	return vectors.Summary(m), nil
 }
 
 // rebind points the names of the messages a static call was given at the
@@ -294,7 +294,7 @@ func (in *interp) getStep(step jsonv.Value) (jsonv.Value, error) {
 		if err != nil || !found {
 			return jsonv.NullValue(), err
 		}
-		return summary(sm.Message), nil
+		return vectors.Summary(sm.Message), nil
 	}
 	if view, ok := views[attr]; ok {
 		page, err := in.st.ListMessages(in.ctx, mg.id, store.ListInput{View: view, PageSize: store.MaxPageSize})

@@ -84,7 +84,7 @@ func TestConformance(t *testing.T) {
 		t.Run(fmt.Sprintf("L%03d_%s_%s", r.Line, r.Group, r.Name), func(t *testing.T) {
 			want := wantSteps(t, r)
 			got := replayScenario(t, r)
-			if d := matchSteps(want, got, r.Expect == "differs" && r.HasHD); d != "" {
+			if d := vectors.MatchSteps(want, got, r.Expect == "differs" && r.HasHD); d != "" {
 				tally.Failed++
 				t.Errorf("%s\n  %s", r.Name, d)
 				return
@@ -121,71 +121,4 @@ func wantSteps(t *testing.T, r vectors.Record) jsonv.Value {
 		steps[i] = v
 	}
 	return jsonv.ArrayValue(steps...)
-}
-
-// matchSteps compares step by step. An expected error matches any error
-// (its type and text are Python's) but the number of sub-exceptions of an
-// exception group must match; a placeholder standing for a whole result
-// matches that result's id; subset compares only the keys a historyd_output
-// names.
-func matchSteps(want, got jsonv.Value, subset bool) string {
-	if want.Len() != got.Len() {
-		return fmt.Sprintf("want %d steps, got %d: %s", want.Len(), got.Len(), got)
-	}
-	m := vectors.NewMatcher()
-	for i, w := range want.Elems() {
-		g := got.Elems()[i]
-		if w.Has("error") != g.Has("error") {
-			return fmt.Sprintf("step %d: want %s, got %s", i, w, g)
-		}
-		if we, ok := w.Get("error"); ok {
-			if wx, has := we.Get("exceptions"); has {
-				ge, _ := g.Get("error")
-				gx, _ := ge.Get("exceptions")
-				if wx.Len() != gx.Len() {
-					return fmt.Sprintf("step %d: want %d failures, got %s", i, wx.Len(), ge)
-				}
-			}
-		}
-		if res, ok := w.Get("result"); ok {
-			gr, _ := g.Get("result")
-			if s, isStr := res.Str(); isStr && vectors.IsPlaceholder(s) && gr.Kind() == jsonv.Object {
-				gr, _ = gr.Get("id")
-			}
-			if subset {
-				gr = onlyKeysOf(res, gr)
-			}
-			if d := m.Match(res, gr); d != "" {
-				return fmt.Sprintf("step %d result: %s", i, d)
-			}
-		}
-		if rd, ok := w.Get("read"); ok {
-			gr, _ := g.Get("read")
-			for _, mem := range rd.Members() {
-				if e, isObj := mem.Value.Get("error"); isObj && !e.IsNull() {
-					continue // a read of a variable never bound (vectors README: ignore)
-				}
-				gv, _ := gr.Get(mem.Key)
-				if d := m.Match(mem.Value, gv); d != "" {
-					return fmt.Sprintf("step %d read %s: %s", i, mem.Key, d)
-				}
-			}
-		}
-	}
-	return ""
-}
-
-// onlyKeysOf keeps the keys of got that want names (for partial
-// historyd_output results).
-func onlyKeysOf(want, got jsonv.Value) jsonv.Value {
-	if want.Kind() != jsonv.Object || got.Kind() != jsonv.Object {
-		return got
-	}
-	var ms []jsonv.Member
-	for _, w := range want.Members() {
-		if v, ok := got.Get(w.Key); ok {
-			ms = append(ms, jsonv.Member{Key: w.Key, Value: v})
-		}
-	}
-	return jsonv.ObjectValue(ms...)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/vectors"
 )
 
 // The values of the scenario interpreter (conformance_steps_test.go): reads
@@ -32,7 +33,7 @@ func (in *interp) read(path string) jsonv.Value {
 				return jsonv.NullValue()
 			}
 			sm, _ := in.st.GetMessage(in.ctx, x.id, *b.SystemID)
-			return summary(sm.Message)
+			return vectors.Summary(sm.Message)
 		case "system.sender", "system.recipient":
 			b, _ := in.st.GetBranch(in.ctx, x.id)
 			sm, _ := in.st.GetMessage(in.ctx, x.id, *b.SystemID)
@@ -42,45 +43,14 @@ func (in *interp) read(path string) jsonv.Value {
 			return sm.Message.Recipient.JSON()
 		}
 	case *msgVar:
-		return messagePath(in.current(x), rest)
+		return vectors.MessagePath(in.current(x), rest)
 	case *store.Progression:
 		switch rest {
 		case "":
-			return idList(x.Order)
+			return vectors.IDs(x.Order)
 		case "to_dict":
 			return x.Encode(envelope.ModePython, "")
 		}
-	}
-	return jsonv.ObjectValue(jsonv.Member{Key: "error", Value: jsonv.StringValue("test harness: unknown path " + path)})
-}
-
-func messagePath(m *envelope.Message, path string) jsonv.Value {
-	switch path {
-	case "sender":
-		return m.Sender.JSON()
-	case "recipient":
-		return m.Recipient.JSON()
-	case "metadata":
-		return m.Metadata
-	case "rendered":
-		r, err := m.Render()
-		if err != nil {
-			return jsonv.NullValue()
-		}
-		return r.JSON()
-	case "chat_msg":
-		c, err := m.ChatMsg()
-		if err != nil {
-			return jsonv.NullValue()
-		}
-		return c.JSON()
-	case "is_responded", "content.is_responded":
-		rc, ok := m.Content.(*envelope.ActionRequestContent)
-		return jsonv.BoolValue(ok && rc.IsResponded())
-	}
-	if strings.HasPrefix(path, "content.") {
-		v, _ := m.Content.Dict().Get(strings.TrimPrefix(path, "content."))
-		return v
 	}
 	return jsonv.ObjectValue(jsonv.Member{Key: "error", Value: jsonv.StringValue("test harness: unknown path " + path)})
 }
@@ -189,7 +159,7 @@ func (in *interp) order(branch uuid.UUID) jsonv.Value {
 	for i, sm := range page.Messages {
 		ids[i] = sm.Message.ID
 	}
-	return idList(ids)
+	return vectors.IDs(ids)
 }
 
 func (in *interp) progressionResult(branch uuid.UUID) (jsonv.Value, error) {
@@ -200,27 +170,4 @@ func branchResult(id uuid.UUID) jsonv.Value {
 	return jsonv.ObjectValue(
 		jsonv.Member{Key: "id", Value: jsonv.StringValue(id.String())},
 		jsonv.Member{Key: "class", Value: jsonv.StringValue("Branch")})
-}
-
-func idList(ids []uuid.UUID) jsonv.Value {
-	out := make([]jsonv.Value, len(ids))
-	for i, id := range ids {
-		out[i] = jsonv.StringValue(id.String())
-	}
-	return jsonv.ArrayValue(out...)
-}
-
-// summary is the vectors' step result for a message.
-func summary(m *envelope.Message) jsonv.Value {
-	ch := jsonv.NullValue()
-	if m.Channel != nil {
-		ch = jsonv.StringValue(*m.Channel)
-	}
-	return jsonv.ObjectValue(
-		jsonv.Member{Key: "id", Value: jsonv.StringValue(m.ID.String())},
-		jsonv.Member{Key: "class", Value: jsonv.StringValue(m.Kind().String())},
-		jsonv.Member{Key: "sender", Value: m.Sender.JSON()},
-		jsonv.Member{Key: "recipient", Value: m.Recipient.JSON()},
-		jsonv.Member{Key: "channel", Value: ch},
-		jsonv.Member{Key: "content", Value: m.Content.Dict()})
 }

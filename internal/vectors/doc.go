@@ -5,5 +5,7 @@
 // wildcards that must bind consistently within one record.
 //
 // It is test support shared by the conformance tests of envelope, store,
-// exchange and server. It imports only jsonv.
+// exchange and server, with the pieces of the scenario step language they
+// share (steps.go). It imports envelope and its jsonv, never the packages
+// whose tests use it.
 package vectors

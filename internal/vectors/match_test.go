@@ -33,3 +33,27 @@ func TestMatcherPlaceholdersBindConsistently(t *testing.T) {
 		t.Fatal("an unexpected key must be reported")
 	}
 }
+
+func TestMatchSteps(t *testing.T) {
+	want := mustParse(t, `[{"result":"<m>"},{"result":null,"read":{"m.sender":"alice","x.y":{"error":"KeyError"}}},{"error":{"type":"ValueError","message":"Invalid"}}]`)
+	good := mustParse(t, `[{"result":{"id":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}},{"result":null,"read":{"m.sender":"alice"}},{"error":{"type":"Error","message":"other words"}}]`)
+	if d := MatchSteps(want, good, false); d != "" {
+		t.Fatalf("unexpected difference: %s", d)
+	}
+	for _, bad := range []string{
+		`[{"result":{"id":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}},{"result":null,"read":{"m.sender":"bob"}},{"error":{}}]`,
+		`[{"result":{"id":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}},{"result":null,"read":{"m.sender":"alice"}},{"result":1}]`,
+		`[{"result":{"id":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}}]`,
+	} {
+		if d := MatchSteps(want, mustParse(t, bad), false); d == "" {
+			t.Errorf("MatchSteps accepted %s", bad)
+		}
+	}
+	// subset: only the keys the expected result names are compared.
+	if d := MatchSteps(mustParse(t, `[{"result":{"a":1}}]`), mustParse(t, `[{"result":{"a":1,"b":2}}]`), true); d != "" {
+		t.Fatalf("subset: %s", d)
+	}
+	if d := MatchSteps(mustParse(t, `[{"result":{"a":1}}]`), mustParse(t, `[{"result":{"a":1,"b":2}}]`), false); d == "" {
+		t.Fatal("without subset an extra key must be reported")
+	}
+}
