@@ -116,11 +116,13 @@ func TestWatchBranchResumeAfterRandomDisconnects(t *testing.T) {
 	for i := 0; i <= reconnects; {
 		ctx, cancel := context.WithCancel(loadContext(t))
 		s, rec := openWatch(ctx, t, f.c, &historyv1.WatchBranchRequest{BranchId: b, AfterSequence: u64(cursor), Incarnation: &inc})
-		if i == reconnects {
+		target := head // the last stream reads to the head, once the writer is done
+		if i < reconnects {
+			target = points[i]
+		} else {
 			<-written
-			recvUntil(s, rec, through(head))
-			i++
-		} else if recvUntil(s, rec, through(points[i])) {
+		}
+		if recvUntil(s, rec, through(target)) {
 			if status.Code(rec.end) != codes.ResourceExhausted {
 				t.Fatalf("stream %d ended with %v", len(sess), rec.end)
 			}
