@@ -598,6 +598,9 @@ func TestExpiredClientCertificate(t *testing.T) {
 	if _, err := historyv1.NewHistoryServiceClient(good).ListBranches(ctx, &historyv1.ListBranchesRequest{}); err != nil {
 		t.Errorf("ListBranches with a valid client certificate: %v", err)
 	}
+	// The server writes a call's log line as the call ends; the line reaches this process's reader
+	// of its stderr a moment later: wait for the last call's line (ListBranches) before counting.
+	waitLog(t, p, 0, `"finished call"`, `"grpc.method":"ListBranches"`)
 	log := strings.Join(p.stderr.Lines(), "\n")
 	if strings.Count(log, `"finished call"`) != 2 || strings.Count(log, `"grpc.method":"ListBranches"`) != 1 {
 		t.Errorf("calls that reached the chain:\n%s\nwant only the valid client's health check and ListBranches", log)
