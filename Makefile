@@ -49,7 +49,7 @@ gen: ## Regenerate gen/ from proto/ with buf and the pinned local plugins
 proto-check: ## buf format and lint, buf breaking against the newest v* tag (else HEAD~1), gen/ up to date
 	$(BUF) format --diff --exit-code
 	$(BUF) lint
-	@base=$$(git tag --list 'v*' --sort=-v:refname | head -n 1); \
+	@base=$$(git tag --list 'v*' --sort=-v:refname | sed -n 1p); \
 	if [ -z "$$base" ]; then base=HEAD~1; fi; \
 	if ! git rev-parse --verify --quiet "$$base^{commit}" >/dev/null; then \
 		echo "proto-check: buf breaking skipped: baseline $$base is not in this clone (shallow clone?)"; \

@@ -35,7 +35,8 @@ step() {
 }
 
 # first_id: the first "id" of a response (its message's or branch's).
-first_id() { sed -n 's/^ *"id": "\([^"]*\)",*$/\1/p' | head -n 1; }
+# (One sed that reads all its input: `| head -n 1` can end the writer with SIGPIPE under pipefail.)
+first_id() { sed -n 's/^ *"id": "\([^"]*\)",*$/\1/p' | sed -n 1p; }
 
 # A clean start: delete the branch if an earlier run left it (NOT_FOUND otherwise, ignored).
 echo "{\"branch_id\": \"$BRANCH\"}" | call DeleteBranch >/dev/null 2>&1 || true
