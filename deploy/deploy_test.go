@@ -2,8 +2,11 @@ package deploy
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -371,5 +374,32 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	if !slices.Contains(svc["SystemCallFilter"], "@system-service") {
 		t.Errorf("SystemCallFilter = %q, want @system-service", svc["SystemCallFilter"])
+	}
+}
+
+// TestSystemdUnitVerifies runs systemd's own checker on the unit (unknown keys, bad values, a
+// malformed section), with ExecStart pointed at an executable that exists here: the test binary
+// stands in for /usr/local/bin/historyd, since verify checks only that the file is executable.
+func TestSystemdUnitVerifies(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not on PATH; TestSystemdUnit still checks the unit's keys")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := readFile(t, "systemd/historyd.service")
+	if !strings.Contains(unit, "ExecStart=/usr/local/bin/historyd\n") {
+		t.Fatal("ExecStart is no longer /usr/local/bin/historyd; update this test")
+	}
+	unit = strings.Replace(unit, "ExecStart=/usr/local/bin/historyd\n", "ExecStart="+self+"\n", 1)
+	path := filepath.Join(t.TempDir(), "historyd.service")
+	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
