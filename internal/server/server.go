@@ -26,7 +26,7 @@ type Server struct {
 	logger      *zap.Logger
 	gracePeriod time.Duration
 	grpc        *grpc.Server
-	health      *health.Server
+	health      *healthServer
 	metrics     *Metrics // nil without WithMetrics
 
 	mu    sync.Mutex
@@ -45,8 +45,8 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 	}
 	unary, stream := interceptorChain(logger, o)
 	gs := grpc.NewServer(serverOptions(o, unary, stream)...)
-	registerTestHooks(gs)    // only in binaries built with the historyd_testhook tag
-	hs := health.NewServer() // the overall service "" starts SERVING
+	registerTestHooks(gs)   // only in binaries built with the historyd_testhook tag
+	hs := newHealthServer() // the overall service "" starts SERVING
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs) // grpc.reflection.v1 and v1alpha
 	return &Server{
@@ -63,8 +63,8 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
 
 // Health returns the grpc.health.v1 server, so that a registered service can publish its own
-// serving status. Shutdown sets every status to NOT_SERVING.
-func (s *Server) Health() *health.Server { return s.health }
+// serving status. Shutdown sets every status to NOT_SERVING and ends the open Health/Watch streams.
+func (s *Server) Health() *health.Server { return s.health.Server }
 
 // OnShutdown adds f to the hooks that Shutdown runs, in the order they were added, after health has
 // gone NOT_SERVING and before GracefulStop; a hook ends the long-lived streams it owns (watch and
@@ -92,13 +92,13 @@ func (s *Server) Serve(lis net.Listener) error {
 }
 
 // Shutdown stops the server in order: every health status becomes NOT_SERVING (so load balancers
-// and watchers stop sending new work), the OnShutdown hooks run, then GracefulStop lets in-flight
+// and watchers stop sending new work) and Health/Watch streams end, the OnShutdown hooks run, then GracefulStop lets in-flight
 // RPCs finish for at most the grace period, after which Stop cuts off whatever is left. It returns
 // nil when everything finished in time and ErrForcedStop otherwise; ctx ending early also forces
 // the stop. Shutdown returns only after the server has fully stopped, and is safe to call more than
 // once.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.health.Shutdown()
+	s.health.shutdown()
 
 	s.mu.Lock()
 	hooks := s.hooks

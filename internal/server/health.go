@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// healthServer is grpc-go's health server with one change: Watch streams end when the server shuts
+// down. health.Server.Shutdown only sends NOT_SERVING to its watchers and leaves their streams
+// open, so GracefulStop would wait out the whole grace period for them, and every client that uses
+// client-side health checking holds one such stream per connection. A watcher is told NOT_SERVING
+// first, then its stream ends with UNAVAILABLE, reason SERVER_SHUTTING_DOWN, like the watch and
+// inbox streams.
+type healthServer struct {
+	*health.Server
+
+	stopOnce sync.Once
+	// stopping ends at shutdown. A context rather than a channel, so that each Watch can tie its
+	// own context to it with context.AfterFunc and no goroutine per stream.
+	stopping context.Context
+	stop     context.CancelFunc
+}
+
+func newHealthServer() *healthServer {
+	stopping, stop := context.WithCancel(context.Background())
+	return &healthServer{Server: health.NewServer(), stopping: stopping, stop: stop}
+}
+
+// shutdown sets every status to NOT_SERVING and ends the open Watch streams. Safe to call more
+// than once.
+func (h *healthServer) shutdown() {
+	h.stopOnce.Do(func() {
+		h.Server.Shutdown()
+		h.stop()
+	})
+}
+
+// Watch runs health.Server.Watch with a context that also ends at shutdown. The inner Watch may
+// see that end before the NOT_SERVING update that shutdown queued for it (it selects over both),
+// so Watch sends NOT_SERVING itself when the last status sent was anything else.
+func (h *healthServer) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	if h.stopping.Err() != nil {
+		return errShuttingDown
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	defer context.AfterFunc(h.stopping, cancel)()
+
+	ws := &healthWatchStream{Health_WatchServer: stream, ctx: ctx}
+	err := h.Server.Watch(req, ws)
+	if h.stopping.Err() == nil || stream.Context().Err() != nil {
+		return err // the client left, or a send failed: not a shutdown
+	}
+	if !ws.sent || ws.last != healthpb.HealthCheckResponse_NOT_SERVING {
+		if err := stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}); err != nil {
+			return err
+		}
+	}
+	return errShuttingDown
+}
+
+// healthWatchStream gives the inner Watch the shutdown-aware context and records the last status
+// it sent. Only the inner Watch's goroutine uses it, and Watch reads it after that returns.
+type healthWatchStream struct {
+	healthpb.Health_WatchServer
+	ctx  context.Context
+	sent bool
+	last healthpb.HealthCheckResponse_ServingStatus
+}
+
+func (s *healthWatchStream) Context() context.Context { return s.ctx }
+
+func (s *healthWatchStream) Send(m *healthpb.HealthCheckResponse) error {
+	if err := s.Health_WatchServer.Send(m); err != nil {
+		return err
+	}
+	s.sent, s.last = true, m.GetStatus()
+	return nil
+}
