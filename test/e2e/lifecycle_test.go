@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 )
 
 // TestGrpcurlList: with no proto files at hand, `grpcurl -plaintext ADDR list` lists the health
@@ -66,20 +70,23 @@ func TestSignalCleanExit(t *testing.T) {
 }
 
 // TestShutdownBoundedByGracePeriod: an open stream does not hold the process: on SIGTERM health
-// goes NOT_SERVING first, then after the grace period the stream is cut and the process exits 0
-// (STYLE.md: NOT_SERVING first, GracefulStop bounded by a grace period, then Stop).
+// goes NOT_SERVING first and health watchers are let go, then after the grace period a stream that
+// nothing ends (a reflection stream) is cut and the process exits 0 (STYLE.md: NOT_SERVING first,
+// GracefulStop bounded by a grace period, then Stop).
 func TestShutdownBoundedByGracePeriod(t *testing.T) {
 	const grace = time.Second
 	p := startServer(t, "--grace-period", grace.String())
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	watch, err := healthpb.NewHealthClient(dial(t, p)).Watch(ctx, &healthpb.HealthCheckRequest{})
+	conn := dial(t, p)
+	watch, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
 	if err != nil {
 		t.Fatalf("Health/Watch: %v", err)
 	}
 	if first, err := watch.Recv(); err != nil || first.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("first watch update = %v, %v; want SERVING", first, err)
 	}
+	idle := openIdleStream(ctx, t, conn)
 
 	code, elapsed := stop(t, p, syscall.SIGTERM, grace+startTimeout)
 	if code != 0 {
@@ -90,14 +97,60 @@ func TestShutdownBoundedByGracePeriod(t *testing.T) {
 	}
 	next, err := watch.Recv()
 	if err != nil || next.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Errorf("watch update after SIGTERM = %v, %v; want NOT_SERVING before the cut", next, err)
+		t.Errorf("watch update after SIGTERM = %v, %v; want NOT_SERVING before the end", next, err)
 	}
-	if _, err := watch.Recv(); err == nil {
-		t.Error("the watch stream is still open after the process exited")
+	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("health watch ended with %v, want UNAVAILABLE: the server is shutting down", err)
+	}
+	if _, err := idle.Recv(); err == nil {
+		t.Error("the reflection stream is still open after the process exited")
 	}
 	if log := strings.Join(p.stderr.Lines(), "\n"); !strings.Contains(log, "stopping forcibly") {
 		t.Errorf("no forced-stop line in the log:\n%s", log)
 	}
+}
+
+// TestShutdownEndsHealthWatch: health watchers (clients with client-side health checking hold one a
+// connection) do not hold the graceful stop: with only those open, SIGTERM exits well inside the
+// grace period and nothing is cut off.
+func TestShutdownEndsHealthWatch(t *testing.T) {
+	const grace = time.Minute
+	p := startServer(t, "--grace-period", grace.String())
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	watch, err := healthpb.NewHealthClient(dial(t, p)).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err == nil {
+		_, err = watch.Recv()
+	}
+	if err != nil {
+		t.Fatalf("Health/Watch: %v", err)
+	}
+	code, elapsed := stop(t, p, syscall.SIGTERM, startTimeout)
+	if code != 0 || elapsed >= startTimeout {
+		t.Errorf("exit code %d after %v, want 0 well inside the grace period %v", code, elapsed, grace)
+	}
+	if log := strings.Join(p.stderr.Lines(), "\n"); strings.Contains(log, "stopping forcibly") {
+		t.Errorf("the shutdown had to cut RPCs off:\n%s", log)
+	}
+}
+
+// openIdleStream opens a server reflection stream on conn and completes one exchange, so that its
+// handler runs; no shutdown hook ends it, so it holds GracefulStop until Stop cuts it off.
+func openIdleStream(ctx context.Context, t *testing.T, conn *grpc.ClientConn) reflectionpb.ServerReflection_ServerReflectionInfoClient {
+	t.Helper()
+	s, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err == nil {
+		err = s.Send(&reflectionpb.ServerReflectionRequest{
+			MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{ListServices: ""},
+		})
+	}
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if err != nil {
+		t.Fatalf("ServerReflectionInfo: %v", err)
+	}
+	return s
 }
 
 // TestSecondInstanceSameAddress: a second historyd on a taken address exits non-zero with exactly

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -197,15 +196,9 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	p := startServer(t, "--grace-period", grace.String())
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	// A server stream that no shutdown hook ends (grpc.health.v1 Watch) holds the graceful stop
-	// for the whole grace period.
-	watch, err := healthpb.NewHealthClient(dial(t, p)).Watch(ctx, &healthpb.HealthCheckRequest{})
-	if err == nil {
-		_, err = watch.Recv()
-	}
-	if err != nil {
-		t.Fatalf("Health/Watch: %v", err)
-	}
+	// A server stream that no shutdown hook ends (a reflection stream) holds the graceful stop for
+	// the whole grace period.
+	idle := openIdleStream(ctx, t, dial(t, p))
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -217,13 +210,9 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	if elapsed >= startTimeout {
 		t.Errorf("exit took %v after the second signal", elapsed)
 	}
-	for {
-		if _, err = watch.Recv(); err != nil {
-			break
-		}
-	}
-	if errors.Is(err, io.EOF) {
-		t.Error("the health watch ended cleanly; want it cut off")
+	_, err := idle.Recv()
+	if err == nil || errors.Is(err, io.EOF) {
+		t.Errorf("the reflection stream ended with %v; want it cut off", err)
 	}
 	if log := strings.Join(p.stderr.Lines(), "\n"); !strings.Contains(log, "shutdown cut open RPCs off") {
 		t.Errorf("no line saying the shutdown was forced:\n%s", log)
