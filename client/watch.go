@@ -22,9 +22,10 @@ type watchOptions struct {
 	onResume func(Resume)
 }
 
-// DefaultWatchRetry bounds the reconnections of Watch: 10 attempts in a row that get no start
-// frame (about 12 s of pauses from 100 ms doubling to at most 2 s, ±20% jitter) before Watch gives
-// up. A stream that had started resumes at once; only failing reconnections pause.
+// DefaultWatchRetry bounds the reconnections of Watch: 10 attempts in a row that deliver no
+// commit or heartbeat (about 12 s of pauses from 100 ms doubling to at most 2 s, ±20% jitter)
+// before Watch gives up. A stream that had delivered a commit or a heartbeat resumes at once; reconnections that
+// fail, or whose stream ends right after its start frame (a server shutting down), pause.
 var DefaultWatchRetry = RetryPolicy{
 	MaxAttempts:    10,
 	InitialBackoff: 100 * time.Millisecond,
@@ -46,7 +47,7 @@ type Resume struct {
 	After uint64
 	// Cause is the error that ended the previous stream (or the failed attempt before).
 	Cause error
-	// Attempt counts the attempts since a stream last started, from 1.
+	// Attempt counts the attempts since a stream last delivered a commit or heartbeat, from 1.
 	Attempt int
 }
 
@@ -63,7 +64,9 @@ type Resume struct {
 // ErrHistoryCompacted) when the cursor is no longer retained or the branch was re-created; the
 // context's error once it is done; the last error after the retry policy's MaxAttempts failed
 // reconnections in a row; or any other error the server sends (NOT_FOUND for an unknown branch,
-// INVALID_ARGUMENT, ...).
+// INVALID_ARGUMENT, RESOURCE_EXHAUSTED with ERROR_REASON_FRAME_TOO_LARGE for a commit too large for
+// one frame, ...). NOT_FOUND after commits were yielded means the branch was deleted while Watch
+// was reconnecting, so its BRANCH_DELETED commit was never received.
 func (c *Client) Watch(ctx context.Context, req *historyv1.WatchBranchRequest, opts ...WatchOption) iter.Seq2[*historyv1.BranchCommit, error] {
 	o := watchOptions{retry: DefaultWatchRetry}
 	for _, opt := range opts {
@@ -87,7 +90,7 @@ func (c *Client) Watch(ctx context.Context, req *historyv1.WatchBranchRequest, o
 				}
 				return
 			}
-			if w.started {
+			if w.progressed {
 				attempt = 0
 			}
 			attempt++
@@ -95,7 +98,7 @@ func (c *Client) Watch(ctx context.Context, req *historyv1.WatchBranchRequest, o
 				yield(nil, err)
 				return
 			}
-			if attempt > 1 { // a stream that had started resumes at once
+			if attempt > 1 { // a stream that had delivered something resumes at once
 				t := time.NewTimer(o.retry.backoff(attempt - 1))
 				select {
 				case <-ctx.Done():
@@ -115,19 +118,19 @@ func (c *Client) Watch(ctx context.Context, req *historyv1.WatchBranchRequest, o
 // watcher is the state of one Watch: the request of the next stream, whose cursor and incarnation
 // follow what was received.
 type watcher struct {
-	c       *Client
-	req     *historyv1.WatchBranchRequest
-	yield   func(*historyv1.BranchCommit, error) bool
-	started bool // the last stream sent its start frame
-	stopped bool // the caller stopped ranging
-	deleted bool // a BRANCH_DELETED event was yielded
+	c          *Client
+	req        *historyv1.WatchBranchRequest
+	yield      func(*historyv1.BranchCommit, error) bool
+	progressed bool // the last stream sent a commit or a heartbeat after its start frame
+	stopped    bool // the caller stopped ranging
+	deleted    bool // a BRANCH_DELETED event was yielded
 }
 
 // stream runs one WatchBranch stream until it ends and returns the error that ended it.
 func (w *watcher) stream(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the stream when the caller stops ranging
-	w.started = false
+	w.progressed = false
 	s, err := w.c.History.WatchBranch(ctx, w.req)
 	if err != nil {
 		return err
@@ -139,12 +142,13 @@ func (w *watcher) stream(ctx context.Context) error {
 		}
 		switch f := resp.GetFrame().(type) {
 		case *historyv1.WatchBranchResponse_Start:
-			w.started = true
 			w.req.Incarnation = proto.String(f.Start.GetIncarnation())
 			w.advance(f.Start.GetAfterSequence())
 		case *historyv1.WatchBranchResponse_Heartbeat:
+			w.progressed = true
 			w.advance(f.Heartbeat.GetHeadSequence())
 		case *historyv1.WatchBranchResponse_Commit:
+			w.progressed = true
 			w.advance(f.Commit.GetLastSequence())
 			for _, ev := range f.Commit.GetEvents() {
 				if ev.GetKind() == historyv1.EventKind_EVENT_KIND_BRANCH_DELETED {
