@@ -53,6 +53,7 @@ var errorRules = []errorRule{
 	// Long-lived streams (stream.go).
 	{errSlowConsumer, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
 	{errShuttingDown, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN},
+	{errFrameTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_FRAME_TOO_LARGE},
 	// Branch histories (issue 4; ADR-0006 D3, DESIGN.md "Branches"). ErrorInfo metadata: branchId,
 	// messageId, headSequence, oldestSequence, lastSequence.
 	{store.ErrBranchNotFound, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND},

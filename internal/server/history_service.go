@@ -32,8 +32,9 @@ type HistoryServer struct {
 	stopping chan struct{} // closed by EndStreams
 	stopOnce sync.Once
 
-	frames       frameCache // WatchBranch frames shared by a commit's watchers
-	encodeFrames bool       // set by RegisterHistory: the Server's codec sends pre-encoded frames
+	frames       [2]frameCache // WatchBranch frames shared by a commit's watchers: [0] unrendered, [1] rendered
+	encodeFrames bool          // set by RegisterHistory: the Server's codec sends pre-encoded frames
+	maxFrame     int           // the largest WatchBranch frame sent: watchMaxFrameBytes; tests lower it
 
 	// streamEnded, when set, is called with the error each WatchBranch handler returns; tests use
 	// it to know that a stream has ended on the server side.
@@ -48,7 +49,8 @@ func NewHistoryServer(st store.Store, logger *zap.Logger, opts ...StreamOption) 
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &HistoryServer{store: st, logger: logger, streams: newStreamConfig(opts), now: time.Now, stopping: make(chan struct{})}
+	return &HistoryServer{store: st, logger: logger, streams: newStreamConfig(opts), now: time.Now, stopping: make(chan struct{}),
+		maxFrame: watchMaxFrameBytes}
 }
 
 // RegisterHistory registers the HistoryService handlers over st on s and ends their WatchBranch

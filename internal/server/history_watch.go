@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -41,13 +42,14 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 	}
 	defer sub.Close()
 
-	w := watch{sender: newStreamSender(stream, s.streams.sendTimeout), sub: sub, branch: id.String(), delivered: sub.After, s: s}
+	w := watch{sender: newStreamSender(stream, s.streams.sendTimeout), sub: sub, branch: id.String(), delivered: sub.After, s: s,
+		render: req.GetIncludeRendered()}
 	defer w.sender.close()
 	if err := w.send(startFrame(sub), sub.After); err != nil {
 		return err
 	}
 	for _, c := range sub.Replay() {
-		if err := w.send(commitFrame(c), commitLast(c)); err != nil {
+		if err := w.sendCommit(c, false); err != nil {
 			return err
 		}
 	}
@@ -63,7 +65,7 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 			if !ok {
 				return w.subscriptionEnd()
 			}
-			if err := w.send(s.frames.frame(c, s.encodeFrames), commitLast(c)); err != nil {
+			if err := w.sendCommit(c, s.encodeFrames); err != nil {
 				return err
 			}
 			hb.Reset()
@@ -85,9 +87,41 @@ type watch struct {
 	sender *streamSender
 	sub    *store.Subscription
 	branch string
+	render bool // the request's include_rendered
 	// delivered is the stream's cursor: every event up to it was sent (or filtered out). It only
 	// moves once a frame's send has returned, so it is never ahead of what the client received.
 	delivered uint64
+}
+
+// sendCommit sends c's frame, marshalled once for all the commit's watchers with shared (a live
+// commit; a replayed one is a slice of its own and would only miss). A frame over the server's
+// limit ends the stream instead (FRAME_TOO_LARGE), naming the commit so the client can step over it.
+func (w *watch) sendCommit(c store.Commit, shared bool) error {
+	var frame any
+	var size int
+	if shared {
+		frame, size = w.s.frames[b2i(w.render)].frame(c, w.render, true)
+	} else {
+		f := commitFrame(c, w.render)
+		frame, size = f, proto.Size(f)
+	}
+	if size > w.s.maxFrame {
+		md := w.metadata()
+		md["commitLastSequence"] = strconv.FormatUint(commitLast(c), 10)
+		md["frameBytes"] = strconv.Itoa(size)
+		md["maxFrameBytes"] = strconv.Itoa(w.s.maxFrame)
+		return &streamEndError{md: md, err: fmt.Errorf("%w: the commit of sequences %d to %d takes %d bytes, more than %d; "+
+			"resume after sequence %d (without include_rendered, if set) and read what it wrote with ListMessages",
+			errFrameTooLarge, c[0].CommitFirst, commitLast(c), size, w.s.maxFrame, commitLast(c))}
+	}
+	return w.send(frame, commitLast(c))
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // send sends one frame, bounded by the send timeout and cut short by shutdown, and on success moves
@@ -144,6 +178,16 @@ func subscribeInput(req *historyv1.WatchBranchRequest) (store.SubscribeInput, er
 	}
 	return in, nil
 }
+
+// watchMaxFrameBytes bounds WatchBranch frames: 4 MiB, the default receive limit of gRPC clients
+// (as exchangeMaxResponseBytes), so that a client that kept its defaults can read every frame. A
+// message written within the request limit fits unless include_rendered doubles it; a fork or
+// import of a large branch may not, and ends the stream with FRAME_TOO_LARGE.
+const watchMaxFrameBytes = 4 << 20
+
+// errFrameTooLarge ends a watch stream whose next commit does not fit in a frame (RESOURCE_EXHAUSTED,
+// FRAME_TOO_LARGE; errors.go).
+var errFrameTooLarge = errors.New("commit too large for one frame")
 
 // commitLast is the last sequence of c's commit: the cursor once c is sent.
 func commitLast(c store.Commit) uint64 { return c[len(c)-1].CommitLast }

@@ -42,24 +42,26 @@ type sharedFrame struct {
 // preEncoded is a frame already marshalled; requestCodec sends its bytes as they are.
 type preEncoded struct{ b []byte }
 
-// frame returns c's frame. With encode (the server's codec is requestCodec, as in every Server
-// built by New) it is marshalled once and shared; without, each stream converts its own.
-func (fc *frameCache) frame(c store.Commit, encode bool) any {
+// frame returns c's frame, its messages rendered with render, and its size in bytes. With encode
+// (the server's codec is requestCodec, as in every Server built by New) it is marshalled once and
+// shared; without, each stream converts its own. A cache holds frames of one render setting.
+func (fc *frameCache) frame(c store.Commit, render, encode bool) (any, int) {
 	if !encode {
-		return commitFrame(c)
+		frame := commitFrame(c, render)
+		return frame, proto.Size(frame)
 	}
 	slot := &fc.slots[c[0].Sequence%frameSlots]
 	if sf := slot.Load(); sf != nil && sf.first == &c[0] && sf.n == len(c) {
-		return sf.frame
+		return sf.frame, len(sf.frame.b)
 	}
-	frame := commitFrame(c)
+	frame := commitFrame(c, render)
 	b, err := proto.Marshal(frame)
 	if err != nil || len(b) > maxSharedFrame {
-		return frame // the stream's codec marshals it (and reports the error, if any)
+		return frame, len(b) // the stream's codec marshals it (and reports the error, if any)
 	}
 	shared := &preEncoded{b: b}
 	slot.Store(&sharedFrame{first: &c[0], n: len(c), frame: shared})
-	return shared
+	return shared, len(b)
 }
 
 // Marshal encodes v as the proto codec does, except that a preEncoded frame is sent as its bytes

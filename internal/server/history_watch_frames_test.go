@@ -35,7 +35,8 @@ func TestFrameCacheShares(t *testing.T) {
 	}
 	var fc frameCache
 	c := commit(7, msg("hello"))
-	a, b := fc.frame(c, true), fc.frame(c, true)
+	a, _ := fc.frame(c, false, true)
+	b, size := fc.frame(c, false, true)
 	pa, ok := a.(*preEncoded)
 	if !ok || a != b {
 		t.Fatalf("frames %T %p and %p: want one shared *preEncoded", a, a, b)
@@ -45,20 +46,30 @@ func TestFrameCacheShares(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got historyv1.WatchBranchResponse
-	if err := proto.Unmarshal(data.Materialize(), &got); err != nil || !proto.Equal(&got, commitFrame(c)) {
-		t.Errorf("the codec sent %v (%v), want %v", &got, err, commitFrame(c))
+	if err := proto.Unmarshal(data.Materialize(), &got); err != nil || !proto.Equal(&got, commitFrame(c, false)) {
+		t.Errorf("the codec sent %v (%v), want %v", &got, err, commitFrame(c, false))
 	}
-	if other := fc.frame(commit(7, msg("other")), true); other == a {
+	if size != len(data.Materialize()) {
+		t.Errorf("frame size %d, want the %d bytes sent", size, len(data.Materialize()))
+	}
+	if other, _ := fc.frame(commit(7, msg("other")), false, true); other == a {
 		t.Error("another commit at the same sequence got the cached frame")
 	}
-	if copied := fc.frame(append(store.Commit(nil), c...), true); copied == fc.frame(c, true) {
+	copied, _ := fc.frame(append(store.Commit(nil), c...), false, true)
+	if again, _ := fc.frame(c, false, true); copied == again {
 		t.Error("a slice of its own shared the frame of another slice")
 	}
 	big := commit(8, msg(strings.Repeat("x", maxSharedFrame)))
-	if f, ok := fc.frame(big, true).(*historyv1.WatchBranchResponse); !ok || fc.frame(big, true) == any(f) {
+	f1, n1 := fc.frame(big, false, true)
+	f2, _ := fc.frame(big, false, true)
+	if f, ok := f1.(*historyv1.WatchBranchResponse); !ok || f2 == any(f) {
 		t.Error("an oversized frame was kept")
+	} else if n1 != proto.Size(f) {
+		t.Errorf("oversized frame size %d, want %d", n1, proto.Size(f))
 	}
-	if x, y := fc.frame(c, false), fc.frame(c, false); x == y {
+	x, _ := fc.frame(c, false, false)
+	y, _ := fc.frame(c, false, false)
+	if x == y {
 		t.Error("without encoding, two calls shared a frame")
 	}
 }

@@ -24,7 +24,7 @@ func TestWatchConvertedMessagesFieldCount(t *testing.T) {
 		msg  protoreflect.ProtoMessage
 		want int
 	}{
-		{&historyv1.WatchBranchRequest{}, 4},
+		{&historyv1.WatchBranchRequest{}, 5},
 		{&historyv1.WatchBranchResponse{}, 3},
 		{&historyv1.WatchStart{}, 5},
 		{&historyv1.BranchCommit{}, 3},
@@ -76,7 +76,7 @@ func TestWatchBranchReplayThenLive(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, rec := openWatch(ctx, t, f.c, &historyv1.WatchBranchRequest{BranchId: b, AfterSequence: u64(0)})
+	s, rec := openWatch(ctx, t, f.c, &historyv1.WatchBranchRequest{BranchId: b, AfterSequence: u64(0), IncludeRendered: true})
 	start := rec.frames[0].GetStart()
 	if start.GetBranchId() != b || start.GetIncarnation() != created.GetBranch().GetIncarnation() ||
 		start.GetAfterSequence() != 0 || start.GetHeadSequence() != 4 || start.GetOldestSequence() != 1 {

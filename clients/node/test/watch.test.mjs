@@ -95,7 +95,7 @@ describe('watch', () => {
     // While nobody watches, the other process writes again; a watch resumed from the cursor with the
     // incarnation replays exactly the missed events.
     const second = await write(server.addr, branchId, 5, 'second');
-    const resumed = watch(client, { branch_id: branchId, after_sequence: String(cursor), incarnation: start.start.incarnation });
+    const resumed = watch(client, { branch_id: branchId, after_sequence: String(cursor), incarnation: start.start.incarnation, include_rendered: true });
     const again = await resumed.next();
     assert.equal(again.start.after_sequence, String(cursor));
     const replayed = [];

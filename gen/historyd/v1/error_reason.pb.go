@@ -118,6 +118,13 @@ const (
 	// omit_dead_letters) and retry. Metadata: ownerId, responseBytes, maxResponseBytes, queuedCount,
 	// inboxCount, deadLetterCount.
 	ErrorReason_ERROR_REASON_OWNER_HOLDS_TOO_MUCH ErrorReason = 24
+	// ERROR_REASON_FRAME_TOO_LARGE: a WatchBranch commit would not fit in one frame of at most 4 MiB,
+	// the receive limit gRPC clients default to (RESOURCE_EXHAUSTED): a fork or import of a large
+	// branch, or a message near the request limit streamed with include_rendered. Nothing after the
+	// stream's cursor was skipped. Resume with after_sequence = commitLastSequence (without
+	// include_rendered, if it was set) and read the state that commit wrote with ListMessages.
+	// Metadata: branchId, lastSequence, commitLastSequence, frameBytes, maxFrameBytes.
+	ErrorReason_ERROR_REASON_FRAME_TOO_LARGE ErrorReason = 25
 )
 
 // Enum value maps for ErrorReason.
@@ -148,6 +155,7 @@ var (
 		22: "ERROR_REASON_SERVER_SHUTTING_DOWN",
 		23: "ERROR_REASON_MALFORMED_REQUEST",
 		24: "ERROR_REASON_OWNER_HOLDS_TOO_MUCH",
+		25: "ERROR_REASON_FRAME_TOO_LARGE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -175,6 +183,7 @@ var (
 		"ERROR_REASON_SERVER_SHUTTING_DOWN":     22,
 		"ERROR_REASON_MALFORMED_REQUEST":        23,
 		"ERROR_REASON_OWNER_HOLDS_TOO_MUCH":     24,
+		"ERROR_REASON_FRAME_TOO_LARGE":          25,
 	}
 )
 
@@ -209,7 +218,7 @@ var File_historyd_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\x9c\a\n" +
+	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xbe\a\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_BRANCH_NOT_FOUND\x10\x01\x12&\n" +
@@ -236,7 +245,8 @@ const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\x15ERROR_REASON_INTERNAL\x10\x15\x12%\n" +
 	"!ERROR_REASON_SERVER_SHUTTING_DOWN\x10\x16\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x17\x12%\n" +
-	"!ERROR_REASON_OWNER_HOLDS_TOO_MUCH\x10\x18B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"!ERROR_REASON_OWNER_HOLDS_TOO_MUCH\x10\x18\x12 \n" +
+	"\x1cERROR_REASON_FRAME_TOO_LARGE\x10\x19B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_error_reason_proto_rawDescOnce sync.Once

@@ -3253,9 +3253,12 @@ type WatchBranchRequest struct {
 	// kinds, when not empty, selects the event kinds streamed; the others are passed over (a commit
 	// with none of them sends no frame). BRANCH_DELETED is always streamed. EVENT_KIND_UNSPECIFIED or
 	// an unknown value is INVALID_ARGUMENT.
-	Kinds         []EventKind `protobuf:"varint,4,rep,packed,name=kinds,proto3,enum=historyd.v1.EventKind" json:"kinds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Kinds []EventKind `protobuf:"varint,4,rep,packed,name=kinds,proto3,enum=historyd.v1.EventKind" json:"kinds,omitempty"`
+	// include_rendered asks for each streamed message's `rendered` field. Frames carry none by
+	// default: rendering costs more than sending, and it about doubles a frame's size.
+	IncludeRendered bool `protobuf:"varint,5,opt,name=include_rendered,json=includeRendered,proto3" json:"include_rendered,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *WatchBranchRequest) Reset() {
@@ -3314,6 +3317,13 @@ func (x *WatchBranchRequest) GetKinds() []EventKind {
 		return x.Kinds
 	}
 	return nil
+}
+
+func (x *WatchBranchRequest) GetIncludeRendered() bool {
+	if x != nil {
+		return x.IncludeRendered
+	}
+	return false
 }
 
 // WatchBranchResponse is one frame of a WatchBranch stream.
@@ -3971,12 +3981,13 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\vdb_meta_key\x18\x03 \x01(\tR\tdbMetaKey\"O\n" +
 	"\x14ExportBranchResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\tR\x04data\x12#\n" +
-	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xd5\x01\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\x80\x02\n" +
 	"\x12WatchBranchRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12*\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x12%\n" +
 	"\vincarnation\x18\x03 \x01(\tH\x01R\vincarnation\x88\x01\x01\x12,\n" +
-	"\x05kinds\x18\x04 \x03(\x0e2\x16.historyd.v1.EventKindR\x05kindsB\x11\n" +
+	"\x05kinds\x18\x04 \x03(\x0e2\x16.historyd.v1.EventKindR\x05kinds\x12)\n" +
+	"\x10include_rendered\x18\x05 \x01(\bR\x0fincludeRenderedB\x11\n" +
 	"\x0f_after_sequenceB\x0e\n" +
 	"\f_incarnation\"\xc1\x01\n" +
 	"\x13WatchBranchResponse\x12/\n" +
