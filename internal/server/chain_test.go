@@ -45,7 +45,7 @@ func TestChainOrder(t *testing.T) {
 		}
 		return out
 	}
-	all := options{tokens: mustTokens(t, testToken), metrics: NewMetrics()}
+	all := options{tokens: mustTokens(t, testToken), metrics: NewMetrics(), inflight: newInflight()}
 	if got := names(chainLinks(zap.NewNop(), all)); !slices.Equal(got, chainOrder) {
 		t.Errorf("chain with every option = %v, want %v", got, chainOrder)
 	}

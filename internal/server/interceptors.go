@@ -15,6 +15,8 @@ import (
 // The interceptor chain, outermost first (STYLE.md "Logging and lifecycle"; issue 7). Each link sees
 // what the links outside it did, and the links inside it see its effect:
 //
+//  0. in flight (in every Server built by New): counts the handlers running, for Shutdown
+//     (inflight.go).
 //  1. metrics (with WithMetrics): grpc_server_* counters and histograms, so every call is counted,
 //     refused ones included, with the code the client got.
 //  2. request id: the call's x-request-id (a sane incoming one, else a new UUID), put in the
@@ -32,7 +34,7 @@ import (
 //     with the request id.
 //
 // chainOrder names the links in that order; TestChainOrder checks it against interceptorChain.
-var chainOrder = []string{"metrics", "request id", "logging", "status", "auth", "stream gauges", "malformed", "recovery"}
+var chainOrder = []string{"in flight", "metrics", "request id", "logging", "status", "auth", "stream gauges", "malformed", "recovery"}
 
 // link is one named place of the chain; a link that the configuration turns off is nil.
 type link struct {
@@ -55,6 +57,9 @@ func chainLinks(logger *zap.Logger, o options) []link {
 	recoverOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(recoverPanic(logger))}
 	l := zapLogger(logger)
 	var links []link
+	if o.inflight != nil {
+		links = append(links, link{"in flight", o.inflight.unary, o.inflight.stream})
+	}
 	if o.metrics != nil {
 		links = append(links, link{"metrics", o.metrics.unaryInterceptor(), o.metrics.streamInterceptor()})
 	}

@@ -16,6 +16,8 @@ type options struct {
 	tokens      *Tokens  // auth.go; nil: no authentication
 	tls         *TLS     // tls.go; nil: plaintext
 	metrics     *Metrics // metrics.go; nil: no metrics
+
+	inflight *inflight // inflight.go; set by New, which owns it
 }
 
 func defaultOptions() options {

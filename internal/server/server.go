@@ -28,6 +28,7 @@ type Server struct {
 	grpc        *grpc.Server
 	health      *healthServer
 	metrics     *Metrics // nil without WithMetrics
+	inflight    *inflight
 
 	mu    sync.Mutex
 	hooks []func()
@@ -43,6 +44,7 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	o.inflight = newInflight()
 	unary, stream := interceptorChain(logger, o)
 	gs := grpc.NewServer(serverOptions(o, unary, stream)...)
 	registerTestHooks(gs)   // only in binaries built with the historyd_testhook tag
@@ -55,6 +57,7 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 		grpc:        gs,
 		health:      hs,
 		metrics:     o.metrics,
+		inflight:    o.inflight,
 	}
 }
 
@@ -118,22 +121,61 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 	timer := time.NewTimer(s.gracePeriod)
 	defer timer.Stop()
-	select {
-	case <-stopped:
+	if s.waitStopped(ctx, stopped, timer.C) {
 		return nil
-	case <-timer.C:
-		select {
-		case <-stopped: // finished just as the period ended
-			return nil
-		default:
-		}
-		s.logger.Warn("grace period ended with RPCs still open; stopping forcibly",
-			zap.Duration("grace_period", s.gracePeriod))
-	case <-ctx.Done():
-		s.logger.Warn("shutdown context ended with RPCs still open; stopping forcibly",
-			zap.Error(ctx.Err()))
 	}
 	s.grpc.Stop()
 	<-stopped
 	return ErrForcedStop
+}
+
+// flushWindow is how long Shutdown lets GracefulStop deliver what finished handlers wrote (last
+// frames, trailers) once none is running: a client that is reading takes a moment; one that stopped
+// reading, and holds the bytes behind HTTP/2 flow control, would hold GracefulStop for the whole
+// grace period.
+const flushWindow = 500 * time.Millisecond
+
+// waitStopped waits for GracefulStop (stopped) and reports whether it finished; false means stop
+// forcibly, logged with the reason: the grace period ended (graceEnd), ctx ended, or every handler
+// had returned and clients still had not read what they wrote within the flush window.
+func (s *Server) waitStopped(ctx context.Context, stopped <-chan struct{}, graceEnd <-chan time.Time) bool {
+	var flush <-chan time.Time
+	for {
+		idle := s.inflight.whenIdle()
+		if flush != nil {
+			idle = nil // the flush window is running
+		}
+		select {
+		case <-stopped:
+			return true
+		case <-idle:
+			flush = time.After(flushWindow)
+		case <-flush:
+			if n := s.inflight.running(); n > 0 { // a call started meanwhile: wait for it
+				flush = nil
+				continue
+			}
+			select {
+			case <-stopped:
+				return true
+			default:
+			}
+			s.logger.Warn("every call has returned, but clients have not read their last frames; stopping forcibly",
+				zap.Duration("flush_window", flushWindow))
+			return false
+		case <-graceEnd:
+			select {
+			case <-stopped: // finished just as the period ended
+				return true
+			default:
+			}
+			s.logger.Warn("grace period ended with RPCs still open; stopping forcibly",
+				zap.Duration("grace_period", s.gracePeriod))
+			return false
+		case <-ctx.Done():
+			s.logger.Warn("shutdown context ended with RPCs still open; stopping forcibly",
+				zap.Error(ctx.Err()))
+			return false
+		}
+	}
 }
