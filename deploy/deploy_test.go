@@ -273,9 +273,13 @@ func TestKubernetesManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("HISTORYD_GRACE_PERIOD: %v", err)
 	}
+	preStop, err := strconv.Atoi(get(dep, at(ctr, "lifecycle", "preStop", "sleep", "seconds")...))
+	if err != nil || preStop <= 0 {
+		t.Errorf("preStop sleep %q, want a few seconds for the endpoints to drain before SIGTERM", get(dep, at(ctr, "lifecycle", "preStop", "sleep", "seconds")...))
+	}
 	term, err := strconv.Atoi(get(dep, at(pod, "terminationGracePeriodSeconds")...))
-	if err != nil || time.Duration(term)*time.Second <= grace {
-		t.Errorf("terminationGracePeriodSeconds %d, want more than the grace period %v", term, grace)
+	if err != nil || time.Duration(term-preStop)*time.Second <= grace {
+		t.Errorf("terminationGracePeriodSeconds %d, want more than the preStop sleep %ds and the grace period %v", term, preStop, grace)
 	}
 	budget, limit := quantity(t, env["HISTORYD_MEMORY_BUDGET"]), quantity(t, get(dep, at(ctr, "resources", "limits", "memory")...))
 	if budget <= 0 || budget >= limit {
