@@ -56,13 +56,17 @@ func (f *inflight) running() int {
 	return f.n
 }
 
+// unary and stream are the outermost link of the chain; they also mark the call as seen by the
+// chain, for unchainedLogger.
 func (f *inflight) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	markChained(ctx)
 	f.start()
 	defer f.done()
 	return handler(ctx, req)
 }
 
 func (f *inflight) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	markChained(ss.Context())
 	f.start()
 	defer f.done()
 	return handler(srv, ss)

@@ -71,3 +71,37 @@ func TestMaxRecvMsgSize(t *testing.T) {
 		t.Errorf("call after the refused ones = %v, want OK", err)
 	}
 }
+
+// TestRefusedBeforeChainLogged: a unary request over the size limit, which grpc-go refuses before
+// any interceptor runs, still gets its one log line, marked grpc.before_chain (issue 7: "one line
+// per RPC at its end"); a call the chain saw gets exactly one line, from the chain. The lines are
+// read after a graceful shutdown, which returns only once every call's handling has finished.
+func TestRefusedBeforeChainLogged(t *testing.T) {
+	l := DefaultLimits()
+	l.MaxRecvMsgSize = 1024
+	ts := newTestServer(t, registerProbe, WithLimits(l))
+	if err := rawUnary(testContext(t), ts.conn, stringValue(strings.Repeat("x", 2048))); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("oversized unary = %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if err := callProbeUnary(testContext(t), ts.conn, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Shutdown(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"ResourceExhausted": true, "OK": false} // code: before_chain
+	lines := ts.logs.FilterMessage("finished call").All()
+	if len(lines) != len(want) {
+		t.Fatalf("%d 'finished call' lines, want one a call: %v", len(lines), lines)
+	}
+	for _, e := range lines {
+		f := e.ContextMap()
+		code, _ := f["grpc.code"].(string)
+		before, _ := f["grpc.before_chain"].(bool)
+		if wantBefore, ok := want[code]; !ok || before != wantBefore || f["request_id"] == "" ||
+			f["grpc.service"] != "historyd.test.Probe" || f["grpc.method"] != "Unary" {
+			t.Errorf("line %v: want one line a call, grpc.before_chain only on the refused one, a request id, the service and method", f)
+		}
+		delete(want, code)
+	}
+}

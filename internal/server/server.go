@@ -46,7 +46,7 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 	}
 	o.inflight = newInflight()
 	unary, stream := interceptorChain(logger, o)
-	gs := grpc.NewServer(serverOptions(o, unary, stream)...)
+	gs := grpc.NewServer(append(serverOptions(o, unary, stream), grpc.StatsHandler(&unchainedLogger{logger: logger}))...)
 	registerTestHooks(gs)   // only in binaries built with the historyd_testhook tag
 	hs := newHealthServer() // the overall service "" starts SERVING
 	healthpb.RegisterHealthServer(gs, hs)
