@@ -108,6 +108,11 @@ func runWithSignals(ctx context.Context, sig signals, args []string, getenv func
 		zap.String("address", lis.Addr().String()),
 		zap.String("version", version),
 		zap.Duration("grace_period", cfg.GracePeriod)}, creds.logFields()...)...)
+	if creds.openToAnyone(lis.Addr()) {
+		logger.Warn("serving without client authentication beyond loopback: any client that reaches this "+
+			"address can read and change every history; set --auth-tokens-file or --tls-client-ca",
+			zap.String("address", lis.Addr().String()))
+	}
 
 	if err := awaitStop(ctx, sig, served, creds, logger); err != nil { // serving.go
 		logger.Error("serving failed", zap.String("address", lis.Addr().String()), zap.Error(err))

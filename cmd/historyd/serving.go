@@ -54,6 +54,17 @@ func (cr secrets) logFields() []zap.Field {
 	return []zap.Field{zap.Bool("auth", cr.tokens != nil), zap.Int("tokens", cr.tokens.Len()), zap.String("tls", tlsMode)}
 }
 
+// openToAnyone reports whether a server with these credentials on addr lets any client that reaches
+// it read and change everything: no bearer tokens, no client certificates, and an address beyond
+// loopback (0.0.0.0 and [::] included).
+func (cr secrets) openToAnyone(addr net.Addr) bool {
+	if cr.tokens != nil || (cr.tls != nil && cr.tls.MutualTLS()) {
+		return false
+	}
+	tcp, ok := addr.(*net.TCPAddr)
+	return !ok || !tcp.IP.IsLoopback()
+}
+
 // reload rereads the tokens file and the TLS files (SIGHUP). Each that fails to load keeps what it
 // had, and the log says why; each that loads takes effect for the next call or handshake.
 func (cr secrets) reload(logger *zap.Logger) {

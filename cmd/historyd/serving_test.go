@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -127,5 +128,33 @@ func TestMetricsListener(t *testing.T) {
 	}
 	if _, err := client.Get("http://" + ms.addr() + "/metrics"); err == nil {
 		t.Error("the metrics listener still answers after stop")
+	}
+}
+
+// TestOpenToAnyone: historyd warns when it serves beyond loopback with neither bearer tokens nor
+// client certificates (README "Security"): any client that reaches it could read and change every
+// history.
+func TestOpenToAnyone(t *testing.T) {
+	tokens, err := server.NewTokens("0123456789abcdef0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp := func(ip string) net.Addr { return &net.TCPAddr{IP: net.ParseIP(ip), Port: 50051} }
+	for _, tc := range []struct {
+		name string
+		cr   secrets
+		addr net.Addr
+		want bool
+	}{
+		{"loopback v4", secrets{}, tcp("127.0.0.1"), false},
+		{"loopback v6", secrets{}, tcp("::1"), false},
+		{"every interface", secrets{}, tcp("0.0.0.0"), true},
+		{"every interface v6", secrets{}, tcp("::"), true},
+		{"a private address", secrets{}, tcp("10.0.0.7"), true},
+		{"every interface with tokens", secrets{tokens: tokens}, tcp("0.0.0.0"), false},
+	} {
+		if got := tc.cr.openToAnyone(tc.addr); got != tc.want {
+			t.Errorf("%s: openToAnyone = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
