@@ -17,9 +17,10 @@ import (
 // WatchBranch streams a branch's commits (HistoryService.WatchBranch; DESIGN.md "Sequences, events
 // and watch"; the guarantees are written on the RPC in history_service.proto and argued in
 // docs/decisions/0005-watch-guarantees.md). One loop shape (STYLE.md "Streams"): validate,
-// subscribe, defer unsubscribe, send the start frame and the replay, then select over the context,
-// shutdown, the subscription's commits and the heartbeat. Every end after the start frame carries
-// the stream's cursor (lastSequence) in the ErrorInfo.
+// subscribe, defer unsubscribe, send the start frame and the replay (which the subscription copies
+// from the branch's log a chunk at a time, so a deep cursor holds no backlog), then select over the
+// context, shutdown, the subscription's commits and the heartbeat. Every end after the start frame
+// carries the stream's cursor (lastSequence) in the ErrorInfo.
 func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream grpc.ServerStreamingServer[historyv1.WatchBranchResponse]) (err error) {
 	if s.streamEnded != nil {
 		defer func() { s.streamEnded(err) }()
@@ -48,9 +49,11 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 	if err := w.send(startFrame(sub), sub.After); err != nil {
 		return err
 	}
-	for _, c := range sub.Replay() {
-		if err := w.sendCommit(c, false); err != nil {
-			return err
+	for replay := sub.Replay(); replay != nil; replay = sub.Replay() { // a chunk at a time, until live
+		for _, c := range replay {
+			if err := w.sendCommit(c, false); err != nil {
+				return err
+			}
 		}
 	}
 	hb := newHeartbeat(s.streams.heartbeat)

@@ -296,3 +296,148 @@ func TestWatchBranchThousandWatchers(t *testing.T) {
 	}
 	checkTruth(t, 1, head, wrote, watchSession{first})
 }
+
+// TestWatchBranchDeepReplayWriterGoesOn (review: Subscribe copied the whole replay under the
+// branch's write lock, and a replaying stream counted commits written meanwhile against its
+// buffer). DESIGN.md "Sequences, events and watch": "The writer never waits for a watcher: each
+// subscriber has a bounded buffer"; ADR-0006 D4 as DESIGN.md "Observers" puts it in Go: the watch
+// stream "reads the event log, which is written under the branch lock, in sequence order". Twenty
+// streams with a deep cursor (after 1, a log of 16 KiB events) are stuck part way through their
+// replays behind clients that do not read; the writer writes as many events again, with a
+// subscriber buffer of one commit, and none of it waits or evicts a stream: a stream catching up
+// reads the log, not its buffer. Once the clients read, every stream has every event once, in
+// order, whole commits, with the writer's messages (the validator), and none was ended.
+func TestWatchBranchDeepReplayWriterGoesOn(t *testing.T) {
+	const watchers, backlog, during = 20, 150, 150
+	f := newWatchFixture(t, []store.Option{store.WithSubscriberBuffer(1)}, WithSendTimeout(time.Hour))
+	b := f.create(t, nil)
+	wrote := writeEvents(t, f.c, b, 1, 1+backlog, bigText)
+	ctx := loadContext(t)
+	type stream struct {
+		s   historyv1.HistoryService_WatchBranchClient
+		rec *watchStream
+	}
+	streams := make([]stream, watchers)
+	for i := range streams { // a connection each, so that each blocks on its own window
+		s, rec := openWatch(ctx, t, stalledWatchClient(t, f), &historyv1.WatchBranchRequest{BranchId: b, AfterSequence: u64(1)})
+		streams[i] = stream{s, rec}
+	}
+	head := uint64(1 + backlog + during)
+	for seq, id := range writeEvents(t, f.c, b, 1+backlog, head, bigText) { // while all 20 replay
+		wrote[seq] = id
+	}
+	var sessions []watchSession
+	for i, s := range streams {
+		if recvUntil(s.s, s.rec, through(head)) {
+			t.Fatalf("watcher %d ended: %v", i, s.rec.end)
+		}
+		sessions = append(sessions, watchSession{s.rec})
+	}
+	mustValid(t, sessions...)
+	checkTruth(t, 2, head, wrote, sessions[0])
+	select {
+	case err := <-f.ended:
+		t.Errorf("a stream ended while catching up: %v", err)
+	default:
+	}
+}
+
+// TestWatchBranchDeepReplayWhileWriting: many streams with deep cursors catch up while a writer
+// runs (DESIGN.md: "it replays the retained events after the cursor, then goes live with no gap
+// and no duplicate"; "The writer never waits for a watcher"). Each sees every event after its
+// cursor exactly once, in order, across the replay, the switch to live and any resume after an
+// eviction (the validator, etcd's robustness rules), and all agree on each event.
+func TestWatchBranchDeepReplayWhileWriting(t *testing.T) {
+	const watchers, conns, backlog, during = 16, 4, 1500, 1000
+	f := newWatchFixture(t, []store.Option{store.WithEventRetention(2 * (backlog + during))})
+	created, err := f.c.CreateBranch(testContext(t), &historyv1.CreateBranchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, inc := created.GetBranch().GetId(), created.GetBranch().GetIncarnation()
+	wrote := writeEvents(t, f.c, b, 1, 1+backlog, "b")
+	head := uint64(1 + backlog + during)
+	clients := make([]historyv1.HistoryServiceClient, conns)
+	for i := range clients {
+		clients[i] = f.watchClient(t)
+	}
+	ctx := loadContext(t)
+	sessions := make([]watchSession, watchers)
+	var first []historyv1.HistoryService_WatchBranchClient
+	for i := range watchers { // every stream has its start frame before the writer begins
+		s, rec := openWatch(ctx, t, clients[i%conns], &historyv1.WatchBranchRequest{BranchId: b, AfterSequence: u64(uint64(i)), Incarnation: &inc})
+		first, sessions[i] = append(first, s), watchSession{rec}
+	}
+	written := make(chan map[uint64]string, 1)
+	go func() { written <- writeEvents(t, f.watchClient(t), b, 1+backlog, head, "d") }() // owned by this test: it receives from written
+	var wg sync.WaitGroup
+	for i := range watchers {
+		wg.Add(1)
+		go func() { // owned by this test: wg.Wait
+			defer wg.Done()
+			s, rec := first[i], sessions[i][0]
+			for recvUntil(s, rec, through(head)) { // ended: only an eviction is resumed
+				if status.Code(rec.end) != codes.ResourceExhausted {
+					t.Errorf("watcher %d ended with %v", i, rec.end)
+					return
+				}
+				req := &historyv1.WatchBranchRequest{BranchId: b, AfterSequence: u64(rec.cursor()), Incarnation: &inc}
+				ws, err := clients[i%conns].WatchBranch(ctx, req)
+				if err != nil {
+					t.Errorf("watcher %d resuming: %v", i, err)
+					return
+				}
+				s, rec = ws, &watchStream{after: req.AfterSequence}
+				sessions[i] = append(sessions[i], rec)
+			}
+		}()
+	}
+	for seq, id := range <-written {
+		wrote[seq] = id
+	}
+	wg.Wait()
+	resumes := 0
+	for _, sess := range sessions {
+		resumes += len(sess) - 1
+	}
+	t.Logf("%d watchers with deep cursors, %d resumes after an eviction", watchers, resumes)
+	mustValid(t, sessions...)
+	checkTruth(t, 1, head, wrote, sessions...)
+}
+
+// TestWatchBranchReplayOvertakenByRetention: a stream catching up from a deep cursor whose next
+// events the log's retention evicts before the stream has read them ends as a too-slow one does
+// (DESIGN.md: "one that falls behind is ended with RESOURCE_EXHAUSTED and its last delivered
+// sequence, so it can resume"), after every frame it was given and with no gap; resuming from
+// that cursor is then OUT_OF_RANGE, HISTORY_COMPACTED, with the oldest available sequence ("A
+// cursor older than what is retained ... ends with OUT_OF_RANGE and the oldest available sequence
+// — never a silent restart").
+func TestWatchBranchReplayOvertakenByRetention(t *testing.T) {
+	const retention = 128
+	f := newWatchFixture(t, []store.Option{store.WithEventRetention(retention)}, WithSendTimeout(time.Hour))
+	created, err := f.c.CreateBranch(testContext(t), &historyv1.CreateBranchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, inc := created.GetBranch().GetId(), created.GetBranch().GetIncarnation()
+	wrote := writeEvents(t, f.c, b, 1, retention, bigText) // retained 1..128
+	s, rec := openWatch(testContext(t), t, stalledWatchClient(t, f), &historyv1.WatchBranchRequest{BranchId: b, AfterSequence: u64(0), Incarnation: &inc})
+	head := uint64(2 * retention)
+	writeEvents(t, f.c, b, retention, head, bigText) // retained 129..256: past the stalled replay
+	if !recvUntil(s, rec, through(head)) {
+		t.Fatal("the stalled stream read through the head: the log never overtook its replay")
+	}
+	checkStatus(t, rec.end, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW,
+		map[string]string{"branchId": b, "lastSequence": strconv.FormatUint(rec.cursor(), 10)})
+	if err := wait(t, f.ended); !errors.Is(err, store.ErrSubscriberTooSlow) {
+		t.Errorf("the handler ended with %v, want the eviction", err)
+	}
+	if rec.cursor() >= retention {
+		t.Fatalf("the stalled stream read through %d: the log never overtook it", rec.cursor())
+	}
+	mustValid(t, watchSession{rec})
+	checkTruth(t, 1, rec.cursor(), wrote, watchSession{rec})
+	checkStatus(t, startErr(t, f.c, &historyv1.WatchBranchRequest{BranchId: b, AfterSequence: u64(rec.cursor()), Incarnation: &inc}),
+		codes.OutOfRange, historyv1.ErrorReason_ERROR_REASON_HISTORY_COMPACTED,
+		map[string]string{"branchId": b, "oldestSequence": strconv.FormatUint(head-retention+1, 10), "headSequence": strconv.FormatUint(head, 10)})
+}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strconv"
 	"strings"
@@ -135,4 +136,97 @@ func BenchmarkHeapPerMessage(b *testing.B) {
 		b.ReportMetric(float64(st.MemoryUsed())/n, "budget-B/msg")
 		runtime.KeepAlive(st)
 	}
+}
+
+// deepBranch is a branch whose log holds store.DefaultEventRetention events (1 KB instructions):
+// a full log, the case a reconnecting client with an old cursor replays.
+func deepBranch(b *testing.B, st *store.Memory) uuid.UUID {
+	b.Helper()
+	return fill(b, st, store.DefaultEventRetention)
+}
+
+// BenchmarkSubscribeDeepCursor is Subscribe with a cursor at the start of a full log (after=1, so
+// 9,999 retained events to replay) and Close, reading nothing: what a client reconnecting in a loop
+// costs the store. DESIGN.md "Sequences, events and watch": "The writer never waits for a
+// watcher"; Subscribe registers and copies no backlog, so B/op does not grow with the log.
+func BenchmarkSubscribeDeepCursor(b *testing.B) {
+	st := store.NewMemory(store.WithMemoryBudget(0))
+	branch := deepBranch(b, st)
+	ctx := context.Background()
+	after := uint64(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := st.Subscribe(ctx, branch, store.SubscribeInput{After: &after})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+}
+
+// BenchmarkSubscribeReplay is Subscribe after=1 on a full log and reading the whole replay with
+// Next, to the head: the cost of catching up, per subscription.
+func BenchmarkSubscribeReplay(b *testing.B) {
+	st := store.NewMemory(store.WithMemoryBudget(0))
+	branch := deepBranch(b, st)
+	ctx := context.Background()
+	info, err := st.GetBranch(ctx, branch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	after := uint64(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := st.Subscribe(ctx, branch, store.SubscribeInput{After: &after})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for s.Last() < info.HeadSequence {
+			if _, err := s.Next(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		s.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(info.HeadSequence-after), "ns/event")
+}
+
+// BenchmarkSubscribeLoopWriter is AddMessage on a branch with a full log while another goroutine
+// subscribes to it with a deep cursor (after=1) and closes, in a loop: a client reconnecting with
+// an old cursor. DESIGN.md: "The writer never waits for a watcher", so ns/op stays near
+// BenchmarkAddMessage's; subscribes/op is how many reconnects the loop made per write.
+func BenchmarkSubscribeLoopWriter(b *testing.B) {
+	st := store.NewMemory(store.WithMemoryBudget(0))
+	branch := deepBranch(b, st)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var subscribes int
+	go func() { // owned by this benchmark: cancel and <-done
+		defer close(done)
+		after := uint64(1)
+		for ctx.Err() == nil {
+			s, err := st.Subscribe(ctx, branch, store.SubscribeInput{After: &after})
+			var se *store.SequenceError
+			if errors.As(err, &se) && errors.Is(err, store.ErrHistoryCompacted) {
+				after = se.Oldest - 1 // the writer moved the log on: still a full log behind
+				continue
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			s.Close()
+			subscribes++
+		}
+	}()
+	in := store.AddInput{Factory: store.Factory{Instruction: jsonv.StringValue(kilobyteText)}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := st.AddMessage(context.Background(), branch, in, store.WriteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cancel()
+	<-done
+	b.ReportMetric(float64(subscribes)/float64(b.N), "subscribes/op")
 }

@@ -123,25 +123,53 @@ func (l *eventLog) push(e logEntry) (evicted logEntry, ok bool) {
 	return evicted, true
 }
 
-// since returns the retained events with a sequence above after, grouped
-// by commit; a commit that after cuts in the middle is resumed with its
-// remaining events.
-func (l *eventLog) since(after uint64) []Commit {
-	n := len(l.buf)
+// last returns the newest retained sequence, 0 when the log is empty.
+func (l *eventLog) last() uint64 {
+	if len(l.buf) == 0 {
+		return 0
+	}
+	return l.at(len(l.buf) - 1).ev.Sequence
+}
+
+// chunk copies the retained events after after, grouped by commit, looking
+// at n commits at most; a commit that after cuts in the middle is resumed
+// with its remaining events. Each commit is filtered by kinds, and one with
+// no event selected is passed over (it still counts towards n, so a filter
+// does not stretch the copy). It returns the commits and the last sequence
+// they cover, passed over or not: after when nothing follows it. The caller
+// holds the branch lock and has checked that after+1 is retained.
+func (l *eventLog) chunk(after uint64, n int, kinds kindSet) (out []Commit, through uint64) {
+	through = after
+	first := 0
 	// Sequences are contiguous, so the first wanted entry is found by
 	// arithmetic, not by a scan.
-	first := 0
 	if o := l.oldest(); after >= o {
 		first = int(after - o + 1)
 	}
-	var out []Commit
-	for i := first; i < n; i++ {
-		ev := l.at(i).ev
-		if len(out) > 0 && out[len(out)-1][0].CommitFirst == ev.CommitFirst {
-			out[len(out)-1] = append(out[len(out)-1], ev)
-			continue
+	end, commits := first, 0
+	for end < len(l.buf) && commits < n {
+		c := l.at(end).ev.CommitFirst
+		for end++; end < len(l.buf) && l.at(end).ev.CommitFirst == c; end++ {
 		}
-		out = append(out, Commit{ev})
+		commits++
 	}
-	return out
+	if end == first {
+		return nil, through
+	}
+	evs := make([]Event, end-first) // one allocation for the chunk's events
+	for i := range evs {
+		evs[i] = l.at(first + i).ev
+	}
+	out = make([]Commit, 0, commits)
+	for len(evs) > 0 {
+		k := 1
+		for k < len(evs) && evs[k].CommitFirst == evs[0].CommitFirst {
+			k++
+		}
+		if c := kinds.filter(evs[:k:k]); c != nil {
+			out = append(out, c)
+		}
+		evs = evs[k:]
+	}
+	return out, l.at(end - 1).ev.Sequence
 }

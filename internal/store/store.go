@@ -82,8 +82,11 @@ type Store interface {
 	// restricted to some event kinds. A cursor of another incarnation or
 	// older than the log is ErrHistoryCompacted, one ahead of the head
 	// ErrCursorAhead; past the store's limit of open subscriptions it is
-	// ErrTooManySubscriptions. The writer never waits: a subscriber whose
-	// bounded buffer overflows is ended with ErrSubscriberTooSlow; every
+	// ErrTooManySubscriptions. The writer never waits: Subscribe copies no
+	// replay (the subscriber reads the log as it catches up, and what is
+	// written meanwhile does not fill its buffer), and a subscriber whose
+	// bounded buffer overflows, or whose replay the log's retention
+	// overtakes, is ended with ErrSubscriberTooSlow; every
 	// subscriber open when the branch is deleted gets BRANCH_DELETED as its
 	// last commit and ends with ErrBranchDeleted.
 	Subscribe(ctx context.Context, branch uuid.UUID, in SubscribeInput) (*Subscription, error)

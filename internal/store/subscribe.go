@@ -24,6 +24,12 @@ const DefaultSubscriberBuffer = 256
 // long before it hurts the process. Raise it with the memory to match.
 const DefaultMaxSubscriptions = 1_000
 
+// replayChunk is how many commits a subscription catching up copies from
+// the branch's log at a time, under the branch's read lock: a writer waits
+// for at most one chunk's copy (microseconds), and a subscription holds at
+// most two chunks whatever the depth of its cursor.
+const replayChunk = 64
+
 // SubscribeInput are the arguments of Subscribe.
 type SubscribeInput struct {
 	// After is the cursor: the last sequence the caller has; nil means from
@@ -92,36 +98,60 @@ func (s kindSet) filter(c Commit) Commit {
 // retained commits after the cursor (Replay), then live ones (Events),
 // with no gap and no duplicate. It is read by one goroutine, either with
 // Next or with Replay, Events and Err.
+//
+// A subscription with a cursor behind the head starts out catching up, as
+// etcd's unsynced watchers do: Subscribe only registers it, and its reader
+// copies the retained log after its cursor a chunk at a time (replayChunk
+// commits, under the branch's read lock), so neither the replay's memory
+// nor the writer's wait grows with the cursor's depth. publish passes a
+// subscription over while it catches up. Once a chunk reaches the head,
+// the reader takes the branch's write lock, the one publish holds, copies
+// what was written meanwhile and goes live in the same critical section:
+// every later commit is pushed to it, every earlier one was copied. If the
+// log evicts an event it has not copied yet, it is ended as too slow, as a
+// live subscriber whose buffer overflows is; if the branch is deleted, it
+// reads the log as the delete left it, through BRANCH_DELETED.
 type Subscription struct {
 	// BranchID and Incarnation name what is watched.
 	BranchID    uuid.UUID
 	Incarnation uuid.UUID
 	// After is the cursor the subscription starts after: the one given, or
 	// Head when none was. Head and Oldest are the branch's head and oldest
-	// retained sequences when it subscribed; Replay covers (After, Head].
+	// retained sequences when it subscribed; Replay starts after After and
+	// covers at least (After, Head], and whatever is written before it
+	// catches up.
 	After, Head, Oldest uint64
 
 	branch *branch
 	kinds  kindSet
-	limit  int // buffered commits beyond which the subscriber is too slow
-	replay []Commit
+	limit  int         // buffered commits beyond which the subscriber is too slow
 	ch     chan Commit // cap limit+1: the last slot is kept for BRANCH_DELETED
 
-	// Written under the branch lock, before ch is closed.
-	reason error  // why ch was closed
-	pushed uint64 // the last sequence delivered into ch or passed over by the filter
-	closed bool   // Close was called
-	count  *atomic.Int64
+	// Written under the branch lock (the write lock, except where said).
+	reason error // why ch was closed
+	// pushed is the last sequence delivered into ch or passed over by the
+	// filter; while catching up, the last one copied into replay (the reader
+	// moves it under the read lock).
+	pushed   uint64
+	catching bool      // registered but not live yet: publish passes it over
+	frozen   *eventLog // the log as the branch's delete left it, for one ended while catching up
+	closed   bool      // Close was called
+	count    *atomic.Int64
 
-	last uint64 // the last sequence Next delivered (reader side)
+	// Reader side.
+	replay    []Commit // copied from the log, not yet returned
+	replaying bool     // the log may still have commits to copy for it
+	last      uint64   // the last sequence Next delivered
 }
 
-// Subscribe opens a subscription (Store.Subscribe). Replay and
-// registration happen under the branch lock, so no commit falls between
-// them. A cursor of another incarnation or older than the retained log is
-// ErrHistoryCompacted with the oldest retained sequence; one ahead of the
-// head is ErrCursorAhead; past the store's limit of open subscriptions it
-// is ErrTooManySubscriptions.
+// Subscribe opens a subscription (Store.Subscribe). It validates the
+// cursor and registers the subscription under the branch lock, in O(1):
+// the replay is copied later, by the reader (see Subscription), so no
+// commit falls between the cursor and the subscription, and a deep cursor
+// costs the writer nothing. A cursor of another incarnation or older than
+// the retained log is ErrHistoryCompacted with the oldest retained
+// sequence; one ahead of the head is ErrCursorAhead; past the store's
+// limit of open subscriptions it is ErrTooManySubscriptions.
 func (m *Memory) Subscribe(_ context.Context, branchID uuid.UUID, in SubscribeInput) (*Subscription, error) {
 	b, err := m.writeLocked(branchID)
 	if err != nil {
@@ -157,12 +187,9 @@ func (m *Memory) Subscribe(_ context.Context, branchID uuid.UUID, in SubscribeIn
 		branch: b, kinds: newKindSet(in.Kinds), count: &m.subsOpen, pushed: b.head, last: b.head,
 	}
 	if in.After != nil {
-		for _, c := range b.log.since(*in.After) {
-			if c = s.kinds.filter(c); c != nil {
-				s.replay = append(s.replay, c)
-			}
-		}
-		s.After, s.last = *in.After, *in.After
+		s.After, s.last, s.pushed = *in.After, *in.After, *in.After
+		s.catching = *in.After < b.head
+		s.replaying = s.catching
 	}
 	s.limit = in.Buffer
 	if s.limit <= 0 {
@@ -173,14 +200,18 @@ func (m *Memory) Subscribe(_ context.Context, branchID uuid.UUID, in SubscribeIn
 	return s, nil
 }
 
-// Replay returns the retained commits after the cursor, once: a second
-// call returns nil. Read them before Events.
+// Replay returns the next retained commits after the cursor, a chunk at a
+// time, and nil once the subscription has caught up (it is then live, and
+// Events carries what follows) or has ended. Read it until nil, then
+// Events.
 func (s *Subscription) Replay() []Commit {
+	s.catchUp()
 	r := s.replay
 	s.replay = nil
-	if len(r) > 0 {
-		s.last = r[len(r)-1][len(r[len(r)-1])-1].CommitLast
+	if len(r) == 0 {
+		return nil
 	}
+	s.last = r[len(r)-1][len(r[len(r)-1])-1].CommitLast
 	return r
 }
 
@@ -191,9 +222,9 @@ func (s *Subscription) Events() <-chan Commit { return s.ch }
 
 // Err returns why the subscription ended: ErrSubscriberTooSlow or
 // ErrBranchDeleted as a *SequenceError whose Last is the cursor to resume
-// from once Events is drained (every commit up to it was delivered or
-// passed over by the kinds filter), or ErrSubscriptionClosed after Close.
-// While the subscription is open it returns nil.
+// from once the replay and Events are drained (every commit up to it was
+// delivered or passed over by the kinds filter), or ErrSubscriptionClosed
+// after Close. While the subscription is open it returns nil.
 func (s *Subscription) Err() error {
 	s.branch.mu.RLock()
 	reason, pushed := s.reason, s.pushed
@@ -210,6 +241,7 @@ func (s *Subscription) Err() error {
 // Next returns the next commit: the replay, then live commits. When the
 // subscription has ended it returns Err's error; or ctx's error.
 func (s *Subscription) Next(ctx context.Context) (Commit, error) {
+	s.catchUp()
 	if len(s.replay) > 0 {
 		c := s.replay[0]
 		s.replay = s.replay[1:]
@@ -228,6 +260,59 @@ func (s *Subscription) Next(ctx context.Context) (Commit, error) {
 	}
 }
 
+// catchUp copies chunks of the log into the replay until it holds a commit
+// or there is nothing more to copy (reader side).
+func (s *Subscription) catchUp() {
+	for len(s.replay) == 0 && s.replaying {
+		s.fill()
+	}
+}
+
+// fill copies the next chunk of the log after the cursor into the replay
+// under the branch's read lock; when the chunk reaches the head, it takes
+// the write lock, copies what was written since and, if that reaches the
+// head too, goes live (reader side).
+func (s *Subscription) fill() {
+	b := s.branch
+	b.mu.RLock()
+	atHead := s.copyChunk()
+	b.mu.RUnlock()
+	if !atHead || !s.replaying {
+		return
+	}
+	b.mu.Lock()
+	if s.copyChunk() && s.catching {
+		// publish runs under this lock: every commit after pushed is
+		// pushed from now on, and every one up to it is in the replay.
+		s.catching, s.replaying = false, false
+	}
+	b.mu.Unlock()
+}
+
+// copyChunk appends to the replay the next chunk of the log after pushed
+// and reports whether the log has nothing after it (branch lock held, read
+// or write). When the subscription has ended, or has read the log its
+// branch's delete left through to BRANCH_DELETED, there is nothing more
+// to replay.
+func (s *Subscription) copyChunk() (atEnd bool) {
+	log := s.frozen
+	if log == nil {
+		if !s.catching { // ended, or already live
+			s.replaying = false
+			return false
+		}
+		log = &s.branch.log
+	}
+	cs, through := log.chunk(s.pushed, replayChunk, s.kinds)
+	s.replay = append(s.replay, cs...)
+	s.pushed = through
+	atEnd = through == log.last()
+	if atEnd && s.frozen != nil {
+		s.replaying = false
+	}
+	return atEnd
+}
+
 // Last returns the last sequence Next (or Replay) delivered, counting the
 // events of that commit the kinds filter passed over: the cursor to resume
 // from.
@@ -236,12 +321,13 @@ func (s *Subscription) Last() uint64 { return s.last }
 // CaughtUp reports whether every commit up to the branch's head has been
 // read (or passed over by the kinds filter), and that head: then a
 // heartbeat may carry head as a cursor that loses nothing. It is false
-// while commits are pending and once the subscription has ended.
+// while commits are pending (catching up included) and once the
+// subscription has ended.
 func (s *Subscription) CaughtUp() (head uint64, ok bool) {
 	b := s.branch
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	if _, live := b.subs[s]; !live || len(s.replay) > 0 || len(s.ch) > 0 {
+	if _, live := b.subs[s]; !live || s.catching || len(s.replay) > 0 || len(s.ch) > 0 {
 		return 0, false
 	}
 	return b.head, true
@@ -254,6 +340,7 @@ func (s *Subscription) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.endSub(s, ErrSubscriptionClosed)
+	s.frozen = nil // a deleted branch's log, which it no longer reads
 	if !s.closed {
 		s.closed = true
 		s.count.Add(-1)
@@ -268,6 +355,7 @@ func (b *branch) endSub(s *Subscription, reason error) {
 	}
 	delete(b.subs, s)
 	s.reason = reason
+	s.catching = false
 	close(s.ch)
 }
 
@@ -275,10 +363,24 @@ func (b *branch) endSub(s *Subscription, reason error) {
 // buffer is full is ended as too slow (branch lock held). BRANCH_DELETED
 // goes into the slot every buffer keeps for it, so each subscriber still
 // open gets it as its last commit, and then ends with ErrBranchDeleted.
+// A subscriber catching up copies the commit from the log itself: it is
+// ended as too slow if the log has evicted an event it has not copied, and
+// at the delete it keeps the log as it is, to read through BRANCH_DELETED.
 func (b *branch) publish(c Commit) {
 	last := c[len(c)-1].CommitLast
 	final := c[0].Kind == EventBranchDeleted
 	for s := range b.subs {
+		if s.catching {
+			switch {
+			case s.pushed+1 < b.log.oldest():
+				b.endSub(s, ErrSubscriberTooSlow) // resumes from pushed, which it has copied
+			case final:
+				log := b.log // the ring no longer changes, and discard only drops the branch's hold on it
+				s.frozen = &log
+				b.endSub(s, ErrBranchDeleted)
+			}
+			continue
+		}
 		fc := s.kinds.filter(c)
 		switch {
 		case fc == nil:

@@ -190,7 +190,8 @@ func testSubscriberTooSlow(t *testing.T, newStore Factory) {
 // testSubscribeStart: DESIGN.md: no cursor means from now; a subscription
 // reports where it starts (the cursor, or the head), the head and the
 // oldest retained sequence, so that WatchBranch's first frame can confirm
-// them; the replay is exactly the commits in (After, Head].
+// them; with no write meanwhile, the replay is exactly the commits in
+// (After, Head].
 func testSubscribeStart(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{EventRetention: 4})
 	b := newBranch(t, st)
@@ -354,8 +355,13 @@ func testSubscribeDeleteWhenFull(t *testing.T, newStore Factory) {
 }
 
 // testSubscribeEventsAPI: Replay, Events and Err read the same stream as
-// Next (the form a select loop needs): the replay, then live commits, and
-// after the channel closes the reason with the cursor to resume from.
+// Next (the form a select loop needs): the replay, a chunk per call until
+// it returns nil, then live commits, and after the channel closes the
+// reason with the cursor to resume from. Commits written while the
+// subscription catches up are read from the log, not buffered, so they do
+// not count against its buffer (DESIGN.md "Sequences, events and watch":
+// "The writer never waits for a watcher: each subscriber has a bounded
+// buffer"); the buffer bounds how far a live subscriber falls behind.
 func testSubscribeEventsAPI(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
 	b := newBranch(t, st)
@@ -368,24 +374,33 @@ func testSubscribeEventsAPI(t *testing.T, newStore Factory) {
 	if s.Err() != nil {
 		t.Errorf("Err of an open subscription = %v", s.Err())
 	}
-	for i := range 3 { // 3, 4 fill the buffer; 5 evicts
+	for i := range 3 { // 3, 4, 5: more than the buffer, written before the replay is read
 		addInstruction(t, st, b, strconv.Itoa(i))
 	}
 	var got []uint64
-	for _, c := range s.Replay() {
-		got = append(got, c[0].Sequence)
+	for r := s.Replay(); r != nil; r = s.Replay() {
+		for _, c := range r {
+			got = append(got, c[0].Sequence)
+		}
 	}
+	if !slices.Equal(got, []uint64{2, 3, 4, 5}) {
+		t.Errorf("replayed %v, want 2 3 4 5", got)
+	}
+	for i := range 3 { // live: 6, 7 fill the buffer; 8 evicts
+		addInstruction(t, st, b, strconv.Itoa(i))
+	}
+	got = nil
 	for c := range s.Events() {
 		got = append(got, c[0].Sequence)
 	}
-	if !slices.Equal(got, []uint64{2, 3, 4}) {
-		t.Errorf("read %v, want 2 3 4", got)
+	if !slices.Equal(got, []uint64{6, 7}) {
+		t.Errorf("read %v live, want 6 7", got)
 	}
 	err = s.Err()
 	wantErr(t, err, store.ErrSubscriberTooSlow)
 	var se *store.SequenceError
-	if !errors.As(err, &se) || se.Last != 4 {
-		t.Errorf("Err = %v, want last sequence 4", err)
+	if !errors.As(err, &se) || se.Last != 7 {
+		t.Errorf("Err = %v, want last sequence 7", err)
 	}
 	s.Close()
 	if err := s.Err(); !errors.Is(err, store.ErrSubscriberTooSlow) {
@@ -424,4 +439,231 @@ func testSubscriptionLimit(t *testing.T, newStore Factory) {
 	wantErr(t, err, store.ErrTooManySubscriptions)
 	second.Close()
 	third.Close()
+}
+
+// readTo reads s until its cursor reaches through, checking that the
+// events come in sequence order from after+1 with no gap and no duplicate,
+// each commit whole (or the rest of the one after cuts), and returns the
+// last sequence read.
+func readTo(t *testing.T, s *store.Subscription, after, through uint64) uint64 {
+	t.Helper()
+	cursor := after
+	for cursor < through {
+		c := next(t, s)
+		if c[0].Sequence != cursor+1 || (c[0].Sequence != c[0].CommitFirst && cursor != after) {
+			t.Fatalf("commit %d-%d starts at %d after cursor %d: a gap, a duplicate or a split", c[0].CommitFirst, c[0].CommitLast, c[0].Sequence, cursor)
+		}
+		for i, ev := range c {
+			if ev.Sequence != c[0].Sequence+uint64(i) {
+				t.Fatalf("commit %d-%d holds events out of order: %d at %d", ev.CommitFirst, ev.CommitLast, ev.Sequence, i)
+			}
+		}
+		if cursor = c[len(c)-1].Sequence; cursor != c[0].CommitLast {
+			t.Fatalf("commit %d-%d cut short at %d", c[0].CommitFirst, c[0].CommitLast, cursor)
+		}
+	}
+	if s.Last() != through {
+		t.Fatalf("Last = %d after reading through %d", s.Last(), through)
+	}
+	return cursor
+}
+
+// testSubscribeDeepCatchUp: DESIGN.md "Sequences, events and watch": "it
+// replays the retained events after the cursor, then goes live with no gap
+// and no duplicate", however deep the cursor; and "The writer never waits
+// for a watcher": commits written while subscribers are part way through a
+// long replay complete at once and are not held against their buffers
+// (here 1 commit), and each subscriber then reads them in order after the
+// rest of its replay, then live ones.
+func testSubscribeDeepCatchUp(t *testing.T, newStore Factory) {
+	const backlog, subs, during = 1000, 20, 500
+	st := newStore(t, Options{})
+	b := newBranch(t, st)
+	for i := range backlog {
+		if i%50 == 49 { // a two-event commit now and then
+			req := addFactory(t, st, b, store.Factory{ActionFunction: text("f"), ActionArguments: jsonv.ObjectValue()}).Message.Message
+			if _, err := st.CreateActionResponse(ctx(t), b, store.ActionResponseInput{Request: req.ID, Output: jsonv.IntValue(1)}, store.WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		addInstruction(t, st, b, strconv.Itoa(i))
+	}
+	var ss []*store.Subscription
+	for range subs {
+		s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(1)), Buffer: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		readTo(t, s, 1, 2) // part way into its replay
+		ss = append(ss, s)
+	}
+	for i := range during { // the writer does not wait for the 20 replays, nor overflow their buffers of 1
+		addInstruction(t, st, b, "during "+strconv.Itoa(i))
+	}
+	h := head(t, st, b)
+	for _, s := range ss {
+		readTo(t, s, 2, h)
+		if last, ok := s.CaughtUp(); !ok || last != h {
+			t.Fatalf("CaughtUp = %d, %v after reading to the head %d", last, ok, h)
+		}
+	}
+	addInstruction(t, st, b, "live")
+	for _, s := range ss {
+		readTo(t, s, h, h+1)
+	}
+}
+
+// testSubscribeCatchUpWhileWriting: a writer that runs while subscribers
+// with deep cursors catch up is never held up by them (DESIGN.md: "The
+// writer never waits for a watcher"), and each subscriber still reads
+// every event after its cursor exactly once, in order, across the replay
+// and the switch to live; one ended as too slow resumes from its Last
+// ("one that falls behind is ended with RESOURCE_EXHAUSTED and its last
+// delivered sequence, so it can resume").
+func testSubscribeCatchUpWhileWriting(t *testing.T, newStore Factory) {
+	const backlog, subs, writes = 1000, 8, 1000
+	st := newStore(t, Options{})
+	b := newBranch(t, st)
+	for i := range backlog {
+		addInstruction(t, st, b, strconv.Itoa(i))
+	}
+	final := uint64(1 + backlog + writes)
+	var wg sync.WaitGroup
+	for i := range subs {
+		wg.Add(1)
+		go func() { // owned by this test: wg.Wait
+			defer wg.Done()
+			cursor := uint64(i) // deep cursors, each a little apart
+			for cursor < final {
+				s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(cursor)})
+				if err != nil {
+					t.Errorf("subscriber %d resuming after %d: %v", i, cursor, err)
+					return
+				}
+				for cursor < final {
+					c, err := s.Next(ctx(t))
+					var se *store.SequenceError
+					if errors.As(err, &se) && errors.Is(err, store.ErrSubscriberTooSlow) {
+						if se.Last != cursor {
+							t.Errorf("subscriber %d ended too slow with Last %d, its cursor is %d", i, se.Last, cursor)
+						}
+						break
+					}
+					if err != nil {
+						t.Errorf("subscriber %d: %v", i, err)
+						s.Close()
+						return
+					}
+					for _, ev := range c {
+						if ev.Sequence != cursor+1 {
+							t.Errorf("subscriber %d: event %d after %d (a gap or a duplicate)", i, ev.Sequence, cursor)
+							s.Close()
+							return
+						}
+						cursor = ev.Sequence
+					}
+				}
+				s.Close()
+			}
+		}()
+	}
+	for i := range writes {
+		addInstruction(t, st, b, "w"+strconv.Itoa(i))
+	}
+	wg.Wait()
+}
+
+// testSubscribeCatchUpOvertaken: a subscriber catching up whose next
+// events the log's retention evicts before it reads them is ended as too
+// slow, as one whose buffer overflows is (DESIGN.md: "one that falls
+// behind is ended with RESOURCE_EXHAUSTED and its last delivered sequence,
+// so it can resume"), after every event it was given, none skipped.
+// Resuming from that sequence continues there while it is retained, and
+// is ErrHistoryCompacted with the oldest retained sequence once it is not
+// ("A cursor older than what is retained ... ends with OUT_OF_RANGE and
+// the oldest available sequence — never a silent restart").
+func testSubscribeCatchUpOvertaken(t *testing.T, newStore Factory) {
+	const retention = 300
+	st := newStore(t, Options{EventRetention: retention})
+	b := newBranch(t, st)
+	for i := range 400 { // head 401, retained 102..401
+		addInstruction(t, st, b, strconv.Itoa(i))
+	}
+	s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(101))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cursor := readTo(t, s, 101, 102)
+	for i := range retention { // head 701, retained 402..701: past anything the replay could hold
+		addInstruction(t, st, b, "after "+strconv.Itoa(i))
+	}
+	for {
+		c, err := s.Next(ctx(t))
+		if err != nil {
+			wantErr(t, err, store.ErrSubscriberTooSlow)
+			var se *store.SequenceError
+			if !errors.As(err, &se) || se.Last != cursor || se.ErrorMetadata()["lastSequence"] != strconv.FormatUint(cursor, 10) {
+				t.Fatalf("end %v, want too slow with last sequence %d", err, cursor)
+			}
+			break
+		}
+		if c[0].Sequence != cursor+1 {
+			t.Fatalf("event %d after %d: a gap", c[0].Sequence, cursor)
+		}
+		cursor = c[len(c)-1].CommitLast
+	}
+	if _, ok := s.CaughtUp(); ok {
+		t.Error("an ended subscription is caught up")
+	}
+	h := head(t, st, b)
+	oldest := h - retention + 1
+	r, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(cursor)})
+	if cursor+1 < oldest {
+		wantErr(t, err, store.ErrHistoryCompacted)
+		var se *store.SequenceError
+		if !errors.As(err, &se) || se.Oldest != oldest {
+			t.Errorf("resume after %d: %v, want the oldest sequence %d", cursor, err, oldest)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("resume after %d (retained from %d): %v", cursor, oldest, err)
+	}
+	defer r.Close()
+	readTo(t, r, cursor, h)
+}
+
+// testSubscribeDeleteWhileCatchingUp: DESIGN.md / store.Store.Subscribe:
+// "every subscriber open when the branch is deleted gets BRANCH_DELETED as
+// its last commit and ends with ErrBranchDeleted", also one that is part
+// way through a long replay: it reads the rest of the log first.
+func testSubscribeDeleteWhileCatchingUp(t *testing.T, newStore Factory) {
+	st := newStore(t, Options{})
+	b := newBranch(t, st)
+	for i := range 300 {
+		addInstruction(t, st, b, strconv.Itoa(i))
+	}
+	s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(0)), Buffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	readTo(t, s, 0, 1)
+	del, err := st.DeleteBranch(ctx(t), b, store.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readTo(t, s, 1, del.LastSequence-1)
+	if c := next(t, s); len(c) != 1 || c[0].Kind != store.EventBranchDeleted || c[0].Sequence != del.LastSequence {
+		t.Fatalf("last commit %+v, want BRANCH_DELETED at %d", c, del.LastSequence)
+	}
+	_, err = s.Next(ctx(t))
+	wantErr(t, err, store.ErrBranchDeleted)
+	var se *store.SequenceError
+	if !errors.As(err, &se) || se.Last != del.LastSequence {
+		t.Errorf("end %v, want last sequence %d", err, del.LastSequence)
+	}
 }
