@@ -308,7 +308,10 @@ func (s *Subscription) copyChunk() (atEnd bool) {
 	s.pushed = through
 	atEnd = through == log.last()
 	if atEnd && s.frozen != nil {
-		s.replaying = false
+		// Through BRANCH_DELETED: let go of the deleted branch's log, whose
+		// memory the budget no longer counts. Only this reader uses frozen
+		// under the read lock; publish and Close set it under the write lock.
+		s.replaying, s.frozen = false, nil
 	}
 	return atEnd
 }
@@ -340,7 +343,12 @@ func (s *Subscription) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.endSub(s, ErrSubscriptionClosed)
-	s.frozen = nil // a deleted branch's log, which it no longer reads
+	if s.frozen != nil {
+		// Ended by the delete while catching up, and closed before reading
+		// through BRANCH_DELETED: it was not delivered, so the end is the
+		// close, as for any subscription closed before its end.
+		s.frozen, s.reason, s.replaying = nil, ErrSubscriptionClosed, false
+	}
 	if !s.closed {
 		s.closed = true
 		s.count.Add(-1)

@@ -74,6 +74,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"SubscribeCatchUpWhileWriting", testSubscribeCatchUpWhileWriting},
 		{"SubscribeCatchUpOvertaken", testSubscribeCatchUpOvertaken},
 		{"SubscribeDeleteWhileCatchingUp", testSubscribeDeleteWhileCatchingUp},
+		{"SubscribeClosedWhileCatchingUpAfterDelete", testSubscribeClosedWhileCatchingUpAfterDelete},
 		{"SubscriptionLimit", testSubscriptionLimit},
 		{"Fork", testFork},
 		{"ImportExport", testImportExport},

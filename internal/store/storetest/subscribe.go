@@ -667,3 +667,34 @@ func testSubscribeDeleteWhileCatchingUp(t *testing.T, newStore Factory) {
 		t.Errorf("end %v, want last sequence %d", err, del.LastSequence)
 	}
 }
+
+// testSubscribeClosedWhileCatchingUpAfterDelete: a subscription the delete
+// ended while it was catching up, and closed before it read BRANCH_DELETED,
+// never delivered the delete: it ends as closed, like any subscription
+// closed early, not as deleted.
+func testSubscribeClosedWhileCatchingUpAfterDelete(t *testing.T, newStore Factory) {
+	st := newStore(t, Options{})
+	b := newBranch(t, st)
+	for i := range 300 {
+		addInstruction(t, st, b, strconv.Itoa(i))
+	}
+	s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(0)), Buffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readTo(t, s, 0, 1)
+	if _, err := st.DeleteBranch(ctx(t), b, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for {
+		c, err := s.Next(ctx(t))
+		if err != nil {
+			wantErr(t, err, store.ErrSubscriptionClosed)
+			return
+		}
+		if c[len(c)-1].Kind == store.EventBranchDeleted {
+			t.Fatal("a closed subscription went on to deliver BRANCH_DELETED")
+		}
+	}
+}
