@@ -108,6 +108,9 @@ func benchAddVsHealth(ctx context.Context, b *bench, h *historyd) ([]row, error)
 			if branches, err = createBranches(ctx, h, conc); err != nil {
 				return nil, err
 			}
+			for w, branch := range branches { // add's requests name the branches of the last run, deleted since
+				reqs[w] = addRequest(branch, w)
+			}
 			r.Profile, err = b.cpuProfile(ctx, h, func(ctx context.Context) error {
 				_, err := closedLoop(ctx, conc, b.profileDuration(), add)
 				return err

@@ -343,15 +343,7 @@ func testSubscribeDeleteWhenFull(t *testing.T, newStore Factory) {
 	if c := next(t, s); c[0].Sequence != 2 {
 		t.Fatalf("first commit %d, want 2", c[0].Sequence)
 	}
-	if c := next(t, s); c[0].Kind != store.EventBranchDeleted || c[0].Sequence != del.LastSequence {
-		t.Fatalf("last commit %+v, want BRANCH_DELETED at %d", c, del.LastSequence)
-	}
-	_, err = s.Next(ctx(t))
-	wantErr(t, err, store.ErrBranchDeleted)
-	var se *store.SequenceError
-	if !errors.As(err, &se) || se.Last != del.LastSequence {
-		t.Errorf("end %v, want last sequence %d", err, del.LastSequence)
-	}
+	wantDeletedEnd(t, s, del.LastSequence)
 }
 
 // testSubscribeEventsAPI: Replay, Events and Err read the same stream as
@@ -657,15 +649,7 @@ func testSubscribeDeleteWhileCatchingUp(t *testing.T, newStore Factory) {
 		t.Fatal(err)
 	}
 	readTo(t, s, 1, del.LastSequence-1)
-	if c := next(t, s); len(c) != 1 || c[0].Kind != store.EventBranchDeleted || c[0].Sequence != del.LastSequence {
-		t.Fatalf("last commit %+v, want BRANCH_DELETED at %d", c, del.LastSequence)
-	}
-	_, err = s.Next(ctx(t))
-	wantErr(t, err, store.ErrBranchDeleted)
-	var se *store.SequenceError
-	if !errors.As(err, &se) || se.Last != del.LastSequence {
-		t.Errorf("end %v, want last sequence %d", err, del.LastSequence)
-	}
+	wantDeletedEnd(t, s, del.LastSequence)
 }
 
 // testSubscribeClosedWhileCatchingUpAfterDelete: a subscription the delete
@@ -696,5 +680,20 @@ func testSubscribeClosedWhileCatchingUpAfterDelete(t *testing.T, newStore Factor
 		if c[len(c)-1].Kind == store.EventBranchDeleted {
 			t.Fatal("a closed subscription went on to deliver BRANCH_DELETED")
 		}
+	}
+}
+
+// wantDeletedEnd reads s's last commit, which must be the BRANCH_DELETED
+// event at seq alone, and its end: ErrBranchDeleted with seq as the cursor.
+func wantDeletedEnd(t *testing.T, s *store.Subscription, seq uint64) {
+	t.Helper()
+	if c := next(t, s); len(c) != 1 || c[0].Kind != store.EventBranchDeleted || c[0].Sequence != seq {
+		t.Fatalf("last commit %+v, want BRANCH_DELETED at %d", c, seq)
+	}
+	_, err := s.Next(ctx(t))
+	wantErr(t, err, store.ErrBranchDeleted)
+	var se *store.SequenceError
+	if !errors.As(err, &se) || se.Last != seq {
+		t.Errorf("end %v, want last sequence %d", err, seq)
 	}
 }
