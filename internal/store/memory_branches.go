@@ -258,9 +258,9 @@ func (m *Memory) DeleteBranch(_ context.Context, id uuid.UUID, opts WriteOptions
 	return res, nil
 }
 
-// markDeleted records BRANCH_DELETED, ends the subscriptions, marks the
-// branch deleted and remembers the result; it releases the branch lock,
-// which the caller took.
+// markDeleted records BRANCH_DELETED (publishing it ends every
+// subscription), marks the branch deleted and remembers the result; it
+// releases the branch lock, which the caller took.
 func (m *Memory) markDeleted(b *branch, scope requestScope, opts WriteOptions) (DeleteResult, error) {
 	defer b.mu.Unlock()
 	if err := b.checkHead(opts); err != nil {
@@ -268,9 +268,6 @@ func (m *Memory) markDeleted(b *branch, scope requestScope, opts WriteOptions) (
 	}
 	m.budget.used.Add(eventOverhead) // deleting frees memory: never refused
 	m.recordEvent(b, Event{Kind: EventBranchDeleted}, eventOverhead)
-	for s := range b.subs {
-		b.endSub(s, ErrBranchDeleted)
-	}
 	b.deleted = true
 	res := DeleteResult{BranchID: b.id, LastSequence: b.head}
 	m.requests.put(m.opts.now(), scope, OpDeleteBranch, opts.RequestID, response{result: res})
