@@ -72,14 +72,12 @@ func (m *Memory) discard(b *branch) {
 // the request id returns the first result instead and an id taken in the
 // meantime is ErrBranchExists (b is then discarded).
 func (m *Memory) publish(b *branch, op Op, requestID string) (BranchResult, error) {
-	order := b.order()
-	versions := make([]*version, len(order))
-	msgs := make([]*envelope.Message, len(order))
-	res := BranchResult{Messages: make([]StoredMessage, len(order))}
-	for i, id := range order {
-		versions[i], _ = b.get(id)
-		msgs[i] = versions[i].msg
-		res.Messages[i] = versions[i].stored()
+	versions := b.versions(b.order())
+	msgs := make([]*envelope.Message, len(versions))
+	res := BranchResult{Messages: make([]StoredMessage, len(versions))}
+	for i, v := range versions {
+		msgs[i] = v.msg
+		res.Messages[i] = v.stored()
 	}
 	b.head = 1
 	info := b.info()
