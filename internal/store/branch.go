@@ -128,6 +128,15 @@ func (b *branch) get(id uuid.UUID) (*version, bool) {
 	return v, ok
 }
 
+// versions returns the current versions of ids, which are all members.
+func (b *branch) versions(ids []uuid.UUID) []*version {
+	vs := make([]*version, len(ids))
+	for i, id := range ids {
+		vs[i] = b.msgs[id]
+	}
+	return vs
+}
+
 // placement is a validated write of one message: where it goes and what it
 // replaces.
 type placement struct {

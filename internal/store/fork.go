@@ -94,10 +94,7 @@ func (b *branch) forkSource(at *uuid.UUID) (forkSource, error) {
 		}
 		order = order[:b.index(v)+1]
 	}
-	src := forkSource{versions: make([]*version, len(order)), info: b.info()}
-	for i, id := range order {
-		src.versions[i], _ = b.get(id)
-	}
+	src := forkSource{versions: b.versions(order), info: b.info()}
 	if b.selected != nil {
 		src.selected, src.hasSelected = slices.Clone(b.selected.Order), true
 	}

@@ -204,16 +204,11 @@ type exportSource struct {
 	head       uint64
 }
 
-// exportSource reads what export writes. Branch read lock held.
+// exportSource reads what encode writes. Branch read lock held.
 func (b *branch) exportSource() exportSource {
 	src := exportSource{
 		id: b.id, createdAt: b.createdAt, metadata: b.metadata, name: b.name, user: b.user,
-		pile: b.pile, prog: b.prog, system: b.system, head: b.head,
-	}
-	order := b.order()
-	src.versions = make([]*version, len(order))
-	for i, id := range order {
-		src.versions[i], _ = b.get(id)
+		pile: b.pile, prog: b.prog, system: b.system, head: b.head, versions: b.versions(b.order()),
 	}
 	if b.selected != nil {
 		src.selected = b.selected.Clone()

@@ -72,14 +72,12 @@ func (m *Memory) discard(b *branch) {
 // the request id returns the first result instead and an id taken in the
 // meantime is ErrBranchExists (b is then discarded).
 func (m *Memory) publish(b *branch, op Op, requestID string) (BranchResult, error) {
-	order := b.order()
-	versions := make([]*version, len(order))
-	msgs := make([]*envelope.Message, len(order))
-	res := BranchResult{Messages: make([]StoredMessage, len(order))}
-	for i, id := range order {
-		versions[i], _ = b.get(id)
-		msgs[i] = versions[i].msg
-		res.Messages[i] = versions[i].stored()
+	versions := b.versions(b.order())
+	msgs := make([]*envelope.Message, len(versions))
+	res := BranchResult{Messages: make([]StoredMessage, len(versions))}
+	for i, v := range versions {
+		msgs[i] = v.msg
+		res.Messages[i] = v.stored()
 	}
 	b.head = 1
 	info := b.info()
@@ -258,9 +256,9 @@ func (m *Memory) DeleteBranch(_ context.Context, id uuid.UUID, opts WriteOptions
 	return res, nil
 }
 
-// markDeleted records BRANCH_DELETED, ends the subscriptions, marks the
-// branch deleted and remembers the result; it releases the branch lock,
-// which the caller took.
+// markDeleted records BRANCH_DELETED (publishing it ends every
+// subscription), marks the branch deleted and remembers the result; it
+// releases the branch lock, which the caller took.
 func (m *Memory) markDeleted(b *branch, scope requestScope, opts WriteOptions) (DeleteResult, error) {
 	defer b.mu.Unlock()
 	if err := b.checkHead(opts); err != nil {
@@ -268,9 +266,6 @@ func (m *Memory) markDeleted(b *branch, scope requestScope, opts WriteOptions) (
 	}
 	m.budget.used.Add(eventOverhead) // deleting frees memory: never refused
 	m.recordEvent(b, Event{Kind: EventBranchDeleted}, eventOverhead)
-	for s := range b.subs {
-		b.endSub(s, ErrBranchDeleted)
-	}
 	b.deleted = true
 	res := DeleteResult{BranchID: b.id, LastSequence: b.head}
 	m.requests.put(m.opts.now(), scope, OpDeleteBranch, opts.RequestID, response{result: res})

@@ -235,11 +235,7 @@ func (m *Memory) chatVersions(branchID uuid.UUID, in ChatInput) ([]*version, uin
 	default:
 		ids = b.order()
 	}
-	vs := make([]*version, len(ids))
-	for i, id := range ids {
-		vs[i], _ = b.get(id)
-	}
-	return vs, b.head, nil
+	return b.versions(ids), b.head, nil
 }
 
 // String describes the store for debugging.

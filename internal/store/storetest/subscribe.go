@@ -634,16 +634,7 @@ func testSubscribeCatchUpOvertaken(t *testing.T, newStore Factory) {
 // way through a long replay: it reads the rest of the log first.
 func testSubscribeDeleteWhileCatchingUp(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
-	b := newBranch(t, st)
-	for i := range 300 {
-		addInstruction(t, st, b, strconv.Itoa(i))
-	}
-	s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(0)), Buffer: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	readTo(t, s, 0, 1)
+	b, s := catchingUp(t, st)
 	del, err := st.DeleteBranch(ctx(t), b, store.WriteOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -658,15 +649,7 @@ func testSubscribeDeleteWhileCatchingUp(t *testing.T, newStore Factory) {
 // closed early, not as deleted.
 func testSubscribeClosedWhileCatchingUpAfterDelete(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
-	b := newBranch(t, st)
-	for i := range 300 {
-		addInstruction(t, st, b, strconv.Itoa(i))
-	}
-	s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(0)), Buffer: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	readTo(t, s, 0, 1)
+	b, s := catchingUp(t, st)
 	if _, err := st.DeleteBranch(ctx(t), b, store.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -681,6 +664,24 @@ func testSubscribeClosedWhileCatchingUpAfterDelete(t *testing.T, newStore Factor
 			t.Fatal("a closed subscription went on to deliver BRANCH_DELETED")
 		}
 	}
+}
+
+// catchingUp returns a branch of 301 events and a subscription to it from
+// the start, with a buffer of 1, that has read only the first commit: part
+// way through a long replay. It is closed when the test ends.
+func catchingUp(t *testing.T, st store.Store) (uuid.UUID, *store.Subscription) {
+	t.Helper()
+	b := newBranch(t, st)
+	for i := range 300 {
+		addInstruction(t, st, b, strconv.Itoa(i))
+	}
+	s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(0)), Buffer: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	readTo(t, s, 0, 1)
+	return b, s
 }
 
 // wantDeletedEnd reads s's last commit, which must be the BRANCH_DELETED
