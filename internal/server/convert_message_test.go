@@ -19,10 +19,7 @@ import (
 // message breaks this test until messageToProto and messageFromProto handle
 // it and the count here is raised.
 func TestConvertedMessagesFieldCount(t *testing.T) {
-	for _, tc := range []struct {
-		msg  proto.Message
-		want int
-	}{
+	checkFieldCounts(t, "convert_message*.go", []fieldCount{
 		{&historyv1.Message{}, 16},
 		{&historyv1.Embedding{}, 1},
 		{&historyv1.SystemContent{}, 4},
@@ -35,11 +32,23 @@ func TestConvertedMessagesFieldCount(t *testing.T) {
 		{&historyv1.ContentPart{}, 3},
 		{&historyv1.ImageURL{}, 2},
 		{&historyv1.ChatMessage{}, 3},
-	} {
+	})
+}
+
+// fieldCount is a wire message and the number of fields its converters handle.
+type fieldCount struct {
+	msg  proto.Message
+	want int
+}
+
+// checkFieldCounts is etcd's trick: it fails for each message whose field count is not the count
+// its converters (in the files named by converters) handle.
+func checkFieldCounts(t *testing.T, converters string, counts []fieldCount) {
+	t.Helper()
+	for _, tc := range counts {
 		md := tc.msg.ProtoReflect().Descriptor()
 		if got := md.Fields().Len(); got != tc.want {
-			t.Errorf("%s has %d fields, the converters handle %d: update convert_message*.go and this test",
-				md.FullName(), got, tc.want)
+			t.Errorf("%s has %d fields, the converters handle %d: update %s and this test", md.FullName(), got, tc.want, converters)
 		}
 	}
 }

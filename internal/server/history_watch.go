@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -100,14 +99,7 @@ type watch struct {
 // commit; a replayed one is a slice of its own and would only miss). A frame over the server's
 // limit ends the stream instead (FRAME_TOO_LARGE), naming the commit so the client can step over it.
 func (w *watch) sendCommit(c store.Commit, shared bool) error {
-	var frame any
-	var size int
-	if shared {
-		frame, size = w.s.frames[b2i(w.render)].frame(c, w.render, true)
-	} else {
-		f := commitFrame(c, w.render)
-		frame, size = f, proto.Size(f)
-	}
+	frame, size := w.s.frames[b2i(w.render)].frame(c, w.render, shared)
 	if size > w.s.maxFrame {
 		md := w.metadata()
 		md["commitLastSequence"] = strconv.FormatUint(commitLast(c), 10)

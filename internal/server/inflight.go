@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 )
@@ -12,33 +13,46 @@ import (
 // trailers queued behind a client that stopped reading (HTTP/2 flow control), which GracefulStop
 // would otherwise wait out to the end of the grace period, and which no client that is reading
 // needs more than a moment for.
+//
+// start and done are on every call's path, so they only add to an atomic count; the lock is taken
+// when the count crosses zero, to bring idle in line with it.
 type inflight struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed while n == 0; a new one once a call starts
+	n atomic.Int64
+
+	mu     sync.Mutex
+	idle   chan struct{} // closed while no handler runs; a new one once a call starts
+	closed bool          // idle is closed
 }
 
 func newInflight() *inflight {
 	idle := make(chan struct{})
 	close(idle)
-	return &inflight{idle: idle}
+	return &inflight{idle: idle, closed: true}
 }
 
 func (f *inflight) start() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n == 0 {
-		f.idle = make(chan struct{})
+	if f.n.Add(1) == 1 {
+		f.sync()
 	}
-	f.n++
 }
 
 func (f *inflight) done() {
+	if f.n.Add(-1) == 0 {
+		f.sync()
+	}
+}
+
+// sync brings idle in line with the count. Every crossing of zero is followed by a sync, and
+// crossings that race settle in whichever sync runs last: it reads the count as it now is.
+func (f *inflight) sync() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.n--
-	if f.n == 0 {
+	switch running := f.n.Load() > 0; {
+	case running && f.closed:
+		f.idle, f.closed = make(chan struct{}), false
+	case !running && !f.closed:
 		close(f.idle)
+		f.closed = true
 	}
 }
 
@@ -50,11 +64,7 @@ func (f *inflight) whenIdle() <-chan struct{} {
 }
 
 // running is the number of handlers running.
-func (f *inflight) running() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.n
-}
+func (f *inflight) running() int { return int(f.n.Load()) }
 
 // unary and stream are the outermost link of the chain; they also mark the call as seen by the
 // chain, for unchainedLogger.

@@ -123,20 +123,7 @@ func TestHealthServing(t *testing.T) {
 // `grpcurl -plaintext ADDR list` works with no proto files at hand (DESIGN.md "Services").
 func TestReflectionListsServices(t *testing.T) {
 	ts := newTestServer(t, nil)
-	stream, err := reflectionpb.NewServerReflectionClient(ts.conn).ServerReflectionInfo(testContext(t))
-	if err != nil {
-		t.Fatalf("ServerReflectionInfo: %v", err)
-	}
-	req := &reflectionpb.ServerReflectionRequest{
-		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{ListServices: ""},
-	}
-	if err := stream.Send(req); err != nil {
-		t.Fatalf("Send: %v", err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		t.Fatalf("Recv: %v", err)
-	}
+	stream, resp := listServices(testContext(t), t, ts)
 	if err := stream.CloseSend(); err != nil {
 		t.Fatalf("CloseSend: %v", err)
 	}
@@ -178,6 +165,14 @@ func watchHealth(ctx context.Context, t *testing.T, ts *testServer) healthpb.Hea
 // leaves or Stop cuts it off. (Health/Watch streams no longer serve: Shutdown ends them.)
 func openIdleStream(ctx context.Context, t *testing.T, ts *testServer) reflectionpb.ServerReflection_ServerReflectionInfoClient {
 	t.Helper()
+	s, _ := listServices(ctx, t, ts)
+	return s
+}
+
+// listServices opens a server reflection stream and asks it for the services once, returning the
+// stream, still open, and the answer.
+func listServices(ctx context.Context, t *testing.T, ts *testServer) (reflectionpb.ServerReflection_ServerReflectionInfoClient, *reflectionpb.ServerReflectionResponse) {
+	t.Helper()
 	s, err := reflectionpb.NewServerReflectionClient(ts.conn).ServerReflectionInfo(ctx)
 	if err != nil {
 		t.Fatalf("ServerReflectionInfo: %v", err)
@@ -188,10 +183,11 @@ func openIdleStream(ctx context.Context, t *testing.T, ts *testServer) reflectio
 	if err := s.Send(req); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	if _, err := s.Recv(); err != nil {
+	resp, err := s.Recv()
+	if err != nil {
 		t.Fatalf("Recv: %v", err)
 	}
-	return s
+	return s, resp
 }
 
 // TestShutdownClean: with nothing in flight Shutdown ends within the grace period and returns nil,
