@@ -32,15 +32,14 @@ func startCollector(x *Exchange) *collector {
 	return c
 }
 
-// note records that f, whose dirty flag the caller has just set, has messages queued, and wakes
-// the loop.
-func (c *collector) note(f *flow) {
+// note records that fs, whose dirty flags are set, have messages queued, and wakes the loop.
+func (c *collector) note(fs ...*flow) {
 	c.mu.Lock()
-	c.dirt = append(c.dirt, f)
+	c.dirt = append(c.dirt, fs...)
 	c.mu.Unlock()
 	select {
 	case c.kick <- struct{}{}:
-	default: // a pass is pending already and will see f
+	default: // a pass is pending already and will see fs
 	}
 }
 
@@ -69,13 +68,7 @@ func (c *collector) pass() {
 	slices.SortFunc(dirt, func(a, b *flow) int { return cmpUint(a.regSeq, b.regSeq) })
 	for i, f := range dirt {
 		if !c.collect(f) {
-			c.mu.Lock()
-			c.dirt = append(c.dirt, dirt[i+1:]...)
-			c.mu.Unlock()
-			select {
-			case c.kick <- struct{}{}:
-			default:
-			}
+			c.note(dirt[i+1:]...) // their flags are still set: no Send will note them
 			return
 		}
 	}

@@ -13,13 +13,7 @@ import (
 // inbox with no Collect call, as LionAGI's Exchange.run pumps sync(); Close stops the loop (goleak
 // checks that it ended).
 func TestBackgroundCollection(t *testing.T) {
-	x := New(WithBackgroundCollection(true))
-	defer x.Close()
-	for _, o := range []uuid.UUID{ownerA, ownerB, ownerC} {
-		if _, err := x.Register(o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	x := newRegistered(t, []uuid.UUID{ownerA, ownerB, ownerC}, WithBackgroundCollection(true))
 	s, unsub, err := x.Subscribe(ownerB, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -87,14 +81,11 @@ func TestSendOfDirtyOwnerSkipsTheCollector(t *testing.T) {
 // the 3 that sent. (Its cost is the number of owners visited; no clock is needed to check it.)
 func TestBackgroundPassCollectsOnlyTheDirtyOwners(t *testing.T) {
 	for _, n := range []int{100, 50_000} {
-		x := New(WithBackgroundCollection(true))
 		owners := make([]uuid.UUID, n)
 		for i := range owners {
 			owners[i] = uuid.New()
-			if _, err := x.Register(owners[i]); err != nil {
-				t.Fatal(err)
-			}
 		}
+		x := newRegistered(t, owners, WithBackgroundCollection(true))
 		x.bg.stop() // drive the passes from here
 		c := x.bg
 		var order []uuid.UUID

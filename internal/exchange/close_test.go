@@ -12,12 +12,7 @@ import (
 // would otherwise queue a message nothing collects — while what the owners hold stays readable and
 // can be drained.
 func TestCloseShutsTheExchange(t *testing.T) {
-	x := New(WithBackgroundCollection(true))
-	for _, o := range []uuid.UUID{ownerA, ownerB} {
-		if _, err := x.Register(o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	x := newRegistered(t, []uuid.UUID{ownerA, ownerB}, WithBackgroundCollection(true))
 	s, unsub, err := x.Subscribe(ownerB, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -35,18 +35,7 @@ func TestRegistryTombstones(t *testing.T) {
 	if got := x.OwnerIDs(); !slices.Equal(got, kept) {
 		t.Fatalf("OwnerIDs = %d owners, want the %d kept in registration order", len(got), len(kept))
 	}
-	var paged []uuid.UUID
-	for after, pages := uint64(0), 0; pages < n; pages++ {
-		page := x.Owners(after, 7)
-		for _, o := range page.Owners {
-			paged = append(paged, o.ID)
-		}
-		if !page.More {
-			break
-		}
-		after = page.Next
-	}
-	if !slices.Equal(paged, kept) {
+	if paged := ownerPages(x, 0, 7, n); !slices.Equal(paged, kept) {
 		t.Errorf("Owners pages = %d owners, want the %d kept", len(paged), len(kept))
 	}
 	m := mustSend(t, x, kept[0], envelope.None(), "all")
@@ -71,6 +60,23 @@ func TestRegistryTombstones(t *testing.T) {
 	}
 }
 
+// ownerPages reads up to maxPages Owners pages of limit, the first after after, and returns the
+// ids of the owners they list.
+func ownerPages(x *Exchange, after uint64, limit, maxPages int) []uuid.UUID {
+	var ids []uuid.UUID
+	for range maxPages {
+		page := x.Owners(after, limit)
+		for _, o := range page.Owners {
+			ids = append(ids, o.ID)
+		}
+		if !page.More {
+			break
+		}
+		after = page.Next
+	}
+	return ids
+}
+
 func countFlows(v view) int {
 	n := 0
 	for range v.flows(0) {
@@ -93,18 +99,7 @@ func TestOwnersPagesPastClosedFlows(t *testing.T) {
 	if len(first.Owners) != 1 || first.Owners[0].ID != ownerA || !first.More {
 		t.Fatalf("first page %+v, want A and more", first)
 	}
-	var got []uuid.UUID
-	after := first.Next
-	for range 4 {
-		page := x.Owners(after, 1)
-		for _, o := range page.Owners {
-			got = append(got, o.ID)
-		}
-		if !page.More {
-			break
-		}
-		after = page.Next
-	}
+	got := ownerPages(x, first.Next, 1, 4)
 	if want := []uuid.UUID{ownerC, ownerD}; !slices.Equal(got, want) {
 		t.Errorf("pages after A = %v, want %v (B skipped, the listing not ended)", got, want)
 	}

@@ -98,10 +98,14 @@ func NumberLiteral(lit string) (Value, bool) {
 }
 
 // ArrayValue returns a JSON array of elems. The slice is kept, not copied.
-func ArrayValue(elems ...Value) Value {
-	v := Value{kind: Array, n: length(len(elems))}
-	if len(elems) > 0 {
-		v.p = unsafe.Pointer(&elems[0])
+func ArrayValue(elems ...Value) Value { return collection(Array, elems) }
+
+// collection returns a Value of kind k (Array or Object) over s: a pointer
+// to its first element and its length.
+func collection[T Value | Member](k Kind, s []T) Value {
+	v := Value{kind: k, n: length(len(s))}
+	if len(s) > 0 {
+		v.p = unsafe.Pointer(&s[0])
 	}
 	return v
 }
@@ -124,37 +128,27 @@ var (
 )
 
 // arr returns an array's elements (nil for other kinds).
-func (v Value) arr() []Value {
-	if v.kind != Array {
-		return nil
-	}
-	if v.n == 0 {
-		return emptyValues
-	}
-	return unsafe.Slice((*Value)(v.p), v.n)
-}
+func (v Value) arr() []Value { return items(v, Array, emptyValues) }
 
 // obj returns an object's members (nil for other kinds).
-func (v Value) obj() []Member {
-	if v.kind != Object {
+func (v Value) obj() []Member { return items(v, Object, emptyMembers) }
+
+// items returns the elements of a collection that collection built with
+// kind k: nil when v is of another kind, empty when v is empty.
+func items[T Value | Member](v Value, k Kind, empty []T) []T {
+	if v.kind != k {
 		return nil
 	}
 	if v.n == 0 {
-		return emptyMembers
+		return empty
 	}
-	return unsafe.Slice((*Member)(v.p), v.n)
+	return unsafe.Slice((*T)(v.p), v.n)
 }
 
 // ObjectValue returns a JSON object of members in the given order. The slice
 // is kept, not copied. Keys must be unique (use Set to build objects from
 // untrusted keys).
-func ObjectValue(members ...Member) Value {
-	v := Value{kind: Object, n: length(len(members))}
-	if len(members) > 0 {
-		v.p = unsafe.Pointer(&members[0])
-	}
-	return v
-}
+func ObjectValue(members ...Member) Value { return collection(Object, members) }
 
 // Kind returns the value's JSON kind.
 func (v Value) Kind() Kind { return v.kind }
