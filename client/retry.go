@@ -54,14 +54,22 @@ func retryInterceptor(p RetryPolicy) grpc.UnaryClientInterceptor {
 			if err == nil || attempt >= p.MaxAttempts || !retryableError(ctx, err) {
 				return err
 			}
-			t := time.NewTimer(p.backoff(attempt))
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !sleep(ctx, p.backoff(attempt)) {
 				return err // the last attempt's error says more than the context's
-			case <-t.C:
 			}
 		}
+	}
+}
+
+// sleep pauses for d and reports true, or reports false as soon as ctx is done.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -98,15 +98,10 @@ func (c *Client) Watch(ctx context.Context, req *historyv1.WatchBranchRequest, o
 				yield(nil, err)
 				return
 			}
-			if attempt > 1 { // a stream that had delivered something resumes at once
-				t := time.NewTimer(o.retry.backoff(attempt - 1))
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					yield(nil, ctx.Err())
-					return
-				case <-t.C:
-				}
+			// A stream that had delivered something resumes at once.
+			if attempt > 1 && !sleep(ctx, o.retry.backoff(attempt-1)) {
+				yield(nil, ctx.Err())
+				return
 			}
 			if o.onResume != nil {
 				o.onResume(Resume{After: w.req.GetAfterSequence(), Cause: err, Attempt: attempt})

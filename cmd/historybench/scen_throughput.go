@@ -46,14 +46,21 @@ func benchAddVsHealth(ctx context.Context, b *bench, h *historyd) ([]row, error)
 			_, err := h.Client.History.AddMessage(ctx, reqs[w])
 			return 1, err
 		}
-		measureAdd := func() (measured, error) {
+		// newBranches gives each worker a new branch and points add's requests at it.
+		newBranches := func() error {
 			var err error
 			if branches, err = createBranches(ctx, h, conc); err != nil {
-				return measured{}, err
+				return err
 			}
 			reqs = make([]*historyv1.AddMessageRequest, len(branches))
 			for w, branch := range branches {
 				reqs[w] = addRequest(branch, w)
+			}
+			return nil
+		}
+		measureAdd := func() (measured, error) {
+			if err := newBranches(); err != nil {
+				return measured{}, err
 			}
 			defer deleteBranches(ctx, h, branches)
 			return measure(ctx, h, conc, b.cfg.Duration, add)
@@ -104,13 +111,10 @@ func benchAddVsHealth(ctx context.Context, b *bench, h *historyd) ([]row, error)
 			r.Target, r.meets = atLeast(0.8)
 		}
 		if r.Met() == "NO" && b.cfg.Profile {
-			var err error
-			if branches, err = createBranches(ctx, h, conc); err != nil {
+			if err := newBranches(); err != nil { // the last run's branches are deleted
 				return nil, err
 			}
-			for w, branch := range branches { // add's requests name the branches of the last run, deleted since
-				reqs[w] = addRequest(branch, w)
-			}
+			var err error
 			r.Profile, err = b.cpuProfile(ctx, h, func(ctx context.Context) error {
 				_, err := closedLoop(ctx, conc, b.profileDuration(), add)
 				return err

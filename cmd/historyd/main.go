@@ -91,7 +91,7 @@ func runWithSignals(ctx context.Context, sig signals, args []string, getenv func
 				zap.String("address", cfg.Serving.MetricsAddr), zap.Error(err))
 			return 1
 		}
-		defer ms.stopSoon() // after the gRPC server has stopped
+		defer stopMetrics(ms) // after the gRPC server has stopped
 		logger.Info("serving metrics", zap.String("address", ms.addr()))
 	}
 	stopPprof, err := servePprof(cfg.PprofAddr, logger) // pprof.go; off by default

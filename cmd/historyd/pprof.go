@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -43,51 +42,21 @@ const (
 	pprofWriteTimeout      = 5 * time.Minute
 )
 
-// pprofServer is the HTTP listener of --pprof-addr.
-type pprofServer struct {
-	http   *http.Server
-	lis    net.Listener
-	served chan error
-}
-
 // startPprof listens on addr and serves the net/http/pprof handlers (on a mux of their own, never
-// http.DefaultServeMux) until stop. The serving goroutine is owned by the returned server.
-func startPprof(addr string, logger *zap.Logger) (*pprofServer, error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
+// http.DefaultServeMux) until close, which cuts a profile in progress.
+func startPprof(addr string, logger *zap.Logger) (*httpListener, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // heap, goroutine, allocs, ... by name
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	ps := &pprofServer{
-		http: &http.Server{
-			Handler:           mux,
-			ReadHeaderTimeout: pprofReadHeaderTimeout,
-			WriteTimeout:      pprofWriteTimeout,
-			ErrorLog:          zap.NewStdLog(logger.Named("pprof")),
-		},
-		lis:    lis,
-		served: make(chan error, 1),
-	}
-	go func() { ps.served <- ps.http.Serve(lis) }()
-	return ps, nil
-}
-
-// addr is the address the pprof listener serves on.
-func (ps *pprofServer) addr() string { return ps.lis.Addr().String() }
-
-// stop closes the listener and its connections (a profile in progress is cut) and waits for the
-// serving goroutine.
-func (ps *pprofServer) stop() error {
-	err := ps.http.Close()
-	if serr := <-ps.served; !errors.Is(serr, http.ErrServerClosed) {
-		return serr
-	}
-	return err
+	return listenHTTP(addr, &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: pprofReadHeaderTimeout,
+		WriteTimeout:      pprofWriteTimeout,
+		ErrorLog:          zap.NewStdLog(logger.Named("pprof")),
+	})
 }
 
 // servePprof starts the pprof listener when addr is set and returns its stop function (a no-op
@@ -101,5 +70,5 @@ func servePprof(addr string, logger *zap.Logger) (stop func(), err error) {
 		return nil, err
 	}
 	logger.Info("serving pprof", zap.String("address", ps.addr()))
-	return func() { _ = ps.stop() }, nil
+	return func() { _ = ps.close() }, nil
 }

@@ -30,7 +30,7 @@ func TestPprof(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := ps.stop(); err != nil {
+		if err := ps.close(); err != nil {
 			t.Errorf("stop: %v", err)
 		}
 	}()

@@ -117,67 +117,34 @@ const (
 	metricsIdleTimeout       = 2 * time.Minute
 )
 
-// metricsServer is the HTTP listener of --metrics-addr.
-type metricsServer struct {
-	http   *http.Server
-	lis    net.Listener
-	served chan error
-}
-
 // startMetrics adds the metrics of the branch store and the Exchange to m, listens on addr and
-// serves m at /metrics until stop. The serving goroutine is owned by the returned server: stop ends
-// it and waits.
-func startMetrics(addr string, m *server.Metrics, branches server.StoreStats, ex server.ExchangeStats, logger *zap.Logger) (*metricsServer, error) {
+// serves m at /metrics until stopped.
+func startMetrics(addr string, m *server.Metrics, branches server.StoreStats, ex server.ExchangeStats, logger *zap.Logger) (*httpListener, error) {
 	if err := m.WatchStore(branches); err != nil {
 		return nil, err
 	}
 	if err := m.WatchExchange(ex); err != nil {
 		return nil, err
 	}
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	ms := &metricsServer{
-		http: &http.Server{
-			Handler:           mux,
-			ReadHeaderTimeout: metricsReadHeaderTimeout,
-			WriteTimeout:      metricsWriteTimeout,
-			IdleTimeout:       metricsIdleTimeout,
-			ErrorLog:          zap.NewStdLog(logger.Named("metrics")),
-		},
-		lis:    lis,
-		served: make(chan error, 1),
-	}
-	go func() { ms.served <- ms.http.Serve(lis) }()
-	return ms, nil
+	return listenHTTP(addr, &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: metricsReadHeaderTimeout,
+		WriteTimeout:      metricsWriteTimeout,
+		IdleTimeout:       metricsIdleTimeout,
+		ErrorLog:          zap.NewStdLog(logger.Named("metrics")),
+	})
 }
 
-// addr is the address the metrics listener serves on.
-func (ms *metricsServer) addr() string { return ms.lis.Addr().String() }
-
-// metricsStopTimeout is how long stopSoon lets a scrape in progress finish: a scrape of this
+// metricsStopTimeout is how long stopMetrics lets a scrape in progress finish: a scrape of this
 // registry takes milliseconds, so a second is only ever waited by a client that stopped reading.
 const metricsStopTimeout = time.Second
 
-// stopSoon stops the listener, letting a scrape in progress finish for at most metricsStopTimeout.
-func (ms *metricsServer) stopSoon() {
+// stopMetrics stops the metrics listener, letting a scrape in progress finish for at most
+// metricsStopTimeout.
+func stopMetrics(ms *httpListener) {
 	ctx, cancel := context.WithTimeout(context.Background(), metricsStopTimeout)
 	defer cancel()
 	_ = ms.stop(ctx) // the process is exiting; a scrape cut short is retried by Prometheus
-}
-
-// stop closes the listener and its connections and waits for the serving goroutine. A scrape in
-// progress is cut: Prometheus retries on its next interval.
-func (ms *metricsServer) stop(ctx context.Context) error {
-	err := ms.http.Shutdown(ctx)
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		err = ms.http.Close()
-	}
-	if serr := <-ms.served; !errors.Is(serr, http.ErrServerClosed) {
-		return serr
-	}
-	return err
 }
