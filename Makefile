@@ -16,7 +16,7 @@ RELEASE_TOOLCHAIN = go1.27.3
 # The offline vulnerability database's source (vuln.go.dev is not reachable; TOOLCHAIN.md).
 VULNDB_MODULE = golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 
-.PHONY: help run build release test gen proto-check lint e2e node-test bench vuln fuzz-smoke clean
+.PHONY: help run build release test gen proto-check lint e2e hostile node-test bench vuln fuzz-smoke clean
 
 help: ## Show this help
 	@echo 'usage: make TARGET'
@@ -35,12 +35,12 @@ release: ## Static build (CGO_ENABLED=0) of bin/historyd with Go 1.27.3 (RELEASE
 
 test: ## Unit tests, with the race detector wherever cgo has a C compiler
 	@if [ "$$($(GO) env CGO_ENABLED)" = 1 ] && command -v "$$($(GO) env CC)" >/dev/null 2>&1; then \
-		echo '$(GO) test -race -count=1 ./...'; \
-		$(GO) test -race -count=1 ./...; \
+		echo '$(GO) test -race -count=1 -timeout 20m ./...'; \
+		$(GO) test -race -count=1 -timeout 20m ./...; \
 	else \
 		echo 'make test: no C compiler for cgo, so running WITHOUT -race (install gcc to get the race detector)'; \
-		echo '$(GO) test -count=1 ./...'; \
-		$(GO) test -count=1 ./...; \
+		echo '$(GO) test -count=1 -timeout 20m ./...'; \
+		$(GO) test -count=1 -timeout 20m ./...; \
 	fi
 
 gen: ## Regenerate gen/ from proto/ with buf and the pinned local plugins
@@ -87,7 +87,10 @@ vuln: .vulndb/index/db.json ## govulncheck with Go 1.27.3 (RELEASE_TOOLCHAIN) ag
 	rm -rf .vulndb && mv .vulndb.new .vulndb
 
 e2e: ## End-to-end tests: build the binary and grpcurl, drive the real process
-	$(GO) test -tags e2e -count=1 ./test/e2e/...
+	$(GO) test -tags e2e -count=1 -timeout 20m ./test/e2e/...
+
+hostile: ## The hostile-client suite at full size (gigabyte requests; minutes): not in CI, make e2e runs it scaled down
+	HISTORYD_HOSTILE=full $(GO) test -tags e2e -count=1 -timeout 60m -run 'Hostile' -v ./test/e2e/...
 
 node-test: build ## Node.js client test (clients/node): npm ci, then node --test against the built binary
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo 'node-test: needs Node.js 20 and npm on PATH'; exit 1; }
