@@ -49,28 +49,40 @@ func (r Record) Want() jsonv.Value {
 	return r.Output
 }
 
+// Dir is the folder, relative to the repository root, that holds the
+// vector file and its README (where it comes from, how to refresh it).
+const Dir = "testdata/lionagi-0.27.0"
+
 // Locate returns the path of the vector file: $HISTORYD_VECTORS (a file or
-// a directory), else shared/vectors beside the repository root. It returns
-// the places it looked when none exists.
+// a directory) when set, else the repository's own copy under Dir. It
+// returns the place it looked when the file is not there.
+//
+// An override that names nothing is an error, not a fall-back to the copy:
+// whoever sets it means to test that recording.
 func Locate() (string, []string) {
-	var looked []string
+	p := repoCopy()
 	if env := os.Getenv("HISTORYD_VECTORS"); env != "" {
-		p := env
+		p = env
 		if st, err := os.Stat(p); err == nil && st.IsDir() {
 			p = filepath.Join(p, FileName)
 		}
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
+		if _, err := os.Stat(p); err != nil {
+			return "", []string{p + " ($HISTORYD_VECTORS)"}
 		}
-		looked = append(looked, p+" ($HISTORYD_VECTORS)")
-	}
-	_, self, _, _ := runtime.Caller(0) // .../internal/vectors/load.go
-	root := filepath.Dir(filepath.Dir(filepath.Dir(self)))
-	p := filepath.Join(filepath.Dir(root), "shared", "vectors", FileName)
-	if _, err := os.Stat(p); err == nil {
 		return p, nil
 	}
-	return "", append(looked, p)
+	if _, err := os.Stat(p); err != nil {
+		return "", []string{p}
+	}
+	return p, nil
+}
+
+// repoCopy is the vector file in this repository, found from this source
+// file's own path so that any package's test finds it.
+func repoCopy() string {
+	_, self, _, _ := runtime.Caller(0) // .../internal/vectors/load.go
+	root := filepath.Dir(filepath.Dir(filepath.Dir(self)))
+	return filepath.Join(root, filepath.FromSlash(Dir), FileName)
 }
 
 // Load reads every record of the file at path.
@@ -106,13 +118,14 @@ func Load(path string) ([]Record, error) {
 	return out, sc.Err()
 }
 
-// ForTest loads the records or skips the test, saying where it looked, when
-// the file is absent (a clone without shared/ beside it; CI always has it).
+// ForTest loads the records or fails the test, saying where it looked. The
+// file is part of the repository, so a missing file is a broken checkout
+// (or a wrong $HISTORYD_VECTORS), never a reason to skip.
 func ForTest(tb testing.TB) []Record {
 	tb.Helper()
 	path, looked := Locate()
 	if path == "" {
-		tb.Skipf("LionAGI vectors not found; looked in %v (set HISTORYD_VECTORS)", looked)
+		tb.Fatalf("LionAGI vectors not found; looked in %v (the repository's copy is %s/%s; $HISTORYD_VECTORS overrides it)", looked, Dir, FileName)
 	}
 	recs, err := Load(path)
 	if err != nil {

@@ -1,7 +1,8 @@
-// Reads the LionAGI 0.27.0 reference records (shared/vectors/lionagi-0.27.0.jsonl, beside the
-// clone; or $HISTORYD_VECTORS, a directory or the file), as the Go conformance tests do
-// (internal/vectors). The Node tests keep their expected prompt texts as constants and, when the
-// records are at hand, check those constants against them, so a typo cannot pass unnoticed.
+// Reads the LionAGI 0.27.0 reference records (the repository's copy,
+// testdata/lionagi-0.27.0/lionagi-0.27.0.jsonl; or $HISTORYD_VECTORS, a directory or the file,
+// when set), as the Go conformance tests do (internal/vectors). The Node tests keep their expected
+// prompt texts as constants and check those constants against the records, so a typo cannot pass
+// unnoticed.
 
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -18,8 +19,9 @@ export function locateVectors() {
     const p = existsSync(env) && statSync(env).isDirectory() ? path.join(env, fileName) : env;
     if (existsSync(p)) return { file: p, looked };
     looked.push(`${p} ($HISTORYD_VECTORS)`);
+    return { file: undefined, looked };
   }
-  const p = path.join(path.dirname(repoRoot), 'shared', 'vectors', fileName);
+  const p = path.join(repoRoot, 'testdata', 'lionagi-0.27.0', fileName);
   if (existsSync(p)) return { file: p, looked };
   looked.push(p);
   return { file: undefined, looked };

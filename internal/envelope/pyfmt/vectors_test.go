@@ -12,48 +12,47 @@ import (
 
 const vectorsFile = "lionagi-0.27.0.jsonl"
 
+// vectorsCopy is the repository's copy of the LionAGI 0.27.0 reference
+// vectors, relative to this package's directory (where go test runs). pyfmt
+// cannot use internal/vectors: that package imports envelope, which imports
+// pyfmt.
+var vectorsCopy = filepath.Join("..", "..", "..", "testdata", "lionagi-0.27.0", vectorsFile)
+
 // loadVectors reads the LionAGI 0.27.0 reference vectors from
-// $HISTORYD_VECTORS (a file or a directory) or from shared/vectors beside
-// the repository, and skips the test, naming both places, when neither
-// exists.
+// $HISTORYD_VECTORS (a file or a directory) when set, else from the
+// repository's copy, and fails the test, naming the place, when the file
+// is not there: it is part of the repository, so nothing is skipped.
 func loadVectors(t *testing.T) []jsonv.Value {
 	t.Helper()
-	var candidates []string
+	path := vectorsCopy
 	if env := os.Getenv("HISTORYD_VECTORS"); env != "" {
-		candidates = append(candidates, env, filepath.Join(env, vectorsFile))
+		path = env
+		if st, err := os.Stat(env); err == nil && st.IsDir() {
+			path = filepath.Join(env, vectorsFile)
+		}
 	}
-	candidates = append(candidates, filepath.Join("..", "..", "..", "..", "shared", "vectors", vectorsFile))
-	for _, path := range candidates {
-		st, err := os.Stat(path)
-		if err != nil || st.IsDir() {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("LionAGI vectors: %v (the repository's copy is testdata/lionagi-0.27.0; $HISTORYD_VECTORS overrides it)", err)
+	}
+	defer f.Close()
+	var recs []jsonv.Value
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "" {
 			continue
 		}
-		f, err := os.Open(path)
+		v, err := jsonv.Parse(sc.Bytes())
 		if err != nil {
-			t.Fatalf("open vectors: %v", err)
+			t.Fatalf("%s: %v", path, err)
 		}
-		defer f.Close()
-		var recs []jsonv.Value
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == "" {
-				continue
-			}
-			v, err := jsonv.Parse(sc.Bytes())
-			if err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			recs = append(recs, v)
-		}
-		if err := sc.Err(); err != nil {
-			t.Fatalf("read %s: %v", path, err)
-		}
-		return recs
+		recs = append(recs, v)
 	}
-	t.Skipf("LionAGI vectors not found: looked at $HISTORYD_VECTORS (%q) and %s",
-		os.Getenv("HISTORYD_VECTORS"), candidates[len(candidates)-1])
-	return nil
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return recs
 }
 
 // path walks nested object keys.

@@ -7,8 +7,8 @@ LionAGI 0.27.0 was recorded with):
     python3 internal/envelope/pyfmt/testdata/gen/goldens.py
 
 It first checks its own mirror of LionAGI's minimal_yaml against the
-recorded vectors (when /work/shared/vectors or $HISTORYD_VECTORS is
-there), then writes, beside this folder:
+recorded vectors (the repository's testdata/lionagi-0.27.0, or
+$HISTORYD_VECTORS when set), then writes, beside this folder:
 
   minimal_yaml.jsonl   {"input": JSON text, "drop_empties": bool, "output": str}
   str_repr.jsonl       {"input": JSON text, "str": str(v), "repr": repr(v)}
@@ -97,7 +97,7 @@ def minimal_yaml(value, drop_empties=True):
 
 
 def check_against_vectors():
-    path = os.environ.get("HISTORYD_VECTORS", "/work/shared/vectors")
+    path = os.environ.get("HISTORYD_VECTORS") or "testdata/lionagi-0.27.0"
     if os.path.isdir(path):
         path = os.path.join(path, "lionagi-0.27.0.jsonl")
     if not os.path.exists(path):
