@@ -87,12 +87,12 @@ func testIdempotency(t *testing.T, newStore Factory) {
 		t.Errorf("repeat returned %+v, want the first response %+v", again, first)
 	}
 	unchanged(t, st, b, snap)
-	if r, ok, err := st.Recall(ctx(t), &b, store.OpAddMessage, "r1"); !ok || err != nil || r.(store.WriteResult).Message.Message.ID != first.Message.Message.ID {
+	if r, ok, err := st.Recall(ctx(t), "", &b, store.OpAddMessage, "r1"); !ok || err != nil || r.(store.WriteResult).Message.Message.ID != first.Message.Message.ID {
 		t.Errorf("Recall = %v, %v, %v", r, ok, err)
 	}
 	_, err = st.ClearMessages(ctx(t), b, store.WriteOptions{RequestID: "r1"})
 	wantErr(t, err, store.ErrRequestIDReused)
-	_, _, err = st.Recall(ctx(t), &b, store.OpClearMessages, "r1")
+	_, _, err = st.Recall(ctx(t), "", &b, store.OpClearMessages, "r1")
 	wantErr(t, err, store.ErrRequestIDReused)
 
 	// Another branch does not share the scope.
