@@ -77,8 +77,17 @@ func TestRequestQueuesStayCompact(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	const perScope = 100
 	m := store.NewMemory(store.WithClock(clock), store.WithRequestWindow(time.Minute, perScope), store.WithEventRetention(1))
+	a, err := m.CreateBranch(ctx, store.CreateBranchInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, err := m.CreateBranch(ctx, store.CreateBranchInput{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// An id of another scope, older than every other and live throughout: the forgotten ids of b
+	// pile up behind it in the ttl's queue unless they are swept.
+	if _, err := m.SetProgression(ctx, a.Branch.ID, nil, store.WriteOptions{RequestID: "keep"}); err != nil {
 		t.Fatal(err)
 	}
 	base := m.MemoryUsed()
@@ -102,6 +111,9 @@ func TestRequestQueuesStayCompact(t *testing.T) {
 	}
 	if grown > 1<<20 {
 		t.Errorf("heap grew by %d bytes while the scope stayed at its bound of %d ids", grown, perScope)
+	}
+	if res, err := m.SetProgression(ctx, a.Branch.ID, nil, store.WriteOptions{RequestID: "keep"}); err != nil || !res.Replayed {
+		t.Errorf("the other scope's id = %+v, %v; want remembered", res, err)
 	}
 	mu.Lock()
 	now = now.Add(time.Hour)
