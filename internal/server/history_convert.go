@@ -14,14 +14,19 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// parseID reads a required UUID field (any form Python's uuid.UUID(str) accepts).
+// parseID reads a required UUID field (any form Python's uuid.UUID(str) accepts). Every id field
+// of every request is read here or by parseOptionalID, so the nil UUID is refused in one place
+// (issue 11 case 8: envelope.ErrNilID, INVALID_ARGUMENT naming the field).
 func parseID(field, s string) (uuid.UUID, error) {
 	if s == "" {
 		return uuid.UUID{}, &FieldError{Field: field, Err: fmt.Errorf("%w: required", envelope.ErrInvalid)}
 	}
-	id, ok := envelope.ParseID(s)
+	id, ok, err := envelope.ParseElementID(s)
 	if !ok {
 		return uuid.UUID{}, &FieldError{Field: field, Err: fmt.Errorf("%w: not a UUID: %q", envelope.ErrInvalid, s)}
+	}
+	if err != nil {
+		return uuid.UUID{}, &FieldError{Field: field, Err: err}
 	}
 	return id, nil
 }

@@ -69,9 +69,13 @@ func RegisterHistory(s *Server, st store.Store, opts ...StreamOption) *HistorySe
 func (s *HistoryServer) EndStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // recall answers a repeated request id from the store's record: ok is true when res holds the
-// first call's result.
+// first call's result. With branch nil the scope is the caller's (ADR-0010).
 func recall[T any](ctx context.Context, st store.Store, branch *uuid.UUID, op store.Op, requestID string) (res T, ok bool, err error) {
-	r, ok, err := st.Recall(ctx, branch, op, requestID)
+	principal := ""
+	if branch == nil {
+		principal = principalFromContext(ctx)
+	}
+	r, ok, err := st.Recall(ctx, principal, branch, op, requestID)
 	if err != nil || !ok {
 		return res, false, err
 	}
@@ -107,7 +111,8 @@ func (s *HistoryServer) CreateBranch(ctx context.Context, req *historyv1.CreateB
 	if err != nil {
 		return nil, err
 	}
-	in := store.CreateBranchInput{ID: id, Name: req.Name, User: req.User, Metadata: meta, SystemSender: req.SystemSender, RequestID: req.GetRequestId()}
+	in := store.CreateBranchInput{ID: id, Name: req.Name, User: req.User, Metadata: meta, SystemSender: req.SystemSender,
+		RequestID: req.GetRequestId(), Principal: principalFromContext(ctx)}
 	if req.GetSystem() != nil {
 		in.System, in.SystemDatetime = systemText(req.GetSystem()), systemDatetime(req.GetSystem())
 	}
@@ -187,7 +192,8 @@ func (s *HistoryServer) ForkBranch(ctx context.Context, req *historyv1.ForkBranc
 	if err != nil {
 		return nil, err
 	}
-	in := store.ForkInput{Source: src, Name: req.Name, ExpectedHead: req.ExpectedHeadSequence, RequestID: req.GetRequestId()}
+	in := store.ForkInput{Source: src, Name: req.Name, ExpectedHead: req.ExpectedHeadSequence,
+		RequestID: req.GetRequestId(), Principal: principalFromContext(ctx)}
 	if req.GetMessageId() != "" {
 		at, err := parseID("message_id", req.GetMessageId())
 		if err != nil {
@@ -220,7 +226,8 @@ func (s *HistoryServer) ImportBranch(ctx context.Context, req *historyv1.ImportB
 	if err != nil {
 		return nil, &FieldError{Field: "data", Err: fmt.Errorf("%w: not JSON: %v", envelope.ErrInvalid, err)}
 	}
-	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: data, ID: id, NewID: req.GetNewBranchId(), DBMetaKey: req.GetDbMetaKey(), RequestID: req.GetRequestId()})
+	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: data, ID: id, NewID: req.GetNewBranchId(), DBMetaKey: req.GetDbMetaKey(),
+		RequestID: req.GetRequestId(), Principal: principalFromContext(ctx)})
 	if err != nil {
 		return nil, err
 	}

@@ -169,8 +169,12 @@ type CreateBranchInput struct {
 	// Messages are pre-built initial messages, added in order with D3's
 	// add-or-replace rule.
 	Messages []*envelope.Message
-	// RequestID makes the create idempotent server-wide.
+	// RequestID makes the create idempotent in Principal's scope.
 	RequestID string
+	// Principal names the caller whose scope RequestID is remembered in
+	// (ADR-0010: one scope per principal for create, import and fork; ""
+	// is the one scope of a server without auth).
+	Principal string
 }
 
 // ImportInput are the arguments of ImportBranch.
@@ -186,7 +190,10 @@ type ImportInput struct {
 	// custom one (ExportBranch's dbMetaKey); node_metadata and metadata are
 	// read too, this key first.
 	DBMetaKey string
+	// RequestID makes the import idempotent in Principal's scope.
 	RequestID string
+	// Principal is the caller's idempotency scope (CreateBranchInput).
+	Principal string
 }
 
 // ForkInput are the arguments of ForkBranch.
@@ -200,7 +207,10 @@ type ForkInput struct {
 	// ExpectedHead, when not nil, must equal the source's head sequence, so
 	// that a fork copies the history the caller saw.
 	ExpectedHead *uint64
-	RequestID    string
+	// RequestID makes the fork idempotent in Principal's scope.
+	RequestID string
+	// Principal is the caller's idempotency scope (CreateBranchInput).
+	Principal string
 }
 
 // AddInput is what AddMessage writes: either the factory inputs of

@@ -3,12 +3,15 @@
 // in order; a message written again under its id is replaced at its index.
 //
 // Conventions (see envelope.proto): UUIDs travel as text in any form Python's uuid.UUID(str) accepts
-// and are written back canonical lowercase; any-JSON fields end in `_json` and hold JSON text.
+// and are written back canonical lowercase; the nil UUID is not an id (INVALID_ARGUMENT, reason
+// ERROR_REASON_INVALID_FIELD); any-JSON fields end in `_json` and hold JSON text.
 //
 // Every mutation takes an optional `request_id` (AIP-155): a repeat within 10 minutes (and the
 // scope's last 10,000 request ids) returns the first response and writes nothing, even if the
-// payload differs; the repeat check comes before any other. The scope is the branch, or the server
-// for CreateBranch, ImportBranch, ForkBranch and DeleteBranch. Failed requests are not remembered;
+// payload differs; the repeat check comes before any other. The scope is the branch (a branch created
+// again under a deleted one's id is a new scope), the branch id for DeleteBranch, and the caller's
+// token for CreateBranch, ImportBranch and ForkBranch (one scope without auth); no scope's traffic
+// makes another's ids be forgotten sooner (ADR-0010). Failed requests are not remembered;
 // a request id used by another method is INVALID_ARGUMENT. Every mutation of a branch takes an
 // optional `expected_head_sequence`: when it differs from the branch's head the call is
 // FAILED_PRECONDITION, reason ERROR_REASON_SEQUENCE_MISMATCH, with ErrorInfo metadata
@@ -1004,7 +1007,7 @@ func (x *ActionOutputInput) GetError() string {
 // CreateBranchRequest is the request of CreateBranch.
 type CreateBranchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// request_id makes the call idempotent (server-wide scope).
+	// request_id makes the call idempotent (scope: the caller's token).
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// branch_id is the new branch's id; empty means a server-made UUID.
 	BranchId string `protobuf:"bytes,2,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
@@ -1363,7 +1366,7 @@ type DeleteBranchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// branch_id names the branch.
 	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
-	// request_id makes the call idempotent (server-wide scope, since the branch goes).
+	// request_id makes the call idempotent (scope: the branch id, since the branch goes).
 	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// expected_head_sequence, when set, must be the branch's head sequence.
 	ExpectedHeadSequence *uint64 `protobuf:"varint,3,opt,name=expected_head_sequence,json=expectedHeadSequence,proto3,oneof" json:"expected_head_sequence,omitempty"`
@@ -1480,7 +1483,7 @@ func (x *DeleteBranchResponse) GetLastSequence() uint64 {
 // ForkBranchRequest is the request of ForkBranch.
 type ForkBranchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// request_id makes the call idempotent (server-wide scope).
+	// request_id makes the call idempotent (scope: the caller's token).
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// branch_id names the source branch.
 	BranchId string `protobuf:"bytes,2,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
@@ -2991,7 +2994,7 @@ func (x *SetProgressionResponse) GetHeadSequence() uint64 {
 // ImportBranchRequest is the request of ImportBranch.
 type ImportBranchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// request_id makes the call idempotent (server-wide scope).
+	// request_id makes the call idempotent (scope: the caller's token).
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// data is the LionAGI JSON text: a Branch.to_dict, a Pile.to_dict or a list of message dicts.
 	Data string `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`

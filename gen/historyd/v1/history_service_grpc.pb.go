@@ -3,12 +3,15 @@
 // in order; a message written again under its id is replaced at its index.
 //
 // Conventions (see envelope.proto): UUIDs travel as text in any form Python's uuid.UUID(str) accepts
-// and are written back canonical lowercase; any-JSON fields end in `_json` and hold JSON text.
+// and are written back canonical lowercase; the nil UUID is not an id (INVALID_ARGUMENT, reason
+// ERROR_REASON_INVALID_FIELD); any-JSON fields end in `_json` and hold JSON text.
 //
 // Every mutation takes an optional `request_id` (AIP-155): a repeat within 10 minutes (and the
 // scope's last 10,000 request ids) returns the first response and writes nothing, even if the
-// payload differs; the repeat check comes before any other. The scope is the branch, or the server
-// for CreateBranch, ImportBranch, ForkBranch and DeleteBranch. Failed requests are not remembered;
+// payload differs; the repeat check comes before any other. The scope is the branch (a branch created
+// again under a deleted one's id is a new scope), the branch id for DeleteBranch, and the caller's
+// token for CreateBranch, ImportBranch and ForkBranch (one scope without auth); no scope's traffic
+// makes another's ids be forgotten sooner (ADR-0010). Failed requests are not remembered;
 // a request id used by another method is INVALID_ARGUMENT. Every mutation of a branch takes an
 // optional `expected_head_sequence`: when it differs from the branch's head the call is
 // FAILED_PRECONDITION, reason ERROR_REASON_SEQUENCE_MISMATCH, with ErrorInfo metadata
