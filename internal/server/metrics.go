@@ -70,6 +70,9 @@ func NewMetrics() *Metrics {
 			Help:      "Client connections closed at once because --max-connections were open.",
 		}),
 	}
+	for _, reason := range []string{"unauthenticated", "inflight_budget"} {
+		m.refusedEarly.WithLabelValues(reason) // a 0 series from the start
+	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
