@@ -17,10 +17,11 @@ import (
 // container holds beside the memory budget (issue 11).
 const DefaultMaxInflightBytes = 256 << 20
 
-// healthInflightCalls is how many grpc.health.v1 calls may be in flight at once, from a pool of
-// their own: a flood of other calls that fills --max-inflight-bytes must not fail the probes (a
-// failed liveness probe restarts the pod, and an in-memory server loses every history), and health
-// calls, which need no token, must not be a way around the budget. Eight covers a kubelet, a load
+// healthInflightCalls is how many grpc.health.v1 calls may be in flight beyond the budget: a health
+// check reserves from --max-inflight-bytes like any call, and when that is full, from a pool of its
+// own of this many calls. A flood that fills the budget must not fail the probes (a failed liveness
+// probe restarts the pod, and an in-memory server loses every history), and health checks, which
+// need no token, can hold no more than the budget plus this pool. Eight covers a kubelet, a load
 // balancer and an operator's healthcheck at once.
 const healthInflightCalls = 8
 

@@ -54,7 +54,7 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 	o.tap = &callTap{
 		tokens:  o.tokens,
 		budget:  newInflightBudget(o.limits.MaxInflightBytes, per, flagMaxInflightBytes, o.metrics.inflightChanged),
-		health:  newInflightBudget(healthInflightCalls*per, per, "--max-recv-msg-size", nil),
+		health:  newInflightBudget(healthInflightCalls*per, per, flagMaxInflightBytes, nil),
 		metrics: o.metrics,
 	}
 	var unwatch func()

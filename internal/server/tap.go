@@ -22,7 +22,7 @@ import (
 type callTap struct {
 	tokens  *Tokens         // nil: no authentication
 	budget  *inflightBudget // --max-inflight-bytes
-	health  *inflightBudget // the health checks' own pool
+	health  *inflightBudget // the health checks' own pool, when budget is full
 	metrics *Metrics        // nil: no metrics
 
 	// serverStreams holds the full names of the server-streaming methods, which do not reserve
@@ -64,12 +64,12 @@ func (c *callTap) handle(ctx context.Context, info *tap.Info) (context.Context, 
 	if !c.reserves(info.FullMethodName) {
 		return ctx, nil
 	}
-	pool := c.budget
-	if exempt {
-		pool = c.health
+	r, err := c.budget.reserve()
+	if err != nil && exempt {
+		// A health check the full budget refuses takes a place of its own: probes pass a flood.
+		r, _ = c.health.reserve()
 	}
-	r, err := pool.reserve()
-	if err != nil {
+	if r == nil {
 		c.metrics.refusedBeforeRead("inflight_budget")
 		return ctx, err
 	}

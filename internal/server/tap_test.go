@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -86,4 +87,35 @@ func TestPrincipalFromContext(t *testing.T) {
 	if p := principal(withAuth, "/grpc.health.v1.Health/Check", ""); p != "" {
 		t.Errorf("principal of a health check = %q, want \"\"", p)
 	}
+}
+
+// TestTapHealthPool: a health check reserves from the budget like any call and, when that is full,
+// from a pool of healthInflightCalls places of its own, and no more: probes pass a flood, and
+// health checks, which need no token, hold at most the budget plus the pool (ADR-0009).
+func TestTapHealthPool(t *testing.T) {
+	const per = 4
+	c := &callTap{budget: newInflightBudget(2*per, per, flagMaxInflightBytes, nil), health: newInflightBudget(healthInflightCalls*per, per, flagMaxInflightBytes, nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	tapped := func(method string) error {
+		_, err := c.handle(ctx, &tap.Info{FullMethodName: method, Header: metadata.MD{}})
+		return err
+	}
+	for range 2 {
+		if err := tapped(probeUnaryMethod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tapped(probeUnaryMethod); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a call past the budget: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	for i := range healthInflightCalls {
+		if err := tapped("/grpc.health.v1.Health/Check"); err != nil {
+			t.Fatalf("health check %d with the budget full: %v", i+1, err)
+		}
+	}
+	if err := tapped("/grpc.health.v1.Health/Check"); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a health check past the budget and its pool: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	cancel() // every call's context ends: every reservation comes back
+	eventually(t, "the reservations given back", func() bool { return c.budget.reserved() == 0 && c.health.reserved() == 0 })
 }
