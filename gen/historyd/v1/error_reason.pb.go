@@ -88,7 +88,8 @@ const (
 	// head sequence (FAILED_PRECONDITION; DESIGN.md "Optimistic concurrency"). Metadata: headSequence.
 	ErrorReason_ERROR_REASON_SEQUENCE_MISMATCH ErrorReason = 15
 	// ERROR_REASON_MEMORY_BUDGET_EXCEEDED: the write would take the in-memory store over its
-	// configured budget (RESOURCE_EXHAUSTED).
+	// configured budget (RESOURCE_EXHAUSTED). Metadata: requestBytes (what the write needs),
+	// usedBytes, budgetBytes, flag ("--memory-budget").
 	ErrorReason_ERROR_REASON_MEMORY_BUDGET_EXCEEDED ErrorReason = 16
 	// ERROR_REASON_TOO_MANY_STREAMS: the server's limit on open watch or inbox streams is reached
 	// (RESOURCE_EXHAUSTED).
