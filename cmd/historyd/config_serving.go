@@ -41,6 +41,8 @@ var servingSettings = func() []setting {
 		{"max-connection-age", "HISTORYD_MAX_CONNECTION_AGE", d.MaxConnectionAge.String(), "close any connection this old with GOAWAY, so clients reconnect (0 = never)"},
 		{"max-connection-age-grace", "HISTORYD_MAX_CONNECTION_AGE_GRACE", d.MaxConnectionAgeGrace.String(), "after --max-connection-age, how long open calls may finish before the connection is cut (0 = no limit)"},
 		{"stream-workers", "HISTORYD_STREAM_WORKERS", strconv.FormatUint(uint64(d.StreamWorkers), 10), "goroutines kept to serve calls, so that a call reuses a grown stack; a call that finds them all busy gets its own goroutine (0 = a new goroutine per call)"},
+		{"max-connections", "HISTORYD_MAX_CONNECTIONS", strconv.Itoa(d.MaxConnections), "client connections open at once; one past it is closed as soon as it is accepted"},
+		{"max-inflight-bytes", "HISTORYD_MAX_INFLIGHT_BYTES", (*byteSize)(&d.MaxInflightBytes).String(), "request bytes of the calls in progress: each unary or client-streaming call reserves --max-recv-msg-size when its headers arrive, and one that does not fit is RESOURCE_EXHAUSTED before its body is read (a number with an optional KiB, MiB or GiB suffix; at least --max-recv-msg-size)"},
 	}
 }()
 
@@ -74,6 +76,9 @@ func (c *servingConfig) register(fs *flag.FlagSet) {
 		return err
 	})
 	c.Limits.StreamWorkers = uint32(mustInt(s[14].def))
+	fs.IntVar(&c.Limits.MaxConnections, s[15].flag, mustInt(s[15].def), s[15].usage)
+	c.Limits.MaxInflightBytes = int64(mustByteSize(s[16].def))
+	fs.Var((*byteSize)(&c.Limits.MaxInflightBytes), s[16].flag, s[16].usage)
 }
 
 // defaultServingConfig is the configuration with every flag of servingConfig at its default.
@@ -90,6 +95,9 @@ func (c servingConfig) validate() error {
 		return errors.New("--tls-cert and --tls-key go together: give both or neither")
 	case c.TLSClientCA != "" && c.TLSCert == "":
 		return errors.New("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+	case c.Limits.MaxInflightBytes < int64(c.Limits.MaxRecvMsgSize):
+		return fmt.Errorf("--max-inflight-bytes %d is below --max-recv-msg-size %d: every call reserves --max-recv-msg-size of it, so none could start",
+			c.Limits.MaxInflightBytes, c.Limits.MaxRecvMsgSize)
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {

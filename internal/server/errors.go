@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -74,11 +73,6 @@ var errorRules = []errorRule{
 	{envelope.ErrUnknownClass, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_UNKNOWN_LION_CLASS},
 }
 
-// redactedTargets are the sentinels whose errors hold what only the operator may see (a memory
-// budget refusal gives the server-wide memory in use): the client gets the sentinel's own text,
-// and the whole error goes to the call's log line (grpc.error_cause).
-var redactedTargets = []error{store.ErrMemoryBudget}
-
 // metadataError is implemented by domain errors that name the entities involved. Its keys become
 // the ErrorInfo metadata and must be the lowerCamel keys of DESIGN.md "Wire model" (branchId,
 // messageId, ownerId, headSequence, lastSequence, oldestSequence). Domain packages implement it
@@ -114,8 +108,9 @@ func (e *FieldError) Unwrap() error { return e.Err }
 func (e *FieldError) InvalidField() string { return e.Field }
 
 // redactedError is a status whose client-facing message is fixed, its cause kept for the log: what
-// toStatus returns for an error it has no rule for (the fixed INTERNAL status) and for the errors of
-// redactedTargets. The logging interceptor logs the cause next to the call.
+// toStatus returns for an error it has no rule for (the fixed INTERNAL status). The logging
+// interceptor logs the cause next to the call. (The memory budget refusal was redacted too, until
+// issue 11 asked every RESOURCE_EXHAUSTED to carry its figures; ADR-0009.)
 type redactedError struct {
 	cause error
 	st    *status.Status
@@ -147,14 +142,11 @@ func statusFrom(rules []errorRule, err error) error {
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
-	code, reason, matched, redact := codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, false, false
+	code, reason, matched := codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, false
 	msg := err.Error()
 	for _, r := range rules {
 		if errors.Is(err, r.target) {
 			code, reason, matched = r.code, r.reason, true
-			if redact = slices.Contains(redactedTargets, r.target); redact {
-				msg = r.target.Error()
-			}
 			break
 		}
 	}
@@ -178,9 +170,6 @@ func statusFrom(rules []errorRule, err error) error {
 			})
 		}
 		matched = true
-	}
-	if redact {
-		return &redactedError{cause: err, st: withErrorInfo(st, reason, md)}
 	}
 	if matched {
 		return withErrorInfo(st, reason, md).Err()

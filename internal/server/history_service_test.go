@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -397,9 +396,8 @@ func TestHistoryExpectedHeadMismatch(t *testing.T) {
 }
 
 // TestHistoryMemoryBudget: issue 4: a write past the memory budget is RESOURCE_EXHAUSTED (reason
-// MEMORY_BUDGET_EXCEEDED) and the branch is unchanged. The client sees a fixed message; the figures
-// (server-wide memory use, none of the client's business) are in the call's log line only (review
-// MINOR 9).
+// MEMORY_BUDGET_EXCEEDED) and the branch is unchanged; issue 11: the status carries the figures
+// (request, used and budget bytes) and the flag.
 func TestHistoryMemoryBudget(t *testing.T) {
 	f := newHistoryFixture(t, store.WithMemoryBudget(128<<10))
 	ctx := testContext(t)
@@ -411,17 +409,12 @@ func TestHistoryMemoryBudget(t *testing.T) {
 	if f.export(t, b) != before {
 		t.Error("the refused write changed the branch")
 	}
-	if msg := status.Convert(err).Message(); msg != store.ErrMemoryBudget.Error() {
-		t.Errorf("the client sees %q, want the fixed %q", msg, store.ErrMemoryBudget.Error())
+	md := errorInfoOf(err).GetMetadata()
+	if md["budgetBytes"] != "131072" || md["flag"] != "--memory-budget" || md["usedBytes"] == "" || md["requestBytes"] == "" {
+		t.Errorf("ErrorInfo metadata %v, want the figures of the 131072-byte budget and the flag", md)
 	}
-	var cause string
-	for _, line := range f.ts.logs.FilterMessage("finished call").All() {
-		if c, ok := line.ContextMap()["grpc.error_cause"].(string); ok {
-			cause = c
-		}
-	}
-	if used := strconv.FormatInt(f.st.MemoryUsed(), 10); !strings.Contains(cause, "131072") || !strings.Contains(cause, used) {
-		t.Errorf("the log line's cause %q does not give the figures (used %s of 131072)", cause, used)
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "131072") || !strings.Contains(msg, "--memory-budget") {
+		t.Errorf("the client sees %q, want the figures and the flag", msg)
 	}
 }
 

@@ -75,6 +75,13 @@ type Limits struct {
 	// StreamWorkers is the number of long-lived goroutines that serve calls (grpc.NumStreamWorkers);
 	// a call that finds them all busy gets a goroutine of its own. 0: a new goroutine per call.
 	StreamWorkers uint32
+	// MaxConnections is the most client connections open at once; one past it is closed as soon as
+	// it is accepted (connlimit.go).
+	MaxConnections int
+	// MaxInflightBytes bounds the request bytes of the calls in progress: each call reserves
+	// MaxRecvMsgSize when its headers arrive, and one that does not fit is RESOURCE_EXHAUSTED before
+	// its body is read (inflight_budget.go). It must be at least MaxRecvMsgSize.
+	MaxInflightBytes int64
 }
 
 // DefaultLimits returns the limits a Server has unless WithLimits says otherwise.
@@ -87,6 +94,8 @@ func DefaultLimits() Limits {
 		KeepaliveTimeout:     DefaultKeepaliveTimeout,
 		MaxConnectionIdle:    DefaultMaxConnectionIdle,
 		StreamWorkers:        DefaultStreamWorkers,
+		MaxConnections:       DefaultMaxConnections,
+		MaxInflightBytes:     DefaultMaxInflightBytes,
 	}
 }
 
@@ -108,6 +117,11 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("%w: max connection idle %v: must be positive", ErrInvalidLimits, l.MaxConnectionIdle)
 	case l.MaxConnectionAge < 0 || l.MaxConnectionAgeGrace < 0:
 		return fmt.Errorf("%w: max connection age %v and grace %v: must not be negative", ErrInvalidLimits, l.MaxConnectionAge, l.MaxConnectionAgeGrace)
+	case l.MaxConnections <= 0:
+		return fmt.Errorf("%w: max connections %d: must be positive", ErrInvalidLimits, l.MaxConnections)
+	case l.MaxInflightBytes < int64(l.MaxRecvMsgSize):
+		return fmt.Errorf("%w: max in-flight bytes %d is below the max receive message size %d: no call could start (each reserves the max receive message size)",
+			ErrInvalidLimits, l.MaxInflightBytes, l.MaxRecvMsgSize)
 	}
 	return nil
 }
@@ -170,6 +184,12 @@ func (l Limits) orDefaults() Limits {
 	}
 	if l.MaxConnectionIdle <= 0 {
 		l.MaxConnectionIdle = d.MaxConnectionIdle
+	}
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = d.MaxConnections
+	}
+	if l.MaxInflightBytes < int64(l.MaxRecvMsgSize) {
+		l.MaxInflightBytes = max(d.MaxInflightBytes, int64(l.MaxRecvMsgSize))
 	}
 	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
 	l.MaxConnectionAgeGrace = max(l.MaxConnectionAgeGrace, 0)

@@ -17,7 +17,9 @@ type options struct {
 	tls         *TLS     // tls.go; nil: plaintext
 	metrics     *Metrics // metrics.go; nil: no metrics
 
-	inflight *inflight // inflight.go; set by New, which owns it
+	inflight *inflight    // inflight.go; set by New, which owns it
+	tap      *callTap     // tap.go; set by New
+	streams  *openStreams // revoke.go; set by New
 }
 
 func defaultOptions() options {
