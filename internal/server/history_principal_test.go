@@ -1,44 +1,32 @@
 package server
 
 import (
-	"context"
-	"strings"
 	"testing"
 
-	"google.golang.org/grpc/metadata"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/store"
 )
-
-// TestPrincipalFromContext: the principal is stable per token, differs between tokens, never
-// carries the token, and is "" without one (ADR-0010).
-func TestPrincipalFromContext(t *testing.T) {
-	in := func(v ...string) context.Context {
-		return metadata.NewIncomingContext(context.Background(), metadata.Pairs(v...))
-	}
-	a1 := principalFromContext(in("authorization", "Bearer token-a"))
-	a2 := principalFromContext(in("authorization", "bearer  token-a"))
-	b := principalFromContext(in("authorization", "Bearer token-b"))
-	if a1 == "" || a1 != a2 || a1 == b || strings.Contains(a1, "token") {
-		t.Errorf("principals a=%q a'=%q b=%q: want stable, distinct, not the token", a1, a2, b)
-	}
-	if p := principalFromContext(context.Background()); p != "" {
-		t.Errorf("no metadata: %q, want \"\"", p)
-	}
-	if p := principalFromContext(in("x", "y")); p != "" {
-		t.Errorf("no token: %q, want \"\"", p)
-	}
-}
 
 // TestHistoryRequestIDPerPrincipal: issue 11 ("The server-wide scope of CreateBranch, ImportBranch
 // and ForkBranch becomes one scope per principal (per token ...), so another caller cannot flush
 // yours") and ADR-0010: the same request id from two tokens creates two branches; a repeat with
 // the same token returns the first response, before any other check.
 func TestHistoryRequestIDPerPrincipal(t *testing.T) {
-	f := newHistoryFixture(t)
+	const aliceToken, bobToken = "alice-token-0123456789abcdef", "bob-token-0123456789abcdef0"
+	st := store.NewMemory()
+	ts := newTestServer(t, func(gs *grpc.Server) {
+		historyv1.RegisterHistoryServiceServer(gs, NewHistoryServer(st, zap.NewNop()))
+	}, WithAuthTokens(mustTokens(t, aliceToken, bobToken)))
+	f := &historyFixture{st: st, c: historyv1.NewHistoryServiceClient(ts.conn), ts: ts}
 	ctx := testContext(t)
-	src := f.create(t, nil)
-	alice, bob := withToken(ctx, "alice-token"), withToken(ctx, "bob-token")
+	alice, bob := withToken(ctx, aliceToken), withToken(ctx, bobToken)
+	src, err := f.c.CreateBranch(alice, &historyv1.CreateBranchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	a, err := f.c.CreateBranch(alice, &historyv1.CreateBranchRequest{RequestId: "same", Name: strPtr("a")})
 	if err != nil {
@@ -57,11 +45,11 @@ func TestHistoryRequestIDPerPrincipal(t *testing.T) {
 	}
 	sameResponse(t, "CreateBranch", a, again)
 
-	fa, err := f.c.ForkBranch(alice, &historyv1.ForkBranchRequest{RequestId: "fork", BranchId: src})
+	fa, err := f.c.ForkBranch(alice, &historyv1.ForkBranchRequest{RequestId: "fork", BranchId: src.GetBranch().GetId()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fb, err := f.c.ForkBranch(bob, &historyv1.ForkBranchRequest{RequestId: "fork", BranchId: src})
+	fb, err := f.c.ForkBranch(bob, &historyv1.ForkBranchRequest{RequestId: "fork", BranchId: src.GetBranch().GetId()})
 	if err != nil || fb.GetBranch().GetId() == fa.GetBranch().GetId() {
 		t.Fatalf("bob's fork = %v, %v; want a branch of his own", fb, err)
 	}
