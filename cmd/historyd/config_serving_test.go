@@ -17,7 +17,7 @@ func TestServingConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := servingConfig{Limits: server.DefaultLimits()}
+	want := servingConfig{Limits: server.DefaultLimits(), MaxResponseBytes: server.DefaultMaxResponseBytes}
 	if cfg.Serving != want {
 		t.Errorf("defaults = %+v, want %+v", cfg.Serving, want)
 	}
@@ -32,7 +32,7 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 		"--max-recv-msg-size", "1048576", "--max-concurrent-streams", "50", "--keepalive-min-time", "30s",
 		"--keepalive-permit-without-stream", "--keepalive-time", "1m", "--keepalive-timeout", "5s",
 		"--max-connection-idle", "1h", "--max-connection-age", "2h", "--max-connection-age-grace", "1m",
-		"--stream-workers", "16",
+		"--stream-workers", "16", "--max-response-bytes", "8388608",
 	}
 	want := servingConfig{
 		AuthTokensFile: "/etc/historyd/tokens", TLSCert: "c.pem", TLSKey: "k.pem", TLSClientCA: "ca.pem",
@@ -43,6 +43,7 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 			MaxConnectionIdle: time.Hour, MaxConnectionAge: 2 * time.Hour, MaxConnectionAgeGrace: time.Minute,
 			StreamWorkers: 16,
 		},
+		MaxResponseBytes: 8 << 20,
 	}
 	cfg, err := parseConfig(args, envOf(nil))
 	if err != nil {

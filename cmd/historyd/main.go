@@ -77,7 +77,8 @@ func runWithSignals(ctx context.Context, sig signals, args []string, getenv func
 		metrics = server.NewMetrics()
 	}
 	srv := server.New(logger, append(creds.options(), server.WithGracePeriod(cfg.GracePeriod),
-		server.WithLimits(cfg.Serving.Limits), server.WithMetrics(metrics))...)
+		server.WithLimits(cfg.Serving.Limits), server.WithMetrics(metrics),
+		server.WithMaxResponseBytes(cfg.Serving.MaxResponseBytes))...)
 	ex := exchange.New(cfg.Exchange.options(logger)...)
 	defer ex.Close() // after Shutdown: stops the background collector, if any
 	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)

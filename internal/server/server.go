@@ -29,6 +29,8 @@ type Server struct {
 	health      *healthServer
 	metrics     *Metrics // nil without WithMetrics
 	inflight    *inflight
+	// maxResponseBytes is the response budget (WithMaxResponseBytes) the services read.
+	maxResponseBytes int
 
 	mu    sync.Mutex
 	hooks []func()
@@ -58,6 +60,8 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 		health:      hs,
 		metrics:     o.metrics,
 		inflight:    o.inflight,
+
+		maxResponseBytes: o.MaxResponseBytes,
 	}
 }
 

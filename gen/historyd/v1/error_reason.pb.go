@@ -125,6 +125,15 @@ const (
 	// include_rendered, if it was set) and read the state that commit wrote with ListMessages.
 	// Metadata: branchId, lastSequence, commitLastSequence, frameBytes, maxFrameBytes.
 	ErrorReason_ERROR_REASON_FRAME_TOO_LARGE ErrorReason = 25
+	// ERROR_REASON_RESPONSE_TOO_LARGE: the response would be larger than the server's response
+	// budget, --max-response-bytes (RESOURCE_EXHAUSTED). A destructive read (PopMessage) removed
+	// nothing. Metadata: responseBytes, maxResponseBytes, flag (the flag that sets the budget).
+	ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE ErrorReason = 26
+	// ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED: the Exchange holds its byte budget of queued mail
+	// (outboxes, inboxes, dead letters and Send's request-id log; RESOURCE_EXHAUSTED): Send queued
+	// nothing. Collect, receive and pop to make room. Metadata: usedBytes, budgetBytes, messageBytes,
+	// flag (the flag that sets the budget).
+	ErrorReason_ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED ErrorReason = 29
 )
 
 // Enum value maps for ErrorReason.
@@ -156,6 +165,8 @@ var (
 		23: "ERROR_REASON_MALFORMED_REQUEST",
 		24: "ERROR_REASON_OWNER_HOLDS_TOO_MUCH",
 		25: "ERROR_REASON_FRAME_TOO_LARGE",
+		26: "ERROR_REASON_RESPONSE_TOO_LARGE",
+		29: "ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -184,6 +195,8 @@ var (
 		"ERROR_REASON_MALFORMED_REQUEST":        23,
 		"ERROR_REASON_OWNER_HOLDS_TOO_MUCH":     24,
 		"ERROR_REASON_FRAME_TOO_LARGE":          25,
+		"ERROR_REASON_RESPONSE_TOO_LARGE":       26,
+		"ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED": 29,
 	}
 )
 
@@ -218,7 +231,7 @@ var File_historyd_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xbe\a\n" +
+	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\x8e\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_BRANCH_NOT_FOUND\x10\x01\x12&\n" +
@@ -246,7 +259,9 @@ const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"!ERROR_REASON_SERVER_SHUTTING_DOWN\x10\x16\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x17\x12%\n" +
 	"!ERROR_REASON_OWNER_HOLDS_TOO_MUCH\x10\x18\x12 \n" +
-	"\x1cERROR_REASON_FRAME_TOO_LARGE\x10\x19B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"\x1cERROR_REASON_FRAME_TOO_LARGE\x10\x19\x12#\n" +
+	"\x1fERROR_REASON_RESPONSE_TOO_LARGE\x10\x1a\x12)\n" +
+	"%ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED\x10\x1dB8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_error_reason_proto_rawDescOnce sync.Once
