@@ -456,6 +456,9 @@ func TestExchangeConvertedMessagesFieldCount(t *testing.T) {
 		{&historyv1.Owner{}, 3},
 		{&historyv1.SendRequest{}, 5},
 		{&historyv1.UnregisterRequest{}, 2},
+		{&historyv1.ReceiveRequest{}, 5},
+		{&historyv1.PopMessageRequest{}, 3},
+		{&historyv1.SubscribeInboxRequest{}, 3},
 	})
 }
 
