@@ -93,11 +93,12 @@ func (x *Exchange) Subscribe(owner uuid.UUID, sender *uuid.UUID) (*Subscription,
 	ok = true
 	var once sync.Once
 	unsubscribe := func() {
+		// The place is freed first, so that once a subscription is seen gone (Stats) a new one fits.
+		once.Do(func() { x.subs.Add(-1) })
 		f.mu.Lock()
 		delete(f.subs, s)
 		f.mu.Unlock()
 		s.end(nil)
-		once.Do(func() { x.subs.Add(-1) })
 	}
 	return s, unsubscribe, nil
 }

@@ -136,10 +136,15 @@ func (s *ExchangeServer) Send(_ context.Context, req *historyv1.SendRequest) (*h
 	// (exchange.Exchange.Remembered).
 	sr, readErr := sendRequestFromProto(sender, req)
 	if m, ok := s.ex.Remembered(sender, req.GetRequestId(), &sr); ok {
-		return &historyv1.SendResponse{Message: messageToProto(m)}, nil
+		return s.sendResponse(m), nil
 	}
 	if readErr != nil {
 		return nil, readErr
+	}
+	if n := proto.Size(req) + sendResponseOverhead; n > s.maxResponse {
+		// Refused before anything is queued: a message the response cannot carry would be queued
+		// with an acknowledgement the client never reads, and retried.
+		return nil, &exchangeResponseTooLargeError{size: n, limit: s.maxResponse, what: "Send's response"}
 	}
 	m, err := s.ex.Send(sr)
 	switch {
@@ -152,7 +157,22 @@ func (s *ExchangeServer) Send(_ context.Context, req *historyv1.SendRequest) (*h
 	case err != nil:
 		return nil, err
 	}
-	return &historyv1.SendResponse{Message: messageToProto(m)}, nil
+	return s.sendResponse(m), nil
+}
+
+// sendResponseOverhead is what Send's response adds to the request's content: the message's id,
+// created_at, role, metadata (lion_class) and participants, with their tags.
+const sendResponseOverhead = 1 << 10
+
+// sendResponse is Send's response: the queued message, rendered unless the rendering would take
+// the response past the response budget (issue 11: a message over half the budget is still
+// acknowledged within a default client's receive limit).
+func (s *ExchangeServer) sendResponse(m *envelope.Message) *historyv1.SendResponse {
+	resp := &historyv1.SendResponse{Message: messageToProto(m)}
+	if proto.Size(resp) > s.maxResponse {
+		resp.Message.Rendered = nil
+	}
+	return resp
 }
 
 // sendRequestFromProto reads a Send request: as much as is valid, and the first field error.

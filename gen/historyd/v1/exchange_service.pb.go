@@ -1046,7 +1046,10 @@ func (x *SendRequest) GetRequestId() string {
 // SendResponse is the queued message.
 type SendResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// message is the base Message as queued.
+	// message is the base Message as queued; its rendered field is left out when the response with
+	// it would exceed the response budget (--max-response-bytes), so a large message is still
+	// acknowledged. A Send whose message could not be returned even so is RESOURCE_EXHAUSTED
+	// (ERROR_REASON_RESPONSE_TOO_LARGE) and queues nothing.
 	Message       *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
