@@ -213,3 +213,61 @@ func TestExchangeSubscribeInboxLimit(t *testing.T) {
 	wait(t, ended) // the first stream's end: its place is free
 	subscribe(ctx, t, f.client, &historyv1.SubscribeInboxRequest{OwnerId: ownerA, OmitRendered: true})
 }
+
+// TestExchangeSendLargeAcknowledged (issue 11 case 3, the Send side): a message whose response
+// with its rendering would exceed the response budget is queued and acknowledged without the
+// rendering; one whose response could not fit even so is refused before anything is queued.
+func TestExchangeSendLargeAcknowledged(t *testing.T) {
+	f := newExchangeFixture(t, nil)
+	f.es.maxResponse = 5_000
+	f.register(t, ownerA, ownerB)
+	ctx := testContext(t)
+	body := `"` + strings.Repeat("a", 3_000) + `"`
+	resp, err := f.client.Send(ctx, &historyv1.SendRequest{Sender: ownerA, Recipient: str(ownerB), ContentJson: &body})
+	if err != nil || resp.GetMessage().GetRendered() != nil || resp.GetMessage().GetGeneric().GetContentJson() != body {
+		t.Fatalf("Send of a message over half the budget = %v, %v; want it whole without rendered", resp, err)
+	}
+	if n := proto.Size(resp); n > f.es.maxResponse {
+		t.Errorf("Send's response of %d bytes, over the budget", n)
+	}
+	small := `"small"`
+	if resp, err := f.client.Send(ctx, &historyv1.SendRequest{Sender: ownerA, Recipient: str(ownerB), ContentJson: &small}); err != nil ||
+		resp.GetMessage().GetRendered() == nil {
+		t.Errorf("Send of a small message = %v, %v; want it rendered", resp, err)
+	}
+	huge := `"` + strings.Repeat("h", 6_000) + `"`
+	_, err = f.client.Send(ctx, &historyv1.SendRequest{Sender: ownerA, Recipient: str(ownerB), ContentJson: &huge})
+	md := errorInfoOf(err).GetMetadata()
+	checkStatus(t, err, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE, map[string]string{
+		"responseBytes": md["responseBytes"], "maxResponseBytes": "5000", "flag": "--max-response-bytes",
+	})
+	if st := f.ex.Stats(); st.Queued != 2 {
+		t.Errorf("%d messages queued, want the 2 acknowledged", st.Queued)
+	}
+}
+
+// TestSubscribeInboxFrameTooLarge (issue 11: the response budget bounds every stream frame): a
+// message whose frame would exceed the budget ends the stream with RESOURCE_EXHAUSTED,
+// RESPONSE_TOO_LARGE naming it, and stays in the inbox; a stream with omit_rendered carries it.
+func TestSubscribeInboxFrameTooLarge(t *testing.T) {
+	f := newExchangeFixture(t, nil)
+	f.es.maxResponse = 5_000
+	f.register(t, ownerA, ownerB)
+	ctx := testContext(t)
+	rendered := subscribe(ctx, t, f.client, &historyv1.SubscribeInboxRequest{OwnerId: ownerB})
+	plain := subscribe(ctx, t, f.client, &historyv1.SubscribeInboxRequest{OwnerId: ownerB, OmitRendered: true})
+	sent := f.send(t, ownerA, str(ownerB), `"`+strings.Repeat("q", 3_000)+`"`)
+	f.collect(t, ownerA)
+
+	err := recvEnd(rendered)
+	md := errorInfoOf(err).GetMetadata()
+	checkStatus(t, err, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE, map[string]string{
+		"responseBytes": md["responseBytes"], "maxResponseBytes": "5000", "flag": "--max-response-bytes", "messageId": sent.GetId(),
+	})
+	if m := nextMessage(t, plain); m.GetId() != sent.GetId() || m.GetRendered() != nil {
+		t.Errorf("omit_rendered stream got %v, want the message without rendered", m.GetId())
+	}
+	if n := f.inboxLen(ownerB); n != 1 {
+		t.Errorf("B's inbox holds %d messages, want the one the stream could not carry", n)
+	}
+}
