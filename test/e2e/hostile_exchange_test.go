@@ -290,6 +290,11 @@ func TestHostileExchangeFlood(t *testing.T) {
 			t.Errorf("Receive pages returned %d messages, want %d", read, accepted)
 		}
 		assertPeakWithin(t, p, idle, bound, "Exchange flood")
+		used, _ := scrape(t, metrics).get("historyd_exchange_used_bytes")
+		t.Logf("historyd_exchange_used_bytes after the flood: %.0f of %d", used, budget)
+		if used <= 0 || used > float64(budget) {
+			t.Errorf("historyd_exchange_used_bytes = %.0f, want the mail held, within the budget %d", used, budget)
+		}
 
 		// Making room lets Send in again.
 		if _, err := ex.PopMessage(ctx, &historyv1.PopMessageRequest{OwnerId: hxOwnerB, Sender: hxOwnerA, OmitRendered: true}); err != nil {
