@@ -2,8 +2,10 @@ package exchange
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -221,5 +223,52 @@ func TestRequestScopesIsolated(t *testing.T) {
 	}
 	if s, _ := x.Get(ownerA); len(s.Outbox) != 1 {
 		t.Errorf("victim's outbox holds %d messages, want 1", len(s.Outbox))
+	}
+}
+
+// TestBudgetConservationConcurrent: sends (with and without request ids, direct and broadcast,
+// to owners that come and go), collects, pops and unregisters racing each other leave the budget
+// charged with exactly what is held; once every owner has left, only the request records remain.
+func TestBudgetConservationConcurrent(t *testing.T) {
+	owners := []uuid.UUID{ownerA, ownerB, ownerC, ownerD}
+	x := newRegistered(t, owners, WithMaxInbox(20), WithMaxDeadLetters(5), WithByteBudget(1<<20))
+	var wg sync.WaitGroup
+	for w, o := range owners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				rcpt := to(owners[(w+i)%len(owners)])
+				if i%7 == 0 {
+					rcpt = envelope.None()
+				}
+				req := SendRequest{Sender: o, Recipient: rcpt, Content: text(strings.Repeat("c", i))}
+				if i%3 == 0 {
+					req.RequestID = fmt.Sprintf("%d-%d", w, i%50)
+				}
+				_, _ = x.Send(req) // full budget, outbox and unregistered senders are all fine here
+				switch i % 10 {
+				case 4:
+					_, _ = x.Collect(o)
+				case 6:
+					x.Pop(o, owners[(w+1)%len(owners)])
+				case 9:
+					if w == 0 {
+						x.Unregister(ownerD)
+						_, _ = x.Register(ownerD)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got, want := x.budget.used.Load(), heldBytes(x); got != want {
+		t.Fatalf("budget charged %d bytes, holding %d", got, want)
+	}
+	for _, o := range owners {
+		x.Unregister(o)
+	}
+	if got, want := x.budget.used.Load(), heldBytes(x); got != want {
+		t.Errorf("after every owner left: budget charged %d bytes, records hold %d", got, want)
 	}
 }
