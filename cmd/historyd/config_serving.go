@@ -19,8 +19,6 @@ type servingConfig struct {
 	TLSClientCA    string
 	MetricsAddr    string
 	Limits         server.Limits
-	// MaxResponseBytes is the response budget of every unary response and stream frame (issue 11).
-	MaxResponseBytes int
 }
 
 // servingSettings are the settings of servingConfig; init appends them to settings, so they get
@@ -43,7 +41,7 @@ var servingSettings = func() []setting {
 		{"max-connection-age", "HISTORYD_MAX_CONNECTION_AGE", d.MaxConnectionAge.String(), "close any connection this old with GOAWAY, so clients reconnect (0 = never)"},
 		{"max-connection-age-grace", "HISTORYD_MAX_CONNECTION_AGE_GRACE", d.MaxConnectionAgeGrace.String(), "after --max-connection-age, how long open calls may finish before the connection is cut (0 = no limit)"},
 		{"stream-workers", "HISTORYD_STREAM_WORKERS", strconv.FormatUint(uint64(d.StreamWorkers), 10), "goroutines kept to serve calls, so that a call reuses a grown stack; a call that finds them all busy gets its own goroutine (0 = a new goroutine per call)"},
-		{"max-response-bytes", "HISTORYD_MAX_RESPONSE_BYTES", strconv.Itoa(server.DefaultMaxResponseBytes), "largest response or stream frame in bytes (a default gRPC client's receive limit); past it pages come back shorter, and a response that cannot shrink is RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE) with nothing removed (> 0)"},
+		{"max-response-bytes", "HISTORYD_MAX_RESPONSE_BYTES", strconv.Itoa(server.DefaultMaxResponseBytes), "largest response or stream frame in bytes (a default gRPC client's receive limit); past it pages come back shorter, and a response that cannot shrink is RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE) with nothing removed (0 = the default)"},
 	}
 }()
 
@@ -77,7 +75,7 @@ func (c *servingConfig) register(fs *flag.FlagSet) {
 		return err
 	})
 	c.Limits.StreamWorkers = uint32(mustInt(s[14].def))
-	fs.IntVar(&c.MaxResponseBytes, s[15].flag, mustInt(s[15].def), s[15].usage)
+	fs.IntVar(&c.Limits.MaxResponseBytes, s[15].flag, mustInt(s[15].def), s[15].usage)
 }
 
 // defaultServingConfig is the configuration with every flag of servingConfig at its default.
@@ -99,9 +97,6 @@ func (c servingConfig) validate() error {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			return fmt.Errorf("metrics address %q: %v", c.MetricsAddr, err)
 		}
-	}
-	if c.MaxResponseBytes <= 0 {
-		return fmt.Errorf("max response bytes %d: must be positive", c.MaxResponseBytes)
 	}
 	return c.Limits.Validate()
 }

@@ -17,7 +17,7 @@ func TestServingConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := servingConfig{Limits: server.DefaultLimits(), MaxResponseBytes: server.DefaultMaxResponseBytes}
+	want := servingConfig{Limits: server.DefaultLimits()}
 	if cfg.Serving != want {
 		t.Errorf("defaults = %+v, want %+v", cfg.Serving, want)
 	}
@@ -41,9 +41,8 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 			MaxRecvMsgSize: 1 << 20, MaxConcurrentStreams: 50, KeepaliveMinTime: 30 * time.Second,
 			KeepalivePermitWithoutStream: true, KeepaliveTime: time.Minute, KeepaliveTimeout: 5 * time.Second,
 			MaxConnectionIdle: time.Hour, MaxConnectionAge: 2 * time.Hour, MaxConnectionAgeGrace: time.Minute,
-			StreamWorkers: 16,
+			StreamWorkers: 16, MaxResponseBytes: 8 << 20,
 		},
-		MaxResponseBytes: 8 << 20,
 	}
 	cfg, err := parseConfig(args, envOf(nil))
 	if err != nil {

@@ -77,8 +77,7 @@ func runWithSignals(ctx context.Context, sig signals, args []string, getenv func
 		metrics = server.NewMetrics()
 	}
 	srv := server.New(logger, append(creds.options(), server.WithGracePeriod(cfg.GracePeriod),
-		server.WithLimits(cfg.Serving.Limits), server.WithMetrics(metrics),
-		server.WithMaxResponseBytes(cfg.Serving.MaxResponseBytes))...)
+		server.WithLimits(cfg.Serving.Limits), server.WithMetrics(metrics))...)
 	ex := exchange.New(cfg.Exchange.options(logger)...)
 	defer ex.Close() // after Shutdown: stops the background collector, if any
 	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)

@@ -50,7 +50,7 @@ func NewExchangeServer(ex *exchange.Exchange, opts ...StreamOption) *ExchangeSer
 // s shuts down. Call it before s.Serve.
 func RegisterExchange(s *Server, ex *exchange.Exchange, opts ...StreamOption) *ExchangeServer {
 	es := NewExchangeServer(ex, opts...)
-	es.maxResponse = s.maxResponseBytes
+	es.maxResponse = s.limits.MaxResponseBytes
 	historyv1.RegisterExchangeServiceServer(s.GRPCServer(), es)
 	s.OnShutdown(es.EndStreams)
 	return es

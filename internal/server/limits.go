@@ -41,6 +41,11 @@ const (
 	// maxHeaderListSize bounds the request metadata a client may send. Historyd reads only the
 	// authorization and x-request-id headers; 64 KiB is far above what any proxy adds.
 	maxHeaderListSize = 64 << 10
+	// DefaultMaxResponseBytes is the default response budget (--max-response-bytes): 4 MiB, the
+	// receive limit of a default gRPC client (grpc-go, grpc-java, grpc-node), so that a client that
+	// kept its defaults can read every response. The server can only check against its own budget:
+	// a client with a lower receive limit must ask for less (omit_rendered, smaller pages).
+	DefaultMaxResponseBytes = 4 << 20
 	// connectionTimeout bounds the TLS and HTTP/2 handshake of a new connection, so that a client
 	// that connects and sends nothing (or garbage) does not hold a connection for grpc-go's default
 	// two minutes.
@@ -75,6 +80,10 @@ type Limits struct {
 	// StreamWorkers is the number of long-lived goroutines that serve calls (grpc.NumStreamWorkers);
 	// a call that finds them all busy gets a goroutine of its own. 0: a new goroutine per call.
 	StreamWorkers uint32
+	// MaxResponseBytes is the response budget (--max-response-bytes): the largest unary response
+	// and stream frame; pages are cut short to fit, a response that cannot be is RESOURCE_EXHAUSTED
+	// (RESPONSE_TOO_LARGE). 0: DefaultMaxResponseBytes.
+	MaxResponseBytes int
 }
 
 // DefaultLimits returns the limits a Server has unless WithLimits says otherwise.
@@ -87,6 +96,7 @@ func DefaultLimits() Limits {
 		KeepaliveTimeout:     DefaultKeepaliveTimeout,
 		MaxConnectionIdle:    DefaultMaxConnectionIdle,
 		StreamWorkers:        DefaultStreamWorkers,
+		MaxResponseBytes:     DefaultMaxResponseBytes,
 	}
 }
 
@@ -108,6 +118,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("%w: max connection idle %v: must be positive", ErrInvalidLimits, l.MaxConnectionIdle)
 	case l.MaxConnectionAge < 0 || l.MaxConnectionAgeGrace < 0:
 		return fmt.Errorf("%w: max connection age %v and grace %v: must not be negative", ErrInvalidLimits, l.MaxConnectionAge, l.MaxConnectionAgeGrace)
+	case l.MaxResponseBytes < 0:
+		return fmt.Errorf("%w: max response bytes %d: must not be negative", ErrInvalidLimits, l.MaxResponseBytes)
 	}
 	return nil
 }
@@ -170,6 +182,9 @@ func (l Limits) orDefaults() Limits {
 	}
 	if l.MaxConnectionIdle <= 0 {
 		l.MaxConnectionIdle = d.MaxConnectionIdle
+	}
+	if l.MaxResponseBytes <= 0 {
+		l.MaxResponseBytes = d.MaxResponseBytes
 	}
 	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
 	l.MaxConnectionAgeGrace = max(l.MaxConnectionAgeGrace, 0)

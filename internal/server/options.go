@@ -7,12 +7,6 @@ import "time"
 // 30 s a Kubernetes pod gets between SIGTERM and SIGKILL by default.
 const DefaultGracePeriod = 10 * time.Second
 
-// DefaultMaxResponseBytes is the default response budget (--max-response-bytes): 4 MiB, the
-// receive limit of a default gRPC client (grpc-go, grpc-java, grpc-node), so that a client that
-// kept its defaults can read every response. The server can only check against its own budget: a
-// client with a lower receive limit must ask for less (omit_rendered, smaller pages).
-const DefaultMaxResponseBytes = 4 << 20
-
 // Option configures a Server built by New.
 type Option func(*options)
 
@@ -22,14 +16,12 @@ type options struct {
 	tokens      *Tokens  // auth.go; nil: no authentication
 	tls         *TLS     // tls.go; nil: plaintext
 	metrics     *Metrics // metrics.go; nil: no metrics
-	// MaxResponseBytes bounds every unary response and stream frame (--max-response-bytes).
-	MaxResponseBytes int
 
 	inflight *inflight // inflight.go; set by New, which owns it
 }
 
 func defaultOptions() options {
-	return options{gracePeriod: DefaultGracePeriod, limits: DefaultLimits(), MaxResponseBytes: DefaultMaxResponseBytes}
+	return options{gracePeriod: DefaultGracePeriod, limits: DefaultLimits()}
 }
 
 // WithGracePeriod sets how long Shutdown waits for in-flight RPCs and open streams to end after
@@ -38,16 +30,5 @@ func defaultOptions() options {
 func WithGracePeriod(d time.Duration) Option {
 	return func(o *options) {
 		o.gracePeriod = max(d, 0)
-	}
-}
-
-// WithMaxResponseBytes sets the response budget: the largest unary response or stream frame the
-// services build (issue 11). The default is DefaultMaxResponseBytes; n <= 0 means the default.
-func WithMaxResponseBytes(n int) Option {
-	return func(o *options) {
-		if n <= 0 {
-			n = DefaultMaxResponseBytes
-		}
-		o.MaxResponseBytes = n
 	}
 }

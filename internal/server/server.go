@@ -29,8 +29,7 @@ type Server struct {
 	health      *healthServer
 	metrics     *Metrics // nil without WithMetrics
 	inflight    *inflight
-	// maxResponseBytes is the response budget (WithMaxResponseBytes) the services read.
-	maxResponseBytes int
+	limits      Limits // with defaults in place of zeros; RegisterHistory reads the byte bounds
 
 	mu    sync.Mutex
 	hooks []func()
@@ -47,6 +46,7 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 		opt(&o)
 	}
 	o.inflight = newInflight()
+	o.limits = o.limits.orDefaults()
 	unary, stream := interceptorChain(logger, o)
 	gs := grpc.NewServer(append(serverOptions(o, unary, stream), grpc.StatsHandler(&unchainedLogger{logger: logger}))...)
 	registerTestHooks(gs)   // only in binaries built with the historyd_testhook tag
@@ -60,8 +60,7 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 		health:      hs,
 		metrics:     o.metrics,
 		inflight:    o.inflight,
-
-		maxResponseBytes: o.MaxResponseBytes,
+		limits:      o.limits,
 	}
 }
 
