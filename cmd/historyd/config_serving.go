@@ -43,6 +43,7 @@ var servingSettings = func() []setting {
 		{"stream-workers", "HISTORYD_STREAM_WORKERS", strconv.FormatUint(uint64(d.StreamWorkers), 10), "goroutines kept to serve calls, so that a call reuses a grown stack; a call that finds them all busy gets its own goroutine (0 = a new goroutine per call)"},
 		{"max-connections", "HISTORYD_MAX_CONNECTIONS", strconv.Itoa(d.MaxConnections), "client connections open at once; one past it is closed as soon as it is accepted"},
 		{"max-inflight-bytes", "HISTORYD_MAX_INFLIGHT_BYTES", (*byteSize)(&d.MaxInflightBytes).String(), "request bytes of the calls in progress: each unary or client-streaming call reserves --max-recv-msg-size when its headers arrive, and one that does not fit is RESOURCE_EXHAUSTED before its body is read (a number with an optional KiB, MiB or GiB suffix; at least --max-recv-msg-size)"},
+		{"max-response-bytes", "HISTORYD_MAX_RESPONSE_BYTES", strconv.Itoa(server.DefaultMaxResponseBytes), "largest response or stream frame in bytes (a default gRPC client's receive limit); past it pages come back shorter, and a response that cannot shrink is RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE) with nothing removed (0 = the default)"},
 	}
 }()
 
@@ -79,6 +80,7 @@ func (c *servingConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Limits.MaxConnections, s[15].flag, mustInt(s[15].def), s[15].usage)
 	c.Limits.MaxInflightBytes = int64(mustByteSize(s[16].def))
 	fs.Var((*byteSize)(&c.Limits.MaxInflightBytes), s[16].flag, s[16].usage)
+	fs.IntVar(&c.Limits.MaxResponseBytes, s[17].flag, mustInt(s[17].def), s[17].usage)
 }
 
 // defaultServingConfig is the configuration with every flag of servingConfig at its default.

@@ -33,6 +33,7 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 		"--keepalive-permit-without-stream", "--keepalive-time", "1m", "--keepalive-timeout", "5s",
 		"--max-connection-idle", "1h", "--max-connection-age", "2h", "--max-connection-age-grace", "1m",
 		"--stream-workers", "16", "--max-connections", "64", "--max-inflight-bytes", "64MiB",
+		"--max-response-bytes", "8388608",
 	}
 	want := servingConfig{
 		AuthTokensFile: "/etc/historyd/tokens", TLSCert: "c.pem", TLSKey: "k.pem", TLSClientCA: "ca.pem",
@@ -41,7 +42,7 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 			MaxRecvMsgSize: 1 << 20, MaxConcurrentStreams: 50, KeepaliveMinTime: 30 * time.Second,
 			KeepalivePermitWithoutStream: true, KeepaliveTime: time.Minute, KeepaliveTimeout: 5 * time.Second,
 			MaxConnectionIdle: time.Hour, MaxConnectionAge: 2 * time.Hour, MaxConnectionAgeGrace: time.Minute,
-			StreamWorkers: 16, MaxConnections: 64, MaxInflightBytes: 64 << 20,
+			StreamWorkers: 16, MaxConnections: 64, MaxInflightBytes: 64 << 20, MaxResponseBytes: 8 << 20,
 		},
 	}
 	cfg, err := parseConfig(args, envOf(nil))

@@ -49,6 +49,12 @@ var errorRules = []errorRule{
 	// An Unregister whose response would be too large removes nothing (exchange_response.go).
 	// Metadata: ownerId, responseBytes, maxResponseBytes, queuedCount, inboxCount, deadLetterCount.
 	{errOwnerHoldsTooMuch, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_OWNER_HOLDS_TOO_MUCH},
+	// Issue 11: the response budget (exchange_budget.go; metadata responseBytes, maxResponseBytes,
+	// flag, messageId), the Exchange's byte budget (metadata usedBytes, budgetBytes, messageBytes,
+	// flag) and the inbox stream limit.
+	{errExchangeResponseTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE},
+	{exchange.ErrBudgetExceeded, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED},
+	{exchange.ErrTooManySubscriptions, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS},
 	// Long-lived streams (stream.go).
 	{errSlowConsumer, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
 	{errShuttingDown, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN},

@@ -15,9 +15,9 @@ import (
 const (
 	// exchangeDefaultPageSize is the page size when a request gives 0.
 	exchangeDefaultPageSize = 100
-	// exchangeMaxPageSize caps page_size (AIP-158: larger values are coerced to the maximum); a
-	// page of 1000 full messages stays well inside gRPC's 4 MB default receive limit for typical
-	// agent messages.
+	// exchangeMaxPageSize caps page_size (AIP-158: larger values are coerced to the maximum). The
+	// bytes of a page are bounded apart from it, by the response budget (--max-response-bytes):
+	// a page of large messages comes back shorter (exchange_budget.go).
 	exchangeMaxPageSize = 1000
 )
 

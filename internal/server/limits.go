@@ -41,6 +41,11 @@ const (
 	// maxHeaderListSize bounds the request metadata a client may send. Historyd reads only the
 	// authorization and x-request-id headers; 64 KiB is far above what any proxy adds.
 	maxHeaderListSize = 64 << 10
+	// DefaultMaxResponseBytes is the default response budget (--max-response-bytes): 4 MiB, the
+	// receive limit of a default gRPC client (grpc-go, grpc-java, grpc-node), so that a client that
+	// kept its defaults can read every response. The server can only check against its own budget:
+	// a client with a lower receive limit must ask for less (omit_rendered, smaller pages).
+	DefaultMaxResponseBytes = 4 << 20
 	// connectionTimeout bounds the TLS and HTTP/2 handshake of a new connection, so that a client
 	// that connects and sends nothing (or garbage) does not hold a connection for grpc-go's default
 	// two minutes.
@@ -82,6 +87,10 @@ type Limits struct {
 	// MaxRecvMsgSize when its headers arrive, and one that does not fit is RESOURCE_EXHAUSTED before
 	// its body is read (inflight_budget.go). It must be at least MaxRecvMsgSize.
 	MaxInflightBytes int64
+	// MaxResponseBytes is the response budget (--max-response-bytes): the largest unary response
+	// and stream frame; pages are cut short to fit, a response that cannot be is RESOURCE_EXHAUSTED
+	// (RESPONSE_TOO_LARGE). 0: DefaultMaxResponseBytes.
+	MaxResponseBytes int
 }
 
 // DefaultLimits returns the limits a Server has unless WithLimits says otherwise.
@@ -96,6 +105,7 @@ func DefaultLimits() Limits {
 		StreamWorkers:        DefaultStreamWorkers,
 		MaxConnections:       DefaultMaxConnections,
 		MaxInflightBytes:     DefaultMaxInflightBytes,
+		MaxResponseBytes:     DefaultMaxResponseBytes,
 	}
 }
 
@@ -122,6 +132,8 @@ func (l Limits) Validate() error {
 	case l.MaxInflightBytes < int64(l.MaxRecvMsgSize):
 		return fmt.Errorf("%w: max in-flight bytes %d is below the max receive message size %d: no call could start (each reserves the max receive message size)",
 			ErrInvalidLimits, l.MaxInflightBytes, l.MaxRecvMsgSize)
+	case l.MaxResponseBytes < 0:
+		return fmt.Errorf("%w: max response bytes %d: must not be negative", ErrInvalidLimits, l.MaxResponseBytes)
 	}
 	return nil
 }
@@ -190,6 +202,9 @@ func (l Limits) orDefaults() Limits {
 	}
 	if l.MaxInflightBytes < int64(l.MaxRecvMsgSize) {
 		l.MaxInflightBytes = max(d.MaxInflightBytes, int64(l.MaxRecvMsgSize))
+	}
+	if l.MaxResponseBytes <= 0 {
+		l.MaxResponseBytes = d.MaxResponseBytes
 	}
 	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
 	l.MaxConnectionAgeGrace = max(l.MaxConnectionAgeGrace, 0)

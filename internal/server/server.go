@@ -29,10 +29,10 @@ type Server struct {
 	health      *healthServer
 	metrics     *Metrics // nil without WithMetrics
 	inflight    *inflight
-	limits      Limits
 	tap         *callTap
 	streams     *openStreams
 	unwatch     func() // stops streams listening to credential reloads
+	limits      Limits // with defaults in place of zeros; RegisterHistory reads the byte bounds
 
 	mu    sync.Mutex
 	hooks []func()

@@ -126,6 +126,10 @@ const (
 	// include_rendered, if it was set) and read the state that commit wrote with ListMessages.
 	// Metadata: branchId, lastSequence, commitLastSequence, frameBytes, maxFrameBytes.
 	ErrorReason_ERROR_REASON_FRAME_TOO_LARGE ErrorReason = 25
+	// ERROR_REASON_RESPONSE_TOO_LARGE: the response would be larger than the server's response
+	// budget, --max-response-bytes (RESOURCE_EXHAUSTED). A destructive read (PopMessage) removed
+	// nothing. Metadata: responseBytes, maxResponseBytes, flag (the flag that sets the budget).
+	ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE ErrorReason = 26
 	// ERROR_REASON_TOKEN_REVOKED: the credentials a stream was opened with are no longer valid
 	// (UNAUTHENTICATED): its bearer token was removed from the tokens file and the file reloaded
 	// (SIGHUP), or its client certificate expired or no longer verifies against the reloaded client
@@ -138,6 +142,11 @@ const (
 	// with backoff. Metadata: reservedBytes (in flight now), requestBytes (this call's reservation),
 	// budgetBytes, flag ("--max-inflight-bytes").
 	ErrorReason_ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED ErrorReason = 28
+	// ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED: the Exchange holds its byte budget of queued mail
+	// (outboxes, inboxes, dead letters and Send's request-id log; RESOURCE_EXHAUSTED): Send queued
+	// nothing. Collect, receive and pop to make room. Metadata: usedBytes, budgetBytes, messageBytes,
+	// flag (the flag that sets the budget).
+	ErrorReason_ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED ErrorReason = 29
 )
 
 // Enum value maps for ErrorReason.
@@ -169,8 +178,10 @@ var (
 		23: "ERROR_REASON_MALFORMED_REQUEST",
 		24: "ERROR_REASON_OWNER_HOLDS_TOO_MUCH",
 		25: "ERROR_REASON_FRAME_TOO_LARGE",
+		26: "ERROR_REASON_RESPONSE_TOO_LARGE",
 		27: "ERROR_REASON_TOKEN_REVOKED",
 		28: "ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED",
+		29: "ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -199,8 +210,10 @@ var (
 		"ERROR_REASON_MALFORMED_REQUEST":        23,
 		"ERROR_REASON_OWNER_HOLDS_TOO_MUCH":     24,
 		"ERROR_REASON_FRAME_TOO_LARGE":          25,
+		"ERROR_REASON_RESPONSE_TOO_LARGE":       26,
 		"ERROR_REASON_TOKEN_REVOKED":            27,
 		"ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED": 28,
+		"ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED": 29,
 	}
 )
 
@@ -235,7 +248,7 @@ var File_historyd_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\x89\b\n" +
+	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xd9\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_BRANCH_NOT_FOUND\x10\x01\x12&\n" +
@@ -263,9 +276,11 @@ const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"!ERROR_REASON_SERVER_SHUTTING_DOWN\x10\x16\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x17\x12%\n" +
 	"!ERROR_REASON_OWNER_HOLDS_TOO_MUCH\x10\x18\x12 \n" +
-	"\x1cERROR_REASON_FRAME_TOO_LARGE\x10\x19\x12\x1e\n" +
+	"\x1cERROR_REASON_FRAME_TOO_LARGE\x10\x19\x12#\n" +
+	"\x1fERROR_REASON_RESPONSE_TOO_LARGE\x10\x1a\x12\x1e\n" +
 	"\x1aERROR_REASON_TOKEN_REVOKED\x10\x1b\x12)\n" +
-	"%ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED\x10\x1cB8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"%ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED\x10\x1c\x12)\n" +
+	"%ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED\x10\x1dB8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_error_reason_proto_rawDescOnce sync.Once
