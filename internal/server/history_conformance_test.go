@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -40,7 +41,17 @@ var grpcNotExpressible = map[string]string{
 // grpcStepDifferences are the deliberate differences of the Go replay (same reasons), in the
 // same step format.
 var grpcStepDifferences = map[string]map[int]string{
-	"add/replace ordering + views + to_chat_msgs": {7: `{"result": "<s2>", "read": {"mm.progression": ["<s2>", "<i1>", "<a1>"]}}`},
+	"add/replace ordering + views + to_chat_msgs": {
+		7: `{"result": "<s2>", "read": {"mm.progression": ["<s2>", "<i1>", "<a1>"]}}`,
+		// issue 13 item 8: over the wire "junk" is refused by the order converter as a field error
+		// (same kind, INVALID_ARGUMENT) before the domain's progression check gives LionAGI's text.
+		24: `{"error": {"type": "ValueError", "message": "order.ids[0]: invalid input: not a UUID"}}`,
+	},
+	// issue 13 item 8: an action output with no request is refused by the wire's required-field check
+	// (INVALID_ARGUMENT, as LionAGI's ValueError) with the field's path, not LionAGI's sentence.
+	"create_message: action_output without action_request": {
+		0: `{"error": {"type": "ValueError", "message": "action_output.action_request_id: invalid input: required"}, "read": {"m.rendered": {"error": {"type": "KeyError", "message": "'m'"}}, "m.metadata": {"error": {"type": "KeyError", "message": "'m'"}}}}`,
+	},
 	"constructor variants + set_system": {
 		3: `{"result": {"progression": ["<sys3>"]}}`,
 		8: `{"result": null, "read": {"mm6.progression": ["<sys_obj>", "<x>"]}}`,
@@ -137,7 +148,7 @@ func (in *grpcInterp) replay(r vectors.Record) jsonv.Value {
 		var entry []jsonv.Member
 		res, err := in.step(step)
 		if err != nil {
-			entry = append(entry, jsonv.Member{Key: "error", Value: jsonv.StringValue(err.Error())})
+			entry = append(entry, jsonv.Member{Key: "error", Value: grpcErrorJSON(err)})
 		} else {
 			entry = append(entry, jsonv.Member{Key: "result", Value: res})
 		}
@@ -152,6 +163,29 @@ func (in *grpcInterp) replay(r vectors.Record) jsonv.Value {
 		out = append(out, jsonv.ObjectValue(entry...))
 	}
 	return jsonv.ArrayValue(out...)
+}
+
+// grpcErrorJSON writes a status as vectors.MatchError reads it: its code as the kind and its
+// message (issue 13 item 8). A status without historyd's ErrorInfo is kind NO_ERROR_INFO, which no
+// recorded error matches.
+func grpcErrorJSON(err error) jsonv.Value {
+	st := status.Convert(err)
+	kind := map[codes.Code]string{
+		codes.InvalidArgument: vectors.KindInvalid, codes.NotFound: vectors.KindNotFound, codes.AlreadyExists: vectors.KindExists,
+	}[st.Code()]
+	if kind == "" {
+		kind = st.Code().String()
+	}
+	info := false
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == "historyd" && ei.GetReason() != "" {
+			info = true
+		}
+	}
+	if !info {
+		kind = "NO_ERROR_INFO"
+	}
+	return jsonv.ObjectValue(jsonv.Member{Key: "type", Value: jsonv.StringValue(kind)}, jsonv.Member{Key: "message", Value: jsonv.StringValue(st.Message())})
 }
 
 func sget(v jsonv.Value, key string) string {

@@ -36,7 +36,7 @@ func TestMatcherPlaceholdersBindConsistently(t *testing.T) {
 
 func TestMatchSteps(t *testing.T) {
 	want := mustParse(t, `[{"result":"<m>"},{"result":null,"read":{"m.sender":"alice","x.y":{"error":"KeyError"}}},{"error":{"type":"ValueError","message":"Invalid"}}]`)
-	good := mustParse(t, `[{"result":{"id":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}},{"result":null,"read":{"m.sender":"alice"}},{"error":{"type":"Error","message":"other words"}}]`)
+	good := mustParse(t, `[{"result":{"id":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}},{"result":null,"read":{"m.sender":"alice"}},{"error":{"type":"INVALID_ARGUMENT","message":"historyd: Invalid input"}}]`)
 	if d := MatchSteps(want, good, false); d != "" {
 		t.Fatalf("unexpected difference: %s", d)
 	}
@@ -44,6 +44,9 @@ func TestMatchSteps(t *testing.T) {
 		`[{"result":{"id":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}},{"result":null,"read":{"m.sender":"bob"}},{"error":{}}]`,
 		`[{"result":{"id":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}},{"result":null,"read":{"m.sender":"alice"}},{"result":1}]`,
 		`[{"result":{"id":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}}]`,
+		// issue 13 item 8: the error's kind and LionAGI's kept text are compared.
+		`[{"result":{"id":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}},{"result":null,"read":{"m.sender":"alice"}},{"error":{"type":"INTERNAL","message":"Invalid"}}]`,
+		`[{"result":{"id":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}},{"result":null,"read":{"m.sender":"alice"}},{"error":{"type":"INVALID_ARGUMENT","message":"other words"}}]`,
 	} {
 		if d := MatchSteps(want, mustParse(t, bad), false); d == "" {
 			t.Errorf("MatchSteps accepted %s", bad)
