@@ -166,7 +166,7 @@ func replay(r vectors.Record) string {
 		s, isStr := v.Str()
 		id, ok := envelope.ParseID(s)
 		if !isStr || !ok {
-			return compare(r, jsonv.Value{}, errors.New("invalid UUID"))
+			return compare(r, jsonv.Value{}, fmt.Errorf("%w: invalid UUID", envelope.ErrInvalid)) // ParseID said no: an input error
 		}
 		return compare(r, jsonv.StringValue(id.String()), nil)
 	case "embedding":
@@ -225,12 +225,28 @@ func compare(r vectors.Record, got jsonv.Value, err error) string {
 		if err == nil {
 			return fmt.Sprintf("want an error like %s, got %s", errorWanted(r), got)
 		}
+		if r.HasError && !(r.Expect == "differs" && r.HasHD) {
+			if d := vectors.MatchError(r.Error, errorJSON(err)); d != "" {
+				return d
+			}
+		}
 		return ""
 	}
 	if err != nil {
 		return fmt.Sprintf("unexpected error: %v", err)
 	}
 	return vectors.NewMatcher().Match(setAsideKept(r.Want(), false), setAsideKept(got, true))
+}
+
+// errorJSON writes an error as vectors.MatchError reads it (issue 13 item
+// 8): an input error is INVALID_ARGUMENT, as internal/server maps
+// envelope.ErrInvalid; anything else is INTERNAL, which no record matches.
+func errorJSON(err error) jsonv.Value {
+	kind := "INTERNAL"
+	if errors.Is(err, envelope.ErrInvalid) {
+		kind = vectors.KindInvalid
+	}
+	return obj("type", jsonv.StringValue(kind), "message", jsonv.StringValue(err.Error()))
 }
 
 func wantsError(r vectors.Record) bool {

@@ -26,6 +26,11 @@ func TestMatcherPlaceholdersBindConsistently(t *testing.T) {
 	if d := NewMatcher().Match(exp, bad); d == "" {
 		t.Fatal("a placeholder bound to two ids must not match")
 	}
+	// issue 13 item 9: two placeholders never bind one id (a fork that kept the source's ids).
+	same := mustParse(t, `{"a":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa","c":"aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"}`)
+	if d := NewMatcher().Match(mustParse(t, `{"a":"<ins>","c":"<c_ins>"}`), same); d == "" {
+		t.Fatal("two placeholders bound to one id must not match")
+	}
 	if d := NewMatcher().Match(mustParse(t, `{"n":1}`), mustParse(t, `{"n":1.0}`)); d != "" {
 		t.Fatalf("numbers compare by value: %s", d)
 	}
