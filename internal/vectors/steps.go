@@ -97,6 +97,12 @@ var pythonKinds = map[string]string{
 	"ImportError": KindInvalid, // an unknown lion_class: historyd's UNKNOWN_LION_CLASS, loading nothing
 }
 
+// textKinds are the ValueErrors that historyd classifies by what they say rather than by type:
+// an owner that is not registered is a state of the Exchange, FAILED_PRECONDITION with reason
+// OWNER_NOT_REGISTERED (DESIGN.md "Errors"), not a malformed input.
+// An owner registered twice is ALREADY_EXISTS (OWNER_ALREADY_REGISTERED).
+var textKinds = map[string]string{" not registered": "FAILED_PRECONDITION", " already registered": KindExists}
+
 // keptTexts are the exception types whose recorded message is LionAGI's own text (a `raise
 // ValueError("...")` in its code, or a hook's own error), which historyd keeps (ADR-0006 D3): the
 // historyd message must contain it. The others carry Python's or pydantic's wording
@@ -116,14 +122,20 @@ func MatchError(want, got jsonv.Value) string {
 	gt, _ := got.Get("type")
 	gtype, _ := gt.Str()
 	kind, ok := pythonKinds[wtype]
+	wm, _ := want.Get("message")
+	wmsg, _ := wm.Str()
+	for text, k := range textKinds {
+		if wtype == "ValueError" && strings.Contains(wmsg, text) {
+			kind = k
+		}
+	}
 	if !ok {
 		return fmt.Sprintf("recorded error type %q has no historyd kind (vectors.pythonKinds)", wtype)
 	}
 	if kind != gtype {
 		return fmt.Sprintf("want a %s error (LionAGI %s), got %s", kind, wtype, got)
 	}
-	wm, _ := want.Get("message")
-	if wmsg, _ := wm.Str(); keptTexts[wtype] && !pythonWorded[wmsg] {
+	if keptTexts[wtype] && !pythonWorded[wmsg] {
 		gm, _ := got.Get("message")
 		gmsg, _ := gm.Str()
 		if !strings.Contains(gmsg, wmsg) {
