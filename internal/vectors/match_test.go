@@ -57,6 +57,16 @@ func TestMatchSteps(t *testing.T) {
 			t.Errorf("MatchSteps accepted %s", bad)
 		}
 	}
+	// issue 13 item 12: a missing result or read is not null; only a KeyError-shaped read is skipped.
+	for _, c := range []struct{ want, got string }{
+		{`[{"result":null}]`, `[{"read":{}}]`},
+		{`[{"result":null,"read":{"m.x":null}}]`, `[{"result":null,"read":{}}]`},
+		{`[{"result":null,"read":{"m.x":{"error":"not a KeyError"}}}]`, `[{"result":null,"read":{"m.x":1}}]`},
+	} {
+		if d := MatchSteps(mustParse(t, c.want), mustParse(t, c.got), false); d == "" {
+			t.Errorf("MatchSteps(%s) accepted %s", c.want, c.got)
+		}
+	}
 	// subset: only the keys the expected result names are compared.
 	if d := MatchSteps(mustParse(t, `[{"result":{"a":1}}]`), mustParse(t, `[{"result":{"a":1,"b":2}}]`), true); d != "" {
 		t.Fatalf("subset: %s", d)
