@@ -107,6 +107,10 @@ func (m *Memory) register(b *branch, op Op, requestID string, res BranchResult, 
 	}
 	m.branches[b.id] = b
 	m.insertID(b.id)
+	// A branch made under the id of a deleted one is another branch: the
+	// deleted one's DeleteBranch request ids no longer answer for the id
+	// (issue 13 item 13).
+	m.requests.forgetScope(deleteScope(b.id))
 	m.requests.put(m.opts.now(), serverScope, op, requestID, kept)
 	return res, nil
 }

@@ -58,6 +58,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"DeleteRequestIDPerBranch", testDeleteRequestIDPerBranch},
 		{"RequestIDsWithinBudget", testRequestIDsWithinBudget},
 		{"ExpectedHead", testExpectedHead},
+		{"Issue13ExpectedHeadAhead", testIssue13ExpectedHeadAhead},
+		{"Issue13RequestIDsAcrossRecreate", testIssue13RequestIDsAcrossRecreate},
 		{"MemoryBudget", testMemoryBudget},
 		{"FailedWritesChangeNothing", testFailedWritesChangeNothing},
 		{"Observers", testObservers},
