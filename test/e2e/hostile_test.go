@@ -261,12 +261,12 @@ func hostileGarbage(t *testing.T, h *hostileServer) {
 	garbageFrames := append([]byte(http2.ClientPreface), random...)
 	silent := map[string]net.Conn{}
 	for name, payload := range map[string][]byte{
-		"random bytes":            random,
-		"HTTP/1.1 request":        []byte("GET / HTTP/1.1\r\nHost: historyd\r\n\r\n"),
-		"preface then garbage":    garbageFrames,
-		"truncated preface":       []byte(http2.ClientPreface[:10]),
-		"TLS hello to plaintext":  append([]byte{0x16, 0x03, 0x01, 0x00, 0x2f, 0x01, 0x00, 0x00, 0x2b, 0x03, 0x03}, random[:40]...),
-		"zero bytes, held open":   {},
+		"random bytes":           random,
+		"HTTP/1.1 request":       []byte("GET / HTTP/1.1\r\nHost: historyd\r\n\r\n"),
+		"preface then garbage":   garbageFrames,
+		"truncated preface":      []byte(http2.ClientPreface[:10]),
+		"TLS hello to plaintext": append([]byte{0x16, 0x03, 0x01, 0x00, 0x2f, 0x01, 0x00, 0x00, 0x2b, 0x03, 0x03}, random[:40]...),
+		"zero bytes, held open":  {},
 	} {
 		conn, err := net.DialTimeout("tcp", h.p.addr, startTimeout)
 		if err != nil {
