@@ -220,20 +220,31 @@ func (b *branch) exportSource() exportSource {
 // {id, created_at, metadata (with current_progression when a selected
 // progression is set, and lion_class), user, name, messages: the Pile
 // with its progression, system}; no chat_model (historyd has none).
+//
+// In db mode only the top of each to_dict(mode="db") call is renamed, as
+// LionAGI 0.27 does (Branch.to_dict and Pile's field serializers, commit
+// 669ea9b5): the Branch's metadata goes under dbMetaKey; the Pile and the
+// system are written by to_dict(mode) without the key, so under
+// node_metadata; the Pile's collections and its progression are written by
+// a plain to_dict(), so under metadata (issue 13 item 6).
 func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value, error) {
+	inner := mode // collections and the Pile's progression
+	if mode == envelope.ModeDB {
+		inner = envelope.ModeJSON
+	}
 	coll := make([]jsonv.Value, len(s.versions))
 	order := make([]uuid.UUID, len(s.versions))
 	for i, v := range s.versions {
-		enc, err := v.msg.Encode(mode, dbMetaKey)
+		enc, err := v.msg.Encode(inner, "")
 		if err != nil {
 			return jsonv.Value{}, err
 		}
 		coll[i], order[i] = enc, v.msg.ID
 	}
 	prog := Progression{ID: s.prog.id, CreatedAt: s.prog.createdAt, Metadata: jsonv.ObjectValue(), Order: order}
-	pile := encodeElement(s.pile.id, s.pile.createdAt, jsonv.ObjectValue(), envelope.ClassPile, mode, dbMetaKey,
+	pile := encodeElement(s.pile.id, s.pile.createdAt, jsonv.ObjectValue(), envelope.ClassPile, mode, "",
 		jsonv.Member{Key: "collections", Value: jsonv.ArrayValue(coll...)},
-		jsonv.Member{Key: "progression", Value: prog.Encode(mode, dbMetaKey)},
+		jsonv.Member{Key: "progression", Value: prog.Encode(inner, "")},
 		jsonv.Member{Key: "strict_type", Value: jsonv.BoolValue(false)})
 	meta := s.metadata
 	if s.selected != nil {
@@ -245,7 +256,7 @@ func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value,
 		{Key: "messages", Value: pile},
 	}
 	if s.system != nil {
-		sys, err := s.system.msg.Encode(mode, dbMetaKey)
+		sys, err := s.system.msg.Encode(mode, "")
 		if err != nil {
 			return jsonv.Value{}, err
 		}
