@@ -74,8 +74,10 @@ var grpcStepDifferences = map[string]map[int]string{
 	"Branch(system_datetime=True) adds an empty Instruction, no System": {
 		0: `{"result": {"id": "<e>", "class": "Branch"}, "read": {"e.messages": ["<id:1>"], "e.system": {"id": "<id:1>", "class": "System", "sender": "system", "recipient": "<e>", "channel": null, "content": {"system_message": "You are a helpful AI assistant. Let's think step by step.", "system_datetime": "<YYYY-MM-DDTHH:MM+00:00>"}}}}`,
 	},
+	// Over the wire a non-string response is raw_response_json, which is from_response (the proto's
+	// contract; issue 13 item 4): recipient "user" as `recipient or MessageRole.USER` makes it.
 	"create_message(assistant_response=<provider dict>) stores the dict unparsed": {
-		0: `{"result": {"id": "<m>", "class": "AssistantResponse", "sender": null, "recipient": null, "channel": null, "content": {"assistant_response": "hi"}}, "read": {"m.chat_msg": {"role": "assistant", "content": "hi"}}}`,
+		0: `{"result": {"id": "<m>", "class": "AssistantResponse", "sender": null, "recipient": "user", "channel": null, "content": {"assistant_response": "hi"}}, "read": {"m.chat_msg": {"role": "assistant", "content": "hi"}}}`,
 	},
 }
 

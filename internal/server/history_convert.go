@@ -229,6 +229,7 @@ func addInputFromProto(req *historyv1.AddMessageRequest) (store.AddInput, error)
 			if f.AssistantResponse, err = parseJSONField("assistant_response.raw_response_json", r.RawResponseJson); err != nil {
 				return in, err
 			}
+			f.AssistantRaw = !hasTarget
 		}
 		if !hasTarget && !f.AssistantResponse.Truthy() {
 			return in, &FieldError{Field: "assistant_response", Err: fmt.Errorf("%w: text or raw_response_json is required", envelope.ErrInvalid)}

@@ -1,0 +1,57 @@
+package server
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+)
+
+// Issue 13: the differences from LionAGI 0.27 found with cases the vectors do not cover. Each test
+// cites the LionAGI function (commit 669ea9b5) whose behaviour it pins.
+
+// TestRawResponseFollowsFromResponse: issue 13 item 4. AddMessage's raw_response_json is
+// AssistantResponse.from_response (lionagi/protocols/messages/assistant_response.py, 669ea9b5):
+// `recipient or MessageRole.USER`, so an absent and an explicit null recipient are both "user";
+// metadata.model_response is parse_assistant_response's raw value whatever it is: a JSON string
+// too, and a list of several responses stays a list.
+func TestRawResponseFollowsFromResponse(t *testing.T) {
+	f := newHistoryFixture(t)
+	b := f.create(t, nil)
+	for _, tc := range []struct {
+		name      string
+		raw       string
+		recipient *structpb.Value
+		text      string
+		model     string
+		wantRecip string
+	}{
+		{"dict, no recipient", `{"choices": [{"message": {"content": "hi"}}]}`, nil, "hi", `{"choices": [{"message": {"content": "hi"}}]}`, `"user"`},
+		{"dict, null recipient", `{"choices": [{"message": {"content": "hi"}}]}`, structpb.NewNullValue(), "hi", `{"choices": [{"message": {"content": "hi"}}]}`, `"user"`},
+		{"dict, recipient kept", `{"result": "r"}`, structpb.NewStringValue("assistant"), "r", `{"result": "r"}`, `"assistant"`},
+		{"raw string", `"a raw string"`, nil, "a raw string", `"a raw string"`, `"user"`},
+		{"list of two", `[{"result": "a"}, "b"]`, nil, "ab", `[{"result": "a"}, "b"]`, `"user"`},
+		{"list of one", `[{"result": "a"}]`, nil, "a", `{"result": "a"}`, `"user"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := f.add(t, &historyv1.AddMessageRequest{BranchId: b, Recipient: tc.recipient, Input: &historyv1.AddMessageRequest_AssistantResponse{
+				AssistantResponse: &historyv1.AssistantResponseInput{Response: &historyv1.AssistantResponseInput_RawResponseJson{RawResponseJson: tc.raw}}}})
+			m, err := messageFromProto("message", resp.GetMessage())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := m.Recipient.JSON().String(); got != tc.wantRecip {
+				t.Errorf("recipient = %s, want %s", got, tc.wantRecip)
+			}
+			if got, _ := m.Content.Dict().Get("assistant_response"); got.String() != jsonv.StringValue(tc.text).String() {
+				t.Errorf("assistant_response = %s, want %q", got, tc.text)
+			}
+			want, _ := jsonv.ParseString(tc.model)
+			if got, _ := m.Metadata.Get("model_response"); !jsonv.Equal(got, want) {
+				t.Errorf("metadata.model_response = %s, want %s", got, want)
+			}
+		})
+	}
+}
