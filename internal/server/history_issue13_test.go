@@ -1,8 +1,10 @@
 package server
 
 import (
+	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -54,4 +56,48 @@ func TestRawResponseFollowsFromResponse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nested returns a JSON array nested n levels deep ([[...["x"]...]]): n opening brackets.
+func nested(n int) string {
+	return strings.Repeat("[", n) + `"x"` + strings.Repeat("]", n)
+}
+
+// TestExportAlwaysReimports: issue 13 item 7. What any path in accepts, export then import
+// accepts again: a context item nested 994 to 1001 levels deep is accepted or refused by AddMessage
+// alone; each accepted one exports in every mode and imports into a new branch, and an imported
+// message is held to the same limit (its values nest at most jsonv.MaxDepth).
+func TestExportAlwaysReimports(t *testing.T) {
+	f := newHistoryFixture(t)
+	ctx := testContext(t)
+	for n := 994; n <= 1001; n++ {
+		b := f.create(t, nil)
+		_, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{
+			InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: "deep"}, ContextJson: []string{nested(n)}}}})
+		if n > jsonv.MaxDepth {
+			wantStatus(t, err, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("depth %d: AddMessage: %v", n, err)
+		}
+		_, err = f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_AssistantResponse{AssistantResponse: &historyv1.AssistantResponseInput{
+			Response: &historyv1.AssistantResponseInput_RawResponseJson{RawResponseJson: `{"result": "r", "raw": ` + nested(n-1) + `}`}}}})
+		if err != nil {
+			t.Fatalf("depth %d: raw response: %v", n, err)
+		}
+		for _, mode := range []historyv1.SerializationMode{historyv1.SerializationMode_SERIALIZATION_MODE_JSON, historyv1.SerializationMode_SERIALIZATION_MODE_PYTHON, historyv1.SerializationMode_SERIALIZATION_MODE_DB} {
+			exp, err := f.c.ExportBranch(ctx, &historyv1.ExportBranchRequest{BranchId: b, Mode: mode})
+			if err != nil {
+				t.Fatalf("depth %d %v: ExportBranch: %v", n, mode, err)
+			}
+			if _, err := f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: exp.GetData(), NewBranchId: true}); err != nil {
+				t.Errorf("depth %d %v: the export does not import: %v", n, mode, err)
+			}
+		}
+	}
+	// An imported message nesting deeper than a write accepts is refused like the write.
+	deep := `[{"content": {"instruction": "x", "prompt_context": [` + nested(jsonv.MaxDepth+1) + `]}, "metadata": {"lion_class": "Instruction"}}]`
+	_, err := f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: deep, NewBranchId: true})
+	wantStatus(t, err, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD)
 }

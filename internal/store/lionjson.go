@@ -30,6 +30,53 @@ func (im *imported) add(m *envelope.Message, path string) {
 	im.paths = append(im.paths, path)
 }
 
+// ImportMaxDepth bounds the nesting of an ImportBranch document. Every
+// value a write accepts nests at most jsonv.MaxDepth levels from its own
+// root; an export puts each such value at most exportWrapDepth levels below
+// the document's top (Branch, messages, collections, a message, content or
+// metadata, a list such as prompt_context), so the document limit is the
+// value limit plus that: whatever any path in accepted, export then import
+// accepts again, and the values inside an import are held to the same
+// jsonv.MaxDepth (checked in ImportBranch) as AddMessage's (issue 13 item 7).
+const ImportMaxDepth = jsonv.MaxDepth + exportWrapDepth
+
+// exportWrapDepth is how deep an export nests a message's values:
+// data.messages.collections[i] is 3 levels down, and a value is at most
+// messageValueDepth below its message.
+const exportWrapDepth = 3 + messageValueDepth
+
+// messageValueDepth is how deep a message dict nests a value below it:
+// content.prompt_context[j] is 3 levels down. A message whose values each
+// nest at most jsonv.MaxDepth (what every write accepts) nests at most
+// jsonv.MaxDepth+messageValueDepth.
+const messageValueDepth = 3
+
+// checkMessageDepth holds an imported message dict to the nesting every
+// write path accepts (issue 13 item 7).
+func checkMessageDepth(msg jsonv.Value, field string) error {
+	if d := depth(msg); d > jsonv.MaxDepth+messageValueDepth {
+		return fieldErr(field, envelope.ErrInvalid, "nesting deeper than %d levels inside a message", jsonv.MaxDepth)
+	}
+	return nil
+}
+
+// depth is how many levels v nests below itself (a scalar is 0). The parser
+// bounds it, so the recursion is bounded.
+func depth(v jsonv.Value) int {
+	d := 0
+	switch v.Kind() {
+	case jsonv.Array:
+		for _, e := range v.Elems() {
+			d = max(d, 1+depth(e))
+		}
+	case jsonv.Object:
+		for _, m := range v.Members() {
+			d = max(d, 1+depth(m.Value))
+		}
+	}
+	return d
+}
+
 // parseImport reads the three shapes ImportBranch accepts (DESIGN.md
 // "Branches"): an object with `messages` is a Branch.to_dict, an object
 // with `collections` is a Pile.to_dict, an array is a list of message
@@ -58,6 +105,9 @@ func (im *imported) addList(v jsonv.Value, field string) error {
 			continue
 		}
 		path := field + "[" + strconv.Itoa(i) + "]"
+		if err := checkMessageDepth(e, path); err != nil {
+			return err
+		}
 		m, err := envelope.DecodeWith(e, envelope.DecodeOptions{MetaKey: im.metaKey})
 		if err != nil {
 			return prefixErr(path, err)
@@ -136,6 +186,9 @@ func (im *imported) addPile(v jsonv.Value, field string) error {
 		f := field + ".collections[" + strconv.Itoa(i) + "]"
 		if e.Kind() != jsonv.Object {
 			return fieldErr(f, envelope.ErrInvalid, "must be a message object, got %s", e.Kind())
+		}
+		if err := checkMessageDepth(e, f); err != nil {
+			return err
 		}
 		m, err := envelope.DecodeWith(e, envelope.DecodeOptions{MetaKey: im.metaKey})
 		if err != nil {
