@@ -101,3 +101,101 @@ func TestExportAlwaysReimports(t *testing.T) {
 	_, err := f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: deep, NewBranchId: true})
 	wantStatus(t, err, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD)
 }
+
+// TestReplaceContextWithEmptyList: issue 13 item 5. LionAGI 0.27's add_message(instruction=ins,
+// context=[], handle_context="replace") (MessageManager.create_instruction, commit 669ea9b5)
+// clears the context; over the wire an empty repeated field is "not given", so
+// InstructionInput.context_json_list carries presence. Images and tool schemas have the same twin;
+// setting a list and its twin is INVALID_ARGUMENT.
+func TestReplaceContextWithEmptyList(t *testing.T) {
+	f := newHistoryFixture(t)
+	ctx := testContext(t)
+	b := f.create(t, nil)
+	ins := f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{
+		InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: "q"}, ContextJson: []string{`"base"`}}}}).GetMessage()
+	context := func() string {
+		resp, err := f.c.GetMessage(ctx, &historyv1.GetMessageRequest{BranchId: b, MessageId: ins.GetId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := messageFromProto("message", resp.GetMessage())
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := m.Content.Dict().Get("prompt_context")
+		return v.String()
+	}
+	replace := func(in *historyv1.InstructionInput) error {
+		in.HandleContext = historyv1.ContextMode_CONTEXT_MODE_REPLACE
+		_, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, TargetId: ins.GetId(), Input: &historyv1.AddMessageRequest_Instruction{Instruction: in}})
+		return err
+	}
+	// The old form, an empty repeated field, says nothing: the context stays (as before).
+	if err := replace(&historyv1.InstructionInput{ContextJson: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := context(); got != `["base"]` {
+		t.Fatalf("after an absent context, prompt_context = %s, want [\"base\"]", got)
+	}
+	if err := replace(&historyv1.InstructionInput{ContextJsonList: &historyv1.StringList{}}); err != nil {
+		t.Fatal(err)
+	}
+	// LionAGI (run beside historyd) gives {"instruction": "q"}: the emptied context is dropped from
+	// to_dict, and the prompt is "Instruction: q".
+	if got := context(); got != `null` {
+		t.Errorf("after replace with a present, empty context, prompt_context = %s, want it gone", got)
+	}
+	if r := renderedText(t, f, b, ins.GetId()); r != "Instruction: q" {
+		t.Errorf("rendered = %q, want %q", r, "Instruction: q")
+	}
+	for name, in := range map[string]*historyv1.InstructionInput{
+		"context_json": {ContextJson: []string{`1`}, ContextJsonList: &historyv1.StringList{}},
+		"images":       {Images: []string{"https://example.com/a.png"}, ImagesList: &historyv1.StringList{}},
+		"tool_schemas": {ToolSchemasJson: []string{`{}`}, ToolSchemasJsonList: &historyv1.StringList{Values: []string{`{}`}}},
+	} {
+		err := replace(in)
+		if _, field := wantStatus(t, err, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD); !strings.Contains(field, "_list") {
+			t.Errorf("%s and its _list twin: field %q", name, field)
+		}
+	}
+	// The twins carry values like the repeated fields do.
+	m := f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{
+		InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: "q2"}, ContextJsonList: &historyv1.StringList{Values: []string{`{"a": 1}`}},
+		ImagesList: &historyv1.StringList{Values: []string{"https://example.com/a.png"}}, ToolSchemasJsonList: &historyv1.StringList{Values: []string{`{"name": "t"}`}}}}}).GetMessage()
+	dm, err := messageFromProto("message", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"prompt_context": `[{"a":1}]`, "images": `["https://example.com/a.png"]`, "tool_schemas": `[{"name":"t"}]`} {
+		if got, _ := dm.Content.Dict().Get(key); got.String() != want {
+			t.Errorf("%s = %s, want %s", key, got, want)
+		}
+	}
+	// add_message(instruction=ins2, images=[], tool_schemas=[]) in LionAGI leaves
+	// {"image_detail": "auto", "instruction": "q2", "prompt_context": [...]}: both lists cleared.
+	if _, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, TargetId: m.GetId(), Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{
+		ImagesList: &historyv1.StringList{}, ToolSchemasJsonList: &historyv1.StringList{}}}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := f.c.GetMessage(ctx, &historyv1.GetMessageRequest{BranchId: b, MessageId: m.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dm, err = messageFromProto("message", resp.GetMessage()); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := jsonv.ParseString(`{"image_detail": "auto", "instruction": "q2", "prompt_context": [{"a": 1}]}`)
+	if got := dm.Content.Dict(); !jsonv.Equal(got, want) {
+		t.Errorf("after clearing images and tool schemas: %s, want %s", got, want)
+	}
+}
+
+// renderedText reads a message's rendered text over gRPC.
+func renderedText(t *testing.T, f *historyFixture, branch, id string) string {
+	t.Helper()
+	resp, err := f.c.GetMessage(testContext(t), &historyv1.GetMessageRequest{BranchId: branch, MessageId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetMessage().GetRendered().GetText()
+}
