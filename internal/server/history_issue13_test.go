@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -198,4 +199,74 @@ func renderedText(t *testing.T, f *historyFixture, branch, id string) string {
 		t.Fatal(err)
 	}
 	return resp.GetMessage().GetRendered().GetText()
+}
+
+// collectionsAndOrder exports a branch and returns its collections' ids and its progression.
+func collectionsAndOrder(t *testing.T, f *historyFixture, branch string) (coll, order []string, data string) {
+	t.Helper()
+	data = f.export(t, branch)
+	v, err := jsonv.ParseString(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range get(v, "messages", "collections").Elems() {
+		id, _ := get(c, "id").Str()
+		coll = append(coll, id)
+	}
+	for _, o := range get(v, "messages", "progression", "order").Elems() {
+		id, _ := o.Str()
+		order = append(order, id)
+	}
+	return coll, order, data
+}
+
+// TestCollectionsOrderIsLionAGIDictOrder: issue 13 item 1. LionAGI 0.27's Pile keeps collections in
+// the order each message was last (re)inserted (MessageManager.add_message excludes and inserts a
+// present message; set_system inserts the new System and excludes the old; commit 669ea9b5), and
+// its progression in conversation order; linking an ActionRequest to its response changes it in
+// place and does not move it. Run beside historyd: add_message(system="a"),
+// add_message(instruction="hi"), add_message(system="b") gives collections [hi, b], progression
+// [b, hi]; request r, instruction x, response to r: [r, x, resp] both; re-adding r: collections
+// [x, resp, r], progression [r, x, resp]. An import keeps the collections order it came with.
+func TestCollectionsOrderIsLionAGIDictOrder(t *testing.T) {
+	f := newHistoryFixture(t)
+	ctx := testContext(t)
+	sys := func(b, text string) string {
+		return f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_System{System: &historyv1.SystemInput{SystemMessage: &text}}}).GetMessage().GetId()
+	}
+	b := f.create(t, nil)
+	sys(b, "a")
+	hi := f.instruction(t, b, "hi").GetId()
+	sb := sys(b, "b")
+	coll, order, data := collectionsAndOrder(t, f, b)
+	if !slices.Equal(coll, []string{hi, sb}) || !slices.Equal(order, []string{sb, hi}) {
+		t.Errorf("system replaced: collections %v, progression %v; want [hi b], [b hi]", coll, order)
+	}
+	imp, err := f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: data, NewBranchId: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2, o2, _ := collectionsAndOrder(t, f, imp.GetBranch().GetId()); !slices.Equal(c2, coll) || !slices.Equal(o2, order) {
+		t.Errorf("after import: collections %v, progression %v; want %v, %v", c2, o2, coll, order)
+	}
+
+	b2 := f.create(t, nil)
+	r := f.add(t, &historyv1.AddMessageRequest{BranchId: b2, Input: &historyv1.AddMessageRequest_ActionRequest{ActionRequest: &historyv1.ActionRequestInput{Function: "f", ArgumentsJson: `{"a": 1}`}}}).GetMessage().GetId()
+	x := f.instruction(t, b2, "x").GetId()
+	resp := f.add(t, &historyv1.AddMessageRequest{BranchId: b2, Input: &historyv1.AddMessageRequest_ActionOutput{ActionOutput: &historyv1.ActionOutputInput{ActionRequestId: r, OutputJson: strPtr("5")}}}).GetMessage().GetId()
+	if coll, order, _ := collectionsAndOrder(t, f, b2); !slices.Equal(coll, []string{r, x, resp}) || !slices.Equal(order, []string{r, x, resp}) {
+		t.Errorf("after the response (the request linked in place): collections %v, progression %v", coll, order)
+	}
+	f.add(t, &historyv1.AddMessageRequest{BranchId: b2, TargetId: r, Input: &historyv1.AddMessageRequest_ActionRequest{ActionRequest: &historyv1.ActionRequestInput{Function: "g", ArgumentsJson: `{}`}}})
+	coll, order, data = collectionsAndOrder(t, f, b2)
+	if !slices.Equal(coll, []string{x, resp, r}) || !slices.Equal(order, []string{r, x, resp}) {
+		t.Errorf("after re-adding the request: collections %v, progression %v; want [x resp r], [r x resp]", coll, order)
+	}
+	imp, err = f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: data, NewBranchId: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2, o2, _ := collectionsAndOrder(t, f, imp.GetBranch().GetId()); !slices.Equal(c2, coll) || !slices.Equal(o2, order) {
+		t.Errorf("after import: collections %v, progression %v; want %v, %v", c2, o2, coll, order)
+	}
 }

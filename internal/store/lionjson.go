@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -21,8 +23,11 @@ type imported struct {
 	messages  []*envelope.Message // replayed in order through the D3 rules
 	paths     []string            // each message's place in the request ("data[2]")
 	selected  *Progression
-	pile      *elementID
-	prog      *elementID
+	// collRank is each message's index in the collections it came in
+	// (a Pile's dict order), which it keeps as its rank (issue 13 item 1).
+	collRank map[uuid.UUID]uint64
+	pile     *elementID
+	prog     *elementID
 }
 
 func (im *imported) add(m *envelope.Message, path string) {
@@ -194,6 +199,12 @@ func (im *imported) addPile(v jsonv.Value, field string) error {
 		if err != nil {
 			return prefixErr(f, err)
 		}
+		if _, seen := byID[m.ID]; !seen {
+			if im.collRank == nil {
+				im.collRank = map[uuid.UUID]uint64{}
+			}
+			im.collRank[m.ID] = uint64(i) // a dict keeps a repeated key's first place
+		}
 		byID[m.ID] = len(list.messages)
 		list.add(m, f)
 	}
@@ -253,8 +264,10 @@ type exportSource struct {
 	pile, prog elementID
 	versions   []*version // the full order
 	system     *version
-	selected   *Progression // a copy; nil when none is set
-	head       uint64
+	// collections are versions in collections order (by rank).
+	collections []*version
+	selected    *Progression // a copy; nil when none is set
+	head        uint64
 }
 
 // exportSource reads what encode writes. Branch read lock held.
@@ -263,6 +276,8 @@ func (b *branch) exportSource() exportSource {
 		id: b.id, createdAt: b.createdAt, metadata: b.metadata, name: b.name, user: b.user,
 		pile: b.pile, prog: b.prog, system: b.system, head: b.head, versions: b.versions(b.order()),
 	}
+	src.collections = slices.Clone(src.versions)
+	slices.SortStableFunc(src.collections, func(x, y *version) int { return cmp.Compare(b.ranks[x.msg.ID], b.ranks[y.msg.ID]) })
 	if b.selected != nil {
 		src.selected = b.selected.Clone()
 	}
@@ -285,14 +300,17 @@ func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value,
 	if mode == envelope.ModeDB {
 		inner = envelope.ModeJSON
 	}
-	coll := make([]jsonv.Value, len(s.versions))
+	coll := make([]jsonv.Value, len(s.collections))
 	order := make([]uuid.UUID, len(s.versions))
-	for i, v := range s.versions {
+	for i, v := range s.collections {
 		enc, err := v.msg.Encode(inner, "")
 		if err != nil {
 			return jsonv.Value{}, err
 		}
-		coll[i], order[i] = enc, v.msg.ID
+		coll[i] = enc
+	}
+	for i, v := range s.versions {
+		order[i] = v.msg.ID
 	}
 	prog := Progression{ID: s.prog.id, CreatedAt: s.prog.createdAt, Metadata: jsonv.ObjectValue(), Order: order}
 	pile := encodeElement(s.pile.id, s.pile.createdAt, jsonv.ObjectValue(), envelope.ClassPile, mode, "",

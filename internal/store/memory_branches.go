@@ -200,6 +200,21 @@ func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, 
 			return BranchResult{}, err
 		}
 	}
+	if im.collRank != nil { // the collections order the import came with (issue 13 item 1)
+		b.nextRank = 0
+		for id := range b.ranks {
+			if r, ok := im.collRank[id]; ok {
+				b.ranks[id] = r
+				b.nextRank = max(b.nextRank, r+1)
+			}
+		}
+		for id, r := range b.ranks { // none expected: every message came from the collections
+			if _, ok := im.collRank[id]; !ok {
+				b.ranks[id] = b.nextRank + r
+			}
+		}
+		b.nextRank += uint64(len(b.ranks))
+	}
 	if im.selected != nil {
 		if err := b.checkMembers("data.metadata.current_progression.order", im.selected.Order, true); err != nil {
 			m.discard(b)
