@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -268,5 +269,63 @@ func TestCollectionsOrderIsLionAGIDictOrder(t *testing.T) {
 	}
 	if c2, o2, _ := collectionsAndOrder(t, f, imp.GetBranch().GetId()); !slices.Equal(c2, coll) || !slices.Equal(o2, order) {
 		t.Errorf("after import: collections %v, progression %v; want %v, %v", c2, o2, coll, order)
+	}
+}
+
+// TestImportKeepsNonStringAssistantResponse: issue 13 item 2. LionAGI 0.27's
+// add_message(assistant_response={"choices": [...]}) stores the dict itself as
+// content.assistant_response (vector "create_message(assistant_response=<provider dict>) stores the
+// dict unparsed"; its chat_msg content is that dict). Such a history imports as it came, exports
+// unchanged, renders and projects as that value (Rendered.json, ChatMessage.content_json), and
+// carries it on the wire as AssistantResponseContent.assistant_response_json; AddMessage keeps
+// following ADR-0006 D2 (the text is extracted: the conformance replays check that).
+func TestImportKeepsNonStringAssistantResponse(t *testing.T) {
+	f := newHistoryFixture(t)
+	ctx := testContext(t)
+	raw := `{"choices": [{"message": {"content": "hi"}}], "n": 30.0}`
+	id := uuid.NewString()
+	data := `[{"id": "` + id + `", "created_at": 1700000000.5, "metadata": {"lion_class": "lionagi.protocols.messages.assistant_response.AssistantResponse"}, "content": {"assistant_response": ` + raw + `}, "embedding": null, "sender": null, "recipient": null, "channel": null, "role": "assistant"}]`
+	imp, err := f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: data})
+	if err != nil {
+		t.Fatalf("ImportBranch refused a LionAGI history with a dict assistant_response: %v", err)
+	}
+	b := imp.GetBranch().GetId()
+	got, err := f.c.GetMessage(ctx, &historyv1.GetMessageRequest{BranchId: b, MessageId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac := got.GetMessage().GetAssistantResponse()
+	if ac.GetAssistantResponse() != "" || ac.GetAssistantResponseJson() != `{"choices":[{"message":{"content":"hi"}}],"n":30.0}` {
+		t.Errorf("wire content = %v", ac)
+	}
+	if r := got.GetMessage().GetRendered().GetJson(); r != `{"choices":[{"message":{"content":"hi"}}],"n":30.0}` {
+		t.Errorf("rendered = %v", got.GetMessage().GetRendered())
+	}
+	chat, err := f.c.ToChatMessages(ctx, &historyv1.ToChatMessagesRequest{BranchId: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chat.GetMessages()) != 1 || chat.GetMessages()[0].GetRole() != "assistant" || chat.GetMessages()[0].GetContentJson() != `{"choices":[{"message":{"content":"hi"}}],"n":30.0}` {
+		t.Errorf("chat = %v", chat.GetMessages())
+	}
+	exp, _ := jsonv.ParseString(f.export(t, b))
+	want, _ := jsonv.ParseString(raw)
+	if v := get(get(exp, "messages", "collections").Elems()[0], "content", "assistant_response"); !jsonv.Equal(v, want) || v.String() != want.String() {
+		t.Errorf("exported assistant_response = %s, want %s as it came", v, want)
+	}
+	// The wire form round-trips through a pre-built message; a string in the JSON twin, or both
+	// fields set, is refused.
+	pre := got.GetMessage()
+	pre.Id = ""
+	if _, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_Message{Message: pre}}); err != nil {
+		t.Errorf("AddMessage of the read message: %v", err)
+	}
+	for _, bad := range []*historyv1.AssistantResponseContent{
+		{AssistantResponseJson: strPtr(`"text"`)},
+		{AssistantResponse: "t", AssistantResponseJson: strPtr(`{}`)},
+	} {
+		_, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_Message{Message: &historyv1.Message{
+			Content: &historyv1.Message_AssistantResponse{AssistantResponse: bad}}}})
+		wantStatus(t, err, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD)
 	}
 }
