@@ -61,7 +61,12 @@ func unrenderedMessageToProto(m *envelope.Message) *historyv1.Message {
 	case *envelope.InstructionContent:
 		pb.Content = &historyv1.Message_Instruction{Instruction: instructionToProto(c)}
 	case *envelope.AssistantResponseContent:
-		pb.Content = &historyv1.Message_AssistantResponse{AssistantResponse: &historyv1.AssistantResponseContent{AssistantResponse: c.AssistantResponse}}
+		ac := &historyv1.AssistantResponseContent{AssistantResponse: c.AssistantResponse}
+		if c.Value != nil {
+			js := c.Value.String()
+			ac.AssistantResponseJson = &js
+		}
+		pb.Content = &historyv1.Message_AssistantResponse{AssistantResponse: ac}
 	case *envelope.ActionRequestContent:
 		pb.Content = &historyv1.Message_ActionRequest{ActionRequest: &historyv1.ActionRequestContent{
 			Function: c.Function, ArgumentsJson: objectText(c.Arguments), ActionResponseId: c.ActionResponseID,
@@ -136,6 +141,9 @@ func renderedToProto(r envelope.Rendered, err error) *historyv1.Rendered {
 	if err != nil {
 		return &historyv1.Rendered{RenderError: err.Error()}
 	}
+	if r.Value != nil {
+		return &historyv1.Rendered{Value: &historyv1.Rendered_Json{Json: r.Value.String()}}
+	}
 	if !r.IsParts() {
 		return &historyv1.Rendered{Value: &historyv1.Rendered_Text{Text: r.Text}}
 	}
@@ -157,9 +165,12 @@ func partsToProto(parts []envelope.ContentPart) *historyv1.ContentParts {
 // chatMessageToProto is the chat projection on the wire.
 func chatMessageToProto(c envelope.ChatMessage) *historyv1.ChatMessage {
 	pb := &historyv1.ChatMessage{Role: string(c.Role)}
-	if c.Content.IsParts() {
+	switch {
+	case c.Content.Value != nil:
+		pb.Content = &historyv1.ChatMessage_ContentJson{ContentJson: c.Content.Value.String()}
+	case c.Content.IsParts():
 		pb.Content = &historyv1.ChatMessage_Parts{Parts: partsToProto(c.Content.Parts)}
-	} else {
+	default:
 		pb.Content = &historyv1.ChatMessage_Text{Text: c.Content.Text}
 	}
 	return pb

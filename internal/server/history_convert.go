@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
@@ -103,6 +104,19 @@ func jsonList(field string, texts []string) (jsonv.Value, error) {
 	return jsonv.ArrayValue(items...), nil
 }
 
+// presentList reads a repeated field and its presence-carrying StringList twin (field + "_list"):
+// the values and whether the list was given at all (non-empty, or the twin present). Both set is
+// INVALID_ARGUMENT (issue 13 item 5).
+func presentList(field string, repeated []string, list *historyv1.StringList) ([]string, bool, error) {
+	if list == nil {
+		return repeated, len(repeated) > 0, nil
+	}
+	if len(repeated) > 0 {
+		return nil, false, &FieldError{Field: field + "_list", Err: fmt.Errorf("%w: set %s or %s_list, not both", envelope.ErrInvalid, field[strings.LastIndexByte(field, '.')+1:], field[strings.LastIndexByte(field, '.')+1:])}
+	}
+	return list.GetValues(), true, nil
+}
+
 // textOrJSON reads a oneof of plain text and JSON text.
 func textOrJSON(field string, text *string, jsonText *string) (jsonv.Value, error) {
 	switch {
@@ -141,8 +155,15 @@ func instructionFactory(f *store.Factory, in *historyv1.InstructionInput, hasTar
 	if f.Guidance, err = textOrJSON("instruction.guidance_json", text, js); err != nil {
 		return err
 	}
-	if f.Context, err = jsonList("instruction.context_json", in.GetContextJson()); err != nil {
+	ctxTexts, ctxGiven, err := presentList("instruction.context_json", in.GetContextJson(), in.GetContextJsonList())
+	if err != nil {
 		return err
+	}
+	if f.Context, err = jsonList("instruction.context_json", ctxTexts); err != nil {
+		return err
+	}
+	if ctxGiven && len(ctxTexts) == 0 {
+		f.Context = jsonv.ArrayValue() // present and empty (issue 13 item 5)
 	}
 	switch in.GetHandleContext() {
 	case historyv1.ContextMode_CONTEXT_MODE_UNSPECIFIED, historyv1.ContextMode_CONTEXT_MODE_EXTEND:
@@ -154,8 +175,15 @@ func instructionFactory(f *store.Factory, in *historyv1.InstructionInput, hasTar
 	if in.PlainContent != nil {
 		f.PlainContent = jsonv.StringValue(in.GetPlainContent())
 	}
-	if f.ToolSchemas, err = jsonList("instruction.tool_schemas_json", in.GetToolSchemasJson()); err != nil {
+	toolTexts, toolsGiven, err := presentList("instruction.tool_schemas_json", in.GetToolSchemasJson(), in.GetToolSchemasJsonList())
+	if err != nil {
 		return err
+	}
+	if f.ToolSchemas, err = jsonList("instruction.tool_schemas_json", toolTexts); err != nil {
+		return err
+	}
+	if toolsGiven && len(toolTexts) == 0 {
+		f.ToolSchemas = jsonv.ArrayValue()
 	}
 	if items := f.ToolSchemas.Elems(); len(items) == 1 && items[0].Kind() == jsonv.Object && items[0].Has("tools") {
 		f.ToolSchemas = items[0] // a {"tools": [...]} wrapper, unwrapped by the factory (ADR-0006 D2)
@@ -166,9 +194,13 @@ func instructionFactory(f *store.Factory, in *historyv1.InstructionInput, hasTar
 	if !f.ResponseFormat.IsNull() && f.ResponseFormat.Kind() != jsonv.Object {
 		return &FieldError{Field: "instruction.response_format_json", Err: fmt.Errorf("%w: must be a JSON object, got %s", envelope.ErrInvalid, f.ResponseFormat.Kind())}
 	}
-	if len(in.GetImages()) > 0 {
-		imgs := make([]jsonv.Value, len(in.GetImages()))
-		for i, s := range in.GetImages() {
+	images, imagesGiven, err := presentList("instruction.images", in.GetImages(), in.GetImagesList())
+	if err != nil {
+		return err
+	}
+	if imagesGiven {
+		imgs := make([]jsonv.Value, len(images))
+		for i, s := range images {
 			imgs[i] = jsonv.StringValue(s)
 		}
 		f.Images = jsonv.ArrayValue(imgs...)
@@ -234,6 +266,7 @@ func addInputFromProto(req *historyv1.AddMessageRequest) (store.AddInput, error)
 			if f.AssistantResponse, err = parseJSONField("assistant_response.raw_response_json", r.RawResponseJson); err != nil {
 				return in, err
 			}
+			f.AssistantRaw = !hasTarget
 		}
 		if !hasTarget && !f.AssistantResponse.Truthy() {
 			return in, &FieldError{Field: "assistant_response", Err: fmt.Errorf("%w: text or raw_response_json is required", envelope.ErrInvalid)}

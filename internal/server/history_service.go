@@ -222,7 +222,7 @@ func (s *HistoryServer) ImportBranch(ctx context.Context, req *historyv1.ImportB
 	if err != nil {
 		return nil, err
 	}
-	data, err := jsonv.ParseString(req.GetData())
+	data, err := jsonv.ParseDepth([]byte(req.GetData()), store.ImportMaxDepth)
 	if err != nil {
 		return nil, &FieldError{Field: "data", Err: fmt.Errorf("%w: not JSON: %v", envelope.ErrInvalid, err)}
 	}

@@ -23,7 +23,7 @@ func TestHistoryConvertedMessagesFieldCount(t *testing.T) {
 	checkFieldCounts(t, "history_*.go", []fieldCount{
 		{&historyv1.Branch{}, 12},
 		{&historyv1.AddMessageRequest{}, 14},
-		{&historyv1.InstructionInput{}, 11},
+		{&historyv1.InstructionInput{}, 14},
 		{&historyv1.SystemInput{}, 3},
 		{&historyv1.AssistantResponseInput{}, 2},
 		{&historyv1.ActionRequestInput{}, 2},

@@ -116,6 +116,9 @@ func (m *Memory) register(b *branch, op Op, scope requestScope, requestID string
 	}
 	m.branches[b.id] = b
 	m.insertID(b.id)
+	// A branch made under the id of a deleted one is another branch: the
+	// deleted one's DeleteBranch request ids no longer answer for the id
+	// (issue 11, issue 13 item 13).
 	m.requests.forgetScope(deleteScope(b.id))
 	m.requests.put(m.opts.now(), scope, op, requestID, kept, charge)
 	return res, nil
@@ -205,6 +208,21 @@ func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, 
 			m.discard(b)
 			return BranchResult{}, err
 		}
+	}
+	if im.collRank != nil { // the collections order the import came with (issue 13 item 1)
+		b.nextRank = 0
+		for id := range b.ranks {
+			if r, ok := im.collRank[id]; ok {
+				b.ranks[id] = r
+				b.nextRank = max(b.nextRank, r+1)
+			}
+		}
+		for id, r := range b.ranks { // none expected: every message came from the collections
+			if _, ok := im.collRank[id]; !ok {
+				b.ranks[id] = b.nextRank + r
+			}
+		}
+		b.nextRank += uint64(len(b.ranks))
 	}
 	if im.selected != nil {
 		if err := b.checkMembers("data.metadata.current_progression.order", im.selected.Order, true); err != nil {

@@ -233,6 +233,7 @@ func (m *Memory) commitCreated(b *branch, c Created, field string) (written, err
 			if err != nil {
 				return written{}, err
 			}
+			rp.inPlace = true // LionAGI links the request in place: it keeps its collections rank
 			ps = append(ps, rp)
 		}
 	}
@@ -282,6 +283,11 @@ func (m *Memory) ClearMessages(ctx context.Context, branchID uuid.UUID, opts Wri
 			}
 		}
 		b.msgs = kept
+		ranks := map[uuid.UUID]uint64{}
+		if b.system != nil {
+			ranks[b.system.msg.ID] = b.ranks[b.system.msg.ID]
+		}
+		b.ranks = ranks
 		b.entries = nil
 		b.views = [numViews][]int32{}
 		b.epoch++

@@ -624,7 +624,16 @@ type InstructionInput struct {
 	// images are image references: http(s) URLs, data URIs or raw base64 (ADR-0006 D2).
 	Images []string `protobuf:"bytes,10,rep,name=images,proto3" json:"images,omitempty"`
 	// image_detail is "low", "high" or "auto".
-	ImageDetail   *string `protobuf:"bytes,11,opt,name=image_detail,json=imageDetail,proto3,oneof" json:"image_detail,omitempty"`
+	ImageDetail *string `protobuf:"bytes,11,opt,name=image_detail,json=imageDetail,proto3,oneof" json:"image_detail,omitempty"`
+	// context_json_list is context_json with presence: present and empty is an empty context, which
+	// with CONTEXT_MODE_REPLACE clears the target's (a repeated field cannot say "present and
+	// empty"). Set this or context_json, not both (INVALID_ARGUMENT).
+	ContextJsonList *StringList `protobuf:"bytes,12,opt,name=context_json_list,json=contextJsonList,proto3" json:"context_json_list,omitempty"`
+	// tool_schemas_json_list is tool_schemas_json with presence (see context_json_list); set this or
+	// tool_schemas_json, not both.
+	ToolSchemasJsonList *StringList `protobuf:"bytes,13,opt,name=tool_schemas_json_list,json=toolSchemasJsonList,proto3" json:"tool_schemas_json_list,omitempty"`
+	// images_list is images with presence (see context_json_list); set this or images, not both.
+	ImagesList    *StringList `protobuf:"bytes,14,opt,name=images_list,json=imagesList,proto3" json:"images_list,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -758,6 +767,27 @@ func (x *InstructionInput) GetImageDetail() string {
 	return ""
 }
 
+func (x *InstructionInput) GetContextJsonList() *StringList {
+	if x != nil {
+		return x.ContextJsonList
+	}
+	return nil
+}
+
+func (x *InstructionInput) GetToolSchemasJsonList() *StringList {
+	if x != nil {
+		return x.ToolSchemasJsonList
+	}
+	return nil
+}
+
+func (x *InstructionInput) GetImagesList() *StringList {
+	if x != nil {
+		return x.ImagesList
+	}
+	return nil
+}
+
 type isInstructionInput_InstructionValue interface {
 	isInstructionInput_InstructionValue()
 }
@@ -794,6 +824,53 @@ func (*InstructionInput_Guidance) isInstructionInput_GuidanceValue() {}
 
 func (*InstructionInput_GuidanceJson) isInstructionInput_GuidanceValue() {}
 
+// StringList is a list of strings whose presence is seen on the wire: absent is "not given",
+// present with no values is "given, empty".
+type StringList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// values are the strings, in order.
+	Values        []string `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StringList) Reset() {
+	*x = StringList{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StringList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StringList) ProtoMessage() {}
+
+func (x *StringList) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StringList.ProtoReflect.Descriptor instead.
+func (*StringList) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StringList) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 // AssistantResponseInput is the assistant-response input of the factory.
 type AssistantResponseInput struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -810,7 +887,7 @@ type AssistantResponseInput struct {
 
 func (x *AssistantResponseInput) Reset() {
 	*x = AssistantResponseInput{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[4]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +899,7 @@ func (x *AssistantResponseInput) String() string {
 func (*AssistantResponseInput) ProtoMessage() {}
 
 func (x *AssistantResponseInput) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[4]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +912,7 @@ func (x *AssistantResponseInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantResponseInput.ProtoReflect.Descriptor instead.
 func (*AssistantResponseInput) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{4}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AssistantResponseInput) GetResponse() isAssistantResponseInput_Response {
@@ -897,7 +974,7 @@ type ActionRequestInput struct {
 
 func (x *ActionRequestInput) Reset() {
 	*x = ActionRequestInput{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[5]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +986,7 @@ func (x *ActionRequestInput) String() string {
 func (*ActionRequestInput) ProtoMessage() {}
 
 func (x *ActionRequestInput) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[5]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +999,7 @@ func (x *ActionRequestInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionRequestInput.ProtoReflect.Descriptor instead.
 func (*ActionRequestInput) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{5}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ActionRequestInput) GetFunction() string {
@@ -955,7 +1032,7 @@ type ActionOutputInput struct {
 
 func (x *ActionOutputInput) Reset() {
 	*x = ActionOutputInput{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[6]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1044,7 @@ func (x *ActionOutputInput) String() string {
 func (*ActionOutputInput) ProtoMessage() {}
 
 func (x *ActionOutputInput) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[6]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1057,7 @@ func (x *ActionOutputInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionOutputInput.ProtoReflect.Descriptor instead.
 func (*ActionOutputInput) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{6}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ActionOutputInput) GetActionRequestId() string {
@@ -1027,7 +1104,7 @@ type CreateBranchRequest struct {
 
 func (x *CreateBranchRequest) Reset() {
 	*x = CreateBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[7]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1116,7 @@ func (x *CreateBranchRequest) String() string {
 func (*CreateBranchRequest) ProtoMessage() {}
 
 func (x *CreateBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[7]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1129,7 @@ func (x *CreateBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBranchRequest.ProtoReflect.Descriptor instead.
 func (*CreateBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{7}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateBranchRequest) GetRequestId() string {
@@ -1117,7 +1194,7 @@ type CreateBranchResponse struct {
 
 func (x *CreateBranchResponse) Reset() {
 	*x = CreateBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[8]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1206,7 @@ func (x *CreateBranchResponse) String() string {
 func (*CreateBranchResponse) ProtoMessage() {}
 
 func (x *CreateBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[8]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1219,7 @@ func (x *CreateBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBranchResponse.ProtoReflect.Descriptor instead.
 func (*CreateBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{8}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateBranchResponse) GetBranch() *Branch {
@@ -1170,7 +1247,7 @@ type GetBranchRequest struct {
 
 func (x *GetBranchRequest) Reset() {
 	*x = GetBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[9]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1259,7 @@ func (x *GetBranchRequest) String() string {
 func (*GetBranchRequest) ProtoMessage() {}
 
 func (x *GetBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[9]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1272,7 @@ func (x *GetBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBranchRequest.ProtoReflect.Descriptor instead.
 func (*GetBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{9}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetBranchRequest) GetBranchId() string {
@@ -1216,7 +1293,7 @@ type GetBranchResponse struct {
 
 func (x *GetBranchResponse) Reset() {
 	*x = GetBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[10]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1305,7 @@ func (x *GetBranchResponse) String() string {
 func (*GetBranchResponse) ProtoMessage() {}
 
 func (x *GetBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[10]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1318,7 @@ func (x *GetBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBranchResponse.ProtoReflect.Descriptor instead.
 func (*GetBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{10}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetBranchResponse) GetBranch() *Branch {
@@ -1264,7 +1341,7 @@ type ListBranchesRequest struct {
 
 func (x *ListBranchesRequest) Reset() {
 	*x = ListBranchesRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[11]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1353,7 @@ func (x *ListBranchesRequest) String() string {
 func (*ListBranchesRequest) ProtoMessage() {}
 
 func (x *ListBranchesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[11]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1366,7 @@ func (x *ListBranchesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBranchesRequest.ProtoReflect.Descriptor instead.
 func (*ListBranchesRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{11}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListBranchesRequest) GetPageSize() int32 {
@@ -1319,7 +1396,7 @@ type ListBranchesResponse struct {
 
 func (x *ListBranchesResponse) Reset() {
 	*x = ListBranchesResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[12]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1408,7 @@ func (x *ListBranchesResponse) String() string {
 func (*ListBranchesResponse) ProtoMessage() {}
 
 func (x *ListBranchesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[12]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1421,7 @@ func (x *ListBranchesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBranchesResponse.ProtoReflect.Descriptor instead.
 func (*ListBranchesResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{12}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListBranchesResponse) GetBranches() []*Branch {
@@ -1376,7 +1453,7 @@ type DeleteBranchRequest struct {
 
 func (x *DeleteBranchRequest) Reset() {
 	*x = DeleteBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[13]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1465,7 @@ func (x *DeleteBranchRequest) String() string {
 func (*DeleteBranchRequest) ProtoMessage() {}
 
 func (x *DeleteBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[13]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1478,7 @@ func (x *DeleteBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBranchRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{13}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteBranchRequest) GetBranchId() string {
@@ -1438,7 +1515,7 @@ type DeleteBranchResponse struct {
 
 func (x *DeleteBranchResponse) Reset() {
 	*x = DeleteBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[14]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1527,7 @@ func (x *DeleteBranchResponse) String() string {
 func (*DeleteBranchResponse) ProtoMessage() {}
 
 func (x *DeleteBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[14]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1540,7 @@ func (x *DeleteBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBranchResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{14}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteBranchResponse) GetBranchId() string {
@@ -1501,7 +1578,7 @@ type ForkBranchRequest struct {
 
 func (x *ForkBranchRequest) Reset() {
 	*x = ForkBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[15]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1590,7 @@ func (x *ForkBranchRequest) String() string {
 func (*ForkBranchRequest) ProtoMessage() {}
 
 func (x *ForkBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[15]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1603,7 @@ func (x *ForkBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkBranchRequest.ProtoReflect.Descriptor instead.
 func (*ForkBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{15}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ForkBranchRequest) GetRequestId() string {
@@ -1582,7 +1659,7 @@ type ForkBranchResponse struct {
 
 func (x *ForkBranchResponse) Reset() {
 	*x = ForkBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[16]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1671,7 @@ func (x *ForkBranchResponse) String() string {
 func (*ForkBranchResponse) ProtoMessage() {}
 
 func (x *ForkBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[16]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1684,7 @@ func (x *ForkBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkBranchResponse.ProtoReflect.Descriptor instead.
 func (*ForkBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{16}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ForkBranchResponse) GetBranch() *Branch {
@@ -1638,7 +1715,7 @@ type SetSystemRequest struct {
 
 func (x *SetSystemRequest) Reset() {
 	*x = SetSystemRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[17]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1727,7 @@ func (x *SetSystemRequest) String() string {
 func (*SetSystemRequest) ProtoMessage() {}
 
 func (x *SetSystemRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[17]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1740,7 @@ func (x *SetSystemRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemRequest.ProtoReflect.Descriptor instead.
 func (*SetSystemRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{17}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetSystemRequest) GetBranchId() string {
@@ -1714,7 +1791,7 @@ type SetSystemResponse struct {
 
 func (x *SetSystemResponse) Reset() {
 	*x = SetSystemResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[18]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1803,7 @@ func (x *SetSystemResponse) String() string {
 func (*SetSystemResponse) ProtoMessage() {}
 
 func (x *SetSystemResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[18]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1816,7 @@ func (x *SetSystemResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemResponse.ProtoReflect.Descriptor instead.
 func (*SetSystemResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{18}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetSystemResponse) GetSystem() *Message {
@@ -1796,7 +1873,7 @@ type AddMessageRequest struct {
 
 func (x *AddMessageRequest) Reset() {
 	*x = AddMessageRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[19]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1885,7 @@ func (x *AddMessageRequest) String() string {
 func (*AddMessageRequest) ProtoMessage() {}
 
 func (x *AddMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[19]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1898,7 @@ func (x *AddMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMessageRequest.ProtoReflect.Descriptor instead.
 func (*AddMessageRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{19}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AddMessageRequest) GetBranchId() string {
@@ -2004,7 +2081,7 @@ type AddMessageResponse struct {
 
 func (x *AddMessageResponse) Reset() {
 	*x = AddMessageResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[20]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2093,7 @@ func (x *AddMessageResponse) String() string {
 func (*AddMessageResponse) ProtoMessage() {}
 
 func (x *AddMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[20]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2106,7 @@ func (x *AddMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMessageResponse.ProtoReflect.Descriptor instead.
 func (*AddMessageResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{20}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AddMessageResponse) GetMessage() *Message {
@@ -2090,7 +2167,7 @@ type CreateActionResponseRequest struct {
 
 func (x *CreateActionResponseRequest) Reset() {
 	*x = CreateActionResponseRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[21]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2179,7 @@ func (x *CreateActionResponseRequest) String() string {
 func (*CreateActionResponseRequest) ProtoMessage() {}
 
 func (x *CreateActionResponseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[21]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2192,7 @@ func (x *CreateActionResponseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateActionResponseRequest.ProtoReflect.Descriptor instead.
 func (*CreateActionResponseRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{21}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateActionResponseRequest) GetBranchId() string {
@@ -2196,7 +2273,7 @@ type CreateActionResponseResponse struct {
 
 func (x *CreateActionResponseResponse) Reset() {
 	*x = CreateActionResponseResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[22]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2285,7 @@ func (x *CreateActionResponseResponse) String() string {
 func (*CreateActionResponseResponse) ProtoMessage() {}
 
 func (x *CreateActionResponseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[22]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2298,7 @@ func (x *CreateActionResponseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateActionResponseResponse.ProtoReflect.Descriptor instead.
 func (*CreateActionResponseResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{22}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateActionResponseResponse) GetActionResponse() *Message {
@@ -2258,7 +2335,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[23]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2347,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[23]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2360,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{23}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetMessageRequest) GetBranchId() string {
@@ -2313,7 +2390,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[24]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2402,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[24]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2415,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{24}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetMessageResponse) GetMessage() *Message {
@@ -2376,7 +2453,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[25]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2465,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[25]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2478,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{25}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListMessagesRequest) GetBranchId() string {
@@ -2461,7 +2538,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[26]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2473,7 +2550,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[26]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2486,7 +2563,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{26}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2524,7 +2601,7 @@ type GetLastMessageRequest struct {
 
 func (x *GetLastMessageRequest) Reset() {
 	*x = GetLastMessageRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[27]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2613,7 @@ func (x *GetLastMessageRequest) String() string {
 func (*GetLastMessageRequest) ProtoMessage() {}
 
 func (x *GetLastMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[27]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2626,7 @@ func (x *GetLastMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLastMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetLastMessageRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{27}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetLastMessageRequest) GetBranchId() string {
@@ -2579,7 +2656,7 @@ type GetLastMessageResponse struct {
 
 func (x *GetLastMessageResponse) Reset() {
 	*x = GetLastMessageResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[28]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2668,7 @@ func (x *GetLastMessageResponse) String() string {
 func (*GetLastMessageResponse) ProtoMessage() {}
 
 func (x *GetLastMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[28]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2681,7 @@ func (x *GetLastMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLastMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetLastMessageResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{28}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetLastMessageResponse) GetMessage() *Message {
@@ -2639,7 +2716,7 @@ type ToChatMessagesRequest struct {
 
 func (x *ToChatMessagesRequest) Reset() {
 	*x = ToChatMessagesRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[29]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +2728,7 @@ func (x *ToChatMessagesRequest) String() string {
 func (*ToChatMessagesRequest) ProtoMessage() {}
 
 func (x *ToChatMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[29]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +2741,7 @@ func (x *ToChatMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToChatMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ToChatMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{29}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ToChatMessagesRequest) GetBranchId() string {
@@ -2706,7 +2783,7 @@ type ToChatMessagesResponse struct {
 
 func (x *ToChatMessagesResponse) Reset() {
 	*x = ToChatMessagesResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[30]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2795,7 @@ func (x *ToChatMessagesResponse) String() string {
 func (*ToChatMessagesResponse) ProtoMessage() {}
 
 func (x *ToChatMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[30]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2808,7 @@ func (x *ToChatMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToChatMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ToChatMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{30}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ToChatMessagesResponse) GetMessages() []*ChatMessage {
@@ -2777,7 +2854,7 @@ type ClearMessagesRequest struct {
 
 func (x *ClearMessagesRequest) Reset() {
 	*x = ClearMessagesRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[31]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2789,7 +2866,7 @@ func (x *ClearMessagesRequest) String() string {
 func (*ClearMessagesRequest) ProtoMessage() {}
 
 func (x *ClearMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[31]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2802,7 +2879,7 @@ func (x *ClearMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ClearMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{31}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ClearMessagesRequest) GetBranchId() string {
@@ -2837,7 +2914,7 @@ type ClearMessagesResponse struct {
 
 func (x *ClearMessagesResponse) Reset() {
 	*x = ClearMessagesResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[32]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2849,7 +2926,7 @@ func (x *ClearMessagesResponse) String() string {
 func (*ClearMessagesResponse) ProtoMessage() {}
 
 func (x *ClearMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[32]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2862,7 +2939,7 @@ func (x *ClearMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ClearMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{32}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ClearMessagesResponse) GetHeadSequence() uint64 {
@@ -2889,7 +2966,7 @@ type SetProgressionRequest struct {
 
 func (x *SetProgressionRequest) Reset() {
 	*x = SetProgressionRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[33]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2901,7 +2978,7 @@ func (x *SetProgressionRequest) String() string {
 func (*SetProgressionRequest) ProtoMessage() {}
 
 func (x *SetProgressionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[33]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2914,7 +2991,7 @@ func (x *SetProgressionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProgressionRequest.ProtoReflect.Descriptor instead.
 func (*SetProgressionRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{33}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetProgressionRequest) GetBranchId() string {
@@ -2956,7 +3033,7 @@ type SetProgressionResponse struct {
 
 func (x *SetProgressionResponse) Reset() {
 	*x = SetProgressionResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[34]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2968,7 +3045,7 @@ func (x *SetProgressionResponse) String() string {
 func (*SetProgressionResponse) ProtoMessage() {}
 
 func (x *SetProgressionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[34]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2981,7 +3058,7 @@ func (x *SetProgressionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProgressionResponse.ProtoReflect.Descriptor instead.
 func (*SetProgressionResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{34}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetProgressionResponse) GetHeadSequence() uint64 {
@@ -3011,7 +3088,7 @@ type ImportBranchRequest struct {
 
 func (x *ImportBranchRequest) Reset() {
 	*x = ImportBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[35]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3023,7 +3100,7 @@ func (x *ImportBranchRequest) String() string {
 func (*ImportBranchRequest) ProtoMessage() {}
 
 func (x *ImportBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[35]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3036,7 +3113,7 @@ func (x *ImportBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportBranchRequest.ProtoReflect.Descriptor instead.
 func (*ImportBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{35}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ImportBranchRequest) GetRequestId() string {
@@ -3085,7 +3162,7 @@ type ImportBranchResponse struct {
 
 func (x *ImportBranchResponse) Reset() {
 	*x = ImportBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[36]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3097,7 +3174,7 @@ func (x *ImportBranchResponse) String() string {
 func (*ImportBranchResponse) ProtoMessage() {}
 
 func (x *ImportBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[36]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3110,7 +3187,7 @@ func (x *ImportBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportBranchResponse.ProtoReflect.Descriptor instead.
 func (*ImportBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{36}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ImportBranchResponse) GetBranch() *Branch {
@@ -3135,7 +3212,7 @@ type ExportBranchRequest struct {
 
 func (x *ExportBranchRequest) Reset() {
 	*x = ExportBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[37]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3224,7 @@ func (x *ExportBranchRequest) String() string {
 func (*ExportBranchRequest) ProtoMessage() {}
 
 func (x *ExportBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[37]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3237,7 @@ func (x *ExportBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportBranchRequest.ProtoReflect.Descriptor instead.
 func (*ExportBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{37}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExportBranchRequest) GetBranchId() string {
@@ -3197,7 +3274,7 @@ type ExportBranchResponse struct {
 
 func (x *ExportBranchResponse) Reset() {
 	*x = ExportBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[38]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3209,7 +3286,7 @@ func (x *ExportBranchResponse) String() string {
 func (*ExportBranchResponse) ProtoMessage() {}
 
 func (x *ExportBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[38]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3222,7 +3299,7 @@ func (x *ExportBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportBranchResponse.ProtoReflect.Descriptor instead.
 func (*ExportBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{38}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExportBranchResponse) GetData() string {
@@ -3266,7 +3343,7 @@ type WatchBranchRequest struct {
 
 func (x *WatchBranchRequest) Reset() {
 	*x = WatchBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3278,7 +3355,7 @@ func (x *WatchBranchRequest) String() string {
 func (*WatchBranchRequest) ProtoMessage() {}
 
 func (x *WatchBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3291,7 +3368,7 @@ func (x *WatchBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBranchRequest.ProtoReflect.Descriptor instead.
 func (*WatchBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{39}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WatchBranchRequest) GetBranchId() string {
@@ -3346,7 +3423,7 @@ type WatchBranchResponse struct {
 
 func (x *WatchBranchResponse) Reset() {
 	*x = WatchBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3358,7 +3435,7 @@ func (x *WatchBranchResponse) String() string {
 func (*WatchBranchResponse) ProtoMessage() {}
 
 func (x *WatchBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3371,7 +3448,7 @@ func (x *WatchBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBranchResponse.ProtoReflect.Descriptor instead.
 func (*WatchBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{40}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchBranchResponse) GetFrame() isWatchBranchResponse_Frame {
@@ -3455,7 +3532,7 @@ type WatchStart struct {
 
 func (x *WatchStart) Reset() {
 	*x = WatchStart{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3544,7 @@ func (x *WatchStart) String() string {
 func (*WatchStart) ProtoMessage() {}
 
 func (x *WatchStart) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3557,7 @@ func (x *WatchStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchStart.ProtoReflect.Descriptor instead.
 func (*WatchStart) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{41}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchStart) GetBranchId() string {
@@ -3535,7 +3612,7 @@ type BranchCommit struct {
 
 func (x *BranchCommit) Reset() {
 	*x = BranchCommit{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3624,7 @@ func (x *BranchCommit) String() string {
 func (*BranchCommit) ProtoMessage() {}
 
 func (x *BranchCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3637,7 @@ func (x *BranchCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchCommit.ProtoReflect.Descriptor instead.
 func (*BranchCommit) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{42}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BranchCommit) GetFirstSequence() uint64 {
@@ -3611,7 +3688,7 @@ type BranchEvent struct {
 
 func (x *BranchEvent) Reset() {
 	*x = BranchEvent{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3623,7 +3700,7 @@ func (x *BranchEvent) String() string {
 func (*BranchEvent) ProtoMessage() {}
 
 func (x *BranchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3636,7 +3713,7 @@ func (x *BranchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchEvent.ProtoReflect.Descriptor instead.
 func (*BranchEvent) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{43}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BranchEvent) GetSequence() uint64 {
@@ -3702,7 +3779,7 @@ type WatchHeartbeat struct {
 
 func (x *WatchHeartbeat) Reset() {
 	*x = WatchHeartbeat{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3714,7 +3791,7 @@ func (x *WatchHeartbeat) String() string {
 func (*WatchHeartbeat) ProtoMessage() {}
 
 func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3727,7 +3804,7 @@ func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchHeartbeat.ProtoReflect.Descriptor instead.
 func (*WatchHeartbeat) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{44}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WatchHeartbeat) GetHeadSequence() uint64 {
@@ -3779,7 +3856,7 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\rdatetime_text\x18\x02 \x01(\tH\x00R\fdatetimeText\x12#\n" +
 	"\fdatetime_now\x18\x03 \x01(\bH\x00R\vdatetimeNowB\x11\n" +
 	"\x0fsystem_datetimeB\x11\n" +
-	"\x0f_system_message\"\xbc\x04\n" +
+	"\x0f_system_message\"\x89\x06\n" +
 	"\x10InstructionInput\x12\"\n" +
 	"\vinstruction\x18\x01 \x01(\tH\x00R\vinstruction\x12+\n" +
 	"\x10instruction_json\x18\x02 \x01(\tH\x00R\x0finstructionJson\x12\x1c\n" +
@@ -3792,12 +3869,19 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x14response_format_json\x18\t \x01(\tH\x03R\x12responseFormatJson\x88\x01\x01\x12\x16\n" +
 	"\x06images\x18\n" +
 	" \x03(\tR\x06images\x12&\n" +
-	"\fimage_detail\x18\v \x01(\tH\x04R\vimageDetail\x88\x01\x01B\x13\n" +
+	"\fimage_detail\x18\v \x01(\tH\x04R\vimageDetail\x88\x01\x01\x12C\n" +
+	"\x11context_json_list\x18\f \x01(\v2\x17.historyd.v1.StringListR\x0fcontextJsonList\x12L\n" +
+	"\x16tool_schemas_json_list\x18\r \x01(\v2\x17.historyd.v1.StringListR\x13toolSchemasJsonList\x128\n" +
+	"\vimages_list\x18\x0e \x01(\v2\x17.historyd.v1.StringListR\n" +
+	"imagesListB\x13\n" +
 	"\x11instruction_valueB\x10\n" +
 	"\x0eguidance_valueB\x10\n" +
 	"\x0e_plain_contentB\x17\n" +
 	"\x15_response_format_jsonB\x0f\n" +
-	"\r_image_detail\"h\n" +
+	"\r_image_detail\"$\n" +
+	"\n" +
+	"StringList\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\"h\n" +
 	"\x16AssistantResponseInput\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x12,\n" +
 	"\x11raw_response_json\x18\x02 \x01(\tH\x00R\x0frawResponseJsonB\n" +
@@ -4081,7 +4165,7 @@ func file_historyd_v1_history_service_proto_rawDescGZIP() []byte {
 }
 
 var file_historyd_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_historyd_v1_history_service_proto_goTypes = []any{
 	(MessageView)(0),                     // 0: historyd.v1.MessageView
 	(SerializationMode)(0),               // 1: historyd.v1.SerializationMode
@@ -4091,140 +4175,144 @@ var file_historyd_v1_history_service_proto_goTypes = []any{
 	(*MessageIds)(nil),                   // 5: historyd.v1.MessageIds
 	(*SystemInput)(nil),                  // 6: historyd.v1.SystemInput
 	(*InstructionInput)(nil),             // 7: historyd.v1.InstructionInput
-	(*AssistantResponseInput)(nil),       // 8: historyd.v1.AssistantResponseInput
-	(*ActionRequestInput)(nil),           // 9: historyd.v1.ActionRequestInput
-	(*ActionOutputInput)(nil),            // 10: historyd.v1.ActionOutputInput
-	(*CreateBranchRequest)(nil),          // 11: historyd.v1.CreateBranchRequest
-	(*CreateBranchResponse)(nil),         // 12: historyd.v1.CreateBranchResponse
-	(*GetBranchRequest)(nil),             // 13: historyd.v1.GetBranchRequest
-	(*GetBranchResponse)(nil),            // 14: historyd.v1.GetBranchResponse
-	(*ListBranchesRequest)(nil),          // 15: historyd.v1.ListBranchesRequest
-	(*ListBranchesResponse)(nil),         // 16: historyd.v1.ListBranchesResponse
-	(*DeleteBranchRequest)(nil),          // 17: historyd.v1.DeleteBranchRequest
-	(*DeleteBranchResponse)(nil),         // 18: historyd.v1.DeleteBranchResponse
-	(*ForkBranchRequest)(nil),            // 19: historyd.v1.ForkBranchRequest
-	(*ForkBranchResponse)(nil),           // 20: historyd.v1.ForkBranchResponse
-	(*SetSystemRequest)(nil),             // 21: historyd.v1.SetSystemRequest
-	(*SetSystemResponse)(nil),            // 22: historyd.v1.SetSystemResponse
-	(*AddMessageRequest)(nil),            // 23: historyd.v1.AddMessageRequest
-	(*AddMessageResponse)(nil),           // 24: historyd.v1.AddMessageResponse
-	(*CreateActionResponseRequest)(nil),  // 25: historyd.v1.CreateActionResponseRequest
-	(*CreateActionResponseResponse)(nil), // 26: historyd.v1.CreateActionResponseResponse
-	(*GetMessageRequest)(nil),            // 27: historyd.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),           // 28: historyd.v1.GetMessageResponse
-	(*ListMessagesRequest)(nil),          // 29: historyd.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),         // 30: historyd.v1.ListMessagesResponse
-	(*GetLastMessageRequest)(nil),        // 31: historyd.v1.GetLastMessageRequest
-	(*GetLastMessageResponse)(nil),       // 32: historyd.v1.GetLastMessageResponse
-	(*ToChatMessagesRequest)(nil),        // 33: historyd.v1.ToChatMessagesRequest
-	(*ToChatMessagesResponse)(nil),       // 34: historyd.v1.ToChatMessagesResponse
-	(*ClearMessagesRequest)(nil),         // 35: historyd.v1.ClearMessagesRequest
-	(*ClearMessagesResponse)(nil),        // 36: historyd.v1.ClearMessagesResponse
-	(*SetProgressionRequest)(nil),        // 37: historyd.v1.SetProgressionRequest
-	(*SetProgressionResponse)(nil),       // 38: historyd.v1.SetProgressionResponse
-	(*ImportBranchRequest)(nil),          // 39: historyd.v1.ImportBranchRequest
-	(*ImportBranchResponse)(nil),         // 40: historyd.v1.ImportBranchResponse
-	(*ExportBranchRequest)(nil),          // 41: historyd.v1.ExportBranchRequest
-	(*ExportBranchResponse)(nil),         // 42: historyd.v1.ExportBranchResponse
-	(*WatchBranchRequest)(nil),           // 43: historyd.v1.WatchBranchRequest
-	(*WatchBranchResponse)(nil),          // 44: historyd.v1.WatchBranchResponse
-	(*WatchStart)(nil),                   // 45: historyd.v1.WatchStart
-	(*BranchCommit)(nil),                 // 46: historyd.v1.BranchCommit
-	(*BranchEvent)(nil),                  // 47: historyd.v1.BranchEvent
-	(*WatchHeartbeat)(nil),               // 48: historyd.v1.WatchHeartbeat
-	(*structpb.Struct)(nil),              // 49: google.protobuf.Struct
-	(*Message)(nil),                      // 50: historyd.v1.Message
-	(*structpb.Value)(nil),               // 51: google.protobuf.Value
-	(*ChatMessage)(nil),                  // 52: historyd.v1.ChatMessage
-	(*timestamppb.Timestamp)(nil),        // 53: google.protobuf.Timestamp
+	(*StringList)(nil),                   // 8: historyd.v1.StringList
+	(*AssistantResponseInput)(nil),       // 9: historyd.v1.AssistantResponseInput
+	(*ActionRequestInput)(nil),           // 10: historyd.v1.ActionRequestInput
+	(*ActionOutputInput)(nil),            // 11: historyd.v1.ActionOutputInput
+	(*CreateBranchRequest)(nil),          // 12: historyd.v1.CreateBranchRequest
+	(*CreateBranchResponse)(nil),         // 13: historyd.v1.CreateBranchResponse
+	(*GetBranchRequest)(nil),             // 14: historyd.v1.GetBranchRequest
+	(*GetBranchResponse)(nil),            // 15: historyd.v1.GetBranchResponse
+	(*ListBranchesRequest)(nil),          // 16: historyd.v1.ListBranchesRequest
+	(*ListBranchesResponse)(nil),         // 17: historyd.v1.ListBranchesResponse
+	(*DeleteBranchRequest)(nil),          // 18: historyd.v1.DeleteBranchRequest
+	(*DeleteBranchResponse)(nil),         // 19: historyd.v1.DeleteBranchResponse
+	(*ForkBranchRequest)(nil),            // 20: historyd.v1.ForkBranchRequest
+	(*ForkBranchResponse)(nil),           // 21: historyd.v1.ForkBranchResponse
+	(*SetSystemRequest)(nil),             // 22: historyd.v1.SetSystemRequest
+	(*SetSystemResponse)(nil),            // 23: historyd.v1.SetSystemResponse
+	(*AddMessageRequest)(nil),            // 24: historyd.v1.AddMessageRequest
+	(*AddMessageResponse)(nil),           // 25: historyd.v1.AddMessageResponse
+	(*CreateActionResponseRequest)(nil),  // 26: historyd.v1.CreateActionResponseRequest
+	(*CreateActionResponseResponse)(nil), // 27: historyd.v1.CreateActionResponseResponse
+	(*GetMessageRequest)(nil),            // 28: historyd.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),           // 29: historyd.v1.GetMessageResponse
+	(*ListMessagesRequest)(nil),          // 30: historyd.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),         // 31: historyd.v1.ListMessagesResponse
+	(*GetLastMessageRequest)(nil),        // 32: historyd.v1.GetLastMessageRequest
+	(*GetLastMessageResponse)(nil),       // 33: historyd.v1.GetLastMessageResponse
+	(*ToChatMessagesRequest)(nil),        // 34: historyd.v1.ToChatMessagesRequest
+	(*ToChatMessagesResponse)(nil),       // 35: historyd.v1.ToChatMessagesResponse
+	(*ClearMessagesRequest)(nil),         // 36: historyd.v1.ClearMessagesRequest
+	(*ClearMessagesResponse)(nil),        // 37: historyd.v1.ClearMessagesResponse
+	(*SetProgressionRequest)(nil),        // 38: historyd.v1.SetProgressionRequest
+	(*SetProgressionResponse)(nil),       // 39: historyd.v1.SetProgressionResponse
+	(*ImportBranchRequest)(nil),          // 40: historyd.v1.ImportBranchRequest
+	(*ImportBranchResponse)(nil),         // 41: historyd.v1.ImportBranchResponse
+	(*ExportBranchRequest)(nil),          // 42: historyd.v1.ExportBranchRequest
+	(*ExportBranchResponse)(nil),         // 43: historyd.v1.ExportBranchResponse
+	(*WatchBranchRequest)(nil),           // 44: historyd.v1.WatchBranchRequest
+	(*WatchBranchResponse)(nil),          // 45: historyd.v1.WatchBranchResponse
+	(*WatchStart)(nil),                   // 46: historyd.v1.WatchStart
+	(*BranchCommit)(nil),                 // 47: historyd.v1.BranchCommit
+	(*BranchEvent)(nil),                  // 48: historyd.v1.BranchEvent
+	(*WatchHeartbeat)(nil),               // 49: historyd.v1.WatchHeartbeat
+	(*structpb.Struct)(nil),              // 50: google.protobuf.Struct
+	(*Message)(nil),                      // 51: historyd.v1.Message
+	(*structpb.Value)(nil),               // 52: google.protobuf.Value
+	(*ChatMessage)(nil),                  // 53: historyd.v1.ChatMessage
+	(*timestamppb.Timestamp)(nil),        // 54: google.protobuf.Timestamp
 }
 var file_historyd_v1_history_service_proto_depIdxs = []int32{
-	49, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
+	50, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
 	2,  // 1: historyd.v1.InstructionInput.handle_context:type_name -> historyd.v1.ContextMode
-	49, // 2: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
-	6,  // 3: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
-	4,  // 4: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
-	50, // 5: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
-	4,  // 6: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
-	4,  // 7: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
-	4,  // 8: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
-	50, // 9: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
-	50, // 10: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
-	51, // 11: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
-	51, // 12: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
-	49, // 13: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
-	7,  // 14: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
-	8,  // 15: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
-	6,  // 16: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
-	9,  // 17: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
-	10, // 18: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
-	50, // 19: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
-	50, // 20: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
-	50, // 21: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
-	51, // 22: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
-	51, // 23: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
-	50, // 24: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
-	50, // 25: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
-	50, // 26: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
-	0,  // 27: historyd.v1.ListMessagesRequest.view:type_name -> historyd.v1.MessageView
-	50, // 28: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
-	0,  // 29: historyd.v1.GetLastMessageRequest.view:type_name -> historyd.v1.MessageView
-	50, // 30: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
-	5,  // 31: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
-	52, // 32: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
-	5,  // 33: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
-	4,  // 34: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
-	1,  // 35: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
-	3,  // 36: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
-	45, // 37: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
-	46, // 38: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
-	48, // 39: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
-	47, // 40: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
-	3,  // 41: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
-	50, // 42: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
-	4,  // 43: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
-	50, // 44: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
-	5,  // 45: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
-	53, // 46: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	11, // 47: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
-	13, // 48: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
-	15, // 49: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
-	17, // 50: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
-	19, // 51: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
-	21, // 52: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
-	23, // 53: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
-	25, // 54: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
-	27, // 55: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
-	29, // 56: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
-	31, // 57: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
-	33, // 58: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
-	35, // 59: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
-	37, // 60: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
-	39, // 61: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
-	41, // 62: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
-	43, // 63: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
-	12, // 64: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
-	14, // 65: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
-	16, // 66: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
-	18, // 67: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
-	20, // 68: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
-	22, // 69: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
-	24, // 70: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
-	26, // 71: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
-	28, // 72: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
-	30, // 73: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
-	32, // 74: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
-	34, // 75: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
-	36, // 76: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
-	38, // 77: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
-	40, // 78: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
-	42, // 79: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
-	44, // 80: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
-	64, // [64:81] is the sub-list for method output_type
-	47, // [47:64] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	8,  // 2: historyd.v1.InstructionInput.context_json_list:type_name -> historyd.v1.StringList
+	8,  // 3: historyd.v1.InstructionInput.tool_schemas_json_list:type_name -> historyd.v1.StringList
+	8,  // 4: historyd.v1.InstructionInput.images_list:type_name -> historyd.v1.StringList
+	50, // 5: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
+	6,  // 6: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
+	4,  // 7: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
+	51, // 8: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
+	4,  // 9: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
+	4,  // 10: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
+	4,  // 11: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
+	51, // 12: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
+	51, // 13: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
+	52, // 14: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
+	52, // 15: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
+	50, // 16: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
+	7,  // 17: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
+	9,  // 18: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
+	6,  // 19: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
+	10, // 20: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
+	11, // 21: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
+	51, // 22: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
+	51, // 23: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
+	51, // 24: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
+	52, // 25: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
+	52, // 26: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
+	51, // 27: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
+	51, // 28: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
+	51, // 29: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
+	0,  // 30: historyd.v1.ListMessagesRequest.view:type_name -> historyd.v1.MessageView
+	51, // 31: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
+	0,  // 32: historyd.v1.GetLastMessageRequest.view:type_name -> historyd.v1.MessageView
+	51, // 33: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
+	5,  // 34: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
+	53, // 35: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
+	5,  // 36: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
+	4,  // 37: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
+	1,  // 38: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
+	3,  // 39: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
+	46, // 40: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
+	47, // 41: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
+	49, // 42: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
+	48, // 43: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
+	3,  // 44: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
+	51, // 45: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
+	4,  // 46: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
+	51, // 47: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
+	5,  // 48: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
+	54, // 49: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	12, // 50: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
+	14, // 51: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
+	16, // 52: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
+	18, // 53: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
+	20, // 54: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
+	22, // 55: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
+	24, // 56: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
+	26, // 57: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
+	28, // 58: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
+	30, // 59: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
+	32, // 60: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
+	34, // 61: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
+	36, // 62: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
+	38, // 63: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
+	40, // 64: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
+	42, // 65: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
+	44, // 66: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
+	13, // 67: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
+	15, // 68: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
+	17, // 69: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
+	19, // 70: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
+	21, // 71: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
+	23, // 72: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
+	25, // 73: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
+	27, // 74: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
+	29, // 75: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
+	31, // 76: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
+	33, // 77: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
+	35, // 78: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
+	37, // 79: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
+	39, // 80: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
+	41, // 81: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
+	43, // 82: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
+	45, // 83: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
+	67, // [67:84] is the sub-list for method output_type
+	50, // [50:67] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_service_proto_init() }
@@ -4244,16 +4332,16 @@ func file_historyd_v1_history_service_proto_init() {
 		(*InstructionInput_Guidance)(nil),
 		(*InstructionInput_GuidanceJson)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[4].OneofWrappers = []any{
+	file_historyd_v1_history_service_proto_msgTypes[5].OneofWrappers = []any{
 		(*AssistantResponseInput_Text)(nil),
 		(*AssistantResponseInput_RawResponseJson)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[6].OneofWrappers = []any{}
 	file_historyd_v1_history_service_proto_msgTypes[7].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[13].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[15].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[17].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[19].OneofWrappers = []any{
+	file_historyd_v1_history_service_proto_msgTypes[8].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[14].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[16].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[18].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[20].OneofWrappers = []any{
 		(*AddMessageRequest_Instruction)(nil),
 		(*AddMessageRequest_AssistantResponse)(nil),
 		(*AddMessageRequest_System)(nil),
@@ -4261,23 +4349,23 @@ func file_historyd_v1_history_service_proto_init() {
 		(*AddMessageRequest_ActionOutput)(nil),
 		(*AddMessageRequest_Message)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[21].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[31].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[33].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[39].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[40].OneofWrappers = []any{
+	file_historyd_v1_history_service_proto_msgTypes[22].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[32].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[34].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[40].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[41].OneofWrappers = []any{
 		(*WatchBranchResponse_Start)(nil),
 		(*WatchBranchResponse_Commit)(nil),
 		(*WatchBranchResponse_Heartbeat)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[43].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[44].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_service_proto_rawDesc), len(file_historyd_v1_history_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

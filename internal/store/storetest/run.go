@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"RequestIDsAfterRecreate", testRequestIDsAfterRecreate},
 		{"RequestIDsNotEvictedByBudget", testRequestIDsNotEvictedByBudget},
 		{"ExpectedHead", testExpectedHead},
+		{"Issue13ExpectedHeadAhead", testIssue13ExpectedHeadAhead},
 		{"MemoryBudget", testMemoryBudget},
 		{"FailedWritesChangeNothing", testFailedWritesChangeNothing},
 		{"Observers", testObservers},
