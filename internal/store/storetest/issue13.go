@@ -3,7 +3,6 @@ package storetest
 import (
 	"testing"
 
-
 	"github.com/historyd/historyd/internal/store"
 )
 
