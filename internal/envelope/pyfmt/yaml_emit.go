@@ -15,6 +15,11 @@ import (
 // emitter's state machine for the events the serializer sends.
 type emitter struct {
 	buf []byte
+	// limit, when positive, is where writing stops: the collection loops,
+	// the indentation and the line-by-line scalar writers check over() and
+	// give up, so that the work done past the limit is at most one scalar
+	// without its indentation.
+	limit int
 
 	indent  int // -1 stands for Python's None
 	indents []int
@@ -43,6 +48,9 @@ func (e *emitter) document(v jsonv.Value) {
 	e.whitespace = true
 	e.indention = true
 	e.node(v, ctxRoot)
+	if e.over() {
+		return
+	}
 	// DocumentEnd (implicit), then StreamEnd.
 	e.writeIndent()
 	if e.openEnded {
@@ -99,6 +107,9 @@ func (e *emitter) blockSequence(items []jsonv.Value, ctx nodeContext) {
 	indentless := ctx&ctxMapping != 0 && !e.indention
 	e.increaseIndent(false, indentless)
 	for _, item := range items {
+		if e.over() {
+			break
+		}
 		e.writeIndent()
 		e.writeIndicator("-", true, false, true)
 		e.node(item, 0)
@@ -109,6 +120,9 @@ func (e *emitter) blockSequence(items []jsonv.Value, ctx nodeContext) {
 func (e *emitter) blockMapping(members []jsonv.Member) {
 	e.increaseIndent(false, false)
 	for _, m := range members {
+		if e.over() {
+			break
+		}
 		e.writeIndent()
 		key := validUTF8(m.Key)
 		a := analyze(key)
@@ -163,6 +177,9 @@ func (e *emitter) writeIndicator(ind string, needWhitespace, whitespace, indenti
 // writeIndent moves to the current indentation, on a new line unless the
 // line holds only indentation and indicators that end before it.
 func (e *emitter) writeIndent() {
+	if e.over() {
+		return
+	}
 	indent := max(e.indent, 0)
 	if !e.indention || e.column > indent || (e.column == indent && !e.whitespace) {
 		e.writeLineBreak("\n")
@@ -174,6 +191,9 @@ func (e *emitter) writeIndent() {
 		}
 	}
 }
+
+// over reports whether the output has passed the limit.
+func (e *emitter) over() bool { return e.limit > 0 && len(e.buf) > e.limit }
 
 // writeBreaks writes a run of line breaks from inside a scalar, each as
 // it is ("\n", NEL, LS or PS), as Python's write_line_break(br) does.

@@ -284,6 +284,9 @@ func (e *emitter) writeSingleQuoted(s string) {
 				}
 				e.writeBreaks(s[start:end])
 				e.writeIndent()
+				if e.over() {
+					return
+				}
 				start = end
 			}
 		default:
@@ -435,6 +438,9 @@ func (e *emitter) writeLiteral(s string) {
 				e.writeBreaks(s[start:end])
 				if ch >= 0 {
 					e.writeIndent()
+				}
+				if e.over() {
+					return
 				}
 				start = end
 			}
