@@ -75,6 +75,16 @@ type Limits struct {
 	// StreamWorkers is the number of long-lived goroutines that serve calls (grpc.NumStreamWorkers);
 	// a call that finds them all busy gets a goroutine of its own. 0: a new goroutine per call.
 	StreamWorkers uint32
+	// MaxResponseBytes is the response budget (--max-response-bytes): the largest unary response
+	// and stream frame; pages are cut short to fit, a response that cannot be is RESOURCE_EXHAUSTED
+	// (RESPONSE_TOO_LARGE). 0: DefaultMaxResponseBytes.
+	MaxResponseBytes int
+	// MaxRenderedBytes caps one message's rendered text (--max-rendered-bytes); it must not exceed
+	// MaxResponseBytes. 0: DefaultMaxRenderedBytes.
+	MaxRenderedBytes int
+	// MaxImportBytes bounds one ImportBranchStream payload (--max-import-bytes). 0:
+	// DefaultMaxImportBytes.
+	MaxImportBytes int
 }
 
 // DefaultLimits returns the limits a Server has unless WithLimits says otherwise.
@@ -87,6 +97,9 @@ func DefaultLimits() Limits {
 		KeepaliveTimeout:     DefaultKeepaliveTimeout,
 		MaxConnectionIdle:    DefaultMaxConnectionIdle,
 		StreamWorkers:        DefaultStreamWorkers,
+		MaxResponseBytes:     DefaultMaxResponseBytes,
+		MaxRenderedBytes:     DefaultMaxRenderedBytes,
+		MaxImportBytes:       DefaultMaxImportBytes,
 	}
 }
 
@@ -108,6 +121,12 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("%w: max connection idle %v: must be positive", ErrInvalidLimits, l.MaxConnectionIdle)
 	case l.MaxConnectionAge < 0 || l.MaxConnectionAgeGrace < 0:
 		return fmt.Errorf("%w: max connection age %v and grace %v: must not be negative", ErrInvalidLimits, l.MaxConnectionAge, l.MaxConnectionAgeGrace)
+	case l.MaxResponseBytes < 0 || l.MaxRenderedBytes < 0 || l.MaxImportBytes < 0:
+		return fmt.Errorf("%w: max response bytes %d, max rendered bytes %d and max import bytes %d: must not be negative",
+			ErrInvalidLimits, l.MaxResponseBytes, l.MaxRenderedBytes, l.MaxImportBytes)
+	case l.orDefaults().MaxRenderedBytes > l.orDefaults().MaxResponseBytes:
+		return fmt.Errorf("%w: max rendered bytes %d is above max response bytes %d: a rendering that large could never be sent",
+			ErrInvalidLimits, l.orDefaults().MaxRenderedBytes, l.orDefaults().MaxResponseBytes)
 	}
 	return nil
 }
@@ -171,7 +190,16 @@ func (l Limits) orDefaults() Limits {
 	if l.MaxConnectionIdle <= 0 {
 		l.MaxConnectionIdle = d.MaxConnectionIdle
 	}
-	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
+	if l.MaxResponseBytes <= 0 {
+		l.MaxResponseBytes = d.MaxResponseBytes
+	}
+	if l.MaxRenderedBytes <= 0 {
+		l.MaxRenderedBytes = d.MaxRenderedBytes
+	}
+	if l.MaxImportBytes <= 0 {
+		l.MaxImportBytes = d.MaxImportBytes
+	}
+		l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
 	l.MaxConnectionAgeGrace = max(l.MaxConnectionAgeGrace, 0)
 	return l
 }

@@ -29,6 +29,7 @@ type Server struct {
 	health      *healthServer
 	metrics     *Metrics // nil without WithMetrics
 	inflight    *inflight
+	limits      Limits // with defaults in place of zeros; RegisterHistory reads the byte bounds
 
 	mu    sync.Mutex
 	hooks []func()
@@ -45,6 +46,7 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 		opt(&o)
 	}
 	o.inflight = newInflight()
+	o.limits = o.limits.orDefaults()
 	unary, stream := interceptorChain(logger, o)
 	gs := grpc.NewServer(append(serverOptions(o, unary, stream), grpc.StatsHandler(&unchainedLogger{logger: logger}))...)
 	registerTestHooks(gs)   // only in binaries built with the historyd_testhook tag
@@ -58,6 +60,7 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 		health:      hs,
 		metrics:     o.metrics,
 		inflight:    o.inflight,
+		limits:      o.limits,
 	}
 }
 

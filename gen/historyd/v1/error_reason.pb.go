@@ -125,6 +125,22 @@ const (
 	// include_rendered, if it was set) and read the state that commit wrote with ListMessages.
 	// Metadata: branchId, lastSequence, commitLastSequence, frameBytes, maxFrameBytes.
 	ErrorReason_ERROR_REASON_FRAME_TOO_LARGE ErrorReason = 25
+	// ERROR_REASON_RESPONSE_TOO_LARGE: the response would be larger than the server's response budget
+	// (--max-response-bytes, default 4 MiB, the receive limit gRPC clients default to)
+	// (RESOURCE_EXHAUSTED). Pages are cut short instead where at least one item fits; this is the
+	// answer when one item alone does not fit, or a whole-branch read does not. Read the branch with
+	// ExportBranchStream, or the message with omit_rendered. Metadata: responseBytes (the size
+	// reached, or the size of the item that does not fit), maxResponseBytes, flag.
+	ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE ErrorReason = 26
+	// ERROR_REASON_RENDER_TOO_LARGE: ToChatMessages met a message whose rendering passed the render
+	// cap (--max-rendered-bytes, default 1 MiB) (RESOURCE_EXHAUSTED); it fails rather than leave the
+	// message out of a prompt. Reads return such a message with a render_error instead. Metadata:
+	// messageId, renderedBytes (where the renderer stopped), maxRenderedBytes, flag.
+	ErrorReason_ERROR_REASON_RENDER_TOO_LARGE ErrorReason = 30
+	// ERROR_REASON_IMPORT_TOO_LARGE: an ImportBranchStream payload passed --max-import-bytes (default
+	// 256 MiB) (RESOURCE_EXHAUSTED); nothing was written. Metadata: importBytes (received so far),
+	// maxImportBytes, flag.
+	ErrorReason_ERROR_REASON_IMPORT_TOO_LARGE ErrorReason = 31
 )
 
 // Enum value maps for ErrorReason.
@@ -156,6 +172,9 @@ var (
 		23: "ERROR_REASON_MALFORMED_REQUEST",
 		24: "ERROR_REASON_OWNER_HOLDS_TOO_MUCH",
 		25: "ERROR_REASON_FRAME_TOO_LARGE",
+		26: "ERROR_REASON_RESPONSE_TOO_LARGE",
+		30: "ERROR_REASON_RENDER_TOO_LARGE",
+		31: "ERROR_REASON_IMPORT_TOO_LARGE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -184,6 +203,9 @@ var (
 		"ERROR_REASON_MALFORMED_REQUEST":        23,
 		"ERROR_REASON_OWNER_HOLDS_TOO_MUCH":     24,
 		"ERROR_REASON_FRAME_TOO_LARGE":          25,
+		"ERROR_REASON_RESPONSE_TOO_LARGE":       26,
+		"ERROR_REASON_RENDER_TOO_LARGE":         30,
+		"ERROR_REASON_IMPORT_TOO_LARGE":         31,
 	}
 )
 
@@ -218,7 +240,7 @@ var File_historyd_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xbe\a\n" +
+	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xa9\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_BRANCH_NOT_FOUND\x10\x01\x12&\n" +
@@ -246,7 +268,10 @@ const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"!ERROR_REASON_SERVER_SHUTTING_DOWN\x10\x16\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x17\x12%\n" +
 	"!ERROR_REASON_OWNER_HOLDS_TOO_MUCH\x10\x18\x12 \n" +
-	"\x1cERROR_REASON_FRAME_TOO_LARGE\x10\x19B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"\x1cERROR_REASON_FRAME_TOO_LARGE\x10\x19\x12#\n" +
+	"\x1fERROR_REASON_RESPONSE_TOO_LARGE\x10\x1a\x12!\n" +
+	"\x1dERROR_REASON_RENDER_TOO_LARGE\x10\x1e\x12!\n" +
+	"\x1dERROR_REASON_IMPORT_TOO_LARGE\x10\x1fB8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_error_reason_proto_rawDescOnce sync.Once

@@ -2248,7 +2248,10 @@ type GetMessageRequest struct {
 	// branch_id names the branch.
 	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
 	// message_id names the message.
-	MessageId     string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// omit_rendered leaves each message's rendered field unset (no rendering is done): for a client
+	// that renders itself, or that reads a message whose rendering passes the render cap.
+	OmitRendered  bool `protobuf:"varint,3,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2295,6 +2298,13 @@ func (x *GetMessageRequest) GetMessageId() string {
 		return x.MessageId
 	}
 	return ""
+}
+
+func (x *GetMessageRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
 }
 
 // GetMessageResponse is the response of GetMessage.
@@ -2366,7 +2376,10 @@ type ListMessagesRequest struct {
 	// view lists one typed view; it cannot be combined with selected.
 	View MessageView `protobuf:"varint,5,opt,name=view,proto3,enum=historyd.v1.MessageView" json:"view,omitempty"`
 	// selected lists the selected progression (the full order when none is set).
-	Selected      bool `protobuf:"varint,6,opt,name=selected,proto3" json:"selected,omitempty"`
+	Selected bool `protobuf:"varint,6,opt,name=selected,proto3" json:"selected,omitempty"`
+	// omit_rendered leaves each message's rendered field unset (no rendering is done): for a client
+	// that renders itself, or that reads a message whose rendering passes the render cap.
+	OmitRendered  bool `protobuf:"varint,7,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2443,6 +2456,13 @@ func (x *ListMessagesRequest) GetSelected() bool {
 	return false
 }
 
+func (x *ListMessagesRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
+}
+
 // ListMessagesResponse is the response of ListMessages.
 type ListMessagesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2514,7 +2534,10 @@ type GetLastMessageRequest struct {
 	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
 	// view is the view searched: MESSAGE_VIEW_INSTRUCTIONS is last_instruction,
 	// MESSAGE_VIEW_ASSISTANT_RESPONSES last_response; unspecified is the last message.
-	View          MessageView `protobuf:"varint,2,opt,name=view,proto3,enum=historyd.v1.MessageView" json:"view,omitempty"`
+	View MessageView `protobuf:"varint,2,opt,name=view,proto3,enum=historyd.v1.MessageView" json:"view,omitempty"`
+	// omit_rendered leaves each message's rendered field unset (no rendering is done): for a client
+	// that renders itself, or that reads a message whose rendering passes the render cap.
+	OmitRendered  bool `protobuf:"varint,3,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2561,6 +2584,13 @@ func (x *GetLastMessageRequest) GetView() MessageView {
 		return x.View
 	}
 	return MessageView_MESSAGE_VIEW_UNSPECIFIED
+}
+
+func (x *GetLastMessageRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
 }
 
 // GetLastMessageResponse is the response of GetLastMessage.
@@ -3236,6 +3266,255 @@ func (x *ExportBranchResponse) GetHeadSequence() uint64 {
 	return 0
 }
 
+// ExportBranchStreamRequest is the request of ExportBranchStream.
+type ExportBranchStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// branch_id names the branch.
+	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
+	// mode is the LionAGI serialization mode; unspecified means json.
+	Mode SerializationMode `protobuf:"varint,2,opt,name=mode,proto3,enum=historyd.v1.SerializationMode" json:"mode,omitempty"`
+	// db_meta_key is the metadata key of db mode; empty means node_metadata.
+	DbMetaKey     string `protobuf:"bytes,3,opt,name=db_meta_key,json=dbMetaKey,proto3" json:"db_meta_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportBranchStreamRequest) Reset() {
+	*x = ExportBranchStreamRequest{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportBranchStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportBranchStreamRequest) ProtoMessage() {}
+
+func (x *ExportBranchStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportBranchStreamRequest.ProtoReflect.Descriptor instead.
+func (*ExportBranchStreamRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ExportBranchStreamRequest) GetBranchId() string {
+	if x != nil {
+		return x.BranchId
+	}
+	return ""
+}
+
+func (x *ExportBranchStreamRequest) GetMode() SerializationMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SerializationMode_SERIALIZATION_MODE_UNSPECIFIED
+}
+
+func (x *ExportBranchStreamRequest) GetDbMetaKey() string {
+	if x != nil {
+		return x.DbMetaKey
+	}
+	return ""
+}
+
+// ExportBranchStreamResponse is one chunk of ExportBranchStream.
+type ExportBranchStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// data is the next chunk of the UTF-8 JSON text; a chunk may end inside a character, so
+	// concatenate the chunks' bytes before decoding them.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// head_sequence is the branch's head when it was read (set on every chunk).
+	HeadSequence  uint64 `protobuf:"varint,2,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportBranchStreamResponse) Reset() {
+	*x = ExportBranchStreamResponse{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportBranchStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportBranchStreamResponse) ProtoMessage() {}
+
+func (x *ExportBranchStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportBranchStreamResponse.ProtoReflect.Descriptor instead.
+func (*ExportBranchStreamResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ExportBranchStreamResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ExportBranchStreamResponse) GetHeadSequence() uint64 {
+	if x != nil {
+		return x.HeadSequence
+	}
+	return 0
+}
+
+// ImportBranchStreamRequest is one message of ImportBranchStream.
+type ImportBranchStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request_id makes the call idempotent, in ImportBranch's scope (first message only).
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// data is the next chunk of the JSON text (ImportBranchRequest.data's bytes); chunks may split a
+	// character.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// branch_id, when set, is the new branch's id instead of the payload's (first message only).
+	BranchId string `protobuf:"bytes,3,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
+	// new_branch_id asks for a server-made id whatever the payload says (first message only).
+	NewBranchId bool `protobuf:"varint,4,opt,name=new_branch_id,json=newBranchId,proto3" json:"new_branch_id,omitempty"`
+	// db_meta_key is as in ImportBranchRequest (first message only).
+	DbMetaKey     string `protobuf:"bytes,5,opt,name=db_meta_key,json=dbMetaKey,proto3" json:"db_meta_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportBranchStreamRequest) Reset() {
+	*x = ImportBranchStreamRequest{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportBranchStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportBranchStreamRequest) ProtoMessage() {}
+
+func (x *ImportBranchStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportBranchStreamRequest.ProtoReflect.Descriptor instead.
+func (*ImportBranchStreamRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ImportBranchStreamRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ImportBranchStreamRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ImportBranchStreamRequest) GetBranchId() string {
+	if x != nil {
+		return x.BranchId
+	}
+	return ""
+}
+
+func (x *ImportBranchStreamRequest) GetNewBranchId() bool {
+	if x != nil {
+		return x.NewBranchId
+	}
+	return false
+}
+
+func (x *ImportBranchStreamRequest) GetDbMetaKey() string {
+	if x != nil {
+		return x.DbMetaKey
+	}
+	return ""
+}
+
+// ImportBranchStreamResponse is the response of ImportBranchStream.
+type ImportBranchStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// branch is the new branch.
+	Branch        *Branch `protobuf:"bytes,1,opt,name=branch,proto3" json:"branch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportBranchStreamResponse) Reset() {
+	*x = ImportBranchStreamResponse{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportBranchStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportBranchStreamResponse) ProtoMessage() {}
+
+func (x *ImportBranchStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportBranchStreamResponse.ProtoReflect.Descriptor instead.
+func (*ImportBranchStreamResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ImportBranchStreamResponse) GetBranch() *Branch {
+	if x != nil {
+		return x.Branch
+	}
+	return nil
+}
+
 // WatchBranchRequest is the request of WatchBranch.
 type WatchBranchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3263,7 +3542,7 @@ type WatchBranchRequest struct {
 
 func (x *WatchBranchRequest) Reset() {
 	*x = WatchBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3554,7 @@ func (x *WatchBranchRequest) String() string {
 func (*WatchBranchRequest) ProtoMessage() {}
 
 func (x *WatchBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3567,7 @@ func (x *WatchBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBranchRequest.ProtoReflect.Descriptor instead.
 func (*WatchBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{39}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WatchBranchRequest) GetBranchId() string {
@@ -3343,7 +3622,7 @@ type WatchBranchResponse struct {
 
 func (x *WatchBranchResponse) Reset() {
 	*x = WatchBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3355,7 +3634,7 @@ func (x *WatchBranchResponse) String() string {
 func (*WatchBranchResponse) ProtoMessage() {}
 
 func (x *WatchBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3368,7 +3647,7 @@ func (x *WatchBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBranchResponse.ProtoReflect.Descriptor instead.
 func (*WatchBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{40}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WatchBranchResponse) GetFrame() isWatchBranchResponse_Frame {
@@ -3452,7 +3731,7 @@ type WatchStart struct {
 
 func (x *WatchStart) Reset() {
 	*x = WatchStart{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3464,7 +3743,7 @@ func (x *WatchStart) String() string {
 func (*WatchStart) ProtoMessage() {}
 
 func (x *WatchStart) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3477,7 +3756,7 @@ func (x *WatchStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchStart.ProtoReflect.Descriptor instead.
 func (*WatchStart) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{41}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WatchStart) GetBranchId() string {
@@ -3532,7 +3811,7 @@ type BranchCommit struct {
 
 func (x *BranchCommit) Reset() {
 	*x = BranchCommit{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3544,7 +3823,7 @@ func (x *BranchCommit) String() string {
 func (*BranchCommit) ProtoMessage() {}
 
 func (x *BranchCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3557,7 +3836,7 @@ func (x *BranchCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchCommit.ProtoReflect.Descriptor instead.
 func (*BranchCommit) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{42}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BranchCommit) GetFirstSequence() uint64 {
@@ -3608,7 +3887,7 @@ type BranchEvent struct {
 
 func (x *BranchEvent) Reset() {
 	*x = BranchEvent{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3620,7 +3899,7 @@ func (x *BranchEvent) String() string {
 func (*BranchEvent) ProtoMessage() {}
 
 func (x *BranchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3633,7 +3912,7 @@ func (x *BranchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchEvent.ProtoReflect.Descriptor instead.
 func (*BranchEvent) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{43}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *BranchEvent) GetSequence() uint64 {
@@ -3699,7 +3978,7 @@ type WatchHeartbeat struct {
 
 func (x *WatchHeartbeat) Reset() {
 	*x = WatchHeartbeat{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +3990,7 @@ func (x *WatchHeartbeat) String() string {
 func (*WatchHeartbeat) ProtoMessage() {}
 
 func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +4003,7 @@ func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchHeartbeat.ProtoReflect.Descriptor instead.
 func (*WatchHeartbeat) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{44}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WatchHeartbeat) GetHeadSequence() uint64 {
@@ -3911,14 +4190,15 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x1cCreateActionResponseResponse\x12=\n" +
 	"\x0faction_response\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\x0eactionResponse\x12;\n" +
 	"\x0eaction_request\x18\x02 \x01(\v2\x14.historyd.v1.MessageR\ractionRequest\x12#\n" +
-	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"O\n" +
+	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"t\n" +
 	"\x11GetMessageRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x02 \x01(\tR\tmessageId\"i\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12#\n" +
+	"\romit_rendered\x18\x03 \x01(\bR\fomitRendered\"i\n" +
 	"\x12GetMessageResponse\x12.\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12#\n" +
-	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xd8\x01\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xfd\x01\n" +
 	"\x13ListMessagesRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -3928,14 +4208,16 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"descending\x18\x04 \x01(\bR\n" +
 	"descending\x12,\n" +
 	"\x04view\x18\x05 \x01(\x0e2\x18.historyd.v1.MessageViewR\x04view\x12\x1a\n" +
-	"\bselected\x18\x06 \x01(\bR\bselected\"\x95\x01\n" +
+	"\bselected\x18\x06 \x01(\bR\bselected\x12#\n" +
+	"\romit_rendered\x18\a \x01(\bR\fomitRendered\"\x95\x01\n" +
 	"\x14ListMessagesResponse\x120\n" +
 	"\bmessages\x18\x01 \x03(\v2\x14.historyd.v1.MessageR\bmessages\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12#\n" +
-	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"b\n" +
+	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"\x87\x01\n" +
 	"\x15GetLastMessageRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12,\n" +
-	"\x04view\x18\x02 \x01(\x0e2\x18.historyd.v1.MessageViewR\x04view\"m\n" +
+	"\x04view\x18\x02 \x01(\x0e2\x18.historyd.v1.MessageViewR\x04view\x12#\n" +
+	"\romit_rendered\x18\x03 \x01(\bR\fomitRendered\"m\n" +
 	"\x16GetLastMessageResponse\x12.\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12#\n" +
 	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\x7f\n" +
@@ -3981,7 +4263,23 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\vdb_meta_key\x18\x03 \x01(\tR\tdbMetaKey\"O\n" +
 	"\x14ExportBranchResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\tR\x04data\x12#\n" +
-	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\x80\x02\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\x8c\x01\n" +
+	"\x19ExportBranchStreamRequest\x12\x1b\n" +
+	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x122\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x1e.historyd.v1.SerializationModeR\x04mode\x12\x1e\n" +
+	"\vdb_meta_key\x18\x03 \x01(\tR\tdbMetaKey\"U\n" +
+	"\x1aExportBranchStreamResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12#\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xaf\x01\n" +
+	"\x19ImportBranchStreamRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1b\n" +
+	"\tbranch_id\x18\x03 \x01(\tR\bbranchId\x12\"\n" +
+	"\rnew_branch_id\x18\x04 \x01(\bR\vnewBranchId\x12\x1e\n" +
+	"\vdb_meta_key\x18\x05 \x01(\tR\tdbMetaKey\"I\n" +
+	"\x1aImportBranchStreamResponse\x12+\n" +
+	"\x06branch\x18\x01 \x01(\v2\x13.historyd.v1.BranchR\x06branch\"\x80\x02\n" +
 	"\x12WatchBranchRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12*\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x12%\n" +
@@ -4042,7 +4340,7 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x15EVENT_KIND_SYSTEM_SET\x10\x04\x12\x1f\n" +
 	"\x1bEVENT_KIND_MESSAGES_CLEARED\x10\x05\x12\x1e\n" +
 	"\x1aEVENT_KIND_PROGRESSION_SET\x10\x06\x12\x1d\n" +
-	"\x19EVENT_KIND_BRANCH_DELETED\x10\a2\xbd\v\n" +
+	"\x19EVENT_KIND_BRANCH_DELETED\x10\a2\x8f\r\n" +
 	"\x0eHistoryService\x12S\n" +
 	"\fCreateBranch\x12 .historyd.v1.CreateBranchRequest\x1a!.historyd.v1.CreateBranchResponse\x12J\n" +
 	"\tGetBranch\x12\x1d.historyd.v1.GetBranchRequest\x1a\x1e.historyd.v1.GetBranchResponse\x12S\n" +
@@ -4062,7 +4360,9 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\rClearMessages\x12!.historyd.v1.ClearMessagesRequest\x1a\".historyd.v1.ClearMessagesResponse\x12Y\n" +
 	"\x0eSetProgression\x12\".historyd.v1.SetProgressionRequest\x1a#.historyd.v1.SetProgressionResponse\x12S\n" +
 	"\fImportBranch\x12 .historyd.v1.ImportBranchRequest\x1a!.historyd.v1.ImportBranchResponse\x12S\n" +
-	"\fExportBranch\x12 .historyd.v1.ExportBranchRequest\x1a!.historyd.v1.ExportBranchResponse\x12R\n" +
+	"\fExportBranch\x12 .historyd.v1.ExportBranchRequest\x1a!.historyd.v1.ExportBranchResponse\x12g\n" +
+	"\x12ExportBranchStream\x12&.historyd.v1.ExportBranchStreamRequest\x1a'.historyd.v1.ExportBranchStreamResponse0\x01\x12g\n" +
+	"\x12ImportBranchStream\x12&.historyd.v1.ImportBranchStreamRequest\x1a'.historyd.v1.ImportBranchStreamResponse(\x01\x12R\n" +
 	"\vWatchBranch\x12\x1f.historyd.v1.WatchBranchRequest\x1a .historyd.v1.WatchBranchResponse0\x01B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
@@ -4078,7 +4378,7 @@ func file_historyd_v1_history_service_proto_rawDescGZIP() []byte {
 }
 
 var file_historyd_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_historyd_v1_history_service_proto_goTypes = []any{
 	(MessageView)(0),                     // 0: historyd.v1.MessageView
 	(SerializationMode)(0),               // 1: historyd.v1.SerializationMode
@@ -4123,105 +4423,115 @@ var file_historyd_v1_history_service_proto_goTypes = []any{
 	(*ImportBranchResponse)(nil),         // 40: historyd.v1.ImportBranchResponse
 	(*ExportBranchRequest)(nil),          // 41: historyd.v1.ExportBranchRequest
 	(*ExportBranchResponse)(nil),         // 42: historyd.v1.ExportBranchResponse
-	(*WatchBranchRequest)(nil),           // 43: historyd.v1.WatchBranchRequest
-	(*WatchBranchResponse)(nil),          // 44: historyd.v1.WatchBranchResponse
-	(*WatchStart)(nil),                   // 45: historyd.v1.WatchStart
-	(*BranchCommit)(nil),                 // 46: historyd.v1.BranchCommit
-	(*BranchEvent)(nil),                  // 47: historyd.v1.BranchEvent
-	(*WatchHeartbeat)(nil),               // 48: historyd.v1.WatchHeartbeat
-	(*structpb.Struct)(nil),              // 49: google.protobuf.Struct
-	(*Message)(nil),                      // 50: historyd.v1.Message
-	(*structpb.Value)(nil),               // 51: google.protobuf.Value
-	(*ChatMessage)(nil),                  // 52: historyd.v1.ChatMessage
-	(*timestamppb.Timestamp)(nil),        // 53: google.protobuf.Timestamp
+	(*ExportBranchStreamRequest)(nil),    // 43: historyd.v1.ExportBranchStreamRequest
+	(*ExportBranchStreamResponse)(nil),   // 44: historyd.v1.ExportBranchStreamResponse
+	(*ImportBranchStreamRequest)(nil),    // 45: historyd.v1.ImportBranchStreamRequest
+	(*ImportBranchStreamResponse)(nil),   // 46: historyd.v1.ImportBranchStreamResponse
+	(*WatchBranchRequest)(nil),           // 47: historyd.v1.WatchBranchRequest
+	(*WatchBranchResponse)(nil),          // 48: historyd.v1.WatchBranchResponse
+	(*WatchStart)(nil),                   // 49: historyd.v1.WatchStart
+	(*BranchCommit)(nil),                 // 50: historyd.v1.BranchCommit
+	(*BranchEvent)(nil),                  // 51: historyd.v1.BranchEvent
+	(*WatchHeartbeat)(nil),               // 52: historyd.v1.WatchHeartbeat
+	(*structpb.Struct)(nil),              // 53: google.protobuf.Struct
+	(*Message)(nil),                      // 54: historyd.v1.Message
+	(*structpb.Value)(nil),               // 55: google.protobuf.Value
+	(*ChatMessage)(nil),                  // 56: historyd.v1.ChatMessage
+	(*timestamppb.Timestamp)(nil),        // 57: google.protobuf.Timestamp
 }
 var file_historyd_v1_history_service_proto_depIdxs = []int32{
-	49, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
+	53, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
 	2,  // 1: historyd.v1.InstructionInput.handle_context:type_name -> historyd.v1.ContextMode
-	49, // 2: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
+	53, // 2: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
 	6,  // 3: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
 	4,  // 4: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
-	50, // 5: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
+	54, // 5: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
 	4,  // 6: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
 	4,  // 7: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
 	4,  // 8: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
-	50, // 9: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
-	50, // 10: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
-	51, // 11: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
-	51, // 12: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
-	49, // 13: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
+	54, // 9: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
+	54, // 10: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
+	55, // 11: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
+	55, // 12: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
+	53, // 13: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
 	7,  // 14: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
 	8,  // 15: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
 	6,  // 16: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
 	9,  // 17: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
 	10, // 18: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
-	50, // 19: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
-	50, // 20: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
-	50, // 21: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
-	51, // 22: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
-	51, // 23: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
-	50, // 24: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
-	50, // 25: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
-	50, // 26: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
+	54, // 19: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
+	54, // 20: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
+	54, // 21: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
+	55, // 22: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
+	55, // 23: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
+	54, // 24: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
+	54, // 25: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
+	54, // 26: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
 	0,  // 27: historyd.v1.ListMessagesRequest.view:type_name -> historyd.v1.MessageView
-	50, // 28: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
+	54, // 28: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
 	0,  // 29: historyd.v1.GetLastMessageRequest.view:type_name -> historyd.v1.MessageView
-	50, // 30: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
+	54, // 30: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
 	5,  // 31: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
-	52, // 32: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
+	56, // 32: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
 	5,  // 33: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
 	4,  // 34: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
 	1,  // 35: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
-	3,  // 36: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
-	45, // 37: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
-	46, // 38: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
-	48, // 39: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
-	47, // 40: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
-	3,  // 41: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
-	50, // 42: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
-	4,  // 43: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
-	50, // 44: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
-	5,  // 45: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
-	53, // 46: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	11, // 47: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
-	13, // 48: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
-	15, // 49: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
-	17, // 50: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
-	19, // 51: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
-	21, // 52: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
-	23, // 53: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
-	25, // 54: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
-	27, // 55: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
-	29, // 56: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
-	31, // 57: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
-	33, // 58: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
-	35, // 59: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
-	37, // 60: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
-	39, // 61: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
-	41, // 62: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
-	43, // 63: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
-	12, // 64: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
-	14, // 65: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
-	16, // 66: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
-	18, // 67: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
-	20, // 68: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
-	22, // 69: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
-	24, // 70: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
-	26, // 71: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
-	28, // 72: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
-	30, // 73: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
-	32, // 74: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
-	34, // 75: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
-	36, // 76: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
-	38, // 77: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
-	40, // 78: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
-	42, // 79: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
-	44, // 80: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
-	64, // [64:81] is the sub-list for method output_type
-	47, // [47:64] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	1,  // 36: historyd.v1.ExportBranchStreamRequest.mode:type_name -> historyd.v1.SerializationMode
+	4,  // 37: historyd.v1.ImportBranchStreamResponse.branch:type_name -> historyd.v1.Branch
+	3,  // 38: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
+	49, // 39: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
+	50, // 40: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
+	52, // 41: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
+	51, // 42: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
+	3,  // 43: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
+	54, // 44: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
+	4,  // 45: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
+	54, // 46: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
+	5,  // 47: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
+	57, // 48: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	11, // 49: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
+	13, // 50: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
+	15, // 51: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
+	17, // 52: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
+	19, // 53: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
+	21, // 54: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
+	23, // 55: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
+	25, // 56: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
+	27, // 57: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
+	29, // 58: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
+	31, // 59: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
+	33, // 60: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
+	35, // 61: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
+	37, // 62: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
+	39, // 63: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
+	41, // 64: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
+	43, // 65: historyd.v1.HistoryService.ExportBranchStream:input_type -> historyd.v1.ExportBranchStreamRequest
+	45, // 66: historyd.v1.HistoryService.ImportBranchStream:input_type -> historyd.v1.ImportBranchStreamRequest
+	47, // 67: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
+	12, // 68: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
+	14, // 69: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
+	16, // 70: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
+	18, // 71: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
+	20, // 72: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
+	22, // 73: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
+	24, // 74: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
+	26, // 75: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
+	28, // 76: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
+	30, // 77: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
+	32, // 78: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
+	34, // 79: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
+	36, // 80: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
+	38, // 81: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
+	40, // 82: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
+	42, // 83: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
+	44, // 84: historyd.v1.HistoryService.ExportBranchStream:output_type -> historyd.v1.ExportBranchStreamResponse
+	46, // 85: historyd.v1.HistoryService.ImportBranchStream:output_type -> historyd.v1.ImportBranchStreamResponse
+	48, // 86: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
+	68, // [68:87] is the sub-list for method output_type
+	49, // [49:68] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_service_proto_init() }
@@ -4261,20 +4571,20 @@ func file_historyd_v1_history_service_proto_init() {
 	file_historyd_v1_history_service_proto_msgTypes[21].OneofWrappers = []any{}
 	file_historyd_v1_history_service_proto_msgTypes[31].OneofWrappers = []any{}
 	file_historyd_v1_history_service_proto_msgTypes[33].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[39].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[40].OneofWrappers = []any{
+	file_historyd_v1_history_service_proto_msgTypes[43].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[44].OneofWrappers = []any{
 		(*WatchBranchResponse_Start)(nil),
 		(*WatchBranchResponse_Commit)(nil),
 		(*WatchBranchResponse_Heartbeat)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[43].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_service_proto_rawDesc), len(file_historyd_v1_history_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   45,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
