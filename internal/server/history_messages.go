@@ -22,7 +22,7 @@ func (s *HistoryServer) SetSystem(ctx context.Context, req *historyv1.SetSystemR
 	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpSetSystem, req.GetRequestId()); err != nil {
 		return nil, err
 	} else if ok {
-		return setSystemResponse(r, req.GetIncludeRendered()), nil
+		return setSystemResponse(r, s.out(!req.GetIncludeRendered())), nil
 	}
 	m, err := messageFromProto("system", req.GetSystem())
 	if err != nil {
@@ -35,11 +35,11 @@ func (s *HistoryServer) SetSystem(ctx context.Context, req *historyv1.SetSystemR
 	if err != nil {
 		return nil, err
 	}
-	return setSystemResponse(res, req.GetIncludeRendered()), nil
+	return setSystemResponse(res, s.out(!req.GetIncludeRendered())), nil
 }
 
-func setSystemResponse(r store.WriteResult, render bool) *historyv1.SetSystemResponse {
-	return &historyv1.SetSystemResponse{System: messageOut{omitRendered: !render}.stored(r.Message), HeadSequence: r.Head}
+func setSystemResponse(r store.WriteResult, out messageOut) *historyv1.SetSystemResponse {
+	return &historyv1.SetSystemResponse{System: out.stored(r.Message), HeadSequence: r.Head}
 }
 
 // AddMessage is add_message (HistoryService.AddMessage).
@@ -51,7 +51,7 @@ func (s *HistoryServer) AddMessage(ctx context.Context, req *historyv1.AddMessag
 	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpAddMessage, req.GetRequestId()); err != nil {
 		return nil, err
 	} else if ok {
-		return addMessageResponse(r, req.GetIncludeRendered()), nil
+		return addMessageResponse(r, s.out(!req.GetIncludeRendered())), nil
 	}
 	in, err := addInputFromProto(req)
 	if err != nil {
@@ -61,11 +61,10 @@ func (s *HistoryServer) AddMessage(ctx context.Context, req *historyv1.AddMessag
 	if err = s.committed("AddMessage", err); err != nil {
 		return nil, factoryError(inputField(req), err)
 	}
-	return addMessageResponse(res, req.GetIncludeRendered()), nil
+	return addMessageResponse(res, s.out(!req.GetIncludeRendered())), nil
 }
 
-func addMessageResponse(r store.WriteResult, render bool) *historyv1.AddMessageResponse {
-	out := messageOut{omitRendered: !render}
+func addMessageResponse(r store.WriteResult, out messageOut) *historyv1.AddMessageResponse {
 	resp := &historyv1.AddMessageResponse{Message: out.stored(r.Message), Index: uint64(r.Index), HeadSequence: r.Head}
 	if r.Updated != nil {
 		resp.UpdatedRequest = out.stored(*r.Updated)
@@ -82,7 +81,7 @@ func (s *HistoryServer) CreateActionResponse(ctx context.Context, req *historyv1
 	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpCreateActionResponse, req.GetRequestId()); err != nil {
 		return nil, err
 	} else if ok {
-		return createActionResponseResponse(r, req.GetIncludeRendered()), nil
+		return createActionResponseResponse(r, s.out(!req.GetIncludeRendered())), nil
 	}
 	in := store.ActionResponseInput{Error: req.Error}
 	if in.Request, err = parseID("action_request_id", req.GetActionRequestId()); err != nil {
@@ -101,11 +100,10 @@ func (s *HistoryServer) CreateActionResponse(ctx context.Context, req *historyv1
 	if err = s.committed("CreateActionResponse", err); err != nil {
 		return nil, factoryError("action_response", err)
 	}
-	return createActionResponseResponse(res, req.GetIncludeRendered()), nil
+	return createActionResponseResponse(res, s.out(!req.GetIncludeRendered())), nil
 }
 
-func createActionResponseResponse(r store.WriteResult, render bool) *historyv1.CreateActionResponseResponse {
-	out := messageOut{omitRendered: !render}
+func createActionResponseResponse(r store.WriteResult, out messageOut) *historyv1.CreateActionResponseResponse {
 	resp := &historyv1.CreateActionResponseResponse{ActionResponse: out.stored(r.Message), HeadSequence: r.Head}
 	if r.Updated != nil {
 		resp.ActionRequest = out.stored(*r.Updated)
