@@ -41,6 +41,9 @@ var servingSettings = func() []setting {
 		{"max-connection-age", "HISTORYD_MAX_CONNECTION_AGE", d.MaxConnectionAge.String(), "close any connection this old with GOAWAY, so clients reconnect (0 = never)"},
 		{"max-connection-age-grace", "HISTORYD_MAX_CONNECTION_AGE_GRACE", d.MaxConnectionAgeGrace.String(), "after --max-connection-age, how long open calls may finish before the connection is cut (0 = no limit)"},
 		{"stream-workers", "HISTORYD_STREAM_WORKERS", strconv.FormatUint(uint64(d.StreamWorkers), 10), "goroutines kept to serve calls, so that a call reuses a grown stack; a call that finds them all busy gets its own goroutine (0 = a new goroutine per call)"},
+		{"max-response-bytes", "HISTORYD_MAX_RESPONSE_BYTES", "4MiB", "response budget: the largest unary response and stream frame; pages come back shorter to fit, a response that cannot is RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE); also bounds WatchBranch frames (FRAME_TOO_LARGE) (a number with an optional KiB, MiB or GiB suffix)"},
+		{"max-rendered-bytes", "HISTORYD_MAX_RENDERED_BYTES", "1MiB", "cap on one message's rendered text, checked while rendering: a read returns a message past it with a render error, ToChatMessages fails RESOURCE_EXHAUSTED (RENDER_TOO_LARGE); at most --max-response-bytes"},
+		{"max-import-bytes", "HISTORYD_MAX_IMPORT_BYTES", "256MiB", "largest ImportBranchStream payload; past it the call is RESOURCE_EXHAUSTED (IMPORT_TOO_LARGE) and nothing is written"},
 	}
 }()
 
@@ -74,6 +77,21 @@ func (c *servingConfig) register(fs *flag.FlagSet) {
 		return err
 	})
 	c.Limits.StreamWorkers = uint32(mustInt(s[14].def))
+	for i, dst := range []*int{&c.Limits.MaxResponseBytes, &c.Limits.MaxRenderedBytes, &c.Limits.MaxImportBytes} {
+		st := s[15+i]
+		*dst = int(mustByteSize(st.def))
+		fs.Func(st.flag, st.usage, func(v string) error {
+			var b byteSize
+			if err := b.Set(v); err != nil {
+				return err
+			}
+			if b < 1 || int64(b) > 1<<31-1 {
+				return fmt.Errorf("%q: want 1 to 2147483647 bytes", v)
+			}
+			*dst = int(b)
+			return nil
+		})
+	}
 }
 
 // defaultServingConfig is the configuration with every flag of servingConfig at its default.
@@ -95,6 +113,9 @@ func (c servingConfig) validate() error {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			return fmt.Errorf("metrics address %q: %v", c.MetricsAddr, err)
 		}
+	}
+	if c.Limits.MaxRenderedBytes > c.Limits.MaxResponseBytes {
+		return fmt.Errorf("--max-rendered-bytes %d is above --max-response-bytes %d: a rendering that large could never be sent", c.Limits.MaxRenderedBytes, c.Limits.MaxResponseBytes)
 	}
 	return c.Limits.Validate()
 }

@@ -129,7 +129,9 @@ type pageBudget struct {
 func newPageBudget(limit int) pageBudget { return pageBudget{used: responseFixedBytes, limit: limit} }
 
 // fieldSize is what one item of encoded size n takes in a repeated field: tag, length and bytes.
-func fieldSize(field protowire.Number, n int) int { return protowire.SizeTag(field) + protowire.SizeBytes(n) }
+func fieldSize(field protowire.Number, n int) int {
+	return protowire.SizeTag(field) + protowire.SizeBytes(n)
+}
 
 // add counts an item of n bytes; false (and nothing counted) when it does not fit.
 func (b *pageBudget) add(n int) bool {

@@ -199,7 +199,7 @@ func (l Limits) orDefaults() Limits {
 	if l.MaxImportBytes <= 0 {
 		l.MaxImportBytes = d.MaxImportBytes
 	}
-		l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
+	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
 	l.MaxConnectionAgeGrace = max(l.MaxConnectionAgeGrace, 0)
 	return l
 }
