@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/client"
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/server"
 )
 
