@@ -18,14 +18,16 @@ var ErrRenderTooLarge = errors.New("rendering exceeds the render cap")
 type RenderTooLargeError struct {
 	// Limit is the cap, in bytes of rendered text.
 	Limit int
-	// Bytes is how much had been rendered when the renderer stopped (the
-	// minimal-YAML renderer stops a little past Limit; the others finish, as
-	// their output is at most a few times their input).
+	// Bytes is how much had been rendered when the renderer stopped. The
+	// minimal-YAML renderer, whose output can be hundreds of times its
+	// input, stops before the write that would pass Limit, so Bytes is at
+	// most Limit; the other renderings (at most a few times their input)
+	// are measured whole, and Bytes is their size.
 	Bytes int
 }
 
 func (e *RenderTooLargeError) Error() string {
-	return fmt.Sprintf("%v: stopped after %d bytes of rendered text, more than the cap of %d", ErrRenderTooLarge, e.Bytes, e.Limit)
+	return fmt.Sprintf("%v: the rendered text does not fit in the cap of %d bytes (rendering stopped at %d bytes)", ErrRenderTooLarge, e.Limit, e.Bytes)
 }
 
 // Unwrap returns ErrRenderTooLarge and ErrRender.

@@ -66,7 +66,7 @@ func (o messageOut) rendered(r envelope.Rendered, err error) *historyv1.Rendered
 // renderTooLargeText describes a rendering past the cap with its figures
 // and flag.
 func renderTooLargeText(tl *envelope.RenderTooLargeError) string {
-	return fmt.Sprintf("render failed: the rendered text passed the render cap of %d bytes (%s; the renderer stopped after %d bytes); "+
+	return fmt.Sprintf("render failed: the rendered text does not fit in the render cap of %d bytes (%s; rendering stopped at %d bytes); "+
 		"read the message's content, or raise the cap", tl.Limit, flagMaxRenderedBytes, tl.Bytes)
 }
 

@@ -86,8 +86,8 @@ type renderTooLargeError struct {
 }
 
 func (e *renderTooLargeError) Error() string {
-	return fmt.Sprintf("message %s renders past the render cap of %d bytes (%s; the renderer stopped after %d bytes, %d past it); "+
-		"leave it out with order, or raise the cap", e.message, e.tl.Limit, flagMaxRenderedBytes, e.tl.Bytes, e.tl.Bytes-e.tl.Limit)
+	return fmt.Sprintf("message %s does not render within the render cap of %d bytes (%s; rendering stopped at %d bytes); "+
+		"leave it out with order, read it with omit_rendered, or raise the cap", e.message, e.tl.Limit, flagMaxRenderedBytes, e.tl.Bytes)
 }
 
 // Unwrap returns the envelope's error, which wraps envelope.ErrRenderTooLarge (RENDER_TOO_LARGE).

@@ -32,9 +32,9 @@ func minimalYAML(v jsonv.Value, dropEmpties bool) string {
 // passes limit bytes (issue 11: a value nested ~1,000 deep turns each item
 // into ~2 KB of indentation, so the output can be hundreds of times the
 // input). It returns the text and ok=true when the whole rendering is at
-// most limit bytes; otherwise "", the bytes written when it stopped (a
-// little over limit: at most one line or scalar past it) and ok=false.
-// limit <= 0 means no limit.
+// most limit bytes; otherwise "", the bytes written when it stopped (never
+// more than limit: the write that would have passed it was not made) and
+// ok=false. limit <= 0 means no limit.
 func MinimalYAMLWithin(v jsonv.Value, limit int) (text string, written int, ok bool) {
 	return minimalYAMLWithin(v, true, limit)
 }

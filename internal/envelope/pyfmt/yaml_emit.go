@@ -15,11 +15,12 @@ import (
 // emitter's state machine for the events the serializer sends.
 type emitter struct {
 	buf []byte
-	// limit, when positive, is where writing stops: the collection loops,
-	// the indentation and the line-by-line scalar writers check over() and
-	// give up, so that the work done past the limit is at most one scalar
-	// without its indentation.
-	limit int
+	// limit, when positive, is where writing stops: every write first
+	// checks room() and, when it would pass the limit, writes nothing and
+	// sets stopped; the collection loops and the line-by-line scalar
+	// writers then give up. The buffer never holds more than limit bytes.
+	limit   int
+	stopped bool
 
 	indent  int // -1 stands for Python's None
 	indents []int
@@ -163,7 +164,11 @@ func (e *emitter) popIndent() {
 // writeIndicator writes an ASCII indicator, after a space unless the last
 // character written was one (or needWhitespace is false).
 func (e *emitter) writeIndicator(ind string, needWhitespace, whitespace, indention bool) {
-	if !e.whitespace && needWhitespace {
+	space := !e.whitespace && needWhitespace
+	if !e.room(len(ind) + b2i(space)) {
+		return
+	}
+	if space {
 		e.buf = append(e.buf, ' ')
 		e.column++
 	}
@@ -177,11 +182,15 @@ func (e *emitter) writeIndicator(ind string, needWhitespace, whitespace, indenti
 // writeIndent moves to the current indentation, on a new line unless the
 // line holds only indentation and indicators that end before it.
 func (e *emitter) writeIndent() {
-	if e.over() {
+	indent := max(e.indent, 0)
+	need, column := 0, e.column
+	if !e.indention || e.column > indent || (e.column == indent && !e.whitespace) {
+		need, column = 1, 0
+	}
+	if !e.room(need + max(indent-column, 0)) {
 		return
 	}
-	indent := max(e.indent, 0)
-	if !e.indention || e.column > indent || (e.column == indent && !e.whitespace) {
+	if need == 1 {
 		e.writeLineBreak("\n")
 	}
 	if e.column < indent {
@@ -192,8 +201,28 @@ func (e *emitter) writeIndent() {
 	}
 }
 
-// over reports whether the output has passed the limit.
-func (e *emitter) over() bool { return e.limit > 0 && len(e.buf) > e.limit }
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// over reports whether writing stopped at the limit.
+func (e *emitter) over() bool { return e.stopped }
+
+// room reports whether n more bytes fit within the limit; when they do
+// not, writing stops for good.
+func (e *emitter) room(n int) bool {
+	if e.limit <= 0 {
+		return true
+	}
+	if e.stopped || len(e.buf)+n > e.limit {
+		e.stopped = true
+		return false
+	}
+	return true
+}
 
 // writeBreaks writes a run of line breaks from inside a scalar, each as
 // it is ("\n", NEL, LS or PS), as Python's write_line_break(br) does.
@@ -207,6 +236,9 @@ func (e *emitter) writeBreaks(run string) {
 
 // writeLineBreak writes one line break.
 func (e *emitter) writeLineBreak(br string) {
+	if !e.room(len(br)) {
+		return
+	}
 	e.buf = append(e.buf, br...)
 	e.whitespace = true
 	e.indention = true

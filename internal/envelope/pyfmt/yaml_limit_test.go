@@ -43,6 +43,16 @@ func TestMinimalYAMLWithin(t *testing.T) {
 		{"deep literal block over the cap", deepLiteral, 64 << 10, false},
 		{"deep single-quoted breaks over the cap", deepQuoted, 64 << 10, false},
 	}
+	// Exactness: a rendering of exactly the cap fits, one byte less does not.
+	for _, v := range []jsonv.Value{deepList(t, 30, 50), deepLiteral, deepQuoted} {
+		full := MinimalYAML(v)
+		if text, _, ok := MinimalYAMLWithin(v, len(full)); !ok || text != full {
+			t.Errorf("a rendering of exactly the cap (%d bytes) did not fit", len(full))
+		}
+		if _, written, ok := MinimalYAMLWithin(v, len(full)-1); ok || written > len(full)-1 {
+			t.Errorf("a rendering one byte over the cap fit (written %d)", written)
+		}
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			text, written, ok := MinimalYAMLWithin(tc.v, tc.limit)
@@ -55,10 +65,11 @@ func TestMinimalYAMLWithin(t *testing.T) {
 				}
 				return
 			}
-			// Stopped: past the cap by at most one line (indentation of
-			// 2*depth plus a short scalar), never the whole rendering.
-			if text != "" || written <= tc.limit || written > tc.limit+4096 {
-				t.Fatalf("stopped with %d bytes written (text %d bytes), want just over the cap %d", written, len(text), tc.limit)
+			// Stopped: the buffer never passed the cap, and it stopped
+			// within one line of it (indentation of 2*depth and a short
+			// scalar), not at the start.
+			if text != "" || written > tc.limit || written < tc.limit-4096 {
+				t.Fatalf("stopped with %d bytes written (text %d bytes), want at most the cap %d, and near it", written, len(text), tc.limit)
 			}
 		})
 	}
