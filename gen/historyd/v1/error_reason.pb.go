@@ -118,12 +118,13 @@ const (
 	// omit_dead_letters) and retry. Metadata: ownerId, responseBytes, maxResponseBytes, queuedCount,
 	// inboxCount, deadLetterCount.
 	ErrorReason_ERROR_REASON_OWNER_HOLDS_TOO_MUCH ErrorReason = 24
-	// ERROR_REASON_FRAME_TOO_LARGE: a WatchBranch commit would not fit in one frame of at most 4 MiB,
-	// the receive limit gRPC clients default to (RESOURCE_EXHAUSTED): a fork or import of a large
+	// ERROR_REASON_FRAME_TOO_LARGE: a WatchBranch commit would not fit in one frame of at most the
+	// response budget (--max-response-bytes, default 4 MiB, the receive limit gRPC clients default
+	// to) (RESOURCE_EXHAUSTED): a fork or import of a large
 	// branch, or a message near the request limit streamed with include_rendered. Nothing after the
 	// stream's cursor was skipped. Resume with after_sequence = commitLastSequence (without
 	// include_rendered, if it was set) and read the state that commit wrote with ListMessages.
-	// Metadata: branchId, lastSequence, commitLastSequence, frameBytes, maxFrameBytes.
+	// Metadata: branchId, lastSequence, commitLastSequence, frameBytes, maxFrameBytes, flag.
 	ErrorReason_ERROR_REASON_FRAME_TOO_LARGE ErrorReason = 25
 	// ERROR_REASON_RESPONSE_TOO_LARGE: the response would be larger than the server's response budget
 	// (--max-response-bytes, default 4 MiB, the receive limit gRPC clients default to)

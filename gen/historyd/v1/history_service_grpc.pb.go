@@ -177,9 +177,10 @@ type HistoryServiceClient interface {
 	//   - The writer never waits: each stream has a bounded buffer (256 commits by default). A stream
 	//     that falls further behind, or whose client does not accept a frame within the send timeout
 	//     (10 s by default), ends with RESOURCE_EXHAUSTED, ERROR_REASON_SUBSCRIBER_TOO_SLOW.
-	//   - Readable with default client settings: a frame is at most 4 MiB, the receive limit gRPC
-	//     clients default to. Messages carry `rendered` only with include_rendered. A commit that does
-	//     not fit (a fork or import of a large branch; a message near the request limit, rendered) ends
+	//   - Readable with default client settings: a frame is at most the response budget
+	//     (--max-response-bytes, default 4 MiB, the receive limit gRPC clients default to). Messages
+	//     carry `rendered` only with include_rendered, under the render cap. A commit that does not
+	//     fit (a fork or import of a large branch; a message near the request limit, rendered) ends
 	//     the stream with RESOURCE_EXHAUSTED, ERROR_REASON_FRAME_TOO_LARGE, before that commit and with
 	//     metadata commitLastSequence: resume after it and read what it wrote with ListMessages.
 	//   - A stream never ends with OK. Its ends: RESOURCE_EXHAUSTED (SUBSCRIBER_TOO_SLOW: resume;
@@ -530,9 +531,10 @@ type HistoryServiceServer interface {
 	//   - The writer never waits: each stream has a bounded buffer (256 commits by default). A stream
 	//     that falls further behind, or whose client does not accept a frame within the send timeout
 	//     (10 s by default), ends with RESOURCE_EXHAUSTED, ERROR_REASON_SUBSCRIBER_TOO_SLOW.
-	//   - Readable with default client settings: a frame is at most 4 MiB, the receive limit gRPC
-	//     clients default to. Messages carry `rendered` only with include_rendered. A commit that does
-	//     not fit (a fork or import of a large branch; a message near the request limit, rendered) ends
+	//   - Readable with default client settings: a frame is at most the response budget
+	//     (--max-response-bytes, default 4 MiB, the receive limit gRPC clients default to). Messages
+	//     carry `rendered` only with include_rendered, under the render cap. A commit that does not
+	//     fit (a fork or import of a large branch; a message near the request limit, rendered) ends
 	//     the stream with RESOURCE_EXHAUSTED, ERROR_REASON_FRAME_TOO_LARGE, before that commit and with
 	//     metadata commitLastSequence: resume after it and read what it wrote with ListMessages.
 	//   - A stream never ends with OK. Its ends: RESOURCE_EXHAUSTED (SUBSCRIBER_TOO_SLOW: resume;
