@@ -4,8 +4,9 @@
 // keeps its request_id (the client fills one in when the caller left it empty), so the server
 // applies it once (AIP-155; DESIGN.md "Idempotency"). Methods that take domain-friendly arguments
 // exist only where the wire model has a trap: participants as google.protobuf.Value (Participant,
-// Broadcast), paging (Messages), error reasons (Reason, ErrorInfo), and the resumable branch watch
-// (Watch).
+// Broadcast), paging (Messages), error reasons (Reason, ErrorInfo), the resumable branch watch
+// (Watch), and the chunked export and import of branches larger than a response
+// (ExportBranchAll, ExportBranchTo, ImportBranchReader).
 //
 // The package owns the client side only. It imports the generated code, grpc and genproto, and
 // must not import anything under internal/: a client must build from the .proto contract alone.

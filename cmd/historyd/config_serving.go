@@ -43,7 +43,9 @@ var servingSettings = func() []setting {
 		{"stream-workers", "HISTORYD_STREAM_WORKERS", strconv.FormatUint(uint64(d.StreamWorkers), 10), "goroutines kept to serve calls, so that a call reuses a grown stack; a call that finds them all busy gets its own goroutine (0 = a new goroutine per call)"},
 		{"max-connections", "HISTORYD_MAX_CONNECTIONS", strconv.Itoa(d.MaxConnections), "client connections open at once; one past it is closed as soon as it is accepted"},
 		{"max-inflight-bytes", "HISTORYD_MAX_INFLIGHT_BYTES", (*byteSize)(&d.MaxInflightBytes).String(), "request bytes of the calls in progress: each unary or client-streaming call reserves --max-recv-msg-size when its headers arrive, and one that does not fit is RESOURCE_EXHAUSTED before its body is read (a number with an optional KiB, MiB or GiB suffix; at least --max-recv-msg-size)"},
-		{"max-response-bytes", "HISTORYD_MAX_RESPONSE_BYTES", strconv.Itoa(server.DefaultMaxResponseBytes), "largest response or stream frame in bytes (a default gRPC client's receive limit); past it pages come back shorter, and a response that cannot shrink is RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE) with nothing removed (0 = the default)"},
+		{"max-response-bytes", "HISTORYD_MAX_RESPONSE_BYTES", "4MiB", "response budget: the largest unary response and stream frame; pages come back shorter to fit, a response that cannot is RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE); also bounds WatchBranch frames (FRAME_TOO_LARGE) (a number with an optional KiB, MiB or GiB suffix)"},
+		{"max-rendered-bytes", "HISTORYD_MAX_RENDERED_BYTES", "1MiB", "cap on one message's rendered text, checked while rendering: a read returns a message past it with a render error, ToChatMessages fails RESOURCE_EXHAUSTED (RENDER_TOO_LARGE); at most --max-response-bytes"},
+		{"max-import-bytes", "HISTORYD_MAX_IMPORT_BYTES", "256MiB", "largest ImportBranchStream payload; past it the call is RESOURCE_EXHAUSTED (IMPORT_TOO_LARGE) and nothing is written"},
 	}
 }()
 
@@ -80,7 +82,21 @@ func (c *servingConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.Limits.MaxConnections, s[15].flag, mustInt(s[15].def), s[15].usage)
 	c.Limits.MaxInflightBytes = int64(mustByteSize(s[16].def))
 	fs.Var((*byteSize)(&c.Limits.MaxInflightBytes), s[16].flag, s[16].usage)
-	fs.IntVar(&c.Limits.MaxResponseBytes, s[17].flag, mustInt(s[17].def), s[17].usage)
+	for i, dst := range []*int{&c.Limits.MaxResponseBytes, &c.Limits.MaxRenderedBytes, &c.Limits.MaxImportBytes} {
+		st := s[17+i]
+		*dst = int(mustByteSize(st.def))
+		fs.Func(st.flag, st.usage, func(v string) error {
+			var b byteSize
+			if err := b.Set(v); err != nil {
+				return err
+			}
+			if b < 1 || int64(b) > 1<<31-1 {
+				return fmt.Errorf("%q: want 1 to 2147483647 bytes", v)
+			}
+			*dst = int(b)
+			return nil
+		})
+	}
 }
 
 // defaultServingConfig is the configuration with every flag of servingConfig at its default.
@@ -105,6 +121,9 @@ func (c servingConfig) validate() error {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			return fmt.Errorf("metrics address %q: %v", c.MetricsAddr, err)
 		}
+	}
+	if c.Limits.MaxRenderedBytes > c.Limits.MaxResponseBytes {
+		return fmt.Errorf("--max-rendered-bytes %d is above --max-response-bytes %d: a rendering that large could never be sent", c.Limits.MaxRenderedBytes, c.Limits.MaxResponseBytes)
 	}
 	return c.Limits.Validate()
 }

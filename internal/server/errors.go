@@ -59,6 +59,12 @@ var errorRules = []errorRule{
 	{errSlowConsumer, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
 	{errShuttingDown, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN},
 	{errFrameTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_FRAME_TOO_LARGE},
+	// The response budget, the render cap and the import limit (issue 11; history_budget.go).
+	// Metadata: responseBytes, maxResponseBytes, flag (and branchId, messageId where one is named);
+	// messageId, renderedBytes, maxRenderedBytes, flag; importBytes, maxImportBytes, flag.
+	{errResponseTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE},
+	{envelope.ErrRenderTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RENDER_TOO_LARGE},
+	{errImportTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_IMPORT_TOO_LARGE},
 	// Branch histories (issue 4; ADR-0006 D3, DESIGN.md "Branches"). ErrorInfo metadata: branchId,
 	// messageId, headSequence, oldestSequence, lastSequence.
 	{store.ErrBranchNotFound, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND},

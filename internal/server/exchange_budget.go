@@ -7,9 +7,6 @@ import (
 	"strconv"
 
 	"google.golang.org/protobuf/proto"
-
-	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/internal/envelope"
 )
 
 // The flags that set the Exchange's bounds, named in the ErrorInfo metadata key "flag" of the
@@ -85,12 +82,10 @@ func (e *flagError) ErrorMetadata() map[string]string {
 	return md
 }
 
-// exchangeMessageToProto converts a message for a read, rendered unless omitRendered is set.
-func exchangeMessageToProto(m *envelope.Message, omitRendered bool) *historyv1.Message {
-	if omitRendered {
-		return unrenderedMessageToProto(m)
-	}
-	return messageToProto(m)
+// messageOut is how the Exchange's reads convert a message: rendered under the server's render
+// cap (--max-rendered-bytes), unless omitRendered is set.
+func (s *ExchangeServer) messageOut(omitRendered bool) messageOut {
+	return messageOut{maxRendered: s.maxRendered, omitRendered: omitRendered}
 }
 
 // fitPage converts items in order while their entries (in a repeated field numbered below 16) fit

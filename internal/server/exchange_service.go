@@ -29,6 +29,9 @@ type ExchangeServer struct {
 	// maxResponse bounds the responses the owners' data sizes: exchangeMaxResponseBytes; tests
 	// lower it to reach the limit with a few messages.
 	maxResponse int
+	// maxRendered caps one message's rendered text in the Exchange's reads (--max-rendered-bytes);
+	// 0 is DefaultMaxRenderedBytes.
+	maxRendered int
 
 	stopping chan struct{} // closed by EndStreams
 	stopOnce sync.Once
@@ -51,6 +54,7 @@ func NewExchangeServer(ex *exchange.Exchange, opts ...StreamOption) *ExchangeSer
 func RegisterExchange(s *Server, ex *exchange.Exchange, opts ...StreamOption) *ExchangeServer {
 	es := NewExchangeServer(ex, opts...)
 	es.maxResponse = s.limits.MaxResponseBytes
+	es.maxRendered = s.limits.MaxRenderedBytes
 	historyv1.RegisterExchangeServiceServer(s.GRPCServer(), es)
 	s.OnShutdown(es.EndStreams)
 	return es
@@ -168,7 +172,7 @@ const sendResponseOverhead = 1 << 10
 // the response past the response budget (issue 11: a message over half the budget is still
 // acknowledged within a default client's receive limit).
 func (s *ExchangeServer) sendResponse(m *envelope.Message) *historyv1.SendResponse {
-	resp := &historyv1.SendResponse{Message: messageToProto(m)}
+	resp := &historyv1.SendResponse{Message: s.messageOut(false).message(m)}
 	if proto.Size(resp) > s.maxResponse {
 		resp.Message.Rendered = nil
 	}
@@ -256,7 +260,7 @@ func (s *ExchangeServer) Receive(_ context.Context, req *historyv1.ReceiveReques
 	resp := &historyv1.ReceiveResponse{}
 	var overflow int
 	resp.Messages, overflow = fitPage(page.Messages, func(m *envelope.Message) *historyv1.Message {
-		return exchangeMessageToProto(m, omit)
+		return s.messageOut(omit).message(m)
 	}, s.maxResponse)
 	next, more := page.Next, page.More
 	switch n := len(resp.Messages); {
@@ -289,7 +293,7 @@ func (s *ExchangeServer) PopMessage(_ context.Context, req *historyv1.PopMessage
 	}
 	var resp *historyv1.PopMessageResponse
 	_, ok, err := s.ex.PopIf(owner, sender, func(m *envelope.Message) error {
-		r := &historyv1.PopMessageResponse{Message: exchangeMessageToProto(m, req.GetOmitRendered())}
+		r := &historyv1.PopMessageResponse{Message: s.messageOut(req.GetOmitRendered()).message(m)}
 		if n := proto.Size(r); n > s.maxResponse {
 			return &exchangeResponseTooLargeError{size: n, limit: s.maxResponse, messageID: m.ID.String(), what: "PopMessage's response"}
 		}

@@ -67,7 +67,7 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 			return s.inboxStreamEnd(sub, left)
 		case m := <-sub.Events():
 			frame := &historyv1.SubscribeInboxResponse{Event: &historyv1.SubscribeInboxResponse_Message{
-				Message: exchangeMessageToProto(m, req.GetOmitRendered()),
+				Message: s.messageOut(req.GetOmitRendered()).message(m),
 			}}
 			if n := proto.Size(frame); n > s.maxResponse {
 				// The message stays in its inbox (a stream only tells): the client reads it with

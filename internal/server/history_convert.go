@@ -429,34 +429,16 @@ func modeFromProto(m historyv1.SerializationMode) (envelope.Mode, error) {
 	return 0, &FieldError{Field: "mode", Err: fmt.Errorf("%w: unknown mode %d", envelope.ErrInvalid, m)}
 }
 
-// storedMessageToProto converts a branch message, with its sequence and its
-// rendering.
-func storedMessageToProto(sm store.StoredMessage) *historyv1.Message {
-	return writtenMessageToProto(sm, true)
-}
-
-// writtenMessageToProto converts a branch message, with its sequence; it is
-// rendered only when render is set (a write's include_rendered).
-func writtenMessageToProto(sm store.StoredMessage, render bool) *historyv1.Message {
+// stored converts a branch message, with its sequence; it is rendered
+// unless o.omitRendered (a read's omit_rendered, a write without
+// include_rendered).
+func (o messageOut) stored(sm store.StoredMessage) *historyv1.Message {
 	if sm.Message == nil {
 		return nil
 	}
-	var pb *historyv1.Message
-	if render {
-		pb = messageToProto(sm.Message)
-	} else {
-		pb = unrenderedMessageToProto(sm.Message)
-	}
+	pb := o.message(sm.Message)
 	pb.Sequence = sm.Sequence
 	return pb
-}
-
-func storedMessagesToProto(msgs []store.StoredMessage) []*historyv1.Message {
-	out := make([]*historyv1.Message, len(msgs))
-	for i, m := range msgs {
-		out[i] = storedMessageToProto(m)
-	}
-	return out
 }
 
 // branchToProto converts a branch description.

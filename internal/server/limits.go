@@ -41,11 +41,6 @@ const (
 	// maxHeaderListSize bounds the request metadata a client may send. Historyd reads only the
 	// authorization and x-request-id headers; 64 KiB is far above what any proxy adds.
 	maxHeaderListSize = 64 << 10
-	// DefaultMaxResponseBytes is the default response budget (--max-response-bytes): 4 MiB, the
-	// receive limit of a default gRPC client (grpc-go, grpc-java, grpc-node), so that a client that
-	// kept its defaults can read every response. The server can only check against its own budget:
-	// a client with a lower receive limit must ask for less (omit_rendered, smaller pages).
-	DefaultMaxResponseBytes = 4 << 20
 	// connectionTimeout bounds the TLS and HTTP/2 handshake of a new connection, so that a client
 	// that connects and sends nothing (or garbage) does not hold a connection for grpc-go's default
 	// two minutes.
@@ -91,6 +86,12 @@ type Limits struct {
 	// and stream frame; pages are cut short to fit, a response that cannot be is RESOURCE_EXHAUSTED
 	// (RESPONSE_TOO_LARGE). 0: DefaultMaxResponseBytes.
 	MaxResponseBytes int
+	// MaxRenderedBytes caps one message's rendered text (--max-rendered-bytes); it must not exceed
+	// MaxResponseBytes. 0: DefaultMaxRenderedBytes.
+	MaxRenderedBytes int
+	// MaxImportBytes bounds one ImportBranchStream payload (--max-import-bytes). 0:
+	// DefaultMaxImportBytes.
+	MaxImportBytes int
 }
 
 // DefaultLimits returns the limits a Server has unless WithLimits says otherwise.
@@ -106,6 +107,8 @@ func DefaultLimits() Limits {
 		MaxConnections:       DefaultMaxConnections,
 		MaxInflightBytes:     DefaultMaxInflightBytes,
 		MaxResponseBytes:     DefaultMaxResponseBytes,
+		MaxRenderedBytes:     DefaultMaxRenderedBytes,
+		MaxImportBytes:       DefaultMaxImportBytes,
 	}
 }
 
@@ -132,8 +135,12 @@ func (l Limits) Validate() error {
 	case l.MaxInflightBytes < int64(l.MaxRecvMsgSize):
 		return fmt.Errorf("%w: max in-flight bytes %d is below the max receive message size %d: no call could start (each reserves the max receive message size)",
 			ErrInvalidLimits, l.MaxInflightBytes, l.MaxRecvMsgSize)
-	case l.MaxResponseBytes < 0:
-		return fmt.Errorf("%w: max response bytes %d: must not be negative", ErrInvalidLimits, l.MaxResponseBytes)
+	case l.MaxResponseBytes < 0 || l.MaxRenderedBytes < 0 || l.MaxImportBytes < 0:
+		return fmt.Errorf("%w: max response bytes %d, max rendered bytes %d and max import bytes %d: must not be negative",
+			ErrInvalidLimits, l.MaxResponseBytes, l.MaxRenderedBytes, l.MaxImportBytes)
+	case l.orDefaults().MaxRenderedBytes > l.orDefaults().MaxResponseBytes:
+		return fmt.Errorf("%w: max rendered bytes %d is above max response bytes %d: a rendering that large could never be sent",
+			ErrInvalidLimits, l.orDefaults().MaxRenderedBytes, l.orDefaults().MaxResponseBytes)
 	}
 	return nil
 }
@@ -205,6 +212,12 @@ func (l Limits) orDefaults() Limits {
 	}
 	if l.MaxResponseBytes <= 0 {
 		l.MaxResponseBytes = d.MaxResponseBytes
+	}
+	if l.MaxRenderedBytes <= 0 {
+		l.MaxRenderedBytes = d.MaxRenderedBytes
+	}
+	if l.MaxImportBytes <= 0 {
+		l.MaxImportBytes = d.MaxImportBytes
 	}
 	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
 	l.MaxConnectionAgeGrace = max(l.MaxConnectionAgeGrace, 0)

@@ -277,12 +277,20 @@ type MessagePage struct {
 	// NextPageToken continues the listing; empty at the end.
 	NextPageToken string
 	Head          uint64
+	// TokenAfter returns the token that continues the listing after the
+	// page's first n messages (0 < n < len(Messages)), for a reader that
+	// cuts the page short (issue 11: the response budget). Nil on an empty
+	// page.
+	TokenAfter func(n int) string
 }
 
 // BranchPage is one page of branches, in id order.
 type BranchPage struct {
 	Branches      []BranchInfo
 	NextPageToken string
+	// TokenAfter returns the token that continues the listing after the
+	// page's first n branches (0 < n < len(Branches)), as MessagePage's.
+	TokenAfter func(n int) string
 }
 
 // ChatInput selects the order ToChatMessages projects (ADR-0006 D3 "Raw
@@ -294,6 +302,11 @@ type ChatInput struct {
 	// Selected projects the selected progression (when Order is nil); one
 	// that is set but empty projects nothing, as an empty Order does.
 	Selected bool
+	// Unrendered leaves the rendering to the caller: the entries carry
+	// their Message and no Chat (issue 11: the server renders them one at
+	// a time against its render cap and response budget, instead of
+	// holding every rendering at once).
+	Unrendered bool
 }
 
 // ChatEntry is one message's chat projection; Err is set (and Chat zero)
@@ -302,6 +315,8 @@ type ChatEntry struct {
 	MessageID uuid.UUID
 	Chat      envelope.ChatMessage
 	Err       error
+	// Message is the message projected (always set; shared, never changed).
+	Message *envelope.Message
 }
 
 // ChatResult is what ToChatMessages returns.

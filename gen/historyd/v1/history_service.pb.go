@@ -2328,7 +2328,10 @@ type GetMessageRequest struct {
 	// branch_id names the branch.
 	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
 	// message_id names the message.
-	MessageId     string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// omit_rendered leaves each message's rendered field unset (no rendering is done): for a client
+	// that renders itself, or that reads a message whose rendering passes the render cap.
+	OmitRendered  bool `protobuf:"varint,3,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2375,6 +2378,13 @@ func (x *GetMessageRequest) GetMessageId() string {
 		return x.MessageId
 	}
 	return ""
+}
+
+func (x *GetMessageRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
 }
 
 // GetMessageResponse is the response of GetMessage.
@@ -2446,7 +2456,10 @@ type ListMessagesRequest struct {
 	// view lists one typed view; it cannot be combined with selected.
 	View MessageView `protobuf:"varint,5,opt,name=view,proto3,enum=historyd.v1.MessageView" json:"view,omitempty"`
 	// selected lists the selected progression (the full order when none is set).
-	Selected      bool `protobuf:"varint,6,opt,name=selected,proto3" json:"selected,omitempty"`
+	Selected bool `protobuf:"varint,6,opt,name=selected,proto3" json:"selected,omitempty"`
+	// omit_rendered leaves each message's rendered field unset (no rendering is done): for a client
+	// that renders itself, or that reads a message whose rendering passes the render cap.
+	OmitRendered  bool `protobuf:"varint,7,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2523,6 +2536,13 @@ func (x *ListMessagesRequest) GetSelected() bool {
 	return false
 }
 
+func (x *ListMessagesRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
+}
+
 // ListMessagesResponse is the response of ListMessages.
 type ListMessagesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2594,7 +2614,10 @@ type GetLastMessageRequest struct {
 	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
 	// view is the view searched: MESSAGE_VIEW_INSTRUCTIONS is last_instruction,
 	// MESSAGE_VIEW_ASSISTANT_RESPONSES last_response; unspecified is the last message.
-	View          MessageView `protobuf:"varint,2,opt,name=view,proto3,enum=historyd.v1.MessageView" json:"view,omitempty"`
+	View MessageView `protobuf:"varint,2,opt,name=view,proto3,enum=historyd.v1.MessageView" json:"view,omitempty"`
+	// omit_rendered leaves each message's rendered field unset (no rendering is done): for a client
+	// that renders itself, or that reads a message whose rendering passes the render cap.
+	OmitRendered  bool `protobuf:"varint,3,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2641,6 +2664,13 @@ func (x *GetLastMessageRequest) GetView() MessageView {
 		return x.View
 	}
 	return MessageView_MESSAGE_VIEW_UNSPECIFIED
+}
+
+func (x *GetLastMessageRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
 }
 
 // GetLastMessageResponse is the response of GetLastMessage.
@@ -3316,6 +3346,255 @@ func (x *ExportBranchResponse) GetHeadSequence() uint64 {
 	return 0
 }
 
+// ExportBranchStreamRequest is the request of ExportBranchStream.
+type ExportBranchStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// branch_id names the branch.
+	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
+	// mode is the LionAGI serialization mode; unspecified means json.
+	Mode SerializationMode `protobuf:"varint,2,opt,name=mode,proto3,enum=historyd.v1.SerializationMode" json:"mode,omitempty"`
+	// db_meta_key is the metadata key of db mode; empty means node_metadata.
+	DbMetaKey     string `protobuf:"bytes,3,opt,name=db_meta_key,json=dbMetaKey,proto3" json:"db_meta_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportBranchStreamRequest) Reset() {
+	*x = ExportBranchStreamRequest{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportBranchStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportBranchStreamRequest) ProtoMessage() {}
+
+func (x *ExportBranchStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportBranchStreamRequest.ProtoReflect.Descriptor instead.
+func (*ExportBranchStreamRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ExportBranchStreamRequest) GetBranchId() string {
+	if x != nil {
+		return x.BranchId
+	}
+	return ""
+}
+
+func (x *ExportBranchStreamRequest) GetMode() SerializationMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SerializationMode_SERIALIZATION_MODE_UNSPECIFIED
+}
+
+func (x *ExportBranchStreamRequest) GetDbMetaKey() string {
+	if x != nil {
+		return x.DbMetaKey
+	}
+	return ""
+}
+
+// ExportBranchStreamResponse is one chunk of ExportBranchStream.
+type ExportBranchStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// data is the next chunk of the UTF-8 JSON text; a chunk may end inside a character, so
+	// concatenate the chunks' bytes before decoding them.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// head_sequence is the branch's head when it was read (set on every chunk).
+	HeadSequence  uint64 `protobuf:"varint,2,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportBranchStreamResponse) Reset() {
+	*x = ExportBranchStreamResponse{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportBranchStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportBranchStreamResponse) ProtoMessage() {}
+
+func (x *ExportBranchStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportBranchStreamResponse.ProtoReflect.Descriptor instead.
+func (*ExportBranchStreamResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ExportBranchStreamResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ExportBranchStreamResponse) GetHeadSequence() uint64 {
+	if x != nil {
+		return x.HeadSequence
+	}
+	return 0
+}
+
+// ImportBranchStreamRequest is one message of ImportBranchStream.
+type ImportBranchStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request_id makes the call idempotent, in ImportBranch's scope (first message only).
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// data is the next chunk of the JSON text (ImportBranchRequest.data's bytes); chunks may split a
+	// character.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// branch_id, when set, is the new branch's id instead of the payload's (first message only).
+	BranchId string `protobuf:"bytes,3,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
+	// new_branch_id asks for a server-made id whatever the payload says (first message only).
+	NewBranchId bool `protobuf:"varint,4,opt,name=new_branch_id,json=newBranchId,proto3" json:"new_branch_id,omitempty"`
+	// db_meta_key is as in ImportBranchRequest (first message only).
+	DbMetaKey     string `protobuf:"bytes,5,opt,name=db_meta_key,json=dbMetaKey,proto3" json:"db_meta_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportBranchStreamRequest) Reset() {
+	*x = ImportBranchStreamRequest{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportBranchStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportBranchStreamRequest) ProtoMessage() {}
+
+func (x *ImportBranchStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportBranchStreamRequest.ProtoReflect.Descriptor instead.
+func (*ImportBranchStreamRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ImportBranchStreamRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ImportBranchStreamRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ImportBranchStreamRequest) GetBranchId() string {
+	if x != nil {
+		return x.BranchId
+	}
+	return ""
+}
+
+func (x *ImportBranchStreamRequest) GetNewBranchId() bool {
+	if x != nil {
+		return x.NewBranchId
+	}
+	return false
+}
+
+func (x *ImportBranchStreamRequest) GetDbMetaKey() string {
+	if x != nil {
+		return x.DbMetaKey
+	}
+	return ""
+}
+
+// ImportBranchStreamResponse is the response of ImportBranchStream.
+type ImportBranchStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// branch is the new branch.
+	Branch        *Branch `protobuf:"bytes,1,opt,name=branch,proto3" json:"branch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportBranchStreamResponse) Reset() {
+	*x = ImportBranchStreamResponse{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportBranchStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportBranchStreamResponse) ProtoMessage() {}
+
+func (x *ImportBranchStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportBranchStreamResponse.ProtoReflect.Descriptor instead.
+func (*ImportBranchStreamResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ImportBranchStreamResponse) GetBranch() *Branch {
+	if x != nil {
+		return x.Branch
+	}
+	return nil
+}
+
 // WatchBranchRequest is the request of WatchBranch.
 type WatchBranchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3343,7 +3622,7 @@ type WatchBranchRequest struct {
 
 func (x *WatchBranchRequest) Reset() {
 	*x = WatchBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3355,7 +3634,7 @@ func (x *WatchBranchRequest) String() string {
 func (*WatchBranchRequest) ProtoMessage() {}
 
 func (x *WatchBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3368,7 +3647,7 @@ func (x *WatchBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBranchRequest.ProtoReflect.Descriptor instead.
 func (*WatchBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{40}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WatchBranchRequest) GetBranchId() string {
@@ -3423,7 +3702,7 @@ type WatchBranchResponse struct {
 
 func (x *WatchBranchResponse) Reset() {
 	*x = WatchBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3435,7 +3714,7 @@ func (x *WatchBranchResponse) String() string {
 func (*WatchBranchResponse) ProtoMessage() {}
 
 func (x *WatchBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3448,7 +3727,7 @@ func (x *WatchBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBranchResponse.ProtoReflect.Descriptor instead.
 func (*WatchBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{41}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WatchBranchResponse) GetFrame() isWatchBranchResponse_Frame {
@@ -3532,7 +3811,7 @@ type WatchStart struct {
 
 func (x *WatchStart) Reset() {
 	*x = WatchStart{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3544,7 +3823,7 @@ func (x *WatchStart) String() string {
 func (*WatchStart) ProtoMessage() {}
 
 func (x *WatchStart) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3557,7 +3836,7 @@ func (x *WatchStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchStart.ProtoReflect.Descriptor instead.
 func (*WatchStart) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{42}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WatchStart) GetBranchId() string {
@@ -3612,7 +3891,7 @@ type BranchCommit struct {
 
 func (x *BranchCommit) Reset() {
 	*x = BranchCommit{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3624,7 +3903,7 @@ func (x *BranchCommit) String() string {
 func (*BranchCommit) ProtoMessage() {}
 
 func (x *BranchCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3637,7 +3916,7 @@ func (x *BranchCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchCommit.ProtoReflect.Descriptor instead.
 func (*BranchCommit) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{43}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *BranchCommit) GetFirstSequence() uint64 {
@@ -3688,7 +3967,7 @@ type BranchEvent struct {
 
 func (x *BranchEvent) Reset() {
 	*x = BranchEvent{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3700,7 +3979,7 @@ func (x *BranchEvent) String() string {
 func (*BranchEvent) ProtoMessage() {}
 
 func (x *BranchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3713,7 +3992,7 @@ func (x *BranchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchEvent.ProtoReflect.Descriptor instead.
 func (*BranchEvent) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{44}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BranchEvent) GetSequence() uint64 {
@@ -3779,7 +4058,7 @@ type WatchHeartbeat struct {
 
 func (x *WatchHeartbeat) Reset() {
 	*x = WatchHeartbeat{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3791,7 +4070,7 @@ func (x *WatchHeartbeat) String() string {
 func (*WatchHeartbeat) ProtoMessage() {}
 
 func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3804,7 +4083,7 @@ func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchHeartbeat.ProtoReflect.Descriptor instead.
 func (*WatchHeartbeat) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{45}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WatchHeartbeat) GetHeadSequence() uint64 {
@@ -3998,14 +4277,15 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x1cCreateActionResponseResponse\x12=\n" +
 	"\x0faction_response\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\x0eactionResponse\x12;\n" +
 	"\x0eaction_request\x18\x02 \x01(\v2\x14.historyd.v1.MessageR\ractionRequest\x12#\n" +
-	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"O\n" +
+	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"t\n" +
 	"\x11GetMessageRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x02 \x01(\tR\tmessageId\"i\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12#\n" +
+	"\romit_rendered\x18\x03 \x01(\bR\fomitRendered\"i\n" +
 	"\x12GetMessageResponse\x12.\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12#\n" +
-	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xd8\x01\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xfd\x01\n" +
 	"\x13ListMessagesRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -4015,14 +4295,16 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"descending\x18\x04 \x01(\bR\n" +
 	"descending\x12,\n" +
 	"\x04view\x18\x05 \x01(\x0e2\x18.historyd.v1.MessageViewR\x04view\x12\x1a\n" +
-	"\bselected\x18\x06 \x01(\bR\bselected\"\x95\x01\n" +
+	"\bselected\x18\x06 \x01(\bR\bselected\x12#\n" +
+	"\romit_rendered\x18\a \x01(\bR\fomitRendered\"\x95\x01\n" +
 	"\x14ListMessagesResponse\x120\n" +
 	"\bmessages\x18\x01 \x03(\v2\x14.historyd.v1.MessageR\bmessages\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12#\n" +
-	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"b\n" +
+	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"\x87\x01\n" +
 	"\x15GetLastMessageRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12,\n" +
-	"\x04view\x18\x02 \x01(\x0e2\x18.historyd.v1.MessageViewR\x04view\"m\n" +
+	"\x04view\x18\x02 \x01(\x0e2\x18.historyd.v1.MessageViewR\x04view\x12#\n" +
+	"\romit_rendered\x18\x03 \x01(\bR\fomitRendered\"m\n" +
 	"\x16GetLastMessageResponse\x12.\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12#\n" +
 	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\x7f\n" +
@@ -4068,7 +4350,23 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\vdb_meta_key\x18\x03 \x01(\tR\tdbMetaKey\"O\n" +
 	"\x14ExportBranchResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\tR\x04data\x12#\n" +
-	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\x80\x02\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\x8c\x01\n" +
+	"\x19ExportBranchStreamRequest\x12\x1b\n" +
+	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x122\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x1e.historyd.v1.SerializationModeR\x04mode\x12\x1e\n" +
+	"\vdb_meta_key\x18\x03 \x01(\tR\tdbMetaKey\"U\n" +
+	"\x1aExportBranchStreamResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12#\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xaf\x01\n" +
+	"\x19ImportBranchStreamRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1b\n" +
+	"\tbranch_id\x18\x03 \x01(\tR\bbranchId\x12\"\n" +
+	"\rnew_branch_id\x18\x04 \x01(\bR\vnewBranchId\x12\x1e\n" +
+	"\vdb_meta_key\x18\x05 \x01(\tR\tdbMetaKey\"I\n" +
+	"\x1aImportBranchStreamResponse\x12+\n" +
+	"\x06branch\x18\x01 \x01(\v2\x13.historyd.v1.BranchR\x06branch\"\x80\x02\n" +
 	"\x12WatchBranchRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12*\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x12%\n" +
@@ -4129,7 +4427,7 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x15EVENT_KIND_SYSTEM_SET\x10\x04\x12\x1f\n" +
 	"\x1bEVENT_KIND_MESSAGES_CLEARED\x10\x05\x12\x1e\n" +
 	"\x1aEVENT_KIND_PROGRESSION_SET\x10\x06\x12\x1d\n" +
-	"\x19EVENT_KIND_BRANCH_DELETED\x10\a2\xbd\v\n" +
+	"\x19EVENT_KIND_BRANCH_DELETED\x10\a2\x8f\r\n" +
 	"\x0eHistoryService\x12S\n" +
 	"\fCreateBranch\x12 .historyd.v1.CreateBranchRequest\x1a!.historyd.v1.CreateBranchResponse\x12J\n" +
 	"\tGetBranch\x12\x1d.historyd.v1.GetBranchRequest\x1a\x1e.historyd.v1.GetBranchResponse\x12S\n" +
@@ -4149,7 +4447,9 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\rClearMessages\x12!.historyd.v1.ClearMessagesRequest\x1a\".historyd.v1.ClearMessagesResponse\x12Y\n" +
 	"\x0eSetProgression\x12\".historyd.v1.SetProgressionRequest\x1a#.historyd.v1.SetProgressionResponse\x12S\n" +
 	"\fImportBranch\x12 .historyd.v1.ImportBranchRequest\x1a!.historyd.v1.ImportBranchResponse\x12S\n" +
-	"\fExportBranch\x12 .historyd.v1.ExportBranchRequest\x1a!.historyd.v1.ExportBranchResponse\x12R\n" +
+	"\fExportBranch\x12 .historyd.v1.ExportBranchRequest\x1a!.historyd.v1.ExportBranchResponse\x12g\n" +
+	"\x12ExportBranchStream\x12&.historyd.v1.ExportBranchStreamRequest\x1a'.historyd.v1.ExportBranchStreamResponse0\x01\x12g\n" +
+	"\x12ImportBranchStream\x12&.historyd.v1.ImportBranchStreamRequest\x1a'.historyd.v1.ImportBranchStreamResponse(\x01\x12R\n" +
 	"\vWatchBranch\x12\x1f.historyd.v1.WatchBranchRequest\x1a .historyd.v1.WatchBranchResponse0\x01B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
@@ -4165,7 +4465,7 @@ func file_historyd_v1_history_service_proto_rawDescGZIP() []byte {
 }
 
 var file_historyd_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_historyd_v1_history_service_proto_goTypes = []any{
 	(MessageView)(0),                     // 0: historyd.v1.MessageView
 	(SerializationMode)(0),               // 1: historyd.v1.SerializationMode
@@ -4211,108 +4511,118 @@ var file_historyd_v1_history_service_proto_goTypes = []any{
 	(*ImportBranchResponse)(nil),         // 41: historyd.v1.ImportBranchResponse
 	(*ExportBranchRequest)(nil),          // 42: historyd.v1.ExportBranchRequest
 	(*ExportBranchResponse)(nil),         // 43: historyd.v1.ExportBranchResponse
-	(*WatchBranchRequest)(nil),           // 44: historyd.v1.WatchBranchRequest
-	(*WatchBranchResponse)(nil),          // 45: historyd.v1.WatchBranchResponse
-	(*WatchStart)(nil),                   // 46: historyd.v1.WatchStart
-	(*BranchCommit)(nil),                 // 47: historyd.v1.BranchCommit
-	(*BranchEvent)(nil),                  // 48: historyd.v1.BranchEvent
-	(*WatchHeartbeat)(nil),               // 49: historyd.v1.WatchHeartbeat
-	(*structpb.Struct)(nil),              // 50: google.protobuf.Struct
-	(*Message)(nil),                      // 51: historyd.v1.Message
-	(*structpb.Value)(nil),               // 52: google.protobuf.Value
-	(*ChatMessage)(nil),                  // 53: historyd.v1.ChatMessage
-	(*timestamppb.Timestamp)(nil),        // 54: google.protobuf.Timestamp
+	(*ExportBranchStreamRequest)(nil),    // 44: historyd.v1.ExportBranchStreamRequest
+	(*ExportBranchStreamResponse)(nil),   // 45: historyd.v1.ExportBranchStreamResponse
+	(*ImportBranchStreamRequest)(nil),    // 46: historyd.v1.ImportBranchStreamRequest
+	(*ImportBranchStreamResponse)(nil),   // 47: historyd.v1.ImportBranchStreamResponse
+	(*WatchBranchRequest)(nil),           // 48: historyd.v1.WatchBranchRequest
+	(*WatchBranchResponse)(nil),          // 49: historyd.v1.WatchBranchResponse
+	(*WatchStart)(nil),                   // 50: historyd.v1.WatchStart
+	(*BranchCommit)(nil),                 // 51: historyd.v1.BranchCommit
+	(*BranchEvent)(nil),                  // 52: historyd.v1.BranchEvent
+	(*WatchHeartbeat)(nil),               // 53: historyd.v1.WatchHeartbeat
+	(*structpb.Struct)(nil),              // 54: google.protobuf.Struct
+	(*Message)(nil),                      // 55: historyd.v1.Message
+	(*structpb.Value)(nil),               // 56: google.protobuf.Value
+	(*ChatMessage)(nil),                  // 57: historyd.v1.ChatMessage
+	(*timestamppb.Timestamp)(nil),        // 58: google.protobuf.Timestamp
 }
 var file_historyd_v1_history_service_proto_depIdxs = []int32{
-	50, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
+	54, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
 	2,  // 1: historyd.v1.InstructionInput.handle_context:type_name -> historyd.v1.ContextMode
 	8,  // 2: historyd.v1.InstructionInput.context_json_list:type_name -> historyd.v1.StringList
 	8,  // 3: historyd.v1.InstructionInput.tool_schemas_json_list:type_name -> historyd.v1.StringList
 	8,  // 4: historyd.v1.InstructionInput.images_list:type_name -> historyd.v1.StringList
-	50, // 5: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
+	54, // 5: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
 	6,  // 6: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
 	4,  // 7: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
-	51, // 8: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
+	55, // 8: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
 	4,  // 9: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
 	4,  // 10: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
 	4,  // 11: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
-	51, // 12: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
-	51, // 13: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
-	52, // 14: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
-	52, // 15: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
-	50, // 16: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
+	55, // 12: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
+	55, // 13: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
+	56, // 14: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
+	56, // 15: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
+	54, // 16: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
 	7,  // 17: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
 	9,  // 18: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
 	6,  // 19: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
 	10, // 20: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
 	11, // 21: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
-	51, // 22: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
-	51, // 23: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
-	51, // 24: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
-	52, // 25: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
-	52, // 26: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
-	51, // 27: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
-	51, // 28: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
-	51, // 29: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
+	55, // 22: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
+	55, // 23: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
+	55, // 24: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
+	56, // 25: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
+	56, // 26: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
+	55, // 27: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
+	55, // 28: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
+	55, // 29: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
 	0,  // 30: historyd.v1.ListMessagesRequest.view:type_name -> historyd.v1.MessageView
-	51, // 31: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
+	55, // 31: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
 	0,  // 32: historyd.v1.GetLastMessageRequest.view:type_name -> historyd.v1.MessageView
-	51, // 33: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
+	55, // 33: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
 	5,  // 34: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
-	53, // 35: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
+	57, // 35: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
 	5,  // 36: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
 	4,  // 37: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
 	1,  // 38: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
-	3,  // 39: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
-	46, // 40: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
-	47, // 41: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
-	49, // 42: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
-	48, // 43: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
-	3,  // 44: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
-	51, // 45: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
-	4,  // 46: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
-	51, // 47: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
-	5,  // 48: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
-	54, // 49: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	12, // 50: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
-	14, // 51: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
-	16, // 52: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
-	18, // 53: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
-	20, // 54: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
-	22, // 55: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
-	24, // 56: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
-	26, // 57: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
-	28, // 58: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
-	30, // 59: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
-	32, // 60: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
-	34, // 61: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
-	36, // 62: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
-	38, // 63: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
-	40, // 64: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
-	42, // 65: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
-	44, // 66: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
-	13, // 67: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
-	15, // 68: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
-	17, // 69: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
-	19, // 70: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
-	21, // 71: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
-	23, // 72: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
-	25, // 73: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
-	27, // 74: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
-	29, // 75: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
-	31, // 76: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
-	33, // 77: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
-	35, // 78: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
-	37, // 79: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
-	39, // 80: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
-	41, // 81: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
-	43, // 82: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
-	45, // 83: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
-	67, // [67:84] is the sub-list for method output_type
-	50, // [50:67] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	1,  // 39: historyd.v1.ExportBranchStreamRequest.mode:type_name -> historyd.v1.SerializationMode
+	4,  // 40: historyd.v1.ImportBranchStreamResponse.branch:type_name -> historyd.v1.Branch
+	3,  // 41: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
+	50, // 42: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
+	51, // 43: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
+	53, // 44: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
+	52, // 45: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
+	3,  // 46: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
+	55, // 47: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
+	4,  // 48: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
+	55, // 49: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
+	5,  // 50: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
+	58, // 51: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	12, // 52: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
+	14, // 53: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
+	16, // 54: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
+	18, // 55: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
+	20, // 56: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
+	22, // 57: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
+	24, // 58: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
+	26, // 59: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
+	28, // 60: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
+	30, // 61: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
+	32, // 62: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
+	34, // 63: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
+	36, // 64: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
+	38, // 65: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
+	40, // 66: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
+	42, // 67: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
+	44, // 68: historyd.v1.HistoryService.ExportBranchStream:input_type -> historyd.v1.ExportBranchStreamRequest
+	46, // 69: historyd.v1.HistoryService.ImportBranchStream:input_type -> historyd.v1.ImportBranchStreamRequest
+	48, // 70: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
+	13, // 71: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
+	15, // 72: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
+	17, // 73: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
+	19, // 74: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
+	21, // 75: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
+	23, // 76: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
+	25, // 77: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
+	27, // 78: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
+	29, // 79: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
+	31, // 80: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
+	33, // 81: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
+	35, // 82: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
+	37, // 83: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
+	39, // 84: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
+	41, // 85: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
+	43, // 86: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
+	45, // 87: historyd.v1.HistoryService.ExportBranchStream:output_type -> historyd.v1.ExportBranchStreamResponse
+	47, // 88: historyd.v1.HistoryService.ImportBranchStream:output_type -> historyd.v1.ImportBranchStreamResponse
+	49, // 89: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
+	71, // [71:90] is the sub-list for method output_type
+	52, // [52:71] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_service_proto_init() }
@@ -4352,20 +4662,20 @@ func file_historyd_v1_history_service_proto_init() {
 	file_historyd_v1_history_service_proto_msgTypes[22].OneofWrappers = []any{}
 	file_historyd_v1_history_service_proto_msgTypes[32].OneofWrappers = []any{}
 	file_historyd_v1_history_service_proto_msgTypes[34].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[40].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[41].OneofWrappers = []any{
+	file_historyd_v1_history_service_proto_msgTypes[44].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[45].OneofWrappers = []any{
 		(*WatchBranchResponse_Start)(nil),
 		(*WatchBranchResponse_Commit)(nil),
 		(*WatchBranchResponse_Heartbeat)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[44].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[48].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_service_proto_rawDesc), len(file_historyd_v1_history_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   46,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
