@@ -81,7 +81,8 @@ class Server:
 
 class Proxy:
     """A TCP proxy in front of addr: cut() closes every connection through it (a forced
-    disconnect the client sees as UNAVAILABLE) and keeps accepting new ones."""
+    disconnect the client sees as UNAVAILABLE) and keeps accepting new ones; the next
+    ``drop_next`` connections are closed as soon as they are accepted (counted in ``dropped``)."""
 
     def __init__(self, upstream: str) -> None:
         host, port = upstream.rsplit(":", 1)
@@ -92,6 +93,8 @@ class Proxy:
         self._socks: List[socket.socket] = []
         self._threads: List[threading.Thread] = []
         self.connections = 0
+        self.drop_next = 0
+        self.dropped = 0
         self._closed = False
         self._accepter = threading.Thread(target=self._accept, daemon=True)
         self._accepter.start()
@@ -102,6 +105,14 @@ class Proxy:
                 down, _ = self.listener.accept()
             except OSError:
                 return
+            with self._lock:
+                drop = self.drop_next > 0
+                if drop:
+                    self.drop_next -= 1
+                    self.dropped += 1
+            if drop:
+                down.close()
+                continue
             try:
                 up = socket.create_connection(self.upstream)
             except OSError:

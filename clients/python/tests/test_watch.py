@@ -26,9 +26,9 @@ from historyd import (
 from historyd.aio import AsyncClient
 
 # Fast reconnection for the client behind the proxy: gRPC's own reconnect backoff starts at 1 s.
-# (Not grpc.min_reconnect_backoff_ms: gRPC also takes it as the connect timeout, and 50 ms is too
-# short for a handshake through the proxy on a loaded machine.)
-FAST = [("grpc.initial_reconnect_backoff_ms", 50), ("grpc.max_reconnect_backoff_ms", 200)]
+# grpc.min_reconnect_backoff_ms is also the connect timeout: 50 ms is too short for a handshake
+# through the proxy on a loaded machine, and its default (20 s) holds back reconnections.
+FAST = [("grpc.initial_reconnect_backoff_ms", 50), ("grpc.min_reconnect_backoff_ms", 2000), ("grpc.max_reconnect_backoff_ms", 200)]
 
 
 def sequences(commits: List[Commit]) -> List[int]:
