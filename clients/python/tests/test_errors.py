@@ -187,3 +187,17 @@ def test_tls_and_token(tmp_path) -> None:
     finally:
         assert s.stop() == 0
     assert os.path.exists(cert)
+
+
+def test_every_reason_has_its_class() -> None:
+    """Every ErrorReason of the stubs maps to a class named after it (one written out, or made at
+    import for a reason added since), so a regenerated client types new reasons too."""
+    from historyd import errors
+    from historyd.v1 import error_reason_pb2
+
+    for value in error_reason_pb2.ErrorReason.DESCRIPTOR.values:
+        if value.number == 0:
+            continue
+        cls = errors._BY_REASON[value.name]
+        assert cls.__name__ == errors._class_name(value.name) and cls.REASON == value.name
+        assert getattr(errors, cls.__name__) is cls

@@ -4,8 +4,8 @@ Create an AsyncClient inside a running event loop."""
 
 from __future__ import annotations
 
-import json
 import asyncio
+import json
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -29,7 +29,7 @@ _DEFAULT: Any = object()
 
 
 class AsyncClient:
-    """A connection to historyd.
+    """A connection to historyd for asyncio (grpc.aio); create it inside a running event loop.
 
     Args:
         addr: ``host:port`` (any gRPC target).
@@ -42,7 +42,7 @@ class AsyncClient:
         retry: the retry policy of unary calls (:data:`DEFAULT_RETRY`).
         options: extra gRPC channel options.
 
-    Use as a context manager, or call :meth:`close`.
+    Use as an async context manager, or await :meth:`close`.
     """
 
     def __init__(
@@ -531,7 +531,7 @@ class AsyncBranch:
         Raises :class:`HistoryCompactedError` when the cursor is no longer retained (or the branch
         was re-created under its id: re-read it and watch from its head), and
         :class:`BranchDeletedError` after yielding the commit of the deletion. Closing the iterator
-        (``break``) cancels the stream.
+        (``await it.aclose()``, or ``contextlib.aclosing``) cancels the stream.
         """
         stub = self.client.history_stub
         metadata = self.client._metadata
@@ -575,7 +575,7 @@ class AsyncBranch:
 
 
 class AsyncExchange:
-    """LionAGI's AsyncExchange over historyd: owners register, send to one owner (a recipient id), to
+    """LionAGI's Exchange over historyd, for asyncio: owners register, send to one owner (a recipient id), to
     every other owner (``recipient=None``) or to nobody (:data:`UNSET`, kept as a dead letter);
     ``collect`` moves an owner's outbox to the recipients' inboxes."""
 

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Type
 import grpc
 
 from ._rpc import error_details_pb2, status_pb2
+from .v1 import error_reason_pb2
 
 __all__ = [
     "HistorydError",
@@ -252,6 +253,27 @@ class FrameTooLargeError(HistorydError):
 _BY_REASON: Dict[str, Type[HistorydError]] = {
     c.REASON: c for c in HistorydError.__subclasses__() if c.REASON  # type: ignore[misc]
 }
+
+
+def _class_name(reason: str) -> str:
+    """ERROR_REASON_BRANCH_NOT_FOUND -> BranchNotFoundError."""
+    words = reason[len("ERROR_REASON_") :].split("_")
+    return "".join(w.capitalize() for w in words) + "Error"
+
+
+# Reasons the stubs know and the classes above do not (added to error_reason.proto since, and
+# regenerated with make gen-clients) get a class too, made here: importable from historyd.errors
+# by the same naming rule, so a new reason is typed without a change to this file.
+for _value in error_reason_pb2.ErrorReason.DESCRIPTOR.values:
+    if _value.number != 0 and _value.name not in _BY_REASON:
+        _cls = type(
+            _class_name(_value.name),
+            (HistorydError,),
+            {"REASON": _value.name, "__doc__": f"The error of reason {_value.name} (error_reason.proto).", "__module__": __name__},
+        )
+        globals()[_cls.__name__] = _cls
+        __all__.append(_cls.__name__)
+        _BY_REASON[_value.name] = _cls
 
 
 def _details(trailing: Any) -> Optional[bytes]:
