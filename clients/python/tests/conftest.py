@@ -95,6 +95,10 @@ class Proxy:
         self.connections = 0
         self.drop_next = 0
         self.dropped = 0
+        #: When set, the next response (an HTTP/2 HEADERS frame from the server on a stream) is not
+        #: forwarded: the connection is cut instead, so the call was applied and its answer lost.
+        self.lose_next_response = False
+        self.lost = 0
         self._closed = False
         self._accepter = threading.Thread(target=self._accept, daemon=True)
         self._accepter.start()
@@ -125,8 +129,8 @@ class Proxy:
                     return
                 self.connections += 1
                 self._socks += [down, up]
-                for a, b in ((down, up), (up, down)):
-                    t = threading.Thread(target=self._pump, args=(a, b), daemon=True)
+                for a, b, pump in ((down, up, self._pump), (up, down, self._pump_responses)):
+                    t = threading.Thread(target=pump, args=(a, b), daemon=True)
                     self._threads.append(t)
                     t.start()
 
@@ -138,6 +142,43 @@ class Proxy:
                 if not data:
                     break
                 dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _pump_responses(self, src: socket.socket, dst: socket.socket) -> None:
+        """Server to client, frame by frame (HTTP/2 frames after the 0-length preface: the server
+        sends none), so that lose_next_response can stop at a response's HEADERS frame."""
+        buf = b""
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                buf += data
+                out = b""
+                while len(buf) >= 9:
+                    length = int.from_bytes(buf[0:3], "big")
+                    if len(buf) < 9 + length:
+                        break
+                    ftype, stream = buf[3], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                    with self._lock:
+                        lose = self.lose_next_response and ftype == 0x1 and stream != 0
+                        if lose:
+                            self.lose_next_response = False
+                            self.lost += 1
+                    if lose:
+                        if out:
+                            dst.sendall(out)
+                        raise OSError("response lost on purpose")
+                    out += buf[: 9 + length]
+                    buf = buf[9 + length :]
+                if out:
+                    dst.sendall(out)
         except OSError:
             pass
         for s in (src, dst):

@@ -201,3 +201,25 @@ def test_every_reason_has_its_class() -> None:
         cls = errors._BY_REASON[value.name]
         assert cls.__name__ == errors._class_name(value.name) and cls.REASON == value.name
         assert getattr(errors, cls.__name__) is cls
+
+
+def test_retry_after_a_lost_response_applies_the_write_once(server, proxy) -> None:
+    """The server applied the write and its answer was lost (the proxy cuts the connection at the
+    response): the client retries with the request id it made, and the server answers the retry
+    with the first response instead of writing again (AIP-155; the Go client's retry rule)."""
+    with Client(proxy.addr, tls=False, options=FAST) as c, Client(server.addr, tls=False) as direct:
+        user = f"lost-{uuid.uuid4()}"
+        proxy.lose_next_response = True
+        b = c.create_branch(user=user)
+        assert proxy.lost == 1, "the first answer was lost"
+        assert [x.id for x in direct.list_branches() if x.info.user == user] == [b.id], "created once"
+
+        proxy.lose_next_response = True
+        m = c.branch(b.id).add_instruction("once")
+        assert proxy.lost == 2
+        assert [x.id for x in direct.branch(b.id).messages()] == [m.id], "added once"
+
+        proxy.lose_next_response = True
+        with pytest.raises(HistorydError) as ei:  # PopMessage has no request id: never retried
+            c.exchange.pop(str(uuid.uuid4()), str(uuid.uuid4()))
+        assert ei.value.code == grpc.StatusCode.UNAVAILABLE and proxy.lost == 3
