@@ -104,6 +104,16 @@ class HistoryServiceStub(object):
                 request_serializer=historyd_dot_v1_dot_history__service__pb2.ExportBranchRequest.SerializeToString,
                 response_deserializer=historyd_dot_v1_dot_history__service__pb2.ExportBranchResponse.FromString,
                 )
+        self.ExportBranchStream = channel.unary_stream(
+                '/historyd.v1.HistoryService/ExportBranchStream',
+                request_serializer=historyd_dot_v1_dot_history__service__pb2.ExportBranchStreamRequest.SerializeToString,
+                response_deserializer=historyd_dot_v1_dot_history__service__pb2.ExportBranchStreamResponse.FromString,
+                )
+        self.ImportBranchStream = channel.stream_unary(
+                '/historyd.v1.HistoryService/ImportBranchStream',
+                request_serializer=historyd_dot_v1_dot_history__service__pb2.ImportBranchStreamRequest.SerializeToString,
+                response_deserializer=historyd_dot_v1_dot_history__service__pb2.ImportBranchStreamResponse.FromString,
+                )
         self.WatchBranch = channel.unary_stream(
                 '/historyd.v1.HistoryService/WatchBranch',
                 request_serializer=historyd_dot_v1_dot_history__service__pb2.WatchBranchRequest.SerializeToString,
@@ -263,6 +273,28 @@ class HistoryServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportBranchStream(self, request, context):
+        """ExportBranchStream is ExportBranch for a branch of any size: the same JSON text, sent in chunks
+        of at most 1 MiB (well below the response budget, --max-response-bytes) that the client
+        concatenates in order. The server encodes the export once and sends slices of it, so it holds
+        the export's text (about the branch's JSON size) until the stream ends. The first chunk carries
+        head_sequence.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportBranchStream(self, request_iterator, context):
+        """ImportBranchStream is ImportBranch for a payload of any size up to --max-import-bytes (default
+        256 MiB): the client sends the JSON text in chunks, the first message carrying the options
+        (request_id, branch_id, new_branch_id, db_meta_key) and the later ones only data. The payload
+        is imported once the client closes its side; past the limit the call is RESOURCE_EXHAUSTED
+        (reason IMPORT_TOO_LARGE) as soon as the limit is crossed, and nothing is written.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchBranch(self, request, context):
         """WatchBranch streams a branch's changes: the retained events after a cursor, then live ones as
         they are committed (DESIGN.md "Sequences, events and watch"). Guarantees, for every stream:
@@ -290,9 +322,10 @@ class HistoryServiceServicer(object):
         - The writer never waits: each stream has a bounded buffer (256 commits by default). A stream
         that falls further behind, or whose client does not accept a frame within the send timeout
         (10 s by default), ends with RESOURCE_EXHAUSTED, ERROR_REASON_SUBSCRIBER_TOO_SLOW.
-        - Readable with default client settings: a frame is at most 4 MiB, the receive limit gRPC
-        clients default to. Messages carry `rendered` only with include_rendered. A commit that does
-        not fit (a fork or import of a large branch; a message near the request limit, rendered) ends
+        - Readable with default client settings: a frame is at most the response budget
+        (--max-response-bytes, default 4 MiB, the receive limit gRPC clients default to). Messages
+        carry `rendered` only with include_rendered, under the render cap. A commit that does not
+        fit (a fork or import of a large branch; a message near the request limit, rendered) ends
         the stream with RESOURCE_EXHAUSTED, ERROR_REASON_FRAME_TOO_LARGE, before that commit and with
         metadata commitLastSequence: resume after it and read what it wrote with ListMessages.
         - A stream never ends with OK. Its ends: RESOURCE_EXHAUSTED (SUBSCRIBER_TOO_SLOW: resume;
@@ -396,6 +429,16 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.ExportBranch,
                     request_deserializer=historyd_dot_v1_dot_history__service__pb2.ExportBranchRequest.FromString,
                     response_serializer=historyd_dot_v1_dot_history__service__pb2.ExportBranchResponse.SerializeToString,
+            ),
+            'ExportBranchStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportBranchStream,
+                    request_deserializer=historyd_dot_v1_dot_history__service__pb2.ExportBranchStreamRequest.FromString,
+                    response_serializer=historyd_dot_v1_dot_history__service__pb2.ExportBranchStreamResponse.SerializeToString,
+            ),
+            'ImportBranchStream': grpc.stream_unary_rpc_method_handler(
+                    servicer.ImportBranchStream,
+                    request_deserializer=historyd_dot_v1_dot_history__service__pb2.ImportBranchStreamRequest.FromString,
+                    response_serializer=historyd_dot_v1_dot_history__service__pb2.ImportBranchStreamResponse.SerializeToString,
             ),
             'WatchBranch': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchBranch,
@@ -691,6 +734,40 @@ class HistoryService(object):
         return grpc.experimental.unary_unary(request, target, '/historyd.v1.HistoryService/ExportBranch',
             historyd_dot_v1_dot_history__service__pb2.ExportBranchRequest.SerializeToString,
             historyd_dot_v1_dot_history__service__pb2.ExportBranchResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ExportBranchStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/historyd.v1.HistoryService/ExportBranchStream',
+            historyd_dot_v1_dot_history__service__pb2.ExportBranchStreamRequest.SerializeToString,
+            historyd_dot_v1_dot_history__service__pb2.ExportBranchStreamResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ImportBranchStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(request_iterator, target, '/historyd.v1.HistoryService/ImportBranchStream',
+            historyd_dot_v1_dot_history__service__pb2.ImportBranchStreamRequest.SerializeToString,
+            historyd_dot_v1_dot_history__service__pb2.ImportBranchStreamResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
