@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"flag"
-	"fmt"
-	"net"
 	"strconv"
 
 	"github.com/historyd/historyd/internal/server"
@@ -92,8 +90,8 @@ func (c servingConfig) validate() error {
 		return errors.New("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
 	}
 	if c.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			return fmt.Errorf("metrics address %q: %v", c.MetricsAddr, err)
+		if err := validateAddr("metrics-addr", c.MetricsAddr, "127.0.0.1:9090"); err != nil {
+			return err
 		}
 	}
 	return c.Limits.Validate()
