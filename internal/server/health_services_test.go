@@ -4,6 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -38,4 +41,20 @@ func TestHealthPerService(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(healthpb.HealthCheckResponse_NOT_SERVING)
+}
+
+// TestHealthCheckLoggedAtDebug: a probe's Health/Check writes its line at debug, so that probes
+// every few seconds do not fill an info log; other calls stay at info (issue 19).
+func TestHealthCheckLoggedAtDebug(t *testing.T) {
+	ts := newTestServer(t, nil)
+	if _, err := healthpb.NewHealthClient(ts.conn).Check(testContext(t), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	lines := ts.logs.FilterField(zap.String("grpc.service", "grpc.health.v1.Health")).All()
+	if len(lines) != 1 {
+		t.Fatalf("%d log lines for Health/Check, want 1: %v", len(lines), lines)
+	}
+	if lines[0].Level != zapcore.DebugLevel {
+		t.Errorf("Health/Check logged at %v, want debug", lines[0].Level)
+	}
 }

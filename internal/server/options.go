@@ -1,6 +1,10 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
 
 // DefaultGracePeriod is how long Shutdown lets in-flight RPCs finish before it cuts them off. Ten
 // seconds covers any unary call of this in-memory service many times over and stays well inside the
@@ -17,7 +21,8 @@ type options struct {
 	tls         *TLS     // tls.go; nil: plaintext
 	metrics     *Metrics // metrics.go; nil: no metrics
 
-	inflight *inflight // inflight.go; set by New, which owns it
+	inflight *inflight   // inflight.go; set by New, which owns it
+	logger   *zap.Logger // set by New: TLS handshake failures are logged to it (tls_log.go)
 }
 
 func defaultOptions() options {

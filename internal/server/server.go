@@ -45,6 +45,7 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 		opt(&o)
 	}
 	o.inflight = newInflight()
+	o.logger = logger
 	unary, stream := interceptorChain(logger, o)
 	gs := grpc.NewServer(append(serverOptions(o, unary, stream), grpc.StatsHandler(&unchainedLogger{logger: logger}))...)
 	registerTestHooks(gs)   // only in binaries built with the historyd_testhook tag
