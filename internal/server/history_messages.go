@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+
 	"context"
 
 	"github.com/google/uuid"
@@ -173,6 +175,13 @@ func (s *HistoryServer) ToChatMessages(ctx context.Context, req *historyv1.ToCha
 		return nil, err
 	}
 	in := store.ChatInput{Selected: req.GetSelected()}
+	switch req.GetFormat() {
+	case historyv1.ChatFormat_CHAT_FORMAT_UNSPECIFIED, historyv1.ChatFormat_CHAT_FORMAT_LIONAGI:
+	case historyv1.ChatFormat_CHAT_FORMAT_OPENAI:
+		in.Format = store.ChatFormatOpenAI
+	default:
+		return nil, &FieldError{Field: "format", Err: fmt.Errorf("%w: unknown chat format %d", envelope.ErrInvalid, req.GetFormat())}
+	}
 	if req.GetOrder() != nil {
 		order, err := parseIDs("order.ids", req.GetOrder().GetIds())
 		if err != nil {
@@ -184,7 +193,7 @@ func (s *HistoryServer) ToChatMessages(ctx context.Context, req *historyv1.ToCha
 	if err != nil {
 		return nil, err
 	}
-	resp := &historyv1.ToChatMessagesResponse{HeadSequence: res.Head}
+	resp := &historyv1.ToChatMessagesResponse{HeadSequence: res.Head, MessagesJson: string(res.JSON)}
 	for _, e := range res.Entries {
 		cm, renderErr := &historyv1.ChatMessage{}, ""
 		if e.Err != nil {
@@ -192,7 +201,9 @@ func (s *HistoryServer) ToChatMessages(ctx context.Context, req *historyv1.ToCha
 		} else {
 			cm = chatMessageToProto(e.Chat)
 		}
-		resp.Messages = append(resp.Messages, cm)
+		if in.Format == store.ChatFormatLionAGI {
+			resp.Messages = append(resp.Messages, cm)
+		}
 		resp.MessageIds = append(resp.MessageIds, e.MessageID.String())
 		resp.RenderErrors = append(resp.RenderErrors, renderErr)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
 )
 
 // GetBranch describes a branch (Store.GetBranch).
@@ -208,6 +209,18 @@ func (m *Memory) ToChatMessages(_ context.Context, branchID uuid.UUID, in ChatIn
 	}
 	m.unlocked()
 	out := ChatResult{Head: head, Entries: make([]ChatEntry, len(vs))}
+	if in.Format == ChatFormatOpenAI {
+		msgs := make([]*envelope.Message, len(vs))
+		for i, v := range vs {
+			msgs[i] = v.msg
+		}
+		arr, errs := envelope.OpenAIMessages(msgs)
+		for i, v := range vs {
+			out.Entries[i] = ChatEntry{MessageID: v.msg.ID, Err: errs[i]}
+		}
+		out.JSON = jsonv.Marshal(arr)
+		return out, nil
+	}
 	for i, v := range vs {
 		chat, err := v.msg.ChatMsg()
 		out.Entries[i] = ChatEntry{MessageID: v.msg.ID, Chat: chat, Err: err}

@@ -284,7 +284,21 @@ type ChatInput struct {
 	// Selected projects the selected progression (when Order is nil); one
 	// that is set but empty projects nothing, as an empty Order does.
 	Selected bool
+	// Format is the projection's shape (issue 19); the zero value is
+	// LionAGI's.
+	Format ChatFormat
 }
+
+// ChatFormat is the shape of a chat projection.
+type ChatFormat uint8
+
+const (
+	// ChatFormatLionAGI is LionAGI's to_chat_msgs: ChatEntry.Chat per message.
+	ChatFormatLionAGI ChatFormat = iota
+	// ChatFormatOpenAI is the messages array of OpenAI's Chat Completions
+	// API (envelope.OpenAIMessages), in ChatResult.JSON.
+	ChatFormatOpenAI
+)
 
 // ChatEntry is one message's chat projection; Err is set (and Chat zero)
 // when the message cannot be rendered, as LionAGI's chat_msg is None.
@@ -298,6 +312,9 @@ type ChatEntry struct {
 type ChatResult struct {
 	Entries []ChatEntry
 	Head    uint64
+	// JSON is the projection as JSON text for ChatFormatOpenAI (the entries
+	// then carry the message ids and render errors, and no Chat).
+	JSON []byte
 }
 
 // Export is a branch written as LionAGI JSON.

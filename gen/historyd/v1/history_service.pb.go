@@ -224,6 +224,80 @@ func (ContextMode) EnumDescriptor() ([]byte, []int) {
 	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{2}
 }
 
+// ChatFormat is the shape ToChatMessages projects a branch into.
+type ChatFormat int32
+
+const (
+	// CHAT_FORMAT_UNSPECIFIED is CHAT_FORMAT_LIONAGI.
+	ChatFormat_CHAT_FORMAT_UNSPECIFIED ChatFormat = 0
+	// CHAT_FORMAT_LIONAGI is LionAGI's to_chat_msgs: one ChatMessage per message, in messages, with
+	// the roles system, user, assistant, action and unset.
+	ChatFormat_CHAT_FORMAT_LIONAGI ChatFormat = 1
+	// CHAT_FORMAT_OPENAI is the `messages` array of OpenAI's Chat Completions API, as JSON text in
+	// messages_json (messages stays empty; message_ids and render_errors are per projected message
+	// as with LIONAGI). The rules:
+	//
+	//   - System: {"role": "system", "content": <rendered text>}.
+	//   - Instruction: {"role": "user", "content": <rendered text>}, or with images the content parts
+	//     [{"type": "text", "text"}, {"type": "image_url", "image_url": {"url", "detail"}}...].
+	//   - AssistantResponse: {"role": "assistant", "content": <rendered text>}.
+	//   - Consecutive ActionRequests: one {"role": "assistant", "content": null, "tool_calls": [...]},
+	//     a call per request: {"id": <the request's message id>, "type": "function", "function":
+	//     {"name", "arguments": <the arguments object as JSON text>}}.
+	//   - ActionResponse: {"role": "tool", "tool_call_id": <its request's message id>, "content": <the
+	//     output as JSON text>}; a failed action's content is {"error": <message>} as JSON text. One
+	//     that names no request is projected like generic content.
+	//   - Generic content (role unset): {"role": "user", "content": <rendered text>}.
+	//   - A message that cannot be rendered is left out; render_errors says why.
+	//
+	// An ActionRequest with no response keeps its tool call. The API rejects a tool call that no
+	// tool message answers, so before sending the projection as it is, append a
+	// {"role": "tool", "tool_call_id": <id>, "content": ...} for it (for example after running the
+	// tool) or drop the call.
+	ChatFormat_CHAT_FORMAT_OPENAI ChatFormat = 2
+)
+
+// Enum value maps for ChatFormat.
+var (
+	ChatFormat_name = map[int32]string{
+		0: "CHAT_FORMAT_UNSPECIFIED",
+		1: "CHAT_FORMAT_LIONAGI",
+		2: "CHAT_FORMAT_OPENAI",
+	}
+	ChatFormat_value = map[string]int32{
+		"CHAT_FORMAT_UNSPECIFIED": 0,
+		"CHAT_FORMAT_LIONAGI":     1,
+		"CHAT_FORMAT_OPENAI":      2,
+	}
+)
+
+func (x ChatFormat) Enum() *ChatFormat {
+	p := new(ChatFormat)
+	*p = x
+	return p
+}
+
+func (x ChatFormat) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChatFormat) Descriptor() protoreflect.EnumDescriptor {
+	return file_historyd_v1_history_service_proto_enumTypes[3].Descriptor()
+}
+
+func (ChatFormat) Type() protoreflect.EnumType {
+	return &file_historyd_v1_history_service_proto_enumTypes[3]
+}
+
+func (x ChatFormat) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChatFormat.Descriptor instead.
+func (ChatFormat) EnumDescriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{3}
+}
+
 // EventKind is what a branch event did (DESIGN.md "Sequences, events and watch").
 type EventKind int32
 
@@ -283,11 +357,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_historyd_v1_history_service_proto_enumTypes[3].Descriptor()
+	return file_historyd_v1_history_service_proto_enumTypes[4].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_historyd_v1_history_service_proto_enumTypes[3]
+	return &file_historyd_v1_history_service_proto_enumTypes[4]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -296,7 +370,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{3}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{4}
 }
 
 // Branch describes a branch.
@@ -2629,7 +2703,10 @@ type ToChatMessagesRequest struct {
 	// selected projects the selected progression when no order is given (the full order when none is
 	// set). A selected progression that is set but empty projects nothing, as an empty order does:
 	// it is not read as "unset".
-	Selected      bool `protobuf:"varint,3,opt,name=selected,proto3" json:"selected,omitempty"`
+	Selected bool `protobuf:"varint,3,opt,name=selected,proto3" json:"selected,omitempty"`
+	// format is the shape of the projection: CHAT_FORMAT_LIONAGI (the default) in messages,
+	// CHAT_FORMAT_OPENAI as JSON text in messages_json.
+	Format        ChatFormat `protobuf:"varint,4,opt,name=format,proto3,enum=historyd.v1.ChatFormat" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2685,18 +2762,28 @@ func (x *ToChatMessagesRequest) GetSelected() bool {
 	return false
 }
 
+func (x *ToChatMessagesRequest) GetFormat() ChatFormat {
+	if x != nil {
+		return x.Format
+	}
+	return ChatFormat_CHAT_FORMAT_UNSPECIFIED
+}
+
 // ToChatMessagesResponse is the response of ToChatMessages.
 type ToChatMessagesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// messages are the chat projections in order. A message that cannot be rendered has no content
-	// (LionAGI's chat_msg is None); render_errors says why.
+	// messages are the chat projections in order (CHAT_FORMAT_LIONAGI). A message that cannot be
+	// rendered has no content (LionAGI's chat_msg is None); render_errors says why.
 	Messages []*ChatMessage `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
 	// message_ids are the ids of the projected messages, parallel to messages.
 	MessageIds []string `protobuf:"bytes,2,rep,name=message_ids,json=messageIds,proto3" json:"message_ids,omitempty"`
 	// render_errors are the rendering errors, parallel to messages; empty where rendering succeeded.
 	RenderErrors []string `protobuf:"bytes,3,rep,name=render_errors,json=renderErrors,proto3" json:"render_errors,omitempty"`
 	// head_sequence is the branch's head when it was read.
-	HeadSequence  uint64 `protobuf:"varint,4,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`
+	HeadSequence uint64 `protobuf:"varint,4,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`
+	// messages_json is the projection as JSON text, for the JSON formats (CHAT_FORMAT_OPENAI: the
+	// `messages` array of a Chat Completions request); empty for CHAT_FORMAT_LIONAGI.
+	MessagesJson  string `protobuf:"bytes,5,opt,name=messages_json,json=messagesJson,proto3" json:"messages_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2757,6 +2844,13 @@ func (x *ToChatMessagesResponse) GetHeadSequence() uint64 {
 		return x.HeadSequence
 	}
 	return 0
+}
+
+func (x *ToChatMessagesResponse) GetMessagesJson() string {
+	if x != nil {
+		return x.MessagesJson
+	}
+	return ""
 }
 
 // ClearMessagesRequest is the request of ClearMessages.
@@ -3938,17 +4032,19 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x04view\x18\x02 \x01(\x0e2\x18.historyd.v1.MessageViewR\x04view\"m\n" +
 	"\x16GetLastMessageResponse\x12.\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12#\n" +
-	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\x7f\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xb0\x01\n" +
 	"\x15ToChatMessagesRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12-\n" +
 	"\x05order\x18\x02 \x01(\v2\x17.historyd.v1.MessageIdsR\x05order\x12\x1a\n" +
-	"\bselected\x18\x03 \x01(\bR\bselected\"\xb9\x01\n" +
+	"\bselected\x18\x03 \x01(\bR\bselected\x12/\n" +
+	"\x06format\x18\x04 \x01(\x0e2\x17.historyd.v1.ChatFormatR\x06format\"\xde\x01\n" +
 	"\x16ToChatMessagesResponse\x124\n" +
 	"\bmessages\x18\x01 \x03(\v2\x18.historyd.v1.ChatMessageR\bmessages\x12\x1f\n" +
 	"\vmessage_ids\x18\x02 \x03(\tR\n" +
 	"messageIds\x12#\n" +
 	"\rrender_errors\x18\x03 \x03(\tR\frenderErrors\x12#\n" +
-	"\rhead_sequence\x18\x04 \x01(\x04R\fheadSequence\"\xa8\x01\n" +
+	"\rhead_sequence\x18\x04 \x01(\x04R\fheadSequence\x12#\n" +
+	"\rmessages_json\x18\x05 \x01(\tR\fmessagesJson\"\xa8\x01\n" +
 	"\x14ClearMessagesRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1d\n" +
 	"\n" +
@@ -4033,7 +4129,12 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\vContextMode\x12\x1c\n" +
 	"\x18CONTEXT_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CONTEXT_MODE_EXTEND\x10\x01\x12\x18\n" +
-	"\x14CONTEXT_MODE_REPLACE\x10\x02*\x80\x02\n" +
+	"\x14CONTEXT_MODE_REPLACE\x10\x02*Z\n" +
+	"\n" +
+	"ChatFormat\x12\x1b\n" +
+	"\x17CHAT_FORMAT_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13CHAT_FORMAT_LIONAGI\x10\x01\x12\x16\n" +
+	"\x12CHAT_FORMAT_OPENAI\x10\x02*\x80\x02\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19EVENT_KIND_BRANCH_CREATED\x10\x01\x12\x1c\n" +
@@ -4077,151 +4178,153 @@ func file_historyd_v1_history_service_proto_rawDescGZIP() []byte {
 	return file_historyd_v1_history_service_proto_rawDescData
 }
 
-var file_historyd_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_historyd_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_historyd_v1_history_service_proto_goTypes = []any{
 	(MessageView)(0),                     // 0: historyd.v1.MessageView
 	(SerializationMode)(0),               // 1: historyd.v1.SerializationMode
 	(ContextMode)(0),                     // 2: historyd.v1.ContextMode
-	(EventKind)(0),                       // 3: historyd.v1.EventKind
-	(*Branch)(nil),                       // 4: historyd.v1.Branch
-	(*MessageIds)(nil),                   // 5: historyd.v1.MessageIds
-	(*SystemInput)(nil),                  // 6: historyd.v1.SystemInput
-	(*InstructionInput)(nil),             // 7: historyd.v1.InstructionInput
-	(*AssistantResponseInput)(nil),       // 8: historyd.v1.AssistantResponseInput
-	(*ActionRequestInput)(nil),           // 9: historyd.v1.ActionRequestInput
-	(*ActionOutputInput)(nil),            // 10: historyd.v1.ActionOutputInput
-	(*CreateBranchRequest)(nil),          // 11: historyd.v1.CreateBranchRequest
-	(*CreateBranchResponse)(nil),         // 12: historyd.v1.CreateBranchResponse
-	(*GetBranchRequest)(nil),             // 13: historyd.v1.GetBranchRequest
-	(*GetBranchResponse)(nil),            // 14: historyd.v1.GetBranchResponse
-	(*ListBranchesRequest)(nil),          // 15: historyd.v1.ListBranchesRequest
-	(*ListBranchesResponse)(nil),         // 16: historyd.v1.ListBranchesResponse
-	(*DeleteBranchRequest)(nil),          // 17: historyd.v1.DeleteBranchRequest
-	(*DeleteBranchResponse)(nil),         // 18: historyd.v1.DeleteBranchResponse
-	(*ForkBranchRequest)(nil),            // 19: historyd.v1.ForkBranchRequest
-	(*ForkBranchResponse)(nil),           // 20: historyd.v1.ForkBranchResponse
-	(*SetSystemRequest)(nil),             // 21: historyd.v1.SetSystemRequest
-	(*SetSystemResponse)(nil),            // 22: historyd.v1.SetSystemResponse
-	(*AddMessageRequest)(nil),            // 23: historyd.v1.AddMessageRequest
-	(*AddMessageResponse)(nil),           // 24: historyd.v1.AddMessageResponse
-	(*CreateActionResponseRequest)(nil),  // 25: historyd.v1.CreateActionResponseRequest
-	(*CreateActionResponseResponse)(nil), // 26: historyd.v1.CreateActionResponseResponse
-	(*GetMessageRequest)(nil),            // 27: historyd.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),           // 28: historyd.v1.GetMessageResponse
-	(*ListMessagesRequest)(nil),          // 29: historyd.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),         // 30: historyd.v1.ListMessagesResponse
-	(*GetLastMessageRequest)(nil),        // 31: historyd.v1.GetLastMessageRequest
-	(*GetLastMessageResponse)(nil),       // 32: historyd.v1.GetLastMessageResponse
-	(*ToChatMessagesRequest)(nil),        // 33: historyd.v1.ToChatMessagesRequest
-	(*ToChatMessagesResponse)(nil),       // 34: historyd.v1.ToChatMessagesResponse
-	(*ClearMessagesRequest)(nil),         // 35: historyd.v1.ClearMessagesRequest
-	(*ClearMessagesResponse)(nil),        // 36: historyd.v1.ClearMessagesResponse
-	(*SetProgressionRequest)(nil),        // 37: historyd.v1.SetProgressionRequest
-	(*SetProgressionResponse)(nil),       // 38: historyd.v1.SetProgressionResponse
-	(*ImportBranchRequest)(nil),          // 39: historyd.v1.ImportBranchRequest
-	(*ImportBranchResponse)(nil),         // 40: historyd.v1.ImportBranchResponse
-	(*ExportBranchRequest)(nil),          // 41: historyd.v1.ExportBranchRequest
-	(*ExportBranchResponse)(nil),         // 42: historyd.v1.ExportBranchResponse
-	(*WatchBranchRequest)(nil),           // 43: historyd.v1.WatchBranchRequest
-	(*WatchBranchResponse)(nil),          // 44: historyd.v1.WatchBranchResponse
-	(*WatchStart)(nil),                   // 45: historyd.v1.WatchStart
-	(*BranchCommit)(nil),                 // 46: historyd.v1.BranchCommit
-	(*BranchEvent)(nil),                  // 47: historyd.v1.BranchEvent
-	(*WatchHeartbeat)(nil),               // 48: historyd.v1.WatchHeartbeat
-	(*structpb.Struct)(nil),              // 49: google.protobuf.Struct
-	(*Message)(nil),                      // 50: historyd.v1.Message
-	(*structpb.Value)(nil),               // 51: google.protobuf.Value
-	(*ChatMessage)(nil),                  // 52: historyd.v1.ChatMessage
-	(*timestamppb.Timestamp)(nil),        // 53: google.protobuf.Timestamp
+	(ChatFormat)(0),                      // 3: historyd.v1.ChatFormat
+	(EventKind)(0),                       // 4: historyd.v1.EventKind
+	(*Branch)(nil),                       // 5: historyd.v1.Branch
+	(*MessageIds)(nil),                   // 6: historyd.v1.MessageIds
+	(*SystemInput)(nil),                  // 7: historyd.v1.SystemInput
+	(*InstructionInput)(nil),             // 8: historyd.v1.InstructionInput
+	(*AssistantResponseInput)(nil),       // 9: historyd.v1.AssistantResponseInput
+	(*ActionRequestInput)(nil),           // 10: historyd.v1.ActionRequestInput
+	(*ActionOutputInput)(nil),            // 11: historyd.v1.ActionOutputInput
+	(*CreateBranchRequest)(nil),          // 12: historyd.v1.CreateBranchRequest
+	(*CreateBranchResponse)(nil),         // 13: historyd.v1.CreateBranchResponse
+	(*GetBranchRequest)(nil),             // 14: historyd.v1.GetBranchRequest
+	(*GetBranchResponse)(nil),            // 15: historyd.v1.GetBranchResponse
+	(*ListBranchesRequest)(nil),          // 16: historyd.v1.ListBranchesRequest
+	(*ListBranchesResponse)(nil),         // 17: historyd.v1.ListBranchesResponse
+	(*DeleteBranchRequest)(nil),          // 18: historyd.v1.DeleteBranchRequest
+	(*DeleteBranchResponse)(nil),         // 19: historyd.v1.DeleteBranchResponse
+	(*ForkBranchRequest)(nil),            // 20: historyd.v1.ForkBranchRequest
+	(*ForkBranchResponse)(nil),           // 21: historyd.v1.ForkBranchResponse
+	(*SetSystemRequest)(nil),             // 22: historyd.v1.SetSystemRequest
+	(*SetSystemResponse)(nil),            // 23: historyd.v1.SetSystemResponse
+	(*AddMessageRequest)(nil),            // 24: historyd.v1.AddMessageRequest
+	(*AddMessageResponse)(nil),           // 25: historyd.v1.AddMessageResponse
+	(*CreateActionResponseRequest)(nil),  // 26: historyd.v1.CreateActionResponseRequest
+	(*CreateActionResponseResponse)(nil), // 27: historyd.v1.CreateActionResponseResponse
+	(*GetMessageRequest)(nil),            // 28: historyd.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),           // 29: historyd.v1.GetMessageResponse
+	(*ListMessagesRequest)(nil),          // 30: historyd.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),         // 31: historyd.v1.ListMessagesResponse
+	(*GetLastMessageRequest)(nil),        // 32: historyd.v1.GetLastMessageRequest
+	(*GetLastMessageResponse)(nil),       // 33: historyd.v1.GetLastMessageResponse
+	(*ToChatMessagesRequest)(nil),        // 34: historyd.v1.ToChatMessagesRequest
+	(*ToChatMessagesResponse)(nil),       // 35: historyd.v1.ToChatMessagesResponse
+	(*ClearMessagesRequest)(nil),         // 36: historyd.v1.ClearMessagesRequest
+	(*ClearMessagesResponse)(nil),        // 37: historyd.v1.ClearMessagesResponse
+	(*SetProgressionRequest)(nil),        // 38: historyd.v1.SetProgressionRequest
+	(*SetProgressionResponse)(nil),       // 39: historyd.v1.SetProgressionResponse
+	(*ImportBranchRequest)(nil),          // 40: historyd.v1.ImportBranchRequest
+	(*ImportBranchResponse)(nil),         // 41: historyd.v1.ImportBranchResponse
+	(*ExportBranchRequest)(nil),          // 42: historyd.v1.ExportBranchRequest
+	(*ExportBranchResponse)(nil),         // 43: historyd.v1.ExportBranchResponse
+	(*WatchBranchRequest)(nil),           // 44: historyd.v1.WatchBranchRequest
+	(*WatchBranchResponse)(nil),          // 45: historyd.v1.WatchBranchResponse
+	(*WatchStart)(nil),                   // 46: historyd.v1.WatchStart
+	(*BranchCommit)(nil),                 // 47: historyd.v1.BranchCommit
+	(*BranchEvent)(nil),                  // 48: historyd.v1.BranchEvent
+	(*WatchHeartbeat)(nil),               // 49: historyd.v1.WatchHeartbeat
+	(*structpb.Struct)(nil),              // 50: google.protobuf.Struct
+	(*Message)(nil),                      // 51: historyd.v1.Message
+	(*structpb.Value)(nil),               // 52: google.protobuf.Value
+	(*ChatMessage)(nil),                  // 53: historyd.v1.ChatMessage
+	(*timestamppb.Timestamp)(nil),        // 54: google.protobuf.Timestamp
 }
 var file_historyd_v1_history_service_proto_depIdxs = []int32{
-	49, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
+	50, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
 	2,  // 1: historyd.v1.InstructionInput.handle_context:type_name -> historyd.v1.ContextMode
-	49, // 2: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
-	6,  // 3: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
-	4,  // 4: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
-	50, // 5: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
-	4,  // 6: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
-	4,  // 7: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
-	4,  // 8: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
-	50, // 9: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
-	50, // 10: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
-	51, // 11: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
-	51, // 12: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
-	49, // 13: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
-	7,  // 14: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
-	8,  // 15: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
-	6,  // 16: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
-	9,  // 17: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
-	10, // 18: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
-	50, // 19: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
-	50, // 20: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
-	50, // 21: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
-	51, // 22: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
-	51, // 23: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
-	50, // 24: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
-	50, // 25: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
-	50, // 26: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
+	50, // 2: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
+	7,  // 3: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
+	5,  // 4: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
+	51, // 5: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
+	5,  // 6: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
+	5,  // 7: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
+	5,  // 8: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
+	51, // 9: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
+	51, // 10: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
+	52, // 11: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
+	52, // 12: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
+	50, // 13: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
+	8,  // 14: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
+	9,  // 15: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
+	7,  // 16: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
+	10, // 17: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
+	11, // 18: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
+	51, // 19: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
+	51, // 20: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
+	51, // 21: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
+	52, // 22: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
+	52, // 23: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
+	51, // 24: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
+	51, // 25: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
+	51, // 26: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
 	0,  // 27: historyd.v1.ListMessagesRequest.view:type_name -> historyd.v1.MessageView
-	50, // 28: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
+	51, // 28: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
 	0,  // 29: historyd.v1.GetLastMessageRequest.view:type_name -> historyd.v1.MessageView
-	50, // 30: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
-	5,  // 31: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
-	52, // 32: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
-	5,  // 33: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
-	4,  // 34: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
-	1,  // 35: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
-	3,  // 36: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
-	45, // 37: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
-	46, // 38: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
-	48, // 39: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
-	47, // 40: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
-	3,  // 41: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
-	50, // 42: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
-	4,  // 43: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
-	50, // 44: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
-	5,  // 45: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
-	53, // 46: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	11, // 47: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
-	13, // 48: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
-	15, // 49: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
-	17, // 50: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
-	19, // 51: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
-	21, // 52: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
-	23, // 53: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
-	25, // 54: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
-	27, // 55: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
-	29, // 56: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
-	31, // 57: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
-	33, // 58: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
-	35, // 59: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
-	37, // 60: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
-	39, // 61: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
-	41, // 62: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
-	43, // 63: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
-	12, // 64: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
-	14, // 65: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
-	16, // 66: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
-	18, // 67: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
-	20, // 68: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
-	22, // 69: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
-	24, // 70: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
-	26, // 71: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
-	28, // 72: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
-	30, // 73: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
-	32, // 74: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
-	34, // 75: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
-	36, // 76: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
-	38, // 77: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
-	40, // 78: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
-	42, // 79: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
-	44, // 80: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
-	64, // [64:81] is the sub-list for method output_type
-	47, // [47:64] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	51, // 30: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
+	6,  // 31: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
+	3,  // 32: historyd.v1.ToChatMessagesRequest.format:type_name -> historyd.v1.ChatFormat
+	53, // 33: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
+	6,  // 34: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
+	5,  // 35: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
+	1,  // 36: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
+	4,  // 37: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
+	46, // 38: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
+	47, // 39: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
+	49, // 40: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
+	48, // 41: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
+	4,  // 42: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
+	51, // 43: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
+	5,  // 44: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
+	51, // 45: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
+	6,  // 46: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
+	54, // 47: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	12, // 48: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
+	14, // 49: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
+	16, // 50: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
+	18, // 51: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
+	20, // 52: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
+	22, // 53: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
+	24, // 54: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
+	26, // 55: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
+	28, // 56: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
+	30, // 57: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
+	32, // 58: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
+	34, // 59: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
+	36, // 60: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
+	38, // 61: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
+	40, // 62: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
+	42, // 63: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
+	44, // 64: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
+	13, // 65: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
+	15, // 66: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
+	17, // 67: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
+	19, // 68: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
+	21, // 69: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
+	23, // 70: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
+	25, // 71: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
+	27, // 72: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
+	29, // 73: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
+	31, // 74: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
+	33, // 75: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
+	35, // 76: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
+	37, // 77: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
+	39, // 78: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
+	41, // 79: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
+	43, // 80: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
+	45, // 81: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
+	65, // [65:82] is the sub-list for method output_type
+	48, // [48:65] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_service_proto_init() }
@@ -4273,7 +4376,7 @@ func file_historyd_v1_history_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_service_proto_rawDesc), len(file_historyd_v1_history_service_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
