@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -201,7 +202,7 @@ func (in Input) Request(branch string, opts ...AddOption) (*historyv1.AddMessage
 		return nil, in.err
 	}
 	if in.set == nil {
-		return nil, fmt.Errorf("client: empty Input: build one with Instruction, AssistantText, System, ActionRequest, ...")
+		return nil, errors.New("client: empty Input: build one with Instruction, AssistantText, System, ActionRequest or ActionOutput")
 	}
 	r := &historyv1.AddMessageRequest{BranchId: branch}
 	in.set(r)
