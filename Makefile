@@ -1,5 +1,7 @@
 # historyd's one command surface. `make help` lists the targets; every target needs only Go (and
 # git for proto-check): the tools are pinned in go.mod and tools/go.mod and run with `go tool`.
+# The client targets (gen-clients, gen-python, python-test, node-test) need their languages' tools
+# too; proto-check checks the Python stubs only where their generator is installed.
 
 .POSIX:
 
@@ -13,10 +15,15 @@ TAGS ?=
 # The toolchain of shipped builds and of the vulnerability scan: newer than go.mod's go line, which
 # stays at the machines' Go so that everything else runs on it (TOOLCHAIN.md).
 RELEASE_TOOLCHAIN = go1.27.3
+# The Python client's interpreter: Debian's, which sees the python3-grpcio, python3-protobuf and
+# python3-pytest* packages (a pyenv python3 first on PATH does not; PyPI is not reachable).
+PYTHON ?= /usr/bin/python3
+# The protoc whose output the committed Python stubs are (Debian 12's protobuf-compiler).
+PYTHON_STUBS_PROTOC = libprotoc 3.21.12
 # The offline vulnerability database's source (vuln.go.dev is not reachable; TOOLCHAIN.md).
 VULNDB_MODULE = golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 
-.PHONY: help run build release test gen proto-check lint e2e hostile node-test bench vuln fuzz-smoke clean
+.PHONY: help run build release test gen gen-clients gen-python proto-check lint e2e hostile node-test python-test bench vuln fuzz-smoke clean
 
 help: ## Show this help
 	@echo 'usage: make TARGET'
@@ -69,6 +76,18 @@ proto-check: ## buf format and lint, buf breaking against the newest v* tag (els
 	@if [ -n "$$(git status --porcelain -- gen/)" ]; then \
 		git status --short -- gen/; echo 'proto-check: gen/ has files git does not track: run make gen and commit them'; exit 1; \
 	fi
+	@if ! command -v protoc >/dev/null 2>&1 || ! command -v grpc_python_plugin >/dev/null 2>&1; then \
+		echo 'proto-check: Python stubs not checked: protoc and grpc_python_plugin are not installed (apt-get install protobuf-compiler protobuf-compiler-grpc)'; \
+	elif [ "$$(protoc --version)" != '$(PYTHON_STUBS_PROTOC)' ]; then \
+		echo "proto-check: Python stubs not checked: they are $(PYTHON_STUBS_PROTOC)'s output, this is $$(protoc --version)"; \
+	else \
+		tmp=$$(mktemp -d) && OUT="$$tmp" clients/python/gen.sh >/dev/null && \
+		diff -r -x __pycache__ "$$tmp/historyd/v1" clients/python/src/historyd/v1 && \
+		diff -r -x __pycache__ "$$tmp/historyd/_rpc" clients/python/src/historyd/_rpc; \
+		rc=$$?; rm -rf "$$tmp"; \
+		if [ $$rc -ne 0 ]; then echo 'proto-check: clients/python stubs are stale: run make gen-python and commit them'; exit 1; fi; \
+		echo 'proto-check: clients/python stubs are current'; \
+	fi
 
 lint: ## go mod tidy -diff (both modules), go vet and staticcheck, including the e2e-tagged code and the test-hook build
 	$(GO) mod tidy -diff
@@ -104,6 +123,18 @@ node-test: build ## Node.js client test (clients/node): npm ci, then node --test
 	@case "$(BIN)" in /*) bin="$(BIN)" ;; *) bin="$(CURDIR)/$(BIN)" ;; esac; \
 	echo "cd clients/node && npm ci && HISTORYD_BIN=$$bin npm test"; \
 	cd clients/node && npm ci --no-audit --no-fund && HISTORYD_BIN="$$bin" npm test
+
+gen-clients: gen-python ## Regenerate the client libraries' stubs from proto/ (not Go tools: see gen-python)
+
+gen-python: ## Regenerate clients/python's stubs with Debian's protoc and grpc_python_plugin (apt-get install protobuf-compiler protobuf-compiler-grpc)
+	clients/python/gen.sh
+
+python-test: build ## Python client tests (clients/python): pytest with Debian's python3 (PYTHON) against the built binary
+	@$(PYTHON) -c 'import grpc, google.protobuf, pytest, pytest_asyncio' 2>/dev/null || { \
+		echo 'python-test: $(PYTHON) lacks grpc, protobuf, pytest or pytest_asyncio: apt-get install python3-grpcio python3-protobuf python3-pytest python3-pytest-asyncio'; exit 1; }
+	@case "$(BIN)" in /*) bin="$(BIN)" ;; *) bin="$(CURDIR)/$(BIN)" ;; esac; \
+	echo "cd clients/python && HISTORYD_BIN=$$bin PYTHONPATH=src timeout 600 $(PYTHON) -m pytest"; \
+	cd clients/python && HISTORYD_BIN="$$bin" PYTHONPATH=src PYTHONDONTWRITEBYTECODE=1 timeout 600 $(PYTHON) -m pytest
 
 bench: ## Load benchmarks (cmd/historybench): builds and starts historyd, prints the table, writes bench/results.md (~3-5 min)
 	$(GO) run ./cmd/historybench -go $(GO) -out bench/results.md

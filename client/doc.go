@@ -4,8 +4,9 @@
 // keeps its request_id (the client fills one in when the caller left it empty), so the server
 // applies it once (AIP-155; DESIGN.md "Idempotency"). Methods that take domain-friendly arguments
 // exist only where the wire model has a trap: participants as google.protobuf.Value (Participant,
-// Broadcast), paging (Messages), error reasons (Reason, ErrorInfo), and the resumable branch watch
-// (Watch, with After and FromStart to choose where it starts).
+// Broadcast), paging (Messages), error reasons (Reason, ErrorInfo), the resumable branch watch
+// (Watch, with After and FromStart to choose where it starts), and the chunked export and import
+// of branches larger than a response (ExportBranchAll, ExportBranchTo, ImportBranchReader).
 //
 // For the common path, inputs.go builds AddMessage's inputs without the generated oneof wrappers:
 // c.Add(ctx, branch, client.Instruction("What is 30 + 12?", client.WithContext(ctx)),

@@ -21,6 +21,8 @@ type exchangeConfig struct {
 	BackgroundCollect bool
 	Heartbeat         time.Duration
 	SendTimeout       time.Duration
+	MaxBytes          int64
+	MaxStreams        int
 }
 
 // exchangeSettings are the Exchange's settings; init appends them to settings, so they get the
@@ -33,6 +35,8 @@ var exchangeSettings = []setting{
 	{"exchange-background-collect", "HISTORYD_EXCHANGE_BACKGROUND_COLLECT", "false", "collect outboxes in the background after each Send, as LionAGI's Exchange.run (true or false)"},
 	{"exchange-heartbeat", "HISTORYD_EXCHANGE_HEARTBEAT", server.DefaultHeartbeat.String(), "idle interval between SubscribeInbox heartbeats, jittered by 10% (Go duration; 0 = none after the first)"},
 	{"exchange-send-timeout", "HISTORYD_EXCHANGE_SEND_TIMEOUT", server.DefaultSendTimeout.String(), "how long a SubscribeInbox stream may wait for its client to accept a frame before it is ended as too slow (Go duration, > 0)"},
+	{"exchange-max-bytes", "HISTORYD_EXCHANGE_MAX_BYTES", strconv.Itoa(exchange.DefaultByteBudget), "bytes of mail the Exchange may hold (outboxes, inboxes, dead letters, Send's remembered request ids; estimated heap); Send past it is RESOURCE_EXHAUSTED (EXCHANGE_BUDGET_EXCEEDED) and nothing is dropped (0 = no bound)"},
+	{"inbox-max-streams", "HISTORYD_INBOX_MAX_STREAMS", strconv.Itoa(exchange.DefaultMaxSubscriptions), "SubscribeInbox streams open at once; past it SubscribeInbox is RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) (0 = no limit)"},
 }
 
 func init() { settings = append(settings, exchangeSettings...) }
@@ -47,6 +51,8 @@ func (c *exchangeConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.BackgroundCollect, s[4].flag, s[4].def == "true", s[4].usage)
 	fs.DurationVar(&c.Heartbeat, s[5].flag, mustDuration(s[5].def), s[5].usage)
 	fs.DurationVar(&c.SendTimeout, s[6].flag, mustDuration(s[6].def), s[6].usage)
+	fs.Int64Var(&c.MaxBytes, s[7].flag, int64(mustInt(s[7].def)), s[7].usage)
+	fs.IntVar(&c.MaxStreams, s[8].flag, mustInt(s[8].def), s[8].usage)
 }
 
 // defaultExchangeConfig is the configuration with every Exchange flag at its default.
@@ -61,7 +67,8 @@ func (c exchangeConfig) validate() error {
 	for _, v := range []struct {
 		name string
 		n    int
-	}{{"exchange max outbox", c.MaxOutbox}, {"exchange max inbox", c.MaxInbox}} {
+	}{{"exchange max outbox", c.MaxOutbox}, {"exchange max inbox", c.MaxInbox}, {"exchange max bytes", int(c.MaxBytes)},
+		{"inbox max streams", c.MaxStreams}} {
 		if v.n < 0 {
 			return fmt.Errorf("%s %d: must not be negative", v.name, v.n)
 		}
@@ -90,6 +97,8 @@ func (c exchangeConfig) options(logger *zap.Logger) []exchange.Option {
 		exchange.WithMaxDeadLetters(c.MaxDeadLetters),
 		exchange.WithSubscriberBuffer(c.SubscriberBuffer),
 		exchange.WithBackgroundCollection(c.BackgroundCollect),
+		exchange.WithByteBudget(c.MaxBytes),
+		exchange.WithMaxSubscriptions(c.MaxStreams),
 		exchange.WithPanicHandler(func(p any) {
 			logger.Error("panic in background collection", zap.Any("panic", p), zap.Stack("stack"))
 		}),

@@ -18,6 +18,7 @@ func TestExchangeConfig(t *testing.T) {
 		MaxOutbox: exchange.DefaultMaxOutbox, MaxInbox: exchange.DefaultMaxInbox,
 		MaxDeadLetters: exchange.DefaultMaxDeadLetters, SubscriberBuffer: exchange.DefaultSubscriberBuffer,
 		Heartbeat: server.DefaultHeartbeat, SendTimeout: server.DefaultSendTimeout,
+		MaxBytes: exchange.DefaultByteBudget, MaxStreams: exchange.DefaultMaxSubscriptions,
 	}
 	tests := []struct {
 		name string
@@ -32,16 +33,24 @@ func TestExchangeConfig(t *testing.T) {
 				"HISTORYD_EXCHANGE_MAX_OUTBOX": "5", "HISTORYD_EXCHANGE_MAX_INBOX": "6",
 				"HISTORYD_EXCHANGE_MAX_DEAD_LETTERS": "1", "HISTORYD_EXCHANGE_SUBSCRIBER_BUFFER": "7",
 				"HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "true", "HISTORYD_EXCHANGE_HEARTBEAT": "2s",
-				"HISTORYD_EXCHANGE_SEND_TIMEOUT": "3s",
+				"HISTORYD_EXCHANGE_SEND_TIMEOUT": "3s", "HISTORYD_EXCHANGE_MAX_BYTES": "1048576",
+				"HISTORYD_INBOX_MAX_STREAMS": "8",
 			},
 			want: exchangeConfig{MaxOutbox: 5, MaxInbox: 6, MaxDeadLetters: 1, SubscriberBuffer: 7,
-				BackgroundCollect: true, Heartbeat: 2 * time.Second, SendTimeout: 3 * time.Second},
+				BackgroundCollect: true, Heartbeat: 2 * time.Second, SendTimeout: 3 * time.Second,
+				MaxBytes: 1 << 20, MaxStreams: 8},
 		},
 		{
 			name: "flags win",
-			args: []string{"--exchange-max-outbox", "9", "--exchange-background-collect=false", "--exchange-heartbeat", "0s"},
-			env:  map[string]string{"HISTORYD_EXCHANGE_MAX_OUTBOX": "5", "HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "true"},
-			want: func() exchangeConfig { c := defaults; c.MaxOutbox, c.Heartbeat = 9, 0; return c }(),
+			args: []string{"--exchange-max-outbox", "9", "--exchange-background-collect=false", "--exchange-heartbeat", "0s",
+				"--exchange-max-bytes", "0", "--inbox-max-streams", "3"},
+			env: map[string]string{"HISTORYD_EXCHANGE_MAX_OUTBOX": "5", "HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "true",
+				"HISTORYD_EXCHANGE_MAX_BYTES": "7", "HISTORYD_INBOX_MAX_STREAMS": "7"},
+			want: func() exchangeConfig {
+				c := defaults
+				c.MaxOutbox, c.Heartbeat, c.MaxBytes, c.MaxStreams = 9, 0, 0, 3
+				return c
+			}(),
 		},
 	}
 	for _, tc := range tests {
@@ -72,6 +81,9 @@ func TestExchangeConfigInvalid(t *testing.T) {
 		{env: map[string]string{"HISTORYD_EXCHANGE_MAX_DEAD_LETTERS": "-3"}, mention: "dead letters"},
 		{args: []string{"--exchange-send-timeout", "0s"}, mention: "send timeout"},
 		{args: []string{"--exchange-heartbeat", "-1s"}, mention: "heartbeat"},
+		{args: []string{"--exchange-max-bytes", "-1"}, mention: "exchange max bytes"},
+		{args: []string{"--inbox-max-streams", "-1"}, mention: "inbox max streams"},
+		{args: []string{"--max-response-bytes", "-1"}, mention: "--max-response-bytes"},
 		{env: map[string]string{"HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "maybe"}, mention: "HISTORYD_EXCHANGE_BACKGROUND_COLLECT"},
 	} {
 		_, err := parseConfig(tc.args, envOf(tc.env))

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"strconv"
 
 	"github.com/historyd/historyd/internal/server"
@@ -39,6 +40,11 @@ var servingSettings = func() []setting {
 		{"max-connection-age", "HISTORYD_MAX_CONNECTION_AGE", d.MaxConnectionAge.String(), "close any connection this old with GOAWAY, so clients reconnect (0 = never)"},
 		{"max-connection-age-grace", "HISTORYD_MAX_CONNECTION_AGE_GRACE", d.MaxConnectionAgeGrace.String(), "after --max-connection-age, how long open calls may finish before the connection is cut (0 = no limit)"},
 		{"stream-workers", "HISTORYD_STREAM_WORKERS", strconv.FormatUint(uint64(d.StreamWorkers), 10), "goroutines kept to serve calls, so that a call reuses a grown stack; a call that finds them all busy gets its own goroutine (0 = a new goroutine per call)"},
+		{"max-connections", "HISTORYD_MAX_CONNECTIONS", strconv.Itoa(d.MaxConnections), "client connections open at once; one past it is closed as soon as it is accepted"},
+		{"max-inflight-bytes", "HISTORYD_MAX_INFLIGHT_BYTES", (*byteSize)(&d.MaxInflightBytes).String(), "request bytes of the calls in progress: each unary or client-streaming call reserves --max-recv-msg-size when its headers arrive, and one that does not fit is RESOURCE_EXHAUSTED before its body is read (a number with an optional KiB, MiB or GiB suffix; at least --max-recv-msg-size)"},
+		{"max-response-bytes", "HISTORYD_MAX_RESPONSE_BYTES", "4MiB", "response budget: the largest unary response and stream frame; pages come back shorter to fit, a response that cannot is RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE); also bounds WatchBranch frames (FRAME_TOO_LARGE) (a number with an optional KiB, MiB or GiB suffix)"},
+		{"max-rendered-bytes", "HISTORYD_MAX_RENDERED_BYTES", "1MiB", "cap on one message's rendered text, checked while rendering: a read returns a message past it with a render error, ToChatMessages fails RESOURCE_EXHAUSTED (RENDER_TOO_LARGE); at most --max-response-bytes"},
+		{"max-import-bytes", "HISTORYD_MAX_IMPORT_BYTES", "256MiB", "largest ImportBranchStream payload; past it the call is RESOURCE_EXHAUSTED (IMPORT_TOO_LARGE) and nothing is written"},
 	}
 }()
 
@@ -72,6 +78,24 @@ func (c *servingConfig) register(fs *flag.FlagSet) {
 		return err
 	})
 	c.Limits.StreamWorkers = uint32(mustInt(s[14].def))
+	fs.IntVar(&c.Limits.MaxConnections, s[15].flag, mustInt(s[15].def), s[15].usage)
+	c.Limits.MaxInflightBytes = int64(mustByteSize(s[16].def))
+	fs.Var((*byteSize)(&c.Limits.MaxInflightBytes), s[16].flag, s[16].usage)
+	for i, dst := range []*int{&c.Limits.MaxResponseBytes, &c.Limits.MaxRenderedBytes, &c.Limits.MaxImportBytes} {
+		st := s[17+i]
+		*dst = int(mustByteSize(st.def))
+		fs.Func(st.flag, st.usage, func(v string) error {
+			var b byteSize
+			if err := b.Set(v); err != nil {
+				return err
+			}
+			if b < 1 || int64(b) > 1<<31-1 {
+				return fmt.Errorf("%q: want 1 to 2147483647 bytes", v)
+			}
+			*dst = int(b)
+			return nil
+		})
+	}
 }
 
 // defaultServingConfig is the configuration with every flag of servingConfig at its default.
@@ -88,11 +112,17 @@ func (c servingConfig) validate() error {
 		return errors.New("--tls-cert and --tls-key go together: give both or neither")
 	case c.TLSClientCA != "" && c.TLSCert == "":
 		return errors.New("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+	case c.Limits.MaxInflightBytes < int64(c.Limits.MaxRecvMsgSize):
+		return fmt.Errorf("--max-inflight-bytes %d is below --max-recv-msg-size %d: every call reserves --max-recv-msg-size of it, so none could start",
+			c.Limits.MaxInflightBytes, c.Limits.MaxRecvMsgSize)
 	}
 	if c.MetricsAddr != "" {
 		if err := validateAddr("metrics-addr", c.MetricsAddr, "127.0.0.1:9090"); err != nil {
 			return err
 		}
+	}
+	if c.Limits.MaxRenderedBytes > c.Limits.MaxResponseBytes {
+		return fmt.Errorf("--max-rendered-bytes %d is above --max-response-bytes %d: a rendering that large could never be sent", c.Limits.MaxRenderedBytes, c.Limits.MaxResponseBytes)
 	}
 	return c.Limits.Validate()
 }

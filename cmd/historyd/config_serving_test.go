@@ -32,7 +32,8 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 		"--max-recv-msg-size", "1048576", "--max-concurrent-streams", "50", "--keepalive-min-time", "30s",
 		"--keepalive-permit-without-stream", "--keepalive-time", "1m", "--keepalive-timeout", "5s",
 		"--max-connection-idle", "1h", "--max-connection-age", "2h", "--max-connection-age-grace", "1m",
-		"--stream-workers", "16",
+		"--stream-workers", "16", "--max-connections", "64", "--max-inflight-bytes", "64MiB",
+		"--max-response-bytes", "8MiB", "--max-rendered-bytes", "512KiB", "--max-import-bytes", "1GiB",
 	}
 	want := servingConfig{
 		AuthTokensFile: "/etc/historyd/tokens", TLSCert: "c.pem", TLSKey: "k.pem", TLSClientCA: "ca.pem",
@@ -41,7 +42,8 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 			MaxRecvMsgSize: 1 << 20, MaxConcurrentStreams: 50, KeepaliveMinTime: 30 * time.Second,
 			KeepalivePermitWithoutStream: true, KeepaliveTime: time.Minute, KeepaliveTimeout: 5 * time.Second,
 			MaxConnectionIdle: time.Hour, MaxConnectionAge: 2 * time.Hour, MaxConnectionAgeGrace: time.Minute,
-			StreamWorkers: 16,
+			StreamWorkers: 16, MaxConnections: 64, MaxInflightBytes: 64 << 20, MaxResponseBytes: 8 << 20,
+			MaxRenderedBytes: 512 << 10, MaxImportBytes: 1 << 30,
 		},
 	}
 	cfg, err := parseConfig(args, envOf(nil))
@@ -101,6 +103,15 @@ func TestServingConfigInvalid(t *testing.T) {
 		{"zero streams", []string{"--max-concurrent-streams", "0"}, "concurrent streams"},
 		{"zero ping interval", []string{"--keepalive-min-time", "0s"}, "keepalive min time"},
 		{"negative age", []string{"--max-connection-age", "-1s"}, "connection age"},
+		{"zero connections", []string{"--max-connections", "0"}, "max connections"},
+		// issue 11: "Refuse at start if --max-inflight-bytes < --max-recv-msg-size".
+		{"in-flight below one request", []string{"--max-recv-msg-size", "8388608", "--max-inflight-bytes", "4MiB"}, "--max-inflight-bytes"},
+		{"in-flight not a size", []string{"--max-inflight-bytes", "lots"}, "max-inflight-bytes"},
+		// issue 11: the render cap is refused at start when above the response budget.
+		{"render cap above the budget", []string{"--max-response-bytes", "1MiB", "--max-rendered-bytes", "2MiB"}, "--max-rendered-bytes"},
+		{"zero response budget", []string{"--max-response-bytes", "0"}, "max-response-bytes"},
+		{"response budget not a size", []string{"--max-response-bytes", "lots"}, "max-response-bytes"},
+		{"zero import limit", []string{"--max-import-bytes", "0"}, "max-import-bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

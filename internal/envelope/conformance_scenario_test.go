@@ -19,7 +19,7 @@ func replayScenario(r vectors.Record) string {
 		entry := []jsonv.Member{}
 		res, err := runStep(step, vars)
 		if err != nil {
-			entry = append(entry, jsonv.Member{Key: "error", Value: obj("type", jsonv.StringValue("Error"), "message", jsonv.StringValue(err.Error()))})
+			entry = append(entry, jsonv.Member{Key: "error", Value: errorJSON(err)})
 		} else {
 			entry = append(entry, jsonv.Member{Key: "result", Value: res})
 		}

@@ -45,7 +45,7 @@ func TestConformance(t *testing.T) {
 			diff := ""
 			kept, deliberate := keptByHistoryd[r.Name]
 			if deliberate {
-				diff = replayKeeping(r, kept)
+				diff = replayKeeping(r, kept.field, kept.value)
 			} else {
 				diff = replay(r)
 			}
@@ -75,22 +75,32 @@ func TestConformance(t *testing.T) {
 // response_format (ADR-0006 D2: "A dictionary response format is retained
 // because it is serializable") and ActionResponse.error (DESIGN.md). One is
 // a "differs" record without a historyd_output. For each, historyd must
-// produce the recorded output except that the field is kept.
-var keptByHistoryd = map[string]string{
-	"Instruction(full dict content)":                "response_format",
-	"ActionResponse(content with error='boom')":     "error",
-	"ActionResponse.update(output=...) drops error": "error",
+// produce the recorded output except that the field is kept, with the value
+// the input gave it (issue 13 item 12: compared by value, not just
+// non-null; a garbled ActionResponse error text must fail).
+var keptByHistoryd = map[string]struct{ field, value string }{
+	"Instruction(full dict content)":                {"response_format", `{"summary": "str"}`},
+	"ActionResponse(content with error='boom')":     {"error", `"boom"`},
+	"ActionResponse.update(output=...) drops error": {"error", `"e"`},
 }
 
 // replayKeeping replays a keptByHistoryd record: the recorded output must
-// match once the kept field is set aside, and the field must be there.
-func replayKeeping(r vectors.Record, field string) string {
-	saved := keepField
-	keepField = field
-	defer func() { keepField = saved }()
-	keptSeen = 0
+// match once the kept field is set aside, and every value set aside must be
+// the kept one.
+func replayKeeping(r vectors.Record, field, value string) string {
+	saved, savedValue := keepField, keepValue
+	want, err := jsonv.ParseString(value)
+	if err != nil {
+		return "bad keptByHistoryd value: " + err.Error()
+	}
+	keepField, keepValue = field, want
+	defer func() { keepField, keepValue = saved, savedValue }()
+	keptSeen, keptWrong = 0, ""
 	if d := replay(r); d != "" {
 		return d
+	}
+	if keptWrong != "" {
+		return keptWrong
 	}
 	if keptSeen == 0 {
 		return fmt.Sprintf("historyd must keep %q here, and it did not", field)
@@ -99,14 +109,17 @@ func replayKeeping(r vectors.Record, field string) string {
 }
 
 // keepField, when set, is removed from the actual output before matching
-// (counting keptSeen), so a record can be checked for everything else.
+// (counting keptSeen, and noting in keptWrong a value other than keepValue),
+// so a record can be checked for everything else.
 var (
 	keepField string
+	keepValue jsonv.Value
 	keptSeen  int
+	keptWrong string
 )
 
-// setAsideKept removes keepField from every object in v, counting the
-// non-null values it removes when count is set (the actual side).
+// setAsideKept removes keepField from every object in v; on the actual side
+// (count) it checks each removed value against keepValue.
 func setAsideKept(v jsonv.Value, count bool) jsonv.Value {
 	if keepField == "" {
 		return v
@@ -116,8 +129,11 @@ func setAsideKept(v jsonv.Value, count bool) jsonv.Value {
 		var ms []jsonv.Member
 		for _, m := range v.Members() {
 			if m.Key == keepField || strings.HasSuffix(m.Key, "."+keepField) {
-				if count && !m.Value.IsNull() {
+				if count {
 					keptSeen++
+					if !jsonv.Equal(m.Value, keepValue) && keptWrong == "" {
+						keptWrong = fmt.Sprintf("kept %s: want %s, got %s", m.Key, keepValue, m.Value)
+					}
 				}
 				continue
 			}
@@ -166,7 +182,7 @@ func replay(r vectors.Record) string {
 		s, isStr := v.Str()
 		id, ok := envelope.ParseID(s)
 		if !isStr || !ok {
-			return compare(r, jsonv.Value{}, errors.New("invalid UUID"))
+			return compare(r, jsonv.Value{}, fmt.Errorf("%w: invalid UUID", envelope.ErrInvalid)) // ParseID said no: an input error
 		}
 		return compare(r, jsonv.StringValue(id.String()), nil)
 	case "embedding":
@@ -225,12 +241,28 @@ func compare(r vectors.Record, got jsonv.Value, err error) string {
 		if err == nil {
 			return fmt.Sprintf("want an error like %s, got %s", errorWanted(r), got)
 		}
+		if r.HasError && !(r.Expect == "differs" && r.HasHD) {
+			if d := vectors.MatchError(r.Error, errorJSON(err)); d != "" {
+				return d
+			}
+		}
 		return ""
 	}
 	if err != nil {
 		return fmt.Sprintf("unexpected error: %v", err)
 	}
 	return vectors.NewMatcher().Match(setAsideKept(r.Want(), false), setAsideKept(got, true))
+}
+
+// errorJSON writes an error as vectors.MatchError reads it (issue 13 item
+// 8): an input error is INVALID_ARGUMENT, as internal/server maps
+// envelope.ErrInvalid; anything else is INTERNAL, which no record matches.
+func errorJSON(err error) jsonv.Value {
+	kind := "INTERNAL"
+	if errors.Is(err, envelope.ErrInvalid) {
+		kind = vectors.KindInvalid
+	}
+	return obj("type", jsonv.StringValue(kind), "message", jsonv.StringValue(err.Error()))
 }
 
 func wantsError(r vectors.Record) bool {

@@ -30,12 +30,18 @@ func (c *ActionRequestContent) Dict() jsonv.Value {
 }
 
 // Render writes Function and Arguments through the minimal-YAML renderer.
-func (c *ActionRequestContent) Render() (Rendered, error) {
+func (c *ActionRequestContent) Render() (Rendered, error) { return c.renderWithin(0) }
+
+func (c *ActionRequestContent) renderWithin(limit int) (Rendered, error) {
 	doc := jsonv.ObjectValue(
 		jsonv.Member{Key: "Function", Value: jsonv.StringValue(c.Function)},
 		jsonv.Member{Key: "Arguments", Value: objectOrEmpty(c.Arguments)},
 	)
-	return Rendered{Text: trimPythonWhitespace(pyfmt.MinimalYAML(doc))}, nil
+	text, err := minimalYAMLText(doc, limit)
+	if err != nil {
+		return Rendered{}, err
+	}
+	return Rendered{Text: text}, nil
 }
 
 // RenderCompact is LionAGI's render_compact: the call as
@@ -99,13 +105,19 @@ func (c *ActionResponseContent) Dict() jsonv.Value {
 
 // Render writes Function, Arguments and Output through the minimal-YAML
 // renderer (the error is not part of the prompt, as in LionAGI).
-func (c *ActionResponseContent) Render() (Rendered, error) {
+func (c *ActionResponseContent) Render() (Rendered, error) { return c.renderWithin(0) }
+
+func (c *ActionResponseContent) renderWithin(limit int) (Rendered, error) {
 	doc := jsonv.ObjectValue(
 		jsonv.Member{Key: "Function", Value: jsonv.StringValue(c.Function)},
 		jsonv.Member{Key: "Arguments", Value: objectOrEmpty(c.Arguments)},
 		jsonv.Member{Key: "Output", Value: c.Output},
 	)
-	return Rendered{Text: trimPythonWhitespace(pyfmt.MinimalYAML(doc))}, nil
+	text, err := minimalYAMLText(doc, limit)
+	if err != nil {
+		return Rendered{}, err
+	}
+	return Rendered{Text: text}, nil
 }
 
 // Success reports error is None (ADR-0006 D2: "success is exactly error is

@@ -38,9 +38,11 @@ func (c *GenericContent) Nested() *Message { return c.nested }
 
 // Render returns "" for null, the nested message's rendering, or Python's
 // str() of the value (DESIGN.md: `{'text': 'hi', 'n': None, 'ok': True}`).
-func (c *GenericContent) Render() (Rendered, error) {
+func (c *GenericContent) Render() (Rendered, error) { return c.renderWithin(0) }
+
+func (c *GenericContent) renderWithin(limit int) (Rendered, error) {
 	if c.nested != nil {
-		return c.nested.Render()
+		return c.nested.RenderWithin(limit)
 	}
 	if c.Value.IsNull() {
 		return Rendered{}, nil

@@ -2,7 +2,6 @@ package envelope
 
 import (
 	"github.com/historyd/historyd/internal/envelope/jsonv"
-	"github.com/historyd/historyd/internal/envelope/pyfmt"
 )
 
 // InstructionContent is an Instruction's content (ADR-0006 D2). Values a
@@ -74,8 +73,13 @@ func (c *InstructionContent) Dict() jsonv.Value {
 // minimal-YAML renderer; with images, a text part followed by one image part
 // per image (ADR-0006 D2). A rejected image fails the whole rendering, as in
 // LionAGI (whose chat_msg then becomes None).
-func (c *InstructionContent) Render() (Rendered, error) {
-	text := c.renderText()
+func (c *InstructionContent) Render() (Rendered, error) { return c.renderWithin(0) }
+
+func (c *InstructionContent) renderWithin(limit int) (Rendered, error) {
+	text, err := c.renderText(limit)
+	if err != nil {
+		return Rendered{}, err
+	}
 	if len(c.Images) == 0 {
 		return Rendered{Text: text}, nil
 	}
@@ -91,9 +95,9 @@ func (c *InstructionContent) Render() (Rendered, error) {
 	return Rendered{Parts: parts}, nil
 }
 
-func (c *InstructionContent) renderText() string {
+func (c *InstructionContent) renderText(limit int) (string, error) {
 	if c.PlainContent != "" {
-		return c.PlainContent
+		return c.PlainContent, nil
 	}
 	var doc dictBuilder
 	// The section filter of _format_text_content drops None, "", [] and {}.
@@ -109,7 +113,7 @@ func (c *InstructionContent) renderText() string {
 	if rf := responseFormatText(c.ResponseFormat); rf != "" {
 		doc.add("ResponseFormat", jsonv.StringValue(rf))
 	}
-	return trimPythonWhitespace(pyfmt.MinimalYAML(doc.value()))
+	return minimalYAMLText(doc.value(), limit)
 }
 
 // responseFormatText is LionAGI's rendering of a dict response format: the

@@ -1,10 +1,31 @@
 package envelope
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/google/uuid"
 )
+
+// ErrNilID is the nil UUID (00000000-0000-0000-0000-000000000000) given
+// as the id of something (issue 11 case 8): it names nothing, and taken
+// as "none" it would silently become a random id on create. It wraps
+// ErrInvalid.
+var ErrNilID = fmt.Errorf("%w: the nil UUID 00000000-0000-0000-0000-000000000000 is not an id", ErrInvalid)
+
+// ParseElementID reads the id of something (a branch, a message, an
+// owner, a target, an element of LionAGI JSON) as ParseID does, and
+// refuses the nil UUID with ErrNilID; ok is false when s is not a UUID.
+// Every such id goes through it, so the nil UUID is refused in one place;
+// participants (sender, recipient) and progression items are references
+// read with ParseID.
+func ParseElementID(s string) (id uuid.UUID, ok bool, err error) {
+	id, ok = ParseID(s)
+	if ok && id == uuid.Nil {
+		return uuid.UUID{}, true, ErrNilID
+	}
+	return id, ok, nil
+}
 
 // ParseID reads a UUID the way Python's uuid.UUID(str) does (ADR-0001 D1:
 // "id accepts a UUID or a string accepted by UUID(str(value))"): an optional

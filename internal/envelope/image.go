@@ -9,16 +9,19 @@ import (
 )
 
 // imageURL checks one instruction image and returns the URL it renders as
-// (ADR-0006 D2 "Instruction image safety", DESIGN.md): http(s) URLs with a
-// host and no null bytes whose host is not a literal loopback, private or
-// link-local address; data: URIs only for non-empty base64 PNG, JPEG, GIF
+// (ADR-0006 D2 "Instruction image safety", DESIGN.md), as LionAGI 0.27's
+// Instruction._format_image_item and validate_image_url do (commit
+// 669ea9b5): http(s) URLs (the scheme compared lowercased) with a host, no
+// null byte, no "%00", and a host that is not a blocked address in any form
+// the C resolver reads; data: URIs only for non-empty base64 PNG, JPEG, GIF
 // or WebP; other schemes rejected; anything else taken as raw base64 and
-// wrapped as a JPEG data URI. No network access: DNS names are not
-// resolved (LionAGI 0.27 resolves them at render time).
+// wrapped as a JPEG data URI. No network access: DNS names are not resolved
+// (LionAGI resolves them and refuses those that resolve to a blocked range
+// or do not resolve; docs/decisions/0012).
 func imageURL(img string) (string, error) {
 	switch {
 	case strings.HasPrefix(img, "http://") || strings.HasPrefix(img, "https://"):
-		if err := checkHTTPImageURL(img); err != nil {
+		if err := validateImageURL(img); err != nil {
 			return "", err
 		}
 		return img, nil
@@ -28,11 +31,12 @@ func imageURL(img string) (string, error) {
 		}
 		return img, nil
 	case strings.Contains(img, "://") || looksLikeScheme(img):
-		scheme := img
-		if i := strings.Index(img, ":"); i >= 0 {
-			scheme = img[:i]
+		// validate_image_url refuses every scheme but http and https, which
+		// it compares lowercased: "HTTPS://host/x.png" passes (issue 13 item 3).
+		if err := validateImageURL(img); err != nil {
+			return "", err
 		}
-		return "", fieldErr("", "Image URL must use http:// or https:// scheme, got: %s://", strings.ToLower(scheme))
+		return img, nil
 	}
 	return "data:image/jpeg;base64," + img, nil
 }
@@ -54,40 +58,161 @@ func looksLikeScheme(s string) bool {
 // isAlpha is Python's str.isalpha for one character.
 func isAlpha(r rune) bool { return unicode.IsLetter(r) }
 
-func checkHTTPImageURL(raw string) error {
+// validateImageURL is validate_image_url (lionagi/protocols/messages/
+// validators.py, 669ea9b5) without name resolution, its checks in its order
+// and with its texts.
+func validateImageURL(raw string) error {
 	if strings.ContainsRune(raw, 0) {
-		return fieldErr("", "Image URL contains a null byte")
+		return fieldErr("", "Image URL contains null byte - potential path truncation attack")
+	}
+	if strings.Contains(strings.ToLower(raw), "%00") {
+		return fieldErr("", "Image URL contains percent-encoded null byte (%%00) - potential path truncation attack")
+	}
+	scheme := urlScheme(raw)
+	if scheme != "http" && scheme != "https" {
+		return fieldErr("", "Image URL must use http:// or https:// scheme, got: %s://", scheme)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fieldErr("", "Image URL is malformed: %v", err)
 	}
-	host := u.Hostname()
-	if host == "" {
-		return fieldErr("", "Image URL has no host: %s", pyTruncRepr(raw, 80))
+	if u.Host == "" {
+		return fieldErr("", "Image URL missing domain: %s", raw)
 	}
-	if isBlockedHost(host) {
-		return fieldErr("", "Image URL host '%s' is not allowed: it is a private, loopback, or link-local address (SSRF risk)", host)
+	host := strings.ToLower(u.Hostname())
+	if host == "" || isBlockedHost(host) {
+		return fieldErr("", "Image URL host '%s' is not allowed: it resolves to a private, loopback, or link-local address (SSRF risk), or could not be resolved.", host)
 	}
 	return nil
 }
 
-// isBlockedHost reports hosts that name this machine or a private network
-// without DNS: "localhost" and literal loopback, private, link-local,
-// unspecified and multicast addresses (IPv4-mapped IPv6 included).
+// urlScheme is urllib.parse.urlparse's scheme: the text before the first
+// ":" when it starts with a letter and holds only letters, digits, "+",
+// "-" and ".", lowercased; else "".
+func urlScheme(raw string) string {
+	head, _, found := strings.Cut(raw, ":")
+	if !found || head == "" {
+		return ""
+	}
+	for i, c := range head {
+		letter := (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return ""
+		}
+	}
+	return strings.ToLower(head)
+}
+
+// blockedNets are lionagi/ln/_ssrf.py's _BLOCKED_NETS (669ea9b5).
+var blockedNets = func() []netip.Prefix {
+	var out []netip.Prefix
+	for _, c := range []string{
+		"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "127.0.0.0/8", "0.0.0.0/8",
+		"100.64.0.0/10", "::1/128", "fc00::/7", "::ffff:0:0/96", "fe80::/10", "ff00::/8",
+	} {
+		out = append(out, netip.MustParsePrefix(c))
+	}
+	return out
+}()
+
+// isBlockedHost reports the hosts LionAGI's SSRF guard refuses that can be
+// told without DNS: "localhost" (and names under it), and every address
+// form getaddrinfo reads numerically (inet_aton's "2130706433",
+// "0x7f000001", "127.1", "0177.0.0.1"; IPv6 with or without a zone) that
+// falls in a blocked range once IPv4-mapped and IPv4-compatible addresses
+// are unmapped (_unmap_ip).
 func isBlockedHost(host string) bool {
-	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
 	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
 		return true
 	}
-	addr, err := netip.ParseAddr(strings.Trim(h, "[]"))
-	if err != nil {
+	addr, ok := numericHost(strings.Trim(h, "[]"))
+	if !ok {
 		return false
 	}
-	addr = addr.Unmap()
-	return addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() ||
-		addr.IsLinkLocalMulticast() || addr.IsUnspecified() || addr.IsMulticast() ||
-		addr.IsInterfaceLocalMulticast()
+	if addr.Is6() {
+		if addr.Is4In6() {
+			addr = addr.Unmap()
+		} else if b := addr.As16(); [12]byte(b[:12]) == [12]byte{} {
+			addr = netip.AddrFrom4([4]byte(b[12:]))
+		}
+	}
+	for _, n := range blockedNets {
+		if n.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// numericHost reads host as getaddrinfo does with numeric input: IPv6
+// text (a zone dropped), or IPv4 in inet_aton's forms.
+func numericHost(host string) (netip.Addr, bool) {
+	if strings.Contains(host, ":") {
+		if i := strings.IndexByte(host, '%'); i >= 0 {
+			host = host[:i]
+		}
+		a, err := netip.ParseAddr(host)
+		return a, err == nil
+	}
+	return inetAton(host)
+}
+
+// inetAton is glibc's inet_aton: one to four parts separated by dots, each
+// decimal, octal (leading 0) or hex (0x); the last part fills the bytes
+// the others leave.
+func inetAton(s string) (netip.Addr, bool) {
+	parts := strings.Split(s, ".")
+	if len(parts) > 4 || s == "" {
+		return netip.Addr{}, false
+	}
+	vals := make([]uint64, len(parts))
+	for i, p := range parts {
+		base, digits := uint64(10), p
+		switch {
+		case len(p) > 1 && (p[:2] == "0x" || p[:2] == "0X"):
+			base, digits = 16, p[2:]
+		case len(p) > 1 && p[0] == '0':
+			base, digits = 8, p[1:]
+		}
+		if p == "" || (digits == "" && base != 16) {
+			return netip.Addr{}, false
+		}
+		var v uint64
+		for _, c := range digits {
+			var d uint64
+			switch {
+			case c >= '0' && c <= '9':
+				d = uint64(c - '0')
+			case base == 16 && c >= 'a' && c <= 'f':
+				d = uint64(c-'a') + 10
+			case base == 16 && c >= 'A' && c <= 'F':
+				d = uint64(c-'A') + 10
+			default:
+				return netip.Addr{}, false
+			}
+			if d >= base {
+				return netip.Addr{}, false
+			}
+			if v = v*base + d; v > 0xffffffff {
+				return netip.Addr{}, false
+			}
+		}
+		vals[i] = v
+	}
+	var ip uint64
+	for i, v := range vals[:len(vals)-1] {
+		if v > 0xff {
+			return netip.Addr{}, false
+		}
+		ip |= v << (24 - 8*uint(i))
+	}
+	last := vals[len(vals)-1]
+	if last >= 1<<(8*uint(5-len(vals))) {
+		return netip.Addr{}, false
+	}
+	ip |= last
+	return netip.AddrFrom4([4]byte{byte(ip >> 24), byte(ip >> 16), byte(ip >> 8), byte(ip)}), true
 }
 
 // validDataImage is LionAGI's ^data:image/(?:png|jpe?g|gif|webp);base64,[A-Za-z0-9+/]+=*$

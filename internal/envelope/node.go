@@ -120,9 +120,12 @@ func buildElement(fields jsonv.Value, meta jsonv.Value) (Element, error) {
 	e := Element{Metadata: meta}
 	if v, ok := fields.Get("id"); ok {
 		s, isStr := v.Str()
-		id, valid := ParseID(s)
+		id, valid, err := ParseElementID(s)
 		if !isStr || !valid {
 			return Element{}, fieldErr("id", "invalid UUID %s", v.String())
+		}
+		if err != nil {
+			return Element{}, &FieldError{Field: "id", Msg: err.Error(), Err: err}
 		}
 		e.ID = id
 	} else {

@@ -5,9 +5,11 @@ import (
 )
 
 // OpenAIMessages projects messages, in order, into the `messages` array of OpenAI's Chat
-// Completions API (issue 19, CHAT_FORMAT_OPENAI). It returns the array and, parallel to msgs,
-// the rendering error of each message that could not be projected (nil where it was); a message
-// that fails to render is left out of the array, as chat_msg is None for it in LionAGI.
+// Completions API (issue 19, CHAT_FORMAT_OPENAI), rendering each within renderLimit bytes
+// (RenderWithin; <= 0 is no limit). It returns the array and, parallel to msgs, the rendering
+// error of each message that could not be projected (nil where it was; a *RenderTooLargeError
+// past the limit); a message that fails to render is left out of the array, as chat_msg is None
+// for it in LionAGI.
 //
 // The rules:
 //   - System: {"role":"system","content":<rendered text>}.
@@ -24,7 +26,7 @@ import (
 //     JSON text>}; a failed action's content is {"error":<message>} as JSON text. A response that
 //     names no request cannot be a tool message and is projected as a generic message.
 //   - A message of role unset (generic content): {"role":"user","content":<rendered text>}.
-func OpenAIMessages(msgs []*Message) (jsonv.Value, []error) {
+func OpenAIMessages(msgs []*Message, renderLimit int) (jsonv.Value, []error) {
 	errs := make([]error, len(msgs))
 	out := make([]jsonv.Value, 0, len(msgs))
 	var calls []jsonv.Value // the tool calls of the ActionRequests read since the last other message
@@ -51,7 +53,7 @@ func OpenAIMessages(msgs []*Message) (jsonv.Value, []error) {
 			continue
 		}
 		flush()
-		msg, err := openAIMessage(m)
+		msg, err := openAIMessage(m, renderLimit)
 		if err != nil {
 			errs[i] = err
 			continue
@@ -63,7 +65,7 @@ func OpenAIMessages(msgs []*Message) (jsonv.Value, []error) {
 }
 
 // openAIMessage is the projection of one message other than an ActionRequest.
-func openAIMessage(m *Message) (jsonv.Value, error) {
+func openAIMessage(m *Message, renderLimit int) (jsonv.Value, error) {
 	if res, ok := m.Content.(*ActionResponseContent); ok && res.ActionRequestID != nil {
 		output := res.Output
 		if res.Error != nil {
@@ -75,7 +77,7 @@ func openAIMessage(m *Message) (jsonv.Value, error) {
 			jsonv.Member{Key: "content", Value: jsonv.StringValue(string(jsonv.Marshal(output)))},
 		), nil
 	}
-	r, err := m.Render()
+	r, err := m.RenderWithin(renderLimit)
 	if err != nil {
 		return jsonv.Value{}, err
 	}

@@ -147,7 +147,7 @@ func TestOpenAIMessages(t *testing.T) {
 	wantMsgs := decodeMessages(t, []byte(want))
 	checkOpenAISchema(t, wantMsgs)
 
-	got, errs := OpenAIMessages(msgs)
+	got, errs := OpenAIMessages(msgs, 0)
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("message %d: %v", i, err)
@@ -173,7 +173,7 @@ func TestOpenAIMessagesRenderError(t *testing.T) {
 	bad := openAITestMessage("00000000-0000-4000-8000-000000000001", &InstructionContent{Instruction: jsonv.StringValue("x"),
 		Guidance: jsonv.NullValue(), ResponseFormat: jsonv.NullValue(), Images: []string{"ftp://example.com/a.png"}})
 	ok := openAITestMessage("00000000-0000-4000-8000-000000000002", &AssistantResponseContent{AssistantResponse: "fine"})
-	got, errs := OpenAIMessages([]*Message{bad, ok})
+	got, errs := OpenAIMessages([]*Message{bad, ok}, 0)
 	if errs[0] == nil || errs[1] != nil {
 		t.Errorf("errors %v, want one for the first message only", errs)
 	}
@@ -186,7 +186,7 @@ func TestOpenAIMessagesRenderError(t *testing.T) {
 // generic message (its rendered text as user), since a tool message needs tool_call_id.
 func TestOpenAIResponseWithoutRequest(t *testing.T) {
 	m := openAITestMessage("00000000-0000-4000-8000-000000000001", &ActionResponseContent{Function: "f", Arguments: jsonv.ObjectValue(), Output: jsonv.IntValue(1)})
-	got, _ := OpenAIMessages([]*Message{m})
+	got, _ := OpenAIMessages([]*Message{m}, 0)
 	msgs := decodeMessages(t, jsonv.Marshal(got))
 	if len(msgs) != 1 || msgs[0]["role"] != "user" {
 		t.Errorf("projection %v, want one user message", msgs)

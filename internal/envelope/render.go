@@ -15,6 +15,9 @@ type Rendered struct {
 	// Parts is the provider-neutral part list: one text part, then one
 	// image_url part per image (ADR-0006 D2).
 	Parts []ContentPart
+	// Value, when not nil, is a rendering that is not text (an
+	// AssistantResponse holding a non-string value renders as that value).
+	Value *jsonv.Value
 }
 
 // ContentPart is one part of a multi-part rendering.
@@ -36,6 +39,9 @@ func (r Rendered) IsParts() bool { return r.Parts != nil }
 // {"type":"text","text":...} and {"type":"image_url","image_url":{"url",
 // "detail"}} parts.
 func (r Rendered) JSON() jsonv.Value {
+	if r.Value != nil {
+		return *r.Value
+	}
 	if r.Parts == nil {
 		return jsonv.StringValue(r.Text)
 	}

@@ -97,6 +97,9 @@ func (x *Exchange) collect(f *flow, o ReportOptions) (*Report, bool) {
 	}
 	batch := f.outbox().q.drain()
 	f.items -= len(batch)
+	for _, e := range batch {
+		f.bytes -= e.size
+	}
 	f.mu.Unlock()
 
 	owner := f.owner
@@ -120,7 +123,7 @@ func (x *Exchange) collect(f *flow, o ReportOptions) (*Report, bool) {
 				if r.owner == owner {
 					continue // the sender does not receive its own broadcast
 				}
-				x.record(f, &d, r.owner, r.deliver(owner, e.msg, x.opts.maxInbox), o)
+				x.record(f, &d, r.owner, x.deliver(r, owner, e), o)
 			}
 			if d.ReachedCount == 0 && len(d.Dropped) == 0 {
 				d.Dropped = append(d.Dropped, Drop{Recipient: envelope.None(), Reason: ReasonNoRecipients})
@@ -135,18 +138,23 @@ func (x *Exchange) collect(f *flow, o ReportOptions) (*Report, bool) {
 			rep.Drops += len(d.Dropped)
 			at := x.opts.now()
 			for _, dr := range d.Dropped {
-				dead = append(dead, DeadLetter{Message: e.msg, Recipient: dr.Recipient, Reason: dr.Reason, At: at})
+				dead = append(dead, DeadLetter{Message: e.msg, Recipient: dr.Recipient, Reason: dr.Reason, At: at, size: e.size})
+				x.budget.charge(e.size)
 			}
 		}
+		// The outbox entry's bytes move to the inbox and dead-letter copies charged above.
+		x.budget.release(e.size)
 		rep.Deliveries = append(rep.Deliveries, d)
 	}
 	if len(dead) > 0 {
 		// Still under collectMu, so an Unregister of owner (which waits for it) returns them.
+		var freed int64
 		f.mu.Lock()
 		for _, dl := range dead {
-			f.dead.add(dl, x.opts.maxDeadLetters)
+			freed += f.keepDead(dl, x.opts.maxDeadLetters)
 		}
 		f.mu.Unlock()
+		x.budget.release(freed)
 		x.stats.deadLettered.Add(uint64(len(dead)))
 	}
 	return rep, true
@@ -171,7 +179,7 @@ func (x *Exchange) routeDirect(f *flow, d *Delivery, e entry, o ReportOptions) {
 		r := x.lookup(id)
 		switch {
 		case r != nil:
-			x.record(f, d, id, r.deliver(f.owner, e.msg, x.opts.maxInbox), o)
+			x.record(f, d, id, x.deliver(r, f.owner, e), o)
 		case e.recipientWasRegistered:
 			drop(ReasonRecipientLeft)
 		default:
@@ -196,20 +204,22 @@ func (x *Exchange) record(f *flow, d *Delivery, owner uuid.UUID, out outcome, o 
 	}
 }
 
-// deliver appends m to the inbox of sender in r, creating it on first delivery, and hands m to r's
-// live subscriptions without waiting for any of them.
-func (r *flow) deliver(sender uuid.UUID, m *envelope.Message, maxInbox int) outcome {
+// deliver appends e's message to the inbox of sender in r, creating it on first delivery, charges
+// its bytes to the budget (Send admitted them), and hands it to r's live subscriptions without
+// waiting for any of them.
+func (x *Exchange) deliver(r *flow, sender uuid.UUID, e entry) outcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return recipientLeft
 	}
 	in := r.inbox(sender)
-	if maxInbox > 0 && in.len() >= maxInbox {
+	if x.opts.maxInbox > 0 && in.len() >= x.opts.maxInbox {
 		return inboxFull
 	}
-	r.push(in, entry{msg: m})
-	r.publish(sender, m)
+	r.push(in, entry{msg: e.msg, size: e.size})
+	x.budget.charge(e.size)
+	r.publish(sender, e.msg)
 	return delivered
 }
 

@@ -17,24 +17,38 @@ import (
 // through the Go API, each with its reason. Steps are indexed from 0. They are logged, never
 // skipped silently.
 var deliberateDifferences = map[string]map[int]string{
-	"string owner ids": {-1: "owners are UUIDs in historyd (DESIGN.md wire model; issue 6): the Go API " +
-		"types them uuid.UUID and ExchangeService rejects \"alice\" with INVALID_ARGUMENT, so a plain-string " +
-		"owner cannot be registered"},
 	"unknown recipients, self-send, errors": {17: "send(sender=\"aaaaaaaa-...\" as a str): LionAGI looks the " +
 		"string up in its UUID index and fails; the Go API types the sender uuid.UUID, and over gRPC the " +
 		"sender's UUID text is normalised as ADR-0006 D1 normalises participants, so the send succeeds"},
+}
+
+// notScored are the records this suite does not count as matched or differing (issue 13 items 10
+// and 11), each with its reason; they are counted and logged.
+var notScored = map[string]string{
+	"string owner ids": "not expressible: the Go API types owners uuid.UUID, so a plain-string owner cannot " +
+		"be passed; the gRPC replay (server TestExchangeVectorsOverGRPC) replays this record and checks " +
+		"historyd's INVALID_ARGUMENT and dead letter",
+	"Flow basics": "not applicable: a free-standing Flow with add_progression/get_progression and their error " +
+		"texts exists only in export_test.go (test-only code); production flows are reached through " +
+		"Register/Send/Collect, which the other records replay",
 }
 
 // TestExchangeVectors replays the exchange and flow scenario records through the Go API
 // (ADR-0006 D5; vectors groups "exchange" and "flow").
 func TestExchangeVectors(t *testing.T) {
 	var tally vectors.Tally
+	unscored := 0
 	for _, r := range vectors.ForTest(t) {
 		if r.Group != "exchange" && r.Group != "flow" {
 			continue
 		}
 		t.Run(r.Name, func(t *testing.T) {
 			logPythonOnly(t, r)
+			if why, ok := notScored[r.Name]; ok {
+				t.Logf("not scored: %s", why)
+				unscored++
+				return
+			}
 			skips := deliberateDifferences[r.Name]
 			if why, ok := skips[-1]; ok {
 				t.Logf("deliberate difference, not replayed: %s", why)
@@ -53,7 +67,7 @@ func TestExchangeVectors(t *testing.T) {
 			}
 		})
 	}
-	t.Log(tally.String())
+	t.Logf("%s, %d not applicable or not expressible (listed)", tally, unscored)
 	if tally.Matched == 0 {
 		t.Error("no exchange record was replayed")
 	}

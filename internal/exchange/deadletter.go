@@ -74,6 +74,8 @@ type DeadLetter struct {
 	Reason Reason
 	// At is when it was dropped.
 	At time.Time
+	// size is the message's budget bytes (budget.go).
+	size int64
 }
 
 // deadLetters is one owner's bounded FIFO of dead letters.
@@ -85,15 +87,18 @@ type deadLetters struct {
 
 func (d *deadLetters) len() int { return d.q.len() }
 
-// add keeps dl, evicting the oldest letters past limit (at least 1; counted, never silent).
-func (d *deadLetters) add(dl DeadLetter, limit int) {
+// add keeps dl, evicting the oldest letters past limit (at least 1; counted, never silent), and
+// returns the budget bytes of the letters it evicted.
+func (d *deadLetters) add(dl DeadLetter, limit int) (freed int64) {
 	d.next++
 	dl.Seq = d.next
 	for d.q.len() >= max(limit, 1) {
-		d.q.popFront()
+		old, _ := d.q.popFront()
+		freed += old.size
 		d.evicted++
 	}
 	d.q.push(dl)
+	return freed
 }
 
 // after returns up to limit letters with Seq > after, oldest first (limit <= 0: all), and whether

@@ -9,7 +9,10 @@
 // removes the owner only if the caller can hand that on), Send takes an optional request id (a
 // repeat queues nothing), limits bound outboxes and inboxes, empty inboxes of departed senders are
 // reclaimed, live subscriptions see messages as they land, and an optional background collector
-// pumps outboxes as LionAGI's Exchange.run does.
+// pumps outboxes as LionAGI's Exchange.run does. A byte budget bounds everything it holds, request
+// records included, and refuses Sends past it rather than drop anything (budget.go); live
+// subscriptions are bounded in number; PopIf, like UnregisterIf, removes only what the caller can
+// hand on.
 //
 // Locking is per owner, so collecting one owner never blocks sends, receives or pops of another:
 // the registry lock is held only for O(1) map and slice operations (registry.go), each flow has its

@@ -28,6 +28,14 @@ var (
 	// Receive (DESIGN.md "Exchange": inboxes are the durable state).
 	ErrSubscriberTooSlow = errors.New("subscriber too slow: its buffer was full")
 
+	// ErrBudgetExceeded is wrapped by the *BudgetError Send returns when the message would take
+	// the Exchange past its byte budget (WithByteBudget); nothing was queued.
+	ErrBudgetExceeded = errors.New("exchange byte budget exceeded")
+
+	// ErrTooManySubscriptions is returned by Subscribe when the Exchange has the configured
+	// maximum of live subscriptions (WithMaxSubscriptions).
+	ErrTooManySubscriptions = errors.New("too many inbox subscriptions")
+
 	// ErrInvalidRequestID is returned by Send for a request id longer than MaxRequestIDLength.
 	ErrInvalidRequestID = errors.New("invalid request id")
 

@@ -16,6 +16,8 @@ type Exchange struct {
 	reg  registry // registry.go
 
 	requests requestMemory
+	budget   budget        // budget.go
+	subs     atomic.Int64  // live subscriptions, against opts.maxSubscriptions (subscribe.go)
 	bg       *collector    // nil unless WithBackgroundCollection(true)
 	stats    statsCounters // stats.go
 
@@ -34,6 +36,7 @@ func New(opts ...Option) *Exchange {
 		opt(&o)
 	}
 	x := &Exchange{opts: o}
+	x.budget.limit = o.byteBudget
 	x.reg.init()
 	x.requests.init()
 	if o.background {
@@ -131,8 +134,10 @@ func (x *Exchange) UnregisterIf(owner uuid.UUID, check func(*Snapshot) error) (*
 			s.end(ErrOwnerNotRegistered)
 		}
 		f.subs = nil
+		held := f.bytes
 		f.release()
 		f.mu.Unlock()
+		x.budget.release(held)
 		x.reclaimInboxesOf(f)
 		f.collectMu.Unlock()
 		return snap, true, nil

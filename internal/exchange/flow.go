@@ -35,6 +35,9 @@ type entry struct {
 	// owner when the message was sent, so that a drop at collect says "recipient left" rather
 	// than "unknown recipient".
 	recipientWasRegistered bool
+	// size is the message's estimated heap bytes, charged to the Exchange's budget while the
+	// entry is held (budget.go).
+	size int64
 }
 
 // progression is a named FIFO of entries: the outbox, or one sender's inbox.
@@ -92,6 +95,7 @@ type flow struct {
 	nextOrd uint64 // the ord of the next progression
 	items   int    // messages held across all progressions
 	nextSeq uint64 // insertion counter for entry.seq
+	bytes   int64  // the budget bytes of what the flow holds: entries and dead letters
 	dead    deadLetters
 	subs    map[*Subscription]struct{}
 }
@@ -126,6 +130,25 @@ func (f *flow) push(p *progression, e entry) {
 	e.seq = f.nextSeq
 	p.q.push(e)
 	f.items++
+	f.bytes += e.size
+}
+
+// popFront removes the oldest entry of p.
+func (f *flow) popFront(p *progression) (entry, bool) {
+	e, ok := p.q.popFront()
+	if ok {
+		f.items--
+		f.bytes -= e.size
+	}
+	return e, ok
+}
+
+// keepDead keeps dl as a dead letter, evicting the oldest past limit, and returns the bytes the
+// eviction freed.
+func (f *flow) keepDead(dl DeadLetter, limit int) int64 {
+	freed := f.dead.add(dl, limit)
+	f.bytes += dl.size - freed
+	return freed
 }
 
 // inbox returns the inbox of sender, creating it on first delivery (ADR-0006 D5); an inbox
@@ -156,7 +179,7 @@ func (f *flow) reclaim(p *progression) {
 // the registry's order, or a view an in-flight collect keeps, does not keep the messages alive.
 // The caller holds f.mu and has set f.closed.
 func (f *flow) release() {
-	f.progs, f.byName, f.items = nil, nil, 0
+	f.progs, f.byName, f.items, f.bytes = nil, nil, 0, 0
 	f.dead = deadLetters{}
 }
 

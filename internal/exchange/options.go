@@ -24,6 +24,15 @@ const (
 	// DefaultRequestsPerSender is how many request ids Send remembers per sender (DESIGN.md
 	// "Branches", the idempotency rule: the last 10,000 requests).
 	DefaultRequestsPerSender = 10_000
+	// DefaultMaxSubscriptions is the default bound on live inbox subscriptions (SubscribeInbox
+	// streams) across the Exchange: 1,000, as WatchBranch's --watch-max-streams; each costs a
+	// goroutine or two and a buffer of DefaultSubscriberBuffer pointers.
+	DefaultMaxSubscriptions = 1_000
+	// DefaultByteBudget is the default bound on the bytes of mail the Exchange holds (outboxes,
+	// inboxes, dead letters, remembered requests): 256 MiB, a quarter of the history store's
+	// default memory budget, thousands of ordinary agent messages
+	// (docs/decisions/0011-exchange-byte-budget.md).
+	DefaultByteBudget = 256 << 20
 	// MaxRequestIDLength bounds a request id, so a client cannot make the server remember megabytes
 	// per request; a UUID (36 bytes) is the recommended form (AIP-155).
 	MaxRequestIDLength = 256
@@ -37,6 +46,8 @@ type options struct {
 	subscriberBuffer                    int
 	requestTTL                          time.Duration
 	requestsPerSender                   int
+	byteBudget                          int64
+	maxSubscriptions                    int
 	background                          bool
 	now                                 func() time.Time
 	onPanic                             func(any)
@@ -50,6 +61,8 @@ func defaultOptions() options {
 		subscriberBuffer:  DefaultSubscriberBuffer,
 		requestTTL:        DefaultRequestTTL,
 		requestsPerSender: DefaultRequestsPerSender,
+		byteBudget:        DefaultByteBudget,
+		maxSubscriptions:  DefaultMaxSubscriptions,
 		now:               time.Now,
 	}
 }
@@ -79,6 +92,16 @@ func WithSubscriberBuffer(n int) Option { return func(o *options) { o.subscriber
 func WithRequestMemory(ttl time.Duration, n int) Option {
 	return func(o *options) { o.requestTTL, o.requestsPerSender = ttl, max(n, 1) }
 }
+
+// WithByteBudget bounds the estimated heap bytes of the mail the Exchange holds: messages in
+// outboxes, inboxes and dead letters, and the requests Send remembers. A Send that would take the
+// total past it fails with a *BudgetError (ErrBudgetExceeded) and queues nothing; nothing held is
+// ever dropped to make room. The default is DefaultByteBudget; n <= 0 means no bound.
+func WithByteBudget(n int64) Option { return func(o *options) { o.byteBudget = max(n, 0) } }
+
+// WithMaxSubscriptions bounds the live subscriptions across the Exchange; Subscribe past it is
+// ErrTooManySubscriptions. The default is DefaultMaxSubscriptions; n <= 0 means no bound.
+func WithMaxSubscriptions(n int) Option { return func(o *options) { o.maxSubscriptions = n } }
 
 // WithBackgroundCollection starts a goroutine that collects every owner with queued messages soon
 // after each Send, as LionAGI's Exchange.run pumps sync() in a loop. The default is off, so that

@@ -21,6 +21,9 @@ type Cursor struct {
 type ReceivedPage struct {
 	// Messages are the messages, inbox creation order first, then oldest first (ADR-0006 D5).
 	Messages []*envelope.Message
+	// Cursors are the positions of Messages, one each: a caller that returns only a prefix of
+	// the page (to stay within a response budget) resumes after the last one it returned.
+	Cursors []Cursor
 	// Next is where the following page starts, when More is set.
 	Next Cursor
 	// More is set when messages follow the last one returned.
@@ -82,6 +85,7 @@ func (page *ReceivedPage) add(p *progression, after Cursor, limit int) bool {
 		}
 		page.Messages = append(page.Messages, e.msg)
 		page.Next = Cursor{Inbox: p.ord, Seq: e.seq}
+		page.Cursors = append(page.Cursors, page.Next)
 	}
 	return true
 }
@@ -90,26 +94,39 @@ func (page *ReceivedPage) add(p *progression, after Cursor, limit int) bool {
 // owner is not registered or the inbox is missing or empty (ADR-0006 D5: pop_message). The Pop
 // that empties the inbox of a sender that is no longer registered reclaims the inbox (reclaim.go).
 func (x *Exchange) Pop(owner, sender uuid.UUID) (*envelope.Message, bool) {
+	m, ok, _ := x.PopIf(owner, sender, nil)
+	return m, ok
+}
+
+// PopIf is Pop that removes the oldest message only if check, given it, returns nil (issue 11: a
+// destructive read never loses what it could not deliver). An error from check is returned as it
+// is and the message stays at the head of its inbox, so a caller that cannot hand it on (a
+// response too large for the client) loses nothing. check runs under the owner's lock, after which
+// the removal is immediate; it must not call the Exchange. With no message to pop, check is not
+// called and the answer is (nil, false, nil).
+func (x *Exchange) PopIf(owner, sender uuid.UUID, check func(*envelope.Message) error) (*envelope.Message, bool, error) {
 	f := x.lookup(owner)
 	if f == nil {
-		return nil, false
+		return nil, false, nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return nil, false
+		return nil, false, nil
 	}
 	p, ok := f.byName[inboxName(sender)]
-	if !ok {
-		return nil, false
+	if !ok || p.len() == 0 {
+		return nil, false, nil
 	}
-	e, ok := p.q.popFront()
-	if !ok {
-		return nil, false
+	if check != nil {
+		if err := check(p.live()[0].msg); err != nil {
+			return nil, false, err
+		}
 	}
-	f.items--
+	e, _ := f.popFront(p)
+	x.budget.release(e.size)
 	if p.len() == 0 && !x.isRegistered(sender) {
 		f.reclaim(p)
 	}
-	return e.msg, true
+	return e.msg, true, nil
 }

@@ -2,8 +2,11 @@ package exchange
 
 import (
 	"container/list"
+	"crypto/sha256"
 	"sync"
+	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/google/uuid"
 
@@ -33,8 +36,9 @@ func (r *requestMemory) lookup(sender uuid.UUID) *requestLog {
 }
 
 // forSender returns sender's log, creating it when create is set (nil otherwise), marks it used at
-// now, and drops the logs unused for longer than ttl.
-func (r *requestMemory) forSender(sender uuid.UUID, now time.Time, ttl time.Duration, create bool) *requestLog {
+// now, and drops the logs unused for longer than ttl, giving their bytes back to b (every entry
+// in them has expired: none is older than its log's last use).
+func (r *requestMemory) forSender(sender uuid.UUID, now time.Time, ttl time.Duration, create bool, b *budget) *requestLog {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for e := r.idle.Front(); e != nil; e = r.idle.Front() {
@@ -44,6 +48,7 @@ func (r *requestMemory) forSender(sender uuid.UUID, now time.Time, ttl time.Dura
 		}
 		r.idle.Remove(e)
 		delete(r.bySender, l.sender)
+		b.release(l.bytes.Swap(0))
 	}
 	l := r.bySender[sender]
 	switch {
@@ -65,48 +70,114 @@ type requestLog struct {
 	sender  uuid.UUID
 	elem    *list.Element // in requestMemory.idle
 	touched time.Time     // the last lookup; guarded by requestMemory.mu
+	// bytes is what the log's records are charged to the budget; read when an idle log is dropped
+	// (under requestMemory.mu, not mu), so atomic.
+	bytes atomic.Int64
 
 	mu   sync.Mutex // guards the rest; held across one idempotent Send
 	byID map[string]*requestEntry
 	fifo queue[*requestEntry]
 }
 
+// requestEntry is what a repeat needs of the first Send (issue 11: keep what a repeat needs, not
+// the message body): the message's identity and routing, a digest of the whole message to rebuild
+// it from a repeat that carries the same payload, and a weak pointer that answers the message
+// itself while anything still holds it (an outbox, an inbox, a dead letter).
 type requestEntry struct {
 	id  string
 	at  time.Time
-	msg *envelope.Message
+	ref weak.Pointer[envelope.Message]
+	// msgID and createdAt are the first message's identity; recipient and channel its routing.
+	msgID     uuid.UUID
+	createdAt float64
+	recipient envelope.Participant
+	channel   *string
+	sender    uuid.UUID
+	digest    [sha256.Size]byte
+	size      int64 // charged to the budget
 }
 
-// expire drops entries older than ttl from the front.
-func (l *requestLog) expire(now time.Time, ttl time.Duration) {
-	for l.fifo.len() > 0 && now.Sub(l.fifo.live()[0].at) > ttl {
-		l.evictOldest()
+// recordBytes is what remembering the request id of m costs the budget.
+func recordBytes(id string, m *envelope.Message) int64 {
+	n := int64(requestRecordOverhead + len(id) + len(m.Recipient.String()))
+	if m.Channel != nil {
+		n += int64(len(*m.Channel))
 	}
+	return n
 }
 
-func (l *requestLog) evictOldest() {
+// messageDigest is the SHA-256 of m's JSON: two messages with the same digest are the same
+// message, field for field.
+func messageDigest(m *envelope.Message) ([sha256.Size]byte, bool) {
+	b, err := m.MarshalJSON()
+	if err != nil {
+		return [sha256.Size]byte{}, false
+	}
+	return sha256.Sum256(b), true
+}
+
+// answer is the message a repeat of this request returns: the first message while anything holds
+// it; else the message req would have built with the first one's identity, when that is the first
+// message exactly (a retry of the same request, the usual case); else the first message's identity
+// and routing without its content (a repeat with another payload, after the message was consumed).
+func (e *requestEntry) answer(req *SendRequest) *envelope.Message {
+	if m := e.ref.Value(); m != nil {
+		return m
+	}
+	if req != nil {
+		if m, err := newBaseMessage(*req); err == nil {
+			m.ID, m.CreatedAt = e.msgID, e.createdAt
+			if d, ok := messageDigest(m); ok && d == e.digest {
+				return m
+			}
+		}
+	}
+	m, err := newBaseMessage(SendRequest{Sender: e.sender, Recipient: e.recipient, Channel: e.channel})
+	if err != nil {
+		return nil // cannot happen: a recipient and a channel that built a message before build it again
+	}
+	m.ID, m.CreatedAt = e.msgID, e.createdAt
+	return m
+}
+
+// expire drops entries older than ttl from the front and returns the bytes freed.
+func (l *requestLog) expire(now time.Time, ttl time.Duration) (freed int64) {
+	for l.fifo.len() > 0 && now.Sub(l.fifo.live()[0].at) > ttl {
+		freed += l.evictOldest()
+	}
+	return freed
+}
+
+func (l *requestLog) evictOldest() int64 {
 	e, _ := l.fifo.popFront()
 	if l.byID[e.id] == e {
 		delete(l.byID, e.id)
 	}
+	l.bytes.Add(-e.size)
+	return e.size
 }
 
-// get returns the message the first Send with id returned, if it is still remembered.
-func (l *requestLog) get(id string, now time.Time, ttl time.Duration) (*envelope.Message, bool) {
-	l.expire(now, ttl)
-	e, ok := l.byID[id]
-	if !ok {
-		return nil, false
+// find returns the entry of id while it is remembered. It drops nothing, so a caller that found
+// the log without marking it used (Remembered) never frees bytes twice with a concurrent drop.
+func (l *requestLog) find(id string, now time.Time, ttl time.Duration) *requestEntry {
+	e := l.byID[id]
+	if e == nil || now.Sub(e.at) > ttl {
+		return nil
 	}
-	return e.msg, true
+	return e
 }
 
-// put remembers id -> m, forgetting the oldest entries past limit.
-func (l *requestLog) put(id string, m *envelope.Message, now time.Time, limit int) {
-	e := &requestEntry{id: id, at: now, msg: m}
+// put remembers id -> m with a record of size bytes (charged by the caller), forgetting the oldest
+// entries past limit; it returns the bytes forgotten.
+func (l *requestLog) put(id string, m *envelope.Message, size int64, now time.Time, limit int) (freed int64) {
+	e := &requestEntry{id: id, at: now, ref: weak.Make(m), msgID: m.ID, createdAt: m.CreatedAt,
+		recipient: m.Recipient, channel: m.Channel, sender: l.sender, size: size}
+	e.digest, _ = messageDigest(m)
 	l.byID[id] = e
 	l.fifo.push(e)
+	l.bytes.Add(size)
 	for l.fifo.len() > limit {
-		l.evictOldest()
+		freed += l.evictOldest()
 	}
+	return freed
 }

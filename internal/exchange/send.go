@@ -45,30 +45,41 @@ func (x *Exchange) Send(req SendRequest) (*envelope.Message, error) {
 		return x.send(req)
 	}
 	now := x.opts.now()
-	log := x.requests.forSender(req.Sender, now, x.opts.requestTTL, false)
+	log := x.requests.forSender(req.Sender, now, x.opts.requestTTL, false, &x.budget)
 	if log == nil {
 		// Nothing remembered for this sender, so no repeat to answer: a sender that is not
 		// registered fails here, before any memory is made for it.
 		if !x.isRegistered(req.Sender) {
 			return nil, ownerErr("Sender", req.Sender, ErrOwnerNotRegistered)
 		}
-		log = x.requests.forSender(req.Sender, now, x.opts.requestTTL, true)
+		log = x.requests.forSender(req.Sender, now, x.opts.requestTTL, true, &x.budget)
 	}
 	log.mu.Lock() // serialises this sender's idempotent sends, so a concurrent repeat waits for the first
 	defer log.mu.Unlock()
 	now = x.opts.now()
-	if m, ok := log.get(req.RequestID, now, x.opts.requestTTL); ok {
-		return m, nil
+	x.budget.release(log.expire(now, x.opts.requestTTL))
+	if e := log.byID[req.RequestID]; e != nil {
+		return e.answer(&req), nil
 	}
-	m, err := x.send(req)
+	var record int64
+	m, err := x.sendWith(req, func(m *envelope.Message) int64 {
+		record = recordBytes(req.RequestID, m)
+		return record
+	})
 	if err != nil {
 		return nil, err
 	}
-	log.put(req.RequestID, m, now, x.opts.requestsPerSender)
+	// The record was charged with the message, so a full budget refuses the Send rather than
+	// forget the id; the sender's own bound (the last N ids) is the only eviction within the TTL.
+	x.budget.release(log.put(req.RequestID, m, record, now, x.opts.requestsPerSender))
 	return m, nil
 }
 
-func (x *Exchange) send(req SendRequest) (*envelope.Message, error) {
+func (x *Exchange) send(req SendRequest) (*envelope.Message, error) { return x.sendWith(req, nil) }
+
+// sendWith queues req's message, charging the budget with its bytes plus extra(m) when extra is
+// not nil (the request record of an idempotent Send), all or nothing.
+func (x *Exchange) sendWith(req SendRequest, extra func(*envelope.Message) int64) (*envelope.Message, error) {
 	if x.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -79,6 +90,11 @@ func (x *Exchange) send(req SendRequest) (*envelope.Message, error) {
 	m, err := newBaseMessage(req)
 	if err != nil {
 		return nil, err
+	}
+	size := messageBytes(m)
+	charge := size
+	if extra != nil {
+		charge += extra(m)
 	}
 	known := false
 	if id, ok := req.Recipient.ID(); ok {
@@ -95,7 +111,11 @@ func (x *Exchange) send(req SendRequest) (*envelope.Message, error) {
 		f.mu.Unlock()
 		return nil, ownerErr("Sender", req.Sender, fmt.Errorf("%w: %d messages queued", ErrOutboxFull, n))
 	}
-	f.push(outbox, entry{msg: m, recipientWasRegistered: known})
+	if err := x.budget.reserve(charge); err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	f.push(outbox, entry{msg: m, recipientWasRegistered: known, size: size})
 	f.mu.Unlock()
 	// Only the first Send since the collector's last pass took this owner tells the collector,
 	// after the flow's lock is released (background.go).
@@ -123,7 +143,11 @@ func newBaseMessage(req SendRequest) (*envelope.Message, error) {
 // is remembered. A caller that must check for a repeat before validating the rest of a request
 // (DESIGN.md "Branches", the idempotency rule: the repeat check comes before any other check) asks
 // here first; Send checks again, so a repeat is never queued twice.
-func (x *Exchange) Remembered(sender uuid.UUID, requestID string) (*envelope.Message, bool) {
+//
+// req is the repeat as far as the caller could read it (nil if not at all): the answer is the
+// first message while anything holds it, else rebuilt from req when req builds exactly the first
+// message, else the first message's identity and routing without its content (requestEntry.answer).
+func (x *Exchange) Remembered(sender uuid.UUID, requestID string, req *SendRequest) (*envelope.Message, bool) {
 	if requestID == "" {
 		return nil, false
 	}
@@ -133,5 +157,9 @@ func (x *Exchange) Remembered(sender uuid.UUID, requestID string) (*envelope.Mes
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.get(requestID, x.opts.now(), x.opts.requestTTL)
+	e := l.find(requestID, x.opts.now(), x.opts.requestTTL)
+	if e == nil {
+		return nil, false
+	}
+	return e.answer(req), true
 }

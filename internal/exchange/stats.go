@@ -20,6 +20,11 @@ type Stats struct {
 	DeadLettered uint64
 	// Subscribers is the number of live inbox subscriptions.
 	Subscribers int
+	// Bytes is what the Exchange's byte budget is charged with now: held mail and remembered
+	// requests (budget.go).
+	Bytes int64
+	// ByteBudget is the budget (WithByteBudget); 0 means none.
+	ByteBudget int64
 }
 
 // statsCounters are the Exchange's monotonic counts, kept outside the flows so that an owner
@@ -31,7 +36,7 @@ type statsCounters struct {
 // Stats returns a snapshot of the Exchange's contents. It takes each registered owner's lock
 // briefly, never two at once, so it may run at any time.
 func (x *Exchange) Stats() Stats {
-	st := Stats{DeadLettered: x.stats.deadLettered.Load()}
+	st := Stats{DeadLettered: x.stats.deadLettered.Load(), Bytes: x.budget.used.Load(), ByteBudget: x.budget.limit}
 	for _, f := range x.reg.view().flows(0) {
 		f.mu.Lock()
 		if !f.closed {

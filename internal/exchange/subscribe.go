@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/google/uuid"
@@ -49,12 +50,23 @@ func (s *Subscription) end(err error) {
 // Subscribe starts a live subscription to owner's inboxes (only sender's inbox when sender is not
 // nil), buffered by WithSubscriberBuffer. The returned function ends it and is safe to call more
 // than once; the caller must call it. An owner that is not registered is ErrOwnerNotRegistered;
-// after Close, ErrClosed.
+// after Close, ErrClosed; past WithMaxSubscriptions live subscriptions, ErrTooManySubscriptions.
+// A subscription counts against the bound until its function is called, however it ended.
 func (x *Exchange) Subscribe(owner uuid.UUID, sender *uuid.UUID) (*Subscription, func(), error) {
 	f := x.lookup(owner)
 	if f == nil {
 		return nil, nil, ownerErr("Owner", owner, ErrOwnerNotRegistered)
 	}
+	if n := x.subs.Add(1); x.opts.maxSubscriptions > 0 && n > int64(x.opts.maxSubscriptions) {
+		x.subs.Add(-1)
+		return nil, nil, fmt.Errorf("%w: %d open, at most %d", ErrTooManySubscriptions, n-1, x.opts.maxSubscriptions)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			x.subs.Add(-1)
+		}
+	}()
 	s := &Subscription{
 		events: make(chan *envelope.Message, x.opts.subscriberBuffer),
 		done:   make(chan struct{}),
@@ -78,7 +90,11 @@ func (x *Exchange) Subscribe(owner uuid.UUID, sender *uuid.UUID) (*Subscription,
 	f.subs[s] = struct{}{}
 	f.mu.Unlock()
 
+	ok = true
+	var once sync.Once
 	unsubscribe := func() {
+		// The place is freed first, so that once a subscription is seen gone (Stats) a new one fits.
+		once.Do(func() { x.subs.Add(-1) })
 		f.mu.Lock()
 		delete(f.subs, s)
 		f.mu.Unlock()

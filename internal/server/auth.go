@@ -6,11 +6,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -46,6 +48,26 @@ var (
 // Load replaces the whole set at once, so a call sees either the old set or the new one.
 type Tokens struct {
 	set atomic.Pointer[[][sha256.Size]byte]
+
+	mu        sync.Mutex
+	listeners map[*func()]struct{} // run after each replacement (revoke.go)
+}
+
+// onReplace adds f to what runs, synchronously and in no set order, after each replacement of the
+// set (a successful Load); remove takes it off. f must not block: Load's caller waits for it.
+func (t *Tokens) onReplace(f func()) (remove func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.listeners == nil {
+		t.listeners = map[*func()]struct{}{}
+	}
+	key := &f
+	t.listeners[key] = struct{}{}
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		delete(t.listeners, key)
+	}
 }
 
 // NewTokens returns a set holding tokens; it fails like ParseTokens for an invalid or empty list.
@@ -112,6 +134,15 @@ func (t *Tokens) replace(tokens []string) error {
 		set = append(set, sha256.Sum256([]byte(tok)))
 	}
 	t.set.Store(&set)
+	t.mu.Lock()
+	fs := make([]func(), 0, len(t.listeners))
+	for f := range t.listeners {
+		fs = append(fs, *f)
+	}
+	t.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 	return nil
 }
 
@@ -158,11 +189,16 @@ func checkToken(tok string) error {
 // compares against every token, so neither the time taken nor an early exit tells a caller how
 // close a guess was or which token matched.
 func (t *Tokens) valid(tok string) bool {
+	return t.validDigest(sha256.Sum256([]byte(tok)))
+}
+
+// validDigest is valid for a token's SHA-256 digest: a stream keeps the digest of the token it was
+// opened with, so that a reload can tell whether that token is still in the set (revoke.go).
+func (t *Tokens) validDigest(sum [sha256.Size]byte) bool {
 	s := t.set.Load()
 	if s == nil {
 		return false
 	}
-	sum := sha256.Sum256([]byte(tok))
 	match := 0
 	for i := range *s {
 		match |= subtle.ConstantTimeCompare(sum[:], (*s)[i][:])
@@ -180,19 +216,58 @@ const (
 // method but those of grpc.health.v1.Health needs it, server reflection included (it describes the
 // whole API). It returns nil or an UNAUTHENTICATED status with reason UNAUTHENTICATED.
 func authenticate(ctx context.Context, fullMethod string, tokens *Tokens) error {
-	if strings.HasPrefix(fullMethod, "/"+healthService+"/") {
+	if authExempt(fullMethod) {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
+	_, err := bearerDigest(md, tokens)
+	return err
+}
+
+// authExempt reports whether fullMethod needs no token: those of grpc.health.v1.Health.
+func authExempt(fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, "/"+healthService+"/")
+}
+
+// bearerDigest returns the SHA-256 digest of the call's bearer token when tokens holds it, and
+// otherwise the UNAUTHENTICATED status. It only reads md and hashes, so the tap (tap.go) can call
+// it without blocking.
+func bearerDigest(md metadata.MD, tokens *Tokens) ([sha256.Size]byte, error) {
 	vals := md.Get("authorization")
 	if len(vals) == 0 {
-		return unauthenticated(msgMissingToken)
+		return [sha256.Size]byte{}, unauthenticated(msgMissingToken)
 	}
 	scheme, tok, ok := strings.Cut(vals[0], " ")
-	if len(vals) != 1 || !ok || !strings.EqualFold(scheme, "bearer") || !tokens.valid(strings.TrimSpace(tok)) {
-		return unauthenticated(msgInvalidToken)
+	if len(vals) != 1 || !ok || !strings.EqualFold(scheme, "bearer") {
+		return [sha256.Size]byte{}, unauthenticated(msgInvalidToken)
 	}
-	return nil
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	if !tokens.validDigest(sum) {
+		return [sha256.Size]byte{}, unauthenticated(msgInvalidToken)
+	}
+	return sum, nil
+}
+
+type principalKey struct{}
+
+// principal is what the context of an authenticated call holds: the digest of its token.
+type principal struct{ digest [sha256.Size]byte }
+
+// withPrincipal returns ctx carrying the caller identified by its token's digest.
+func withPrincipal(ctx context.Context, digest [sha256.Size]byte) context.Context {
+	return context.WithValue(ctx, principalKey{}, &principal{digest: digest})
+}
+
+// principalFromContext returns a stable identity of the caller of ctx: the first 16 hex digits of
+// the SHA-256 of its bearer token (the same token always gives the same identity, and the identity
+// does not reveal the token), or "" when authentication is off (or for an exempt health call). The
+// tap (tap.go) puts it in the context before any interceptor runs, so every handler can read it.
+func principalFromContext(ctx context.Context) string {
+	p, ok := ctx.Value(principalKey{}).(*principal)
+	if !ok {
+		return ""
+	}
+	return hex.EncodeToString(p.digest[:8])
 }
 
 func unauthenticated(msg string) error {

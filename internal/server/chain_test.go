@@ -45,7 +45,10 @@ func TestChainOrder(t *testing.T) {
 		}
 		return out
 	}
-	all := options{tokens: mustTokens(t, testToken), metrics: NewMetrics(), inflight: newInflight()}
+	tokens := mustTokens(t, testToken)
+	streams, unwatch := newOpenStreams(tokens, nil)
+	defer unwatch()
+	all := options{tokens: tokens, metrics: NewMetrics(), inflight: newInflight(), streams: streams}
 	if got := names(chainLinks(zap.NewNop(), all)); !slices.Equal(got, chainOrder) {
 		t.Errorf("chain with every option = %v, want %v", got, chainOrder)
 	}
@@ -69,8 +72,10 @@ func TestChainOrder(t *testing.T) {
 // TestChainOrderBehaviour shows the order by its effects, over a unary and a streaming call of the
 // probe service with authentication and metrics on (issue 7; STYLE.md "Logging and lifecycle"):
 //   - request id outside logging: the log line carries the request id the client sent;
-//   - logging outside auth: a refused call is still logged, with UNAUTHENTICATED;
-//   - auth outside recovery and the handler: a panicking handler without a token is never run;
+//   - a call without a valid token is refused by the tap (tap.go; issue 11 "auth before bytes")
+//     before the chain: it gets UNAUTHENTICATED with its reason, the panicking handler never runs,
+//     and no link logs it (it is counted in historyd_calls_refused_before_read_total, not logged
+//     one line a call, so that a flood does not become log volume);
 //   - recovery innermost: with a token the panic is a fixed INTERNAL, its stack logged with the
 //     request id, and the logging line shows INTERNAL.
 func TestChainOrderBehaviour(t *testing.T) {
@@ -110,6 +115,12 @@ func TestChainOrderBehaviour(t *testing.T) {
 					}
 				}
 				finished := ts.logs.FilterMessage("finished call").All()
+				if tc.code == codes.Unauthenticated {
+					if len(finished) != 0 || len(ts.logs.FilterMessage("panic in RPC handler").All()) != 0 {
+						t.Fatalf("a call refused by the tap reached the chain: %d finished-call lines", len(finished))
+					}
+					return
+				}
 				if len(finished) != 1 {
 					t.Fatalf("%d finished-call lines, want 1", len(finished))
 				}

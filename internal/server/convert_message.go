@@ -125,9 +125,21 @@ func contentFromProto(pb *historyv1.Message) (envelope.Kind, jsonv.Value, error)
 		d, err := instructionDict(c.Instruction)
 		return envelope.KindInstruction, d, prefixField("instruction", err)
 	case *historyv1.Message_AssistantResponse:
-		return envelope.KindAssistantResponse, jsonv.ObjectValue(jsonv.Member{
-			Key: "assistant_response", Value: jsonv.StringValue(c.AssistantResponse.GetAssistantResponse()),
-		}), nil
+		ac := c.AssistantResponse
+		if ac.AssistantResponseJson == nil {
+			return envelope.KindAssistantResponse, jsonv.ObjectValue(jsonv.Member{
+				Key: "assistant_response", Value: jsonv.StringValue(ac.GetAssistantResponse()),
+			}), nil
+		}
+		// A non-string value (issue 13 item 2): set only then, and alone.
+		v, err := parseJSONField("assistant_response.assistant_response_json", ac.GetAssistantResponseJson())
+		if err == nil && (ac.GetAssistantResponse() != "" || v.Kind() == jsonv.String) {
+			err = &FieldError{Field: "assistant_response.assistant_response_json", Err: fmt.Errorf("%w: set only for a value that is not a string, with assistant_response empty", envelope.ErrInvalid)}
+		}
+		if err != nil {
+			return 0, jsonv.Value{}, err
+		}
+		return envelope.KindAssistantResponse, jsonv.ObjectValue(jsonv.Member{Key: "assistant_response", Value: v}), nil
 	case *historyv1.Message_ActionRequest:
 		d, err := actionRequestDict(c.ActionRequest)
 		return envelope.KindActionRequest, d, prefixField("action_request", err)

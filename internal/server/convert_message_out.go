@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"math"
 
 	"google.golang.org/protobuf/proto"
@@ -19,16 +21,58 @@ var roleToProto = map[envelope.Role]historyv1.MessageRole{
 	envelope.RoleAction:    historyv1.MessageRole_MESSAGE_ROLE_ACTION,
 }
 
-// messageToProto converts a domain message to the wire, rendering it: the
-// output-only role and rendered fields are filled, metadata carries
-// lion_class (DESIGN.md "Wire model").
-// The output-only sequence stays 0: a message outside a branch has none;
-// storedMessageToProto (history_convert.go) fills it for branch messages.
-func messageToProto(m *envelope.Message) *historyv1.Message {
+// messageOut says how a response converts messages: the render cap and
+// whether to leave the rendering out. The zero value renders with the
+// default cap (DefaultMaxRenderedBytes).
+type messageOut struct {
+	// maxRendered caps one message's rendered text (--max-rendered-bytes);
+	// <= 0 means DefaultMaxRenderedBytes. Past it the message carries a
+	// render_error naming the cap instead of a rendering (issue 11).
+	maxRendered int
+	// omitRendered leaves rendered unset and does no rendering (a read's
+	// omit_rendered, a write without include_rendered).
+	omitRendered bool
+}
+
+// renderCap is the cap in force.
+func (o messageOut) renderCap() int {
+	if o.maxRendered <= 0 {
+		return DefaultMaxRenderedBytes
+	}
+	return o.maxRendered
+}
+
+// message converts a domain message to the wire: the output-only role and,
+// unless omitRendered, rendered fields are filled, metadata carries
+// lion_class (DESIGN.md "Wire model"). The output-only sequence stays 0: a
+// message outside a branch has none; stored fills it for branch messages.
+func (o messageOut) message(m *envelope.Message) *historyv1.Message {
 	pb := unrenderedMessageToProto(m)
-	pb.Rendered = renderedToProto(m.Render())
+	if !o.omitRendered {
+		pb.Rendered = o.rendered(m.RenderWithin(o.renderCap()))
+	}
 	return pb
 }
+
+// rendered is renderedToProto, with a rendering that passed the cap
+// described by the flag that sets it.
+func (o messageOut) rendered(r envelope.Rendered, err error) *historyv1.Rendered {
+	if tl, ok := errors.AsType[*envelope.RenderTooLargeError](err); ok {
+		return &historyv1.Rendered{RenderError: renderTooLargeText(tl)}
+	}
+	return renderedToProto(r, err)
+}
+
+// renderTooLargeText describes a rendering past the cap with its figures
+// and flag.
+func renderTooLargeText(tl *envelope.RenderTooLargeError) string {
+	return fmt.Sprintf("render failed: the rendered text does not fit in the render cap of %d bytes (%s; rendering stopped at %d bytes); "+
+		"read the message's content, or raise the cap", tl.Limit, flagMaxRenderedBytes, tl.Bytes)
+}
+
+// messageToProto converts a domain message to the wire, rendering it with
+// the default cap (messageOut's zero value).
+func messageToProto(m *envelope.Message) *historyv1.Message { return messageOut{}.message(m) }
 
 // unrenderedMessageToProto is messageToProto without the rendering, for
 // the responses of writes that did not ask for it (rendering costs more
@@ -61,7 +105,12 @@ func unrenderedMessageToProto(m *envelope.Message) *historyv1.Message {
 	case *envelope.InstructionContent:
 		pb.Content = &historyv1.Message_Instruction{Instruction: instructionToProto(c)}
 	case *envelope.AssistantResponseContent:
-		pb.Content = &historyv1.Message_AssistantResponse{AssistantResponse: &historyv1.AssistantResponseContent{AssistantResponse: c.AssistantResponse}}
+		ac := &historyv1.AssistantResponseContent{AssistantResponse: c.AssistantResponse}
+		if c.Value != nil {
+			js := c.Value.String()
+			ac.AssistantResponseJson = &js
+		}
+		pb.Content = &historyv1.Message_AssistantResponse{AssistantResponse: ac}
 	case *envelope.ActionRequestContent:
 		pb.Content = &historyv1.Message_ActionRequest{ActionRequest: &historyv1.ActionRequestContent{
 			Function: c.Function, ArgumentsJson: objectText(c.Arguments), ActionResponseId: c.ActionResponseID,
@@ -136,6 +185,9 @@ func renderedToProto(r envelope.Rendered, err error) *historyv1.Rendered {
 	if err != nil {
 		return &historyv1.Rendered{RenderError: err.Error()}
 	}
+	if r.Value != nil {
+		return &historyv1.Rendered{Value: &historyv1.Rendered_Json{Json: r.Value.String()}}
+	}
 	if !r.IsParts() {
 		return &historyv1.Rendered{Value: &historyv1.Rendered_Text{Text: r.Text}}
 	}
@@ -157,9 +209,12 @@ func partsToProto(parts []envelope.ContentPart) *historyv1.ContentParts {
 // chatMessageToProto is the chat projection on the wire.
 func chatMessageToProto(c envelope.ChatMessage) *historyv1.ChatMessage {
 	pb := &historyv1.ChatMessage{Role: string(c.Role)}
-	if c.Content.IsParts() {
+	switch {
+	case c.Content.Value != nil:
+		pb.Content = &historyv1.ChatMessage_ContentJson{ContentJson: c.Content.Value.String()}
+	case c.Content.IsParts():
 		pb.Content = &historyv1.ChatMessage_Parts{Parts: partsToProto(c.Content.Parts)}
-	} else {
+	default:
 		pb.Content = &historyv1.ChatMessage_Text{Text: c.Content.Text}
 	}
 	return pb

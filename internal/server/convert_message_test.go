@@ -24,14 +24,14 @@ func TestConvertedMessagesFieldCount(t *testing.T) {
 		{&historyv1.Embedding{}, 1},
 		{&historyv1.SystemContent{}, 4},
 		{&historyv1.InstructionContent{}, 10},
-		{&historyv1.AssistantResponseContent{}, 1},
+		{&historyv1.AssistantResponseContent{}, 2},
 		{&historyv1.ActionRequestContent{}, 3},
 		{&historyv1.ActionResponseContent{}, 5},
 		{&historyv1.GenericContent{}, 1},
-		{&historyv1.Rendered{}, 3},
+		{&historyv1.Rendered{}, 4},
 		{&historyv1.ContentPart{}, 3},
 		{&historyv1.ImageURL{}, 2},
-		{&historyv1.ChatMessage{}, 3},
+		{&historyv1.ChatMessage{}, 4},
 	})
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -50,10 +49,22 @@ var errorRules = []errorRule{
 	// An Unregister whose response would be too large removes nothing (exchange_response.go).
 	// Metadata: ownerId, responseBytes, maxResponseBytes, queuedCount, inboxCount, deadLetterCount.
 	{errOwnerHoldsTooMuch, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_OWNER_HOLDS_TOO_MUCH},
+	// Issue 11: the response budget (exchange_budget.go; metadata responseBytes, maxResponseBytes,
+	// flag, messageId), the Exchange's byte budget (metadata usedBytes, budgetBytes, messageBytes,
+	// flag) and the inbox stream limit.
+	{errExchangeResponseTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE},
+	{exchange.ErrBudgetExceeded, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED},
+	{exchange.ErrTooManySubscriptions, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS},
 	// Long-lived streams (stream.go).
 	{errSlowConsumer, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
 	{errShuttingDown, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN},
 	{errFrameTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_FRAME_TOO_LARGE},
+	// The response budget, the render cap and the import limit (issue 11; history_budget.go).
+	// Metadata: responseBytes, maxResponseBytes, flag (and branchId, messageId where one is named);
+	// messageId, renderedBytes, maxRenderedBytes, flag; importBytes, maxImportBytes, flag.
+	{errResponseTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE},
+	{envelope.ErrRenderTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RENDER_TOO_LARGE},
+	{errImportTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_IMPORT_TOO_LARGE},
 	// Branch histories (issue 4; ADR-0006 D3, DESIGN.md "Branches"). ErrorInfo metadata: branchId,
 	// messageId, headSequence, oldestSequence, lastSequence.
 	{store.ErrBranchNotFound, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND},
@@ -73,11 +84,6 @@ var errorRules = []errorRule{
 	{envelope.ErrClassMismatch, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_LION_CLASS_MISMATCH},
 	{envelope.ErrUnknownClass, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_UNKNOWN_LION_CLASS},
 }
-
-// redactedTargets are the sentinels whose errors hold what only the operator may see (a memory
-// budget refusal gives the server-wide memory in use): the client gets the sentinel's own text,
-// and the whole error goes to the call's log line (grpc.error_cause).
-var redactedTargets = []error{store.ErrMemoryBudget}
 
 // metadataError is implemented by domain errors that name the entities involved. Its keys become
 // the ErrorInfo metadata and must be the lowerCamel keys of DESIGN.md "Wire model" (branchId,
@@ -114,8 +120,9 @@ func (e *FieldError) Unwrap() error { return e.Err }
 func (e *FieldError) InvalidField() string { return e.Field }
 
 // redactedError is a status whose client-facing message is fixed, its cause kept for the log: what
-// toStatus returns for an error it has no rule for (the fixed INTERNAL status) and for the errors of
-// redactedTargets. The logging interceptor logs the cause next to the call.
+// toStatus returns for an error it has no rule for (the fixed INTERNAL status). The logging
+// interceptor logs the cause next to the call. (The memory budget refusal was redacted too, until
+// issue 11 asked every RESOURCE_EXHAUSTED to carry its figures; ADR-0009.)
 type redactedError struct {
 	cause error
 	st    *status.Status
@@ -147,14 +154,11 @@ func statusFrom(rules []errorRule, err error) error {
 	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
-	code, reason, matched, redact := codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, false, false
+	code, reason, matched := codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, false
 	msg := err.Error()
 	for _, r := range rules {
 		if errors.Is(err, r.target) {
 			code, reason, matched = r.code, r.reason, true
-			if redact = slices.Contains(redactedTargets, r.target); redact {
-				msg = r.target.Error()
-			}
 			break
 		}
 	}
@@ -178,9 +182,6 @@ func statusFrom(rules []errorRule, err error) error {
 			})
 		}
 		matched = true
-	}
-	if redact {
-		return &redactedError{cause: err, st: withErrorInfo(st, reason, md)}
 	}
 	if matched {
 		return withErrorInfo(st, reason, md).Err()

@@ -15,9 +15,9 @@ import (
 const (
 	// exchangeDefaultPageSize is the page size when a request gives 0.
 	exchangeDefaultPageSize = 100
-	// exchangeMaxPageSize caps page_size (AIP-158: larger values are coerced to the maximum); a
-	// page of 1000 full messages stays well inside gRPC's 4 MB default receive limit for typical
-	// agent messages.
+	// exchangeMaxPageSize caps page_size (AIP-158: larger values are coerced to the maximum). The
+	// bytes of a page are bounded apart from it, by the response budget (--max-response-bytes):
+	// a page of large messages comes back shorter (exchange_budget.go).
 	exchangeMaxPageSize = 1000
 )
 
@@ -68,17 +68,9 @@ func decodeExchangeToken(field, list, token string) (a, b uint64, err error) {
 }
 
 // parseOwnerID reads a required owner UUID (any form Python's uuid.UUID(str) accepts; ADR-0001 D1).
-// Empty or malformed is INVALID_ARGUMENT naming field (issue 6 "Bad input").
-func parseOwnerID(field, s string) (uuid.UUID, error) {
-	if s == "" {
-		return uuid.UUID{}, &FieldError{Field: field, Err: fmt.Errorf("%w: required", envelope.ErrInvalid)}
-	}
-	id, ok := envelope.ParseID(s)
-	if !ok {
-		return uuid.UUID{}, &FieldError{Field: field, Err: fmt.Errorf("%w: %q is not a UUID", envelope.ErrInvalid, s)}
-	}
-	return id, nil
-}
+// Empty, malformed or the nil UUID is INVALID_ARGUMENT naming field (issue 6 "Bad input"; issue
+// 11 case 8): it is parseID.
+func parseOwnerID(field, s string) (uuid.UUID, error) { return parseID(field, s) }
 
 // parseOptionalOwnerID reads an optional owner UUID; nil when absent.
 func parseOptionalOwnerID(field string, s *string) (*uuid.UUID, error) {

@@ -13,12 +13,11 @@ import (
 	"github.com/historyd/historyd/internal/exchange"
 )
 
-// exchangeMaxResponseBytes bounds the ExchangeService responses whose size the owners' data
-// decides (Unregister's flow, Collect's and CollectAll's reports): 4 MiB, the default receive limit
-// of gRPC clients (grpc-go, grpc-java, grpc-node), below which a client that kept its defaults can
-// read every response. The server's own send limit is grpc-go's default, math.MaxInt32, which
-// historyd does not lower, so this is the smaller of the two.
-const exchangeMaxResponseBytes = 4 << 20
+// exchangeMaxResponseBytes is the ExchangeService's response budget unless RegisterExchange is
+// given the server's (--max-response-bytes): DefaultMaxResponseBytes, the default receive limit of
+// gRPC clients. The server's own send limit is grpc-go's default, math.MaxInt32, which historyd
+// does not lower, so this is the smaller of the two.
+const exchangeMaxResponseBytes = DefaultMaxResponseBytes
 
 // errOwnerHoldsTooMuch is the sentinel of ownerHoldsTooMuchError: FAILED_PRECONDITION with reason
 // OWNER_HOLDS_TOO_MUCH (errors.go).
@@ -49,6 +48,7 @@ func (e *ownerHoldsTooMuchError) ErrorMetadata() map[string]string {
 		"ownerId":          e.owner.String(),
 		"responseBytes":    strconv.Itoa(e.size),
 		"maxResponseBytes": strconv.Itoa(e.limit),
+		"flag":             maxResponseBytesFlag,
 		"queuedCount":      strconv.Itoa(e.queued),
 		"inboxCount":       strconv.Itoa(e.inbox),
 		"deadLetterCount":  strconv.Itoa(e.dead),

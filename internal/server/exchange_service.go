@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -28,6 +30,9 @@ type ExchangeServer struct {
 	// maxResponse bounds the responses the owners' data sizes: exchangeMaxResponseBytes; tests
 	// lower it to reach the limit with a few messages.
 	maxResponse int
+	// maxRendered caps one message's rendered text in the Exchange's reads (--max-rendered-bytes);
+	// 0 is DefaultMaxRenderedBytes.
+	maxRendered int
 
 	stopping chan struct{} // closed by EndStreams
 	stopOnce sync.Once
@@ -49,6 +54,8 @@ func NewExchangeServer(ex *exchange.Exchange, opts ...StreamOption) *ExchangeSer
 // s shuts down. Call it before s.Serve.
 func RegisterExchange(s *Server, ex *exchange.Exchange, opts ...StreamOption) *ExchangeServer {
 	es := NewExchangeServer(ex, opts...)
+	es.maxResponse = s.limits.MaxResponseBytes
+	es.maxRendered = s.limits.MaxRenderedBytes
 	historyv1.RegisterExchangeServiceServer(s.GRPCServer(), es)
 	s.OnShutdown(es.EndStreams)
 	// issue 19: the service has its own health status, SERVING from now until Shutdown sets every
@@ -108,10 +115,15 @@ func (s *ExchangeServer) ListOwners(_ context.Context, req *historyv1.ListOwners
 	}
 	page := s.ex.Owners(after, size)
 	resp := &historyv1.ListOwnersResponse{}
-	for _, o := range page.Owners {
-		resp.Owners = append(resp.Owners, ownerToProto(o))
-	}
-	if page.More {
+	var overflow int
+	resp.Owners, overflow = fitPage(page.Owners, ownerToProto, s.maxResponse)
+	switch {
+	case overflow > 0 && len(resp.Owners) == 0:
+		return nil, &exchangeResponseTooLargeError{size: overflow, limit: s.maxResponse, what: "ListOwners's first owner"}
+	case overflow > 0:
+		// Shorter than asked, within the response budget: resume after the last owner returned.
+		resp.NextPageToken = encodeExchangeToken("owners", page.Owners[len(resp.Owners)-1].Seq, 0)
+	case page.More:
 		// The last owner the page visited, listed or (unregistered meanwhile) not: a token whenever
 		// owners follow, so an owner leaving never ends the listing early.
 		resp.NextPageToken = encodeExchangeToken("owners", page.Next, 0)
@@ -127,17 +139,20 @@ func (s *ExchangeServer) Send(_ context.Context, req *historyv1.SendRequest) (*h
 	if err != nil {
 		return nil, err
 	}
-	if m, ok := s.ex.Remembered(sender, req.GetRequestId()); ok {
-		return &historyv1.SendResponse{Message: messageToProto(m)}, nil
+	// Read the rest of the request before the repeat check, without failing yet: a repeat is
+	// answered whatever the rest says, and from it when it builds the first message exactly
+	// (exchange.Exchange.Remembered).
+	sr, readErr := sendRequestFromProto(sender, req)
+	if m, ok := s.ex.Remembered(sender, req.GetRequestId(), &sr); ok {
+		return s.sendResponse(m), nil
 	}
-	sr := exchange.SendRequest{Sender: sender, Channel: req.Channel, RequestID: req.GetRequestId()}
-	if sr.Recipient, err = recipientFromProto(req.GetRecipient()); err != nil {
-		return nil, &FieldError{Field: "recipient", Err: err}
+	if readErr != nil {
+		return nil, readErr
 	}
-	if req.ContentJson != nil {
-		if sr.Content, err = jsonv.ParseString(req.GetContentJson()); err != nil {
-			return nil, &FieldError{Field: "content_json", Err: fmt.Errorf("%w: not JSON: %v", envelope.ErrInvalid, err)}
-		}
+	if n := proto.Size(req) + sendResponseOverhead; n > s.maxResponse {
+		// Refused before anything is queued: a message the response cannot carry would be queued
+		// with an acknowledgement the client never reads, and retried.
+		return nil, &exchangeResponseTooLargeError{size: n, limit: s.maxResponse, what: "Send's response"}
 	}
 	m, err := s.ex.Send(sr)
 	switch {
@@ -145,10 +160,42 @@ func (s *ExchangeServer) Send(_ context.Context, req *historyv1.SendRequest) (*h
 		return nil, &FieldError{Field: "request_id", Err: fmt.Errorf("%w: %v", envelope.ErrInvalid, err)}
 	case errors.Is(err, envelope.ErrInvalid):
 		return nil, &FieldError{Field: "content_json", Err: err} // the envelope rejected the content
+	case errors.Is(err, exchange.ErrBudgetExceeded):
+		return nil, &flagError{err: err, flag: exchangeMaxBytesFlag}
 	case err != nil:
 		return nil, err
 	}
-	return &historyv1.SendResponse{Message: messageToProto(m)}, nil
+	return s.sendResponse(m), nil
+}
+
+// sendResponseOverhead is what Send's response adds to the request's content: the message's id,
+// created_at, role, metadata (lion_class) and participants, with their tags.
+const sendResponseOverhead = 1 << 10
+
+// sendResponse is Send's response: the queued message, rendered unless the rendering would take
+// the response past the response budget (issue 11: a message over half the budget is still
+// acknowledged within a default client's receive limit).
+func (s *ExchangeServer) sendResponse(m *envelope.Message) *historyv1.SendResponse {
+	resp := &historyv1.SendResponse{Message: s.messageOut(false).message(m)}
+	if proto.Size(resp) > s.maxResponse {
+		resp.Message.Rendered = nil
+	}
+	return resp
+}
+
+// sendRequestFromProto reads a Send request: as much as is valid, and the first field error.
+func sendRequestFromProto(sender uuid.UUID, req *historyv1.SendRequest) (exchange.SendRequest, error) {
+	sr := exchange.SendRequest{Sender: sender, Channel: req.Channel, RequestID: req.GetRequestId()}
+	var err error
+	if sr.Recipient, err = recipientFromProto(req.GetRecipient()); err != nil {
+		return sr, &FieldError{Field: "recipient", Err: err}
+	}
+	if req.ContentJson != nil {
+		if sr.Content, err = jsonv.ParseString(req.GetContentJson()); err != nil {
+			return sr, &FieldError{Field: "content_json", Err: fmt.Errorf("%w: not JSON: %v", envelope.ErrInvalid, err)}
+		}
+	}
+	return sr, nil
 }
 
 // recipientFromProto reads a recipient Value: absent is UNSET, null is None (broadcast), a string is
@@ -213,14 +260,32 @@ func (s *ExchangeServer) Receive(_ context.Context, req *historyv1.ReceiveReques
 		return nil, err
 	}
 	page := s.ex.ReceivePage(owner, sender, exchange.Cursor{Inbox: inbox, Seq: seq}, size)
-	resp := &historyv1.ReceiveResponse{Messages: messagesToProto(page.Messages)}
-	if page.More {
-		resp.NextPageToken = encodeExchangeToken("inbox", page.Next.Inbox, page.Next.Seq)
+	omit := req.GetOmitRendered()
+	resp := &historyv1.ReceiveResponse{}
+	var overflow int
+	resp.Messages, overflow = fitPage(page.Messages, func(m *envelope.Message) *historyv1.Message {
+		return s.messageOut(omit).message(m)
+	}, s.maxResponse)
+	next, more := page.Next, page.More
+	switch n := len(resp.Messages); {
+	case overflow > 0 && n == 0:
+		return nil, &exchangeResponseTooLargeError{size: overflow, limit: s.maxResponse,
+			messageID: page.Messages[0].ID.String(), what: "Receive's first message"}
+	case overflow > 0:
+		// Shorter than asked, within the response budget: resume after the last message returned.
+		next, more = page.Cursors[n-1], true
+	}
+	if more {
+		resp.NextPageToken = encodeExchangeToken("inbox", next.Inbox, next.Seq)
 	}
 	return resp, nil
 }
 
-// PopMessage removes the oldest message of one sender's inbox (ADR-0006 D5: pop_message).
+// PopMessage removes the oldest message of one sender's inbox (ADR-0006 D5: pop_message), only if
+// the response fits in the response budget: the size is checked under the owner's lock, before
+// the removal, so a message the client could not be sent stays at the head of its inbox
+// (RESOURCE_EXHAUSTED, RESPONSE_TOO_LARGE; issue 11: a destructive read never loses what it could
+// not deliver).
 func (s *ExchangeServer) PopMessage(_ context.Context, req *historyv1.PopMessageRequest) (*historyv1.PopMessageResponse, error) {
 	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
 	if err != nil {
@@ -230,11 +295,22 @@ func (s *ExchangeServer) PopMessage(_ context.Context, req *historyv1.PopMessage
 	if err != nil {
 		return nil, err
 	}
-	m, ok := s.ex.Pop(owner, sender)
-	if !ok {
+	var resp *historyv1.PopMessageResponse
+	_, ok, err := s.ex.PopIf(owner, sender, func(m *envelope.Message) error {
+		r := &historyv1.PopMessageResponse{Message: s.messageOut(req.GetOmitRendered()).message(m)}
+		if n := proto.Size(r); n > s.maxResponse {
+			return &exchangeResponseTooLargeError{size: n, limit: s.maxResponse, messageID: m.ID.String(), what: "PopMessage's response"}
+		}
+		resp = r
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
 		return &historyv1.PopMessageResponse{}, nil
 	}
-	return &historyv1.PopMessageResponse{Message: messageToProto(m)}, nil
+	return resp, nil
 }
 
 // ListDeadLetters lists one page of an owner's dead letters, oldest first.
@@ -253,11 +329,17 @@ func (s *ExchangeServer) ListDeadLetters(_ context.Context, req *historyv1.ListD
 	}
 	page := s.ex.DeadLetters(owner, after, size)
 	resp := &historyv1.ListDeadLettersResponse{EvictedCount: page.Evicted}
-	for _, dl := range page.Letters {
-		resp.DeadLetters = append(resp.DeadLetters, deadLetterToProto(dl))
+	var overflow int
+	resp.DeadLetters, overflow = fitPage(page.Letters, deadLetterToProto, s.maxResponse)
+	n := len(resp.DeadLetters)
+	if overflow > 0 && n == 0 {
+		return nil, &exchangeResponseTooLargeError{size: overflow, limit: s.maxResponse,
+			messageID: page.Letters[0].Message.ID.String(), what: "ListDeadLetters's first dead letter"}
 	}
-	if page.More && len(page.Letters) > 0 {
-		resp.NextPageToken = encodeExchangeToken("dead", page.Letters[len(page.Letters)-1].Seq, 0)
+	if (page.More || overflow > 0) && n > 0 {
+		// Past the page, or shorter than asked to stay within the response budget: resume after
+		// the last letter returned.
+		resp.NextPageToken = encodeExchangeToken("dead", page.Letters[n-1].Seq, 0)
 	}
 	return resp, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -28,6 +29,9 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 		return err
 	}
 	sub, unsubscribe, err := s.ex.Subscribe(owner, sender)
+	if errors.Is(err, exchange.ErrTooManySubscriptions) {
+		return &flagError{err: err, flag: inboxMaxStreamsFlag}
+	}
 	if err != nil {
 		return err
 	}
@@ -62,7 +66,16 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 		case <-sub.Done():
 			return s.inboxStreamEnd(sub, left)
 		case m := <-sub.Events():
-			if err := send(&historyv1.SubscribeInboxResponse{Event: &historyv1.SubscribeInboxResponse_Message{Message: messageToProto(m)}}); err != nil {
+			frame := &historyv1.SubscribeInboxResponse{Event: &historyv1.SubscribeInboxResponse_Message{
+				Message: s.messageOut(req.GetOmitRendered()).message(m),
+			}}
+			if n := proto.Size(frame); n > s.maxResponse {
+				// The message stays in its inbox (a stream only tells): the client reads it with
+				// Receive or PopMessage and omit_rendered.
+				return &exchangeResponseTooLargeError{size: n, limit: s.maxResponse, messageID: m.ID.String(),
+					what: "the SubscribeInbox frame of a message"}
+			}
+			if err := send(frame); err != nil {
 				return err
 			}
 			hb.Reset()

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
@@ -14,14 +15,19 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// parseID reads a required UUID field (any form Python's uuid.UUID(str) accepts).
+// parseID reads a required UUID field (any form Python's uuid.UUID(str) accepts). Every id field
+// of every request is read here or by parseOptionalID, so the nil UUID is refused in one place
+// (issue 11 case 8: envelope.ErrNilID, INVALID_ARGUMENT naming the field).
 func parseID(field, s string) (uuid.UUID, error) {
 	if s == "" {
 		return uuid.UUID{}, &FieldError{Field: field, Err: fmt.Errorf("%w: required", envelope.ErrInvalid)}
 	}
-	id, ok := envelope.ParseID(s)
+	id, ok, err := envelope.ParseElementID(s)
 	if !ok {
 		return uuid.UUID{}, &FieldError{Field: field, Err: fmt.Errorf("%w: not a UUID: %q", envelope.ErrInvalid, s)}
+	}
+	if err != nil {
+		return uuid.UUID{}, &FieldError{Field: field, Err: err}
 	}
 	return id, nil
 }
@@ -98,6 +104,19 @@ func jsonList(field string, texts []string) (jsonv.Value, error) {
 	return jsonv.ArrayValue(items...), nil
 }
 
+// presentList reads a repeated field and its presence-carrying StringList twin (field + "_list"):
+// the values and whether the list was given at all (non-empty, or the twin present). Both set is
+// INVALID_ARGUMENT (issue 13 item 5).
+func presentList(field string, repeated []string, list *historyv1.StringList) ([]string, bool, error) {
+	if list == nil {
+		return repeated, len(repeated) > 0, nil
+	}
+	if len(repeated) > 0 {
+		return nil, false, &FieldError{Field: field + "_list", Err: fmt.Errorf("%w: set %s or %s_list, not both", envelope.ErrInvalid, field[strings.LastIndexByte(field, '.')+1:], field[strings.LastIndexByte(field, '.')+1:])}
+	}
+	return list.GetValues(), true, nil
+}
+
 // textOrJSON reads a oneof of plain text and JSON text.
 func textOrJSON(field string, text *string, jsonText *string) (jsonv.Value, error) {
 	switch {
@@ -136,8 +155,15 @@ func instructionFactory(f *store.Factory, in *historyv1.InstructionInput, hasTar
 	if f.Guidance, err = textOrJSON("instruction.guidance_json", text, js); err != nil {
 		return err
 	}
-	if f.Context, err = jsonList("instruction.context_json", in.GetContextJson()); err != nil {
+	ctxTexts, ctxGiven, err := presentList("instruction.context_json", in.GetContextJson(), in.GetContextJsonList())
+	if err != nil {
 		return err
+	}
+	if f.Context, err = jsonList("instruction.context_json", ctxTexts); err != nil {
+		return err
+	}
+	if ctxGiven && len(ctxTexts) == 0 {
+		f.Context = jsonv.ArrayValue() // present and empty (issue 13 item 5)
 	}
 	switch in.GetHandleContext() {
 	case historyv1.ContextMode_CONTEXT_MODE_UNSPECIFIED, historyv1.ContextMode_CONTEXT_MODE_EXTEND:
@@ -149,8 +175,15 @@ func instructionFactory(f *store.Factory, in *historyv1.InstructionInput, hasTar
 	if in.PlainContent != nil {
 		f.PlainContent = jsonv.StringValue(in.GetPlainContent())
 	}
-	if f.ToolSchemas, err = jsonList("instruction.tool_schemas_json", in.GetToolSchemasJson()); err != nil {
+	toolTexts, toolsGiven, err := presentList("instruction.tool_schemas_json", in.GetToolSchemasJson(), in.GetToolSchemasJsonList())
+	if err != nil {
 		return err
+	}
+	if f.ToolSchemas, err = jsonList("instruction.tool_schemas_json", toolTexts); err != nil {
+		return err
+	}
+	if toolsGiven && len(toolTexts) == 0 {
+		f.ToolSchemas = jsonv.ArrayValue()
 	}
 	if items := f.ToolSchemas.Elems(); len(items) == 1 && items[0].Kind() == jsonv.Object && items[0].Has("tools") {
 		f.ToolSchemas = items[0] // a {"tools": [...]} wrapper, unwrapped by the factory (ADR-0006 D2)
@@ -161,9 +194,13 @@ func instructionFactory(f *store.Factory, in *historyv1.InstructionInput, hasTar
 	if !f.ResponseFormat.IsNull() && f.ResponseFormat.Kind() != jsonv.Object {
 		return &FieldError{Field: "instruction.response_format_json", Err: fmt.Errorf("%w: must be a JSON object, got %s", envelope.ErrInvalid, f.ResponseFormat.Kind())}
 	}
-	if len(in.GetImages()) > 0 {
-		imgs := make([]jsonv.Value, len(in.GetImages()))
-		for i, s := range in.GetImages() {
+	images, imagesGiven, err := presentList("instruction.images", in.GetImages(), in.GetImagesList())
+	if err != nil {
+		return err
+	}
+	if imagesGiven {
+		imgs := make([]jsonv.Value, len(images))
+		for i, s := range images {
 			imgs[i] = jsonv.StringValue(s)
 		}
 		f.Images = jsonv.ArrayValue(imgs...)
@@ -229,6 +266,7 @@ func addInputFromProto(req *historyv1.AddMessageRequest) (store.AddInput, error)
 			if f.AssistantResponse, err = parseJSONField("assistant_response.raw_response_json", r.RawResponseJson); err != nil {
 				return in, err
 			}
+			f.AssistantRaw = !hasTarget
 		}
 		if !hasTarget && !f.AssistantResponse.Truthy() {
 			return in, &FieldError{Field: "assistant_response", Err: fmt.Errorf("%w: text or raw_response_json is required", envelope.ErrInvalid)}
@@ -391,34 +429,16 @@ func modeFromProto(m historyv1.SerializationMode) (envelope.Mode, error) {
 	return 0, &FieldError{Field: "mode", Err: fmt.Errorf("%w: unknown mode %d", envelope.ErrInvalid, m)}
 }
 
-// storedMessageToProto converts a branch message, with its sequence and its
-// rendering.
-func storedMessageToProto(sm store.StoredMessage) *historyv1.Message {
-	return writtenMessageToProto(sm, true)
-}
-
-// writtenMessageToProto converts a branch message, with its sequence; it is
-// rendered only when render is set (a write's include_rendered).
-func writtenMessageToProto(sm store.StoredMessage, render bool) *historyv1.Message {
+// stored converts a branch message, with its sequence; it is rendered
+// unless o.omitRendered (a read's omit_rendered, a write without
+// include_rendered).
+func (o messageOut) stored(sm store.StoredMessage) *historyv1.Message {
 	if sm.Message == nil {
 		return nil
 	}
-	var pb *historyv1.Message
-	if render {
-		pb = messageToProto(sm.Message)
-	} else {
-		pb = unrenderedMessageToProto(sm.Message)
-	}
+	pb := o.message(sm.Message)
 	pb.Sequence = sm.Sequence
 	return pb
-}
-
-func storedMessagesToProto(msgs []store.StoredMessage) []*historyv1.Message {
-	out := make([]*historyv1.Message, len(msgs))
-	for i, m := range msgs {
-		out[i] = storedMessageToProto(m)
-	}
-	return out
 }
 
 // branchToProto converts a branch description.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
@@ -124,8 +125,9 @@ func TestHistoryImportExportShapesAndModes(t *testing.T) {
 }
 
 // TestHistoryImportCustomDBMetaKey (review MINOR 5): a db-mode export written with db_meta_key
-// "meta" imports back with the same db_meta_key, the same messages in the same order; without it the
-// import is refused, naming the unknown field.
+// "meta" imports back with the same db_meta_key, the same messages in the same order. (Issue 13
+// item 6: as in LionAGI 0.27 only the Branch's own metadata is under the custom key; the messages
+// carry theirs under metadata, so an import without the key no longer fails on them.)
 func TestHistoryImportCustomDBMetaKey(t *testing.T) {
 	f := newHistoryFixture(t)
 	ctx := testContext(t)
@@ -134,8 +136,6 @@ func TestHistoryImportCustomDBMetaKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: exp.GetData(), NewBranchId: true})
-	wantStatus(t, err, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD)
 	imp, err := f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: exp.GetData(), NewBranchId: true, DbMetaKey: "meta"})
 	if err != nil {
 		t.Fatalf("ImportBranch with db_meta_key meta: %v", err)
@@ -154,6 +154,51 @@ func TestHistoryImportCustomDBMetaKey(t *testing.T) {
 	}
 	if s := get(got, "meta", "score"); s.Literal() != "1.50" {
 		t.Errorf("branch metadata under meta = %s", get(got, "meta"))
+	}
+}
+
+// TestDBModeNestedMetadataKeys: issue 13 item 6. LionAGI 0.27 (Branch.to_dict and Pile's
+// field serializers, commit 669ea9b5; checked by running it: Branch(system="s"), add_message(
+// instruction="hi"), to_dict(mode="db", db_meta_key="meta")) renames only the top of each
+// to_dict(mode="db") call: the Branch's metadata under the custom key, the Pile's and the system's
+// under node_metadata, the collections' and the Pile progression's under metadata.
+func TestDBModeNestedMetadataKeys(t *testing.T) {
+	f := newHistoryFixture(t)
+	src := richBranchOverGRPC(t, f)
+	for _, key := range []string{"", "meta"} {
+		exp, err := f.c.ExportBranch(testContext(t), &historyv1.ExportBranchRequest{BranchId: src, Mode: historyv1.SerializationMode_SERIALIZATION_MODE_DB, DbMetaKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := jsonv.ParseString(exp.GetData())
+		top := key
+		if top == "" {
+			top = "node_metadata"
+		}
+		checks := []struct {
+			what string
+			v    jsonv.Value
+			key  string
+		}{
+			{"branch", v, top},
+			{"pile", get(v, "messages"), "node_metadata"},
+			{"pile progression", get(v, "messages", "progression"), "metadata"},
+			{"system", get(v, "system"), "node_metadata"},
+		}
+		for i, c := range get(v, "messages", "collections").Elems() {
+			checks = append(checks, struct {
+				what string
+				v    jsonv.Value
+				key  string
+			}{fmt.Sprintf("collections[%d]", i), c, "metadata"})
+		}
+		for _, c := range checks {
+			for _, k := range []string{"metadata", "node_metadata", "meta"} {
+				if c.v.Has(k) != (k == c.key) {
+					t.Errorf("db_meta_key %q: %s has %s: %v, want its metadata under %s only", key, c.what, k, c.v.Has(k), c.key)
+				}
+			}
+		}
 	}
 }
 

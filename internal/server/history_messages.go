@@ -1,11 +1,12 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
-	"context"
-
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/envelope"
@@ -21,7 +22,7 @@ func (s *HistoryServer) SetSystem(ctx context.Context, req *historyv1.SetSystemR
 	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpSetSystem, req.GetRequestId()); err != nil {
 		return nil, err
 	} else if ok {
-		return setSystemResponse(r, req.GetIncludeRendered()), nil
+		return setSystemResponse(r, s.out(!req.GetIncludeRendered())), nil
 	}
 	m, err := messageFromProto("system", req.GetSystem())
 	if err != nil {
@@ -34,11 +35,11 @@ func (s *HistoryServer) SetSystem(ctx context.Context, req *historyv1.SetSystemR
 	if err != nil {
 		return nil, err
 	}
-	return setSystemResponse(res, req.GetIncludeRendered()), nil
+	return setSystemResponse(res, s.out(!req.GetIncludeRendered())), nil
 }
 
-func setSystemResponse(r store.WriteResult, render bool) *historyv1.SetSystemResponse {
-	return &historyv1.SetSystemResponse{System: writtenMessageToProto(r.Message, render), HeadSequence: r.Head}
+func setSystemResponse(r store.WriteResult, out messageOut) *historyv1.SetSystemResponse {
+	return &historyv1.SetSystemResponse{System: out.stored(r.Message), HeadSequence: r.Head}
 }
 
 // AddMessage is add_message (HistoryService.AddMessage).
@@ -50,7 +51,7 @@ func (s *HistoryServer) AddMessage(ctx context.Context, req *historyv1.AddMessag
 	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpAddMessage, req.GetRequestId()); err != nil {
 		return nil, err
 	} else if ok {
-		return addMessageResponse(r, req.GetIncludeRendered()), nil
+		return addMessageResponse(r, s.out(!req.GetIncludeRendered())), nil
 	}
 	in, err := addInputFromProto(req)
 	if err != nil {
@@ -60,13 +61,13 @@ func (s *HistoryServer) AddMessage(ctx context.Context, req *historyv1.AddMessag
 	if err = s.committed("AddMessage", err); err != nil {
 		return nil, factoryError(inputField(req), err)
 	}
-	return addMessageResponse(res, req.GetIncludeRendered()), nil
+	return addMessageResponse(res, s.out(!req.GetIncludeRendered())), nil
 }
 
-func addMessageResponse(r store.WriteResult, render bool) *historyv1.AddMessageResponse {
-	resp := &historyv1.AddMessageResponse{Message: writtenMessageToProto(r.Message, render), Index: uint64(r.Index), HeadSequence: r.Head}
+func addMessageResponse(r store.WriteResult, out messageOut) *historyv1.AddMessageResponse {
+	resp := &historyv1.AddMessageResponse{Message: out.stored(r.Message), Index: uint64(r.Index), HeadSequence: r.Head}
 	if r.Updated != nil {
-		resp.UpdatedRequest = writtenMessageToProto(*r.Updated, render)
+		resp.UpdatedRequest = out.stored(*r.Updated)
 	}
 	return resp
 }
@@ -80,7 +81,7 @@ func (s *HistoryServer) CreateActionResponse(ctx context.Context, req *historyv1
 	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpCreateActionResponse, req.GetRequestId()); err != nil {
 		return nil, err
 	} else if ok {
-		return createActionResponseResponse(r, req.GetIncludeRendered()), nil
+		return createActionResponseResponse(r, s.out(!req.GetIncludeRendered())), nil
 	}
 	in := store.ActionResponseInput{Error: req.Error}
 	if in.Request, err = parseID("action_request_id", req.GetActionRequestId()); err != nil {
@@ -99,13 +100,13 @@ func (s *HistoryServer) CreateActionResponse(ctx context.Context, req *historyv1
 	if err = s.committed("CreateActionResponse", err); err != nil {
 		return nil, factoryError("action_response", err)
 	}
-	return createActionResponseResponse(res, req.GetIncludeRendered()), nil
+	return createActionResponseResponse(res, s.out(!req.GetIncludeRendered())), nil
 }
 
-func createActionResponseResponse(r store.WriteResult, render bool) *historyv1.CreateActionResponseResponse {
-	resp := &historyv1.CreateActionResponseResponse{ActionResponse: writtenMessageToProto(r.Message, render), HeadSequence: r.Head}
+func createActionResponseResponse(r store.WriteResult, out messageOut) *historyv1.CreateActionResponseResponse {
+	resp := &historyv1.CreateActionResponseResponse{ActionResponse: out.stored(r.Message), HeadSequence: r.Head}
 	if r.Updated != nil {
-		resp.ActionRequest = writtenMessageToProto(*r.Updated, render)
+		resp.ActionRequest = out.stored(*r.Updated)
 	}
 	return resp
 }
@@ -124,7 +125,20 @@ func (s *HistoryServer) GetMessage(ctx context.Context, req *historyv1.GetMessag
 	if err != nil {
 		return nil, err
 	}
-	return &historyv1.GetMessageResponse{Message: storedMessageToProto(sm.StoredMessage), HeadSequence: sm.Head}, nil
+	resp := &historyv1.GetMessageResponse{Message: s.out(req.GetOmitRendered()).stored(sm.StoredMessage), HeadSequence: sm.Head}
+	if n := proto.Size(resp); n > s.maxResponse {
+		return nil, messageTooLarge(b, m, n, s.maxResponse)
+	}
+	return resp, nil
+}
+
+// messageTooLarge refuses a read of one message that alone does not fit in the response budget.
+func messageTooLarge(branch, msg uuid.UUID, size, limit int) error {
+	return &responseTooLargeError{
+		what: fmt.Sprintf("message %s", msg), size: size, limit: limit,
+		hint: "read it with omit_rendered, or export the branch with ExportBranchStream",
+		ids:  map[string]string{"branchId": branch.String(), "messageId": msg.String()},
+	}
 }
 
 // ListMessages lists a page of messages (HistoryService.ListMessages).
@@ -144,7 +158,23 @@ func (s *HistoryServer) ListMessages(ctx context.Context, req *historyv1.ListMes
 	if err != nil {
 		return nil, err
 	}
-	return &historyv1.ListMessagesResponse{Messages: storedMessagesToProto(page.Messages), NextPageToken: page.NextPageToken, HeadSequence: page.Head}, nil
+	resp := &historyv1.ListMessagesResponse{NextPageToken: page.NextPageToken, HeadSequence: page.Head}
+	// Converted one at a time and counted as they are (issue 11): the page ends before the first
+	// message that does not fit, and next_page_token continues from it.
+	out, budget := s.out(req.GetOmitRendered()), newPageBudget(s.maxResponse)
+	resp.Messages = make([]*historyv1.Message, 0, len(page.Messages))
+	for i, sm := range page.Messages {
+		pb := out.stored(sm)
+		if n := proto.Size(pb); !budget.add(fieldSize(1, n)) {
+			if i == 0 {
+				return nil, messageTooLarge(b, sm.Message.ID, n+responseFixedBytes, s.maxResponse)
+			}
+			resp.NextPageToken = page.TokenAfter(i)
+			break
+		}
+		resp.Messages = append(resp.Messages, pb)
+	}
+	return resp, nil
 }
 
 // GetLastMessage returns the last message of a view (HistoryService.GetLastMessage).
@@ -163,7 +193,10 @@ func (s *HistoryServer) GetLastMessage(ctx context.Context, req *historyv1.GetLa
 	}
 	resp := &historyv1.GetLastMessageResponse{HeadSequence: sm.Head}
 	if found {
-		resp.Message = storedMessageToProto(sm.StoredMessage)
+		resp.Message = s.out(req.GetOmitRendered()).stored(sm.StoredMessage)
+		if n := proto.Size(resp); n > s.maxResponse {
+			return nil, messageTooLarge(b, sm.Message.ID, n, s.maxResponse)
+		}
 	}
 	return resp, nil
 }
@@ -176,9 +209,7 @@ func (s *HistoryServer) ToChatMessages(ctx context.Context, req *historyv1.ToCha
 	}
 	in := store.ChatInput{Selected: req.GetSelected()}
 	switch req.GetFormat() {
-	case historyv1.ChatFormat_CHAT_FORMAT_UNSPECIFIED, historyv1.ChatFormat_CHAT_FORMAT_LIONAGI:
-	case historyv1.ChatFormat_CHAT_FORMAT_OPENAI:
-		in.Format = store.ChatFormatOpenAI
+	case historyv1.ChatFormat_CHAT_FORMAT_UNSPECIFIED, historyv1.ChatFormat_CHAT_FORMAT_LIONAGI, historyv1.ChatFormat_CHAT_FORMAT_OPENAI:
 	default:
 		return nil, &FieldError{Field: "format", Err: fmt.Errorf("%w: unknown chat format %d", envelope.ErrInvalid, req.GetFormat())}
 	}
@@ -189,22 +220,38 @@ func (s *HistoryServer) ToChatMessages(ctx context.Context, req *historyv1.ToCha
 		}
 		in.Order = &order
 	}
+	in.Unrendered = true // rendered here, one at a time, against the render cap and the budget
 	res, err := s.store.ToChatMessages(ctx, b, in)
 	if err != nil {
 		return nil, err
 	}
-	resp := &historyv1.ToChatMessagesResponse{HeadSequence: res.Head, MessagesJson: string(res.JSON)}
-	for _, e := range res.Entries {
+	if req.GetFormat() == historyv1.ChatFormat_CHAT_FORMAT_OPENAI {
+		return s.openAIChat(b, res) // history_chat_openai.go
+	}
+	resp := &historyv1.ToChatMessagesResponse{HeadSequence: res.Head}
+	budget := newPageBudget(s.maxResponse)
+	for i, e := range res.Entries {
+		chat, err := e.Message.ChatMsgWithin(s.maxRendered)
 		cm, renderErr := &historyv1.ChatMessage{}, ""
-		if e.Err != nil {
-			renderErr = e.Err.Error()
+		if tl, ok := errors.AsType[*envelope.RenderTooLargeError](err); ok {
+			return nil, &renderTooLargeError{branch: b, message: e.MessageID, tl: tl}
+		} else if err != nil {
+			renderErr = err.Error()
 		} else {
-			cm = chatMessageToProto(e.Chat)
+			cm = chatMessageToProto(chat)
 		}
-		if in.Format == store.ChatFormatLionAGI {
-			resp.Messages = append(resp.Messages, cm)
+		id := e.MessageID.String()
+		n := fieldSize(1, proto.Size(cm)) + fieldSize(2, len(id)) + fieldSize(3, len(renderErr))
+		if !budget.add(n) {
+			return nil, &responseTooLargeError{
+				what: fmt.Sprintf("the chat projection of %d messages (message %d, %s, did not fit)", len(res.Entries), i+1, id),
+				size: budget.used + n, limit: s.maxResponse,
+				hint: "project fewer messages with order, or export the branch with ExportBranchStream",
+				ids:  map[string]string{"branchId": b.String(), "messageId": id},
+			}
 		}
-		resp.MessageIds = append(resp.MessageIds, e.MessageID.String())
+		resp.Messages = append(resp.Messages, cm)
+		resp.MessageIds = append(resp.MessageIds, id)
 		resp.RenderErrors = append(resp.RenderErrors, renderErr)
 	}
 	return resp, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/envelope"
@@ -35,7 +36,11 @@ type HistoryServer struct {
 
 	frames       [2]frameCache // WatchBranch frames shared by a commit's watchers: [0] unrendered, [1] rendered
 	encodeFrames bool          // set by RegisterHistory: the Server's codec sends pre-encoded frames
-	maxFrame     int           // the largest WatchBranch frame sent: watchMaxFrameBytes; tests lower it
+	maxFrame     int           // the largest WatchBranch frame sent: the response budget; tests lower it
+
+	// The byte bounds of issue 11 (history_budget.go), from the Server's Limits: the response
+	// budget of unary responses, the render cap of one message, the ImportBranchStream limit.
+	maxResponse, maxRendered, maxImport int
 
 	// streamEnded, when set, is called with the error each WatchBranch handler returns; tests use
 	// it to know that a stream has ended on the server side.
@@ -50,14 +55,28 @@ func NewHistoryServer(st store.Store, logger *zap.Logger, opts ...StreamOption) 
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &HistoryServer{store: st, logger: logger, streams: newStreamConfig(opts), now: time.Now, stopping: make(chan struct{}),
-		maxFrame: watchMaxFrameBytes}
+	hs := &HistoryServer{store: st, logger: logger, streams: newStreamConfig(opts), now: time.Now, stopping: make(chan struct{})}
+	hs.setBounds(DefaultMaxResponseBytes, DefaultMaxRenderedBytes, DefaultMaxImportBytes)
+	return hs
+}
+
+// setBounds sets the response budget (which also bounds WatchBranch frames), the render cap and
+// the import limit.
+func (s *HistoryServer) setBounds(response, rendered, imp int) {
+	s.maxResponse, s.maxFrame, s.maxRendered, s.maxImport = response, response, rendered, imp
+	s.frames[0].maxRendered, s.frames[1].maxRendered = rendered, rendered
+}
+
+// out is how this server converts messages: under its render cap, rendered unless omit.
+func (s *HistoryServer) out(omit bool) messageOut {
+	return messageOut{maxRendered: s.maxRendered, omitRendered: omit}
 }
 
 // RegisterHistory registers the HistoryService handlers over st on s and ends their WatchBranch
 // streams when s shuts down. Call it before s.Serve.
 func RegisterHistory(s *Server, st store.Store, opts ...StreamOption) *HistoryServer {
 	hs := NewHistoryServer(st, s.logger, opts...)
+	hs.setBounds(s.limits.MaxResponseBytes, s.limits.MaxRenderedBytes, s.limits.MaxImportBytes)
 	hs.encodeFrames = true // New installs requestCodec
 	historyv1.RegisterHistoryServiceServer(s.GRPCServer(), hs)
 	s.OnShutdown(hs.EndStreams)
@@ -73,9 +92,13 @@ func RegisterHistory(s *Server, st store.Store, opts ...StreamOption) *HistorySe
 func (s *HistoryServer) EndStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // recall answers a repeated request id from the store's record: ok is true when res holds the
-// first call's result.
+// first call's result. With branch nil the scope is the caller's (ADR-0010).
 func recall[T any](ctx context.Context, st store.Store, branch *uuid.UUID, op store.Op, requestID string) (res T, ok bool, err error) {
-	r, ok, err := st.Recall(ctx, branch, op, requestID)
+	principal := ""
+	if branch == nil {
+		principal = principalFromContext(ctx)
+	}
+	r, ok, err := st.Recall(ctx, principal, branch, op, requestID)
 	if err != nil || !ok {
 		return res, false, err
 	}
@@ -111,7 +134,8 @@ func (s *HistoryServer) CreateBranch(ctx context.Context, req *historyv1.CreateB
 	if err != nil {
 		return nil, err
 	}
-	in := store.CreateBranchInput{ID: id, Name: req.Name, User: req.User, Metadata: meta, SystemSender: req.SystemSender, RequestID: req.GetRequestId()}
+	in := store.CreateBranchInput{ID: id, Name: req.Name, User: req.User, Metadata: meta, SystemSender: req.SystemSender,
+		RequestID: req.GetRequestId(), Principal: principalFromContext(ctx)}
 	if req.GetSystem() != nil {
 		in.System, in.SystemDatetime = systemText(req.GetSystem()), systemDatetime(req.GetSystem())
 	}
@@ -126,7 +150,7 @@ func createBranchResponse(r store.BranchResult) *historyv1.CreateBranchResponse 
 	resp := &historyv1.CreateBranchResponse{Branch: branchToProto(r.Branch)}
 	for _, m := range r.Messages {
 		if m.Message.Kind() == envelope.KindSystem {
-			resp.System = storedMessageToProto(m)
+			resp.System = messageOut{}.stored(m)
 		}
 	}
 	return resp
@@ -152,8 +176,18 @@ func (s *HistoryServer) ListBranches(ctx context.Context, req *historyv1.ListBra
 		return nil, err
 	}
 	resp := &historyv1.ListBranchesResponse{NextPageToken: page.NextPageToken}
-	for _, b := range page.Branches {
-		resp.Branches = append(resp.Branches, branchToProto(b))
+	budget := newPageBudget(s.maxResponse)
+	for i, b := range page.Branches {
+		pb := branchToProto(b)
+		if n := proto.Size(pb); !budget.add(fieldSize(1, n)) {
+			if i == 0 {
+				return nil, &responseTooLargeError{what: fmt.Sprintf("branch %s", b.ID), size: n + responseFixedBytes, limit: s.maxResponse,
+					hint: "its metadata is too large to list; read it with GetBranch", ids: map[string]string{"branchId": b.ID.String()}}
+			}
+			resp.NextPageToken = page.TokenAfter(i)
+			break
+		}
+		resp.Branches = append(resp.Branches, pb)
 	}
 	return resp, nil
 }
@@ -191,7 +225,8 @@ func (s *HistoryServer) ForkBranch(ctx context.Context, req *historyv1.ForkBranc
 	if err != nil {
 		return nil, err
 	}
-	in := store.ForkInput{Source: src, Name: req.Name, ExpectedHead: req.ExpectedHeadSequence, RequestID: req.GetRequestId()}
+	in := store.ForkInput{Source: src, Name: req.Name, ExpectedHead: req.ExpectedHeadSequence,
+		RequestID: req.GetRequestId(), Principal: principalFromContext(ctx)}
 	if req.GetMessageId() != "" {
 		at, err := parseID("message_id", req.GetMessageId())
 		if err != nil {
@@ -220,11 +255,12 @@ func (s *HistoryServer) ImportBranch(ctx context.Context, req *historyv1.ImportB
 	if err != nil {
 		return nil, err
 	}
-	data, err := jsonv.ParseString(req.GetData())
+	data, err := jsonv.ParseDepth([]byte(req.GetData()), store.ImportMaxDepth)
 	if err != nil {
 		return nil, &FieldError{Field: "data", Err: fmt.Errorf("%w: not JSON: %v", envelope.ErrInvalid, err)}
 	}
-	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: data, ID: id, NewID: req.GetNewBranchId(), DBMetaKey: req.GetDbMetaKey(), RequestID: req.GetRequestId()})
+	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: data, ID: id, NewID: req.GetNewBranchId(), DBMetaKey: req.GetDbMetaKey(),
+		RequestID: req.GetRequestId(), Principal: principalFromContext(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -244,6 +280,12 @@ func (s *HistoryServer) ExportBranch(ctx context.Context, req *historyv1.ExportB
 	exp, err := s.store.ExportBranch(ctx, id, mode, req.GetDbMetaKey())
 	if err != nil {
 		return nil, err
+	}
+	// The text's size is known before the text is built (issue 11: never build a response to find
+	// that it is too large).
+	if n := jsonv.EncodedLen(exp.Data) + responseFixedBytes; n > s.maxResponse {
+		return nil, &responseTooLargeError{what: fmt.Sprintf("the export of branch %s", id), size: n, limit: s.maxResponse,
+			hint: "read it with ExportBranchStream", ids: map[string]string{"branchId": id.String()}}
 	}
 	return &historyv1.ExportBranchResponse{Data: exp.Data.String(), HeadSequence: exp.Head}, nil
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -24,14 +23,14 @@ func TestHistoryConvertedMessagesFieldCount(t *testing.T) {
 	checkFieldCounts(t, "history_*.go", []fieldCount{
 		{&historyv1.Branch{}, 12},
 		{&historyv1.AddMessageRequest{}, 14},
-		{&historyv1.InstructionInput{}, 11},
+		{&historyv1.InstructionInput{}, 14},
 		{&historyv1.SystemInput{}, 3},
 		{&historyv1.AssistantResponseInput{}, 2},
 		{&historyv1.ActionRequestInput{}, 2},
 		{&historyv1.ActionOutputInput{}, 3},
 		{&historyv1.CreateBranchRequest{}, 7},
 		{&historyv1.CreateActionResponseRequest{}, 9},
-		{&historyv1.ListMessagesRequest{}, 6},
+		{&historyv1.ListMessagesRequest{}, 7},
 		{&historyv1.ForkBranchRequest{}, 6},
 		{&historyv1.ImportBranchRequest{}, 5},
 		{&historyv1.ToChatMessagesResponse{}, 5},
@@ -41,8 +40,10 @@ func TestHistoryConvertedMessagesFieldCount(t *testing.T) {
 		{&historyv1.DeleteBranchRequest{}, 3},
 		{&historyv1.ExportBranchRequest{}, 3},
 		{&historyv1.SetSystemRequest{}, 5},
-		{&historyv1.GetMessageRequest{}, 2},
-		{&historyv1.GetLastMessageRequest{}, 2},
+		{&historyv1.GetMessageRequest{}, 3},
+		{&historyv1.GetLastMessageRequest{}, 3},
+		{&historyv1.ExportBranchStreamRequest{}, 3},
+		{&historyv1.ImportBranchStreamRequest{}, 5},
 		{&historyv1.ToChatMessagesRequest{}, 4},
 		{&historyv1.ClearMessagesRequest{}, 3},
 		{&historyv1.SetProgressionRequest{}, 4},
@@ -397,9 +398,8 @@ func TestHistoryExpectedHeadMismatch(t *testing.T) {
 }
 
 // TestHistoryMemoryBudget: issue 4: a write past the memory budget is RESOURCE_EXHAUSTED (reason
-// MEMORY_BUDGET_EXCEEDED) and the branch is unchanged. The client sees a fixed message; the figures
-// (server-wide memory use, none of the client's business) are in the call's log line only (review
-// MINOR 9).
+// MEMORY_BUDGET_EXCEEDED) and the branch is unchanged; issue 11: the status carries the figures
+// (request, used and budget bytes) and the flag.
 func TestHistoryMemoryBudget(t *testing.T) {
 	f := newHistoryFixture(t, store.WithMemoryBudget(128<<10))
 	ctx := testContext(t)
@@ -411,17 +411,12 @@ func TestHistoryMemoryBudget(t *testing.T) {
 	if f.export(t, b) != before {
 		t.Error("the refused write changed the branch")
 	}
-	if msg := status.Convert(err).Message(); msg != store.ErrMemoryBudget.Error() {
-		t.Errorf("the client sees %q, want the fixed %q", msg, store.ErrMemoryBudget.Error())
+	md := errorInfoOf(err).GetMetadata()
+	if md["budgetBytes"] != "131072" || md["flag"] != "--memory-budget" || md["usedBytes"] == "" || md["requestBytes"] == "" {
+		t.Errorf("ErrorInfo metadata %v, want the figures of the 131072-byte budget and the flag", md)
 	}
-	var cause string
-	for _, line := range f.ts.logs.FilterMessage("finished call").All() {
-		if c, ok := line.ContextMap()["grpc.error_cause"].(string); ok {
-			cause = c
-		}
-	}
-	if used := strconv.FormatInt(f.st.MemoryUsed(), 10); !strings.Contains(cause, "131072") || !strings.Contains(cause, used) {
-		t.Errorf("the log line's cause %q does not give the figures (used %s of 131072)", cause, used)
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "131072") || !strings.Contains(msg, "--memory-budget") {
+		t.Errorf("the client sees %q, want the figures and the flag", msg)
 	}
 }
 

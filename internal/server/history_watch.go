@@ -105,6 +105,7 @@ func (w *watch) sendCommit(c store.Commit, shared bool) error {
 		md["commitLastSequence"] = strconv.FormatUint(commitLast(c), 10)
 		md["frameBytes"] = strconv.Itoa(size)
 		md["maxFrameBytes"] = strconv.Itoa(w.s.maxFrame)
+		md["flag"] = flagMaxResponseBytes
 		return &streamEndError{md: md, err: fmt.Errorf("%w: the commit of sequences %d to %d takes %d bytes, more than %d; "+
 			"resume after sequence %d (without include_rendered, if set) and read what it wrote with ListMessages",
 			errFrameTooLarge, c[0].CommitFirst, commitLast(c), size, w.s.maxFrame, commitLast(c))}
@@ -173,12 +174,6 @@ func subscribeInput(req *historyv1.WatchBranchRequest) (store.SubscribeInput, er
 	}
 	return in, nil
 }
-
-// watchMaxFrameBytes bounds WatchBranch frames: 4 MiB, the default receive limit of gRPC clients
-// (as exchangeMaxResponseBytes), so that a client that kept its defaults can read every frame. A
-// message written within the request limit fits unless include_rendered doubles it; a fork or
-// import of a large branch may not, and ends the stream with FRAME_TOO_LARGE.
-const watchMaxFrameBytes = 4 << 20
 
 // errFrameTooLarge ends a watch stream whose next commit does not fit in a frame (RESOURCE_EXHAUSTED,
 // FRAME_TOO_LARGE; errors.go).

@@ -31,31 +31,31 @@ func invert[K, V comparable](m map[K]V) map[V]K {
 	return out
 }
 
-// commitFrame converts one commit to a frame; its messages are rendered only with render (the
-// request's include_rendered).
-func commitFrame(c store.Commit, render bool) *historyv1.WatchBranchResponse {
-	return &historyv1.WatchBranchResponse{Frame: &historyv1.WatchBranchResponse_Commit{Commit: commitToProto(c, render)}}
+// commitFrame converts one commit to a frame; its messages are rendered as out says (rendered only
+// with the request's include_rendered, under the render cap).
+func commitFrame(c store.Commit, out messageOut) *historyv1.WatchBranchResponse {
+	return &historyv1.WatchBranchResponse{Frame: &historyv1.WatchBranchResponse_Commit{Commit: commitToProto(c, out)}}
 }
 
 // commitToProto converts a commit: its bounds and its events.
-func commitToProto(c store.Commit, render bool) *historyv1.BranchCommit {
+func commitToProto(c store.Commit, out messageOut) *historyv1.BranchCommit {
 	pb := &historyv1.BranchCommit{
 		FirstSequence: c[0].CommitFirst,
 		LastSequence:  c[len(c)-1].CommitLast,
 		Events:        make([]*historyv1.BranchEvent, len(c)),
 	}
 	for i := range c {
-		pb.Events[i] = eventToProto(&c[i], render)
+		pb.Events[i] = eventToProto(&c[i], out)
 	}
 	return pb
 }
 
 // eventToProto converts an event; its messages carry the event's sequence, the sequence of their
 // last write as of the event.
-func eventToProto(ev *store.Event, render bool) *historyv1.BranchEvent {
+func eventToProto(ev *store.Event, out messageOut) *historyv1.BranchEvent {
 	pb := &historyv1.BranchEvent{Sequence: ev.Sequence, Kind: eventKindToProto[ev.Kind]}
 	if ev.Message != nil {
-		pb.Message = eventMessage(ev.Message, ev.Sequence, render)
+		pb.Message = eventMessage(ev.Message, ev.Sequence, out)
 		if ev.Index >= 0 {
 			pb.Index = proto.Uint64(uint64(ev.Index))
 		}
@@ -66,7 +66,7 @@ func eventToProto(ev *store.Event, render bool) *historyv1.BranchEvent {
 	if len(ev.Messages) > 0 {
 		pb.Messages = make([]*historyv1.Message, len(ev.Messages))
 		for i, m := range ev.Messages {
-			pb.Messages[i] = eventMessage(m, ev.Sequence, render)
+			pb.Messages[i] = eventMessage(m, ev.Sequence, out)
 		}
 	}
 	if ev.Progression != nil {
@@ -78,6 +78,6 @@ func eventToProto(ev *store.Event, render bool) *historyv1.BranchEvent {
 	return pb
 }
 
-func eventMessage(m *envelope.Message, seq uint64, render bool) *historyv1.Message {
-	return writtenMessageToProto(store.StoredMessage{Message: m, Sequence: seq}, render)
+func eventMessage(m *envelope.Message, seq uint64, out messageOut) *historyv1.Message {
+	return out.stored(store.StoredMessage{Message: m, Sequence: seq})
 }

@@ -31,6 +31,8 @@ const (
 // frameCache maps recent commits to their frames.
 type frameCache struct {
 	slots [frameSlots]atomic.Pointer[sharedFrame]
+	// maxRendered is the render cap of the frames' messages (--max-rendered-bytes; 0: the default).
+	maxRendered int
 }
 
 type sharedFrame struct {
@@ -46,15 +48,16 @@ type preEncoded struct{ b []byte }
 // (the server's codec is requestCodec, as in every Server built by New) it is marshalled once and
 // shared; without, each stream converts its own. A cache holds frames of one render setting.
 func (fc *frameCache) frame(c store.Commit, render, encode bool) (any, int) {
+	out := messageOut{maxRendered: fc.maxRendered, omitRendered: !render}
 	if !encode {
-		frame := commitFrame(c, render)
+		frame := commitFrame(c, out)
 		return frame, proto.Size(frame)
 	}
 	slot := &fc.slots[c[0].Sequence%frameSlots]
 	if sf := slot.Load(); sf != nil && sf.first == &c[0] && sf.n == len(c) {
 		return sf.frame, len(sf.frame.b)
 	}
-	frame := commitFrame(c, render)
+	frame := commitFrame(c, out)
 	b, err := proto.Marshal(frame)
 	if err != nil || len(b) > maxSharedFrame {
 		return frame, len(b) // the stream's codec marshals it (and reports the error, if any)

@@ -53,7 +53,7 @@ func TestWatchFrameTooLarge(t *testing.T) {
 		}
 		checkStatus(t, rec.end, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_FRAME_TOO_LARGE, map[string]string{
 			"branchId": b, "lastSequence": strconv.FormatUint(last, 10), "commitLastSequence": strconv.FormatUint(last+1, 10),
-			"frameBytes": metadataValue(rec.end, "frameBytes"), "maxFrameBytes": "65536",
+			"frameBytes": metadataValue(rec.end, "frameBytes"), "maxFrameBytes": "65536", "flag": "--max-response-bytes",
 		})
 		if n, err := strconv.Atoi(metadataValue(rec.end, "frameBytes")); err != nil || n <= 64<<10 {
 			t.Errorf("frameBytes = %d (%v), want over the limit", n, err)
@@ -83,7 +83,7 @@ func TestWatchLargeLiveCommit(t *testing.T) {
 	recvUntil(s, rec, nil)
 	checkStatus(t, rec.end, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_FRAME_TOO_LARGE, map[string]string{
 		"branchId": b, "lastSequence": "2", "commitLastSequence": "3",
-		"frameBytes": metadataValue(rec.end, "frameBytes"), "maxFrameBytes": "65536",
+		"frameBytes": metadataValue(rec.end, "frameBytes"), "maxFrameBytes": "65536", "flag": "--max-response-bytes",
 	})
 }
 

@@ -26,7 +26,12 @@ import (
 //  4. status mapping: whatever the links inside return goes through toStatus, so the logging line
 //     and the metrics show the code the client got.
 //  5. auth (with WithAuthTokens): a call without a valid bearer token stops here, UNAUTHENTICATED;
-//     grpc.health.v1 is exempt.
+//     grpc.health.v1 is exempt. The tap (tap.go) refused such calls already, before their body
+//     was read; this check stays for a call that passed the tap just before a reload revoked its
+//     token.
+//     5a. revocation (streams, with tokens or mutual TLS): registers the stream with its credentials,
+//     so that a reload or a certificate's expiry that invalidates them ends it UNAUTHENTICATED,
+//     TOKEN_REVOKED (revoke.go).
 //  6. stream gauges (with WithMetrics, streams only): open streams and slow-consumer evictions,
 //     counted on the handler's own error.
 //  7. malformed request: a request that did not decode is INVALID_ARGUMENT (malformed.go).
@@ -34,7 +39,7 @@ import (
 //     with the request id.
 //
 // chainOrder names the links in that order; TestChainOrder checks it against interceptorChain.
-var chainOrder = []string{"in flight", "metrics", "request id", "logging", "status", "auth", "stream gauges", "malformed", "recovery"}
+var chainOrder = []string{"in flight", "metrics", "request id", "logging", "status", "auth", "revocation", "stream gauges", "malformed", "recovery"}
 
 // link is one named place of the chain; a link that the configuration turns off is nil.
 type link struct {
@@ -70,6 +75,9 @@ func chainLinks(logger *zap.Logger, o options) []link {
 	)
 	if o.tokens != nil {
 		links = append(links, link{"auth", unaryAuth(o.tokens), streamAuth(o.tokens)})
+	}
+	if o.streams != nil && o.streams.enabled() {
+		links = append(links, link{"revocation", nil, o.streams.interceptor})
 	}
 	if o.metrics != nil {
 		links = append(links, link{"stream gauges", nil, o.metrics.streamGauges()})

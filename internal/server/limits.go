@@ -75,6 +75,23 @@ type Limits struct {
 	// StreamWorkers is the number of long-lived goroutines that serve calls (grpc.NumStreamWorkers);
 	// a call that finds them all busy gets a goroutine of its own. 0: a new goroutine per call.
 	StreamWorkers uint32
+	// MaxConnections is the most client connections open at once; one past it is closed as soon as
+	// it is accepted (connlimit.go).
+	MaxConnections int
+	// MaxInflightBytes bounds the request bytes of the calls in progress: each call reserves
+	// MaxRecvMsgSize when its headers arrive, and one that does not fit is RESOURCE_EXHAUSTED before
+	// its body is read (inflight_budget.go). It must be at least MaxRecvMsgSize.
+	MaxInflightBytes int64
+	// MaxResponseBytes is the response budget (--max-response-bytes): the largest unary response
+	// and stream frame; pages are cut short to fit, a response that cannot be is RESOURCE_EXHAUSTED
+	// (RESPONSE_TOO_LARGE). 0: DefaultMaxResponseBytes.
+	MaxResponseBytes int
+	// MaxRenderedBytes caps one message's rendered text (--max-rendered-bytes); it must not exceed
+	// MaxResponseBytes. 0: DefaultMaxRenderedBytes.
+	MaxRenderedBytes int
+	// MaxImportBytes bounds one ImportBranchStream payload (--max-import-bytes). 0:
+	// DefaultMaxImportBytes.
+	MaxImportBytes int
 }
 
 // DefaultLimits returns the limits a Server has unless WithLimits says otherwise.
@@ -87,6 +104,11 @@ func DefaultLimits() Limits {
 		KeepaliveTimeout:     DefaultKeepaliveTimeout,
 		MaxConnectionIdle:    DefaultMaxConnectionIdle,
 		StreamWorkers:        DefaultStreamWorkers,
+		MaxConnections:       DefaultMaxConnections,
+		MaxInflightBytes:     DefaultMaxInflightBytes,
+		MaxResponseBytes:     DefaultMaxResponseBytes,
+		MaxRenderedBytes:     DefaultMaxRenderedBytes,
+		MaxImportBytes:       DefaultMaxImportBytes,
 	}
 }
 
@@ -108,6 +130,17 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("%w: max connection idle %v: must be positive", ErrInvalidLimits, l.MaxConnectionIdle)
 	case l.MaxConnectionAge < 0 || l.MaxConnectionAgeGrace < 0:
 		return fmt.Errorf("%w: max connection age %v and grace %v: must not be negative", ErrInvalidLimits, l.MaxConnectionAge, l.MaxConnectionAgeGrace)
+	case l.MaxConnections <= 0:
+		return fmt.Errorf("%w: max connections %d: must be positive", ErrInvalidLimits, l.MaxConnections)
+	case l.MaxInflightBytes < int64(l.MaxRecvMsgSize):
+		return fmt.Errorf("%w: max in-flight bytes %d is below the max receive message size %d: no call could start (each reserves the max receive message size)",
+			ErrInvalidLimits, l.MaxInflightBytes, l.MaxRecvMsgSize)
+	case l.MaxResponseBytes < 0 || l.MaxRenderedBytes < 0 || l.MaxImportBytes < 0:
+		return fmt.Errorf("%w: max response bytes %d, max rendered bytes %d and max import bytes %d: must not be negative",
+			ErrInvalidLimits, l.MaxResponseBytes, l.MaxRenderedBytes, l.MaxImportBytes)
+	case l.orDefaults().MaxRenderedBytes > l.orDefaults().MaxResponseBytes:
+		return fmt.Errorf("%w: max rendered bytes %d is above max response bytes %d: a rendering that large could never be sent",
+			ErrInvalidLimits, l.orDefaults().MaxRenderedBytes, l.orDefaults().MaxResponseBytes)
 	}
 	return nil
 }
@@ -170,6 +203,21 @@ func (l Limits) orDefaults() Limits {
 	}
 	if l.MaxConnectionIdle <= 0 {
 		l.MaxConnectionIdle = d.MaxConnectionIdle
+	}
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = d.MaxConnections
+	}
+	if l.MaxInflightBytes < int64(l.MaxRecvMsgSize) {
+		l.MaxInflightBytes = max(d.MaxInflightBytes, int64(l.MaxRecvMsgSize))
+	}
+	if l.MaxResponseBytes <= 0 {
+		l.MaxResponseBytes = d.MaxResponseBytes
+	}
+	if l.MaxRenderedBytes <= 0 {
+		l.MaxRenderedBytes = d.MaxRenderedBytes
+	}
+	if l.MaxImportBytes <= 0 {
+		l.MaxImportBytes = d.MaxImportBytes
 	}
 	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
 	l.MaxConnectionAgeGrace = max(l.MaxConnectionAgeGrace, 0)

@@ -32,6 +32,11 @@ func TestLimitsValidate(t *testing.T) {
 		{"zero idle", func(l *Limits) { l.MaxConnectionIdle = 0 }, false},
 		{"negative age", func(l *Limits) { l.MaxConnectionAge = -time.Second }, false},
 		{"negative grace", func(l *Limits) { l.MaxConnectionAgeGrace = -time.Second }, false},
+		{"zero connections", func(l *Limits) { l.MaxConnections = 0 }, false},
+		// issue 11: "Refuse at start if --max-inflight-bytes < --max-recv-msg-size".
+		{"in-flight budget below one request", func(l *Limits) { l.MaxInflightBytes = int64(l.MaxRecvMsgSize) - 1 }, false},
+		{"in-flight budget of one request", func(l *Limits) { l.MaxInflightBytes = int64(l.MaxRecvMsgSize) }, true},
+		{"large requests need a larger budget", func(l *Limits) { l.MaxRecvMsgSize = 512 << 20 }, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,6 +25,12 @@ type Metrics struct {
 	grpc    *grpcprom.ServerMetrics
 	streams *prometheus.GaugeVec
 	evicted *prometheus.CounterVec
+
+	// Bounds of issue 11 (tap.go, connlimit.go, inflight_budget.go).
+	refusedEarly  *prometheus.CounterVec
+	inflightBytes prometheus.Gauge
+	connsOpen     prometheus.Gauge
+	connsRefused  prometheus.Counter
 }
 
 // NewMetrics returns a registry with the runtime, process, gRPC and stream metrics registered.
@@ -43,11 +49,35 @@ func NewMetrics() *Metrics {
 			Name:      "evicted_subscribers_total",
 			Help:      "Server streams ended with RESOURCE_EXHAUSTED (SUBSCRIBER_TOO_SLOW) because the client did not keep up, by method.",
 		}, []string{"grpc_service", "grpc_method"}),
+		refusedEarly: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace,
+			Name:      "calls_refused_before_read_total",
+			Help:      "Calls refused from their headers, before their body was read, by reason: unauthenticated (no valid bearer token) or inflight_budget (--max-inflight-bytes reserved by calls in progress).",
+		}, []string{"reason"}),
+		inflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace,
+			Name:      "inflight_request_bytes",
+			Help:      "Request bytes reserved now by calls in progress (each reserves --max-recv-msg-size), against --max-inflight-bytes.",
+		}),
+		connsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace,
+			Name:      "connections_open",
+			Help:      "Client connections open now, against --max-connections.",
+		}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace,
+			Name:      "connections_refused_total",
+			Help:      "Client connections closed at once because --max-connections were open.",
+		}),
+	}
+	for _, reason := range []string{"unauthenticated", "inflight_budget"} {
+		m.refusedEarly.WithLabelValues(reason) // a 0 series from the start
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.grpc, m.streams, m.evicted,
+		m.refusedEarly, m.inflightBytes, m.connsOpen, m.connsRefused,
 	)
 	return m
 }
@@ -117,4 +147,32 @@ func splitMethod(fullMethod string) (string, string) {
 		}
 	}
 	return "unknown", fullMethod
+}
+
+// refusedBeforeRead counts a call the tap refused, for reason; a nil m counts nothing.
+func (m *Metrics) refusedBeforeRead(reason string) {
+	if m != nil {
+		m.refusedEarly.WithLabelValues(reason).Inc()
+	}
+}
+
+// inflightChanged adds delta to the reserved in-flight bytes; a nil m does nothing.
+func (m *Metrics) inflightChanged(delta int64) {
+	if m != nil {
+		m.inflightBytes.Add(float64(delta))
+	}
+}
+
+// connectionOpened adds delta (1 or -1) to the open connections; a nil m does nothing.
+func (m *Metrics) connectionOpened(delta int) {
+	if m != nil {
+		m.connsOpen.Add(float64(delta))
+	}
+}
+
+// connectionRefused counts a connection closed past the cap; a nil m counts nothing.
+func (m *Metrics) connectionRefused() {
+	if m != nil {
+		m.connsRefused.Inc()
+	}
 }

@@ -36,8 +36,9 @@ func (m *Metrics) WatchStore(s StoreStats) error {
 
 // WatchExchange adds the Exchange metrics of x: historyd_exchange_owners,
 // historyd_exchange_queued_messages, historyd_exchange_inbox_messages,
-// historyd_exchange_dead_letters, historyd_exchange_dead_lettered_total and
-// historyd_exchange_subscribers, read from x.Stats() at each scrape.
+// historyd_exchange_dead_letters, historyd_exchange_dead_lettered_total,
+// historyd_exchange_subscribers, historyd_exchange_used_bytes and historyd_exchange_budget_bytes,
+// read from x.Stats() at each scrape.
 func (m *Metrics) WatchExchange(x ExchangeStats) error {
 	return m.reg.Register(&snapshotCollector[exchange.Stats]{
 		stats: x.Stats,
@@ -48,6 +49,8 @@ func (m *Metrics) WatchExchange(x ExchangeStats) error {
 			gauge("exchange_dead_letters", "Dead letters held now, across owners.", func(st exchange.Stats) float64 { return float64(st.DeadLetters) }),
 			counter("exchange_dead_lettered_total", "Messages Collect turned into dead letters (unknown or departed recipient, full inbox, ...).", func(st exchange.Stats) float64 { return float64(st.DeadLettered) }),
 			gauge("exchange_subscribers", "Live inbox subscriptions (SubscribeInbox streams).", func(st exchange.Stats) float64 { return float64(st.Subscribers) }),
+			gauge("exchange_used_bytes", "The Exchange's estimate of the bytes of mail it holds (outboxes, inboxes, dead letters, remembered request ids), charged against --exchange-max-bytes.", func(st exchange.Stats) float64 { return float64(st.Bytes) }),
+			gauge("exchange_budget_bytes", "The Exchange's byte budget, --exchange-max-bytes (0: no limit).", func(st exchange.Stats) float64 { return float64(st.ByteBudget) }),
 		},
 	})
 }

@@ -21,7 +21,8 @@ func (f *fakeExchange) Stats() exchange.Stats { return f.st }
 func TestDomainMetrics(t *testing.T) {
 	m := NewMetrics()
 	fs := &fakeStore{st: store.Stats{Branches: 2, Messages: 7, Watchers: 1, MemoryUsed: 4096, MemoryBudget: 1 << 30}}
-	fx := &fakeExchange{st: exchange.Stats{Owners: 3, Queued: 4, Inbox: 5, DeadLetters: 6, DeadLettered: 8, Subscribers: 2}}
+	fx := &fakeExchange{st: exchange.Stats{Owners: 3, Queued: 4, Inbox: 5, DeadLetters: 6, DeadLettered: 8, Subscribers: 2,
+		Bytes: 12345, ByteBudget: 1 << 28}}
 	if err := m.WatchStore(fs); err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +37,7 @@ func TestDomainMetrics(t *testing.T) {
 		"historyd_store_memory_used_bytes": 4096, "historyd_store_memory_budget_bytes": 1 << 30,
 		"historyd_exchange_owners": 3, "historyd_exchange_queued_messages": 4, "historyd_exchange_inbox_messages": 5,
 		"historyd_exchange_dead_letters": 6, "historyd_exchange_dead_lettered_total": 8, "historyd_exchange_subscribers": 2,
+		"historyd_exchange_used_bytes": 12345, "historyd_exchange_budget_bytes": 1 << 28,
 	}
 	for name, v := range want {
 		if got, ok := metricValue(t, m, name, nil); !ok || got != v {

@@ -52,9 +52,10 @@ func metricValue(t *testing.T, m *Metrics, name string, want map[string]string) 
 	return 0, false
 }
 
-// TestMetricsCountCalls: the gRPC server metrics count every call by method and the code the client
-// got, refused ones included, and every registered method has its series from the start (issue 7
-// "Metrics").
+// TestMetricsCountCalls: the gRPC server metrics count every call that reaches the chain by method
+// and the code the client got, refused ones included, and every registered method has its series
+// from the start (issue 7 "Metrics"). A call without a token is refused by the tap before the chain
+// (issue 11 "auth before bytes") and counted in historyd_calls_refused_before_read_total instead.
 func TestMetricsCountCalls(t *testing.T) {
 	m := NewMetrics()
 	ts := newTestServer(t, registerProbe, WithMetrics(m), WithAuthTokens(mustTokens(t, testToken)))
@@ -76,13 +77,16 @@ func TestMetricsCountCalls(t *testing.T) {
 	}
 	_ = callProbeUnary(ctx, ts.conn, "field")
 	_ = callProbeUnary(testContext(t), ts.conn, "ok") // no token
-	for code, want := range map[codes.Code]float64{codes.OK: 3, codes.InvalidArgument: 1, codes.Unauthenticated: 1} {
+	for code, want := range map[codes.Code]float64{codes.OK: 3, codes.InvalidArgument: 1, codes.Unauthenticated: 0} {
 		if v, _ := metricValue(t, m, "grpc_server_handled_total", labels(code)); v != want {
 			t.Errorf("handled %v = %v, want %v", code, v, want)
 		}
 	}
-	if v, _ := metricValue(t, m, "grpc_server_handling_seconds", map[string]string{"grpc_method": "Unary"}); v != 5 {
-		t.Errorf("handling-time histogram count = %v, want 5", v)
+	if v, _ := metricValue(t, m, "grpc_server_handling_seconds", map[string]string{"grpc_method": "Unary"}); v != 4 {
+		t.Errorf("handling-time histogram count = %v, want 4", v)
+	}
+	if v, _ := metricValue(t, m, "historyd_calls_refused_before_read_total", map[string]string{"reason": "unauthenticated"}); v != 1 {
+		t.Errorf("refused before read (unauthenticated) = %v, want 1", v)
 	}
 }
 

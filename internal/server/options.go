@@ -21,8 +21,10 @@ type options struct {
 	tls         *TLS     // tls.go; nil: plaintext
 	metrics     *Metrics // metrics.go; nil: no metrics
 
-	inflight *inflight   // inflight.go; set by New, which owns it
-	logger   *zap.Logger // set by New: TLS handshake failures are logged to it (tls_log.go)
+	inflight *inflight    // inflight.go; set by New, which owns it
+	tap      *callTap     // tap.go; set by New
+	streams  *openStreams // revoke.go; set by New
+	logger   *zap.Logger  // set by New: TLS handshake failures are logged to it (tls_log.go)
 }
 
 func defaultOptions() options {

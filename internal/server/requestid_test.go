@@ -7,7 +7,9 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -124,15 +126,18 @@ func waitLogLine(t *testing.T, ts *testServer) {
 	}
 }
 
-// TestRequestIDOnRefusedCall: a call refused before its handler (no token) still gets its request
-// id back, so a client can quote it when it reports the failure.
+// TestRequestIDOnRefusedCall: a call refused before its handler (a request that does not decode)
+// still gets its request id back, so a client can quote it when it reports the failure. (A call the
+// tap refuses from its headers, for a missing token or the in-flight budget, never reaches the chain
+// and gets none: its trailers-only answer carries the status alone; ADR-0009.)
 func TestRequestIDOnRefusedCall(t *testing.T) {
-	ts := newTestServer(t, registerProbe, WithAuthTokens(mustTokens(t, testToken)))
+	ts := newTestServer(t, registerProbe)
 	var header metadata.MD
 	ctx := metadata.AppendToOutgoingContext(testContext(t), RequestIDHeader, "refused-1")
-	err := ts.conn.Invoke(ctx, probeUnaryMethod, structpb.NewStringValue("ok"), new(structpb.Value), grpc.Header(&header))
-	if err == nil {
-		t.Fatal("a call without a token succeeded")
+	req, resp := []byte{0xff, 0xff, 0xff, 0xff}, []byte(nil)
+	err := ts.conn.Invoke(ctx, probeUnaryMethod, &req, &resp, grpc.ForceCodec(rawCodec{}), grpc.Header(&header))
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a malformed request: %v, want INVALID_ARGUMENT", err)
 	}
 	if got := header.Get(RequestIDHeader); len(got) != 1 || got[0] != "refused-1" {
 		t.Errorf("response header %s = %q, want [refused-1]", RequestIDHeader, got)

@@ -29,6 +29,10 @@ type Server struct {
 	health      *healthServer
 	metrics     *Metrics // nil without WithMetrics
 	inflight    *inflight
+	tap         *callTap
+	streams     *openStreams
+	unwatch     func() // stops streams listening to credential reloads
+	limits      Limits // with defaults in place of zeros; RegisterHistory reads the byte bounds
 
 	mu    sync.Mutex
 	hooks []func()
@@ -46,6 +50,16 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 	}
 	o.inflight = newInflight()
 	o.logger = logger
+	o.limits = o.limits.orDefaults()
+	per := int64(o.limits.MaxRecvMsgSize)
+	o.tap = &callTap{
+		tokens:  o.tokens,
+		budget:  newInflightBudget(o.limits.MaxInflightBytes, per, flagMaxInflightBytes, o.metrics.inflightChanged),
+		health:  newInflightBudget(healthInflightCalls*per, per, flagMaxInflightBytes, nil),
+		metrics: o.metrics,
+	}
+	var unwatch func()
+	o.streams, unwatch = newOpenStreams(o.tokens, o.tls)
 	unary, stream := interceptorChain(logger, o)
 	gs := grpc.NewServer(append(serverOptions(o, unary, stream), grpc.StatsHandler(&unchainedLogger{logger: logger}))...)
 	registerTestHooks(gs)   // only in binaries built with the historyd_testhook tag
@@ -59,6 +73,10 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 		health:      hs,
 		metrics:     o.metrics,
 		inflight:    o.inflight,
+		limits:      o.limits,
+		tap:         o.tap,
+		streams:     o.streams,
+		unwatch:     unwatch,
 	}
 }
 
@@ -81,12 +99,15 @@ func (s *Server) OnShutdown(f func()) {
 }
 
 // Serve accepts connections on lis until Shutdown is called, and then returns nil; any other
-// return is a serving failure. Serve takes ownership of lis and closes it.
+// return is a serving failure. Serve takes ownership of lis and closes it. At most
+// Limits.MaxConnections connections are open at once; those past it are closed as they come
+// (connlimit.go).
 func (s *Server) Serve(lis net.Listener) error {
 	if s.metrics != nil {
 		s.metrics.initialize(s.grpc)
 	}
-	err := s.grpc.Serve(lis)
+	s.tap.learnMethods(s.grpc)
+	err := s.grpc.Serve(limitConnections(lis, s.limits.MaxConnections, s.metrics))
 	if errors.Is(err, grpc.ErrServerStopped) {
 		// Shutdown ran before Serve started (a stop signal right after start): grpc closed lis,
 		// and the server stopped as asked.
@@ -103,6 +124,7 @@ func (s *Server) Serve(lis net.Listener) error {
 // once.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.health.shutdown()
+	s.unwatch()
 
 	s.mu.Lock()
 	hooks := s.hooks

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 )
@@ -26,6 +28,9 @@ type TLSFiles struct {
 type TLS struct {
 	files TLSFiles
 	state atomic.Pointer[tlsState]
+
+	mu        sync.Mutex
+	listeners map[*func()]struct{} // run after each successful Reload (revoke.go)
 }
 
 type tlsState struct {
@@ -62,7 +67,63 @@ func (t *TLS) Reload() error {
 		st.clientCAs = pool
 	}
 	t.state.Store(st)
+	t.mu.Lock()
+	fs := make([]func(), 0, len(t.listeners))
+	for f := range t.listeners {
+		fs = append(fs, *f)
+	}
+	t.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 	return nil
+}
+
+// onReload adds f to what runs, synchronously, after each successful Reload; remove takes it off.
+// f must not block.
+func (t *TLS) onReload(f func()) (remove func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.listeners == nil {
+		t.listeners = map[*func()]struct{}{}
+	}
+	key := &f
+	t.listeners[key] = struct{}{}
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		delete(t.listeners, key)
+	}
+}
+
+// verifyClient checks a client certificate chain (the leaf first, then the intermediates the
+// client sent) as the handshake would, against the client CAs loaded last, at now. It returns ""
+// when it verifies, "expired" when the leaf is past its NotAfter, and "untrusted" otherwise.
+func (t *TLS) verifyClient(chain []*x509.Certificate, now time.Time) string {
+	if now.After(chain[0].NotAfter) {
+		return "expired"
+	}
+	st := t.state.Load()
+	if st.clientCAs == nil {
+		return ""
+	}
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	_, err := chain[0].Verify(x509.VerifyOptions{
+		Roots:         st.clientCAs,
+		Intermediates: inter,
+		CurrentTime:   now,
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if err != nil {
+		if ie, ok := errors.AsType[x509.CertificateInvalidError](err); ok && ie.Reason == x509.Expired {
+			return "expired"
+		}
+		return "untrusted"
+	}
+	return ""
 }
 
 // MutualTLS reports whether clients must present a certificate.

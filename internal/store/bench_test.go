@@ -230,3 +230,43 @@ func BenchmarkSubscribeLoopWriter(b *testing.B) {
 	<-done
 	b.ReportMetric(float64(subscribes)/float64(b.N), "subscribes/op")
 }
+
+// BenchmarkHeapPerRequest reports the heap bytes one remembered request id costs (ADR-0010: "keep
+// what a repeat needs, no more"), next to its budget charge: the same DefaultRequestMax
+// AddMessage calls (1 KB instructions, ids of 8 bytes) on one branch with and without request
+// ids; the difference is the records.
+func BenchmarkHeapPerRequest(b *testing.B) {
+	const n = store.DefaultRequestMax
+	ctx := context.Background()
+	run := func(withIDs bool) (heap, budget int64) {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		st := store.NewMemory(store.WithMemoryBudget(0))
+		res, err := st.CreateBranch(ctx, store.CreateBranchInput{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			var opts store.WriteOptions
+			if withIDs {
+				opts.RequestID = "req-" + strconv.FormatInt(int64(10_000_000+i), 36)
+			}
+			if _, err := st.AddMessage(ctx, res.Branch.ID, store.AddInput{Factory: store.Factory{
+				Instruction: jsonv.StringValue(kilobyteText),
+			}}, opts); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(st)
+		return int64(after.HeapAlloc) - int64(before.HeapAlloc), st.MemoryUsed()
+	}
+	for b.Loop() {
+		heapWith, budgetWith := run(true)
+		heapWithout, budgetWithout := run(false)
+		b.ReportMetric(float64(heapWith-heapWithout)/n, "heap-B/request")
+		b.ReportMetric(float64(budgetWith-budgetWithout)/n, "budget-B/request")
+	}
+}

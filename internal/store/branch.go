@@ -56,11 +56,19 @@ type branch struct {
 	deleted bool
 	head    uint64
 
-	system  *version
-	msgs    map[uuid.UUID]*version
-	entries []uuid.UUID
-	views   [numViews][]int32 // positions into entries, per view (ViewAll unused)
-	epoch   uint64            // incremented by every clear
+	system *version
+	msgs   map[uuid.UUID]*version
+	// ranks order the Pile's collections as LionAGI's dict does (issue 13
+	// item 1): a message gets the next rank when it is inserted or
+	// re-inserted (add_message of a present message excludes and inserts
+	// it; set_system inserts the new System), and keeps it when changed in
+	// place (an ActionRequest linked to its response). Export writes
+	// collections by rank, the progression in conversation order.
+	ranks    map[uuid.UUID]uint64
+	nextRank uint64
+	entries  []uuid.UUID
+	views    [numViews][]int32 // positions into entries, per view (ViewAll unused)
+	epoch    uint64            // incremented by every clear
 
 	selected *Progression // the selected progression; nil when unset
 	selEpoch uint64       // incremented by every change of selected
@@ -80,6 +88,7 @@ func newBranch(m *Memory, id uuid.UUID, createdAt float64) *branch {
 		pile:        elementID{uuid.New(), createdAt},
 		prog:        elementID{uuid.New(), createdAt},
 		msgs:        map[uuid.UUID]*version{},
+		ranks:       map[uuid.UUID]uint64{},
 		log:         eventLog{max: m.opts.retention},
 		subs:        map[*Subscription]struct{}{},
 	}
@@ -145,6 +154,9 @@ type placement struct {
 	// excluded is the previous system, removed when a new system takes
 	// index 0 (ADR-0006 D3 "Single system").
 	excluded *version
+	// inPlace marks a change LionAGI makes to the object in place, which
+	// keeps its collections rank (a request's action_response_id).
+	inPlace bool
 }
 
 // plan validates writing msg with D3's rules: a System takes index 0 (in
@@ -195,6 +207,7 @@ func (m *Memory) apply(b *branch, p placement, seq uint64, size int64) *version 
 		v.pos = -1
 		if p.excluded != nil {
 			delete(b.msgs, p.excluded.msg.ID)
+			delete(b.ranks, p.excluded.msg.ID)
 			if b.selected != nil {
 				for i, id := range b.selected.Order {
 					if id == p.excluded.msg.ID {
@@ -219,6 +232,10 @@ func (m *Memory) apply(b *branch, p placement, seq uint64, size int64) *version 
 		}
 	}
 	b.msgs[p.msg.ID] = v
+	if _, ranked := b.ranks[p.msg.ID]; !ranked || !p.inPlace {
+		b.ranks[p.msg.ID] = b.nextRank
+		b.nextRank++
+	}
 	return v
 }
 

@@ -46,7 +46,10 @@ func (in *interp) managerCall(mg *manager, call, as string, args, kwargs jsonv.V
 			for _, e := range p.Elems() {
 				id, ok := in.idArg(e)
 				if !ok {
-					return jsonv.Value{}, fmt.Errorf("%s (%s is not an id)", store.InvalidProgressionMessage, e)
+					// The typed Go API cannot carry a value that is not an id: a
+					// fresh UUID stands for it, a member of no branch, and
+					// ToChatMessages itself must refuse it.
+					id = uuid.New()
 				}
 				ids = append(ids, id)
 			}
@@ -209,65 +212,4 @@ func (in *interp) hook(spec jsonv.Value) store.Observer {
 		}
 		return nil
 	}
-}
-
-func (in *interp) progressionCall(p *store.Progression, call string, args jsonv.Value) (jsonv.Value, error) {
-	a := args.Elems()
-	ids := func(v jsonv.Value) []uuid.UUID {
-		if v.Kind() == jsonv.Array {
-			var out []uuid.UUID
-			for _, e := range v.Elems() {
-				out = append(out, in.uuidArg(e))
-			}
-			return out
-		}
-		return []uuid.UUID{in.uuidArg(v)}
-	}
-	idResult := func(id uuid.UUID, err error) (jsonv.Value, error) {
-		if err != nil {
-			return jsonv.Value{}, err
-		}
-		return jsonv.StringValue(id.String()), nil
-	}
-	switch call {
-	case "include":
-		return jsonv.BoolValue(p.Include(ids(a[0])...)), nil
-	case "append":
-		p.Append(ids(a[0])...)
-		return jsonv.NullValue(), nil
-	case "exclude":
-		return jsonv.BoolValue(p.Exclude(ids(a[0])...)), nil
-	case "insert":
-		i, _ := a[0].Int64()
-		p.Insert(int(i), ids(a[1])...)
-		return jsonv.NullValue(), nil
-	case "index":
-		i, err := p.Index(in.uuidArg(a[0]))
-		return jsonv.IntValue(int64(i)), err
-	case "pop":
-		i := int64(-1)
-		if len(a) > 0 {
-			i, _ = a[0].Int64()
-		}
-		return idResult(p.Pop(int(i)))
-	case "popleft":
-		return idResult(p.PopLeft())
-	case "__getitem__":
-		i, _ := a[0].Int64()
-		return idResult(p.Get(int(i)))
-	case "__bool__":
-		return jsonv.BoolValue(p.Len() > 0), nil
-	case "__contains__":
-		var want []uuid.UUID
-		for _, v := range []jsonv.Value{a[0]} {
-			if v.Kind() == jsonv.String { // a plain string is not an id: never contained
-				return jsonv.BoolValue(false), nil
-			}
-			want = ids(v)
-		}
-		return jsonv.BoolValue(p.Contains(want...)), nil
-	case "remove":
-		return jsonv.NullValue(), p.Remove(ids(a[0])...)
-	}
-	return jsonv.Value{}, fmt.Errorf("test harness: Progression.%s", call)
 }

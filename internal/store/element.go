@@ -50,9 +50,12 @@ func decodeElement(v jsonv.Value, class, metaKey string) (uuid.UUID, float64, js
 	id := uuid.New()
 	if iv, ok := v.Get("id"); ok {
 		s, isStr := iv.Str()
-		parsed, valid := envelope.ParseID(s)
+		parsed, valid, err := envelope.ParseElementID(s)
 		if !isStr || !valid {
 			return uuid.UUID{}, 0, jsonv.Value{}, fieldErr("id", envelope.ErrInvalid, "invalid UUID %s", iv)
+		}
+		if err != nil {
+			return uuid.UUID{}, 0, jsonv.Value{}, &envelope.FieldError{Field: "id", Msg: err.Error(), Err: err}
 		}
 		id = parsed
 	}

@@ -199,15 +199,29 @@ func (e *SequenceError) ErrorMetadata() map[string]string {
 	return md
 }
 
-// BudgetError reports a write refused by the memory budget. Its text gives
-// the store-wide figures, for the operator's log; internal/server sends a
-// client only ErrMemoryBudget's text.
+// BudgetError reports a write refused by the memory budget, with the
+// figures a client needs to tell what was exceeded and by how much (issue 11:
+// every RESOURCE_EXHAUSTED names its figures and the flag that sets them).
 type BudgetError struct {
 	Need, Used, Budget int64
 }
 
+// FlagMemoryBudget is the historyd flag that sets the memory budget.
+const FlagMemoryBudget = "--memory-budget"
+
 func (e *BudgetError) Error() string {
-	return fmt.Sprintf("%v: the write needs %d bytes, %d of %d are in use", ErrMemoryBudget, e.Need, e.Used, e.Budget)
+	return fmt.Sprintf("%v: the write needs %d bytes, %d of %d are in use (%s)", ErrMemoryBudget, e.Need, e.Used, e.Budget, FlagMemoryBudget)
+}
+
+// ErrorMetadata gives the figures as ErrorInfo metadata: requestBytes (what
+// the write needs), usedBytes, budgetBytes and flag.
+func (e *BudgetError) ErrorMetadata() map[string]string {
+	return map[string]string{
+		"requestBytes": strconv.FormatInt(e.Need, 10),
+		"usedBytes":    strconv.FormatInt(e.Used, 10),
+		"budgetBytes":  strconv.FormatInt(e.Budget, 10),
+		"flag":         FlagMemoryBudget,
+	}
 }
 
 // Unwrap returns ErrMemoryBudget.

@@ -39,6 +39,11 @@ type Factory struct {
 	// from_response parses (ADR-0006 D2; DESIGN.md "Branches").
 	AssistantResponse jsonv.Value
 	AssistantMsg      *envelope.Message
+	// AssistantRaw marks AssistantResponse as a raw provider response (the
+	// wire's raw_response_json): it goes through AssistantResponse.
+	// from_response exactly, a JSON string included, and a falsy recipient
+	// becomes "user" (issue 13 item 4).
+	AssistantRaw bool
 
 	// Action inputs.
 	ActionFunction  jsonv.Value
@@ -308,6 +313,9 @@ func CreateAssistantResponse(f *Factory) (*envelope.Message, error) {
 		return m.Update(obj(member("sender", f.Sender), member("recipient", f.Recipient)))
 	}
 	v := f.AssistantResponse
+	if f.AssistantRaw {
+		return fromResponse(f)
+	}
 	if !v.Truthy() {
 		return newMessage(envelope.KindAssistantResponse, jsonv.ObjectValue(), f)
 	}
@@ -319,6 +327,24 @@ func CreateAssistantResponse(f *Factory) (*envelope.Message, error) {
 		return nil, err
 	}
 	return newMessage(envelope.KindAssistantResponse, jsonv.ObjectValue(member("assistant_response", jsonv.StringValue(text))), f,
+		member("metadata", jsonv.ObjectValue(member("model_response", raw))))
+}
+
+// fromResponse is LionAGI 0.27's AssistantResponse.from_response (commit
+// 669ea9b5): the text parse_assistant_response extracts, the raw value (a
+// string too; a list of several stays a list) in metadata.model_response,
+// and `recipient or MessageRole.USER`, so an absent, null or empty
+// recipient is "user" (issue 13 item 4).
+func fromResponse(f *Factory) (*envelope.Message, error) {
+	text, raw, err := envelope.ParseAssistantResponse(f.AssistantResponse)
+	if err != nil {
+		return nil, err
+	}
+	g := *f
+	if !g.Recipient.Truthy() {
+		g.Recipient = jsonv.StringValue(string(envelope.RoleUser))
+	}
+	return newMessage(envelope.KindAssistantResponse, jsonv.ObjectValue(member("assistant_response", jsonv.StringValue(text))), &g,
 		member("metadata", jsonv.ObjectValue(member("model_response", raw))))
 }
 

@@ -19,7 +19,7 @@ import (
 // 0.27's Branch.clone, the copy has exactly one system (a recorded
 // "differs").
 func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, error) {
-	if r, ok, err := m.recallGlobal(OpForkBranch, in.RequestID); err != nil || ok {
+	if r, ok, err := m.recallCreated(in.Principal, OpForkBranch, in.RequestID); err != nil || ok {
 		return r, err
 	}
 	src, err := m.readLocked(in.Source)
@@ -70,7 +70,7 @@ func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, erro
 	if selected != nil {
 		b.selected = NewProgression(selected, nil)
 	}
-	return m.publish(b, OpForkBranch, in.RequestID)
+	return m.publish(b, OpForkBranch, in.Principal, in.RequestID)
 }
 
 // forkSource is what ForkBranch reads under the source's read lock: the

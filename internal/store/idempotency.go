@@ -15,32 +15,30 @@ const (
 	DefaultRequestMax = 10_000
 )
 
-// DefaultRequestCap is how many request ids the memory backend remembers
-// in all scopes together; past it the oldest are forgotten first. Every
-// branch is a scope of its own, so without a store-wide cap a client that
-// writes to many branches could make the store remember without bound.
-// Remembered responses are charged to the memory budget (see
-// requestOverhead), so the cap bounds their number, not their bytes: at
-// 100,000 the bookkeeping alone is some 50 MB, 5% of the default budget.
-const DefaultRequestCap = 100_000
-
 // requestOverhead is the budget charge of one remembered request beyond
-// the messages it keeps and its id: the entry, its map slot, its two queue
-// slots and the boxed result.
+// its id, its principal and what its result holds beyond the messages it
+// keeps: the entry, its map slot, its two queue slots and the boxed
+// result. BenchmarkHeapPerRequest measures 381 bytes of heap for an
+// AddMessage's record with a 9-byte id (ADR-0010), charged 521: the charge
+// is on the safe side.
 const requestOverhead = 512
 
-// requestScope names an idempotency scope (DESIGN.md "Branches"): the
-// writes of one branch incarnation, the deletes of one branch id, or, both
-// zero, the server-wide scope of the calls that create a branch. An
+// requestScope names an idempotency scope (DESIGN.md "Branches", ADR-0010):
+// the writes of one branch incarnation, the deletes of one branch id, or,
+// both zero, the calls that create a branch (create, import, fork) made
+// by one principal (the caller's token; "" on a server without auth). An
 // incarnation is made with the branch, so a branch deleted and created
-// again under its id starts with nothing remembered.
+// again under its id starts with nothing remembered; creating it also
+// forgets the deletes of its id, so the new branch's deletes start afresh.
 type requestScope struct {
 	incarnation uuid.UUID
 	deleteOf    uuid.UUID
+	principal   string
 }
 
-// serverScope is the scope of CreateBranch, ImportBranch and ForkBranch.
-var serverScope requestScope
+// creatorScope is the scope of a principal's CreateBranch, ImportBranch
+// and ForkBranch.
+func creatorScope(principal string) requestScope { return requestScope{principal: principal} }
 
 func branchScope(b *branch) requestScope    { return requestScope{incarnation: b.incarnation} }
 func deleteScope(id uuid.UUID) requestScope { return requestScope{deleteOf: id} }
@@ -62,12 +60,14 @@ type cachedRequest struct {
 	// branch lets them go (a clear, a replacement, the log's eviction, a
 	// delete).
 	versions []*version
-	charge   int64 // requestOverhead, the id and what result holds beyond versions
+	charge   int64 // requestOverhead, the id, the principal and what result holds beyond versions
 	gone     bool  // forgotten; still in the queues until they pass it
 }
 
 // requestQueue is a queue of entries, oldest first, from head; gone
-// entries are skipped when they reach the front.
+// entries are skipped when they reach the front, and swept out once they
+// are most of the queue, so a queue holds at most about twice its live
+// entries whatever order they are forgotten in.
 type requestQueue struct {
 	items []*cachedRequest
 	head  int
@@ -77,6 +77,9 @@ type requestQueue struct {
 func (q *requestQueue) push(e *cachedRequest) {
 	q.items = append(q.items, e)
 	q.live++
+	if n := len(q.items); n > 64 && (n-q.head > 2*q.live || 2*q.head > n) {
+		q.sweep()
+	}
 }
 
 // front returns the oldest entry not forgotten, nil when there is none.
@@ -92,15 +95,26 @@ func (q *requestQueue) front() *cachedRequest {
 	return nil
 }
 
-// compact drops the consumed prefix once it is most of the queue.
-func (q *requestQueue) compact() {
-	if q.head > 1024 && q.head*2 > len(q.items) {
-		q.items = append([]*cachedRequest(nil), q.items[q.head:]...)
-		q.head = 0
+// sweep drops the consumed prefix and the forgotten entries into a new,
+// smaller array; a sweep follows at least as many forgets or front
+// advances as it keeps entries, so its cost is O(1) per forget.
+func (q *requestQueue) sweep() {
+	kept := make([]*cachedRequest, 0, q.live+q.live/2)
+	for _, e := range q.items[q.head:] {
+		if !e.gone {
+			kept = append(kept, e)
+		}
 	}
+	q.items, q.head = kept, 0
 }
 
 // requestCache remembers the request ids of every scope of a Memory store.
+// Scopes are isolated (ADR-0010): an id is forgotten when it is older than
+// the ttl, when its scope has remembered max newer ones, or when its scope
+// goes (a deleted branch's writes), never because of another scope's
+// traffic. What bounds the whole is the memory budget, which every record
+// is charged to: a record that does not fit refuses its write.
+//
 // Its lock is a leaf: it is taken under the store lock or a branch lock
 // and takes no other, so the repeat check and the write it guards stay
 // atomic under the lock that orders that scope's writes.
@@ -108,16 +122,15 @@ type requestCache struct {
 	mu     sync.Mutex
 	ttl    time.Duration
 	max    int // per scope
-	cap    int // all scopes
 	budget *budget
 	byKey  map[requestKey]*cachedRequest
-	all    requestQueue                   // every entry, oldest first
+	all    requestQueue                   // every entry, oldest first: the ttl's order
 	scopes map[requestScope]*requestQueue // each scope's entries, oldest first
 }
 
 func newRequestCache(o options, bud *budget) *requestCache {
 	return &requestCache{
-		ttl: o.requestTTL, max: o.requestMax, cap: o.requestCap, budget: bud,
+		ttl: o.requestTTL, max: o.requestMax, budget: bud,
 		byKey: map[requestKey]*cachedRequest{}, scopes: map[requestScope]*requestQueue{},
 	}
 }
@@ -151,19 +164,45 @@ type response struct {
 	extra    int64
 }
 
+// recordCharge is what remembering id in scope with extra bytes beyond
+// its versions is charged (0 without an id: nothing is remembered).
+func recordCharge(scope requestScope, id string, extra int64) int64 {
+	if id == "" {
+		return 0
+	}
+	return requestOverhead + int64(len(id)+len(scope.principal)) + extra
+}
+
+// reserve charges the budget for the record of a write about to be made,
+// before it is made: a record that does not fit refuses the write with a
+// *BudgetError, as a message that does not fit does, so a full budget
+// never makes the store forget a live id early. The caller gives the
+// charge back with release when the write fails, or hands it to put.
+func (c *requestCache) reserve(scope requestScope, id string, extra int64) (int64, error) {
+	n := recordCharge(scope, id, extra)
+	if n == 0 {
+		return 0, nil
+	}
+	if err := c.budget.reserve(n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// release gives back a reservation whose write failed.
+func (c *requestCache) release(charge int64) { c.budget.release(charge) }
+
 // put remembers the response of a successful request, holding its
-// versions and charging the rest. The write has been made, so the charge
-// is never refused; the budget counts it, and later writes meet it.
-func (c *requestCache) put(now time.Time, scope requestScope, op Op, id string, r response) {
+// versions; charge is what reserve charged for it. The oldest id of the
+// scope is forgotten past the per-scope bound, and every id past the ttl.
+func (c *requestCache) put(now time.Time, scope requestScope, op Op, id string, r response, charge int64) {
 	if id == "" {
 		return
 	}
-	e := &cachedRequest{key: requestKey{scope, id}, op: op, at: now, result: r.result, versions: r.versions,
-		charge: requestOverhead + int64(len(id)) + r.extra}
+	e := &cachedRequest{key: requestKey{scope, id}, op: op, at: now, result: r.result, versions: r.versions, charge: charge}
 	for _, v := range e.versions {
 		v.refs.Add(1)
 	}
-	c.budget.used.Add(e.charge)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -181,8 +220,20 @@ func (c *requestCache) put(now time.Time, scope requestScope, op Op, id string, 
 	if q.live > c.max {
 		c.forget(q.front())
 	}
-	q.compact()
 	c.expire(now)
+}
+
+// putFreeing remembers the response of a write that gives back more than
+// its record costs (a delete: the branch's own charge alone exceeds it),
+// so its charge is taken without asking the budget: a full budget must
+// not refuse the call that empties it.
+func (c *requestCache) putFreeing(now time.Time, scope requestScope, op Op, id string, r response) {
+	charge := recordCharge(scope, id, r.extra)
+	if charge == 0 {
+		return
+	}
+	c.budget.used.Add(charge)
+	c.put(now, scope, op, id, r, charge)
 }
 
 // forgetScope forgets every id of a scope (a deleted branch's writes).
@@ -200,17 +251,17 @@ func (c *requestCache) forgetScope(scope requestScope) {
 	}
 }
 
-// expire forgets the entries older than the ttl, and the oldest beyond
-// the store-wide cap (c.mu held).
+// expire forgets the entries older than the ttl, in every scope (c.mu
+// held). It is the only eviction across scopes, and it never forgets an
+// id within the window.
 func (c *requestCache) expire(now time.Time) {
 	for {
 		e := c.all.front()
-		if e == nil || len(c.byKey) <= c.cap && now.Sub(e.at) < c.ttl {
+		if e == nil || now.Sub(e.at) < c.ttl {
 			break
 		}
 		c.forget(e)
 	}
-	c.all.compact()
 }
 
 // forget drops one entry: its versions and charge go back (c.mu held).

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -63,33 +65,68 @@ func TestRememberedResponsesAreCharged(t *testing.T) {
 	}
 }
 
-// TestRequestCap (review B1): past WithRequestCap request ids in all
-// scopes together, the oldest are forgotten first, whichever branch they
-// belong to.
-func TestRequestCap(t *testing.T) {
+// TestRequestQueuesStayCompact (ADR-0010): with no store-wide cap, the
+// bookkeeping of forgotten ids must not pile up either: a scope written
+// far past its bound, and ids expiring from the middle of many scopes,
+// leave the store charged for the live records only, and its heap near
+// what those cost.
+func TestRequestQueuesStayCompact(t *testing.T) {
 	ctx := context.Background()
-	m := store.NewMemory(store.WithRequestCap(3))
-	add := func(b uuid.UUID) store.WriteResult {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	const perScope = 100
+	m := store.NewMemory(store.WithClock(clock), store.WithRequestWindow(time.Minute, perScope), store.WithEventRetention(1))
+	a, err := m.CreateBranch(ctx, store.CreateBranchInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.CreateBranch(ctx, store.CreateBranchInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An id of another scope, older than every other and live throughout: the forgotten ids of b
+	// pile up behind it in the ttl's queue unless they are swept.
+	if _, err := m.SetProgression(ctx, a.Branch.ID, nil, store.WriteOptions{RequestID: "keep"}); err != nil {
+		t.Fatal(err)
+	}
+	base := m.MemoryUsed()
+	write := func(id string) {
 		t.Helper()
-		res, err := m.AddMessage(ctx, b, store.AddInput{Factory: store.Factory{Instruction: jsonv.StringValue("i")}}, store.WriteOptions{RequestID: "r"})
-		if err != nil {
+		if _, err := m.SetProgression(ctx, b.Branch.ID, nil, store.WriteOptions{RequestID: id}); err != nil {
 			t.Fatal(err)
 		}
-		return res
 	}
-	var branches []uuid.UUID
-	for range 5 {
-		res, err := m.CreateBranch(ctx, store.CreateBranchInput{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		branches = append(branches, res.Branch.ID)
-		add(res.Branch.ID)
+	for i := range 200 {
+		write(fmt.Sprint("warm", i))
 	}
-	if add(branches[0]).Replayed {
-		t.Error("the oldest request id is still remembered past the store-wide cap")
+	full := m.MemoryUsed() // perScope records, the scope's queue at its bound
+	before := heapAlloc()
+	for i := range 200_000 {
+		write(fmt.Sprint("r", i))
 	}
-	if !add(branches[4]).Replayed {
-		t.Error("the newest request id was forgotten")
+	grown := heapAlloc() - before
+	if used := m.MemoryUsed(); used != full {
+		t.Errorf("MemoryUsed = %d after 200,000 more ids in one scope, want %d (its %d live records)", used, full, perScope)
 	}
+	if grown > 1<<20 {
+		t.Errorf("heap grew by %d bytes while the scope stayed at its bound of %d ids", grown, perScope)
+	}
+	if res, err := m.SetProgression(ctx, a.Branch.ID, nil, store.WriteOptions{RequestID: "keep"}); err != nil || !res.Replayed {
+		t.Errorf("the other scope's id = %+v, %v; want remembered", res, err)
+	}
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	write("last")
+	if used, want := m.MemoryUsed()-base, full-base; used >= want {
+		t.Errorf("after the ttl the store holds %d bytes of records, want less than %d", used, want)
+	}
+}
+
+func heapAlloc() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }

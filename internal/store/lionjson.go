@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -21,13 +23,63 @@ type imported struct {
 	messages  []*envelope.Message // replayed in order through the D3 rules
 	paths     []string            // each message's place in the request ("data[2]")
 	selected  *Progression
-	pile      *elementID
-	prog      *elementID
+	// collRank is each message's index in the collections it came in
+	// (a Pile's dict order), which it keeps as its rank (issue 13 item 1).
+	collRank map[uuid.UUID]uint64
+	pile     *elementID
+	prog     *elementID
 }
 
 func (im *imported) add(m *envelope.Message, path string) {
 	im.messages = append(im.messages, m)
 	im.paths = append(im.paths, path)
+}
+
+// ImportMaxDepth bounds the nesting of an ImportBranch document. Every
+// value a write accepts nests at most jsonv.MaxDepth levels from its own
+// root; an export puts each such value at most exportWrapDepth levels below
+// the document's top (Branch, messages, collections, a message, content or
+// metadata, a list such as prompt_context), so the document limit is the
+// value limit plus that: whatever any path in accepted, export then import
+// accepts again, and the values inside an import are held to the same
+// jsonv.MaxDepth (checked in ImportBranch) as AddMessage's (issue 13 item 7).
+const ImportMaxDepth = jsonv.MaxDepth + exportWrapDepth
+
+// exportWrapDepth is how deep an export nests a message's values:
+// data.messages.collections[i] is 3 levels down, and a value is at most
+// messageValueDepth below its message.
+const exportWrapDepth = 3 + messageValueDepth
+
+// messageValueDepth is how deep a message dict nests a value below it:
+// content.prompt_context[j] is 3 levels down. A message whose values each
+// nest at most jsonv.MaxDepth (what every write accepts) nests at most
+// jsonv.MaxDepth+messageValueDepth.
+const messageValueDepth = 3
+
+// checkMessageDepth holds an imported message dict to the nesting every
+// write path accepts (issue 13 item 7).
+func checkMessageDepth(msg jsonv.Value, field string) error {
+	if d := depth(msg); d > jsonv.MaxDepth+messageValueDepth {
+		return fieldErr(field, envelope.ErrInvalid, "nesting deeper than %d levels inside a message", jsonv.MaxDepth)
+	}
+	return nil
+}
+
+// depth is how many levels v nests below itself (a scalar is 0). The parser
+// bounds it, so the recursion is bounded.
+func depth(v jsonv.Value) int {
+	d := 0
+	switch v.Kind() {
+	case jsonv.Array:
+		for _, e := range v.Elems() {
+			d = max(d, 1+depth(e))
+		}
+	case jsonv.Object:
+		for _, m := range v.Members() {
+			d = max(d, 1+depth(m.Value))
+		}
+	}
+	return d
 }
 
 // parseImport reads the three shapes ImportBranch accepts (DESIGN.md
@@ -58,6 +110,9 @@ func (im *imported) addList(v jsonv.Value, field string) error {
 			continue
 		}
 		path := field + "[" + strconv.Itoa(i) + "]"
+		if err := checkMessageDepth(e, path); err != nil {
+			return err
+		}
 		m, err := envelope.DecodeWith(e, envelope.DecodeOptions{MetaKey: im.metaKey})
 		if err != nil {
 			return prefixErr(path, err)
@@ -137,9 +192,18 @@ func (im *imported) addPile(v jsonv.Value, field string) error {
 		if e.Kind() != jsonv.Object {
 			return fieldErr(f, envelope.ErrInvalid, "must be a message object, got %s", e.Kind())
 		}
+		if err := checkMessageDepth(e, f); err != nil {
+			return err
+		}
 		m, err := envelope.DecodeWith(e, envelope.DecodeOptions{MetaKey: im.metaKey})
 		if err != nil {
 			return prefixErr(f, err)
+		}
+		if _, seen := byID[m.ID]; !seen {
+			if im.collRank == nil {
+				im.collRank = map[uuid.UUID]uint64{}
+			}
+			im.collRank[m.ID] = uint64(i) // a dict keeps a repeated key's first place
 		}
 		byID[m.ID] = len(list.messages)
 		list.add(m, f)
@@ -200,8 +264,10 @@ type exportSource struct {
 	pile, prog elementID
 	versions   []*version // the full order
 	system     *version
-	selected   *Progression // a copy; nil when none is set
-	head       uint64
+	// collections are versions in collections order (by rank).
+	collections []*version
+	selected    *Progression // a copy; nil when none is set
+	head        uint64
 }
 
 // exportSource reads what encode writes. Branch read lock held.
@@ -210,6 +276,8 @@ func (b *branch) exportSource() exportSource {
 		id: b.id, createdAt: b.createdAt, metadata: b.metadata, name: b.name, user: b.user,
 		pile: b.pile, prog: b.prog, system: b.system, head: b.head, versions: b.versions(b.order()),
 	}
+	src.collections = slices.Clone(src.versions)
+	slices.SortStableFunc(src.collections, func(x, y *version) int { return cmp.Compare(b.ranks[x.msg.ID], b.ranks[y.msg.ID]) })
 	if b.selected != nil {
 		src.selected = b.selected.Clone()
 	}
@@ -220,20 +288,34 @@ func (b *branch) exportSource() exportSource {
 // {id, created_at, metadata (with current_progression when a selected
 // progression is set, and lion_class), user, name, messages: the Pile
 // with its progression, system}; no chat_model (historyd has none).
+//
+// In db mode only the top of each to_dict(mode="db") call is renamed, as
+// LionAGI 0.27 does (Branch.to_dict and Pile's field serializers, commit
+// 669ea9b5): the Branch's metadata goes under dbMetaKey; the Pile and the
+// system are written by to_dict(mode) without the key, so under
+// node_metadata; the Pile's collections and its progression are written by
+// a plain to_dict(), so under metadata (issue 13 item 6).
 func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value, error) {
-	coll := make([]jsonv.Value, len(s.versions))
+	inner := mode // collections and the Pile's progression
+	if mode == envelope.ModeDB {
+		inner = envelope.ModeJSON
+	}
+	coll := make([]jsonv.Value, len(s.collections))
 	order := make([]uuid.UUID, len(s.versions))
-	for i, v := range s.versions {
-		enc, err := v.msg.Encode(mode, dbMetaKey)
+	for i, v := range s.collections {
+		enc, err := v.msg.Encode(inner, "")
 		if err != nil {
 			return jsonv.Value{}, err
 		}
-		coll[i], order[i] = enc, v.msg.ID
+		coll[i] = enc
+	}
+	for i, v := range s.versions {
+		order[i] = v.msg.ID
 	}
 	prog := Progression{ID: s.prog.id, CreatedAt: s.prog.createdAt, Metadata: jsonv.ObjectValue(), Order: order}
-	pile := encodeElement(s.pile.id, s.pile.createdAt, jsonv.ObjectValue(), envelope.ClassPile, mode, dbMetaKey,
+	pile := encodeElement(s.pile.id, s.pile.createdAt, jsonv.ObjectValue(), envelope.ClassPile, mode, "",
 		jsonv.Member{Key: "collections", Value: jsonv.ArrayValue(coll...)},
-		jsonv.Member{Key: "progression", Value: prog.Encode(mode, dbMetaKey)},
+		jsonv.Member{Key: "progression", Value: prog.Encode(inner, "")},
 		jsonv.Member{Key: "strict_type", Value: jsonv.BoolValue(false)})
 	meta := s.metadata
 	if s.selected != nil {
@@ -245,7 +327,7 @@ func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value,
 		{Key: "messages", Value: pile},
 	}
 	if s.system != nil {
-		sys, err := s.system.msg.Encode(mode, dbMetaKey)
+		sys, err := s.system.msg.Encode(mode, "")
 		if err != nil {
 			return jsonv.Value{}, err
 		}

@@ -58,7 +58,6 @@ type options struct {
 	retention  int
 	requestTTL time.Duration
 	requestMax int
-	requestCap int
 	subBuffer  int
 	maxSubs    int
 	now        func() time.Time
@@ -82,13 +81,6 @@ func WithEventRetention(n int) Option {
 // remembers (default DefaultRequestTTL and DefaultRequestMax).
 func WithRequestWindow(ttl time.Duration, maxRequests int) Option {
 	return func(o *options) { o.requestTTL, o.requestMax = ttl, max(maxRequests, 1) }
-}
-
-// WithRequestCap sets how many request ids the store remembers in all
-// scopes together (default DefaultRequestCap); past it the oldest are
-// forgotten first, whatever their scope.
-func WithRequestCap(n int) Option {
-	return func(o *options) { o.requestCap = max(n, 1) }
 }
 
 // WithSubscriberBuffer sets the default number of commits a subscription
@@ -117,7 +109,6 @@ func NewMemory(opts ...Option) *Memory {
 		retention:  DefaultEventRetention,
 		requestTTL: DefaultRequestTTL,
 		requestMax: DefaultRequestMax,
-		requestCap: DefaultRequestCap,
 		subBuffer:  DefaultSubscriberBuffer,
 		maxSubs:    DefaultMaxSubscriptions,
 		now:        time.Now,
@@ -192,11 +183,11 @@ func compareIDs(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }
 
 // Recall returns a remembered result (Store.Recall). It takes no branch
 // lock: a branch's scope is its incarnation, which never changes.
-func (m *Memory) Recall(_ context.Context, branchID *uuid.UUID, op Op, requestID string) (any, bool, error) {
+func (m *Memory) Recall(_ context.Context, principal string, branchID *uuid.UUID, op Op, requestID string) (any, bool, error) {
 	if requestID == "" {
 		return nil, false, nil
 	}
-	scope := serverScope
+	scope := creatorScope(principal)
 	switch {
 	case op == OpDeleteBranch:
 		if branchID == nil {
@@ -214,10 +205,10 @@ func (m *Memory) Recall(_ context.Context, branchID *uuid.UUID, op Op, requestID
 	return m.requests.get(m.opts.now(), scope, op, requestID)
 }
 
-// recallGlobal returns a remembered result of the server-wide scope,
-// marked as replayed.
-func (m *Memory) recallGlobal(op Op, requestID string) (BranchResult, bool, error) {
-	r, ok, err := m.requests.get(m.opts.now(), serverScope, op, requestID)
+// recallCreated returns a remembered result of a principal's
+// branch-creating calls, marked as replayed.
+func (m *Memory) recallCreated(principal string, op Op, requestID string) (BranchResult, bool, error) {
+	r, ok, err := m.requests.get(m.opts.now(), creatorScope(principal), op, requestID)
 	if err != nil || !ok {
 		return BranchResult{}, false, err
 	}

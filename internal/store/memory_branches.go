@@ -70,8 +70,9 @@ func (m *Memory) discard(b *branch) {
 
 // publish records BRANCH_CREATED and makes the branch visible; a repeat of
 // the request id returns the first result instead and an id taken in the
-// meantime is ErrBranchExists (b is then discarded).
-func (m *Memory) publish(b *branch, op Op, requestID string) (BranchResult, error) {
+// meantime is ErrBranchExists (b is then discarded). The record of the
+// request id is charged first: one that does not fit refuses the create.
+func (m *Memory) publish(b *branch, op Op, principal, requestID string) (BranchResult, error) {
 	versions := b.versions(b.order())
 	msgs := make([]*envelope.Message, len(versions))
 	res := BranchResult{Messages: make([]StoredMessage, len(versions))}
@@ -84,9 +85,15 @@ func (m *Memory) publish(b *branch, op Op, requestID string) (BranchResult, erro
 	m.record(b, []logEntry{{ev: Event{Sequence: 1, Kind: EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}, versions: versions}})
 	res.Branch = b.info()
 	kept := branchResponse(res, b.system) // before b is visible to others
-
-	first, err := m.register(b, op, requestID, res, kept)
+	scope := creatorScope(principal)
+	charge, err := m.requests.reserve(scope, requestID, kept.extra)
+	if err != nil {
+		m.discard(b)
+		return BranchResult{}, err
+	}
+	first, err := m.register(b, op, scope, requestID, res, kept, charge)
 	if err != nil || first.Replayed {
+		m.requests.release(charge)
 		m.discard(b)
 	}
 	return first, err
@@ -95,11 +102,13 @@ func (m *Memory) publish(b *branch, op Op, requestID string) (BranchResult, erro
 // register puts a built branch in the map and remembers kept under its
 // request id, under the store lock; a repeat of the request id returns
 // the first result (Replayed) and an id taken in the meantime is
-// ErrBranchExists.
-func (m *Memory) register(b *branch, op Op, requestID string, res BranchResult, kept response) (BranchResult, error) {
+// ErrBranchExists. The new branch is a new scope: the deletes remembered
+// for an earlier branch of its id are forgotten (issue 13 item 13), as
+// that branch's writes were when it was deleted.
+func (m *Memory) register(b *branch, op Op, scope requestScope, requestID string, res BranchResult, kept response, charge int64) (BranchResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if first, ok, err := m.recallGlobal(op, requestID); err != nil || ok {
+	if first, ok, err := m.recallCreated(scope.principal, op, requestID); err != nil || ok {
 		return first, err
 	}
 	if _, taken := m.branches[b.id]; taken {
@@ -107,7 +116,11 @@ func (m *Memory) register(b *branch, op Op, requestID string, res BranchResult, 
 	}
 	m.branches[b.id] = b
 	m.insertID(b.id)
-	m.requests.put(m.opts.now(), serverScope, op, requestID, kept)
+	// A branch made under the id of a deleted one is another branch: the
+	// deleted one's DeleteBranch request ids no longer answer for the id
+	// (issue 11, issue 13 item 13).
+	m.requests.forgetScope(deleteScope(b.id))
+	m.requests.put(m.opts.now(), scope, op, requestID, kept, charge)
 	return res, nil
 }
 
@@ -117,7 +130,7 @@ func (m *Memory) register(b *branch, op Op, requestID string, res BranchResult, 
 // SystemSender, else User, else "system"; recipient: the branch id), then a
 // pre-built system with set_system.
 func (m *Memory) CreateBranch(_ context.Context, in CreateBranchInput) (BranchResult, error) {
-	if r, ok, err := m.recallGlobal(OpCreateBranch, in.RequestID); err != nil || ok {
+	if r, ok, err := m.recallCreated(in.Principal, OpCreateBranch, in.RequestID); err != nil || ok {
 		return r, err
 	}
 	if in.SystemMessage != nil && in.SystemMessage.Kind() != envelope.KindSystem {
@@ -132,7 +145,7 @@ func (m *Memory) CreateBranch(_ context.Context, in CreateBranchInput) (BranchRe
 		m.discard(b)
 		return BranchResult{}, err
 	}
-	return m.publish(b, OpCreateBranch, in.RequestID)
+	return m.publish(b, OpCreateBranch, in.Principal, in.RequestID)
 }
 
 func (m *Memory) seedCreate(b *branch, in CreateBranchInput) error {
@@ -168,7 +181,7 @@ func (m *Memory) seedCreate(b *branch, in CreateBranchInput) error {
 
 // ImportBranch creates a branch from LionAGI JSON (Store.ImportBranch).
 func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, error) {
-	if r, ok, err := m.recallGlobal(OpImportBranch, in.RequestID); err != nil || ok {
+	if r, ok, err := m.recallCreated(in.Principal, OpImportBranch, in.RequestID); err != nil || ok {
 		return r, err
 	}
 	im, err := parseImport(in.Data, in.DBMetaKey)
@@ -196,6 +209,21 @@ func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, 
 			return BranchResult{}, err
 		}
 	}
+	if im.collRank != nil { // the collections order the import came with (issue 13 item 1)
+		b.nextRank = 0
+		for id := range b.ranks {
+			if r, ok := im.collRank[id]; ok {
+				b.ranks[id] = r
+				b.nextRank = max(b.nextRank, r+1)
+			}
+		}
+		for id, r := range b.ranks { // none expected: every message came from the collections
+			if _, ok := im.collRank[id]; !ok {
+				b.ranks[id] = b.nextRank + r
+			}
+		}
+		b.nextRank += uint64(len(b.ranks))
+	}
 	if im.selected != nil {
 		if err := b.checkMembers("data.metadata.current_progression.order", im.selected.Order, true); err != nil {
 			m.discard(b)
@@ -203,7 +231,7 @@ func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, 
 		}
 		b.selected = im.selected
 	}
-	return m.publish(b, OpImportBranch, in.RequestID)
+	return m.publish(b, OpImportBranch, in.Principal, in.RequestID)
 }
 
 // DeleteBranch deletes a branch (Store.DeleteBranch): BRANCH_DELETED is its
@@ -268,7 +296,7 @@ func (m *Memory) markDeleted(b *branch, scope requestScope, opts WriteOptions) (
 	m.recordEvent(b, Event{Kind: EventBranchDeleted}, eventOverhead)
 	b.deleted = true
 	res := DeleteResult{BranchID: b.id, LastSequence: b.head}
-	m.requests.put(m.opts.now(), scope, OpDeleteBranch, opts.RequestID, response{result: res})
+	m.requests.putFreeing(m.opts.now(), scope, OpDeleteBranch, opts.RequestID, response{result: res})
 	return res, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/envelope"
-	"github.com/historyd/historyd/internal/envelope/jsonv"
 )
 
 // GetBranch describes a branch (Store.GetBranch).
@@ -64,6 +63,11 @@ func (m *Memory) ListBranches(_ context.Context, size int, token string) (Branch
 	}
 	if more && len(page) > 0 {
 		out.NextPageToken = pageToken{Scope: "branches", Query: "id", After: page[len(page)-1].id.String()}.encode()
+	}
+	if len(out.Branches) > 0 {
+		out.TokenAfter = func(n int) string {
+			return pageToken{Scope: "branches", Query: "id", After: out.Branches[n-1].ID.String()}.encode()
+		}
 	}
 	return out, nil
 }
@@ -145,9 +149,16 @@ func (m *Memory) ListMessages(_ context.Context, branchID uuid.UUID, in ListInpu
 		next = t.Next
 	}
 	page := MessagePage{Head: b.head, Messages: make([]StoredMessage, 0, min(int64(size), hi-lo+1))}
+	var after []int64 // after[i]: the position that follows the page's message i
 	for ; next >= lo && next <= hi && len(page.Messages) < size; next += step {
 		if v, ok := at(next); ok {
 			page.Messages = append(page.Messages, v.stored())
+			after = append(after, next+step)
+		}
+	}
+	if len(after) > 0 {
+		page.TokenAfter = func(n int) string {
+			return pageToken{Scope: scope, Query: query, Epoch: epoch, Next: after[n-1]}.encode()
 		}
 	}
 	// The system slot may be empty; it is the last position of a
@@ -209,21 +220,11 @@ func (m *Memory) ToChatMessages(_ context.Context, branchID uuid.UUID, in ChatIn
 	}
 	m.unlocked()
 	out := ChatResult{Head: head, Entries: make([]ChatEntry, len(vs))}
-	if in.Format == ChatFormatOpenAI {
-		msgs := make([]*envelope.Message, len(vs))
-		for i, v := range vs {
-			msgs[i] = v.msg
-		}
-		arr, errs := envelope.OpenAIMessages(msgs)
-		for i, v := range vs {
-			out.Entries[i] = ChatEntry{MessageID: v.msg.ID, Err: errs[i]}
-		}
-		out.JSON = jsonv.Marshal(arr)
-		return out, nil
-	}
 	for i, v := range vs {
-		chat, err := v.msg.ChatMsg()
-		out.Entries[i] = ChatEntry{MessageID: v.msg.ID, Chat: chat, Err: err}
+		out.Entries[i] = ChatEntry{MessageID: v.msg.ID, Message: v.msg}
+		if !in.Unrendered {
+			out.Entries[i].Chat, out.Entries[i].Err = v.msg.ChatMsg()
+		}
 	}
 	return out, nil
 }

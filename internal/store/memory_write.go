@@ -58,11 +58,18 @@ func (m *Memory) commit(b *branch, op Op, opts WriteOptions, fn mutation) (Write
 	if err := b.checkHead(opts); err != nil {
 		return WriteResult{}, nil, nil, err
 	}
-	w, err := fn(b)
+	// The record is charged before the write: one that does not fit
+	// refuses the write, never an id remembered elsewhere (ADR-0010).
+	charge, err := m.requests.reserve(scope, opts.RequestID, 0)
 	if err != nil {
 		return WriteResult{}, nil, nil, err
 	}
-	m.requests.put(now, scope, op, opts.RequestID, response{result: w.res, versions: w.versions})
+	w, err := fn(b)
+	if err != nil {
+		m.requests.release(charge)
+		return WriteResult{}, nil, nil, err
+	}
+	m.requests.put(now, scope, op, opts.RequestID, response{result: w.res, versions: w.versions}, charge)
 	if w.added == nil {
 		return w.res, nil, nil, nil
 	}
@@ -226,6 +233,7 @@ func (m *Memory) commitCreated(b *branch, c Created, field string) (written, err
 			if err != nil {
 				return written{}, err
 			}
+			rp.inPlace = true // LionAGI links the request in place: it keeps its collections rank
 			ps = append(ps, rp)
 		}
 	}
@@ -275,6 +283,11 @@ func (m *Memory) ClearMessages(ctx context.Context, branchID uuid.UUID, opts Wri
 			}
 		}
 		b.msgs = kept
+		ranks := map[uuid.UUID]uint64{}
+		if b.system != nil {
+			ranks[b.system.msg.ID] = b.ranks[b.system.msg.ID]
+		}
+		b.ranks = ranks
 		b.entries = nil
 		b.views = [numViews][]int32{}
 		b.epoch++

@@ -64,14 +64,14 @@ type Store interface {
 	ToChatMessages(ctx context.Context, branch uuid.UUID, in ChatInput) (ChatResult, error)
 
 	// Recall returns the result a request id already produced for op on a
-	// branch (branch nil: the server-wide scope of create, import and fork;
-	// for OpDeleteBranch, branch is the branch deleted), so that callers can
+	// branch (branch nil: principal's scope of create, import and fork,
+	// ADR-0010; for OpDeleteBranch, branch is the branch deleted), so that callers can
 	// answer a repeat before validating it (DESIGN.md: "The repeat check
 	// comes before any other check"). The writes themselves check again,
 	// atomically. A request id that another op used is ErrRequestIDReused.
 	// A remembered BranchResult carries only the branch's system in
 	// Messages, the one message a response returns.
-	Recall(ctx context.Context, branch *uuid.UUID, op Op, requestID string) (result any, ok bool, err error)
+	Recall(ctx context.Context, principal string, branch *uuid.UUID, op Op, requestID string) (result any, ok bool, err error)
 
 	// Observe adds a message-added observer to a branch and returns the
 	// function that removes it (ADR-0006 D4).

@@ -169,8 +169,12 @@ type CreateBranchInput struct {
 	// Messages are pre-built initial messages, added in order with D3's
 	// add-or-replace rule.
 	Messages []*envelope.Message
-	// RequestID makes the create idempotent server-wide.
+	// RequestID makes the create idempotent in Principal's scope.
 	RequestID string
+	// Principal names the caller whose scope RequestID is remembered in
+	// (ADR-0010: one scope per principal for create, import and fork; ""
+	// is the one scope of a server without auth).
+	Principal string
 }
 
 // ImportInput are the arguments of ImportBranch.
@@ -186,7 +190,10 @@ type ImportInput struct {
 	// custom one (ExportBranch's dbMetaKey); node_metadata and metadata are
 	// read too, this key first.
 	DBMetaKey string
+	// RequestID makes the import idempotent in Principal's scope.
 	RequestID string
+	// Principal is the caller's idempotency scope (CreateBranchInput).
+	Principal string
 }
 
 // ForkInput are the arguments of ForkBranch.
@@ -200,7 +207,10 @@ type ForkInput struct {
 	// ExpectedHead, when not nil, must equal the source's head sequence, so
 	// that a fork copies the history the caller saw.
 	ExpectedHead *uint64
-	RequestID    string
+	// RequestID makes the fork idempotent in Principal's scope.
+	RequestID string
+	// Principal is the caller's idempotency scope (CreateBranchInput).
+	Principal string
 }
 
 // AddInput is what AddMessage writes: either the factory inputs of
@@ -267,12 +277,20 @@ type MessagePage struct {
 	// NextPageToken continues the listing; empty at the end.
 	NextPageToken string
 	Head          uint64
+	// TokenAfter returns the token that continues the listing after the
+	// page's first n messages (0 < n < len(Messages)), for a reader that
+	// cuts the page short (issue 11: the response budget). Nil on an empty
+	// page.
+	TokenAfter func(n int) string
 }
 
 // BranchPage is one page of branches, in id order.
 type BranchPage struct {
 	Branches      []BranchInfo
 	NextPageToken string
+	// TokenAfter returns the token that continues the listing after the
+	// page's first n branches (0 < n < len(Branches)), as MessagePage's.
+	TokenAfter func(n int) string
 }
 
 // ChatInput selects the order ToChatMessages projects (ADR-0006 D3 "Raw
@@ -284,21 +302,12 @@ type ChatInput struct {
 	// Selected projects the selected progression (when Order is nil); one
 	// that is set but empty projects nothing, as an empty Order does.
 	Selected bool
-	// Format is the projection's shape (issue 19); the zero value is
-	// LionAGI's.
-	Format ChatFormat
+	// Unrendered leaves the rendering to the caller: the entries carry
+	// their Message and no Chat (issue 11: the server renders them one at
+	// a time against its render cap and response budget, instead of
+	// holding every rendering at once).
+	Unrendered bool
 }
-
-// ChatFormat is the shape of a chat projection.
-type ChatFormat uint8
-
-const (
-	// ChatFormatLionAGI is LionAGI's to_chat_msgs: ChatEntry.Chat per message.
-	ChatFormatLionAGI ChatFormat = iota
-	// ChatFormatOpenAI is the messages array of OpenAI's Chat Completions
-	// API (envelope.OpenAIMessages), in ChatResult.JSON.
-	ChatFormatOpenAI
-)
 
 // ChatEntry is one message's chat projection; Err is set (and Chat zero)
 // when the message cannot be rendered, as LionAGI's chat_msg is None.
@@ -306,15 +315,14 @@ type ChatEntry struct {
 	MessageID uuid.UUID
 	Chat      envelope.ChatMessage
 	Err       error
+	// Message is the message projected (always set; shared, never changed).
+	Message *envelope.Message
 }
 
 // ChatResult is what ToChatMessages returns.
 type ChatResult struct {
 	Entries []ChatEntry
 	Head    uint64
-	// JSON is the projection as JSON text for ChatFormatOpenAI (the entries
-	// then carry the message ids and render errors, and no Chat).
-	JSON []byte
 }
 
 // Export is a branch written as LionAGI JSON.

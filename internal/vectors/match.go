@@ -11,7 +11,8 @@ import (
 // Matcher compares expected (recorded) JSON with actual JSON, binding
 // placeholders: "<id>", "<clone>", "<name>", "<id:N>" must be UUID text and
 // the same placeholder must be the same id throughout one record;
-// "<created_at>" and "<now>" match any number; "<YYYY-MM-DDTHH:MM+00:00>"
+// different placeholders must be different ids; "<created_at>" and "<now>"
+// match any number; "<YYYY-MM-DDTHH:MM+00:00>"
 // matches a UTC minute timestamp, also inside a longer string.
 type Matcher struct {
 	Bound map[string]string
@@ -60,6 +61,13 @@ func (m *Matcher) match(path string, exp, act jsonv.Value) string {
 			}
 			if prev, ok := m.Bound[s]; ok && prev != a {
 				return fmt.Sprintf("%s: %s was %s earlier, now %s", path, s, prev, a)
+			}
+			// Different placeholders bind different values (issue 13 item 9): a fork that kept the
+			// source's ids must not match "<c_ins>" to the id already bound to "<ins>".
+			for other, v := range m.Bound {
+				if other != s && v == a {
+					return fmt.Sprintf("%s: %s is %s, which %s already is", path, s, a, other)
+				}
 			}
 			m.Bound[s] = a
 			return ""

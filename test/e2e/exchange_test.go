@@ -80,9 +80,12 @@ func TestExchangeExample(t *testing.T) {
 		t.Fatalf("exchange.sh: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	steps := parseSteps(t, stdout.String())
-	for _, label := range []string{"register A", "register B", "register C"} {
-		if got := steps[label].Flow.OwnerID; !strings.HasPrefix(label, "register ") || got == "" {
-			t.Errorf("%s: flow %q", label, got)
+	// Each register step answers with the flow of the owner it registered (issue 13 item 14: the
+	// check was `!strings.HasPrefix(label, "register ") || got == ""`, whose first half is always
+	// false).
+	for label, want := range map[string]string{"register A": ownerA, "register B": ownerB, "register C": ownerC} {
+		if got := steps[label].Flow.OwnerID; got != want {
+			t.Errorf("%s: flow of %q, want %q", label, got, want)
 		}
 	}
 	direct, unset, all := steps["A to B"].Message, steps["A to nobody"].Message, steps["C to all"].Message

@@ -117,12 +117,27 @@ func TestConversationExample(t *testing.T) {
 			!slices.Equal(exported, order) || !slices.Equal(export.Messages.Progression.Order, order) || export.System.ID != create.System.ID {
 			t.Errorf("export = %+v", export)
 		}
+		// The export's data is LionAGI JSON: the same JSON value as a Go client's ExportBranch reads,
+		// checked whether or not jq is installed (issue 13 item 14: the jq-printed step was the only
+		// check, and it silently did not run without jq). The jq step, when printed, must agree too.
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		again, err := historyv1.NewHistoryServiceClient(dial(t, p)).ExportBranch(ctx, &historyv1.ExportBranchRequest{
+			BranchId: conversationBranch, Mode: historyv1.SerializationMode_SERIALIZATION_MODE_JSON})
+		cancel()
+		if err != nil {
+			t.Fatalf("ExportBranch: %v", err)
+		}
+		var a, b any
+		if err := json.Unmarshal([]byte(steps["export"].Data), &a); err != nil {
+			t.Fatalf("the export's data is not JSON: %v", err)
+		}
+		if err := json.Unmarshal([]byte(again.GetData()), &b); err != nil || !jsonEqual(a, b) {
+			t.Errorf("the script's export data differs from ExportBranch's (%v)", err)
+		}
 		if decoded, ok := steps["LionAGI JSON"]; ok { // printed when jq is installed
-			var a, b any
-			_ = json.Unmarshal(decoded.raw, &a)
-			_ = json.Unmarshal([]byte(steps["export"].Data), &b)
-			if !jsonEqual(a, b) {
-				t.Error("the printed LionAGI JSON differs from the export's data")
+			var c any
+			if err := json.Unmarshal(decoded.raw, &c); err != nil || !jsonEqual(a, c) {
+				t.Errorf("the jq-printed LionAGI JSON differs from the export's data (%v)", err)
 			}
 		}
 	}

@@ -249,34 +249,38 @@ func hostileOversized(t *testing.T, h *hostileServer) {
 	}
 }
 
+// handshakeTimeout is the server's bound on a new connection's handshake (internal/server
+// connectionTimeout).
+const handshakeTimeout = 10 * time.Second
+
 // hostileGarbage: bytes that are not HTTP/2 (random bytes, an HTTP/1.1 request, a valid preface
 // followed by garbage frames) get the connection closed; nothing else happens.
 func hostileGarbage(t *testing.T, h *hostileServer) {
 	random := make([]byte, 4096)
 	_, _ = rand.Read(random)
 	garbageFrames := append([]byte(http2.ClientPreface), random...)
+	silent := map[string]net.Conn{}
 	for name, payload := range map[string][]byte{
-		"random bytes":            random,
-		"HTTP/1.1 request":        []byte("GET / HTTP/1.1\r\nHost: historyd\r\n\r\n"),
-		"preface then garbage":    garbageFrames,
-		"truncated preface":       []byte(http2.ClientPreface[:10]),
-		"TLS hello to plaintext":  append([]byte{0x16, 0x03, 0x01, 0x00, 0x2f, 0x01, 0x00, 0x00, 0x2b, 0x03, 0x03}, random[:40]...),
-		"zero bytes, then closed": nil,
+		"random bytes":           random,
+		"HTTP/1.1 request":       []byte("GET / HTTP/1.1\r\nHost: historyd\r\n\r\n"),
+		"preface then garbage":   garbageFrames,
+		"truncated preface":      []byte(http2.ClientPreface[:10]),
+		"TLS hello to plaintext": append([]byte{0x16, 0x03, 0x01, 0x00, 0x2f, 0x01, 0x00, 0x00, 0x2b, 0x03, 0x03}, random[:40]...),
+		"zero bytes, held open":  {},
 	} {
 		conn, err := net.DialTimeout("tcp", h.p.addr, startTimeout)
 		if err != nil {
 			t.Fatalf("%s: dial: %v", name, err)
 		}
-		if payload == nil {
-			conn.Close()
-			continue
-		}
 		if _, err := conn.Write(payload); err != nil {
 			t.Fatalf("%s: write: %v", name, err)
 		}
-		if name == "truncated preface" {
-			// Half a preface and then silence: the client goes away; the server must notice.
-			conn.Close()
+		if name == "truncated preface" || len(payload) == 0 {
+			// Half a preface, or nothing, and then silence (issue 13 item 14: these asserted only
+			// that the server survived): the server must close the connection itself once its
+			// handshake timeout (internal/server connectionTimeout, 10 s) passes. Checked below,
+			// together, so the two waits overlap.
+			silent[name] = conn
 			continue
 		}
 		// The server closes the connection (after a GOAWAY or an HTTP/1.1 error, whatever it
@@ -286,6 +290,15 @@ func hostileGarbage(t *testing.T, h *hostileServer) {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			t.Errorf("%s: the server kept the connection open for %v", name, startTimeout)
+		}
+		conn.Close()
+	}
+	for name, conn := range silent {
+		_ = conn.SetReadDeadline(time.Now().Add(handshakeTimeout + startTimeout))
+		_, err := io.Copy(io.Discard, conn)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Errorf("%s: the server kept a silent connection open for %v (handshake timeout %v)", name, handshakeTimeout+startTimeout, handshakeTimeout)
 		}
 		conn.Close()
 	}

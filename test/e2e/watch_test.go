@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,10 +80,11 @@ func TestWatchBranchConversation(t *testing.T) {
 			t.Fatalf("the conversation's branch never appeared:\n%s", script.String())
 		}
 	}
-	var watched, watchErr bytes.Buffer
+	var watchErr bytes.Buffer
+	watched := &startWriter{started: make(chan struct{})}
 	watch := exec.CommandContext(ctx, grpcurlBin, "-plaintext", "-format-error", "-d",
 		`{"branch_id": "`+conversationBranch+`", "after_sequence": "0"}`, p.addr, "historyd.v1.HistoryService/WatchBranch")
-	watch.Stdout, watch.Stderr = &watched, &watchErr
+	watch.Stdout, watch.Stderr = watched, &watchErr
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +96,13 @@ func TestWatchBranchConversation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Delete only once grpcurl's watch has begun (its start frame is out): deleting before the
+	// watch opened made it end NOT_FOUND with no frame at all (issue 13 item 14, a flake).
+	select {
+	case <-watched.started:
+	case <-ctx.Done():
+		t.Fatalf("grpcurl's watch printed no start frame: %q", watched.String())
+	}
 	del, err := client.DeleteBranch(ctx, &historyv1.DeleteBranchRequest{BranchId: conversationBranch})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +112,7 @@ func TestWatchBranchConversation(t *testing.T) {
 	}
 
 	var frames []watchFrame
-	dec := json.NewDecoder(&watched)
+	dec := json.NewDecoder(strings.NewReader(watched.String()))
 	for {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
@@ -188,4 +197,29 @@ func TestWatchBranchConversation(t *testing.T) {
 	if toolResult != 1 {
 		t.Errorf("%d two-event frames, want one: the tool result (response and request together)", toolResult)
 	}
+}
+
+// startWriter is grpcurl's stdout: it keeps what grpcurl prints and closes started once the watch's
+// start frame has been printed.
+type startWriter struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	started chan struct{}
+	once    sync.Once
+}
+
+func (w *startWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if strings.Contains(w.buf.String(), `"start"`) {
+		w.once.Do(func() { close(w.started) })
+	}
+	return n, err
+}
+
+func (w *startWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }

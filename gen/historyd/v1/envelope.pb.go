@@ -742,8 +742,12 @@ type AssistantResponseContent struct {
 	// response, when there was one, lives in Message.metadata.model_response (ADR-0006 D2: assistant
 	// normalisation).
 	AssistantResponse string `protobuf:"bytes,1,opt,name=assistant_response,json=assistantResponse,proto3" json:"assistant_response,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// assistant_response_json is set only when the stored value is not a string: a LionAGI history
+	// whose add_message(assistant_response=<provider dict>) stored the dict itself, imported as it
+	// came (issue 13). It is that value as JSON text, and assistant_response is then empty.
+	AssistantResponseJson *string `protobuf:"bytes,2,opt,name=assistant_response_json,json=assistantResponseJson,proto3,oneof" json:"assistant_response_json,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *AssistantResponseContent) Reset() {
@@ -779,6 +783,13 @@ func (*AssistantResponseContent) Descriptor() ([]byte, []int) {
 func (x *AssistantResponseContent) GetAssistantResponse() string {
 	if x != nil {
 		return x.AssistantResponse
+	}
+	return ""
+}
+
+func (x *AssistantResponseContent) GetAssistantResponseJson() string {
+	if x != nil && x.AssistantResponseJson != nil {
+		return *x.AssistantResponseJson
 	}
 	return ""
 }
@@ -998,6 +1009,7 @@ type Rendered struct {
 	//
 	//	*Rendered_Text
 	//	*Rendered_Parts
+	//	*Rendered_Json
 	Value isRendered_Value `protobuf_oneof:"value"`
 	// render_error says why rendering failed (for example a rejected image); empty when it succeeded
 	// (ADR-0006 D1: any exception during the chat projection is contained and chat_msg becomes None).
@@ -1061,6 +1073,15 @@ func (x *Rendered) GetParts() *ContentParts {
 	return nil
 }
 
+func (x *Rendered) GetJson() string {
+	if x != nil {
+		if x, ok := x.Value.(*Rendered_Json); ok {
+			return x.Json
+		}
+	}
+	return ""
+}
+
 func (x *Rendered) GetRenderError() string {
 	if x != nil {
 		return x.RenderError
@@ -1083,9 +1104,17 @@ type Rendered_Parts struct {
 	Parts *ContentParts `protobuf:"bytes,2,opt,name=parts,proto3,oneof"`
 }
 
+type Rendered_Json struct {
+	// json is a rendering that is not text, as JSON text: an AssistantResponse whose stored value is
+	// not a string renders as that value, as LionAGI's does.
+	Json string `protobuf:"bytes,4,opt,name=json,proto3,oneof"`
+}
+
 func (*Rendered_Text) isRendered_Value() {}
 
 func (*Rendered_Parts) isRendered_Value() {}
+
+func (*Rendered_Json) isRendered_Value() {}
 
 // ContentParts is an ordered list of provider-neutral content parts (ADR-0006 D2: images change
 // the rendered value to a list).
@@ -1268,6 +1297,7 @@ type ChatMessage struct {
 	//
 	//	*ChatMessage_Text
 	//	*ChatMessage_Parts
+	//	*ChatMessage_ContentJson
 	Content       isChatMessage_Content `protobuf_oneof:"content"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1335,6 +1365,15 @@ func (x *ChatMessage) GetParts() *ContentParts {
 	return nil
 }
 
+func (x *ChatMessage) GetContentJson() string {
+	if x != nil {
+		if x, ok := x.Content.(*ChatMessage_ContentJson); ok {
+			return x.ContentJson
+		}
+	}
+	return ""
+}
+
 type isChatMessage_Content interface {
 	isChatMessage_Content()
 }
@@ -1349,9 +1388,16 @@ type ChatMessage_Parts struct {
 	Parts *ContentParts `protobuf:"bytes,3,opt,name=parts,proto3,oneof"`
 }
 
+type ChatMessage_ContentJson struct {
+	// content_json is content that is not text, as JSON text (see Rendered.json).
+	ContentJson string `protobuf:"bytes,4,opt,name=content_json,json=contentJson,proto3,oneof"`
+}
+
 func (*ChatMessage_Text) isChatMessage_Content() {}
 
 func (*ChatMessage_Parts) isChatMessage_Content() {}
+
+func (*ChatMessage_ContentJson) isChatMessage_Content() {}
 
 var File_historyd_v1_envelope_proto protoreflect.FileDescriptor
 
@@ -1406,9 +1452,11 @@ const file_historyd_v1_envelope_proto_rawDesc = "" +
 	"\x0eguidance_valueB\x10\n" +
 	"\x0e_plain_contentB\x17\n" +
 	"\x15_response_format_jsonB\x0f\n" +
-	"\r_image_detail\"I\n" +
+	"\r_image_detail\"\xa2\x01\n" +
 	"\x18AssistantResponseContent\x12-\n" +
-	"\x12assistant_response\x18\x01 \x01(\tR\x11assistantResponse\"\xa3\x01\n" +
+	"\x12assistant_response\x18\x01 \x01(\tR\x11assistantResponse\x12;\n" +
+	"\x17assistant_response_json\x18\x02 \x01(\tH\x00R\x15assistantResponseJson\x88\x01\x01B\x1a\n" +
+	"\x18_assistant_response_json\"\xa3\x01\n" +
 	"\x14ActionRequestContent\x12\x1a\n" +
 	"\bfunction\x18\x01 \x01(\tR\bfunction\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\x121\n" +
@@ -1426,10 +1474,11 @@ const file_historyd_v1_envelope_proto_rawDesc = "" +
 	"\x06_error\"I\n" +
 	"\x0eGenericContent\x12&\n" +
 	"\fcontent_json\x18\x01 \x01(\tH\x00R\vcontentJson\x88\x01\x01B\x0f\n" +
-	"\r_content_json\"\x7f\n" +
+	"\r_content_json\"\x95\x01\n" +
 	"\bRendered\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x121\n" +
-	"\x05parts\x18\x02 \x01(\v2\x19.historyd.v1.ContentPartsH\x00R\x05parts\x12!\n" +
+	"\x05parts\x18\x02 \x01(\v2\x19.historyd.v1.ContentPartsH\x00R\x05parts\x12\x14\n" +
+	"\x04json\x18\x04 \x01(\tH\x00R\x04json\x12!\n" +
 	"\frender_error\x18\x03 \x01(\tR\vrenderErrorB\a\n" +
 	"\x05value\">\n" +
 	"\fContentParts\x12.\n" +
@@ -1440,11 +1489,12 @@ const file_historyd_v1_envelope_proto_rawDesc = "" +
 	"\timage_url\x18\x03 \x01(\v2\x15.historyd.v1.ImageURLR\bimageUrl\"4\n" +
 	"\bImageURL\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
-	"\x06detail\x18\x02 \x01(\tR\x06detail\"u\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\"\x9a\x01\n" +
 	"\vChatMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x14\n" +
 	"\x04text\x18\x02 \x01(\tH\x00R\x04text\x121\n" +
-	"\x05parts\x18\x03 \x01(\v2\x19.historyd.v1.ContentPartsH\x00R\x05partsB\t\n" +
+	"\x05parts\x18\x03 \x01(\v2\x19.historyd.v1.ContentPartsH\x00R\x05parts\x12#\n" +
+	"\fcontent_json\x18\x04 \x01(\tH\x00R\vcontentJsonB\t\n" +
 	"\acontent*\xa8\x01\n" +
 	"\vMessageRole\x12\x1c\n" +
 	"\x18MESSAGE_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -1534,16 +1584,19 @@ func file_historyd_v1_envelope_proto_init() {
 		(*InstructionContent_Guidance)(nil),
 		(*InstructionContent_GuidanceJson)(nil),
 	}
+	file_historyd_v1_envelope_proto_msgTypes[4].OneofWrappers = []any{}
 	file_historyd_v1_envelope_proto_msgTypes[5].OneofWrappers = []any{}
 	file_historyd_v1_envelope_proto_msgTypes[6].OneofWrappers = []any{}
 	file_historyd_v1_envelope_proto_msgTypes[7].OneofWrappers = []any{}
 	file_historyd_v1_envelope_proto_msgTypes[8].OneofWrappers = []any{
 		(*Rendered_Text)(nil),
 		(*Rendered_Parts)(nil),
+		(*Rendered_Json)(nil),
 	}
 	file_historyd_v1_envelope_proto_msgTypes[12].OneofWrappers = []any{
 		(*ChatMessage_Text)(nil),
 		(*ChatMessage_Parts)(nil),
+		(*ChatMessage_ContentJson)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

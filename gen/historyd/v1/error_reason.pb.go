@@ -88,7 +88,8 @@ const (
 	// head sequence (FAILED_PRECONDITION; DESIGN.md "Optimistic concurrency"). Metadata: headSequence.
 	ErrorReason_ERROR_REASON_SEQUENCE_MISMATCH ErrorReason = 15
 	// ERROR_REASON_MEMORY_BUDGET_EXCEEDED: the write would take the in-memory store over its
-	// configured budget (RESOURCE_EXHAUSTED).
+	// configured budget (RESOURCE_EXHAUSTED). Metadata: requestBytes (what the write needs),
+	// usedBytes, budgetBytes, flag ("--memory-budget").
 	ErrorReason_ERROR_REASON_MEMORY_BUDGET_EXCEEDED ErrorReason = 16
 	// ERROR_REASON_TOO_MANY_STREAMS: the server's limit on open watch or inbox streams is reached
 	// (RESOURCE_EXHAUSTED).
@@ -118,13 +119,47 @@ const (
 	// omit_dead_letters) and retry. Metadata: ownerId, responseBytes, maxResponseBytes, queuedCount,
 	// inboxCount, deadLetterCount.
 	ErrorReason_ERROR_REASON_OWNER_HOLDS_TOO_MUCH ErrorReason = 24
-	// ERROR_REASON_FRAME_TOO_LARGE: a WatchBranch commit would not fit in one frame of at most 4 MiB,
-	// the receive limit gRPC clients default to (RESOURCE_EXHAUSTED): a fork or import of a large
+	// ERROR_REASON_FRAME_TOO_LARGE: a WatchBranch commit would not fit in one frame of at most the
+	// response budget (--max-response-bytes, default 4 MiB, the receive limit gRPC clients default
+	// to) (RESOURCE_EXHAUSTED): a fork or import of a large
 	// branch, or a message near the request limit streamed with include_rendered. Nothing after the
 	// stream's cursor was skipped. Resume with after_sequence = commitLastSequence (without
 	// include_rendered, if it was set) and read the state that commit wrote with ListMessages.
-	// Metadata: branchId, lastSequence, commitLastSequence, frameBytes, maxFrameBytes.
+	// Metadata: branchId, lastSequence, commitLastSequence, frameBytes, maxFrameBytes, flag.
 	ErrorReason_ERROR_REASON_FRAME_TOO_LARGE ErrorReason = 25
+	// ERROR_REASON_RESPONSE_TOO_LARGE: the response would be larger than the server's response budget
+	// (--max-response-bytes, default 4 MiB, the receive limit gRPC clients default to)
+	// (RESOURCE_EXHAUSTED). Pages are cut short instead where at least one item fits; this is the
+	// answer when one item alone does not fit, or a whole-branch read does not. Read the branch with
+	// ExportBranchStream, or the message with omit_rendered. Metadata: responseBytes (the size
+	// reached, or the size of the item that does not fit), maxResponseBytes, flag.
+	ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE ErrorReason = 26
+	// ERROR_REASON_TOKEN_REVOKED: the credentials a stream was opened with are no longer valid
+	// (UNAUTHENTICATED): its bearer token was removed from the tokens file and the file reloaded
+	// (SIGHUP), or its client certificate expired or no longer verifies against the reloaded client
+	// CA file. The stream ends; reconnect with valid credentials. Metadata: credential
+	// ("bearerToken" or "clientCertificate"), why ("removed", "expired" or "untrusted").
+	ErrorReason_ERROR_REASON_TOKEN_REVOKED ErrorReason = 27
+	// ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED: the server holds as many request bytes in flight as
+	// --max-inflight-bytes allows (RESOURCE_EXHAUSTED): each call reserves --max-recv-msg-size when it
+	// starts, because its size is not known before its body is read. Nothing was read or done; retry
+	// with backoff. Metadata: reservedBytes (in flight now), requestBytes (this call's reservation),
+	// budgetBytes, flag ("--max-inflight-bytes").
+	ErrorReason_ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED ErrorReason = 28
+	// ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED: the Exchange holds its byte budget of queued mail
+	// (outboxes, inboxes, dead letters and Send's request-id log; RESOURCE_EXHAUSTED): Send queued
+	// nothing. Collect, receive and pop to make room. Metadata: usedBytes, budgetBytes, messageBytes,
+	// flag (the flag that sets the budget).
+	ErrorReason_ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED ErrorReason = 29
+	// ERROR_REASON_RENDER_TOO_LARGE: ToChatMessages met a message whose rendering passed the render
+	// cap (--max-rendered-bytes, default 1 MiB) (RESOURCE_EXHAUSTED); it fails rather than leave the
+	// message out of a prompt. Reads return such a message with a render_error instead. Metadata:
+	// messageId, renderedBytes (where the renderer stopped), maxRenderedBytes, flag.
+	ErrorReason_ERROR_REASON_RENDER_TOO_LARGE ErrorReason = 30
+	// ERROR_REASON_IMPORT_TOO_LARGE: an ImportBranchStream payload passed --max-import-bytes (default
+	// 256 MiB) (RESOURCE_EXHAUSTED); nothing was written. Metadata: importBytes (received so far),
+	// maxImportBytes, flag.
+	ErrorReason_ERROR_REASON_IMPORT_TOO_LARGE ErrorReason = 31
 )
 
 // Enum value maps for ErrorReason.
@@ -156,6 +191,12 @@ var (
 		23: "ERROR_REASON_MALFORMED_REQUEST",
 		24: "ERROR_REASON_OWNER_HOLDS_TOO_MUCH",
 		25: "ERROR_REASON_FRAME_TOO_LARGE",
+		26: "ERROR_REASON_RESPONSE_TOO_LARGE",
+		27: "ERROR_REASON_TOKEN_REVOKED",
+		28: "ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED",
+		29: "ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED",
+		30: "ERROR_REASON_RENDER_TOO_LARGE",
+		31: "ERROR_REASON_IMPORT_TOO_LARGE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -184,6 +225,12 @@ var (
 		"ERROR_REASON_MALFORMED_REQUEST":        23,
 		"ERROR_REASON_OWNER_HOLDS_TOO_MUCH":     24,
 		"ERROR_REASON_FRAME_TOO_LARGE":          25,
+		"ERROR_REASON_RESPONSE_TOO_LARGE":       26,
+		"ERROR_REASON_TOKEN_REVOKED":            27,
+		"ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED": 28,
+		"ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED": 29,
+		"ERROR_REASON_RENDER_TOO_LARGE":         30,
+		"ERROR_REASON_IMPORT_TOO_LARGE":         31,
 	}
 )
 
@@ -218,7 +265,7 @@ var File_historyd_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xbe\a\n" +
+	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\x9f\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_BRANCH_NOT_FOUND\x10\x01\x12&\n" +
@@ -246,7 +293,13 @@ const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"!ERROR_REASON_SERVER_SHUTTING_DOWN\x10\x16\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x17\x12%\n" +
 	"!ERROR_REASON_OWNER_HOLDS_TOO_MUCH\x10\x18\x12 \n" +
-	"\x1cERROR_REASON_FRAME_TOO_LARGE\x10\x19B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"\x1cERROR_REASON_FRAME_TOO_LARGE\x10\x19\x12#\n" +
+	"\x1fERROR_REASON_RESPONSE_TOO_LARGE\x10\x1a\x12\x1e\n" +
+	"\x1aERROR_REASON_TOKEN_REVOKED\x10\x1b\x12)\n" +
+	"%ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED\x10\x1c\x12)\n" +
+	"%ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED\x10\x1d\x12!\n" +
+	"\x1dERROR_REASON_RENDER_TOO_LARGE\x10\x1e\x12!\n" +
+	"\x1dERROR_REASON_IMPORT_TOO_LARGE\x10\x1fB8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_error_reason_proto_rawDescOnce sync.Once

@@ -803,8 +803,8 @@ func (x *UnregisterRequest) GetOmitDeadLetters() bool {
 type UnregisterResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// flow is everything the owner still held (without its dead letters when omit_dead_letters was
-	// set); absent when the owner was not registered. It is at most 4 MiB: an owner that holds more
-	// is not removed (see Unregister).
+	// set); absent when the owner was not registered. It is at most the response budget: an owner
+	// that holds more is not removed (see Unregister).
 	Flow          *Flow `protobuf:"bytes,1,opt,name=flow,proto3" json:"flow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1046,7 +1046,10 @@ func (x *SendRequest) GetRequestId() string {
 // SendResponse is the queued message.
 type SendResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// message is the base Message as queued.
+	// message is the base Message as queued; its rendered field is left out when the response with
+	// it would exceed the response budget (--max-response-bytes), so a large message is still
+	// acknowledged. A Send whose message could not be returned even so is RESOURCE_EXHAUSTED
+	// (ERROR_REASON_RESPONSE_TOO_LARGE) and queues nothing.
 	Message       *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1152,7 +1155,7 @@ type CollectResponse struct {
 	// broadcast counts once (ADR-0006 D5).
 	DeliveredCount int32 `protobuf:"varint,1,opt,name=delivered_count,json=deliveredCount,proto3" json:"delivered_count,omitempty"`
 	// deliveries has one entry per collected message, in outbox order, as many as fit in the
-	// response's 4 MiB.
+	// response budget.
 	Deliveries []*MessageDelivery `protobuf:"bytes,2,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
 	// report_truncated is set when deliveries stops short of collected_count because the report
 	// reached the limit. The collect happened all the same: read the inboxes and ListDeadLetters.
@@ -1282,8 +1285,8 @@ type CollectAllResponse struct {
 	// delivered_count is the sum of the owners' Collect counts (ADR-0006 D5: collect_all).
 	DeliveredCount int32 `protobuf:"varint,1,opt,name=delivered_count,json=deliveredCount,proto3" json:"delivered_count,omitempty"`
 	// collects has one entry per visited owner whose outbox held messages, in registration order.
-	// When the report reaches the 4 MiB limit, the entries of every owner that fits come first (with
-	// their counts), then the deliveries in order, as many as fit.
+	// When the report reaches the response budget, the entries of every owner that fits come first
+	// (with their counts), then the deliveries in order, as many as fit.
 	Collects []*OwnerCollect `protobuf:"bytes,2,rep,name=collects,proto3" json:"collects,omitempty"`
 	// report_truncated is set when owners' entries or deliveries were left out to stay within the
 	// limit (an entry's deliveries then stop short of its collected_count).
@@ -1353,7 +1356,10 @@ type ReceiveRequest struct {
 	// page_size is the maximum number of messages to return: 0 means 100, at most 1000.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// page_token is the next_page_token of the previous page; empty for the first page.
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// omit_rendered leaves each message's rendered field unset: about half the response for large
+	// messages, and what lets a message over half the response budget be read.
+	OmitRendered  bool `protobuf:"varint,5,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1414,6 +1420,13 @@ func (x *ReceiveRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ReceiveRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
 }
 
 // ReceiveResponse is one page of messages: inbox creation order, then oldest first.
@@ -1477,7 +1490,10 @@ type PopMessageRequest struct {
 	// owner_id is the owner whose inbox to pop (required UUID).
 	OwnerId string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// sender is the owner whose inbox in owner_id's flow to pop (required UUID).
-	Sender        string `protobuf:"bytes,2,opt,name=sender,proto3" json:"sender,omitempty"`
+	Sender string `protobuf:"bytes,2,opt,name=sender,proto3" json:"sender,omitempty"`
+	// omit_rendered leaves the message's rendered field unset, so a message over half the response
+	// budget can be popped.
+	OmitRendered  bool `protobuf:"varint,3,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1524,6 +1540,13 @@ func (x *PopMessageRequest) GetSender() string {
 		return x.Sender
 	}
 	return ""
+}
+
+func (x *PopMessageRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
 }
 
 // PopMessageResponse is the popped message, if any.
@@ -1706,7 +1729,9 @@ type SubscribeInboxRequest struct {
 	// owner_id is the registered owner to follow (required UUID).
 	OwnerId string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// sender, when set, follows only that sender's inbox (a UUID).
-	Sender        *string `protobuf:"bytes,2,opt,name=sender,proto3,oneof" json:"sender,omitempty"`
+	Sender *string `protobuf:"bytes,2,opt,name=sender,proto3,oneof" json:"sender,omitempty"`
+	// omit_rendered leaves each streamed message's rendered field unset.
+	OmitRendered  bool `protobuf:"varint,3,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1753,6 +1778,13 @@ func (x *SubscribeInboxRequest) GetSender() string {
 		return *x.Sender
 	}
 	return ""
+}
+
+func (x *SubscribeInboxRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
 }
 
 // SubscribeInboxResponse is one frame of the inbox stream.
@@ -1932,20 +1964,22 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\x12CollectAllResponse\x12'\n" +
 	"\x0fdelivered_count\x18\x01 \x01(\x05R\x0edeliveredCount\x125\n" +
 	"\bcollects\x18\x02 \x03(\v2\x19.historyd.v1.OwnerCollectR\bcollects\x12)\n" +
-	"\x10report_truncated\x18\x03 \x01(\bR\x0freportTruncated\"\x8f\x01\n" +
+	"\x10report_truncated\x18\x03 \x01(\bR\x0freportTruncated\"\xb4\x01\n" +
 	"\x0eReceiveRequest\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12\x1b\n" +
 	"\x06sender\x18\x02 \x01(\tH\x00R\x06sender\x88\x01\x01\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageTokenB\t\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12#\n" +
+	"\romit_rendered\x18\x05 \x01(\bR\fomitRenderedB\t\n" +
 	"\a_sender\"k\n" +
 	"\x0fReceiveResponse\x120\n" +
 	"\bmessages\x18\x01 \x03(\v2\x14.historyd.v1.MessageR\bmessages\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"F\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"k\n" +
 	"\x11PopMessageRequest\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12\x16\n" +
-	"\x06sender\x18\x02 \x01(\tR\x06sender\"D\n" +
+	"\x06sender\x18\x02 \x01(\tR\x06sender\x12#\n" +
+	"\romit_rendered\x18\x03 \x01(\bR\fomitRendered\"D\n" +
 	"\x12PopMessageResponse\x12.\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\"o\n" +
 	"\x16ListDeadLettersRequest\x12\x19\n" +
@@ -1956,10 +1990,11 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\x17ListDeadLettersResponse\x12:\n" +
 	"\fdead_letters\x18\x01 \x03(\v2\x17.historyd.v1.DeadLetterR\vdeadLetters\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12#\n" +
-	"\revicted_count\x18\x03 \x01(\x04R\fevictedCount\"Z\n" +
+	"\revicted_count\x18\x03 \x01(\x04R\fevictedCount\"\x7f\n" +
 	"\x15SubscribeInboxRequest\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12\x1b\n" +
-	"\x06sender\x18\x02 \x01(\tH\x00R\x06sender\x88\x01\x01B\t\n" +
+	"\x06sender\x18\x02 \x01(\tH\x00R\x06sender\x88\x01\x01\x12#\n" +
+	"\romit_rendered\x18\x03 \x01(\bR\fomitRenderedB\t\n" +
 	"\a_sender\"\x8b\x01\n" +
 	"\x16SubscribeInboxResponse\x120\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageH\x00R\amessage\x126\n" +

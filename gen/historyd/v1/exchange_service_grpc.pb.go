@@ -53,7 +53,8 @@ const (
 // INVALID_ARGUMENT (reason ERROR_REASON_INVALID_FIELD); an unregistered sender or collector is
 // FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED); a duplicate Register is ALREADY_EXISTS
 // (ERROR_REASON_OWNER_ALREADY_REGISTERED); a full outbox is RESOURCE_EXHAUSTED
-// (ERROR_REASON_OUTBOX_FULL); an Unregister whose flow would not fit in one response is
+// (ERROR_REASON_OUTBOX_FULL), a full Exchange byte budget RESOURCE_EXHAUSTED
+// (ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED); an Unregister whose flow would not fit in one response is
 // FAILED_PRECONDITION (ERROR_REASON_OWNER_HOLDS_TOO_MUCH). The ErrorInfo metadata key `ownerId`
 // names the owner.
 type ExchangeServiceClient interface {
@@ -65,11 +66,12 @@ type ExchangeServiceClient interface {
 	// no flow (ADR-0006 D5: unregister returns None). A collect of the owner in progress finishes
 	// first; its live SubscribeInbox streams end with FAILED_PRECONDITION.
 	//
-	// The owner is removed only if the response fits in 4 MiB (4,194,304 bytes, the default receive
-	// limit of gRPC clients; the server sends nothing larger): otherwise the call is
-	// FAILED_PRECONDITION with reason ERROR_REASON_OWNER_HOLDS_TOO_MUCH, removes nothing, and its
-	// ErrorInfo metadata says how much: `responseBytes` (the response it would have sent),
-	// `maxResponseBytes`, `queuedCount`, `inboxCount` and `deadLetterCount`. Drain the owner — Collect
+	// The owner is removed only if the response fits in the server's response budget
+	// (--max-response-bytes, default 4 MiB = 4,194,304 bytes, the default receive limit of gRPC
+	// clients): otherwise the call is FAILED_PRECONDITION with reason
+	// ERROR_REASON_OWNER_HOLDS_TOO_MUCH, removes nothing, and its ErrorInfo metadata says how much:
+	// `responseBytes` (the response it would have sent), `maxResponseBytes`, `flag`, `queuedCount`,
+	// `inboxCount` and `deadLetterCount`. Drain the owner — Collect
 	// its outbox, PopMessage its inboxes (Receive lists them), read its dead letters with
 	// ListDeadLetters and set omit_dead_letters — and retry.
 	Unregister(ctx context.Context, in *UnregisterRequest, opts ...grpc.CallOption) (*UnregisterResponse, error)
@@ -80,28 +82,48 @@ type ExchangeServiceClient interface {
 	// repeat from the same sender within 10 minutes (and the sender's last 10,000 request ids) queues
 	// nothing and returns the first response, even if the payload differs; failed sends are not
 	// remembered (AIP-155; DESIGN.md "Branches", the idempotency rule: per sender for the Exchange).
+	// The server remembers a request's message id and a digest of its payload, not its content: a
+	// repeat whose payload matches gets the first response exactly; one whose payload differs gets
+	// the first message's id, created_at, sender, recipient and channel, without content, once the
+	// message is no longer held (collected and consumed).
+	//
+	// Queued mail (outboxes, inboxes, dead letters, remembered request ids) counts against the
+	// Exchange's byte budget (--exchange-max-bytes, default 256 MiB); a Send that would take it past
+	// the budget is RESOURCE_EXHAUSTED (ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED, metadata usedBytes,
+	// budgetBytes, messageBytes, flag) and queues nothing.
 	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*SendResponse, error)
 	// Collect drains the owner's outbox in order and routes every message (ADR-0006 D5: collect): a
 	// null recipient broadcasts the same message (same id) to every other owner registered at the
 	// collect; a direct message reaches its recipient only when that is a registered owner; anything
 	// else is dropped and kept in the sender's dead letters. The response is LionAGI's count plus a
 	// delivery report per message: how many owners it reached and the drops; the reached owners' ids
-	// only with include_reached_owner_ids. The report is at most 4 MiB: past that, later messages'
+	// only with include_reached_owner_ids. The report is at most the response budget
+	// (--max-response-bytes, default 4 MiB): past that, later messages'
 	// entries are left out and report_truncated is set (the counts stay complete; nothing is lost:
 	// the messages are in the inboxes and the dead letters).
 	Collect(ctx context.Context, in *CollectRequest, opts ...grpc.CallOption) (*CollectResponse, error)
 	// CollectAll collects every owner of a snapshot of the registered owners, in registration order,
 	// skipping those removed before their turn (ADR-0006 D5: collect_all; sync is its alias). Its
-	// report has Collect's shape per owner and the same 4 MiB limit. Once the call is cancelled or
+	// report has Collect's shape per owner and the same limit. Once the call is cancelled or
 	// its deadline passes, it stops before the next owner (one collect, once started, finishes) and
 	// the call ends with CANCELLED or DEADLINE_EXCEEDED; the owners not reached keep their outboxes.
 	CollectAll(ctx context.Context, in *CollectAllRequest, opts ...grpc.CallOption) (*CollectAllResponse, error)
 	// Receive returns the messages in the owner's inboxes without removing them: inboxes in creation
 	// order, each oldest first, optionally one sender's inbox only; an unknown owner has none
-	// (ADR-0006 D5: receive). Paginated.
+	// (ADR-0006 D5: receive). Paginated; a page also ends early where the next message would take
+	// the response past the server's response budget (--max-response-bytes, default 4 MiB), and
+	// next_page_token continues after it. A first message that alone does not fit is
+	// RESOURCE_EXHAUSTED (ERROR_REASON_RESPONSE_TOO_LARGE, metadata messageId): read it with
+	// omit_rendered.
 	Receive(ctx context.Context, in *ReceiveRequest, opts ...grpc.CallOption) (*ReceiveResponse, error)
 	// PopMessage removes and returns the oldest message of one sender's inbox; no message when the
-	// owner is unknown or the inbox missing or empty (ADR-0006 D5: pop_message).
+	// owner is unknown or the inbox missing or empty (ADR-0006 D5: pop_message). The message is
+	// removed only if the response fits in the server's response budget (--max-response-bytes,
+	// default 4 MiB, a default client's receive limit): otherwise the call is RESOURCE_EXHAUSTED
+	// (ERROR_REASON_RESPONSE_TOO_LARGE, metadata responseBytes, maxResponseBytes, flag, messageId) and
+	// the message stays in the inbox; retry with omit_rendered (the rendering is about as large as
+	// the message). A client whose receive limit is below the server's budget must set omit_rendered
+	// or raise its limit: the server can only check against its own budget.
 	PopMessage(ctx context.Context, in *PopMessageRequest, opts ...grpc.CallOption) (*PopMessageResponse, error)
 	// ListDeadLetters lists the messages Collect dropped for the owner as sender, oldest first, with
 	// the number the per-owner bound evicted. Paginated; an unknown owner has none.
@@ -113,6 +135,11 @@ type ExchangeServiceClient interface {
 	// with RESOURCE_EXHAUSTED (ERROR_REASON_SUBSCRIBER_TOO_SLOW); the owner unregistering ends it with
 	// FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED); server shutdown ends it with
 	// UNAVAILABLE (ERROR_REASON_SERVER_SHUTTING_DOWN). An unregistered owner is FAILED_PRECONDITION.
+	// Past the server's limit of open inbox streams (--inbox-max-streams) the call is
+	// RESOURCE_EXHAUSTED (ERROR_REASON_TOO_MANY_STREAMS). A message whose frame would exceed the
+	// response budget (--max-response-bytes) ends the stream with RESOURCE_EXHAUSTED
+	// (ERROR_REASON_RESPONSE_TOO_LARGE, metadata messageId); it stays in its inbox: read it with
+	// Receive or PopMessage and omit_rendered.
 	SubscribeInbox(ctx context.Context, in *SubscribeInboxRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeInboxResponse], error)
 }
 
@@ -242,7 +269,8 @@ type ExchangeService_SubscribeInboxClient = grpc.ServerStreamingClient[Subscribe
 // INVALID_ARGUMENT (reason ERROR_REASON_INVALID_FIELD); an unregistered sender or collector is
 // FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED); a duplicate Register is ALREADY_EXISTS
 // (ERROR_REASON_OWNER_ALREADY_REGISTERED); a full outbox is RESOURCE_EXHAUSTED
-// (ERROR_REASON_OUTBOX_FULL); an Unregister whose flow would not fit in one response is
+// (ERROR_REASON_OUTBOX_FULL), a full Exchange byte budget RESOURCE_EXHAUSTED
+// (ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED); an Unregister whose flow would not fit in one response is
 // FAILED_PRECONDITION (ERROR_REASON_OWNER_HOLDS_TOO_MUCH). The ErrorInfo metadata key `ownerId`
 // names the owner.
 type ExchangeServiceServer interface {
@@ -254,11 +282,12 @@ type ExchangeServiceServer interface {
 	// no flow (ADR-0006 D5: unregister returns None). A collect of the owner in progress finishes
 	// first; its live SubscribeInbox streams end with FAILED_PRECONDITION.
 	//
-	// The owner is removed only if the response fits in 4 MiB (4,194,304 bytes, the default receive
-	// limit of gRPC clients; the server sends nothing larger): otherwise the call is
-	// FAILED_PRECONDITION with reason ERROR_REASON_OWNER_HOLDS_TOO_MUCH, removes nothing, and its
-	// ErrorInfo metadata says how much: `responseBytes` (the response it would have sent),
-	// `maxResponseBytes`, `queuedCount`, `inboxCount` and `deadLetterCount`. Drain the owner — Collect
+	// The owner is removed only if the response fits in the server's response budget
+	// (--max-response-bytes, default 4 MiB = 4,194,304 bytes, the default receive limit of gRPC
+	// clients): otherwise the call is FAILED_PRECONDITION with reason
+	// ERROR_REASON_OWNER_HOLDS_TOO_MUCH, removes nothing, and its ErrorInfo metadata says how much:
+	// `responseBytes` (the response it would have sent), `maxResponseBytes`, `flag`, `queuedCount`,
+	// `inboxCount` and `deadLetterCount`. Drain the owner — Collect
 	// its outbox, PopMessage its inboxes (Receive lists them), read its dead letters with
 	// ListDeadLetters and set omit_dead_letters — and retry.
 	Unregister(context.Context, *UnregisterRequest) (*UnregisterResponse, error)
@@ -269,28 +298,48 @@ type ExchangeServiceServer interface {
 	// repeat from the same sender within 10 minutes (and the sender's last 10,000 request ids) queues
 	// nothing and returns the first response, even if the payload differs; failed sends are not
 	// remembered (AIP-155; DESIGN.md "Branches", the idempotency rule: per sender for the Exchange).
+	// The server remembers a request's message id and a digest of its payload, not its content: a
+	// repeat whose payload matches gets the first response exactly; one whose payload differs gets
+	// the first message's id, created_at, sender, recipient and channel, without content, once the
+	// message is no longer held (collected and consumed).
+	//
+	// Queued mail (outboxes, inboxes, dead letters, remembered request ids) counts against the
+	// Exchange's byte budget (--exchange-max-bytes, default 256 MiB); a Send that would take it past
+	// the budget is RESOURCE_EXHAUSTED (ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED, metadata usedBytes,
+	// budgetBytes, messageBytes, flag) and queues nothing.
 	Send(context.Context, *SendRequest) (*SendResponse, error)
 	// Collect drains the owner's outbox in order and routes every message (ADR-0006 D5: collect): a
 	// null recipient broadcasts the same message (same id) to every other owner registered at the
 	// collect; a direct message reaches its recipient only when that is a registered owner; anything
 	// else is dropped and kept in the sender's dead letters. The response is LionAGI's count plus a
 	// delivery report per message: how many owners it reached and the drops; the reached owners' ids
-	// only with include_reached_owner_ids. The report is at most 4 MiB: past that, later messages'
+	// only with include_reached_owner_ids. The report is at most the response budget
+	// (--max-response-bytes, default 4 MiB): past that, later messages'
 	// entries are left out and report_truncated is set (the counts stay complete; nothing is lost:
 	// the messages are in the inboxes and the dead letters).
 	Collect(context.Context, *CollectRequest) (*CollectResponse, error)
 	// CollectAll collects every owner of a snapshot of the registered owners, in registration order,
 	// skipping those removed before their turn (ADR-0006 D5: collect_all; sync is its alias). Its
-	// report has Collect's shape per owner and the same 4 MiB limit. Once the call is cancelled or
+	// report has Collect's shape per owner and the same limit. Once the call is cancelled or
 	// its deadline passes, it stops before the next owner (one collect, once started, finishes) and
 	// the call ends with CANCELLED or DEADLINE_EXCEEDED; the owners not reached keep their outboxes.
 	CollectAll(context.Context, *CollectAllRequest) (*CollectAllResponse, error)
 	// Receive returns the messages in the owner's inboxes without removing them: inboxes in creation
 	// order, each oldest first, optionally one sender's inbox only; an unknown owner has none
-	// (ADR-0006 D5: receive). Paginated.
+	// (ADR-0006 D5: receive). Paginated; a page also ends early where the next message would take
+	// the response past the server's response budget (--max-response-bytes, default 4 MiB), and
+	// next_page_token continues after it. A first message that alone does not fit is
+	// RESOURCE_EXHAUSTED (ERROR_REASON_RESPONSE_TOO_LARGE, metadata messageId): read it with
+	// omit_rendered.
 	Receive(context.Context, *ReceiveRequest) (*ReceiveResponse, error)
 	// PopMessage removes and returns the oldest message of one sender's inbox; no message when the
-	// owner is unknown or the inbox missing or empty (ADR-0006 D5: pop_message).
+	// owner is unknown or the inbox missing or empty (ADR-0006 D5: pop_message). The message is
+	// removed only if the response fits in the server's response budget (--max-response-bytes,
+	// default 4 MiB, a default client's receive limit): otherwise the call is RESOURCE_EXHAUSTED
+	// (ERROR_REASON_RESPONSE_TOO_LARGE, metadata responseBytes, maxResponseBytes, flag, messageId) and
+	// the message stays in the inbox; retry with omit_rendered (the rendering is about as large as
+	// the message). A client whose receive limit is below the server's budget must set omit_rendered
+	// or raise its limit: the server can only check against its own budget.
 	PopMessage(context.Context, *PopMessageRequest) (*PopMessageResponse, error)
 	// ListDeadLetters lists the messages Collect dropped for the owner as sender, oldest first, with
 	// the number the per-owner bound evicted. Paginated; an unknown owner has none.
@@ -302,6 +351,11 @@ type ExchangeServiceServer interface {
 	// with RESOURCE_EXHAUSTED (ERROR_REASON_SUBSCRIBER_TOO_SLOW); the owner unregistering ends it with
 	// FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED); server shutdown ends it with
 	// UNAVAILABLE (ERROR_REASON_SERVER_SHUTTING_DOWN). An unregistered owner is FAILED_PRECONDITION.
+	// Past the server's limit of open inbox streams (--inbox-max-streams) the call is
+	// RESOURCE_EXHAUSTED (ERROR_REASON_TOO_MANY_STREAMS). A message whose frame would exceed the
+	// response budget (--max-response-bytes) ends the stream with RESOURCE_EXHAUSTED
+	// (ERROR_REASON_RESPONSE_TOO_LARGE, metadata messageId); it stays in its inbox: read it with
+	// Receive or PopMessage and omit_rendered.
 	SubscribeInbox(*SubscribeInboxRequest, grpc.ServerStreamingServer[SubscribeInboxResponse]) error
 	mustEmbedUnimplementedExchangeServiceServer()
 }

@@ -3,12 +3,15 @@
 // in order; a message written again under its id is replaced at its index.
 //
 // Conventions (see envelope.proto): UUIDs travel as text in any form Python's uuid.UUID(str) accepts
-// and are written back canonical lowercase; any-JSON fields end in `_json` and hold JSON text.
+// and are written back canonical lowercase; the nil UUID is not an id (INVALID_ARGUMENT, reason
+// ERROR_REASON_INVALID_FIELD); any-JSON fields end in `_json` and hold JSON text.
 //
 // Every mutation takes an optional `request_id` (AIP-155): a repeat within 10 minutes (and the
 // scope's last 10,000 request ids) returns the first response and writes nothing, even if the
-// payload differs; the repeat check comes before any other. The scope is the branch, or the server
-// for CreateBranch, ImportBranch, ForkBranch and DeleteBranch. Failed requests are not remembered;
+// payload differs; the repeat check comes before any other. The scope is the branch (a branch created
+// again under a deleted one's id is a new scope), the branch id for DeleteBranch, and the caller's
+// token for CreateBranch, ImportBranch and ForkBranch (one scope without auth); no scope's traffic
+// makes another's ids be forgotten sooner (ADR-0010). Failed requests are not remembered;
 // a request id used by another method is INVALID_ARGUMENT. Every mutation of a branch takes an
 // optional `expected_head_sequence`: when it differs from the branch's head the call is
 // FAILED_PRECONDITION, reason ERROR_REASON_SEQUENCE_MISMATCH, with ErrorInfo metadata
@@ -695,7 +698,16 @@ type InstructionInput struct {
 	// images are image references: http(s) URLs, data URIs or raw base64 (ADR-0006 D2).
 	Images []string `protobuf:"bytes,10,rep,name=images,proto3" json:"images,omitempty"`
 	// image_detail is "low", "high" or "auto".
-	ImageDetail   *string `protobuf:"bytes,11,opt,name=image_detail,json=imageDetail,proto3,oneof" json:"image_detail,omitempty"`
+	ImageDetail *string `protobuf:"bytes,11,opt,name=image_detail,json=imageDetail,proto3,oneof" json:"image_detail,omitempty"`
+	// context_json_list is context_json with presence: present and empty is an empty context, which
+	// with CONTEXT_MODE_REPLACE clears the target's (a repeated field cannot say "present and
+	// empty"). Set this or context_json, not both (INVALID_ARGUMENT).
+	ContextJsonList *StringList `protobuf:"bytes,12,opt,name=context_json_list,json=contextJsonList,proto3" json:"context_json_list,omitempty"`
+	// tool_schemas_json_list is tool_schemas_json with presence (see context_json_list); set this or
+	// tool_schemas_json, not both.
+	ToolSchemasJsonList *StringList `protobuf:"bytes,13,opt,name=tool_schemas_json_list,json=toolSchemasJsonList,proto3" json:"tool_schemas_json_list,omitempty"`
+	// images_list is images with presence (see context_json_list); set this or images, not both.
+	ImagesList    *StringList `protobuf:"bytes,14,opt,name=images_list,json=imagesList,proto3" json:"images_list,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -829,6 +841,27 @@ func (x *InstructionInput) GetImageDetail() string {
 	return ""
 }
 
+func (x *InstructionInput) GetContextJsonList() *StringList {
+	if x != nil {
+		return x.ContextJsonList
+	}
+	return nil
+}
+
+func (x *InstructionInput) GetToolSchemasJsonList() *StringList {
+	if x != nil {
+		return x.ToolSchemasJsonList
+	}
+	return nil
+}
+
+func (x *InstructionInput) GetImagesList() *StringList {
+	if x != nil {
+		return x.ImagesList
+	}
+	return nil
+}
+
 type isInstructionInput_InstructionValue interface {
 	isInstructionInput_InstructionValue()
 }
@@ -865,6 +898,53 @@ func (*InstructionInput_Guidance) isInstructionInput_GuidanceValue() {}
 
 func (*InstructionInput_GuidanceJson) isInstructionInput_GuidanceValue() {}
 
+// StringList is a list of strings whose presence is seen on the wire: absent is "not given",
+// present with no values is "given, empty".
+type StringList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// values are the strings, in order.
+	Values        []string `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StringList) Reset() {
+	*x = StringList{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StringList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StringList) ProtoMessage() {}
+
+func (x *StringList) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StringList.ProtoReflect.Descriptor instead.
+func (*StringList) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StringList) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 // AssistantResponseInput is the assistant-response input of the factory.
 type AssistantResponseInput struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -881,7 +961,7 @@ type AssistantResponseInput struct {
 
 func (x *AssistantResponseInput) Reset() {
 	*x = AssistantResponseInput{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[4]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +973,7 @@ func (x *AssistantResponseInput) String() string {
 func (*AssistantResponseInput) ProtoMessage() {}
 
 func (x *AssistantResponseInput) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[4]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +986,7 @@ func (x *AssistantResponseInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssistantResponseInput.ProtoReflect.Descriptor instead.
 func (*AssistantResponseInput) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{4}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AssistantResponseInput) GetResponse() isAssistantResponseInput_Response {
@@ -968,7 +1048,7 @@ type ActionRequestInput struct {
 
 func (x *ActionRequestInput) Reset() {
 	*x = ActionRequestInput{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[5]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1060,7 @@ func (x *ActionRequestInput) String() string {
 func (*ActionRequestInput) ProtoMessage() {}
 
 func (x *ActionRequestInput) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[5]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1073,7 @@ func (x *ActionRequestInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionRequestInput.ProtoReflect.Descriptor instead.
 func (*ActionRequestInput) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{5}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ActionRequestInput) GetFunction() string {
@@ -1026,7 +1106,7 @@ type ActionOutputInput struct {
 
 func (x *ActionOutputInput) Reset() {
 	*x = ActionOutputInput{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[6]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1118,7 @@ func (x *ActionOutputInput) String() string {
 func (*ActionOutputInput) ProtoMessage() {}
 
 func (x *ActionOutputInput) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[6]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1131,7 @@ func (x *ActionOutputInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionOutputInput.ProtoReflect.Descriptor instead.
 func (*ActionOutputInput) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{6}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ActionOutputInput) GetActionRequestId() string {
@@ -1078,7 +1158,7 @@ func (x *ActionOutputInput) GetError() string {
 // CreateBranchRequest is the request of CreateBranch.
 type CreateBranchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// request_id makes the call idempotent (server-wide scope).
+	// request_id makes the call idempotent (scope: the caller's token).
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// branch_id is the new branch's id; empty means a server-made UUID.
 	BranchId string `protobuf:"bytes,2,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
@@ -1098,7 +1178,7 @@ type CreateBranchRequest struct {
 
 func (x *CreateBranchRequest) Reset() {
 	*x = CreateBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[7]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1190,7 @@ func (x *CreateBranchRequest) String() string {
 func (*CreateBranchRequest) ProtoMessage() {}
 
 func (x *CreateBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[7]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1203,7 @@ func (x *CreateBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBranchRequest.ProtoReflect.Descriptor instead.
 func (*CreateBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{7}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateBranchRequest) GetRequestId() string {
@@ -1188,7 +1268,7 @@ type CreateBranchResponse struct {
 
 func (x *CreateBranchResponse) Reset() {
 	*x = CreateBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[8]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1280,7 @@ func (x *CreateBranchResponse) String() string {
 func (*CreateBranchResponse) ProtoMessage() {}
 
 func (x *CreateBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[8]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1293,7 @@ func (x *CreateBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBranchResponse.ProtoReflect.Descriptor instead.
 func (*CreateBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{8}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateBranchResponse) GetBranch() *Branch {
@@ -1241,7 +1321,7 @@ type GetBranchRequest struct {
 
 func (x *GetBranchRequest) Reset() {
 	*x = GetBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[9]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1333,7 @@ func (x *GetBranchRequest) String() string {
 func (*GetBranchRequest) ProtoMessage() {}
 
 func (x *GetBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[9]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1346,7 @@ func (x *GetBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBranchRequest.ProtoReflect.Descriptor instead.
 func (*GetBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{9}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetBranchRequest) GetBranchId() string {
@@ -1287,7 +1367,7 @@ type GetBranchResponse struct {
 
 func (x *GetBranchResponse) Reset() {
 	*x = GetBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[10]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1379,7 @@ func (x *GetBranchResponse) String() string {
 func (*GetBranchResponse) ProtoMessage() {}
 
 func (x *GetBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[10]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1392,7 @@ func (x *GetBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBranchResponse.ProtoReflect.Descriptor instead.
 func (*GetBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{10}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetBranchResponse) GetBranch() *Branch {
@@ -1335,7 +1415,7 @@ type ListBranchesRequest struct {
 
 func (x *ListBranchesRequest) Reset() {
 	*x = ListBranchesRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[11]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1427,7 @@ func (x *ListBranchesRequest) String() string {
 func (*ListBranchesRequest) ProtoMessage() {}
 
 func (x *ListBranchesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[11]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1440,7 @@ func (x *ListBranchesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBranchesRequest.ProtoReflect.Descriptor instead.
 func (*ListBranchesRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{11}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListBranchesRequest) GetPageSize() int32 {
@@ -1390,7 +1470,7 @@ type ListBranchesResponse struct {
 
 func (x *ListBranchesResponse) Reset() {
 	*x = ListBranchesResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[12]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1482,7 @@ func (x *ListBranchesResponse) String() string {
 func (*ListBranchesResponse) ProtoMessage() {}
 
 func (x *ListBranchesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[12]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1495,7 @@ func (x *ListBranchesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBranchesResponse.ProtoReflect.Descriptor instead.
 func (*ListBranchesResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{12}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListBranchesResponse) GetBranches() []*Branch {
@@ -1437,7 +1517,7 @@ type DeleteBranchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// branch_id names the branch.
 	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
-	// request_id makes the call idempotent (server-wide scope, since the branch goes).
+	// request_id makes the call idempotent (scope: the branch id, since the branch goes).
 	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// expected_head_sequence, when set, must be the branch's head sequence.
 	ExpectedHeadSequence *uint64 `protobuf:"varint,3,opt,name=expected_head_sequence,json=expectedHeadSequence,proto3,oneof" json:"expected_head_sequence,omitempty"`
@@ -1447,7 +1527,7 @@ type DeleteBranchRequest struct {
 
 func (x *DeleteBranchRequest) Reset() {
 	*x = DeleteBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[13]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1539,7 @@ func (x *DeleteBranchRequest) String() string {
 func (*DeleteBranchRequest) ProtoMessage() {}
 
 func (x *DeleteBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[13]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1552,7 @@ func (x *DeleteBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBranchRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{13}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteBranchRequest) GetBranchId() string {
@@ -1509,7 +1589,7 @@ type DeleteBranchResponse struct {
 
 func (x *DeleteBranchResponse) Reset() {
 	*x = DeleteBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[14]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1601,7 @@ func (x *DeleteBranchResponse) String() string {
 func (*DeleteBranchResponse) ProtoMessage() {}
 
 func (x *DeleteBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[14]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1614,7 @@ func (x *DeleteBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBranchResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{14}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteBranchResponse) GetBranchId() string {
@@ -1554,7 +1634,7 @@ func (x *DeleteBranchResponse) GetLastSequence() uint64 {
 // ForkBranchRequest is the request of ForkBranch.
 type ForkBranchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// request_id makes the call idempotent (server-wide scope).
+	// request_id makes the call idempotent (scope: the caller's token).
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// branch_id names the source branch.
 	BranchId string `protobuf:"bytes,2,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
@@ -1572,7 +1652,7 @@ type ForkBranchRequest struct {
 
 func (x *ForkBranchRequest) Reset() {
 	*x = ForkBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[15]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1664,7 @@ func (x *ForkBranchRequest) String() string {
 func (*ForkBranchRequest) ProtoMessage() {}
 
 func (x *ForkBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[15]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1677,7 @@ func (x *ForkBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkBranchRequest.ProtoReflect.Descriptor instead.
 func (*ForkBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{15}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ForkBranchRequest) GetRequestId() string {
@@ -1653,7 +1733,7 @@ type ForkBranchResponse struct {
 
 func (x *ForkBranchResponse) Reset() {
 	*x = ForkBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[16]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1745,7 @@ func (x *ForkBranchResponse) String() string {
 func (*ForkBranchResponse) ProtoMessage() {}
 
 func (x *ForkBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[16]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1758,7 @@ func (x *ForkBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkBranchResponse.ProtoReflect.Descriptor instead.
 func (*ForkBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{16}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ForkBranchResponse) GetBranch() *Branch {
@@ -1709,7 +1789,7 @@ type SetSystemRequest struct {
 
 func (x *SetSystemRequest) Reset() {
 	*x = SetSystemRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[17]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1801,7 @@ func (x *SetSystemRequest) String() string {
 func (*SetSystemRequest) ProtoMessage() {}
 
 func (x *SetSystemRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[17]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1814,7 @@ func (x *SetSystemRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemRequest.ProtoReflect.Descriptor instead.
 func (*SetSystemRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{17}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetSystemRequest) GetBranchId() string {
@@ -1785,7 +1865,7 @@ type SetSystemResponse struct {
 
 func (x *SetSystemResponse) Reset() {
 	*x = SetSystemResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[18]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1877,7 @@ func (x *SetSystemResponse) String() string {
 func (*SetSystemResponse) ProtoMessage() {}
 
 func (x *SetSystemResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[18]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1890,7 @@ func (x *SetSystemResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSystemResponse.ProtoReflect.Descriptor instead.
 func (*SetSystemResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{18}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetSystemResponse) GetSystem() *Message {
@@ -1867,7 +1947,7 @@ type AddMessageRequest struct {
 
 func (x *AddMessageRequest) Reset() {
 	*x = AddMessageRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[19]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +1959,7 @@ func (x *AddMessageRequest) String() string {
 func (*AddMessageRequest) ProtoMessage() {}
 
 func (x *AddMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[19]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +1972,7 @@ func (x *AddMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMessageRequest.ProtoReflect.Descriptor instead.
 func (*AddMessageRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{19}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AddMessageRequest) GetBranchId() string {
@@ -2075,7 +2155,7 @@ type AddMessageResponse struct {
 
 func (x *AddMessageResponse) Reset() {
 	*x = AddMessageResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[20]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2167,7 @@ func (x *AddMessageResponse) String() string {
 func (*AddMessageResponse) ProtoMessage() {}
 
 func (x *AddMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[20]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2180,7 @@ func (x *AddMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMessageResponse.ProtoReflect.Descriptor instead.
 func (*AddMessageResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{20}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AddMessageResponse) GetMessage() *Message {
@@ -2161,7 +2241,7 @@ type CreateActionResponseRequest struct {
 
 func (x *CreateActionResponseRequest) Reset() {
 	*x = CreateActionResponseRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[21]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2253,7 @@ func (x *CreateActionResponseRequest) String() string {
 func (*CreateActionResponseRequest) ProtoMessage() {}
 
 func (x *CreateActionResponseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[21]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2266,7 @@ func (x *CreateActionResponseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateActionResponseRequest.ProtoReflect.Descriptor instead.
 func (*CreateActionResponseRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{21}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateActionResponseRequest) GetBranchId() string {
@@ -2267,7 +2347,7 @@ type CreateActionResponseResponse struct {
 
 func (x *CreateActionResponseResponse) Reset() {
 	*x = CreateActionResponseResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[22]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2359,7 @@ func (x *CreateActionResponseResponse) String() string {
 func (*CreateActionResponseResponse) ProtoMessage() {}
 
 func (x *CreateActionResponseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[22]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2372,7 @@ func (x *CreateActionResponseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateActionResponseResponse.ProtoReflect.Descriptor instead.
 func (*CreateActionResponseResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{22}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateActionResponseResponse) GetActionResponse() *Message {
@@ -2322,14 +2402,17 @@ type GetMessageRequest struct {
 	// branch_id names the branch.
 	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
 	// message_id names the message.
-	MessageId     string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// omit_rendered leaves each message's rendered field unset (no rendering is done): for a client
+	// that renders itself, or that reads a message whose rendering passes the render cap.
+	OmitRendered  bool `protobuf:"varint,3,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[23]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2424,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[23]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2437,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{23}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetMessageRequest) GetBranchId() string {
@@ -2371,6 +2454,13 @@ func (x *GetMessageRequest) GetMessageId() string {
 	return ""
 }
 
+func (x *GetMessageRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
+}
+
 // GetMessageResponse is the response of GetMessage.
 type GetMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2384,7 +2474,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[24]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2486,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[24]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2499,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{24}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetMessageResponse) GetMessage() *Message {
@@ -2440,14 +2530,17 @@ type ListMessagesRequest struct {
 	// view lists one typed view; it cannot be combined with selected.
 	View MessageView `protobuf:"varint,5,opt,name=view,proto3,enum=historyd.v1.MessageView" json:"view,omitempty"`
 	// selected lists the selected progression (the full order when none is set).
-	Selected      bool `protobuf:"varint,6,opt,name=selected,proto3" json:"selected,omitempty"`
+	Selected bool `protobuf:"varint,6,opt,name=selected,proto3" json:"selected,omitempty"`
+	// omit_rendered leaves each message's rendered field unset (no rendering is done): for a client
+	// that renders itself, or that reads a message whose rendering passes the render cap.
+	OmitRendered  bool `protobuf:"varint,7,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[25]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2552,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[25]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2565,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{25}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListMessagesRequest) GetBranchId() string {
@@ -2517,6 +2610,13 @@ func (x *ListMessagesRequest) GetSelected() bool {
 	return false
 }
 
+func (x *ListMessagesRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
+}
+
 // ListMessagesResponse is the response of ListMessages.
 type ListMessagesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2532,7 +2632,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[26]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2644,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[26]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2657,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{26}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2588,14 +2688,17 @@ type GetLastMessageRequest struct {
 	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
 	// view is the view searched: MESSAGE_VIEW_INSTRUCTIONS is last_instruction,
 	// MESSAGE_VIEW_ASSISTANT_RESPONSES last_response; unspecified is the last message.
-	View          MessageView `protobuf:"varint,2,opt,name=view,proto3,enum=historyd.v1.MessageView" json:"view,omitempty"`
+	View MessageView `protobuf:"varint,2,opt,name=view,proto3,enum=historyd.v1.MessageView" json:"view,omitempty"`
+	// omit_rendered leaves each message's rendered field unset (no rendering is done): for a client
+	// that renders itself, or that reads a message whose rendering passes the render cap.
+	OmitRendered  bool `protobuf:"varint,3,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetLastMessageRequest) Reset() {
 	*x = GetLastMessageRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[27]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2607,7 +2710,7 @@ func (x *GetLastMessageRequest) String() string {
 func (*GetLastMessageRequest) ProtoMessage() {}
 
 func (x *GetLastMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[27]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2620,7 +2723,7 @@ func (x *GetLastMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLastMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetLastMessageRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{27}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetLastMessageRequest) GetBranchId() string {
@@ -2637,6 +2740,13 @@ func (x *GetLastMessageRequest) GetView() MessageView {
 	return MessageView_MESSAGE_VIEW_UNSPECIFIED
 }
 
+func (x *GetLastMessageRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
+}
+
 // GetLastMessageResponse is the response of GetLastMessage.
 type GetLastMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2650,7 +2760,7 @@ type GetLastMessageResponse struct {
 
 func (x *GetLastMessageResponse) Reset() {
 	*x = GetLastMessageResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[28]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2772,7 @@ func (x *GetLastMessageResponse) String() string {
 func (*GetLastMessageResponse) ProtoMessage() {}
 
 func (x *GetLastMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[28]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2785,7 @@ func (x *GetLastMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLastMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetLastMessageResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{28}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetLastMessageResponse) GetMessage() *Message {
@@ -2713,7 +2823,7 @@ type ToChatMessagesRequest struct {
 
 func (x *ToChatMessagesRequest) Reset() {
 	*x = ToChatMessagesRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[29]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2835,7 @@ func (x *ToChatMessagesRequest) String() string {
 func (*ToChatMessagesRequest) ProtoMessage() {}
 
 func (x *ToChatMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[29]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2848,7 @@ func (x *ToChatMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToChatMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ToChatMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{29}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ToChatMessagesRequest) GetBranchId() string {
@@ -2790,7 +2900,7 @@ type ToChatMessagesResponse struct {
 
 func (x *ToChatMessagesResponse) Reset() {
 	*x = ToChatMessagesResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[30]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +2912,7 @@ func (x *ToChatMessagesResponse) String() string {
 func (*ToChatMessagesResponse) ProtoMessage() {}
 
 func (x *ToChatMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[30]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +2925,7 @@ func (x *ToChatMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToChatMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ToChatMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{30}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ToChatMessagesResponse) GetMessages() []*ChatMessage {
@@ -2868,7 +2978,7 @@ type ClearMessagesRequest struct {
 
 func (x *ClearMessagesRequest) Reset() {
 	*x = ClearMessagesRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[31]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2880,7 +2990,7 @@ func (x *ClearMessagesRequest) String() string {
 func (*ClearMessagesRequest) ProtoMessage() {}
 
 func (x *ClearMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[31]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2893,7 +3003,7 @@ func (x *ClearMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ClearMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{31}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ClearMessagesRequest) GetBranchId() string {
@@ -2928,7 +3038,7 @@ type ClearMessagesResponse struct {
 
 func (x *ClearMessagesResponse) Reset() {
 	*x = ClearMessagesResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[32]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +3050,7 @@ func (x *ClearMessagesResponse) String() string {
 func (*ClearMessagesResponse) ProtoMessage() {}
 
 func (x *ClearMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[32]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3063,7 @@ func (x *ClearMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ClearMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{32}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ClearMessagesResponse) GetHeadSequence() uint64 {
@@ -2980,7 +3090,7 @@ type SetProgressionRequest struct {
 
 func (x *SetProgressionRequest) Reset() {
 	*x = SetProgressionRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[33]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2992,7 +3102,7 @@ func (x *SetProgressionRequest) String() string {
 func (*SetProgressionRequest) ProtoMessage() {}
 
 func (x *SetProgressionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[33]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3005,7 +3115,7 @@ func (x *SetProgressionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProgressionRequest.ProtoReflect.Descriptor instead.
 func (*SetProgressionRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{33}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetProgressionRequest) GetBranchId() string {
@@ -3047,7 +3157,7 @@ type SetProgressionResponse struct {
 
 func (x *SetProgressionResponse) Reset() {
 	*x = SetProgressionResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[34]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3059,7 +3169,7 @@ func (x *SetProgressionResponse) String() string {
 func (*SetProgressionResponse) ProtoMessage() {}
 
 func (x *SetProgressionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[34]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3072,7 +3182,7 @@ func (x *SetProgressionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProgressionResponse.ProtoReflect.Descriptor instead.
 func (*SetProgressionResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{34}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetProgressionResponse) GetHeadSequence() uint64 {
@@ -3085,7 +3195,7 @@ func (x *SetProgressionResponse) GetHeadSequence() uint64 {
 // ImportBranchRequest is the request of ImportBranch.
 type ImportBranchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// request_id makes the call idempotent (server-wide scope).
+	// request_id makes the call idempotent (scope: the caller's token).
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// data is the LionAGI JSON text: a Branch.to_dict, a Pile.to_dict or a list of message dicts.
 	Data string `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
@@ -3102,7 +3212,7 @@ type ImportBranchRequest struct {
 
 func (x *ImportBranchRequest) Reset() {
 	*x = ImportBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[35]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3114,7 +3224,7 @@ func (x *ImportBranchRequest) String() string {
 func (*ImportBranchRequest) ProtoMessage() {}
 
 func (x *ImportBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[35]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3127,7 +3237,7 @@ func (x *ImportBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportBranchRequest.ProtoReflect.Descriptor instead.
 func (*ImportBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{35}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ImportBranchRequest) GetRequestId() string {
@@ -3176,7 +3286,7 @@ type ImportBranchResponse struct {
 
 func (x *ImportBranchResponse) Reset() {
 	*x = ImportBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[36]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3188,7 +3298,7 @@ func (x *ImportBranchResponse) String() string {
 func (*ImportBranchResponse) ProtoMessage() {}
 
 func (x *ImportBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[36]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3201,7 +3311,7 @@ func (x *ImportBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportBranchResponse.ProtoReflect.Descriptor instead.
 func (*ImportBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{36}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ImportBranchResponse) GetBranch() *Branch {
@@ -3226,7 +3336,7 @@ type ExportBranchRequest struct {
 
 func (x *ExportBranchRequest) Reset() {
 	*x = ExportBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[37]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3238,7 +3348,7 @@ func (x *ExportBranchRequest) String() string {
 func (*ExportBranchRequest) ProtoMessage() {}
 
 func (x *ExportBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[37]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3251,7 +3361,7 @@ func (x *ExportBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportBranchRequest.ProtoReflect.Descriptor instead.
 func (*ExportBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{37}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExportBranchRequest) GetBranchId() string {
@@ -3288,7 +3398,7 @@ type ExportBranchResponse struct {
 
 func (x *ExportBranchResponse) Reset() {
 	*x = ExportBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[38]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3300,7 +3410,7 @@ func (x *ExportBranchResponse) String() string {
 func (*ExportBranchResponse) ProtoMessage() {}
 
 func (x *ExportBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[38]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3313,7 +3423,7 @@ func (x *ExportBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportBranchResponse.ProtoReflect.Descriptor instead.
 func (*ExportBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{38}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExportBranchResponse) GetData() string {
@@ -3328,6 +3438,255 @@ func (x *ExportBranchResponse) GetHeadSequence() uint64 {
 		return x.HeadSequence
 	}
 	return 0
+}
+
+// ExportBranchStreamRequest is the request of ExportBranchStream.
+type ExportBranchStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// branch_id names the branch.
+	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
+	// mode is the LionAGI serialization mode; unspecified means json.
+	Mode SerializationMode `protobuf:"varint,2,opt,name=mode,proto3,enum=historyd.v1.SerializationMode" json:"mode,omitempty"`
+	// db_meta_key is the metadata key of db mode; empty means node_metadata.
+	DbMetaKey     string `protobuf:"bytes,3,opt,name=db_meta_key,json=dbMetaKey,proto3" json:"db_meta_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportBranchStreamRequest) Reset() {
+	*x = ExportBranchStreamRequest{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportBranchStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportBranchStreamRequest) ProtoMessage() {}
+
+func (x *ExportBranchStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportBranchStreamRequest.ProtoReflect.Descriptor instead.
+func (*ExportBranchStreamRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ExportBranchStreamRequest) GetBranchId() string {
+	if x != nil {
+		return x.BranchId
+	}
+	return ""
+}
+
+func (x *ExportBranchStreamRequest) GetMode() SerializationMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SerializationMode_SERIALIZATION_MODE_UNSPECIFIED
+}
+
+func (x *ExportBranchStreamRequest) GetDbMetaKey() string {
+	if x != nil {
+		return x.DbMetaKey
+	}
+	return ""
+}
+
+// ExportBranchStreamResponse is one chunk of ExportBranchStream.
+type ExportBranchStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// data is the next chunk of the UTF-8 JSON text; a chunk may end inside a character, so
+	// concatenate the chunks' bytes before decoding them.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// head_sequence is the branch's head when it was read (set on every chunk).
+	HeadSequence  uint64 `protobuf:"varint,2,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportBranchStreamResponse) Reset() {
+	*x = ExportBranchStreamResponse{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportBranchStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportBranchStreamResponse) ProtoMessage() {}
+
+func (x *ExportBranchStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportBranchStreamResponse.ProtoReflect.Descriptor instead.
+func (*ExportBranchStreamResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ExportBranchStreamResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ExportBranchStreamResponse) GetHeadSequence() uint64 {
+	if x != nil {
+		return x.HeadSequence
+	}
+	return 0
+}
+
+// ImportBranchStreamRequest is one message of ImportBranchStream.
+type ImportBranchStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// request_id makes the call idempotent, in ImportBranch's scope (first message only).
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// data is the next chunk of the JSON text (ImportBranchRequest.data's bytes); chunks may split a
+	// character.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// branch_id, when set, is the new branch's id instead of the payload's (first message only).
+	BranchId string `protobuf:"bytes,3,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
+	// new_branch_id asks for a server-made id whatever the payload says (first message only).
+	NewBranchId bool `protobuf:"varint,4,opt,name=new_branch_id,json=newBranchId,proto3" json:"new_branch_id,omitempty"`
+	// db_meta_key is as in ImportBranchRequest (first message only).
+	DbMetaKey     string `protobuf:"bytes,5,opt,name=db_meta_key,json=dbMetaKey,proto3" json:"db_meta_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportBranchStreamRequest) Reset() {
+	*x = ImportBranchStreamRequest{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportBranchStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportBranchStreamRequest) ProtoMessage() {}
+
+func (x *ImportBranchStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportBranchStreamRequest.ProtoReflect.Descriptor instead.
+func (*ImportBranchStreamRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ImportBranchStreamRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ImportBranchStreamRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ImportBranchStreamRequest) GetBranchId() string {
+	if x != nil {
+		return x.BranchId
+	}
+	return ""
+}
+
+func (x *ImportBranchStreamRequest) GetNewBranchId() bool {
+	if x != nil {
+		return x.NewBranchId
+	}
+	return false
+}
+
+func (x *ImportBranchStreamRequest) GetDbMetaKey() string {
+	if x != nil {
+		return x.DbMetaKey
+	}
+	return ""
+}
+
+// ImportBranchStreamResponse is the response of ImportBranchStream.
+type ImportBranchStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// branch is the new branch.
+	Branch        *Branch `protobuf:"bytes,1,opt,name=branch,proto3" json:"branch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportBranchStreamResponse) Reset() {
+	*x = ImportBranchStreamResponse{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportBranchStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportBranchStreamResponse) ProtoMessage() {}
+
+func (x *ImportBranchStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportBranchStreamResponse.ProtoReflect.Descriptor instead.
+func (*ImportBranchStreamResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ImportBranchStreamResponse) GetBranch() *Branch {
+	if x != nil {
+		return x.Branch
+	}
+	return nil
 }
 
 // WatchBranchRequest is the request of WatchBranch.
@@ -3357,7 +3716,7 @@ type WatchBranchRequest struct {
 
 func (x *WatchBranchRequest) Reset() {
 	*x = WatchBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3369,7 +3728,7 @@ func (x *WatchBranchRequest) String() string {
 func (*WatchBranchRequest) ProtoMessage() {}
 
 func (x *WatchBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3382,7 +3741,7 @@ func (x *WatchBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBranchRequest.ProtoReflect.Descriptor instead.
 func (*WatchBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{39}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WatchBranchRequest) GetBranchId() string {
@@ -3437,7 +3796,7 @@ type WatchBranchResponse struct {
 
 func (x *WatchBranchResponse) Reset() {
 	*x = WatchBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3808,7 @@ func (x *WatchBranchResponse) String() string {
 func (*WatchBranchResponse) ProtoMessage() {}
 
 func (x *WatchBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3821,7 @@ func (x *WatchBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBranchResponse.ProtoReflect.Descriptor instead.
 func (*WatchBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{40}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WatchBranchResponse) GetFrame() isWatchBranchResponse_Frame {
@@ -3546,7 +3905,7 @@ type WatchStart struct {
 
 func (x *WatchStart) Reset() {
 	*x = WatchStart{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3558,7 +3917,7 @@ func (x *WatchStart) String() string {
 func (*WatchStart) ProtoMessage() {}
 
 func (x *WatchStart) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3571,7 +3930,7 @@ func (x *WatchStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchStart.ProtoReflect.Descriptor instead.
 func (*WatchStart) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{41}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WatchStart) GetBranchId() string {
@@ -3626,7 +3985,7 @@ type BranchCommit struct {
 
 func (x *BranchCommit) Reset() {
 	*x = BranchCommit{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3638,7 +3997,7 @@ func (x *BranchCommit) String() string {
 func (*BranchCommit) ProtoMessage() {}
 
 func (x *BranchCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3651,7 +4010,7 @@ func (x *BranchCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchCommit.ProtoReflect.Descriptor instead.
 func (*BranchCommit) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{42}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *BranchCommit) GetFirstSequence() uint64 {
@@ -3702,7 +4061,7 @@ type BranchEvent struct {
 
 func (x *BranchEvent) Reset() {
 	*x = BranchEvent{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3714,7 +4073,7 @@ func (x *BranchEvent) String() string {
 func (*BranchEvent) ProtoMessage() {}
 
 func (x *BranchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3727,7 +4086,7 @@ func (x *BranchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchEvent.ProtoReflect.Descriptor instead.
 func (*BranchEvent) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{43}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BranchEvent) GetSequence() uint64 {
@@ -3793,7 +4152,7 @@ type WatchHeartbeat struct {
 
 func (x *WatchHeartbeat) Reset() {
 	*x = WatchHeartbeat{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3805,7 +4164,7 @@ func (x *WatchHeartbeat) String() string {
 func (*WatchHeartbeat) ProtoMessage() {}
 
 func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3818,7 +4177,7 @@ func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchHeartbeat.ProtoReflect.Descriptor instead.
 func (*WatchHeartbeat) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{44}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WatchHeartbeat) GetHeadSequence() uint64 {
@@ -3870,7 +4229,7 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\rdatetime_text\x18\x02 \x01(\tH\x00R\fdatetimeText\x12#\n" +
 	"\fdatetime_now\x18\x03 \x01(\bH\x00R\vdatetimeNowB\x11\n" +
 	"\x0fsystem_datetimeB\x11\n" +
-	"\x0f_system_message\"\xbc\x04\n" +
+	"\x0f_system_message\"\x89\x06\n" +
 	"\x10InstructionInput\x12\"\n" +
 	"\vinstruction\x18\x01 \x01(\tH\x00R\vinstruction\x12+\n" +
 	"\x10instruction_json\x18\x02 \x01(\tH\x00R\x0finstructionJson\x12\x1c\n" +
@@ -3883,12 +4242,19 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x14response_format_json\x18\t \x01(\tH\x03R\x12responseFormatJson\x88\x01\x01\x12\x16\n" +
 	"\x06images\x18\n" +
 	" \x03(\tR\x06images\x12&\n" +
-	"\fimage_detail\x18\v \x01(\tH\x04R\vimageDetail\x88\x01\x01B\x13\n" +
+	"\fimage_detail\x18\v \x01(\tH\x04R\vimageDetail\x88\x01\x01\x12C\n" +
+	"\x11context_json_list\x18\f \x01(\v2\x17.historyd.v1.StringListR\x0fcontextJsonList\x12L\n" +
+	"\x16tool_schemas_json_list\x18\r \x01(\v2\x17.historyd.v1.StringListR\x13toolSchemasJsonList\x128\n" +
+	"\vimages_list\x18\x0e \x01(\v2\x17.historyd.v1.StringListR\n" +
+	"imagesListB\x13\n" +
 	"\x11instruction_valueB\x10\n" +
 	"\x0eguidance_valueB\x10\n" +
 	"\x0e_plain_contentB\x17\n" +
 	"\x15_response_format_jsonB\x0f\n" +
-	"\r_image_detail\"h\n" +
+	"\r_image_detail\"$\n" +
+	"\n" +
+	"StringList\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\"h\n" +
 	"\x16AssistantResponseInput\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x12,\n" +
 	"\x11raw_response_json\x18\x02 \x01(\tH\x00R\x0frawResponseJsonB\n" +
@@ -4005,14 +4371,15 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x1cCreateActionResponseResponse\x12=\n" +
 	"\x0faction_response\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\x0eactionResponse\x12;\n" +
 	"\x0eaction_request\x18\x02 \x01(\v2\x14.historyd.v1.MessageR\ractionRequest\x12#\n" +
-	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"O\n" +
+	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"t\n" +
 	"\x11GetMessageRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x02 \x01(\tR\tmessageId\"i\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12#\n" +
+	"\romit_rendered\x18\x03 \x01(\bR\fomitRendered\"i\n" +
 	"\x12GetMessageResponse\x12.\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12#\n" +
-	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xd8\x01\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xfd\x01\n" +
 	"\x13ListMessagesRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -4022,14 +4389,16 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"descending\x18\x04 \x01(\bR\n" +
 	"descending\x12,\n" +
 	"\x04view\x18\x05 \x01(\x0e2\x18.historyd.v1.MessageViewR\x04view\x12\x1a\n" +
-	"\bselected\x18\x06 \x01(\bR\bselected\"\x95\x01\n" +
+	"\bselected\x18\x06 \x01(\bR\bselected\x12#\n" +
+	"\romit_rendered\x18\a \x01(\bR\fomitRendered\"\x95\x01\n" +
 	"\x14ListMessagesResponse\x120\n" +
 	"\bmessages\x18\x01 \x03(\v2\x14.historyd.v1.MessageR\bmessages\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12#\n" +
-	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"b\n" +
+	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\"\x87\x01\n" +
 	"\x15GetLastMessageRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12,\n" +
-	"\x04view\x18\x02 \x01(\x0e2\x18.historyd.v1.MessageViewR\x04view\"m\n" +
+	"\x04view\x18\x02 \x01(\x0e2\x18.historyd.v1.MessageViewR\x04view\x12#\n" +
+	"\romit_rendered\x18\x03 \x01(\bR\fomitRendered\"m\n" +
 	"\x16GetLastMessageResponse\x12.\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12#\n" +
 	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xb0\x01\n" +
@@ -4077,7 +4446,23 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\vdb_meta_key\x18\x03 \x01(\tR\tdbMetaKey\"O\n" +
 	"\x14ExportBranchResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\tR\x04data\x12#\n" +
-	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\x80\x02\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\x8c\x01\n" +
+	"\x19ExportBranchStreamRequest\x12\x1b\n" +
+	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x122\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x1e.historyd.v1.SerializationModeR\x04mode\x12\x1e\n" +
+	"\vdb_meta_key\x18\x03 \x01(\tR\tdbMetaKey\"U\n" +
+	"\x1aExportBranchStreamResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12#\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xaf\x01\n" +
+	"\x19ImportBranchStreamRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1b\n" +
+	"\tbranch_id\x18\x03 \x01(\tR\bbranchId\x12\"\n" +
+	"\rnew_branch_id\x18\x04 \x01(\bR\vnewBranchId\x12\x1e\n" +
+	"\vdb_meta_key\x18\x05 \x01(\tR\tdbMetaKey\"I\n" +
+	"\x1aImportBranchStreamResponse\x12+\n" +
+	"\x06branch\x18\x01 \x01(\v2\x13.historyd.v1.BranchR\x06branch\"\x80\x02\n" +
 	"\x12WatchBranchRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12*\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x12%\n" +
@@ -4143,7 +4528,7 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x15EVENT_KIND_SYSTEM_SET\x10\x04\x12\x1f\n" +
 	"\x1bEVENT_KIND_MESSAGES_CLEARED\x10\x05\x12\x1e\n" +
 	"\x1aEVENT_KIND_PROGRESSION_SET\x10\x06\x12\x1d\n" +
-	"\x19EVENT_KIND_BRANCH_DELETED\x10\a2\xbd\v\n" +
+	"\x19EVENT_KIND_BRANCH_DELETED\x10\a2\x8f\r\n" +
 	"\x0eHistoryService\x12S\n" +
 	"\fCreateBranch\x12 .historyd.v1.CreateBranchRequest\x1a!.historyd.v1.CreateBranchResponse\x12J\n" +
 	"\tGetBranch\x12\x1d.historyd.v1.GetBranchRequest\x1a\x1e.historyd.v1.GetBranchResponse\x12S\n" +
@@ -4163,7 +4548,9 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\rClearMessages\x12!.historyd.v1.ClearMessagesRequest\x1a\".historyd.v1.ClearMessagesResponse\x12Y\n" +
 	"\x0eSetProgression\x12\".historyd.v1.SetProgressionRequest\x1a#.historyd.v1.SetProgressionResponse\x12S\n" +
 	"\fImportBranch\x12 .historyd.v1.ImportBranchRequest\x1a!.historyd.v1.ImportBranchResponse\x12S\n" +
-	"\fExportBranch\x12 .historyd.v1.ExportBranchRequest\x1a!.historyd.v1.ExportBranchResponse\x12R\n" +
+	"\fExportBranch\x12 .historyd.v1.ExportBranchRequest\x1a!.historyd.v1.ExportBranchResponse\x12g\n" +
+	"\x12ExportBranchStream\x12&.historyd.v1.ExportBranchStreamRequest\x1a'.historyd.v1.ExportBranchStreamResponse0\x01\x12g\n" +
+	"\x12ImportBranchStream\x12&.historyd.v1.ImportBranchStreamRequest\x1a'.historyd.v1.ImportBranchStreamResponse(\x01\x12R\n" +
 	"\vWatchBranch\x12\x1f.historyd.v1.WatchBranchRequest\x1a .historyd.v1.WatchBranchResponse0\x01B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
@@ -4179,7 +4566,7 @@ func file_historyd_v1_history_service_proto_rawDescGZIP() []byte {
 }
 
 var file_historyd_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_historyd_v1_history_service_proto_goTypes = []any{
 	(MessageView)(0),                     // 0: historyd.v1.MessageView
 	(SerializationMode)(0),               // 1: historyd.v1.SerializationMode
@@ -4190,141 +4577,155 @@ var file_historyd_v1_history_service_proto_goTypes = []any{
 	(*MessageIds)(nil),                   // 6: historyd.v1.MessageIds
 	(*SystemInput)(nil),                  // 7: historyd.v1.SystemInput
 	(*InstructionInput)(nil),             // 8: historyd.v1.InstructionInput
-	(*AssistantResponseInput)(nil),       // 9: historyd.v1.AssistantResponseInput
-	(*ActionRequestInput)(nil),           // 10: historyd.v1.ActionRequestInput
-	(*ActionOutputInput)(nil),            // 11: historyd.v1.ActionOutputInput
-	(*CreateBranchRequest)(nil),          // 12: historyd.v1.CreateBranchRequest
-	(*CreateBranchResponse)(nil),         // 13: historyd.v1.CreateBranchResponse
-	(*GetBranchRequest)(nil),             // 14: historyd.v1.GetBranchRequest
-	(*GetBranchResponse)(nil),            // 15: historyd.v1.GetBranchResponse
-	(*ListBranchesRequest)(nil),          // 16: historyd.v1.ListBranchesRequest
-	(*ListBranchesResponse)(nil),         // 17: historyd.v1.ListBranchesResponse
-	(*DeleteBranchRequest)(nil),          // 18: historyd.v1.DeleteBranchRequest
-	(*DeleteBranchResponse)(nil),         // 19: historyd.v1.DeleteBranchResponse
-	(*ForkBranchRequest)(nil),            // 20: historyd.v1.ForkBranchRequest
-	(*ForkBranchResponse)(nil),           // 21: historyd.v1.ForkBranchResponse
-	(*SetSystemRequest)(nil),             // 22: historyd.v1.SetSystemRequest
-	(*SetSystemResponse)(nil),            // 23: historyd.v1.SetSystemResponse
-	(*AddMessageRequest)(nil),            // 24: historyd.v1.AddMessageRequest
-	(*AddMessageResponse)(nil),           // 25: historyd.v1.AddMessageResponse
-	(*CreateActionResponseRequest)(nil),  // 26: historyd.v1.CreateActionResponseRequest
-	(*CreateActionResponseResponse)(nil), // 27: historyd.v1.CreateActionResponseResponse
-	(*GetMessageRequest)(nil),            // 28: historyd.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),           // 29: historyd.v1.GetMessageResponse
-	(*ListMessagesRequest)(nil),          // 30: historyd.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),         // 31: historyd.v1.ListMessagesResponse
-	(*GetLastMessageRequest)(nil),        // 32: historyd.v1.GetLastMessageRequest
-	(*GetLastMessageResponse)(nil),       // 33: historyd.v1.GetLastMessageResponse
-	(*ToChatMessagesRequest)(nil),        // 34: historyd.v1.ToChatMessagesRequest
-	(*ToChatMessagesResponse)(nil),       // 35: historyd.v1.ToChatMessagesResponse
-	(*ClearMessagesRequest)(nil),         // 36: historyd.v1.ClearMessagesRequest
-	(*ClearMessagesResponse)(nil),        // 37: historyd.v1.ClearMessagesResponse
-	(*SetProgressionRequest)(nil),        // 38: historyd.v1.SetProgressionRequest
-	(*SetProgressionResponse)(nil),       // 39: historyd.v1.SetProgressionResponse
-	(*ImportBranchRequest)(nil),          // 40: historyd.v1.ImportBranchRequest
-	(*ImportBranchResponse)(nil),         // 41: historyd.v1.ImportBranchResponse
-	(*ExportBranchRequest)(nil),          // 42: historyd.v1.ExportBranchRequest
-	(*ExportBranchResponse)(nil),         // 43: historyd.v1.ExportBranchResponse
-	(*WatchBranchRequest)(nil),           // 44: historyd.v1.WatchBranchRequest
-	(*WatchBranchResponse)(nil),          // 45: historyd.v1.WatchBranchResponse
-	(*WatchStart)(nil),                   // 46: historyd.v1.WatchStart
-	(*BranchCommit)(nil),                 // 47: historyd.v1.BranchCommit
-	(*BranchEvent)(nil),                  // 48: historyd.v1.BranchEvent
-	(*WatchHeartbeat)(nil),               // 49: historyd.v1.WatchHeartbeat
-	(*structpb.Struct)(nil),              // 50: google.protobuf.Struct
-	(*Message)(nil),                      // 51: historyd.v1.Message
-	(*structpb.Value)(nil),               // 52: google.protobuf.Value
-	(*ChatMessage)(nil),                  // 53: historyd.v1.ChatMessage
-	(*timestamppb.Timestamp)(nil),        // 54: google.protobuf.Timestamp
+	(*StringList)(nil),                   // 9: historyd.v1.StringList
+	(*AssistantResponseInput)(nil),       // 10: historyd.v1.AssistantResponseInput
+	(*ActionRequestInput)(nil),           // 11: historyd.v1.ActionRequestInput
+	(*ActionOutputInput)(nil),            // 12: historyd.v1.ActionOutputInput
+	(*CreateBranchRequest)(nil),          // 13: historyd.v1.CreateBranchRequest
+	(*CreateBranchResponse)(nil),         // 14: historyd.v1.CreateBranchResponse
+	(*GetBranchRequest)(nil),             // 15: historyd.v1.GetBranchRequest
+	(*GetBranchResponse)(nil),            // 16: historyd.v1.GetBranchResponse
+	(*ListBranchesRequest)(nil),          // 17: historyd.v1.ListBranchesRequest
+	(*ListBranchesResponse)(nil),         // 18: historyd.v1.ListBranchesResponse
+	(*DeleteBranchRequest)(nil),          // 19: historyd.v1.DeleteBranchRequest
+	(*DeleteBranchResponse)(nil),         // 20: historyd.v1.DeleteBranchResponse
+	(*ForkBranchRequest)(nil),            // 21: historyd.v1.ForkBranchRequest
+	(*ForkBranchResponse)(nil),           // 22: historyd.v1.ForkBranchResponse
+	(*SetSystemRequest)(nil),             // 23: historyd.v1.SetSystemRequest
+	(*SetSystemResponse)(nil),            // 24: historyd.v1.SetSystemResponse
+	(*AddMessageRequest)(nil),            // 25: historyd.v1.AddMessageRequest
+	(*AddMessageResponse)(nil),           // 26: historyd.v1.AddMessageResponse
+	(*CreateActionResponseRequest)(nil),  // 27: historyd.v1.CreateActionResponseRequest
+	(*CreateActionResponseResponse)(nil), // 28: historyd.v1.CreateActionResponseResponse
+	(*GetMessageRequest)(nil),            // 29: historyd.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),           // 30: historyd.v1.GetMessageResponse
+	(*ListMessagesRequest)(nil),          // 31: historyd.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),         // 32: historyd.v1.ListMessagesResponse
+	(*GetLastMessageRequest)(nil),        // 33: historyd.v1.GetLastMessageRequest
+	(*GetLastMessageResponse)(nil),       // 34: historyd.v1.GetLastMessageResponse
+	(*ToChatMessagesRequest)(nil),        // 35: historyd.v1.ToChatMessagesRequest
+	(*ToChatMessagesResponse)(nil),       // 36: historyd.v1.ToChatMessagesResponse
+	(*ClearMessagesRequest)(nil),         // 37: historyd.v1.ClearMessagesRequest
+	(*ClearMessagesResponse)(nil),        // 38: historyd.v1.ClearMessagesResponse
+	(*SetProgressionRequest)(nil),        // 39: historyd.v1.SetProgressionRequest
+	(*SetProgressionResponse)(nil),       // 40: historyd.v1.SetProgressionResponse
+	(*ImportBranchRequest)(nil),          // 41: historyd.v1.ImportBranchRequest
+	(*ImportBranchResponse)(nil),         // 42: historyd.v1.ImportBranchResponse
+	(*ExportBranchRequest)(nil),          // 43: historyd.v1.ExportBranchRequest
+	(*ExportBranchResponse)(nil),         // 44: historyd.v1.ExportBranchResponse
+	(*ExportBranchStreamRequest)(nil),    // 45: historyd.v1.ExportBranchStreamRequest
+	(*ExportBranchStreamResponse)(nil),   // 46: historyd.v1.ExportBranchStreamResponse
+	(*ImportBranchStreamRequest)(nil),    // 47: historyd.v1.ImportBranchStreamRequest
+	(*ImportBranchStreamResponse)(nil),   // 48: historyd.v1.ImportBranchStreamResponse
+	(*WatchBranchRequest)(nil),           // 49: historyd.v1.WatchBranchRequest
+	(*WatchBranchResponse)(nil),          // 50: historyd.v1.WatchBranchResponse
+	(*WatchStart)(nil),                   // 51: historyd.v1.WatchStart
+	(*BranchCommit)(nil),                 // 52: historyd.v1.BranchCommit
+	(*BranchEvent)(nil),                  // 53: historyd.v1.BranchEvent
+	(*WatchHeartbeat)(nil),               // 54: historyd.v1.WatchHeartbeat
+	(*structpb.Struct)(nil),              // 55: google.protobuf.Struct
+	(*Message)(nil),                      // 56: historyd.v1.Message
+	(*structpb.Value)(nil),               // 57: google.protobuf.Value
+	(*ChatMessage)(nil),                  // 58: historyd.v1.ChatMessage
+	(*timestamppb.Timestamp)(nil),        // 59: google.protobuf.Timestamp
 }
 var file_historyd_v1_history_service_proto_depIdxs = []int32{
-	50, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
+	55, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
 	2,  // 1: historyd.v1.InstructionInput.handle_context:type_name -> historyd.v1.ContextMode
-	50, // 2: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
-	7,  // 3: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
-	5,  // 4: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
-	51, // 5: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
-	5,  // 6: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
-	5,  // 7: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
-	5,  // 8: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
-	51, // 9: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
-	51, // 10: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
-	52, // 11: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
-	52, // 12: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
-	50, // 13: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
-	8,  // 14: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
-	9,  // 15: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
-	7,  // 16: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
-	10, // 17: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
-	11, // 18: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
-	51, // 19: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
-	51, // 20: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
-	51, // 21: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
-	52, // 22: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
-	52, // 23: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
-	51, // 24: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
-	51, // 25: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
-	51, // 26: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
-	0,  // 27: historyd.v1.ListMessagesRequest.view:type_name -> historyd.v1.MessageView
-	51, // 28: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
-	0,  // 29: historyd.v1.GetLastMessageRequest.view:type_name -> historyd.v1.MessageView
-	51, // 30: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
-	6,  // 31: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
-	3,  // 32: historyd.v1.ToChatMessagesRequest.format:type_name -> historyd.v1.ChatFormat
-	53, // 33: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
-	6,  // 34: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
-	5,  // 35: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
-	1,  // 36: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
-	4,  // 37: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
-	46, // 38: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
-	47, // 39: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
-	49, // 40: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
-	48, // 41: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
-	4,  // 42: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
-	51, // 43: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
-	5,  // 44: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
-	51, // 45: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
-	6,  // 46: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
-	54, // 47: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	12, // 48: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
-	14, // 49: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
-	16, // 50: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
-	18, // 51: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
-	20, // 52: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
-	22, // 53: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
-	24, // 54: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
-	26, // 55: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
-	28, // 56: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
-	30, // 57: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
-	32, // 58: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
-	34, // 59: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
-	36, // 60: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
-	38, // 61: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
-	40, // 62: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
-	42, // 63: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
-	44, // 64: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
-	13, // 65: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
-	15, // 66: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
-	17, // 67: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
-	19, // 68: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
-	21, // 69: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
-	23, // 70: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
-	25, // 71: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
-	27, // 72: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
-	29, // 73: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
-	31, // 74: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
-	33, // 75: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
-	35, // 76: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
-	37, // 77: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
-	39, // 78: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
-	41, // 79: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
-	43, // 80: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
-	45, // 81: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
-	65, // [65:82] is the sub-list for method output_type
-	48, // [48:65] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	9,  // 2: historyd.v1.InstructionInput.context_json_list:type_name -> historyd.v1.StringList
+	9,  // 3: historyd.v1.InstructionInput.tool_schemas_json_list:type_name -> historyd.v1.StringList
+	9,  // 4: historyd.v1.InstructionInput.images_list:type_name -> historyd.v1.StringList
+	55, // 5: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
+	7,  // 6: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
+	5,  // 7: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
+	56, // 8: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
+	5,  // 9: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
+	5,  // 10: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
+	5,  // 11: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
+	56, // 12: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
+	56, // 13: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
+	57, // 14: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
+	57, // 15: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
+	55, // 16: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
+	8,  // 17: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
+	10, // 18: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
+	7,  // 19: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
+	11, // 20: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
+	12, // 21: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
+	56, // 22: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
+	56, // 23: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
+	56, // 24: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
+	57, // 25: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
+	57, // 26: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
+	56, // 27: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
+	56, // 28: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
+	56, // 29: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
+	0,  // 30: historyd.v1.ListMessagesRequest.view:type_name -> historyd.v1.MessageView
+	56, // 31: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
+	0,  // 32: historyd.v1.GetLastMessageRequest.view:type_name -> historyd.v1.MessageView
+	56, // 33: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
+	6,  // 34: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
+	3,  // 35: historyd.v1.ToChatMessagesRequest.format:type_name -> historyd.v1.ChatFormat
+	58, // 36: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
+	6,  // 37: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
+	5,  // 38: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
+	1,  // 39: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
+	1,  // 40: historyd.v1.ExportBranchStreamRequest.mode:type_name -> historyd.v1.SerializationMode
+	5,  // 41: historyd.v1.ImportBranchStreamResponse.branch:type_name -> historyd.v1.Branch
+	4,  // 42: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
+	51, // 43: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
+	52, // 44: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
+	54, // 45: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
+	53, // 46: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
+	4,  // 47: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
+	56, // 48: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
+	5,  // 49: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
+	56, // 50: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
+	6,  // 51: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
+	59, // 52: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	13, // 53: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
+	15, // 54: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
+	17, // 55: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
+	19, // 56: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
+	21, // 57: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
+	23, // 58: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
+	25, // 59: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
+	27, // 60: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
+	29, // 61: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
+	31, // 62: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
+	33, // 63: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
+	35, // 64: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
+	37, // 65: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
+	39, // 66: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
+	41, // 67: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
+	43, // 68: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
+	45, // 69: historyd.v1.HistoryService.ExportBranchStream:input_type -> historyd.v1.ExportBranchStreamRequest
+	47, // 70: historyd.v1.HistoryService.ImportBranchStream:input_type -> historyd.v1.ImportBranchStreamRequest
+	49, // 71: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
+	14, // 72: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
+	16, // 73: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
+	18, // 74: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
+	20, // 75: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
+	22, // 76: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
+	24, // 77: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
+	26, // 78: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
+	28, // 79: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
+	30, // 80: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
+	32, // 81: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
+	34, // 82: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
+	36, // 83: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
+	38, // 84: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
+	40, // 85: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
+	42, // 86: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
+	44, // 87: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
+	46, // 88: historyd.v1.HistoryService.ExportBranchStream:output_type -> historyd.v1.ExportBranchStreamResponse
+	48, // 89: historyd.v1.HistoryService.ImportBranchStream:output_type -> historyd.v1.ImportBranchStreamResponse
+	50, // 90: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
+	72, // [72:91] is the sub-list for method output_type
+	53, // [53:72] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_service_proto_init() }
@@ -4344,16 +4745,16 @@ func file_historyd_v1_history_service_proto_init() {
 		(*InstructionInput_Guidance)(nil),
 		(*InstructionInput_GuidanceJson)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[4].OneofWrappers = []any{
+	file_historyd_v1_history_service_proto_msgTypes[5].OneofWrappers = []any{
 		(*AssistantResponseInput_Text)(nil),
 		(*AssistantResponseInput_RawResponseJson)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[6].OneofWrappers = []any{}
 	file_historyd_v1_history_service_proto_msgTypes[7].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[13].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[15].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[17].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[19].OneofWrappers = []any{
+	file_historyd_v1_history_service_proto_msgTypes[8].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[14].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[16].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[18].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[20].OneofWrappers = []any{
 		(*AddMessageRequest_Instruction)(nil),
 		(*AddMessageRequest_AssistantResponse)(nil),
 		(*AddMessageRequest_System)(nil),
@@ -4361,23 +4762,23 @@ func file_historyd_v1_history_service_proto_init() {
 		(*AddMessageRequest_ActionOutput)(nil),
 		(*AddMessageRequest_Message)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[21].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[31].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[33].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[39].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[40].OneofWrappers = []any{
+	file_historyd_v1_history_service_proto_msgTypes[22].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[32].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[34].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[44].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[45].OneofWrappers = []any{
 		(*WatchBranchResponse_Start)(nil),
 		(*WatchBranchResponse_Commit)(nil),
 		(*WatchBranchResponse_Heartbeat)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[43].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[48].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_service_proto_rawDesc), len(file_historyd_v1_history_service_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   45,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

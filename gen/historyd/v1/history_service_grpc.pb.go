@@ -3,12 +3,15 @@
 // in order; a message written again under its id is replaced at its index.
 //
 // Conventions (see envelope.proto): UUIDs travel as text in any form Python's uuid.UUID(str) accepts
-// and are written back canonical lowercase; any-JSON fields end in `_json` and hold JSON text.
+// and are written back canonical lowercase; the nil UUID is not an id (INVALID_ARGUMENT, reason
+// ERROR_REASON_INVALID_FIELD); any-JSON fields end in `_json` and hold JSON text.
 //
 // Every mutation takes an optional `request_id` (AIP-155): a repeat within 10 minutes (and the
 // scope's last 10,000 request ids) returns the first response and writes nothing, even if the
-// payload differs; the repeat check comes before any other. The scope is the branch, or the server
-// for CreateBranch, ImportBranch, ForkBranch and DeleteBranch. Failed requests are not remembered;
+// payload differs; the repeat check comes before any other. The scope is the branch (a branch created
+// again under a deleted one's id is a new scope), the branch id for DeleteBranch, and the caller's
+// token for CreateBranch, ImportBranch and ForkBranch (one scope without auth); no scope's traffic
+// makes another's ids be forgotten sooner (ADR-0010). Failed requests are not remembered;
 // a request id used by another method is INVALID_ARGUMENT. Every mutation of a branch takes an
 // optional `expected_head_sequence`: when it differs from the branch's head the call is
 // FAILED_PRECONDITION, reason ERROR_REASON_SEQUENCE_MISMATCH, with ErrorInfo metadata
@@ -60,6 +63,8 @@ const (
 	HistoryService_SetProgression_FullMethodName       = "/historyd.v1.HistoryService/SetProgression"
 	HistoryService_ImportBranch_FullMethodName         = "/historyd.v1.HistoryService/ImportBranch"
 	HistoryService_ExportBranch_FullMethodName         = "/historyd.v1.HistoryService/ExportBranch"
+	HistoryService_ExportBranchStream_FullMethodName   = "/historyd.v1.HistoryService/ExportBranchStream"
+	HistoryService_ImportBranchStream_FullMethodName   = "/historyd.v1.HistoryService/ImportBranchStream"
 	HistoryService_WatchBranch_FullMethodName          = "/historyd.v1.HistoryService/WatchBranch"
 )
 
@@ -137,6 +142,18 @@ type HistoryServiceClient interface {
 	// progression is set), user, name, messages: the Pile with its progression, system}, in the mode
 	// asked for.
 	ExportBranch(ctx context.Context, in *ExportBranchRequest, opts ...grpc.CallOption) (*ExportBranchResponse, error)
+	// ExportBranchStream is ExportBranch for a branch of any size: the same JSON text, sent in chunks
+	// of at most 1 MiB (well below the response budget, --max-response-bytes) that the client
+	// concatenates in order. The server encodes the export once and sends slices of it, so it holds
+	// the export's text (about the branch's JSON size) until the stream ends. The first chunk carries
+	// head_sequence.
+	ExportBranchStream(ctx context.Context, in *ExportBranchStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportBranchStreamResponse], error)
+	// ImportBranchStream is ImportBranch for a payload of any size up to --max-import-bytes (default
+	// 256 MiB): the client sends the JSON text in chunks, the first message carrying the options
+	// (request_id, branch_id, new_branch_id, db_meta_key) and the later ones only data. The payload
+	// is imported once the client closes its side; past the limit the call is RESOURCE_EXHAUSTED
+	// (reason IMPORT_TOO_LARGE) as soon as the limit is crossed, and nothing is written.
+	ImportBranchStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportBranchStreamRequest, ImportBranchStreamResponse], error)
 	// WatchBranch streams a branch's changes: the retained events after a cursor, then live ones as
 	// they are committed (DESIGN.md "Sequences, events and watch"). Guarantees, for every stream:
 	//
@@ -163,9 +180,10 @@ type HistoryServiceClient interface {
 	//   - The writer never waits: each stream has a bounded buffer (256 commits by default). A stream
 	//     that falls further behind, or whose client does not accept a frame within the send timeout
 	//     (10 s by default), ends with RESOURCE_EXHAUSTED, ERROR_REASON_SUBSCRIBER_TOO_SLOW.
-	//   - Readable with default client settings: a frame is at most 4 MiB, the receive limit gRPC
-	//     clients default to. Messages carry `rendered` only with include_rendered. A commit that does
-	//     not fit (a fork or import of a large branch; a message near the request limit, rendered) ends
+	//   - Readable with default client settings: a frame is at most the response budget
+	//     (--max-response-bytes, default 4 MiB, the receive limit gRPC clients default to). Messages
+	//     carry `rendered` only with include_rendered, under the render cap. A commit that does not
+	//     fit (a fork or import of a large branch; a message near the request limit, rendered) ends
 	//     the stream with RESOURCE_EXHAUSTED, ERROR_REASON_FRAME_TOO_LARGE, before that commit and with
 	//     metadata commitLastSequence: resume after it and read what it wrote with ListMessages.
 	//   - A stream never ends with OK. Its ends: RESOURCE_EXHAUSTED (SUBSCRIBER_TOO_SLOW: resume;
@@ -353,9 +371,41 @@ func (c *historyServiceClient) ExportBranch(ctx context.Context, in *ExportBranc
 	return out, nil
 }
 
+func (c *historyServiceClient) ExportBranchStream(ctx context.Context, in *ExportBranchStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportBranchStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[0], HistoryService_ExportBranchStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportBranchStreamRequest, ExportBranchStreamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HistoryService_ExportBranchStreamClient = grpc.ServerStreamingClient[ExportBranchStreamResponse]
+
+func (c *historyServiceClient) ImportBranchStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportBranchStreamRequest, ImportBranchStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[1], HistoryService_ImportBranchStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ImportBranchStreamRequest, ImportBranchStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HistoryService_ImportBranchStreamClient = grpc.ClientStreamingClient[ImportBranchStreamRequest, ImportBranchStreamResponse]
+
 func (c *historyServiceClient) WatchBranch(ctx context.Context, in *WatchBranchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchBranchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[0], HistoryService_WatchBranch_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[2], HistoryService_WatchBranch_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -446,6 +496,18 @@ type HistoryServiceServer interface {
 	// progression is set), user, name, messages: the Pile with its progression, system}, in the mode
 	// asked for.
 	ExportBranch(context.Context, *ExportBranchRequest) (*ExportBranchResponse, error)
+	// ExportBranchStream is ExportBranch for a branch of any size: the same JSON text, sent in chunks
+	// of at most 1 MiB (well below the response budget, --max-response-bytes) that the client
+	// concatenates in order. The server encodes the export once and sends slices of it, so it holds
+	// the export's text (about the branch's JSON size) until the stream ends. The first chunk carries
+	// head_sequence.
+	ExportBranchStream(*ExportBranchStreamRequest, grpc.ServerStreamingServer[ExportBranchStreamResponse]) error
+	// ImportBranchStream is ImportBranch for a payload of any size up to --max-import-bytes (default
+	// 256 MiB): the client sends the JSON text in chunks, the first message carrying the options
+	// (request_id, branch_id, new_branch_id, db_meta_key) and the later ones only data. The payload
+	// is imported once the client closes its side; past the limit the call is RESOURCE_EXHAUSTED
+	// (reason IMPORT_TOO_LARGE) as soon as the limit is crossed, and nothing is written.
+	ImportBranchStream(grpc.ClientStreamingServer[ImportBranchStreamRequest, ImportBranchStreamResponse]) error
 	// WatchBranch streams a branch's changes: the retained events after a cursor, then live ones as
 	// they are committed (DESIGN.md "Sequences, events and watch"). Guarantees, for every stream:
 	//
@@ -472,9 +534,10 @@ type HistoryServiceServer interface {
 	//   - The writer never waits: each stream has a bounded buffer (256 commits by default). A stream
 	//     that falls further behind, or whose client does not accept a frame within the send timeout
 	//     (10 s by default), ends with RESOURCE_EXHAUSTED, ERROR_REASON_SUBSCRIBER_TOO_SLOW.
-	//   - Readable with default client settings: a frame is at most 4 MiB, the receive limit gRPC
-	//     clients default to. Messages carry `rendered` only with include_rendered. A commit that does
-	//     not fit (a fork or import of a large branch; a message near the request limit, rendered) ends
+	//   - Readable with default client settings: a frame is at most the response budget
+	//     (--max-response-bytes, default 4 MiB, the receive limit gRPC clients default to). Messages
+	//     carry `rendered` only with include_rendered, under the render cap. A commit that does not
+	//     fit (a fork or import of a large branch; a message near the request limit, rendered) ends
 	//     the stream with RESOURCE_EXHAUSTED, ERROR_REASON_FRAME_TOO_LARGE, before that commit and with
 	//     metadata commitLastSequence: resume after it and read what it wrote with ListMessages.
 	//   - A stream never ends with OK. Its ends: RESOURCE_EXHAUSTED (SUBSCRIBER_TOO_SLOW: resume;
@@ -549,6 +612,12 @@ func (UnimplementedHistoryServiceServer) ImportBranch(context.Context, *ImportBr
 }
 func (UnimplementedHistoryServiceServer) ExportBranch(context.Context, *ExportBranchRequest) (*ExportBranchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ExportBranch not implemented")
+}
+func (UnimplementedHistoryServiceServer) ExportBranchStream(*ExportBranchStreamRequest, grpc.ServerStreamingServer[ExportBranchStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ExportBranchStream not implemented")
+}
+func (UnimplementedHistoryServiceServer) ImportBranchStream(grpc.ClientStreamingServer[ImportBranchStreamRequest, ImportBranchStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ImportBranchStream not implemented")
 }
 func (UnimplementedHistoryServiceServer) WatchBranch(*WatchBranchRequest, grpc.ServerStreamingServer[WatchBranchResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchBranch not implemented")
@@ -862,6 +931,24 @@ func _HistoryService_ExportBranch_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HistoryService_ExportBranchStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportBranchStreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(HistoryServiceServer).ExportBranchStream(m, &grpc.GenericServerStream[ExportBranchStreamRequest, ExportBranchStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HistoryService_ExportBranchStreamServer = grpc.ServerStreamingServer[ExportBranchStreamResponse]
+
+func _HistoryService_ImportBranchStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(HistoryServiceServer).ImportBranchStream(&grpc.GenericServerStream[ImportBranchStreamRequest, ImportBranchStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HistoryService_ImportBranchStreamServer = grpc.ClientStreamingServer[ImportBranchStreamRequest, ImportBranchStreamResponse]
+
 func _HistoryService_WatchBranch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchBranchRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -946,6 +1033,16 @@ var HistoryService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ExportBranchStream",
+			Handler:       _HistoryService_ExportBranchStream_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ImportBranchStream",
+			Handler:       _HistoryService_ImportBranchStream_Handler,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "WatchBranch",
 			Handler:       _HistoryService_WatchBranch_Handler,

@@ -163,3 +163,34 @@ func FormatFloat(f float64) string {
 	b.WriteString(digits[intLen:])
 	return b.String()
 }
+
+// EncodedLen is len(Marshal(v)) without building the text: containers add
+// their punctuation, leaves are encoded one at a time into a scratch buffer
+// (so the memory it takes is that of the largest string, not of the whole
+// text). Used to refuse a response that would be too large before it is
+// built (issue 11).
+func EncodedLen(v Value) int {
+	var scratch []byte
+	return encodedLen(v, &scratch)
+}
+
+func encodedLen(v Value, scratch *[]byte) int {
+	switch v.kind {
+	case Array:
+		n := 2 + max(len(v.arr())-1, 0) // [ ] and the commas
+		for _, e := range v.arr() {
+			n += encodedLen(e, scratch)
+		}
+		return n
+	case Object:
+		n := 2 + max(len(v.obj())-1, 0)
+		for _, m := range v.obj() {
+			*scratch = AppendQuoted((*scratch)[:0], m.Key)
+			n += len(*scratch) + 1 // the key and ':'
+			n += encodedLen(m.Value, scratch)
+		}
+		return n
+	}
+	*scratch = AppendJSON((*scratch)[:0], v)
+	return len(*scratch)
+}

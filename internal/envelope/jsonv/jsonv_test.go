@@ -170,3 +170,19 @@ func FuzzParseRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// EncodedLen is len(Marshal(v)) (issue 11: the response budget is checked before the text exists).
+func TestEncodedLen(t *testing.T) {
+	for _, text := range []string{
+		`null`, `true`, `1.5e3`, `"a\u0000\"é"`, `[]`, `{}`, `[1,[2,[3]],{"k":"v"}]`,
+		`{"a\"b":{"c":[null,false,"\ud83d\ude00",{"":""}]},"n":-0.0}`,
+	} {
+		v, err := ParseString(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := EncodedLen(v), len(Marshal(v)); got != want {
+			t.Errorf("EncodedLen(%s) = %d, want %d", text, got, want)
+		}
+	}
+}

@@ -30,8 +30,12 @@ var ErrEmpty = errors.New("invalid JSON: empty input")
 // literals, rejects invalid UTF-8 and trailing data, and treats a repeated
 // key as Python's json module does: the last value wins, at the position of
 // the first occurrence.
-func Parse(data []byte) (Value, error) {
-	p := parser{data: data}
+func Parse(data []byte) (Value, error) { return ParseDepth(data, MaxDepth) }
+
+// ParseDepth is Parse with another nesting bound: ImportBranch reads a whole
+// export, whose values sit a few levels below its top (issue 13 item 7).
+func ParseDepth(data []byte, maxDepth int) (Value, error) {
+	p := parser{data: data, maxDepth: maxDepth}
 	p.skipSpace()
 	if p.pos >= len(p.data) {
 		return Value{}, ErrEmpty
@@ -51,8 +55,9 @@ func Parse(data []byte) (Value, error) {
 func ParseString(s string) (Value, error) { return Parse([]byte(s)) }
 
 type parser struct {
-	data []byte
-	pos  int
+	data     []byte
+	pos      int
+	maxDepth int
 }
 
 func (p *parser) errf(format string, args ...any) error {
@@ -71,8 +76,8 @@ func (p *parser) skipSpace() {
 }
 
 func (p *parser) value(depth int) (Value, error) {
-	if depth > MaxDepth {
-		return Value{}, p.errf("nesting deeper than %d levels", MaxDepth)
+	if depth > p.maxDepth {
+		return Value{}, p.errf("nesting deeper than %d levels", p.maxDepth)
 	}
 	if p.pos >= len(p.data) {
 		return Value{}, p.errf("unexpected end of input")

@@ -24,6 +24,22 @@ func MinimalYAML(v jsonv.Value) string { return minimalYAML(v, true) }
 func MinimalYAMLKeepEmpties(v jsonv.Value) string { return minimalYAML(v, false) }
 
 func minimalYAML(v jsonv.Value, dropEmpties bool) string {
+	s, _, _ := minimalYAMLWithin(v, dropEmpties, 0)
+	return s
+}
+
+// MinimalYAMLWithin is MinimalYAML that stops writing once its output
+// passes limit bytes (issue 11: a value nested ~1,000 deep turns each item
+// into ~2 KB of indentation, so the output can be hundreds of times the
+// input). It returns the text and ok=true when the whole rendering is at
+// most limit bytes; otherwise "", the bytes written when it stopped (never
+// more than limit: the write that would have passed it was not made) and
+// ok=false. limit <= 0 means no limit.
+func MinimalYAMLWithin(v jsonv.Value, limit int) (text string, written int, ok bool) {
+	return minimalYAMLWithin(v, true, limit)
+}
+
+func minimalYAMLWithin(v jsonv.Value, dropEmpties bool, limit int) (string, int, bool) {
 	if s, ok := v.Str(); ok {
 		if parsed, ok := parseLikeOrjson(s); ok {
 			v = parsed
@@ -35,8 +51,12 @@ func minimalYAML(v jsonv.Value, dropEmpties bool) string {
 	st := getState()
 	defer putState(st)
 	e := &st.emitter
+	e.limit = limit
 	e.document(v)
-	return string(e.buf)
+	if e.over() {
+		return "", len(e.buf), false
+	}
+	return string(e.buf), len(e.buf), true
 }
 
 // isEmpty is minimal_yaml's idea of an empty leaf: None, a string that

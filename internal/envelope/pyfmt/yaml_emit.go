@@ -15,6 +15,12 @@ import (
 // emitter's state machine for the events the serializer sends.
 type emitter struct {
 	buf []byte
+	// limit, when positive, is where writing stops: every write first
+	// checks room() and, when it would pass the limit, writes nothing and
+	// sets stopped; the collection loops and the line-by-line scalar
+	// writers then give up. The buffer never holds more than limit bytes.
+	limit   int
+	stopped bool
 
 	indent  int // -1 stands for Python's None
 	indents []int
@@ -43,6 +49,9 @@ func (e *emitter) document(v jsonv.Value) {
 	e.whitespace = true
 	e.indention = true
 	e.node(v, ctxRoot)
+	if e.over() {
+		return
+	}
 	// DocumentEnd (implicit), then StreamEnd.
 	e.writeIndent()
 	if e.openEnded {
@@ -99,6 +108,9 @@ func (e *emitter) blockSequence(items []jsonv.Value, ctx nodeContext) {
 	indentless := ctx&ctxMapping != 0 && !e.indention
 	e.increaseIndent(false, indentless)
 	for _, item := range items {
+		if e.over() {
+			break
+		}
 		e.writeIndent()
 		e.writeIndicator("-", true, false, true)
 		e.node(item, 0)
@@ -109,6 +121,9 @@ func (e *emitter) blockSequence(items []jsonv.Value, ctx nodeContext) {
 func (e *emitter) blockMapping(members []jsonv.Member) {
 	e.increaseIndent(false, false)
 	for _, m := range members {
+		if e.over() {
+			break
+		}
 		e.writeIndent()
 		key := validUTF8(m.Key)
 		a := analyze(key)
@@ -149,7 +164,11 @@ func (e *emitter) popIndent() {
 // writeIndicator writes an ASCII indicator, after a space unless the last
 // character written was one (or needWhitespace is false).
 func (e *emitter) writeIndicator(ind string, needWhitespace, whitespace, indention bool) {
-	if !e.whitespace && needWhitespace {
+	space := !e.whitespace && needWhitespace
+	if !e.room(len(ind) + b2i(space)) {
+		return
+	}
+	if space {
 		e.buf = append(e.buf, ' ')
 		e.column++
 	}
@@ -164,7 +183,14 @@ func (e *emitter) writeIndicator(ind string, needWhitespace, whitespace, indenti
 // line holds only indentation and indicators that end before it.
 func (e *emitter) writeIndent() {
 	indent := max(e.indent, 0)
+	need, column := 0, e.column
 	if !e.indention || e.column > indent || (e.column == indent && !e.whitespace) {
+		need, column = 1, 0
+	}
+	if !e.room(need + max(indent-column, 0)) {
+		return
+	}
+	if need == 1 {
 		e.writeLineBreak("\n")
 	}
 	if e.column < indent {
@@ -173,6 +199,29 @@ func (e *emitter) writeIndent() {
 			e.buf = append(e.buf, ' ')
 		}
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// over reports whether writing stopped at the limit.
+func (e *emitter) over() bool { return e.stopped }
+
+// room reports whether n more bytes fit within the limit; when they do
+// not, writing stops for good.
+func (e *emitter) room(n int) bool {
+	if e.limit <= 0 {
+		return true
+	}
+	if e.stopped || len(e.buf)+n > e.limit {
+		e.stopped = true
+		return false
+	}
+	return true
 }
 
 // writeBreaks writes a run of line breaks from inside a scalar, each as
@@ -187,6 +236,9 @@ func (e *emitter) writeBreaks(run string) {
 
 // writeLineBreak writes one line break.
 func (e *emitter) writeLineBreak(br string) {
+	if !e.room(len(br)) {
+		return
+	}
 	e.buf = append(e.buf, br...)
 	e.whitespace = true
 	e.indention = true

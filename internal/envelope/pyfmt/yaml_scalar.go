@@ -240,7 +240,7 @@ func (e *emitter) writePlain(s string, runes int, ctx nodeContext) {
 	if ctx&ctxRoot != 0 {
 		e.openEnded = true
 	}
-	if s == "" {
+	if s == "" || !e.room(len(s)+b2i(!e.whitespace)) {
 		return
 	}
 	if !e.whitespace {
@@ -254,6 +254,9 @@ func (e *emitter) writePlain(s string, runes int, ctx nodeContext) {
 }
 
 func (e *emitter) writeText(s string) {
+	if !e.room(len(s)) {
+		return
+	}
 	e.buf = append(e.buf, s...)
 	e.column += utf8.RuneCountInString(s)
 }
@@ -284,6 +287,9 @@ func (e *emitter) writeSingleQuoted(s string) {
 				}
 				e.writeBreaks(s[start:end])
 				e.writeIndent()
+				if e.over() {
+					return
+				}
 				start = end
 			}
 		default:
@@ -294,7 +300,7 @@ func (e *emitter) writeSingleQuoted(s string) {
 				}
 			}
 		}
-		if ch == '\'' {
+		if ch == '\'' && e.room(2) {
 			e.buf = append(e.buf, "''"...)
 			e.column += 2
 			start = end + 1
@@ -360,6 +366,9 @@ func (e *emitter) writeDoubleQuoted(s string) {
 			esc = `\L`
 		case 0x2029:
 			esc = `\P`
+		}
+		if !e.room(10) { // the longest escape, \UXXXXXXXX
+			return
 		}
 		if esc != "" {
 			e.buf = append(e.buf, esc...)
@@ -436,9 +445,15 @@ func (e *emitter) writeLiteral(s string) {
 				if ch >= 0 {
 					e.writeIndent()
 				}
+				if e.over() {
+					return
+				}
 				start = end
 			}
 		} else if ch < 0 || isYAMLBreak(ch) {
+			if !e.room(end - start) {
+				return
+			}
 			e.buf = append(e.buf, s[start:end]...)
 			if ch < 0 {
 				e.writeLineBreak("\n")

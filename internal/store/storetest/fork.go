@@ -118,7 +118,8 @@ func testFork(t *testing.T, newStore Factory) {
 }
 
 // testDeleteBranch: a deleted branch is gone (NOT_FOUND), its request id is
-// remembered server-wide, so a repeated delete returns the first response.
+// remembered under the branch id, so a repeated delete returns the first
+// response.
 func testDeleteBranch(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
 	b := newBranch(t, st)

@@ -105,7 +105,7 @@ func testDeleteRequestIDPerBranch(t *testing.T, newStore Factory) {
 	if err != nil || !again.Replayed || again.BranchID != a || again.LastSequence != ra.LastSequence {
 		t.Errorf("repeated delete of the first branch = %+v, %v", again, err)
 	}
-	if r, ok, err := st.Recall(ctx(t), &b, store.OpDeleteBranch, "del"); err != nil || !ok || r.(store.DeleteResult).BranchID != b {
+	if r, ok, err := st.Recall(ctx(t), "", &b, store.OpDeleteBranch, "del"); err != nil || !ok || r.(store.DeleteResult).BranchID != b {
 		t.Errorf("Recall(second branch, DeleteBranch) = %v, %v, %v", r, ok, err)
 	}
 }

@@ -62,8 +62,8 @@ func testSequences(t *testing.T, newStore Factory) {
 // testIdempotency: DESIGN.md "Branches" (AIP-155): a repeated request id
 // returns the first response and writes nothing, even with another payload;
 // the repeat check comes first (before the head check); an id is
-// remembered per branch, server-wide for the calls that create a branch,
-// for a window of time and of count; an id used by another method is
+// remembered per branch, per principal for the calls that create a branch
+// (ADR-0010), for a window of time and of count; an id used by another method is
 // refused.
 func testIdempotency(t *testing.T, newStore Factory) {
 	var mu sync.Mutex
@@ -87,12 +87,12 @@ func testIdempotency(t *testing.T, newStore Factory) {
 		t.Errorf("repeat returned %+v, want the first response %+v", again, first)
 	}
 	unchanged(t, st, b, snap)
-	if r, ok, err := st.Recall(ctx(t), &b, store.OpAddMessage, "r1"); !ok || err != nil || r.(store.WriteResult).Message.Message.ID != first.Message.Message.ID {
+	if r, ok, err := st.Recall(ctx(t), "", &b, store.OpAddMessage, "r1"); !ok || err != nil || r.(store.WriteResult).Message.Message.ID != first.Message.Message.ID {
 		t.Errorf("Recall = %v, %v, %v", r, ok, err)
 	}
 	_, err = st.ClearMessages(ctx(t), b, store.WriteOptions{RequestID: "r1"})
 	wantErr(t, err, store.ErrRequestIDReused)
-	_, _, err = st.Recall(ctx(t), &b, store.OpClearMessages, "r1")
+	_, _, err = st.Recall(ctx(t), "", &b, store.OpClearMessages, "r1")
 	wantErr(t, err, store.ErrRequestIDReused)
 
 	// Another branch does not share the scope.
@@ -117,7 +117,7 @@ func testIdempotency(t *testing.T, newStore Factory) {
 		t.Error("a recent id was forgotten")
 	}
 
-	// Server-wide scope: CreateBranch.
+	// The creating calls' scope (one principal, ""): CreateBranch.
 	c1, err := st.CreateBranch(ctx(t), store.CreateBranchInput{RequestID: "create-1", Name: ptr("a")})
 	if err != nil {
 		t.Fatal(err)

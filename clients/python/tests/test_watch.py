@@ -1,0 +1,143 @@
+"""watch(): a resuming iterator (issue 20: "a watch with a forced disconnect and resume"; DESIGN.md
+"Sequences, events and watch": after any end, a new WatchBranch with after_sequence = the last
+last_sequence and the same incarnation continues exactly where the stream stopped).
+
+The forced disconnect is a TCP proxy between the watching client and historyd whose connections
+are cut while writes go on through another client; the watch must deliver every commit exactly
+once, in order, across the cut."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import List
+
+import pytest
+
+from historyd import (
+    BranchDeletedError,
+    BranchNotFoundError,
+    Client,
+    Commit,
+    HistoryCompactedError,
+    InvalidFieldError,
+    RetryPolicy,
+)
+from historyd.aio import AsyncClient
+
+# Fast reconnection for the client behind the proxy: gRPC's own reconnect backoff starts at 1 s.
+# grpc.min_reconnect_backoff_ms is also the connect timeout: 50 ms is too short for a handshake
+# through the proxy on a loaded machine, and its default (20 s) holds back reconnections.
+FAST = [("grpc.initial_reconnect_backoff_ms", 50), ("grpc.min_reconnect_backoff_ms", 2000), ("grpc.max_reconnect_backoff_ms", 200)]
+
+
+def sequences(commits: List[Commit]) -> List[int]:
+    return [e.sequence for c in commits for e in c.events]
+
+
+def test_watch_resumes_after_forced_disconnect(server, proxy) -> None:
+    with Client(server.addr, tls=False) as writer, Client(proxy.addr, tls=False, options=FAST) as watcher:
+        b = writer.create_branch(system="S")
+        first = b.add_instruction("before")  # sequence 2
+        watched = watcher.branch(b.id)
+        resumes: List[int] = []
+        it = watched.watch(after=0, on_resume=lambda cursor, err: resumes.append(cursor))
+        got: List[Commit] = []
+        got.append(next(it))  # BRANCH_CREATED (replay)
+        got.append(next(it))  # the first instruction (replay)
+        assert sequences(got) == [1, 2] and got[1].events[0].message.id == first.id
+
+        proxy.cut()  # forced disconnect: the stream ends UNAVAILABLE
+        for i in range(3):  # written while the watcher is cut off
+            b.add_instruction(f"during {i}")
+        while len(got) < 5:
+            got.append(next(it))
+        call = b.add_action_request("f", {"x": 1})
+        resp = b.respond(call, {"ok": True})  # one commit of two events
+        while sequences(got)[-1] < 8:
+            got.append(next(it))
+        it.close()
+
+        assert sequences(got) == [1, 2, 3, 4, 5, 6, 7, 8], "every event once, in order, across the cut"
+        assert resumes == [2], "resumed once, after the last sequence received"
+        assert proxy.connections >= 2
+        assert [e.kind for e in got[-1].events] == ["message_added", "message_replaced"]
+        assert got[-1].events[0].message.id == resp.id and got[-1].first_sequence == 7
+        assert [e.message.content["instruction"] for c in got[2:5] for e in c.events] == ["during 0", "during 1", "during 2"]
+
+
+def test_watch_raises_branch_deleted_after_its_commit(server) -> None:
+    with Client(server.addr, tls=False) as c:
+        b = c.create_branch()
+        it = b.watch(after=0)
+        assert [e.kind for e in next(it).events] == ["branch_created"]
+        last = b.delete()
+        deleted = next(it)
+        assert [e.kind for e in deleted.events] == ["branch_deleted"] and deleted.last_sequence == last
+        with pytest.raises(BranchDeletedError) as ei:
+            next(it)
+        assert ei.value.metadata["branchId"] == b.id and ei.value.meta_int("lastSequence") == last
+
+
+def test_watch_raises_history_compacted_for_another_incarnation(server) -> None:
+    with Client(server.addr, tls=False) as c:
+        b = c.create_branch()
+        b.add_instruction("x")
+        with pytest.raises(HistoryCompactedError) as ei:
+            next(b.watch(after=1, incarnation=str(uuid.uuid4())))
+        assert ei.value.meta_int("headSequence") == 2 and "oldestSequence" in ei.value.metadata
+
+
+def test_watch_errors_before_the_first_frame_are_not_retried(server) -> None:
+    with Client(server.addr, tls=False) as c:
+        with pytest.raises(BranchNotFoundError):
+            next(c.branch(str(uuid.uuid4())).watch())
+        b = c.create_branch()
+        with pytest.raises(InvalidFieldError) as ei:
+            next(b.watch(after=99))
+        assert ei.value.metadata.get("field") == "after_sequence"
+
+
+def test_watch_gives_up_after_its_retry_policy(server, proxy) -> None:
+    """A server that is gone: watch() raises the last error after max_attempts reconnections."""
+    p = proxy
+    with Client(p.addr, tls=False, options=FAST) as c:
+        b = c.create_branch()
+        it = b.watch(after=0, retry=RetryPolicy(max_attempts=3, initial_backoff=0.01))
+        next(it)
+        p.close()  # no listener any more
+        with pytest.raises(Exception) as ei:
+            next(it)
+        assert getattr(ei.value, "code", None) is not None and ei.value.code.name == "UNAVAILABLE"
+
+
+@pytest.mark.asyncio
+async def test_async_watch_resumes_after_forced_disconnect(server, proxy) -> None:
+    async with AsyncClient(server.addr, tls=False) as writer, AsyncClient(proxy.addr, tls=False, options=FAST) as watcher:
+        b = await writer.create_branch(system="S")
+        got: List[Commit] = []
+        it = watcher.branch(b.id).watch(after=0)
+        got.append(await it.__anext__())
+        await b.add_instruction("before")
+        got.append(await it.__anext__())
+        await asyncio.get_running_loop().run_in_executor(None, proxy.cut)
+        for i in range(3):
+            await b.add_instruction(f"during {i}")
+        while len(got) < 5:
+            got.append(await it.__anext__())
+        await b.delete()
+        got.append(await it.__anext__())
+        with pytest.raises(BranchDeletedError):
+            await it.__anext__()
+        assert sequences(got) == [1, 2, 3, 4, 5, 6]
+        assert got[-1].events[0].kind == "branch_deleted"
+        assert proxy.connections >= 2
+
+
+@pytest.mark.asyncio
+async def test_async_watch_history_compacted(server) -> None:
+    async with AsyncClient(server.addr, tls=False) as c:
+        b = await c.create_branch()
+        with pytest.raises(HistoryCompactedError):
+            async for _ in b.watch(after=0, incarnation=str(uuid.uuid4())):
+                pass

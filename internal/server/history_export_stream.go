@@ -1,0 +1,91 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// ExportBranchStream sends ExportBranch's JSON text in chunks (HistoryService.ExportBranchStream),
+// for a branch whose export is larger than the response budget (issue 11). The text is encoded
+// once and sent as slices of itself: the server holds one copy of the export's text (about the
+// branch's JSON size) until the stream ends, and each frame is at most exportChunkBytes of data.
+func (s *HistoryServer) ExportBranchStream(req *historyv1.ExportBranchStreamRequest, stream historyv1.HistoryService_ExportBranchStreamServer) error {
+	id, err := parseID("branch_id", req.GetBranchId())
+	if err != nil {
+		return err
+	}
+	mode, err := modeFromProto(req.GetMode())
+	if err != nil {
+		return err
+	}
+	exp, err := s.store.ExportBranch(stream.Context(), id, mode, req.GetDbMetaKey())
+	if err != nil {
+		return err
+	}
+	text := jsonv.Marshal(exp.Data)
+	exp.Data = jsonv.Value{} // the tree is no longer needed while the text is sent
+	chunk := min(exportChunkBytes, max(s.maxResponse-responseFixedBytes, 1))
+	for off := 0; off < len(text); off += chunk {
+		end := min(off+chunk, len(text))
+		if err := stream.Send(&historyv1.ExportBranchStreamResponse{Data: text[off:end], HeadSequence: exp.Head}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ImportBranchStream reads ImportBranch's JSON text in chunks (HistoryService.ImportBranchStream):
+// the first message carries the options, every message a chunk of data. The payload is bounded by
+// the import limit (--max-import-bytes), checked as each chunk arrives, so a larger one is refused
+// having cost at most the limit; nothing is written until the client has sent it all.
+func (s *HistoryServer) ImportBranchStream(stream historyv1.HistoryService_ImportBranchStreamServer) error {
+	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return &FieldError{Field: "data", Err: fmt.Errorf("%w: the stream ended before its first message", envelope.ErrInvalid)}
+	}
+	if err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	if r, ok, err := recall[store.BranchResult](ctx, s.store, nil, store.OpImportBranch, first.GetRequestId()); err != nil {
+		return err
+	} else if ok {
+		return stream.SendAndClose(&historyv1.ImportBranchStreamResponse{Branch: branchToProto(r.Branch)})
+	}
+	id, err := parseOptionalID("branch_id", first.GetBranchId())
+	if err != nil {
+		return err
+	}
+	data := append([]byte(nil), first.GetData()...)
+	for {
+		if len(data) > s.maxImport {
+			return &importTooLargeError{size: len(data), limit: s.maxImport}
+		}
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if msg.GetRequestId() != "" || msg.GetBranchId() != "" || msg.GetNewBranchId() || msg.GetDbMetaKey() != "" {
+			return &FieldError{Field: "request_id", Err: fmt.Errorf("%w: the options go in the first message only", envelope.ErrInvalid)}
+		}
+		data = append(data, msg.GetData()...)
+	}
+	parsed, err := jsonv.Parse(data)
+	if err != nil {
+		return &FieldError{Field: "data", Err: fmt.Errorf("%w: not JSON: %v", envelope.ErrInvalid, err)}
+	}
+	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: parsed, ID: id, NewID: first.GetNewBranchId(), DBMetaKey: first.GetDbMetaKey(), RequestID: first.GetRequestId()})
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(&historyv1.ImportBranchStreamResponse{Branch: branchToProto(res.Branch)})
+}

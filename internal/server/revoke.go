@@ -1,0 +1,189 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+)
+
+// Revocation cuts streams (issue 11; ADR-0009). A unary call is checked when it starts and is over
+// in moments; a stream (WatchBranch, SubscribeInbox, any server stream) lives for hours on the
+// credentials it showed when it opened. openStreams keeps every open stream with those credentials
+// (the digest of its bearer token, its client certificate chain) and the cancel function of its
+// context, and checks them again when they may have changed:
+//
+//   - after the tokens file is reloaded (Tokens.Load, on SIGHUP): a stream whose token is no longer
+//     in the set ends;
+//   - after the TLS files are reloaded (TLS.Reload): a stream whose client certificate no longer
+//     verifies against the reloaded client CAs ends;
+//   - when its client certificate expires: a timer set to the certificate's NotAfter ends it.
+//
+// The stream's context is cancelled with a *revokedError as its cause; the interceptor that
+// registered the stream turns its end into UNAUTHENTICATED, reason TOKEN_REVOKED, whatever the
+// handler returned for the cancelled context. The checks run on the goroutine that reloads, under
+// the registry's lock, and only cancel contexts: nothing here blocks on a stream.
+type openStreams struct {
+	tokens *Tokens // nil: no bearer tokens
+	tls    *TLS    // nil, or no client certificates: nothing to check
+
+	mu   sync.Mutex
+	open map[*openStream]struct{}
+}
+
+// openStream is one registered stream.
+type openStream struct {
+	digest *[sha256.Size]byte  // the bearer token's digest; nil: none
+	chain  []*x509.Certificate // the client certificate and the intermediates it sent; nil: none
+	cancel context.CancelCauseFunc
+	expiry *time.Timer // fires at the certificate's NotAfter; nil without one
+}
+
+// revokedError is the cause a revoked stream's context is cancelled with.
+type revokedError struct {
+	credential string // "bearerToken" or "clientCertificate"
+	why        string // "removed", "expired" or "untrusted"
+}
+
+func (e *revokedError) Error() string {
+	switch e.why {
+	case "removed":
+		return "the bearer token this stream was opened with has been revoked"
+	case "expired":
+		return "the client certificate this stream was opened with has expired"
+	default:
+		return "the client certificate this stream was opened with no longer verifies against the client CAs"
+	}
+}
+
+// status is the UNAUTHENTICATED status (reason TOKEN_REVOKED) the stream ends with.
+func (e *revokedError) status() error {
+	return withErrorInfo(status.New(codes.Unauthenticated, e.Error()),
+		historyv1.ErrorReason_ERROR_REASON_TOKEN_REVOKED,
+		map[string]string{"credential": e.credential, "why": e.why}).Err()
+}
+
+// newOpenStreams returns the registry for a server with tokens and tls (either may be nil), and
+// the function that stops it listening to their reloads (Shutdown calls it).
+func newOpenStreams(tokens *Tokens, t *TLS) (*openStreams, func()) {
+	r := &openStreams{tokens: tokens, tls: t, open: map[*openStream]struct{}{}}
+	var removes []func()
+	if tokens != nil {
+		removes = append(removes, tokens.onReplace(r.checkAll))
+	}
+	if t != nil && t.MutualTLS() {
+		removes = append(removes, t.onReload(r.checkAll))
+	}
+	return r, func() {
+		for _, f := range removes {
+			f()
+		}
+	}
+}
+
+// enabled reports whether any stream has credentials to check.
+func (r *openStreams) enabled() bool {
+	return r.tokens != nil || (r.tls != nil && r.tls.MutualTLS())
+}
+
+// interceptor registers each stream for its life and maps a revocation to its status. It sits
+// just inside auth, so the streams it sees were authenticated, and the status it returns passes
+// the status link unchanged.
+func (r *openStreams) interceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx, cancel := context.WithCancelCause(ss.Context())
+	defer cancel(nil)
+	s := &openStream{cancel: cancel}
+	if p, ok := ctx.Value(principalKey{}).(*principal); ok && r.tokens != nil {
+		s.digest = &p.digest
+	}
+	if r.tls != nil && r.tls.MutualTLS() {
+		s.chain = peerChain(ctx)
+	}
+	if s.digest == nil && s.chain == nil {
+		return handler(srv, ss)
+	}
+	r.add(s)
+	defer r.remove(s)
+	err := handler(srv, &contextStream{ServerStream: ss, ctx: ctx})
+	if rv, ok := errors.AsType[*revokedError](context.Cause(ctx)); ok {
+		return rv.status()
+	}
+	return err
+}
+
+// add registers s and checks it once, against the credentials as they are now: a reload between
+// the call's authentication and this point is not missed.
+func (r *openStreams) add(s *openStream) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.open[s] = struct{}{}
+	if len(s.chain) > 0 {
+		s.expiry = time.AfterFunc(time.Until(s.chain[0].NotAfter), func() {
+			s.cancel(&revokedError{credential: "clientCertificate", why: "expired"})
+		})
+	}
+	r.check(s, time.Now())
+}
+
+// remove unregisters s and stops its timer.
+func (r *openStreams) remove(s *openStream) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.open, s)
+	if s.expiry != nil {
+		s.expiry.Stop()
+	}
+}
+
+// checkAll checks every open stream; it runs after each reload.
+func (r *openStreams) checkAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	for s := range r.open {
+		r.check(s, now)
+	}
+}
+
+// check cancels s when its credentials are no longer valid at now. r.mu is held.
+func (r *openStreams) check(s *openStream, now time.Time) {
+	if s.digest != nil && !r.tokens.validDigest(*s.digest) {
+		s.cancel(&revokedError{credential: "bearerToken", why: "removed"})
+		return
+	}
+	if len(s.chain) > 0 {
+		if why := r.tls.verifyClient(s.chain, now); why != "" {
+			s.cancel(&revokedError{credential: "clientCertificate", why: why})
+		}
+	}
+}
+
+// count is the number of registered streams (for tests).
+func (r *openStreams) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.open)
+}
+
+// peerChain returns the certificate chain the client of ctx presented over TLS, or nil.
+func peerChain(ctx context.Context) []*x509.Certificate {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.PeerCertificates) == 0 {
+		return nil
+	}
+	return info.State.PeerCertificates
+}
