@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -50,4 +51,28 @@ func TestToChatMessagesFormats(t *testing.T) {
 	if _, field := wantStatus(t, err, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD); field != "format" {
 		t.Errorf("unknown format: field %q, want format", field)
 	}
+}
+
+// TestToChatMessagesOpenAIBounded: the OpenAI format renders within --max-rendered-bytes and fits
+// --max-response-bytes as the LionAGI format does (issue 11's bounds, issue 19's format).
+func TestToChatMessagesOpenAIBounded(t *testing.T) {
+	const rendered = 16 << 10
+	f := newBoundedFixture(t, 64<<10, rendered, 1<<20)
+	ctx := testContext(t)
+	b := f.create(t, nil)
+	deep := f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{
+		InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: "deep"}, ContextJson: []string{deepContextJSON(990, 20_000)},
+	}}}).GetMessage().GetId()
+	_, err := f.c.ToChatMessages(ctx, &historyv1.ToChatMessagesRequest{BranchId: b, Format: historyv1.ChatFormat_CHAT_FORMAT_OPENAI})
+	ei, _ := wantStatus(t, err, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RENDER_TOO_LARGE)
+	if ei.GetMetadata()["messageId"] != deep {
+		t.Errorf("metadata %v, want the deep message", ei.GetMetadata())
+	}
+
+	b2 := f.create(t, nil)
+	for range 6 { // 6 instructions of ~14 KB: each renders under the cap, together past 64 KiB
+		f.instruction(t, b2, strings.Repeat("x", 14<<10))
+	}
+	_, err = f.c.ToChatMessages(ctx, &historyv1.ToChatMessagesRequest{BranchId: b2, Format: historyv1.ChatFormat_CHAT_FORMAT_OPENAI})
+	wantStatus(t, err, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE)
 }
