@@ -83,7 +83,7 @@ func TestExchangeConfigInvalid(t *testing.T) {
 		{args: []string{"--exchange-heartbeat", "-1s"}, mention: "heartbeat"},
 		{args: []string{"--exchange-max-bytes", "-1"}, mention: "exchange max bytes"},
 		{args: []string{"--inbox-max-streams", "-1"}, mention: "inbox max streams"},
-		{args: []string{"--max-response-bytes", "-1"}, mention: "--max-response-bytes"},
+		{args: []string{"--max-response-bytes", "-1"}, mention: "max-response-bytes"},
 		{env: map[string]string{"HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "maybe"}, mention: "HISTORYD_EXCHANGE_BACKGROUND_COLLECT"},
 	} {
 		_, err := parseConfig(tc.args, envOf(tc.env))

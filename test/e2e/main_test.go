@@ -153,8 +153,14 @@ func startProcess(t *testing.T, args ...string) *proc {
 // startBinary is startProcess for another build of historyd (testhookBin).
 func startBinary(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
+	cmd := exec.Command(bin, args...)
+	if as := os.Getenv("HISTORYD_E2E_AS_LIMIT"); as != "" {
+		// make hostile runs every server under an address-space limit (issue 11: "historyd under
+		// prlimit --as=2G survives make hostile"); prlimit execs historyd, so the PID is historyd's.
+		cmd = exec.Command("prlimit", append([]string{"--as=" + as, "--", bin}, args...)...)
+	}
 	p := &proc{
-		cmd:    exec.Command(bin, args...),
+		cmd:    cmd,
 		stderr: &logLines{serving: make(chan string, 1)},
 		done:   make(chan struct{}),
 	}
