@@ -29,13 +29,18 @@ help: ## Show this help
 	@echo 'usage: make TARGET'
 	@awk -F ':.*## ' '/^[a-z][a-z0-9-]*:.*## / { printf "  %-12s %s\n", $$1, $$2 }' Makefile
 
-run: ## Run historyd on 127.0.0.1:50051 (flags and HISTORYD_* variables: see README)
-	$(GO) run ./cmd/historyd
+# At a terminal, historyd runs as its own job (sh -m): Ctrl-C reaches historyd alone, which shuts
+# down and exits 0, and so does make. Without job control, make would get the SIGINT too and end
+# by it whatever historyd returned (GNU make re-raises it on itself).
+run: build ## Build bin/historyd and run it on 127.0.0.1:50051; Ctrl-C stops it (ARGS='--flag value'; HISTORYD_* variables: see README)
+	@echo '$(BIN) $(ARGS)'; \
+	if [ -t 0 ]; then exec sh -mc '"$$0" "$$@"' $(BIN) $(ARGS); else exec $(BIN) $(ARGS); fi
 
-build: ## Build bin/historyd, version stamped from git describe (BIN=path, TAGS=build tags)
+build: ## Build bin/historyd, version and commit stamped from git (BIN=path, TAGS=build tags)
 	@v=$$(git describe --always --dirty 2>/dev/null || echo dev); \
-	echo "$(GO) build -trimpath -tags '$(TAGS)' -ldflags '-X main.version=$$v' -o $(BIN) ./cmd/historyd"; \
-	$(GO) build -trimpath -tags '$(TAGS)' -ldflags "-X main.version=$$v" -o $(BIN) ./cmd/historyd
+	c=$$(git rev-parse HEAD 2>/dev/null || echo unknown); \
+	echo "$(GO) build -trimpath -tags '$(TAGS)' -ldflags '-X main.version=$$v -X main.commit=$$c' -o $(BIN) ./cmd/historyd"; \
+	$(GO) build -trimpath -tags '$(TAGS)' -ldflags "-X main.version=$$v -X main.commit=$$c" -o $(BIN) ./cmd/historyd
 
 release: ## Static build (CGO_ENABLED=0) of bin/historyd with Go 1.27.3 (RELEASE_TOOLCHAIN): what deploy/Dockerfile ships
 	CGO_ENABLED=0 GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) $(MAKE) build
@@ -84,7 +89,9 @@ proto-check: ## buf format and lint, buf breaking against the newest v* tag (els
 		echo 'proto-check: clients/python stubs are current'; \
 	fi
 
-lint: ## go vet and staticcheck, including the e2e-tagged code and the test-hook build
+lint: ## go mod tidy -diff (both modules), go vet and staticcheck, including the e2e-tagged code and the test-hook build
+	$(GO) mod tidy -diff
+	cd tools && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e/...
 	$(GO) vet -tags historyd_testhook ./internal/server/...

@@ -5,8 +5,14 @@
 // applies it once (AIP-155; DESIGN.md "Idempotency"). Methods that take domain-friendly arguments
 // exist only where the wire model has a trap: participants as google.protobuf.Value (Participant,
 // Broadcast), paging (Messages), error reasons (Reason, ErrorInfo), the resumable branch watch
-// (Watch), and the chunked export and import of branches larger than a response
-// (ExportBranchAll, ExportBranchTo, ImportBranchReader).
+// (Watch, with After and FromStart to choose where it starts), and the chunked export and import
+// of branches larger than a response (ExportBranchAll, ExportBranchTo, ImportBranchReader).
+//
+// For the common path, inputs.go builds AddMessage's inputs without the generated oneof wrappers:
+// c.Add(ctx, branch, client.Instruction("What is 30 + 12?", client.WithContext(ctx)),
+// client.From("alice")), client.AssistantText, client.AssistantRaw, client.System,
+// client.ActionRequest, client.ActionOutput; Input.Request gives the plain request for the stub.
+// The Example functions run as tests.
 //
 // The package owns the client side only. It imports the generated code, grpc and genproto, and
 // must not import anything under internal/: a client must build from the .proto contract alone.

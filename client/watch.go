@@ -20,6 +20,7 @@ type WatchOption func(*watchOptions)
 type watchOptions struct {
 	retry    RetryPolicy
 	onResume func(Resume)
+	after    *uint64 // After, FromStart (watch_options.go): the first stream's cursor
 }
 
 // DefaultWatchRetry bounds the reconnections of Watch: 10 attempts in a row that deliver no
@@ -74,6 +75,9 @@ func (c *Client) Watch(ctx context.Context, req *historyv1.WatchBranchRequest, o
 	}
 	return func(yield func(*historyv1.BranchCommit, error) bool) {
 		w := &watcher{c: c, req: proto.CloneOf(req), yield: yield}
+		if o.after != nil {
+			w.req.AfterSequence = proto.Uint64(*o.after)
+		}
 		attempt := 0
 		for {
 			err := w.stream(ctx)

@@ -194,6 +194,14 @@ func TestDockerfileBuildsWithTheMakefile(t *testing.T) {
 			t.Errorf("HEALTHCHECK uses %s, which historyd healthcheck does not define", arg)
 		}
 	}
+	// issue 19: the check follows HISTORYD_LISTEN, which healthcheck reads when no --addr is given;
+	// a fixed --addr would check 50051 whatever port the container was told to listen on.
+	if slices.Contains(hc, "--addr") || slices.ContainsFunc(hc, func(a string) bool { return strings.HasPrefix(a, "--addr=") }) {
+		t.Errorf("HEALTHCHECK %q fixes --addr; leave it out so that the check follows HISTORYD_LISTEN", healthcheck)
+	}
+	if !strings.Contains(src, `getenv("HISTORYD_LISTEN")`) {
+		t.Error("historyd healthcheck no longer reads HISTORYD_LISTEN, which the HEALTHCHECK relies on")
+	}
 }
 
 // TestKubernetesManifests: the manifests parse; the Deployment runs one replica replaced with

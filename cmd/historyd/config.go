@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
+	"strconv"
 	"time"
 )
 
@@ -60,7 +60,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	for _, s := range settings {
 		if v := getenv(s.env); v != "" {
 			if err := fs.Set(s.flag, v); err != nil {
-				return config{}, fmt.Errorf("%w: invalid value %q for %s (--%s): %v", errUsage, v, s.env, s.flag, err)
+				return config{}, fmt.Errorf("%w: invalid value %q for %s (--%s): %s", errUsage, v, s.env, s.flag, validHint(fs, s.flag, err.Error()))
 			}
 		}
 	}
@@ -68,7 +68,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return config{}, err
 		}
-		return config{}, fmt.Errorf("%w: %v", errUsage, err)
+		return config{}, fmt.Errorf("%w: %s", errUsage, flagError(fs, err))
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
@@ -81,8 +81,8 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 
 // validate checks the values that the flag types do not.
 func (c config) validate() error {
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("listen address %q: %v", c.Listen, err)
+	if err := validateAddr("listen", c.Listen, "127.0.0.1:50051"); err != nil {
+		return err
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -112,14 +112,19 @@ func (c config) validate() error {
 	return c.Exchange.validate()
 }
 
-// usage returns the usage text: one synopsis line, then one line per setting.
-func usage() string {
-	var b strings.Builder
-	b.WriteString("usage: historyd [--listen ADDR] [--log-level LEVEL] [--log-format json|console] [--grace-period DURATION]\n")
-	for _, s := range settings {
-		fmt.Fprintf(&b, "  --%-13s %s (env %s, default %s)\n", s.flag, s.usage, s.env, s.def)
+// validateAddr checks a host:port flag value at parse time, so that a port out of range is a usage
+// error (exit 2) rather than a failure to listen (issue 19).
+func validateAddr(flagName, addr, example string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
+			err = fmt.Errorf("port %q is not a number from 0 to 65535", port)
+		}
 	}
-	return b.String()
+	if err != nil {
+		return fmt.Errorf("invalid value %q for --%s: %v; want host:port, such as %s", addr, flagName, err, example)
+	}
+	return nil
 }
 
 func mustDuration(s string) time.Duration {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"strconv"
 
 	"github.com/historyd/historyd/internal/server"
@@ -118,8 +117,8 @@ func (c servingConfig) validate() error {
 			c.Limits.MaxInflightBytes, c.Limits.MaxRecvMsgSize)
 	}
 	if c.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			return fmt.Errorf("metrics address %q: %v", c.MetricsAddr, err)
+		if err := validateAddr("metrics-addr", c.MetricsAddr, "127.0.0.1:9090"); err != nil {
+			return err
 		}
 	}
 	if c.Limits.MaxRenderedBytes > c.Limits.MaxResponseBytes {

@@ -10,11 +10,14 @@
 //
 // Usage:
 //
-//	historyd [--listen ADDR] [--log-level LEVEL] [--log-format json|console] [--grace-period DURATION] [flags]
-//	historyd healthcheck [--addr HOST:PORT] [--timeout DURATION] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]
+//	historyd [serve] [--listen ADDR] [--log-level LEVEL] [--log-format json|console] [--grace-period DURATION] [flags]
+//	historyd healthcheck [--addr HOST:PORT] [--service NAME] [--timeout DURATION] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]
+//	historyd version
+//	historyd help
 //
-// historyd --help lists every flag. Exit codes: 0 after a shutdown on SIGINT or SIGTERM, 1 when the
-// server cannot load its credentials, cannot listen or stops serving on its own, 2 for an invalid
-// flag or environment value. healthcheck exits 0 only when the server answers SERVING, 1 otherwise,
-// 2 for an invalid flag.
+// historyd --help (on stdout) lists the subcommands and every flag, generated from the settings
+// table (cli.go). Exit codes: 0 after a shutdown on SIGINT or SIGTERM, 1 when the server cannot load
+// its credentials, cannot listen or stops serving on its own, 2 for an invalid flag or environment
+// value (one line naming it, with a valid value). healthcheck exits 0 only when the server answers
+// SERVING, 1 otherwise, 2 for an invalid flag; without --addr it checks HISTORYD_LISTEN.
 package main

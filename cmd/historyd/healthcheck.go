@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +29,15 @@ const healthcheckUsage = `usage: historyd healthcheck [--addr HOST:PORT] [--serv
 Calls grpc.health.v1.Health/Check and exits 0 only when the answer is SERVING, 1 otherwise (not
 serving, unreachable, timed out), 2 for invalid flags. It is what a container HEALTHCHECK runs: the
 image has no shell and no other client. Health needs no bearer token.
+
+It reads the server's own HISTORYD_* variables, so that it checks the server configured beside it:
+  --addr      defaults to HISTORYD_LISTEN (default 127.0.0.1:50051), with a 0.0.0.0, [::] or empty
+              host checked at 127.0.0.1; port 0 is an error (the port is only known to the server)
+  TLS         HISTORYD_TLS_CERT set: connect with TLS and accept exactly that certificate (the
+              server's own; no host name check), unless --tls-ca or --tls-server-name say otherwise
+  mutual TLS  HISTORYD_TLS_CLIENT_CA set and no --tls-cert: present HISTORYD_TLS_CERT and
+              HISTORYD_TLS_KEY as the client certificate (it must allow client authentication)
+Services: "" (the whole server), historyd.v1.HistoryService, historyd.v1.ExchangeService.
 `
 
 // healthcheckConfig is the configuration of `historyd healthcheck`.
@@ -33,13 +47,45 @@ type healthcheckConfig struct {
 	useTLS             bool
 	caFile, serverName string
 	certFile, keyFile  string
+	// pinFile, when set, is the server's own certificate file (HISTORYD_TLS_CERT): the server must
+	// present a certificate from it.
+	pinFile string
 }
 
-func parseHealthcheck(args []string) (healthcheckConfig, error) {
+// defaultHealthcheckAddr is where healthcheck looks without --addr: the server's HISTORYD_LISTEN.
+func defaultHealthcheckAddr(getenv func(string) string) string {
+	if a := getenv("HISTORYD_LISTEN"); a != "" {
+		return a
+	}
+	return settings[0].def
+}
+
+// checkAddr maps a listen address to the address to check: a wildcard or empty host is checked on
+// loopback; the port must be a real one.
+func checkAddr(addr, source string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("%w: invalid %s %q: %v; want host:port, such as 127.0.0.1:50051", errUsage, source, addr, err)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%w: invalid %s %q: port %q is not a number from 1 to 65535; want host:port, such as 127.0.0.1:50051", errUsage, source, addr, port)
+	case n == 0:
+		return "", fmt.Errorf("%w: %s %q has port 0, which lets the server pick a free port that only it knows; give the port it listens on with --addr, such as --addr 127.0.0.1:50051", errUsage, source, addr)
+	}
+	switch host {
+	case "", "0.0.0.0", "::":
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func parseHealthcheck(args []string, getenv func(string) string) (healthcheckConfig, error) {
 	var c healthcheckConfig
 	fs := flag.NewFlagSet("historyd healthcheck", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:50051", "address of the historyd to check")
+	fs.StringVar(&c.addr, "addr", "", "address of the historyd to check (default: HISTORYD_LISTEN)")
 	fs.StringVar(&c.service, "service", "", `service whose status to ask for ("" = the whole server)`)
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Second, "how long to wait for the answer")
 	fs.BoolVar(&c.useTLS, "tls", false, "connect with TLS (implied by the other --tls-* flags)")
@@ -51,8 +97,20 @@ func parseHealthcheck(args []string) (healthcheckConfig, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
 		}
-		return c, fmt.Errorf("%w: %v", errUsage, err)
+		return c, fmt.Errorf("%w: %s", errUsage, flagError(fs, err))
 	}
+	source := "--addr"
+	if c.addr == "" {
+		c.addr, source = defaultHealthcheckAddr(getenv), "HISTORYD_LISTEN"
+		if getenv("HISTORYD_LISTEN") == "" {
+			source = "default address"
+		}
+	}
+	addr, err := checkAddr(c.addr, source)
+	if err != nil {
+		return c, err
+	}
+	c.addr = addr
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
@@ -62,6 +120,16 @@ func parseHealthcheck(args []string) (healthcheckConfig, error) {
 		return c, fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
 	}
 	c.useTLS = c.useTLS || c.caFile != "" || c.serverName != "" || c.certFile != ""
+	// The server's own TLS settings, when the flags do not say how to connect.
+	if serverCert := getenv("HISTORYD_TLS_CERT"); serverCert != "" {
+		c.useTLS = true
+		if c.caFile == "" && c.serverName == "" {
+			c.pinFile = serverCert
+		}
+		if c.certFile == "" && getenv("HISTORYD_TLS_CLIENT_CA") != "" {
+			c.certFile, c.keyFile = serverCert, getenv("HISTORYD_TLS_KEY")
+		}
+	}
 	return c, nil
 }
 
@@ -71,6 +139,20 @@ func (c healthcheckConfig) transport() (grpc.DialOption, error) {
 		return grpc.WithTransportCredentials(insecure.NewCredentials()), nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.serverName}
+	if c.pinFile != "" {
+		pinned, err := pinnedCertificates(c.pinFile)
+		if err != nil {
+			return nil, err
+		}
+		// The server's own certificate is the trust anchor: its exact bytes, not a name, are checked.
+		cfg.InsecureSkipVerify = true
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) > 0 && slices.ContainsFunc(pinned, func(raw []byte) bool { return bytes.Equal(raw, cs.PeerCertificates[0].Raw) }) {
+				return nil
+			}
+			return fmt.Errorf("the server's certificate is not the one in %s (HISTORYD_TLS_CERT)", c.pinFile)
+		}
+	}
 	if c.caFile != "" {
 		pem, err := os.ReadFile(c.caFile)
 		if err != nil {
@@ -91,16 +173,39 @@ func (c healthcheckConfig) transport() (grpc.DialOption, error) {
 	return grpc.WithTransportCredentials(credentials.NewTLS(cfg)), nil
 }
 
+// pinnedCertificates returns the DER bytes of the certificates in a PEM file.
+func pinnedCertificates(file string) ([][]byte, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		if block.Type == "CERTIFICATE" {
+			out = append(out, block.Bytes)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no PEM certificate", file)
+	}
+	return out, nil
+}
+
 // healthcheck is `historyd healthcheck`: it prints the status (or why there is none) on stdout
 // and returns the exit code.
-func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, err := parseHealthcheck(args)
+func healthcheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	c, err := parseHealthcheck(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stderr, healthcheckUsage)
+		fmt.Fprint(stdout, healthcheckUsage)
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "historyd healthcheck: %v\n%s", err, healthcheckUsage)
+		fmt.Fprintf(stderr, "historyd healthcheck: %v (historyd healthcheck --help lists the flags)\n", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 		return 2
 	}
 	creds, err := c.transport()

@@ -89,10 +89,12 @@ func TestHealthcheck(t *testing.T) {
 	}
 	deadAddr := closed.Addr().String()
 	closed.Close()
+	otherCert, _ := selfSigned(t, t.TempDir())
 
 	tests := []struct {
 		name   string
 		args   []string
+		env    map[string]string
 		before func()
 		code   int
 		out    string
@@ -103,6 +105,16 @@ func TestHealthcheck(t *testing.T) {
 		{name: "tls, unknown CA", args: []string{"--addr", tlsAddr, "--tls"}, code: 1, out: "UNHEALTHY"},
 		{name: "unreachable", args: []string{"--addr", deadAddr, "--timeout", "2s"}, code: 1, out: "UNHEALTHY"},
 		{name: "unknown service", args: []string{"--addr", plainAddr, "--service", "nope"}, code: 1, out: "NotFound"},
+		// issue 19: healthcheck honours the server's HISTORYD_* variables.
+		{name: "HISTORYD_LISTEN is the address", env: map[string]string{"HISTORYD_LISTEN": plainAddr}, code: 0, out: "SERVING"},
+		{name: "HISTORYD_LISTEN is not 50051", env: map[string]string{"HISTORYD_LISTEN": deadAddr}, args: []string{"--timeout", "2s"}, code: 1, out: "UNHEALTHY"},
+		{name: "wildcard host checked on loopback", env: map[string]string{"HISTORYD_LISTEN": "0.0.0.0:" + port(t, plainAddr)}, code: 0, out: "SERVING"},
+		{name: "empty host checked on loopback", env: map[string]string{"HISTORYD_LISTEN": ":" + port(t, plainAddr)}, code: 0, out: "SERVING"},
+		{name: "--addr wins over HISTORYD_LISTEN", env: map[string]string{"HISTORYD_LISTEN": deadAddr}, args: []string{"--addr", plainAddr}, code: 0, out: "SERVING"},
+		{name: "port 0 is a usage error", env: map[string]string{"HISTORYD_LISTEN": "127.0.0.1:0"}, code: 2},
+		{name: "--addr bogus is a usage error", args: []string{"--addr", "bogus"}, code: 2},
+		{name: "HISTORYD_TLS_CERT: TLS, pinned to the server's certificate", env: map[string]string{"HISTORYD_LISTEN": tlsAddr, "HISTORYD_TLS_CERT": certFile, "HISTORYD_TLS_KEY": keyFile}, code: 0, out: "SERVING"},
+		{name: "HISTORYD_TLS_CERT: another certificate is refused", env: map[string]string{"HISTORYD_LISTEN": tlsAddr, "HISTORYD_TLS_CERT": otherCert, "HISTORYD_TLS_KEY": keyFile}, args: []string{"--timeout", "2s"}, code: 1, out: "UNHEALTHY"},
 		{
 			name: "not serving", args: []string{"--addr", plainAddr},
 			before: func() { plain.Health().SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING) },
@@ -112,7 +124,7 @@ func TestHealthcheck(t *testing.T) {
 		{name: "zero timeout", args: []string{"--timeout", "0s"}, code: 2},
 		{name: "cert without key", args: []string{"--tls-cert", certFile}, code: 2},
 		{name: "argument", args: []string{"now"}, code: 2},
-		{name: "help", args: []string{"-h"}, code: 0},
+		{name: "help", args: []string{"-h"}, code: 0, out: "HISTORYD_LISTEN"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,7 +132,7 @@ func TestHealthcheck(t *testing.T) {
 				tc.before()
 			}
 			var stdout, stderr strings.Builder
-			code := healthcheck(context.Background(), tc.args, &stdout, &stderr)
+			code := healthcheck(context.Background(), tc.args, envOf(tc.env), &stdout, &stderr)
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d; stdout %q stderr %q", code, tc.code, stdout.String(), stderr.String())
 			}
@@ -138,6 +150,38 @@ func TestRunHealthcheckSubcommand(t *testing.T) {
 	var out strings.Builder
 	if code := run(context.Background(), []string{"healthcheck", "--addr", addr}, envOf(nil), &out); code != 0 {
 		t.Errorf("run(healthcheck) = %d, want 0; %q", code, out.String())
+	}
+}
+
+// port returns the port of a host:port address.
+func port(t *testing.T, addr string) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestHealthcheckAddrErrors: the usage errors name the address's source and say what to give
+// (issue 19: "port 0 is a usage error saying so").
+func TestHealthcheckAddrErrors(t *testing.T) {
+	for _, tc := range []struct {
+		env         map[string]string
+		args        []string
+		wantInError string
+	}{
+		{map[string]string{"HISTORYD_LISTEN": ":0"}, nil, "port 0"},
+		{nil, []string{"--addr", "bogus"}, "127.0.0.1:50051"},
+		{nil, []string{"--addr", "127.0.0.1:99999"}, "99999"},
+	} {
+		var stdout, stderr strings.Builder
+		if code := healthcheck(context.Background(), tc.args, envOf(tc.env), &stdout, &stderr); code != 2 {
+			t.Errorf("healthcheck(%q, %v) = %d, want 2", tc.args, tc.env, code)
+		}
+		if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], tc.wantInError) {
+			t.Errorf("healthcheck(%q, %v) stderr %q, want one line containing %q", tc.args, tc.env, stderr.String(), tc.wantInError)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -21,7 +22,7 @@ var version = "dev"
 
 func main() {
 	ctx, sig, stop := notifySignals() // signals.go
-	code := runWithSignals(ctx, sig, os.Args[1:], os.Getenv, os.Stderr)
+	code := runIO(ctx, sig, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -36,21 +37,42 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 // runWithSignals is run that also reloads credentials on SIGHUP and stops at once on a second stop
 // signal (signals.go).
 func runWithSignals(ctx context.Context, sig signals, args []string, getenv func(string) string, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "healthcheck" {
-		return healthcheck(ctx, args[1:], os.Stdout, stderr)
+	return runIO(ctx, sig, args, getenv, os.Stdout, stderr)
+}
+
+// runIO is runWithSignals with the standard output named: help and version go there (so that
+// `historyd --help | less` works), logs and usage errors to stderr.
+func runIO(ctx context.Context, sig signals, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "healthcheck":
+			return healthcheck(ctx, args[1:], getenv, stdout, stderr)
+		case "version", "--version", "-version":
+			if len(args) > 1 {
+				fmt.Fprintf(stderr, "historyd: version takes no arguments, got %q\n", args[1:])
+				return 2
+			}
+			printVersion(stdout)
+			return 0
+		case "help":
+			fmt.Fprint(stdout, usage())
+			return 0
+		case "serve":
+			args = args[1:]
+		}
 	}
 	cfg, err := parseConfig(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stderr, usage())
+		fmt.Fprint(stdout, usage())
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "historyd: %v\n%s", err, usage())
+		fmt.Fprintf(stderr, "historyd: %v (historyd --help lists the flags)\n", strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 		return 2
 	}
 	logger, err := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "historyd: %v\n%s", err, usage())
+		fmt.Fprintf(stderr, "historyd: %v (historyd --help lists the flags)\n", err)
 		return 2
 	}
 	defer func() { _ = logger.Sync() }() // stderr may not support fsync; nothing to do about it
@@ -72,9 +94,11 @@ func runWithSignals(ctx context.Context, sig signals, args []string, getenv func
 		return 1
 	}
 
+	build := currentBuild()
 	var metrics *server.Metrics // nil: --metrics-addr is off
 	if cfg.Serving.MetricsAddr != "" {
 		metrics = server.NewMetrics()
+		metrics.SetBuildInfo(build.Version, build.Commit, build.GoVersion)
 	}
 	srv := server.New(logger, append(creds.options(), server.WithGracePeriod(cfg.GracePeriod),
 		server.WithLimits(cfg.Serving.Limits), server.WithMetrics(metrics))...)
@@ -106,7 +130,7 @@ func runWithSignals(ctx context.Context, sig signals, args []string, getenv func
 
 	logger.Info("serving", append([]zap.Field{
 		zap.String("address", lis.Addr().String()),
-		zap.String("version", version),
+		zap.String("version", build.Version), zap.String("commit", build.Commit), zap.String("go_version", build.GoVersion),
 		zap.Duration("grace_period", cfg.GracePeriod)}, creds.logFields()...)...)
 	if creds.openToAnyone(lis.Addr()) {
 		logger.Warn("serving without client authentication beyond loopback: any client that reaches this "+

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -47,28 +48,96 @@ func (s *logSink) lines() []string {
 	return strings.Split(strings.TrimRight(s.buf.String(), "\n"), "\n")
 }
 
-// TestRunUsageErrors: an unknown flag or an invalid value exits 2 with a usage line.
+// TestRunUsageErrors: an unknown flag or an invalid value exits 2 with one line that names the flag
+// and a valid value (issue 19: "usage errors exit 2 with one line naming the flag and an example of
+// a valid value").
 func TestRunUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"--nope"}, {"--log-format", "yaml"}, {"extra"}} {
-		var out strings.Builder
-		code := run(context.Background(), args, envOf(nil), &out)
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{args: []string{"--nope"}, want: []string{"--nope"}},
+		{args: []string{"--log-format", "yaml"}, want: []string{"json or console"}},
+		{args: []string{"extra"}, want: []string{"extra"}},
+		{args: []string{"--grace-period", "10"}, want: []string{"--grace-period", "10s"}},
+		{args: []string{"--listen", "127.0.0.1:99999"}, want: []string{"--listen", "99999", "127.0.0.1:50051"}},
+		{args: []string{"--metrics-addr", "127.0.0.1:http"}, want: []string{"--metrics-addr", "127.0.0.1:9090"}},
+		{args: []string{"--memory-budget", "lots"}, want: []string{"--memory-budget", "1GiB"}},
+		{args: []string{"--watch-buffer", "x"}, want: []string{"--watch-buffer", "whole number"}},
+		{args: []string{"--exchange-background-collect=maybe"}, want: []string{"--exchange-background-collect", "true or false"}},
+		{args: []string{"--max-concurrent-streams", "-1"}, want: []string{"--max-concurrent-streams", "100"}},
+		{env: map[string]string{"HISTORYD_GRACE_PERIOD": "10"}, want: []string{"HISTORYD_GRACE_PERIOD", "--grace-period", "10s"}},
+	} {
+		var stdout, stderr strings.Builder
+		code := runIO(context.Background(), signals{}, tc.args, envOf(tc.env), &stdout, &stderr)
 		if code != 2 {
-			t.Errorf("run(%q) = %d, want 2", args, code)
+			t.Errorf("run(%q, %v) = %d, want 2", tc.args, tc.env, code)
 		}
-		if !strings.Contains(out.String(), "usage: historyd") {
-			t.Errorf("run(%q) printed %q, want a usage line", args, out.String())
+		lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+		if len(lines) != 1 {
+			t.Errorf("run(%q, %v) printed %d lines, want 1: %q", tc.args, tc.env, len(lines), stderr.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(lines[0], w) {
+				t.Errorf("run(%q, %v) printed %q, want it to contain %q", tc.args, tc.env, lines[0], w)
+			}
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("run(%q) wrote %q on stdout, want nothing", tc.args, stdout.String())
 		}
 	}
 }
 
-// TestRunHelp: --help prints the usage and exits 0.
+// TestRunHelp: help, --help and -h print the help on stdout and exit 0; it lists every subcommand
+// and each flag once, with --, its variable and its default (issue 19).
 func TestRunHelp(t *testing.T) {
-	var out strings.Builder
-	if code := run(context.Background(), []string{"--help"}, envOf(nil), &out); code != 0 {
-		t.Errorf("run(--help) = %d, want 0", code)
+	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}, {"serve", "--help"}} {
+		var stdout, stderr strings.Builder
+		if code := runIO(context.Background(), signals{}, args, envOf(nil), &stdout, &stderr); code != 0 {
+			t.Errorf("run(%q) = %d, want 0", args, code)
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("run(%q) wrote %q on stderr, want the help on stdout only", args, stderr.String())
+		}
+		out := stdout.String()
+		if !strings.HasPrefix(out, "usage:") {
+			t.Errorf("run(%q) printed %q", args, out)
+		}
+		for _, c := range []string{"serve", "healthcheck", "version", "help"} {
+			if !strings.Contains(out, "\n  "+c+" ") {
+				t.Errorf("help lacks the subcommand %s", c)
+			}
+		}
+		for _, s := range settings {
+			if n := strings.Count(out, "  --"+s.flag+"\n"); n != 1 {
+				t.Errorf("help lists --%s %d times, want once", s.flag, n)
+			}
+		}
+		if strings.Contains(out, "\n  -"+settings[0].flag) {
+			t.Error("help writes a flag with one dash")
+		}
 	}
-	if !strings.HasPrefix(out.String(), "usage: historyd") {
-		t.Errorf("run(--help) printed %q", out.String())
+}
+
+// TestRunVersion: version and --version print the version, the commit and the Go version on stdout
+// and exit 0 (issue 19).
+func TestRunVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		var stdout, stderr strings.Builder
+		if code := runIO(context.Background(), signals{}, args, envOf(nil), &stdout, &stderr); code != 0 {
+			t.Errorf("run(%q) = %d, want 0; stderr %q", args, code, stderr.String())
+		}
+		b := currentBuild()
+		for _, want := range []string{"historyd " + b.Version + "\n", "commit: " + b.Commit + "\n", "go: " + runtime.Version() + "\n"} {
+			if !strings.Contains(stdout.String(), want) {
+				t.Errorf("run(%q) printed %q, want %q", args, stdout.String(), want)
+			}
+		}
+	}
+	var stdout, stderr strings.Builder
+	if code := runIO(context.Background(), signals{}, []string{"version", "extra"}, envOf(nil), &stdout, &stderr); code != 2 {
+		t.Errorf("run(version extra) = %d, want 2", code)
 	}
 }
 

@@ -2,7 +2,7 @@
 # A conversation kept by historyd's HistoryService, with grpcurl only (ADR-0006 D3): create a branch
 # with a system message, add an instruction, an assistant response from a raw OpenAI-shaped
 # response, a tool call (an action request) and its result, then list the branch, project it as
-# chat messages, and export it as LionAGI JSON.
+# chat messages (LionAGI's and OpenAI's shapes), and export it as LionAGI JSON.
 #
 #   HISTORYD_ADDR  the server (default 127.0.0.1:50051); start one with `make run`
 #   GRPCURL        a grpcurl binary (default: the pinned one, `go tool -modfile=tools/go.mod grpcurl`)
@@ -75,6 +75,8 @@ EOF
 
 step "list" ListMessages <<<"{\"branch_id\": \"$BRANCH\"}"
 step "chat" ToChatMessages <<<"{\"branch_id\": \"$BRANCH\"}"
+# The same projection in the shape of OpenAI's Chat Completions `messages`, as JSON text.
+step "chat openai" ToChatMessages <<<"{\"branch_id\": \"$BRANCH\", \"format\": \"CHAT_FORMAT_OPENAI\"}"
 step "export" ExportBranch <<<"{\"branch_id\": \"$BRANCH\", \"mode\": \"SERIALIZATION_MODE_JSON\"}"
 
 # The export's data is LionAGI JSON text; with jq at hand, print it as JSON.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"sync"
 	"time"
 
@@ -57,6 +58,9 @@ func RegisterExchange(s *Server, ex *exchange.Exchange, opts ...StreamOption) *E
 	es.maxRendered = s.limits.MaxRenderedBytes
 	historyv1.RegisterExchangeServiceServer(s.GRPCServer(), es)
 	s.OnShutdown(es.EndStreams)
+	// issue 19: the service has its own health status, SERVING from now until Shutdown sets every
+	// status to NOT_SERVING with the whole server's.
+	s.Health().SetServingStatus(historyv1.ExchangeService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return es
 }
 

@@ -208,6 +208,11 @@ func (s *HistoryServer) ToChatMessages(ctx context.Context, req *historyv1.ToCha
 		return nil, err
 	}
 	in := store.ChatInput{Selected: req.GetSelected()}
+	switch req.GetFormat() {
+	case historyv1.ChatFormat_CHAT_FORMAT_UNSPECIFIED, historyv1.ChatFormat_CHAT_FORMAT_LIONAGI, historyv1.ChatFormat_CHAT_FORMAT_OPENAI:
+	default:
+		return nil, &FieldError{Field: "format", Err: fmt.Errorf("%w: unknown chat format %d", envelope.ErrInvalid, req.GetFormat())}
+	}
 	if req.GetOrder() != nil {
 		order, err := parseIDs("order.ids", req.GetOrder().GetIds())
 		if err != nil {
@@ -219,6 +224,9 @@ func (s *HistoryServer) ToChatMessages(ctx context.Context, req *historyv1.ToCha
 	res, err := s.store.ToChatMessages(ctx, b, in)
 	if err != nil {
 		return nil, err
+	}
+	if req.GetFormat() == historyv1.ChatFormat_CHAT_FORMAT_OPENAI {
+		return s.openAIChat(b, res) // history_chat_openai.go
 	}
 	resp := &historyv1.ToChatMessagesResponse{HeadSequence: res.Head}
 	budget := newPageBudget(s.maxResponse)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"sync"
 	"time"
 
@@ -79,6 +80,9 @@ func RegisterHistory(s *Server, st store.Store, opts ...StreamOption) *HistorySe
 	hs.encodeFrames = true // New installs requestCodec
 	historyv1.RegisterHistoryServiceServer(s.GRPCServer(), hs)
 	s.OnShutdown(hs.EndStreams)
+	// issue 19: the service has its own health status, SERVING from now until Shutdown sets every
+	// status to NOT_SERVING with the whole server's.
+	s.Health().SetServingStatus(historyv1.HistoryService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return hs
 }
 

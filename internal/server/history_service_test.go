@@ -33,7 +33,7 @@ func TestHistoryConvertedMessagesFieldCount(t *testing.T) {
 		{&historyv1.ListMessagesRequest{}, 7},
 		{&historyv1.ForkBranchRequest{}, 6},
 		{&historyv1.ImportBranchRequest{}, 5},
-		{&historyv1.ToChatMessagesResponse{}, 4},
+		{&historyv1.ToChatMessagesResponse{}, 5},
 		// The requests converted by hand in their handlers (history_service.go, history_messages.go).
 		{&historyv1.GetBranchRequest{}, 1},
 		{&historyv1.ListBranchesRequest{}, 2},
@@ -44,7 +44,7 @@ func TestHistoryConvertedMessagesFieldCount(t *testing.T) {
 		{&historyv1.GetLastMessageRequest{}, 3},
 		{&historyv1.ExportBranchStreamRequest{}, 3},
 		{&historyv1.ImportBranchStreamRequest{}, 5},
-		{&historyv1.ToChatMessagesRequest{}, 3},
+		{&historyv1.ToChatMessagesRequest{}, 4},
 		{&historyv1.ClearMessagesRequest{}, 3},
 		{&historyv1.SetProgressionRequest{}, 4},
 	})

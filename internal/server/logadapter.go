@@ -15,6 +15,9 @@ import (
 func zapLogger(l *zap.Logger) logging.Logger {
 	l = l.WithOptions(zap.AddCallerSkip(1))
 	return logging.LoggerFunc(func(_ context.Context, lvl logging.Level, msg string, fields ...any) {
+		if lvl == logging.LevelInfo && isProbe(fields) {
+			lvl = logging.LevelDebug // issue 19: a probe every few seconds is not news
+		}
 		ce := l.Check(zapLevel(lvl), msg)
 		if ce == nil {
 			return
@@ -33,6 +36,21 @@ func zapLogger(l *zap.Logger) logging.Logger {
 		}
 		ce.Write(zf...)
 	})
+}
+
+// isProbe reports whether a call's fields are those of grpc.health.v1.Health/Check, what load
+// balancers, Kubernetes and `historyd healthcheck` call every few seconds.
+func isProbe(fields []any) bool {
+	var service, method bool
+	for i := 0; i+1 < len(fields); i += 2 {
+		switch fields[i] {
+		case "grpc.service":
+			service = fields[i+1] == healthService
+		case "grpc.method":
+			method = fields[i+1] == "Check"
+		}
+	}
+	return service && method
 }
 
 // zapLevel maps a middleware (slog-style) level to the zap level at or below it.

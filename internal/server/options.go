@@ -1,6 +1,10 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
 
 // DefaultGracePeriod is how long Shutdown lets in-flight RPCs finish before it cuts them off. Ten
 // seconds covers any unary call of this in-memory service many times over and stays well inside the
@@ -20,6 +24,7 @@ type options struct {
 	inflight *inflight    // inflight.go; set by New, which owns it
 	tap      *callTap     // tap.go; set by New
 	streams  *openStreams // revoke.go; set by New
+	logger   *zap.Logger  // set by New: TLS handshake failures are logged to it (tls_log.go)
 }
 
 func defaultOptions() options {

@@ -49,6 +49,7 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 		opt(&o)
 	}
 	o.inflight = newInflight()
+	o.logger = logger
 	o.limits = o.limits.orDefaults()
 	per := int64(o.limits.MaxRecvMsgSize)
 	o.tap = &callTap{

@@ -16,7 +16,7 @@ func serverOptions(o options, unary []grpc.UnaryServerInterceptor, stream []grpc
 	}
 	opts = append(opts, o.limits.serverOptions()...)
 	if o.tls != nil {
-		opts = append(opts, grpc.Creds(o.tls.credentials()))
+		opts = append(opts, grpc.Creds(logHandshakeFailures(o.tls.credentials(), o.logger)))
 	}
 	return opts
 }

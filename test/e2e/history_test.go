@@ -47,6 +47,7 @@ type historyResponse struct {
 	MessageIDs     []string
 	Data           string
 	HeadSequence   string
+	MessagesJSON   string `json:"messagesJson"`
 	raw            []byte
 }
 

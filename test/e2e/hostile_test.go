@@ -615,7 +615,14 @@ func TestExpiredClientCertificate(t *testing.T) {
 	// of its stderr a moment later: wait for the last call's line (ListBranches) before counting.
 	waitLog(t, p, 0, `"finished call"`, `"grpc.method":"ListBranches"`)
 	log := strings.Join(p.stderr.Lines(), "\n")
-	if strings.Count(log, `"finished call"`) != 2 || strings.Count(log, `"grpc.method":"ListBranches"`) != 1 {
-		t.Errorf("calls that reached the chain:\n%s\nwant only the valid client's health check and ListBranches", log)
+	// The valid client's health check is logged at debug (issue 19: probes), so at info only its
+	// ListBranches reached the chain.
+	if strings.Count(log, `"finished call"`) != 1 || strings.Count(log, `"grpc.method":"ListBranches"`) != 1 {
+		t.Errorf("calls that reached the chain:\n%s\nwant only the valid client's ListBranches at info", log)
+	}
+	// issue 19: the failed handshakes are logged at warn, rate-limited (they came within a second or
+	// so: at least one line, each naming the peer and the error).
+	if !strings.Contains(log, `"level":"warn","ts":`) || !strings.Contains(log, `"msg":"TLS handshake failed"`) || !strings.Contains(log, "suppressed_since_last") {
+		t.Errorf("no TLS handshake warning in the log:\n%s", log)
 	}
 }

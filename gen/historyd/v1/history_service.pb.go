@@ -227,6 +227,80 @@ func (ContextMode) EnumDescriptor() ([]byte, []int) {
 	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{2}
 }
 
+// ChatFormat is the shape ToChatMessages projects a branch into.
+type ChatFormat int32
+
+const (
+	// CHAT_FORMAT_UNSPECIFIED is CHAT_FORMAT_LIONAGI.
+	ChatFormat_CHAT_FORMAT_UNSPECIFIED ChatFormat = 0
+	// CHAT_FORMAT_LIONAGI is LionAGI's to_chat_msgs: one ChatMessage per message, in messages, with
+	// the roles system, user, assistant, action and unset.
+	ChatFormat_CHAT_FORMAT_LIONAGI ChatFormat = 1
+	// CHAT_FORMAT_OPENAI is the `messages` array of OpenAI's Chat Completions API, as JSON text in
+	// messages_json (messages stays empty; message_ids and render_errors are per projected message
+	// as with LIONAGI). The rules:
+	//
+	//   - System: {"role": "system", "content": <rendered text>}.
+	//   - Instruction: {"role": "user", "content": <rendered text>}, or with images the content parts
+	//     [{"type": "text", "text"}, {"type": "image_url", "image_url": {"url", "detail"}}...].
+	//   - AssistantResponse: {"role": "assistant", "content": <rendered text>}.
+	//   - Consecutive ActionRequests: one {"role": "assistant", "content": null, "tool_calls": [...]},
+	//     a call per request: {"id": <the request's message id>, "type": "function", "function":
+	//     {"name", "arguments": <the arguments object as JSON text>}}.
+	//   - ActionResponse: {"role": "tool", "tool_call_id": <its request's message id>, "content": <the
+	//     output as JSON text>}; a failed action's content is {"error": <message>} as JSON text. One
+	//     that names no request is projected like generic content.
+	//   - Generic content (role unset): {"role": "user", "content": <rendered text>}.
+	//   - A message that cannot be rendered is left out; render_errors says why.
+	//
+	// An ActionRequest with no response keeps its tool call. The API rejects a tool call that no
+	// tool message answers, so before sending the projection as it is, append a
+	// {"role": "tool", "tool_call_id": <id>, "content": ...} for it (for example after running the
+	// tool) or drop the call.
+	ChatFormat_CHAT_FORMAT_OPENAI ChatFormat = 2
+)
+
+// Enum value maps for ChatFormat.
+var (
+	ChatFormat_name = map[int32]string{
+		0: "CHAT_FORMAT_UNSPECIFIED",
+		1: "CHAT_FORMAT_LIONAGI",
+		2: "CHAT_FORMAT_OPENAI",
+	}
+	ChatFormat_value = map[string]int32{
+		"CHAT_FORMAT_UNSPECIFIED": 0,
+		"CHAT_FORMAT_LIONAGI":     1,
+		"CHAT_FORMAT_OPENAI":      2,
+	}
+)
+
+func (x ChatFormat) Enum() *ChatFormat {
+	p := new(ChatFormat)
+	*p = x
+	return p
+}
+
+func (x ChatFormat) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChatFormat) Descriptor() protoreflect.EnumDescriptor {
+	return file_historyd_v1_history_service_proto_enumTypes[3].Descriptor()
+}
+
+func (ChatFormat) Type() protoreflect.EnumType {
+	return &file_historyd_v1_history_service_proto_enumTypes[3]
+}
+
+func (x ChatFormat) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChatFormat.Descriptor instead.
+func (ChatFormat) EnumDescriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{3}
+}
+
 // EventKind is what a branch event did (DESIGN.md "Sequences, events and watch").
 type EventKind int32
 
@@ -286,11 +360,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_historyd_v1_history_service_proto_enumTypes[3].Descriptor()
+	return file_historyd_v1_history_service_proto_enumTypes[4].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_historyd_v1_history_service_proto_enumTypes[3]
+	return &file_historyd_v1_history_service_proto_enumTypes[4]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -299,7 +373,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{3}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{4}
 }
 
 // Branch describes a branch.
@@ -2739,7 +2813,10 @@ type ToChatMessagesRequest struct {
 	// selected projects the selected progression when no order is given (the full order when none is
 	// set). A selected progression that is set but empty projects nothing, as an empty order does:
 	// it is not read as "unset".
-	Selected      bool `protobuf:"varint,3,opt,name=selected,proto3" json:"selected,omitempty"`
+	Selected bool `protobuf:"varint,3,opt,name=selected,proto3" json:"selected,omitempty"`
+	// format is the shape of the projection: CHAT_FORMAT_LIONAGI (the default) in messages,
+	// CHAT_FORMAT_OPENAI as JSON text in messages_json.
+	Format        ChatFormat `protobuf:"varint,4,opt,name=format,proto3,enum=historyd.v1.ChatFormat" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2795,18 +2872,28 @@ func (x *ToChatMessagesRequest) GetSelected() bool {
 	return false
 }
 
+func (x *ToChatMessagesRequest) GetFormat() ChatFormat {
+	if x != nil {
+		return x.Format
+	}
+	return ChatFormat_CHAT_FORMAT_UNSPECIFIED
+}
+
 // ToChatMessagesResponse is the response of ToChatMessages.
 type ToChatMessagesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// messages are the chat projections in order. A message that cannot be rendered has no content
-	// (LionAGI's chat_msg is None); render_errors says why.
+	// messages are the chat projections in order (CHAT_FORMAT_LIONAGI). A message that cannot be
+	// rendered has no content (LionAGI's chat_msg is None); render_errors says why.
 	Messages []*ChatMessage `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
 	// message_ids are the ids of the projected messages, parallel to messages.
 	MessageIds []string `protobuf:"bytes,2,rep,name=message_ids,json=messageIds,proto3" json:"message_ids,omitempty"`
 	// render_errors are the rendering errors, parallel to messages; empty where rendering succeeded.
 	RenderErrors []string `protobuf:"bytes,3,rep,name=render_errors,json=renderErrors,proto3" json:"render_errors,omitempty"`
 	// head_sequence is the branch's head when it was read.
-	HeadSequence  uint64 `protobuf:"varint,4,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`
+	HeadSequence uint64 `protobuf:"varint,4,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`
+	// messages_json is the projection as JSON text, for the JSON formats (CHAT_FORMAT_OPENAI: the
+	// `messages` array of a Chat Completions request); empty for CHAT_FORMAT_LIONAGI.
+	MessagesJson  string `protobuf:"bytes,5,opt,name=messages_json,json=messagesJson,proto3" json:"messages_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2867,6 +2954,13 @@ func (x *ToChatMessagesResponse) GetHeadSequence() uint64 {
 		return x.HeadSequence
 	}
 	return 0
+}
+
+func (x *ToChatMessagesResponse) GetMessagesJson() string {
+	if x != nil {
+		return x.MessagesJson
+	}
+	return ""
 }
 
 // ClearMessagesRequest is the request of ClearMessages.
@@ -4307,17 +4401,19 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\romit_rendered\x18\x03 \x01(\bR\fomitRendered\"m\n" +
 	"\x16GetLastMessageResponse\x12.\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12#\n" +
-	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\x7f\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xb0\x01\n" +
 	"\x15ToChatMessagesRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12-\n" +
 	"\x05order\x18\x02 \x01(\v2\x17.historyd.v1.MessageIdsR\x05order\x12\x1a\n" +
-	"\bselected\x18\x03 \x01(\bR\bselected\"\xb9\x01\n" +
+	"\bselected\x18\x03 \x01(\bR\bselected\x12/\n" +
+	"\x06format\x18\x04 \x01(\x0e2\x17.historyd.v1.ChatFormatR\x06format\"\xde\x01\n" +
 	"\x16ToChatMessagesResponse\x124\n" +
 	"\bmessages\x18\x01 \x03(\v2\x18.historyd.v1.ChatMessageR\bmessages\x12\x1f\n" +
 	"\vmessage_ids\x18\x02 \x03(\tR\n" +
 	"messageIds\x12#\n" +
 	"\rrender_errors\x18\x03 \x03(\tR\frenderErrors\x12#\n" +
-	"\rhead_sequence\x18\x04 \x01(\x04R\fheadSequence\"\xa8\x01\n" +
+	"\rhead_sequence\x18\x04 \x01(\x04R\fheadSequence\x12#\n" +
+	"\rmessages_json\x18\x05 \x01(\tR\fmessagesJson\"\xa8\x01\n" +
 	"\x14ClearMessagesRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1d\n" +
 	"\n" +
@@ -4418,7 +4514,12 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\vContextMode\x12\x1c\n" +
 	"\x18CONTEXT_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CONTEXT_MODE_EXTEND\x10\x01\x12\x18\n" +
-	"\x14CONTEXT_MODE_REPLACE\x10\x02*\x80\x02\n" +
+	"\x14CONTEXT_MODE_REPLACE\x10\x02*Z\n" +
+	"\n" +
+	"ChatFormat\x12\x1b\n" +
+	"\x17CHAT_FORMAT_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13CHAT_FORMAT_LIONAGI\x10\x01\x12\x16\n" +
+	"\x12CHAT_FORMAT_OPENAI\x10\x02*\x80\x02\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19EVENT_KIND_BRANCH_CREATED\x10\x01\x12\x1c\n" +
@@ -4464,165 +4565,167 @@ func file_historyd_v1_history_service_proto_rawDescGZIP() []byte {
 	return file_historyd_v1_history_service_proto_rawDescData
 }
 
-var file_historyd_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_historyd_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_historyd_v1_history_service_proto_goTypes = []any{
 	(MessageView)(0),                     // 0: historyd.v1.MessageView
 	(SerializationMode)(0),               // 1: historyd.v1.SerializationMode
 	(ContextMode)(0),                     // 2: historyd.v1.ContextMode
-	(EventKind)(0),                       // 3: historyd.v1.EventKind
-	(*Branch)(nil),                       // 4: historyd.v1.Branch
-	(*MessageIds)(nil),                   // 5: historyd.v1.MessageIds
-	(*SystemInput)(nil),                  // 6: historyd.v1.SystemInput
-	(*InstructionInput)(nil),             // 7: historyd.v1.InstructionInput
-	(*StringList)(nil),                   // 8: historyd.v1.StringList
-	(*AssistantResponseInput)(nil),       // 9: historyd.v1.AssistantResponseInput
-	(*ActionRequestInput)(nil),           // 10: historyd.v1.ActionRequestInput
-	(*ActionOutputInput)(nil),            // 11: historyd.v1.ActionOutputInput
-	(*CreateBranchRequest)(nil),          // 12: historyd.v1.CreateBranchRequest
-	(*CreateBranchResponse)(nil),         // 13: historyd.v1.CreateBranchResponse
-	(*GetBranchRequest)(nil),             // 14: historyd.v1.GetBranchRequest
-	(*GetBranchResponse)(nil),            // 15: historyd.v1.GetBranchResponse
-	(*ListBranchesRequest)(nil),          // 16: historyd.v1.ListBranchesRequest
-	(*ListBranchesResponse)(nil),         // 17: historyd.v1.ListBranchesResponse
-	(*DeleteBranchRequest)(nil),          // 18: historyd.v1.DeleteBranchRequest
-	(*DeleteBranchResponse)(nil),         // 19: historyd.v1.DeleteBranchResponse
-	(*ForkBranchRequest)(nil),            // 20: historyd.v1.ForkBranchRequest
-	(*ForkBranchResponse)(nil),           // 21: historyd.v1.ForkBranchResponse
-	(*SetSystemRequest)(nil),             // 22: historyd.v1.SetSystemRequest
-	(*SetSystemResponse)(nil),            // 23: historyd.v1.SetSystemResponse
-	(*AddMessageRequest)(nil),            // 24: historyd.v1.AddMessageRequest
-	(*AddMessageResponse)(nil),           // 25: historyd.v1.AddMessageResponse
-	(*CreateActionResponseRequest)(nil),  // 26: historyd.v1.CreateActionResponseRequest
-	(*CreateActionResponseResponse)(nil), // 27: historyd.v1.CreateActionResponseResponse
-	(*GetMessageRequest)(nil),            // 28: historyd.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),           // 29: historyd.v1.GetMessageResponse
-	(*ListMessagesRequest)(nil),          // 30: historyd.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),         // 31: historyd.v1.ListMessagesResponse
-	(*GetLastMessageRequest)(nil),        // 32: historyd.v1.GetLastMessageRequest
-	(*GetLastMessageResponse)(nil),       // 33: historyd.v1.GetLastMessageResponse
-	(*ToChatMessagesRequest)(nil),        // 34: historyd.v1.ToChatMessagesRequest
-	(*ToChatMessagesResponse)(nil),       // 35: historyd.v1.ToChatMessagesResponse
-	(*ClearMessagesRequest)(nil),         // 36: historyd.v1.ClearMessagesRequest
-	(*ClearMessagesResponse)(nil),        // 37: historyd.v1.ClearMessagesResponse
-	(*SetProgressionRequest)(nil),        // 38: historyd.v1.SetProgressionRequest
-	(*SetProgressionResponse)(nil),       // 39: historyd.v1.SetProgressionResponse
-	(*ImportBranchRequest)(nil),          // 40: historyd.v1.ImportBranchRequest
-	(*ImportBranchResponse)(nil),         // 41: historyd.v1.ImportBranchResponse
-	(*ExportBranchRequest)(nil),          // 42: historyd.v1.ExportBranchRequest
-	(*ExportBranchResponse)(nil),         // 43: historyd.v1.ExportBranchResponse
-	(*ExportBranchStreamRequest)(nil),    // 44: historyd.v1.ExportBranchStreamRequest
-	(*ExportBranchStreamResponse)(nil),   // 45: historyd.v1.ExportBranchStreamResponse
-	(*ImportBranchStreamRequest)(nil),    // 46: historyd.v1.ImportBranchStreamRequest
-	(*ImportBranchStreamResponse)(nil),   // 47: historyd.v1.ImportBranchStreamResponse
-	(*WatchBranchRequest)(nil),           // 48: historyd.v1.WatchBranchRequest
-	(*WatchBranchResponse)(nil),          // 49: historyd.v1.WatchBranchResponse
-	(*WatchStart)(nil),                   // 50: historyd.v1.WatchStart
-	(*BranchCommit)(nil),                 // 51: historyd.v1.BranchCommit
-	(*BranchEvent)(nil),                  // 52: historyd.v1.BranchEvent
-	(*WatchHeartbeat)(nil),               // 53: historyd.v1.WatchHeartbeat
-	(*structpb.Struct)(nil),              // 54: google.protobuf.Struct
-	(*Message)(nil),                      // 55: historyd.v1.Message
-	(*structpb.Value)(nil),               // 56: google.protobuf.Value
-	(*ChatMessage)(nil),                  // 57: historyd.v1.ChatMessage
-	(*timestamppb.Timestamp)(nil),        // 58: google.protobuf.Timestamp
+	(ChatFormat)(0),                      // 3: historyd.v1.ChatFormat
+	(EventKind)(0),                       // 4: historyd.v1.EventKind
+	(*Branch)(nil),                       // 5: historyd.v1.Branch
+	(*MessageIds)(nil),                   // 6: historyd.v1.MessageIds
+	(*SystemInput)(nil),                  // 7: historyd.v1.SystemInput
+	(*InstructionInput)(nil),             // 8: historyd.v1.InstructionInput
+	(*StringList)(nil),                   // 9: historyd.v1.StringList
+	(*AssistantResponseInput)(nil),       // 10: historyd.v1.AssistantResponseInput
+	(*ActionRequestInput)(nil),           // 11: historyd.v1.ActionRequestInput
+	(*ActionOutputInput)(nil),            // 12: historyd.v1.ActionOutputInput
+	(*CreateBranchRequest)(nil),          // 13: historyd.v1.CreateBranchRequest
+	(*CreateBranchResponse)(nil),         // 14: historyd.v1.CreateBranchResponse
+	(*GetBranchRequest)(nil),             // 15: historyd.v1.GetBranchRequest
+	(*GetBranchResponse)(nil),            // 16: historyd.v1.GetBranchResponse
+	(*ListBranchesRequest)(nil),          // 17: historyd.v1.ListBranchesRequest
+	(*ListBranchesResponse)(nil),         // 18: historyd.v1.ListBranchesResponse
+	(*DeleteBranchRequest)(nil),          // 19: historyd.v1.DeleteBranchRequest
+	(*DeleteBranchResponse)(nil),         // 20: historyd.v1.DeleteBranchResponse
+	(*ForkBranchRequest)(nil),            // 21: historyd.v1.ForkBranchRequest
+	(*ForkBranchResponse)(nil),           // 22: historyd.v1.ForkBranchResponse
+	(*SetSystemRequest)(nil),             // 23: historyd.v1.SetSystemRequest
+	(*SetSystemResponse)(nil),            // 24: historyd.v1.SetSystemResponse
+	(*AddMessageRequest)(nil),            // 25: historyd.v1.AddMessageRequest
+	(*AddMessageResponse)(nil),           // 26: historyd.v1.AddMessageResponse
+	(*CreateActionResponseRequest)(nil),  // 27: historyd.v1.CreateActionResponseRequest
+	(*CreateActionResponseResponse)(nil), // 28: historyd.v1.CreateActionResponseResponse
+	(*GetMessageRequest)(nil),            // 29: historyd.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),           // 30: historyd.v1.GetMessageResponse
+	(*ListMessagesRequest)(nil),          // 31: historyd.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),         // 32: historyd.v1.ListMessagesResponse
+	(*GetLastMessageRequest)(nil),        // 33: historyd.v1.GetLastMessageRequest
+	(*GetLastMessageResponse)(nil),       // 34: historyd.v1.GetLastMessageResponse
+	(*ToChatMessagesRequest)(nil),        // 35: historyd.v1.ToChatMessagesRequest
+	(*ToChatMessagesResponse)(nil),       // 36: historyd.v1.ToChatMessagesResponse
+	(*ClearMessagesRequest)(nil),         // 37: historyd.v1.ClearMessagesRequest
+	(*ClearMessagesResponse)(nil),        // 38: historyd.v1.ClearMessagesResponse
+	(*SetProgressionRequest)(nil),        // 39: historyd.v1.SetProgressionRequest
+	(*SetProgressionResponse)(nil),       // 40: historyd.v1.SetProgressionResponse
+	(*ImportBranchRequest)(nil),          // 41: historyd.v1.ImportBranchRequest
+	(*ImportBranchResponse)(nil),         // 42: historyd.v1.ImportBranchResponse
+	(*ExportBranchRequest)(nil),          // 43: historyd.v1.ExportBranchRequest
+	(*ExportBranchResponse)(nil),         // 44: historyd.v1.ExportBranchResponse
+	(*ExportBranchStreamRequest)(nil),    // 45: historyd.v1.ExportBranchStreamRequest
+	(*ExportBranchStreamResponse)(nil),   // 46: historyd.v1.ExportBranchStreamResponse
+	(*ImportBranchStreamRequest)(nil),    // 47: historyd.v1.ImportBranchStreamRequest
+	(*ImportBranchStreamResponse)(nil),   // 48: historyd.v1.ImportBranchStreamResponse
+	(*WatchBranchRequest)(nil),           // 49: historyd.v1.WatchBranchRequest
+	(*WatchBranchResponse)(nil),          // 50: historyd.v1.WatchBranchResponse
+	(*WatchStart)(nil),                   // 51: historyd.v1.WatchStart
+	(*BranchCommit)(nil),                 // 52: historyd.v1.BranchCommit
+	(*BranchEvent)(nil),                  // 53: historyd.v1.BranchEvent
+	(*WatchHeartbeat)(nil),               // 54: historyd.v1.WatchHeartbeat
+	(*structpb.Struct)(nil),              // 55: google.protobuf.Struct
+	(*Message)(nil),                      // 56: historyd.v1.Message
+	(*structpb.Value)(nil),               // 57: google.protobuf.Value
+	(*ChatMessage)(nil),                  // 58: historyd.v1.ChatMessage
+	(*timestamppb.Timestamp)(nil),        // 59: google.protobuf.Timestamp
 }
 var file_historyd_v1_history_service_proto_depIdxs = []int32{
-	54, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
+	55, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
 	2,  // 1: historyd.v1.InstructionInput.handle_context:type_name -> historyd.v1.ContextMode
-	8,  // 2: historyd.v1.InstructionInput.context_json_list:type_name -> historyd.v1.StringList
-	8,  // 3: historyd.v1.InstructionInput.tool_schemas_json_list:type_name -> historyd.v1.StringList
-	8,  // 4: historyd.v1.InstructionInput.images_list:type_name -> historyd.v1.StringList
-	54, // 5: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
-	6,  // 6: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
-	4,  // 7: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
-	55, // 8: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
-	4,  // 9: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
-	4,  // 10: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
-	4,  // 11: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
-	55, // 12: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
-	55, // 13: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
-	56, // 14: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
-	56, // 15: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
-	54, // 16: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
-	7,  // 17: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
-	9,  // 18: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
-	6,  // 19: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
-	10, // 20: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
-	11, // 21: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
-	55, // 22: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
-	55, // 23: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
-	55, // 24: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
-	56, // 25: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
-	56, // 26: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
-	55, // 27: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
-	55, // 28: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
-	55, // 29: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
+	9,  // 2: historyd.v1.InstructionInput.context_json_list:type_name -> historyd.v1.StringList
+	9,  // 3: historyd.v1.InstructionInput.tool_schemas_json_list:type_name -> historyd.v1.StringList
+	9,  // 4: historyd.v1.InstructionInput.images_list:type_name -> historyd.v1.StringList
+	55, // 5: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
+	7,  // 6: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
+	5,  // 7: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
+	56, // 8: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
+	5,  // 9: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
+	5,  // 10: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
+	5,  // 11: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
+	56, // 12: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
+	56, // 13: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
+	57, // 14: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
+	57, // 15: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
+	55, // 16: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
+	8,  // 17: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
+	10, // 18: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
+	7,  // 19: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
+	11, // 20: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
+	12, // 21: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
+	56, // 22: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
+	56, // 23: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
+	56, // 24: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
+	57, // 25: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
+	57, // 26: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
+	56, // 27: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
+	56, // 28: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
+	56, // 29: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
 	0,  // 30: historyd.v1.ListMessagesRequest.view:type_name -> historyd.v1.MessageView
-	55, // 31: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
+	56, // 31: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
 	0,  // 32: historyd.v1.GetLastMessageRequest.view:type_name -> historyd.v1.MessageView
-	55, // 33: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
-	5,  // 34: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
-	57, // 35: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
-	5,  // 36: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
-	4,  // 37: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
-	1,  // 38: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
-	1,  // 39: historyd.v1.ExportBranchStreamRequest.mode:type_name -> historyd.v1.SerializationMode
-	4,  // 40: historyd.v1.ImportBranchStreamResponse.branch:type_name -> historyd.v1.Branch
-	3,  // 41: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
-	50, // 42: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
-	51, // 43: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
-	53, // 44: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
-	52, // 45: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
-	3,  // 46: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
-	55, // 47: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
-	4,  // 48: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
-	55, // 49: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
-	5,  // 50: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
-	58, // 51: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	12, // 52: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
-	14, // 53: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
-	16, // 54: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
-	18, // 55: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
-	20, // 56: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
-	22, // 57: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
-	24, // 58: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
-	26, // 59: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
-	28, // 60: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
-	30, // 61: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
-	32, // 62: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
-	34, // 63: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
-	36, // 64: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
-	38, // 65: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
-	40, // 66: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
-	42, // 67: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
-	44, // 68: historyd.v1.HistoryService.ExportBranchStream:input_type -> historyd.v1.ExportBranchStreamRequest
-	46, // 69: historyd.v1.HistoryService.ImportBranchStream:input_type -> historyd.v1.ImportBranchStreamRequest
-	48, // 70: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
-	13, // 71: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
-	15, // 72: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
-	17, // 73: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
-	19, // 74: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
-	21, // 75: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
-	23, // 76: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
-	25, // 77: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
-	27, // 78: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
-	29, // 79: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
-	31, // 80: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
-	33, // 81: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
-	35, // 82: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
-	37, // 83: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
-	39, // 84: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
-	41, // 85: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
-	43, // 86: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
-	45, // 87: historyd.v1.HistoryService.ExportBranchStream:output_type -> historyd.v1.ExportBranchStreamResponse
-	47, // 88: historyd.v1.HistoryService.ImportBranchStream:output_type -> historyd.v1.ImportBranchStreamResponse
-	49, // 89: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
-	71, // [71:90] is the sub-list for method output_type
-	52, // [52:71] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	56, // 33: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
+	6,  // 34: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
+	3,  // 35: historyd.v1.ToChatMessagesRequest.format:type_name -> historyd.v1.ChatFormat
+	58, // 36: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
+	6,  // 37: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
+	5,  // 38: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
+	1,  // 39: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
+	1,  // 40: historyd.v1.ExportBranchStreamRequest.mode:type_name -> historyd.v1.SerializationMode
+	5,  // 41: historyd.v1.ImportBranchStreamResponse.branch:type_name -> historyd.v1.Branch
+	4,  // 42: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
+	51, // 43: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
+	52, // 44: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
+	54, // 45: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
+	53, // 46: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
+	4,  // 47: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
+	56, // 48: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
+	5,  // 49: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
+	56, // 50: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
+	6,  // 51: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
+	59, // 52: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	13, // 53: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
+	15, // 54: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
+	17, // 55: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
+	19, // 56: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
+	21, // 57: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
+	23, // 58: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
+	25, // 59: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
+	27, // 60: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
+	29, // 61: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
+	31, // 62: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
+	33, // 63: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
+	35, // 64: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
+	37, // 65: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
+	39, // 66: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
+	41, // 67: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
+	43, // 68: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
+	45, // 69: historyd.v1.HistoryService.ExportBranchStream:input_type -> historyd.v1.ExportBranchStreamRequest
+	47, // 70: historyd.v1.HistoryService.ImportBranchStream:input_type -> historyd.v1.ImportBranchStreamRequest
+	49, // 71: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
+	14, // 72: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
+	16, // 73: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
+	18, // 74: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
+	20, // 75: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
+	22, // 76: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
+	24, // 77: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
+	26, // 78: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
+	28, // 79: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
+	30, // 80: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
+	32, // 81: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
+	34, // 82: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
+	36, // 83: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
+	38, // 84: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
+	40, // 85: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
+	42, // 86: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
+	44, // 87: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
+	46, // 88: historyd.v1.HistoryService.ExportBranchStream:output_type -> historyd.v1.ExportBranchStreamResponse
+	48, // 89: historyd.v1.HistoryService.ImportBranchStream:output_type -> historyd.v1.ImportBranchStreamResponse
+	50, // 90: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
+	72, // [72:91] is the sub-list for method output_type
+	53, // [53:72] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_service_proto_init() }
@@ -4674,7 +4777,7 @@ func file_historyd_v1_history_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_service_proto_rawDesc), len(file_historyd_v1_history_service_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
