@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -100,35 +99,38 @@ func wantStatusInfo(t *testing.T, err error, code codes.Code, reason historyv1.E
 // TestInflightReleasedOnEveryEnding: issue 11: "make sure every reservation is released, including
 // on cancel/failure". Each way a call can end gives its reservation back.
 func TestInflightReleasedOnEveryEnding(t *testing.T) {
-	entered := make(holdEntered, 1)
+	// Room for every hold handler's signal, so that none blocks; each case drains what earlier
+	// cases left (a handler may start after its call ended), and the client stream waits for its
+	// reservation itself rather than for a signal that may be an earlier call's.
+	entered := make(holdEntered, 16)
 	ts := newTestServer(t, func(s *grpc.Server) { registerProbe(s); registerHold(entered)(s) })
 	budget := ts.tap.budget
 	tests := []struct {
 		name string
-		call func(ctx context.Context) error
+		call func(t *testing.T, ctx context.Context) error
 		code codes.Code
 	}{
-		{"ok", func(ctx context.Context) error { return callProbeUnary(ctx, ts.conn, "ok") }, codes.OK},
-		{"handler error", func(ctx context.Context) error { return callProbeUnary(ctx, ts.conn, "field") }, codes.InvalidArgument},
-		{"handler panic", func(ctx context.Context) error { return callProbeUnary(ctx, ts.conn, "panic") }, codes.Internal},
-		{"malformed request", func(ctx context.Context) error { return rawUnary(ctx, ts.conn, []byte{0xff, 0xff}) }, codes.InvalidArgument},
-		{"unknown method", func(ctx context.Context) error {
+		{"ok", func(_ *testing.T, ctx context.Context) error { return callProbeUnary(ctx, ts.conn, "ok") }, codes.OK},
+		{"handler error", func(_ *testing.T, ctx context.Context) error { return callProbeUnary(ctx, ts.conn, "field") }, codes.InvalidArgument},
+		{"handler panic", func(_ *testing.T, ctx context.Context) error { return callProbeUnary(ctx, ts.conn, "panic") }, codes.Internal},
+		{"malformed request", func(_ *testing.T, ctx context.Context) error { return rawUnary(ctx, ts.conn, []byte{0xff, 0xff}) }, codes.InvalidArgument},
+		{"unknown method", func(_ *testing.T, ctx context.Context) error {
 			return ts.conn.Invoke(ctx, "/historyd.test.Nothing/Here", structpb.NewStringValue("x"), new(structpb.Value))
 		}, codes.Unimplemented},
-		{"over the receive limit", func(ctx context.Context) error {
+		{"over the receive limit", func(_ *testing.T, ctx context.Context) error {
 			return callProbeUnary(ctx, ts.conn, strings.Repeat("x", DefaultMaxRecvMsgSize))
 		}, codes.ResourceExhausted},
-		{"deadline", func(ctx context.Context) error {
+		{"deadline", func(_ *testing.T, ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			defer cancel()
 			return ts.conn.Invoke(ctx, holdUnaryMethod, structpb.NewStringValue("hold"), new(structpb.Value))
 		}, codes.DeadlineExceeded},
-		{"client cancels", func(ctx context.Context) error {
+		{"client cancels", func(_ *testing.T, ctx context.Context) error {
 			ctx, cancel := context.WithCancel(ctx)
 			go func() { <-entered; cancel() }() // ends when the handler has started
 			return ts.conn.Invoke(ctx, holdUnaryMethod, structpb.NewStringValue("hold"), new(structpb.Value))
 		}, codes.Canceled},
-		{"client stream cancelled", func(ctx context.Context) error {
+		{"client stream cancelled", func(t *testing.T, ctx context.Context) error {
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			desc := holdDesc(nil).Streams[1]
@@ -136,17 +138,17 @@ func TestInflightReleasedOnEveryEnding(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			<-entered
-			if got := budget.reserved(); got != DefaultMaxRecvMsgSize {
-				return errors.New("a client stream in progress reserves nothing")
-			}
+			eventually(t, "the client stream's reservation", func() bool { return budget.reserved() == DefaultMaxRecvMsgSize })
 			cancel()
 			return stream.RecvMsg(new(structpb.Value))
 		}, codes.Canceled},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.call(testContext(t))
+			for len(entered) > 0 {
+				<-entered
+			}
+			err := tc.call(t, testContext(t))
 			if status.Code(err) != tc.code {
 				t.Fatalf("call = %v, want %v", err, tc.code)
 			}
