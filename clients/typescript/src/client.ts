@@ -3,6 +3,8 @@
 
 import type { SecureClientSessionOptions } from "node:http2";
 
+import type { DescService } from "@bufbuild/protobuf";
+
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
@@ -58,12 +60,12 @@ export class HistorydClient {
   constructor(address: string, options: ClientOptions = {}) {
     const { baseUrl, tls } = baseUrlOf(address, options.tls ?? true);
     this.#sessions = new Http2SessionManager(baseUrl, { idleConnectionTimeoutMs: 60_000 }, tls === false ? {} : tls);
-    const interceptors: Interceptor[] = [errorInterceptor, retryInterceptor({ ...defaultRetryPolicy, ...options.retry })];
+    const interceptors: Interceptor[] = [retryInterceptor({ ...defaultRetryPolicy, ...options.retry })];
     if (options.token !== undefined) interceptors.push(tokenInterceptor(options.token));
     interceptors.push(...(options.interceptors ?? []));
     this.transport = createGrpcTransport({ baseUrl, sessionManager: this.#sessions, interceptors });
-    this.history = createClient(HistoryService, this.transport);
-    this.exchangeService = createClient(ExchangeService, this.transport);
+    this.history = typedErrors(HistoryService, createClient(HistoryService, this.transport));
+    this.exchangeService = typedErrors(ExchangeService, createClient(ExchangeService, this.transport));
     this.exchange = new Exchange(this);
     this.timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
   }
@@ -140,22 +142,37 @@ function baseUrlOf(address: string, tls: boolean | TlsOptions): { baseUrl: strin
   return { baseUrl: `https://${address}`, tls: tls === true ? {} : tls };
 }
 
-/** Turns every error into a HistorydError, for unary calls and for the messages of streams. */
-const errorInterceptor: Interceptor = (next) => async (req) => {
-  try {
-    const res = await next(req);
-    if (!res.stream) return res;
-    return { ...res, message: convertErrors(res.message) };
-  } catch (err) {
-    throw toHistorydError(err);
+/** The generated client with every error a HistorydError: unary calls reject with one, and the
+ * iteration of a stream throws one. Wrapped around the client rather than in an interceptor,
+ * because Connect replaces an interceptor's error by the signal's reason on a deadline or a
+ * cancellation. */
+function typedErrors<T extends DescService>(service: T, client: Client<T>): Client<T> {
+  const out: Record<string, unknown> = {};
+  for (const method of service.methods) {
+    const fn = (client as Record<string, (req: unknown, opts?: { signal?: AbortSignal }) => unknown>)[method.localName]!;
+    if (method.methodKind === "unary") {
+      out[method.localName] = async (req: unknown, opts?: { signal?: AbortSignal }) => {
+        try {
+          return await fn(req, opts);
+        } catch (err) {
+          throw toHistorydError(err, opts?.signal);
+        }
+      };
+    } else if (method.methodKind === "server_streaming") {
+      out[method.localName] = (req: unknown, opts?: { signal?: AbortSignal }) =>
+        convertErrors(fn(req, opts) as AsyncIterable<unknown>, opts?.signal);
+    } else {
+      out[method.localName] = fn;
+    }
   }
-};
+  return out as Client<T>;
+}
 
-async function* convertErrors<T>(it: AsyncIterable<T>): AsyncIterable<T> {
+async function* convertErrors<T>(it: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncIterable<T> {
   try {
     yield* it;
   } catch (err) {
-    throw toHistorydError(err);
+    throw toHistorydError(err, signal);
   }
 }
 

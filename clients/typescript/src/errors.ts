@@ -71,11 +71,25 @@ const classes = new Map<string, new (err: ConnectError, info: ErrorInfo | undefi
   ["ERROR_REASON_BRANCH_DELETED", BranchDeletedError],
 ]);
 
-/** Turns any error of a call into a HistorydError (unchanged if it is one already). */
-export function toHistorydError(err: unknown): HistorydError {
+/**
+ * Turns any error of a call into a HistorydError (unchanged if it is one already). `signal` is the
+ * caller's: connect-node reports a dropped connection as CANCELED (the HTTP/2 stream's reset code),
+ * which, when the caller did not cancel and the server sent no ErrorInfo, is a transport failure
+ * and becomes UNAVAILABLE, as gRPC's other clients report it.
+ */
+export function toHistorydError(err: unknown, signal?: AbortSignal): HistorydError {
   if (err instanceof HistorydError) return err;
-  const ce = ConnectError.from(err);
+  let ce = ConnectError.from(err);
+  if (isConnectionLoss(ce, signal)) {
+    ce = new ConnectError(`connection lost: ${ce.rawMessage}`, Code.Unavailable, ce.metadata, undefined, ce);
+  }
   const info = ce.findDetails(ErrorInfoSchema)[0];
   const cls = classes.get(info?.reason ?? "") ?? HistorydError;
   return new cls(ce, info);
+}
+
+/** Whether err is a dropped connection that connect-node reports as CANCELED: no status from the
+ * server (no ErrorInfo) and no cancellation by the caller. */
+export function isConnectionLoss(err: ConnectError, signal?: AbortSignal): boolean {
+  return err.code === Code.Canceled && err.findDetails(ErrorInfoSchema).length === 0 && !(signal?.aborted ?? false);
 }

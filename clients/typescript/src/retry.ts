@@ -8,6 +8,8 @@ import { randomUUID } from "node:crypto";
 
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 
+import { isConnectionLoss } from "./errors.js";
+
 /** Bounds of the retries of unary calls. */
 export interface RetryPolicy {
   /** Attempts, the first included; 1 or less turns retries off. */
@@ -68,7 +70,8 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** The interceptor that fills request ids and retries unary calls on UNAVAILABLE. The interceptors
+/** The interceptor that fills request ids and retries unary calls on UNAVAILABLE (and on a dropped
+ * connection, which connect-node reports as CANCELED). The interceptors
  * after it in the chain run once per attempt. */
 export function retryInterceptor(policy: RetryPolicy): Interceptor {
   return (next) => async (req) => {
@@ -84,8 +87,9 @@ export function retryInterceptor(policy: RetryPolicy): Interceptor {
       try {
         return await next(req);
       } catch (err) {
-        const code = ConnectError.from(err).code;
-        if (attempt >= policy.maxAttempts || code !== Code.Unavailable || req.signal.aborted) throw err;
+        const ce = ConnectError.from(err);
+        const unavailable = ce.code === Code.Unavailable || isConnectionLoss(ce, req.signal);
+        if (attempt >= policy.maxAttempts || !unavailable || req.signal.aborted) throw err;
         await sleep(backoffMs(policy, attempt), req.signal);
       }
     }

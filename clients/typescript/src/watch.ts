@@ -138,11 +138,10 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
 
 /** Whether a watch's end is worth a resume from the cursor: the connection broke or the server is
  * going away (UNAVAILABLE), the stream fell behind (SUBSCRIBER_TOO_SLOW), or a transport failure
- * with no ErrorInfo (a dropped connection: connect-node reports the HTTP/2 stream's reset as
- * CANCELED; the watch's own cancellation never gets here). HISTORY_COMPACTED, BRANCH_DELETED,
+ * with no ErrorInfo (a dropped connection is UNAVAILABLE: toHistorydError). HISTORY_COMPACTED, BRANCH_DELETED,
  * FRAME_TOO_LARGE and every other reason are the caller's. */
 function resumable(e: HistorydError): boolean {
   if (e.code === Code.Unavailable) return true;
   if (e.is(ErrorReason.SUBSCRIBER_TOO_SLOW)) return true;
-  return e.reasonName === "" && [Code.Canceled, Code.Internal, Code.Unknown, Code.Aborted].includes(e.code);
+  return e.reasonName === "" && [Code.Internal, Code.Unknown, Code.Aborted].includes(e.code);
 }
