@@ -32,7 +32,7 @@ export interface ClientOptions {
    * plaintext the token travels in clear text; allowed, for tests and loopback. */
   token?: string;
   /** The deadline of every unary call the conveniences make, in ms (default 30 s); 0 means none.
-   * Calls through `history` and `exchange` take Connect's `timeoutMs` call option instead. */
+   * Calls through `history` and `exchangeService` take Connect's `timeoutMs` call option instead. */
   timeoutMs?: number;
   /** The retry policy of unary calls (defaultRetryPolicy); `{maxAttempts: 1}` turns retries off. */
   retry?: Partial<RetryPolicy>;
@@ -43,8 +43,8 @@ export interface ClientOptions {
 /** The default deadline of a unary call, in ms. */
 export const defaultTimeoutMs = 30_000;
 
-/** A historyd client. `history` and `exchange` are the generated stubs, typed and with typed
- * oneofs; the methods here are the conveniences. */
+/** A historyd client. `history` and `exchangeService` are the generated stubs, typed and with
+ * typed oneofs, over one HTTP/2 connection; `exchange` and the methods here are the conveniences. */
 export class HistorydClient {
   /** HistoryService, generated: every RPC, typed. Errors are HistorydErrors. */
   readonly history: Client<typeof HistoryService>;
@@ -150,7 +150,8 @@ function typedErrors<T extends DescService>(service: T, client: Client<T>): Clie
   const out: Record<string, unknown> = {};
   for (const method of service.methods) {
     const fn = (client as Record<string, (req: unknown, opts?: { signal?: AbortSignal }) => unknown>)[method.localName]!;
-    if (method.methodKind === "unary") {
+    if (method.methodKind === "unary" || method.methodKind === "client_streaming") {
+      // One answer: a promise.
       out[method.localName] = async (req: unknown, opts?: { signal?: AbortSignal }) => {
         try {
           return await fn(req, opts);
@@ -158,11 +159,10 @@ function typedErrors<T extends DescService>(service: T, client: Client<T>): Clie
           throw toHistorydError(err, opts?.signal);
         }
       };
-    } else if (method.methodKind === "server_streaming") {
+    } else {
+      // A stream of answers (server or bidi streaming): an async iterable.
       out[method.localName] = (req: unknown, opts?: { signal?: AbortSignal }) =>
         convertErrors(fn(req, opts) as AsyncIterable<unknown>, opts?.signal);
-    } else {
-      out[method.localName] = fn;
     }
   }
   return out as Client<T>;

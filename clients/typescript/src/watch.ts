@@ -24,8 +24,8 @@ export interface WatchOptions {
   includeRendered?: boolean;
   /** Yield heartbeats too (each one moves the cursor). */
   heartbeats?: boolean;
-  /** Resumes in a row, without a frame in between, before the watch gives up and throws the last
-   * error (default 8); pauses between them follow `backoff`. */
+  /** Resumes in a row, without a commit or heartbeat in between, before the watch gives up and
+   * throws the last error (default 8); pauses between them follow `backoff`. */
   maxResumes?: number;
   /** Pauses between resumes (the client's retry backoff by default). */
   backoff?: Partial<RetryPolicy>;
@@ -98,7 +98,6 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
             { signal },
           );
           for await (const frame of stream) {
-            failures = 0;
             switch (frame.frame.case) {
               case "start":
                 this.incarnation = frame.frame.value.incarnation;
@@ -106,10 +105,12 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
                 this.#ready.resolve();
                 break;
               case "commit":
+                failures = 0; // progress: the next disconnect starts the backoff over
                 this.cursor = frame.frame.value.lastSequence;
                 yield { case: "commit", value: frame.frame.value };
                 break;
               case "heartbeat":
+                failures = 0;
                 this.cursor = frame.frame.value.headSequence;
                 if (this.options.heartbeats) yield { case: "heartbeat", value: frame.frame.value };
                 break;

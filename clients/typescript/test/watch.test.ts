@@ -18,6 +18,7 @@ import {
   ErrorReason,
   EventKind,
   HistoryCompactedError,
+  HistorydError,
   type HistorydClient,
   type WatchItem,
 } from "../src/index.js";
@@ -124,6 +125,26 @@ describe("watch", () => {
       const live = await readUntil(it, rest.cursor, afterCut.head);
       assert.deepEqual(addedIds(live.events), afterCut.ids);
       watch.close();
+    } finally {
+      viaProxy.close();
+      await proxy.close();
+    }
+  });
+
+  test("a watch that cannot reconnect gives up after maxResumes with the last error (UNAVAILABLE)", async () => {
+    const proxy = await CuttableProxy.start(server.addr);
+    const viaProxy = connect(proxy.addr, { tls: false });
+    try {
+      const branch = await client.createBranch();
+      proxy.refuseNext(1000); // every connection is dropped on arrival
+      const watch = viaProxy.branch(branch.id).watch({ after: 0n, maxResumes: 2, backoff: { initialBackoffMs: 5 } });
+      await assert.rejects(watch[Symbol.asyncIterator]().next(), (err: unknown) => {
+        assert.ok(err instanceof HistorydError, `got ${String(err)}`);
+        assert.equal(err.code, Code.Unavailable);
+        return true;
+      });
+      assert.equal(watch.resumes, 2, "two resumes, then the third failure is the caller's");
+      await assert.rejects(watch.ready, "ready rejects when the watch ends before its stream began");
     } finally {
       viaProxy.close();
       await proxy.close();
