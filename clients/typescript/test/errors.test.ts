@@ -115,6 +115,23 @@ describe("errors, retries, deadlines", () => {
     }
   });
 
+  test("a write whose answer was lost is retried with its request id and applied once (AIP-155; client/retry.go)", async () => {
+    const proxy = await CuttableProxy.start(server.addr);
+    const viaProxy = connect(proxy.addr, { tls: false, retry: { initialBackoffMs: 5 } });
+    try {
+      const branch = await client.createBranch();
+      proxy.cutAtNextResponse(); // the server writes the message; its answer never arrives
+      const written = await viaProxy.branch(branch.id).addInstruction("exactly once");
+      assert.equal(proxy.responseCuts, 1, "the first answer was cut");
+      const ids: string[] = [];
+      for await (const m of branch.messages()) ids.push(m.id);
+      assert.deepEqual(ids, [written.id], "one message: the retry was answered from the request id, not written again");
+    } finally {
+      viaProxy.close();
+      await proxy.close();
+    }
+  });
+
   test("a call without a request id that is not read-only is never retried (PopMessage, Collect)", async () => {
     const proxy = await CuttableProxy.start(server.addr);
     let attempts = 0;

@@ -169,8 +169,10 @@ describe("watch", () => {
     const branch = await client.createBranch();
     const watch = branch.watch({ after: 1n });
     const it = watch[Symbol.asyncIterator]();
+    const pending = it.next();
+    await watch.ready; // the stream is open: the deletion comes to it as a commit
     const deleted = branch.delete();
-    const r = await it.next();
+    const r = await pending;
     assert.ok(!r.done && r.value.case === "commit");
     assert.equal(r.value.value.events[0]!.kind, EventKind.BRANCH_DELETED);
     await deleted;
