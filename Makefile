@@ -1,7 +1,8 @@
 # historyd's one command surface. `make help` lists the targets; every target needs only Go (and
-# git for proto-check): the tools are pinned in go.mod and tools/go.mod and run with `go tool`.
-# The client targets (gen-clients, gen-python, python-test, node-test) need their languages' tools
-# too; proto-check checks the Python stubs only where their generator is installed.
+# git for proto-check): the tools are pinned in go.mod and tools/go.mod and run with `go tool`. The
+# client targets (gen-clients, gen-python, gen-ts, python-test, ts-test) need their languages' tools
+# too: Debian's protoc and python3 packages, Node.js 20 and npm; proto-check checks each client's
+# stubs only where its generator is installed, and says so where it is not.
 
 .POSIX:
 
@@ -23,7 +24,7 @@ PYTHON_STUBS_PROTOC = libprotoc 3.21.12
 # The offline vulnerability database's source (vuln.go.dev is not reachable; TOOLCHAIN.md).
 VULNDB_MODULE = golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 
-.PHONY: help run build release test gen gen-clients gen-python proto-check lint e2e hostile node-test python-test bench vuln fuzz-smoke clean
+.PHONY: help run build release test gen gen-clients gen-python gen-ts proto-check lint e2e hostile ts-test python-test bench vuln fuzz-smoke clean
 
 help: ## Show this help
 	@echo 'usage: make TARGET'
@@ -58,7 +59,19 @@ test: ## Unit tests, with the race detector wherever cgo has a C compiler
 gen: ## Regenerate gen/ from proto/ with buf and the pinned local plugins
 	$(BUF) generate
 
-proto-check: ## buf format and lint, buf breaking against the newest v* tag (else HEAD~1), gen/ up to date
+# The TypeScript client's generator, protoc-gen-es, is pinned in clients/typescript/package-lock.json
+# and run by buf as a local plugin from node_modules (ADR-0014).
+TS_DIR = clients/typescript
+TS_PLUGIN = $(TS_DIR)/node_modules/.bin/protoc-gen-es
+
+gen-clients: gen-python gen-ts ## Regenerate the client libraries' committed stubs (needs the clients' generators)
+
+gen-ts: ## Regenerate clients/typescript/src/gen from proto/ and clients/vendor/ (needs Node.js 20 and npm)
+	@command -v npm >/dev/null 2>&1 || { echo 'gen-ts: needs Node.js 20 and npm on PATH'; exit 1; }
+	@if [ ! -x $(TS_PLUGIN) ]; then echo 'cd $(TS_DIR) && npm ci'; (cd $(TS_DIR) && npm ci --no-audit --no-fund) || exit 1; fi
+	$(BUF) generate --template $(TS_DIR)/buf.gen.yaml
+
+proto-check: ## buf format and lint, buf breaking against the newest v* tag (else HEAD~1), gen/ up to date (and the TypeScript stubs when clients/typescript/node_modules exists)
 	$(BUF) format --diff --exit-code
 	$(BUF) lint
 	@base=$$(git tag --list 'v*' --sort=-v:refname | sed -n 1p); \
@@ -87,6 +100,16 @@ proto-check: ## buf format and lint, buf breaking against the newest v* tag (els
 		rc=$$?; rm -rf "$$tmp"; \
 		if [ $$rc -ne 0 ]; then echo 'proto-check: clients/python stubs are stale: run make gen-python and commit them'; exit 1; fi; \
 		echo 'proto-check: clients/python stubs are current'; \
+	fi
+	@if [ -x $(TS_PLUGIN) ]; then \
+		echo '$(BUF) generate --template $(TS_DIR)/buf.gen.yaml'; \
+		$(BUF) generate --template $(TS_DIR)/buf.gen.yaml || exit 1; \
+		git diff --exit-code -- $(TS_DIR)/src/gen/ || { echo 'proto-check: $(TS_DIR)/src/gen is stale: run make gen-ts and commit it'; exit 1; }; \
+		if [ -n "$$(git status --porcelain -- $(TS_DIR)/src/gen/)" ]; then \
+			git status --short -- $(TS_DIR)/src/gen/; echo 'proto-check: $(TS_DIR)/src/gen has files git does not track: run make gen-ts and commit them'; exit 1; \
+		fi; \
+	else \
+		echo 'proto-check: TypeScript stubs not checked: $(TS_PLUGIN) is absent (make ts-test, or npm ci in $(TS_DIR), installs it)'; \
 	fi
 
 lint: ## go mod tidy -diff (both modules), go vet and staticcheck, including the e2e-tagged code and the test-hook build
@@ -118,13 +141,11 @@ e2e: ## End-to-end tests: build the binary and grpcurl, drive the real process
 hostile: ## The hostile-client suite at full size, every server under prlimit --as=2G (minutes): not in CI, make e2e runs it scaled down
 	HISTORYD_HOSTILE=full HISTORYD_E2E_AS_LIMIT=2G $(GO) test -tags e2e -count=1 -timeout 60m -run 'Hostile' -v ./test/e2e/...
 
-node-test: build ## Node.js client test (clients/node): npm ci, then node --test against the built binary
-	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo 'node-test: needs Node.js 20 and npm on PATH'; exit 1; }
+ts-test: build ## TypeScript client (clients/typescript): npm ci, tsc, then node --test against the built binary
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo 'ts-test: needs Node.js 20 and npm on PATH'; exit 1; }
 	@case "$(BIN)" in /*) bin="$(BIN)" ;; *) bin="$(CURDIR)/$(BIN)" ;; esac; \
-	echo "cd clients/node && npm ci && HISTORYD_BIN=$$bin npm test"; \
-	cd clients/node && npm ci --no-audit --no-fund && HISTORYD_BIN="$$bin" npm test
-
-gen-clients: gen-python ## Regenerate the client libraries' stubs from proto/ (not Go tools: see gen-python)
+	echo "cd $(TS_DIR) && npm ci && npm run build && HISTORYD_BIN=$$bin npm test"; \
+	cd $(TS_DIR) && npm ci --no-audit --no-fund && npm run build && HISTORYD_BIN="$$bin" npm test
 
 gen-python: ## Regenerate clients/python's stubs with Debian's protoc and grpc_python_plugin (apt-get install protobuf-compiler protobuf-compiler-grpc)
 	clients/python/gen.sh

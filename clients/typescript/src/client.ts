@@ -1,0 +1,184 @@
+// The client: one HTTP/2 connection (Connect's gRPC transport) shared by both services, the typed
+// generated stubs, and the conveniences on top (Branch, Exchange).
+
+import type { SecureClientSessionOptions } from "node:http2";
+
+import type { DescService } from "@bufbuild/protobuf";
+
+import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+
+import { Branch, type CreateBranchOptions, type ImportOptions } from "./branch.js";
+import { toHistorydError } from "./errors.js";
+import { Exchange } from "./exchange.js";
+import { type JsonValue, jsonText } from "./json.js";
+import { defaultRetryPolicy, retryInterceptor, type RetryPolicy } from "./retry.js";
+import { ExchangeService } from "./gen/historyd/v1/exchange_service_pb.js";
+import { HistoryService } from "./gen/historyd/v1/history_service_pb.js";
+
+/** TLS settings: Node's TLS options of an HTTP/2 session (ca, cert and key for mutual TLS,
+ * servername, ...). */
+export type TlsOptions = Pick<SecureClientSessionOptions, "ca" | "cert" | "key" | "servername" | "rejectUnauthorized" | "minVersion">;
+
+/** Options of connect(). */
+export interface ClientOptions {
+  /**
+   * TLS: `true` (the default) for TLS with the system roots, TLS options, or `false` for plaintext,
+   * as to a historyd started with the defaults (`make run`). An address with an `http://` or
+   * `https://` scheme decides it instead.
+   */
+  tls?: boolean | TlsOptions;
+  /** Sends `authorization: Bearer <token>` on every call (a server started with auth tokens). Over
+   * plaintext the token travels in clear text; allowed, for tests and loopback. */
+  token?: string;
+  /** The deadline of every unary call the conveniences make, in ms (default 30 s); 0 means none.
+   * Calls through `history` and `exchangeService` take Connect's `timeoutMs` call option instead. */
+  timeoutMs?: number;
+  /** The retry policy of unary calls (defaultRetryPolicy); `{maxAttempts: 1}` turns retries off. */
+  retry?: Partial<RetryPolicy>;
+  /** More interceptors; they run inside the retry interceptor, so once per attempt. */
+  interceptors?: Interceptor[];
+}
+
+/** The default deadline of a unary call, in ms. */
+export const defaultTimeoutMs = 30_000;
+
+/** A historyd client. `history` and `exchangeService` are the generated stubs, typed and with
+ * typed oneofs, over one HTTP/2 connection; `exchange` and the methods here are the conveniences. */
+export class HistorydClient {
+  /** HistoryService, generated: every RPC, typed. Errors are HistorydErrors. */
+  readonly history: Client<typeof HistoryService>;
+  /** ExchangeService, generated. */
+  readonly exchangeService: Client<typeof ExchangeService>;
+  /** The Exchange's conveniences. */
+  readonly exchange: Exchange;
+  /** The deadline the conveniences give each unary call, in ms (0: none). */
+  readonly timeoutMs: number;
+  readonly transport: Transport;
+  readonly #sessions: Http2SessionManager;
+
+  constructor(address: string, options: ClientOptions = {}) {
+    const { baseUrl, tls } = baseUrlOf(address, options.tls ?? true);
+    this.#sessions = new Http2SessionManager(baseUrl, { idleConnectionTimeoutMs: 60_000 }, tls === false ? {} : tls);
+    const interceptors: Interceptor[] = [retryInterceptor({ ...defaultRetryPolicy, ...options.retry })];
+    if (options.token !== undefined) interceptors.push(tokenInterceptor(options.token));
+    interceptors.push(...(options.interceptors ?? []));
+    this.transport = createGrpcTransport({ baseUrl, sessionManager: this.#sessions, interceptors });
+    this.history = typedErrors(HistoryService, createClient(HistoryService, this.transport));
+    this.exchangeService = typedErrors(ExchangeService, createClient(ExchangeService, this.transport));
+    this.exchange = new Exchange(this);
+    this.timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
+  }
+
+  /** Call options of a unary call the conveniences make. */
+  callOptions(signal?: AbortSignal): { timeoutMs?: number; signal?: AbortSignal } {
+    return { timeoutMs: this.timeoutMs > 0 ? this.timeoutMs : undefined, signal };
+  }
+
+  /** Creates a branch; `system` gives it a System (LionAGI's default text when `""`). */
+  async createBranch(options: CreateBranchOptions = {}): Promise<Branch> {
+    const resp = await this.history.createBranch(
+      {
+        requestId: options.requestId ?? "",
+        branchId: options.id ?? "",
+        name: options.name,
+        user: options.user,
+        metadata: options.metadata,
+        system:
+          options.system === undefined && options.systemDatetime === undefined
+            ? undefined
+            : {
+                systemMessage: options.system,
+                systemDatetime:
+                  options.systemDatetime === undefined
+                    ? { case: undefined }
+                    : options.systemDatetime === true
+                      ? { case: "datetimeNow", value: true }
+                      : { case: "datetimeText", value: options.systemDatetime },
+              },
+        systemSender: options.systemSender,
+      },
+      this.callOptions(options.signal),
+    );
+    return new Branch(this, resp.branch!.id, resp.branch);
+  }
+
+  /** The branch with this id (no call is made). */
+  branch(id: string): Branch {
+    return new Branch(this, id);
+  }
+
+  /** Imports LionAGI JSON (a Branch.to_dict, a Pile.to_dict or a list of message dicts), given as
+   * a value or as JSON text. */
+  async importBranch(data: JsonValue | string, options: ImportOptions = {}): Promise<Branch> {
+    const resp = await this.history.importBranch(
+      {
+        requestId: options.requestId ?? "",
+        data: typeof data === "string" ? data : jsonText(data),
+        branchId: options.id ?? "",
+        newBranchId: options.newId ?? false,
+        dbMetaKey: options.dbMetaKey ?? "",
+      },
+      this.callOptions(options.signal),
+    );
+    return new Branch(this, resp.branch!.id, resp.branch);
+  }
+
+  /** Closes the connection; calls in flight fail. */
+  close(): void {
+    this.#sessions.abort();
+  }
+}
+
+/** Connects to historyd at `address` (`host:port`, or a URL with http:// or https://). */
+export function connect(address: string, options: ClientOptions = {}): HistorydClient {
+  return new HistorydClient(address, options);
+}
+
+function baseUrlOf(address: string, tls: boolean | TlsOptions): { baseUrl: string; tls: false | SecureClientSessionOptions } {
+  if (address.startsWith("http://")) return { baseUrl: address, tls: false };
+  if (address.startsWith("https://")) return { baseUrl: address, tls: typeof tls === "object" ? tls : {} };
+  if (tls === false) return { baseUrl: `http://${address}`, tls: false };
+  return { baseUrl: `https://${address}`, tls: tls === true ? {} : tls };
+}
+
+/** The generated client with every error a HistorydError: unary calls reject with one, and the
+ * iteration of a stream throws one. Wrapped around the client rather than in an interceptor,
+ * because Connect replaces an interceptor's error by the signal's reason on a deadline or a
+ * cancellation. */
+function typedErrors<T extends DescService>(service: T, client: Client<T>): Client<T> {
+  const out: Record<string, unknown> = {};
+  for (const method of service.methods) {
+    const fn = (client as Record<string, (req: unknown, opts?: { signal?: AbortSignal }) => unknown>)[method.localName]!;
+    if (method.methodKind === "unary" || method.methodKind === "client_streaming") {
+      // One answer: a promise.
+      out[method.localName] = async (req: unknown, opts?: { signal?: AbortSignal }) => {
+        try {
+          return await fn(req, opts);
+        } catch (err) {
+          throw toHistorydError(err, opts?.signal);
+        }
+      };
+    } else {
+      // A stream of answers (server or bidi streaming): an async iterable.
+      out[method.localName] = (req: unknown, opts?: { signal?: AbortSignal }) =>
+        convertErrors(fn(req, opts) as AsyncIterable<unknown>, opts?.signal);
+    }
+  }
+  return out as Client<T>;
+}
+
+async function* convertErrors<T>(it: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncIterable<T> {
+  try {
+    yield* it;
+  } catch (err) {
+    throw toHistorydError(err, signal);
+  }
+}
+
+function tokenInterceptor(token: string): Interceptor {
+  return (next) => (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
+}

@@ -1,0 +1,97 @@
+// Retries of unary calls, as the Go client's (client/retry.go): a read-only method is always safe to
+// retry; a method whose request has a request_id is retried with the same id, which the client fills
+// in when the caller left it empty, so the server applies the call once (AIP-155; DESIGN.md
+// "Idempotency"). Every other method (Register, Unregister, Collect, CollectAll, PopMessage) is
+// never retried: a retry after a lost response would pop a second message.
+
+import { randomUUID } from "node:crypto";
+
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+
+import { isConnectionLoss } from "./errors.js";
+
+/** Bounds of the retries of unary calls. */
+export interface RetryPolicy {
+  /** Attempts, the first included; 1 or less turns retries off. */
+  maxAttempts: number;
+  /** The pause before the second attempt, in ms; each later one is `multiplier` times longer. */
+  initialBackoffMs: number;
+  /** The longest pause, in ms. */
+  maxBackoffMs: number;
+  /** Growth of the pause between attempts; below 1 means 1. */
+  multiplier: number;
+  /** The fraction (0 to 1) by which each pause varies at random. */
+  jitter: number;
+}
+
+/** The Go client's DefaultRetryPolicy: 5 attempts, 50 ms doubling to at most 2 s, ±20% jitter. */
+export const defaultRetryPolicy: Readonly<RetryPolicy> = Object.freeze({
+  maxAttempts: 5,
+  initialBackoffMs: 50,
+  maxBackoffMs: 2000,
+  multiplier: 2,
+  jitter: 0.2,
+});
+
+/** The unary methods that change nothing (client/retry.go readOnly), as "service/method". */
+export const readOnlyMethods: ReadonlySet<string> = new Set([
+  "historyd.v1.HistoryService/GetBranch",
+  "historyd.v1.HistoryService/ListBranches",
+  "historyd.v1.HistoryService/GetMessage",
+  "historyd.v1.HistoryService/ListMessages",
+  "historyd.v1.HistoryService/GetLastMessage",
+  "historyd.v1.HistoryService/ToChatMessages",
+  "historyd.v1.HistoryService/ExportBranch",
+  "historyd.v1.ExchangeService/ListOwners",
+  "historyd.v1.ExchangeService/Receive",
+  "historyd.v1.ExchangeService/ListDeadLetters",
+]);
+
+/** The pause before attempt `attempt + 1`, jittered. */
+export function backoffMs(p: RetryPolicy, attempt: number): number {
+  const base = Math.min(p.initialBackoffMs * Math.max(p.multiplier, 1) ** (attempt - 1), p.maxBackoffMs || Infinity);
+  const j = Math.min(Math.max(p.jitter, 0), 1);
+  return base * (1 - j + 2 * j * Math.random());
+}
+
+/** Resolves after ms, or rejects with the signal's reason when it aborts first. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** The interceptor that fills request ids and retries unary calls on UNAVAILABLE (and on a dropped
+ * connection, which connect-node reports as CANCELED). The interceptors
+ * after it in the chain run once per attempt. */
+export function retryInterceptor(policy: RetryPolicy): Interceptor {
+  return (next) => async (req) => {
+    if (req.stream) return next(req);
+    const hasRequestId = req.method.input.fields.some((f) => f.name === "request_id");
+    if (hasRequestId) {
+      const msg = req.message as unknown as { requestId?: string };
+      if (!msg.requestId) msg.requestId = randomUUID();
+    }
+    const retryable = hasRequestId || readOnlyMethods.has(`${req.service.typeName}/${req.method.name}`);
+    if (!retryable || policy.maxAttempts <= 1) return next(req);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await next(req);
+      } catch (err) {
+        const ce = ConnectError.from(err);
+        const unavailable = ce.code === Code.Unavailable || isConnectionLoss(ce, req.signal);
+        if (attempt >= policy.maxAttempts || !unavailable || req.signal.aborted) throw err;
+        await sleep(backoffMs(policy, attempt), req.signal);
+      }
+    }
+  };
+}

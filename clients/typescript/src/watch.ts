@@ -1,0 +1,148 @@
+// A resuming branch watch (DESIGN.md "Sequences, events and watch"; the WatchBranch guarantees in
+// history_service.proto): the client keeps the cursor (the last commit's last_sequence, or a
+// heartbeat's head_sequence) and the incarnation, and after a disconnect opens a new WatchBranch
+// after that cursor, so the caller sees every event once and in order across the gap.
+
+import { Code, ConnectError } from "@connectrpc/connect";
+
+import type { HistorydClient } from "./client.js";
+import { ErrorReason, HistorydError, toHistorydError } from "./errors.js";
+import type { BranchCommit, EventKind, WatchHeartbeat } from "./gen/historyd/v1/history_service_pb.js";
+import { backoffMs, defaultRetryPolicy, sleep, type RetryPolicy } from "./retry.js";
+
+/** Options of Branch.watch. */
+export interface WatchOptions {
+  /** The cursor: the last sequence the caller has; events after it follow. Absent: from now (no
+   * replay); 0n: everything the server still retains. */
+  after?: bigint;
+  /** The branch's incarnation the cursor belongs to (Branch.incarnation); sent on every resume. A
+   * watch learns it from its first start frame when not given. */
+  incarnation?: string;
+  /** Only these event kinds (BRANCH_DELETED always comes). */
+  kinds?: EventKind[];
+  /** Ask for each message's `rendered` field. */
+  includeRendered?: boolean;
+  /** Yield heartbeats too (each one moves the cursor). */
+  heartbeats?: boolean;
+  /** Resumes in a row, without a commit or heartbeat in between, before the watch gives up and
+   * throws the last error (default 8); pauses between them follow `backoff`. */
+  maxResumes?: number;
+  /** Pauses between resumes (the client's retry backoff by default). */
+  backoff?: Partial<RetryPolicy>;
+  /** Ends the watch. */
+  signal?: AbortSignal;
+}
+
+/** One item of a watch: a commit, or (with heartbeats) a heartbeat. */
+export type WatchItem = { case: "commit"; value: BranchCommit } | { case: "heartbeat"; value: WatchHeartbeat };
+
+/** A branch watch: `for await (const item of watch)`. `cursor`, `incarnation` and `resumes` say how
+ * far it got and how often it reconnected. */
+export class BranchWatch implements AsyncIterable<WatchItem> {
+  /** The last sequence delivered (undefined until the first start frame of a watch from now). */
+  cursor: bigint | undefined;
+  /** The branch's incarnation (from the options or the first start frame). */
+  incarnation: string | undefined;
+  /** How many times the watch reopened its stream after a disconnect. */
+  resumes = 0;
+  /** Resolves when the first stream has begun (its start frame came: from then on the watch sees
+   * every commit, so a test or a caller can write knowing the watch will see it), and rejects when
+   * the watch ends before that. It settles only once the watch is iterated. */
+  readonly ready: Promise<void>;
+  readonly #abort = new AbortController();
+  #started = false;
+  #ready!: { resolve: () => void; reject: (err: unknown) => void };
+
+  constructor(
+    readonly client: HistorydClient,
+    readonly branchId: string,
+    readonly options: WatchOptions = {},
+  ) {
+    this.cursor = options.after;
+    this.incarnation = options.incarnation;
+    this.ready = new Promise<void>((resolve, reject) => (this.#ready = { resolve, reject }));
+    this.ready.catch(() => {}); // the iteration reports the error; ready must not be unhandled
+    if (options.signal) {
+      if (options.signal.aborted) this.#abort.abort(options.signal.reason);
+      else options.signal.addEventListener("abort", () => this.#abort.abort(options.signal?.reason), { once: true });
+    }
+  }
+
+  /** Ends the watch: the loop over it finishes without an error. */
+  close(): void {
+    this.#abort.abort();
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<WatchItem> {
+    if (this.#started) throw new Error("historyd: a BranchWatch is iterated once; call branch.watch() again");
+    this.#started = true;
+    return this.#run();
+  }
+
+  async *#run(): AsyncGenerator<WatchItem> {
+    const signal = this.#abort.signal;
+    const policy = { ...defaultRetryPolicy, ...this.options.backoff };
+    const maxResumes = this.options.maxResumes ?? 8;
+    let failures = 0;
+    try {
+      for (;;) {
+        try {
+          const stream = this.client.history.watchBranch(
+            {
+              branchId: this.branchId,
+              afterSequence: this.cursor,
+              incarnation: this.incarnation,
+              kinds: this.options.kinds ?? [],
+              includeRendered: this.options.includeRendered ?? false,
+            },
+            { signal },
+          );
+          for await (const frame of stream) {
+            switch (frame.frame.case) {
+              case "start":
+                this.incarnation = frame.frame.value.incarnation;
+                this.cursor = frame.frame.value.afterSequence;
+                this.#ready.resolve();
+                break;
+              case "commit":
+                failures = 0; // progress: the next disconnect starts the backoff over
+                this.cursor = frame.frame.value.lastSequence;
+                yield { case: "commit", value: frame.frame.value };
+                break;
+              case "heartbeat":
+                failures = 0;
+                this.cursor = frame.frame.value.headSequence;
+                if (this.options.heartbeats) yield { case: "heartbeat", value: frame.frame.value };
+                break;
+            }
+          }
+          // A stream never ends with OK (WatchBranch guarantees); treat it as a disconnect.
+          throw new ConnectError("historyd: the watch stream ended without a status", Code.Unavailable);
+        } catch (err) {
+          if (signal.aborted) return;
+          const e = toHistorydError(err);
+          if (!resumable(e) || ++failures > maxResumes) throw e;
+          await sleep(backoffMs(policy, failures), signal);
+          this.resumes++;
+        }
+      }
+    } catch (err) {
+      this.#ready.reject(err);
+      if (signal.aborted) return;
+      throw err;
+    } finally {
+      this.#ready.reject(new Error("historyd: the watch ended"));
+      this.#abort.abort();
+    }
+  }
+}
+
+/** Whether a watch's end is worth a resume from the cursor: the connection broke or the server is
+ * going away (UNAVAILABLE), the stream fell behind (SUBSCRIBER_TOO_SLOW), or a transport failure
+ * with no ErrorInfo (a dropped connection is UNAVAILABLE: toHistorydError). HISTORY_COMPACTED, BRANCH_DELETED,
+ * FRAME_TOO_LARGE and every other reason are the caller's. */
+function resumable(e: HistorydError): boolean {
+  if (e.code === Code.Unavailable) return true;
+  if (e.is(ErrorReason.SUBSCRIBER_TOO_SLOW)) return true;
+  return e.reasonName === "" && [Code.Internal, Code.Unknown, Code.Aborted].includes(e.code);
+}
