@@ -91,8 +91,12 @@ def test_conversation_sh_steps(client: Client) -> None:
     assert [m["id"] for m in coll] == [m.id for m in msgs]
     assert coll[2]["metadata"]["model_response"] == RAW
     assert data["messages"]["progression"]["order"] == [m.id for m in msgs]
+    # db mode renames the metadata key at the top of each LionAGI to_dict call only (issue 13
+    # item 6): the Branch, its Pile and its system; the Pile's items keep "metadata".
     db = b.export("db")
-    assert "node_metadata" in db["messages"]["collections"][0]
+    assert "node_metadata" in db and "metadata" not in db
+    assert "node_metadata" in db["messages"]
+    assert "metadata" in db["messages"]["collections"][0]
 
     # import the export back under a new id: the same messages, as LionAGI's from_dict reads them.
     copy = client.import_branch(data, new_branch_id=True)
