@@ -22,6 +22,7 @@ type config struct {
 	Serving     servingConfig
 	PprofAddr   string // --pprof-addr (pprof.go)
 	GCPercent   string // --gc-percent (gc.go)
+	MemoryLimit string // --memory-limit (memlimit.go)
 }
 
 // setting describes one configuration entry, for the flag set, the environment lookup and the
@@ -55,6 +56,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	cfg.Serving.register(fs)
 	registerPprof(fs, &cfg.PprofAddr)
 	registerGC(fs, &cfg.GCPercent)
+	registerMemoryLimit(fs, &cfg.MemoryLimit)
 
 	// The environment first, so that flags parsed afterwards win.
 	for _, s := range settings {
@@ -101,6 +103,9 @@ func (c config) validate() error {
 		return err
 	}
 	if _, _, err := gcPercent(c.GCPercent, func(string) string { return "" }); err != nil {
+		return err
+	}
+	if _, _, err := memoryLimit(c, func(string) string { return "" }); err != nil {
 		return err
 	}
 	if err := c.Serving.validate(); err != nil {

@@ -66,6 +66,9 @@ func TestParseConfig(t *testing.T) {
 			if tc.want.GCPercent == "" { // the collector's GOGC: gc_test.go
 				tc.want.GCPercent = gcSetting.def
 			}
+			if tc.want.MemoryLimit == "" { // the runtime's soft memory limit: memlimit_test.go
+				tc.want.MemoryLimit = memLimitSetting.def
+			}
 			if got != tc.want {
 				t.Errorf("parseConfig = %+v, want %+v", got, tc.want)
 			}

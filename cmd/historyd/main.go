@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"go.uber.org/zap"
@@ -81,6 +82,11 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 		logger.Error("cannot set the collector's GOGC", zap.Error(err))
 		return 2
 	}
+	// The runtime's soft memory limit (memlimit.go); parseConfig has validated the value.
+	if err := applyMemoryLimit(cfg, getenv); err != nil {
+		logger.Error("cannot set the runtime's memory limit", zap.Error(err))
+		return 2
+	}
 
 	creds, err := loadCredentials(cfg.Serving) // serving.go
 	if err != nil {
@@ -131,7 +137,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 	logger.Info("serving", append([]zap.Field{
 		zap.String("address", lis.Addr().String()),
 		zap.String("version", build.Version), zap.String("commit", build.Commit), zap.String("go_version", build.GoVersion),
-		zap.Duration("grace_period", cfg.GracePeriod)}, creds.logFields()...)...)
+		zap.Duration("grace_period", cfg.GracePeriod), zap.Int64("memory_limit", debug.SetMemoryLimit(-1))}, creds.logFields()...)...)
 	if creds.openToAnyone(lis.Addr()) {
 		logger.Warn("serving without client authentication beyond loopback: any client that reaches this "+
 			"address can read and change every history; set --auth-tokens-file or --tls-client-ca",
