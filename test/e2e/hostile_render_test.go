@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/client"
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
 // Issue 11 cases 1 and 2 against the real binary (the test-hook build, for its forced GC), with
