@@ -37,6 +37,9 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 	if errors.Is(err, store.ErrCursorAhead) {
 		return &FieldError{Field: "after_sequence", Err: err}
 	}
+	if le, ok := errors.AsType[*store.SubscriptionLimitError](err); ok {
+		return &watchLimitError{le}
+	}
 	if err != nil {
 		return err
 	}
@@ -196,4 +199,25 @@ func (s *HistoryServer) watchHeartbeat(head uint64) *historyv1.WatchBranchRespon
 	return &historyv1.WatchBranchResponse{Frame: &historyv1.WatchBranchResponse_Heartbeat{Heartbeat: &historyv1.WatchHeartbeat{
 		HeadSequence: head, Time: timestamppb.New(s.now()),
 	}}}
+}
+
+// flagWatchMaxStreams sets the store's limit of open WatchBranch streams.
+const flagWatchMaxStreams = "--watch-max-streams"
+
+// watchLimitError is the store's SubscriptionLimitError with the flag that sets the limit, in the
+// text and the metadata (RESOURCE_EXHAUSTED, TOO_MANY_STREAMS).
+type watchLimitError struct{ *store.SubscriptionLimitError }
+
+func (e *watchLimitError) Error() string {
+	return fmt.Sprintf("%v; the limit is set by %s, retry when a stream has ended", e.SubscriptionLimitError, flagWatchMaxStreams)
+}
+
+// Unwrap returns the store's error, which wraps store.ErrTooManySubscriptions.
+func (e *watchLimitError) Unwrap() error { return e.SubscriptionLimitError }
+
+// ErrorMetadata adds the flag to the store's figures.
+func (e *watchLimitError) ErrorMetadata() map[string]string {
+	md := e.SubscriptionLimitError.ErrorMetadata()
+	md["flag"] = flagWatchMaxStreams
+	return md
 }
