@@ -100,16 +100,18 @@ type watch struct {
 
 // sendCommit sends c's frame, marshalled once for all the commit's watchers with shared (a live
 // commit; a replayed one is a slice of its own and would only miss). A frame over the server's
-// limit ends the stream instead (FRAME_TOO_LARGE), naming the commit so the client can step over it.
+// limit ends the stream instead (FRAME_TOO_LARGE), naming the commit so the client can step over it;
+// the frame is measured as it is built and building stops at the first event past the limit, so
+// frameBytes is the size reached then, a lower bound of the whole frame's.
 func (w *watch) sendCommit(c store.Commit, shared bool) error {
-	frame, size := w.s.frames[b2i(w.render)].frame(c, w.render, shared)
+	frame, size := w.s.frames[b2i(w.render)].frame(c, w.render, shared, w.s.maxFrame)
 	if size > w.s.maxFrame {
 		md := w.metadata()
 		md["commitLastSequence"] = strconv.FormatUint(commitLast(c), 10)
 		md["frameBytes"] = strconv.Itoa(size)
 		md["maxFrameBytes"] = strconv.Itoa(w.s.maxFrame)
 		md["flag"] = flagMaxResponseBytes
-		return &streamEndError{md: md, err: fmt.Errorf("%w: the commit of sequences %d to %d takes %d bytes, more than %d; "+
+		return &streamEndError{md: md, err: fmt.Errorf("%w: the commit of sequences %d to %d takes at least %d bytes, more than %d; "+
 			"resume after sequence %d (without include_rendered, if set) and read what it wrote with ListMessages",
 			errFrameTooLarge, c[0].CommitFirst, commitLast(c), size, w.s.maxFrame, commitLast(c))}
 	}
