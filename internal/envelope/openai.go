@@ -27,7 +27,23 @@ import (
 //     names no request cannot be a tool message and is projected as a generic message.
 //   - A message of role unset (generic content): {"role":"user","content":<rendered text>}.
 func OpenAIMessages(msgs []*Message, renderLimit int) (jsonv.Value, []error) {
-	errs := make([]error, len(msgs))
+	arr, errs, _ := OpenAIMessagesWithin(msgs, renderLimit, nil)
+	return arr, errs
+}
+
+// openAIGroupBytes is what the assistant message that holds a run of tool calls adds to the JSON
+// text beyond the calls themselves ({"role":"assistant","content":null,"tool_calls":[]} and a
+// comma), counted with the first call of the run.
+const openAIGroupBytes = len(`{"role":"assistant","content":null,"tool_calls":[]},`)
+
+// OpenAIMessagesWithin is OpenAIMessages that counts as it goes: before message i's projection
+// joins the array, fit is called with i and the bytes it adds to the JSON text (its own JSON, a
+// comma, and the assistant message around a run of tool calls); when fit returns false the
+// projection stops there and stopped is i, else stopped is len(msgs). So a caller bounding the
+// response refuses at the first message past its budget, having built no more than the budget
+// (issue 11). A nil fit takes everything.
+func OpenAIMessagesWithin(msgs []*Message, renderLimit int, fit func(i, n int) bool) (arr jsonv.Value, errs []error, stopped int) {
+	errs = make([]error, len(msgs))
 	out := make([]jsonv.Value, 0, len(msgs))
 	var calls []jsonv.Value // the tool calls of the ActionRequests read since the last other message
 	flush := func() {
@@ -40,16 +56,28 @@ func OpenAIMessages(msgs []*Message, renderLimit int) (jsonv.Value, []error) {
 			calls = nil
 		}
 	}
+	fits := func(i int, v jsonv.Value, extra int) bool {
+		return fit == nil || fit(i, len(jsonv.Marshal(v))+1+extra)
+	}
 	for i, m := range msgs {
 		if req, ok := m.Content.(*ActionRequestContent); ok {
-			calls = append(calls, jsonv.ObjectValue(
+			call := jsonv.ObjectValue(
 				jsonv.Member{Key: "id", Value: jsonv.StringValue(m.ID.String())},
 				jsonv.Member{Key: "type", Value: jsonv.StringValue("function")},
 				jsonv.Member{Key: "function", Value: jsonv.ObjectValue(
 					jsonv.Member{Key: "name", Value: jsonv.StringValue(req.Function)},
 					jsonv.Member{Key: "arguments", Value: jsonv.StringValue(string(jsonv.Marshal(objectOrEmpty(req.Arguments))))},
 				)},
-			))
+			)
+			extra := 0
+			if len(calls) == 0 {
+				extra = openAIGroupBytes
+			}
+			if !fits(i, call, extra) {
+				flush()
+				return jsonv.ArrayValue(out...), errs, i
+			}
+			calls = append(calls, call)
 			continue
 		}
 		flush()
@@ -58,10 +86,13 @@ func OpenAIMessages(msgs []*Message, renderLimit int) (jsonv.Value, []error) {
 			errs[i] = err
 			continue
 		}
+		if !fits(i, msg, 0) {
+			return jsonv.ArrayValue(out...), errs, i
+		}
 		out = append(out, msg)
 	}
 	flush()
-	return jsonv.ArrayValue(out...), errs
+	return jsonv.ArrayValue(out...), errs, len(msgs)
 }
 
 // openAIMessage is the projection of one message other than an ActionRequest.

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"runtime"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -75,4 +78,34 @@ func TestToChatMessagesOpenAIBounded(t *testing.T) {
 	}
 	_, err = f.c.ToChatMessages(ctx, &historyv1.ToChatMessagesRequest{BranchId: b2, Format: historyv1.ChatFormat_CHAT_FORMAT_OPENAI})
 	wantStatus(t, err, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE)
+}
+
+// TestToChatMessagesOpenAIRefusesWithinBudget: the OpenAI format counts each message against the
+// response budget as it projects it and refuses at the first that does not fit, as the LionAGI
+// format does (issue 11: "before anything over the budget exists"), so refusing a branch far past
+// the budget costs about the budget, not the whole projection. 24 messages of 256 KiB against a
+// 512 KiB budget: the whole projection is over 6 MiB rendered and again marshalled; the bound
+// allows 4 MiB for the budget's worth, the store's answer and the call.
+func TestToChatMessagesOpenAIRefusesWithinBudget(t *testing.T) {
+	f := newBoundedFixture(t, 512<<10, 1<<20, 1<<20)
+	ctx := testContext(t)
+	b := f.create(t, nil)
+	big := strings.Repeat("x", 256<<10)
+	for range 24 {
+		f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_Instruction{
+			Instruction: &historyv1.InstructionInput{InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: big}},
+		}})
+	}
+	hs := NewHistoryServer(f.st, zap.NewNop())
+	hs.setBounds(512<<10, 1<<20, 1<<20)
+	req := &historyv1.ToChatMessagesRequest{BranchId: b, Format: historyv1.ChatFormat_CHAT_FORMAT_OPENAI}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := hs.ToChatMessages(ctx, req)
+	runtime.ReadMemStats(&after)
+	wantStatus(t, toStatus(err), codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+		t.Errorf("refusing allocated %d bytes, want at most %d (about the budget, not the projection)", got, 4<<20)
+	}
 }

@@ -15,6 +15,8 @@ import (
 // for a branch whose export is larger than the response budget (issue 11). The text is encoded
 // once and sent as slices of itself: the server holds one copy of the export's text (about the
 // branch's JSON size) until the stream ends, and each frame is at most exportChunkBytes of data.
+// That copy is reserved from the in-flight budget (--max-inflight-bytes) while it is sent; a stream
+// whose text does not fit is refused, RESOURCE_EXHAUSTED INFLIGHT_BUDGET_EXCEEDED with figures.
 func (s *HistoryServer) ExportBranchStream(req *historyv1.ExportBranchStreamRequest, stream historyv1.HistoryService_ExportBranchStreamServer) error {
 	id, err := parseID("branch_id", req.GetBranchId())
 	if err != nil {
@@ -30,6 +32,15 @@ func (s *HistoryServer) ExportBranchStream(req *historyv1.ExportBranchStreamRequ
 	}
 	text := jsonv.Marshal(exp.Data)
 	exp.Data = jsonv.Value{} // the tree is no longer needed while the text is sent
+	if b := budgetFrom(stream.Context()); b != nil {
+		// The text is held until the last frame is sent: it counts against --max-inflight-bytes
+		// like a request being read, and a stream it does not fit is refused (issue 11 review).
+		r, err := b.reserveBytes(int64(len(text)))
+		if err != nil {
+			return err
+		}
+		defer r.release()
+	}
 	chunk := min(exportChunkBytes, max(s.maxResponse-responseFixedBytes, 1))
 	for off := 0; off < len(text); off += chunk {
 		end := min(off+chunk, len(text))
@@ -43,7 +54,11 @@ func (s *HistoryServer) ExportBranchStream(req *historyv1.ExportBranchStreamRequ
 // ImportBranchStream reads ImportBranch's JSON text in chunks (HistoryService.ImportBranchStream):
 // the first message carries the options, every message a chunk of data. The payload is bounded by
 // the import limit (--max-import-bytes), checked as each chunk arrives, so a larger one is refused
-// having cost at most the limit; nothing is written until the client has sent it all.
+// having cost at most the limit; nothing is written until the client has sent it all. The buffer
+// counts against the in-flight budget (--max-inflight-bytes): the call's reservation, taken by the
+// tap for one message, grows by the buffer's size as chunks arrive, and a call whose buffer does
+// not fit is refused, RESOURCE_EXHAUSTED INFLIGHT_BUDGET_EXCEEDED with figures; all of it is given
+// back when the call ends.
 func (s *HistoryServer) ImportBranchStream(stream historyv1.HistoryService_ImportBranchStreamServer) error {
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
@@ -63,9 +78,16 @@ func (s *HistoryServer) ImportBranchStream(stream historyv1.HistoryService_Impor
 		return err
 	}
 	data := append([]byte(nil), first.GetData()...)
+	r := reservationFrom(ctx) // per bytes (--max-recv-msg-size) from the tap, for the message being read
 	for {
 		if len(data) > s.maxImport {
 			return &importTooLargeError{size: len(data), limit: s.maxImport}
+		}
+		if r != nil {
+			// The buffer is held beside the message being read: the call holds both.
+			if err := r.grow(r.b.per + int64(cap(data)) - r.held()); err != nil {
+				return err
+			}
 		}
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {

@@ -37,6 +37,9 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 	if errors.Is(err, store.ErrCursorAhead) {
 		return &FieldError{Field: "after_sequence", Err: err}
 	}
+	if le, ok := errors.AsType[*store.SubscriptionLimitError](err); ok {
+		return &watchLimitError{le}
+	}
 	if err != nil {
 		return err
 	}
@@ -97,16 +100,18 @@ type watch struct {
 
 // sendCommit sends c's frame, marshalled once for all the commit's watchers with shared (a live
 // commit; a replayed one is a slice of its own and would only miss). A frame over the server's
-// limit ends the stream instead (FRAME_TOO_LARGE), naming the commit so the client can step over it.
+// limit ends the stream instead (FRAME_TOO_LARGE), naming the commit so the client can step over it;
+// the frame is measured as it is built and building stops at the first event past the limit, so
+// frameBytes is the size reached then, a lower bound of the whole frame's.
 func (w *watch) sendCommit(c store.Commit, shared bool) error {
-	frame, size := w.s.frames[b2i(w.render)].frame(c, w.render, shared)
+	frame, size := w.s.frames[b2i(w.render)].frame(c, w.render, shared, w.s.maxFrame)
 	if size > w.s.maxFrame {
 		md := w.metadata()
 		md["commitLastSequence"] = strconv.FormatUint(commitLast(c), 10)
 		md["frameBytes"] = strconv.Itoa(size)
 		md["maxFrameBytes"] = strconv.Itoa(w.s.maxFrame)
 		md["flag"] = flagMaxResponseBytes
-		return &streamEndError{md: md, err: fmt.Errorf("%w: the commit of sequences %d to %d takes %d bytes, more than %d; "+
+		return &streamEndError{md: md, err: fmt.Errorf("%w: the commit of sequences %d to %d takes at least %d bytes, more than %d; "+
 			"resume after sequence %d (without include_rendered, if set) and read what it wrote with ListMessages",
 			errFrameTooLarge, c[0].CommitFirst, commitLast(c), size, w.s.maxFrame, commitLast(c))}
 	}
@@ -196,4 +201,25 @@ func (s *HistoryServer) watchHeartbeat(head uint64) *historyv1.WatchBranchRespon
 	return &historyv1.WatchBranchResponse{Frame: &historyv1.WatchBranchResponse_Heartbeat{Heartbeat: &historyv1.WatchHeartbeat{
 		HeadSequence: head, Time: timestamppb.New(s.now()),
 	}}}
+}
+
+// flagWatchMaxStreams sets the store's limit of open WatchBranch streams.
+const flagWatchMaxStreams = "--watch-max-streams"
+
+// watchLimitError is the store's SubscriptionLimitError with the flag that sets the limit, in the
+// text and the metadata (RESOURCE_EXHAUSTED, TOO_MANY_STREAMS).
+type watchLimitError struct{ *store.SubscriptionLimitError }
+
+func (e *watchLimitError) Error() string {
+	return fmt.Sprintf("%v; the limit is set by %s, retry when a stream has ended", e.SubscriptionLimitError, flagWatchMaxStreams)
+}
+
+// Unwrap returns the store's error, which wraps store.ErrTooManySubscriptions.
+func (e *watchLimitError) Unwrap() error { return e.SubscriptionLimitError }
+
+// ErrorMetadata adds the flag to the store's figures.
+func (e *watchLimitError) ErrorMetadata() map[string]string {
+	md := e.SubscriptionLimitError.ErrorMetadata()
+	md["flag"] = flagWatchMaxStreams
+	return md
 }

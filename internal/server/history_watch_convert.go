@@ -37,6 +37,34 @@ func commitFrame(c store.Commit, out messageOut) *historyv1.WatchBranchResponse 
 	return &historyv1.WatchBranchResponse{Frame: &historyv1.WatchBranchResponse_Commit{Commit: commitToProto(c, out)}}
 }
 
+// commitFrameWithin is commitFrame measured as it is built: each event is counted as it is
+// converted, and when the frame passes limit bytes (limit > 0) building stops there, so a commit
+// far past the frame budget costs about the budget to refuse (issue 11 review). It returns the
+// frame, or nil when it does not fit, and its size (when nil, the size reached, over limit).
+func commitFrameWithin(c store.Commit, out messageOut, limit int) (*historyv1.WatchBranchResponse, int) {
+	if limit <= 0 {
+		frame := commitFrame(c, out)
+		return frame, proto.Size(frame)
+	}
+	pb := &historyv1.BranchCommit{
+		FirstSequence: c[0].CommitFirst,
+		LastSequence:  c[len(c)-1].CommitLast,
+		Events:        make([]*historyv1.BranchEvent, 0, len(c)),
+	}
+	// the commit's bounds, and the commit field and its length in the frame (at most 16 bytes)
+	size := proto.Size(pb) + 16
+	for i := range c {
+		ev := eventToProto(&c[i], out)
+		size += fieldSize(3, proto.Size(ev))
+		if size > limit {
+			return nil, size
+		}
+		pb.Events = append(pb.Events, ev)
+	}
+	frame := &historyv1.WatchBranchResponse{Frame: &historyv1.WatchBranchResponse_Commit{Commit: pb}}
+	return frame, proto.Size(frame)
+}
+
 // commitToProto converts a commit: its bounds and its events.
 func commitToProto(c store.Commit, out messageOut) *historyv1.BranchCommit {
 	pb := &historyv1.BranchCommit{

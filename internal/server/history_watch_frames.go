@@ -47,17 +47,26 @@ type preEncoded struct{ b []byte }
 // frame returns c's frame, its messages rendered with render, and its size in bytes. With encode
 // (the server's codec is requestCodec, as in every Server built by New) it is marshalled once and
 // shared; without, each stream converts its own. A cache holds frames of one render setting.
-func (fc *frameCache) frame(c store.Commit, render, encode bool) (any, int) {
+//
+// A frame is measured as it is built: past limit bytes (limit > 0) building stops and frame
+// returns nil with the size reached, which is over limit (commitFrameWithin).
+func (fc *frameCache) frame(c store.Commit, render, encode bool, limit int) (any, int) {
 	out := messageOut{maxRendered: fc.maxRendered, omitRendered: !render}
 	if !encode {
-		frame := commitFrame(c, out)
-		return frame, proto.Size(frame)
+		frame, size := commitFrameWithin(c, out, limit)
+		if frame == nil {
+			return nil, size
+		}
+		return frame, size
 	}
 	slot := &fc.slots[c[0].Sequence%frameSlots]
 	if sf := slot.Load(); sf != nil && sf.first == &c[0] && sf.n == len(c) {
 		return sf.frame, len(sf.frame.b)
 	}
-	frame := commitFrame(c, out)
+	frame, size := commitFrameWithin(c, out, limit)
+	if frame == nil {
+		return nil, size
+	}
 	b, err := proto.Marshal(frame)
 	if err != nil || len(b) > maxSharedFrame {
 		return frame, len(b) // the stream's codec marshals it (and reports the error, if any)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 
@@ -35,8 +36,8 @@ func TestFrameCacheShares(t *testing.T) {
 	}
 	var fc frameCache
 	c := commit(7, msg("hello"))
-	a, _ := fc.frame(c, false, true)
-	b, size := fc.frame(c, false, true)
+	a, _ := fc.frame(c, false, true, 0)
+	b, size := fc.frame(c, false, true, 0)
 	pa, ok := a.(*preEncoded)
 	if !ok || a != b {
 		t.Fatalf("frames %T %p and %p: want one shared *preEncoded", a, a, b)
@@ -52,24 +53,58 @@ func TestFrameCacheShares(t *testing.T) {
 	if size != len(data.Materialize()) {
 		t.Errorf("frame size %d, want the %d bytes sent", size, len(data.Materialize()))
 	}
-	if other, _ := fc.frame(commit(7, msg("other")), false, true); other == a {
+	if other, _ := fc.frame(commit(7, msg("other")), false, true, 0); other == a {
 		t.Error("another commit at the same sequence got the cached frame")
 	}
-	copied, _ := fc.frame(append(store.Commit(nil), c...), false, true)
-	if again, _ := fc.frame(c, false, true); copied == again {
+	copied, _ := fc.frame(append(store.Commit(nil), c...), false, true, 0)
+	if again, _ := fc.frame(c, false, true, 0); copied == again {
 		t.Error("a slice of its own shared the frame of another slice")
 	}
 	big := commit(8, msg(strings.Repeat("x", maxSharedFrame)))
-	f1, n1 := fc.frame(big, false, true)
-	f2, _ := fc.frame(big, false, true)
+	f1, n1 := fc.frame(big, false, true, 0)
+	f2, _ := fc.frame(big, false, true, 0)
 	if f, ok := f1.(*historyv1.WatchBranchResponse); !ok || f2 == any(f) {
 		t.Error("an oversized frame was kept")
 	} else if n1 != proto.Size(f) {
 		t.Errorf("oversized frame size %d, want %d", n1, proto.Size(f))
 	}
-	x, _ := fc.frame(c, false, false)
-	y, _ := fc.frame(c, false, false)
+	x, _ := fc.frame(c, false, false, 0)
+	y, _ := fc.frame(c, false, false, 0)
 	if x == y {
 		t.Error("without encoding, two calls shared a frame")
+	}
+}
+
+// TestFrameMeasuredAsBuilt: issue 11 review: a commit's frame is measured as it is built, and
+// building stops at the first event past the limit, so refusing a commit far past the frame budget
+// (here 32 events of 64 KiB rendered, 4 MiB and more, against 128 KiB) costs about the budget, not
+// the whole frame rendered and marshalled.
+func TestFrameMeasuredAsBuilt(t *testing.T) {
+	st := store.NewMemory()
+	res, err := st.CreateBranch(t.Context(), store.CreateBranchInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c store.Commit
+	for i := range 32 {
+		w, err := st.AddMessage(t.Context(), res.Branch.ID, store.AddInput{Factory: store.Factory{Instruction: jsonv.StringValue(strings.Repeat("z", 64<<10))}}, store.WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := uint64(i + 2)
+		c = append(c, store.Event{Sequence: seq, CommitFirst: 2, CommitLast: 33, Kind: store.EventMessageAdded, Message: w.Message.Message, Index: i})
+	}
+	fc := frameCache{maxRendered: 1 << 20}
+	const limit = 128 << 10
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	frame, size := fc.frame(c, true, true, limit)
+	runtime.ReadMemStats(&after)
+	if frame != nil || size <= limit {
+		t.Fatalf("frame = %T, size %d, want none and a size past %d", frame, size, limit)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2<<20 {
+		t.Errorf("refusing the frame allocated %d bytes, want at most %d", got, 2<<20)
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -306,8 +308,13 @@ func TestWatchBranchStreamLimit(t *testing.T) {
 	_, _ = openWatch(ctx, t, f.c, &historyv1.WatchBranchRequest{BranchId: b})
 	cancelCtx, cancel := contextWithCancel(t)
 	second, rec := openWatch(cancelCtx, t, f.c, &historyv1.WatchBranchRequest{BranchId: b})
-	checkStatus(t, startErr(t, f.c, &historyv1.WatchBranchRequest{BranchId: b}), codes.ResourceExhausted,
-		historyv1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS, map[string]string{"branchId": b})
+	// issue 11 review: the refusal gives the figures and the flag, in the metadata and the text.
+	err := startErr(t, f.c, &historyv1.WatchBranchRequest{BranchId: b})
+	checkStatus(t, err, codes.ResourceExhausted,
+		historyv1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS, map[string]string{"branchId": b, "openStreams": "2", "maxStreams": "2", "flag": "--watch-max-streams"})
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "--watch-max-streams") || !strings.Contains(msg, "2 subscriptions are open, the limit is 2") {
+		t.Errorf("message %q does not give the figures and the flag", msg)
+	}
 	cancel()
 	recvUntil(second, rec, nil)
 	for err := wait(t, f.ended); !errors.Is(err, context.Canceled); err = wait(t, f.ended) {

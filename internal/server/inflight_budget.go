@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -37,7 +38,11 @@ const flagMaxInflightBytes = "--max-inflight-bytes"
 // stream's context, which grpc-go cancels on every one of those paths.
 //
 // Unary calls reserve, and so do client-streaming and bidirectional ones (ImportBranchStream,
-// reflection), which may hold a message of that size at any time while they last. Server-streaming
+// reflection), which may hold a message of that size at any time while they last. A handler that
+// holds more than that counts it too: ImportBranchStream grows its reservation with the payload it
+// buffers (reservation.grow), and ExportBranchStream, which reserves nothing in the tap, reserves
+// its export text while it sends it (reserveBytes, from the budget the tap puts in every call's
+// context). Server-streaming
 // calls (WatchBranch, SubscribeInbox, Health.Watch) do not: they read one request when they open
 // and then hold none for hours, and a reservation held from their headers to their first message
 // made a thousand watchers opening at once refuse each other; their number is bounded by
@@ -54,57 +59,118 @@ func newInflightBudget(limit, per int64, flag string, onChange func(int64)) *inf
 	return &inflightBudget{limit: limit, per: per, flag: flag, onChange: onChange}
 }
 
-// reservation is one call's share of a budget; release gives it back, once, however often called.
+// reservation is one call's share of a budget: per bytes when the call's headers arrive, grown
+// while the call buffers more than that (grow). release gives it all back, once, however often
+// called; a grow after the release takes nothing.
 type reservation struct {
 	b    *inflightBudget
-	once sync.Once
+	mu   sync.Mutex
+	n    int64 // bytes held
+	done bool  // released
 }
 
 // release gives the reservation back; only the first call does anything.
 func (r *reservation) release() {
-	r.once.Do(func() {
-		r.b.used.Add(-r.b.per)
-		if r.b.onChange != nil {
-			r.b.onChange(-r.b.per)
-		}
-	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return
+	}
+	r.done = true
+	r.b.give(r.n)
+}
+
+// grow takes delta more bytes for the call, or refuses with the budget's RESOURCE_EXHAUSTED status
+// (held tells the refusal what the call holds already); a refusal takes nothing. ImportBranchStream
+// grows its reservation as its payload arrives: a call holds what it buffers (issue 11 review).
+func (r *reservation) grow(delta int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done || delta <= 0 {
+		return nil // the call is over: its context ended, so its handler is on its way out
+	}
+	if err := r.b.take(delta, r.n); err != nil {
+		return err
+	}
+	r.n += delta
+	return nil
+}
+
+// held is the number of bytes the reservation holds.
+func (r *reservation) held() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
 }
 
 // reserve takes per bytes, or refuses with the RESOURCE_EXHAUSTED status (reason
 // INFLIGHT_BUDGET_EXCEEDED, with figures) when they do not fit; a refusal takes nothing. It never
 // blocks: the tap may not.
-func (b *inflightBudget) reserve() (*reservation, error) {
+func (b *inflightBudget) reserve() (*reservation, error) { return b.reserveBytes(b.per) }
+
+// reserveBytes takes n bytes as a reservation of their own (ExportBranchStream's text), or refuses
+// as reserve does.
+func (b *inflightBudget) reserveBytes(n int64) (*reservation, error) {
+	if err := b.take(n, 0); err != nil {
+		return nil, err
+	}
+	return &reservation{b: b, n: n}, nil
+}
+
+// take adds n bytes to the budget's use, or refuses when they do not fit; held is what the
+// asking call holds already, for the refusal's figures.
+func (b *inflightBudget) take(n, held int64) error {
 	for {
 		used := b.used.Load()
-		if used+b.per > b.limit {
-			return nil, b.exceeded(used)
+		if used+n > b.limit {
+			return b.exceeded(used, n, held)
 		}
-		if b.used.CompareAndSwap(used, used+b.per) {
+		if b.used.CompareAndSwap(used, used+n) {
 			if b.onChange != nil {
-				b.onChange(b.per)
+				b.onChange(n)
 			}
-			return &reservation{b: b}, nil
+			return nil
 		}
+	}
+}
+
+// give takes n bytes off the budget's use.
+func (b *inflightBudget) give(n int64) {
+	b.used.Add(-n)
+	if b.onChange != nil {
+		b.onChange(-n)
 	}
 }
 
 // reserved is the number of bytes reserved now.
 func (b *inflightBudget) reserved() int64 { return b.used.Load() }
 
-// exceeded is the refusal of a call when used bytes are reserved.
-func (b *inflightBudget) exceeded(used int64) error {
+// exceeded is the refusal of n more bytes when used bytes are reserved, held of them by the call
+// that asks (0 for a call's first reservation, which is per bytes).
+func (b *inflightBudget) exceeded(used, n, held int64) error {
+	what := "for this call"
+	if held > 0 {
+		what = fmt.Sprintf("more for this call, which holds %d", held)
+	}
 	st := status.Newf(codes.ResourceExhausted,
-		"in-flight request budget exceeded: %d bytes reserved by calls in progress + %d for this call > %d (%s); retry later",
-		used, b.per, b.limit, b.flag)
-	return withErrorInfo(st, historyv1.ErrorReason_ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED, map[string]string{
+		"in-flight request budget exceeded: %d bytes reserved by calls in progress + %d %s > %d (%s); retry later",
+		used, n, what, b.limit, b.flag)
+	md := map[string]string{
 		"reservedBytes": strconv.FormatInt(used, 10),
-		"requestBytes":  strconv.FormatInt(b.per, 10),
+		"requestBytes":  strconv.FormatInt(n, 10),
 		"budgetBytes":   strconv.FormatInt(b.limit, 10),
 		"flag":          b.flag,
-	}).Err()
+	}
+	if held > 0 {
+		md["heldBytes"] = strconv.FormatInt(held, 10)
+	}
+	return withErrorInfo(st, historyv1.ErrorReason_ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED, md).Err()
 }
 
-type reservationKey struct{}
+type (
+	reservationKey struct{}
+	budgetKey      struct{}
+)
 
 // withReservation returns ctx carrying r, released when ctx ends. grpc-go cancels a stream's
 // context when the stream ends on any path, and at once if it is already over (a deadline that
@@ -112,4 +178,23 @@ type reservationKey struct{}
 func withReservation(ctx context.Context, r *reservation) context.Context {
 	context.AfterFunc(ctx, r.release)
 	return context.WithValue(ctx, reservationKey{}, r)
+}
+
+// reservationFrom is the call's reservation, or nil when it has none (a server-streaming call, a
+// server without the tap, a handler called directly).
+func reservationFrom(ctx context.Context) *reservation {
+	r, _ := ctx.Value(reservationKey{}).(*reservation)
+	return r
+}
+
+// withBudget returns ctx carrying the in-flight budget, for a handler that reserves what it holds
+// beyond its request (ExportBranchStream).
+func withBudget(ctx context.Context, b *inflightBudget) context.Context {
+	return context.WithValue(ctx, budgetKey{}, b)
+}
+
+// budgetFrom is the in-flight budget the tap put in ctx, or nil.
+func budgetFrom(ctx context.Context) *inflightBudget {
+	b, _ := ctx.Value(budgetKey{}).(*inflightBudget)
+	return b
 }

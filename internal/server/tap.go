@@ -61,6 +61,7 @@ func (c *callTap) handle(ctx context.Context, info *tap.Info) (context.Context, 
 		}
 		ctx = withPrincipal(ctx, digest)
 	}
+	ctx = withBudget(ctx, c.budget) // handlers that hold more than their request reserve it from here
 	if !c.reserves(info.FullMethodName) {
 		return ctx, nil
 	}

@@ -119,6 +119,26 @@ func (e *BranchError) ErrorMetadata() map[string]string {
 	return map[string]string{"branchId": e.BranchID.String()}
 }
 
+// SubscriptionLimitError is ErrTooManySubscriptions with the figures: the
+// subscriptions open when the branch was asked for one more, and the limit
+// (WithMaxSubscriptions).
+type SubscriptionLimitError struct {
+	BranchID    uuid.UUID
+	Open, Limit int
+}
+
+func (e *SubscriptionLimitError) Error() string {
+	return fmt.Sprintf("%v: %d subscriptions are open, the limit is %d (branch %s)", ErrTooManySubscriptions, e.Open, e.Limit, e.BranchID)
+}
+
+// Unwrap returns ErrTooManySubscriptions.
+func (e *SubscriptionLimitError) Unwrap() error { return ErrTooManySubscriptions }
+
+// ErrorMetadata returns {branchId, openStreams, maxStreams}.
+func (e *SubscriptionLimitError) ErrorMetadata() map[string]string {
+	return map[string]string{"branchId": e.BranchID.String(), "openStreams": strconv.Itoa(e.Open), "maxStreams": strconv.Itoa(e.Limit)}
+}
+
 // MessageError names the branch and the message an error is about. Field,
 // when set, is the request field that named the message (its path as the
 // wire spells it), so the error also reads as a field error where the

@@ -179,7 +179,7 @@ func (m *Memory) Subscribe(_ context.Context, branchID uuid.UUID, in SubscribeIn
 	}
 	if n := m.subsOpen.Add(1); m.opts.maxSubs > 0 && n > int64(m.opts.maxSubs) {
 		m.subsOpen.Add(-1)
-		return nil, &BranchError{Err: ErrTooManySubscriptions, BranchID: b.id}
+		return nil, &SubscriptionLimitError{BranchID: b.id, Open: int(n - 1), Limit: m.opts.maxSubs}
 	}
 	s := &Subscription{
 		BranchID: b.id, Incarnation: b.incarnation,
