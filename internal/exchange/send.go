@@ -41,10 +41,12 @@ func (x *Exchange) Send(req SendRequest) (*envelope.Message, error) {
 	if len(req.RequestID) > MaxRequestIDLength {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidRequestID, len(req.RequestID), MaxRequestIDLength)
 	}
+	now := x.opts.now()
+	// Any Send frees the records that expired, so they never refuse it (review of issue 11).
+	x.requests.sweep(now, x.opts.requestTTL, &x.budget)
 	if req.RequestID == "" {
 		return x.send(req)
 	}
-	now := x.opts.now()
 	log := x.requests.forSender(req.Sender, now, x.opts.requestTTL, false, &x.budget)
 	if log == nil {
 		// Nothing remembered for this sender, so no repeat to answer: a sender that is not
