@@ -111,7 +111,7 @@ func (x *Exchange) sendWith(req SendRequest, extra func(*envelope.Message) int64
 	outbox := f.outbox()
 	if n := outbox.len(); x.opts.maxOutbox > 0 && n >= x.opts.maxOutbox {
 		f.mu.Unlock()
-		return nil, ownerErr("Sender", req.Sender, fmt.Errorf("%w: %d messages queued", ErrOutboxFull, n))
+		return nil, ownerErr("Sender", req.Sender, &OutboxFullError{Queued: n, Limit: x.opts.maxOutbox})
 	}
 	if err := x.budget.reserve(charge); err != nil {
 		f.mu.Unlock()

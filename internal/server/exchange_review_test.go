@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/envelope"
@@ -97,5 +99,20 @@ func TestExchangeUnregisterOmitRendered(t *testing.T) {
 	got, err := f.client.Unregister(testContext(t), &historyv1.UnregisterRequest{OwnerId: ownerA, OmitRendered: true})
 	if err != nil || len(got.GetFlow().GetOutbox()) != 1 || got.GetFlow().GetOutbox()[0].GetRendered() != nil {
 		t.Fatalf("Unregister(omit_rendered) = %v, %v; want one queued message without rendered", got, err)
+	}
+}
+
+// TestExchangeOutboxFullGivesFigures (review of issue 11, finding 3: OUTBOX_FULL carried only the
+// owner): the text gives the queued count, the limit and the flag that sets it.
+func TestExchangeOutboxFullGivesFigures(t *testing.T) {
+	f := newExchangeFixture(t, []exchange.Option{exchange.WithMaxOutbox(2)})
+	f.register(t, ownerA, ownerB)
+	f.send(t, ownerA, str(ownerB), `"one"`)
+	f.send(t, ownerA, str(ownerB), `"two"`)
+	_, err := f.client.Send(testContext(t), &historyv1.SendRequest{Sender: ownerA, Recipient: str(ownerB)})
+	checkStatus(t, err, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_OUTBOX_FULL, map[string]string{
+		"ownerId": ownerA, "queuedCount": "2", "maxOutbox": "2", "flag": "--exchange-max-outbox"})
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "2 messages queued, at most 2") || !strings.Contains(msg, "--exchange-max-outbox") {
+		t.Errorf("message %q, want the figures and the flag", msg)
 	}
 }

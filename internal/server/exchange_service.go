@@ -162,6 +162,8 @@ func (s *ExchangeServer) Send(_ context.Context, req *historyv1.SendRequest) (*h
 		return nil, &FieldError{Field: "content_json", Err: err} // the envelope rejected the content
 	case errors.Is(err, exchange.ErrBudgetExceeded):
 		return nil, &flagError{err: err, flag: exchangeMaxBytesFlag}
+	case errors.Is(err, exchange.ErrOutboxFull):
+		return nil, &flagError{err: err, flag: exchangeMaxOutboxFlag}
 	case err != nil:
 		return nil, err
 	}
