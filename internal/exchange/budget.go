@@ -66,7 +66,9 @@ type BudgetError struct {
 // Error says what was exceeded, by how much, and how to make room.
 func (e *BudgetError) Error() string {
 	return fmt.Sprintf("the Exchange holds %d bytes of queued mail of its %d-byte budget: a message of %d bytes "+
-		"would exceed it by %d; nothing was queued: collect outboxes and receive or pop inboxes to make room",
+		"would exceed it by %d; nothing was queued: collect outboxes and receive or pop inboxes to make room "+
+		"(remembered Send request ids hold part of it until the request memory's window passes; the first Send "+
+		"after that frees them)",
 		e.Used, e.Budget, e.Need, e.Used+e.Need-e.Budget)
 }
 

@@ -272,3 +272,44 @@ func TestBudgetConservationConcurrent(t *testing.T) {
 		t.Errorf("after every owner left: budget charged %d bytes, records hold %d", got, want)
 	}
 }
+
+// TestBudgetFreesExpiredRequestRecordsOnAnySend (review of issue 11, finding 2: expired request
+// records were released only by a later Send carrying a request id, so a plain Send stayed refused
+// once the window had passed, and the logs of senders that left were never swept): request records
+// fill the budget until an idempotent Send is refused; the messages are all consumed and the
+// sender unregisters; once the request memory's window has passed, a Send without a request id
+// from another sender succeeds and the budget holds only what the flows hold.
+func TestBudgetFreesExpiredRequestRecordsOnAnySend(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	x := newRegistered(t, []uuid.UUID{ownerA, ownerB}, WithClock(clock), WithByteBudget(8<<10),
+		WithRequestMemory(time.Minute, 10_000))
+	var err error
+	for i := 0; i < 1_000; i++ {
+		id := fmt.Sprintf("%0*d", MaxRequestIDLength, i)
+		if _, err = x.Send(SendRequest{Sender: ownerA, Recipient: to(ownerB), Content: text("r"), RequestID: id}); err != nil {
+			break
+		}
+		mustCollect(t, x, ownerA)
+		if _, ok := x.Pop(ownerB, ownerA); !ok {
+			t.Fatal("nothing to pop")
+		}
+	}
+	if !errors.Is(err, ErrBudgetExceeded) {
+		t.Fatalf("request records never filled the budget: %v", err)
+	}
+	if _, ok := x.Unregister(ownerA); !ok {
+		t.Fatal("A was not registered")
+	}
+	body := strings.Repeat("z", 2_000)
+	if _, err := x.Send(SendRequest{Sender: ownerB, Recipient: to(ownerA), Content: text(body)}); !errors.Is(err, ErrBudgetExceeded) {
+		t.Fatalf("within the window the records still hold the budget; Send = %v", err)
+	}
+	now = now.Add(time.Minute + time.Second)
+	if _, err := x.Send(SendRequest{Sender: ownerB, Recipient: to(ownerA), Content: text(body)}); err != nil {
+		t.Fatalf("plain Send after the window: %v, want the expired records freed", err)
+	}
+	if got, want := x.budget.used.Load(), heldBytes(x); got != want {
+		t.Errorf("budget charged %d bytes, holding %d", got, want)
+	}
+}

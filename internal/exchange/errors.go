@@ -3,6 +3,8 @@ package exchange
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 
 	"github.com/google/uuid"
 )
@@ -51,7 +53,8 @@ type OwnerError struct {
 	Owner uuid.UUID
 	// Role says which argument named the owner, for the text: "Sender" or "Owner" (LionAGI's words).
 	Role string
-	// Err is the sentinel: ErrOwnerNotRegistered, ErrOwnerAlreadyRegistered or ErrOutboxFull.
+	// Err is the sentinel, ErrOwnerNotRegistered or ErrOwnerAlreadyRegistered, or an
+	// *OutboxFullError.
 	Err error
 }
 
@@ -69,9 +72,52 @@ func (e *OwnerError) Error() string {
 // Unwrap returns the sentinel.
 func (e *OwnerError) Unwrap() error { return e.Err }
 
-// ErrorMetadata names the owner under the lowerCamel key the gRPC layer puts in ErrorInfo.
+// ErrorMetadata names the owner under the lowerCamel key the gRPC layer puts in ErrorInfo, beside
+// the metadata of Err when it has some (an *OutboxFullError's figures).
 func (e *OwnerError) ErrorMetadata() map[string]string {
-	return map[string]string{"ownerId": e.Owner.String()}
+	md := map[string]string{}
+	if me, ok := e.Err.(interface{ ErrorMetadata() map[string]string }); ok {
+		maps.Copy(md, me.ErrorMetadata())
+	}
+	md["ownerId"] = e.Owner.String()
+	return md
+}
+
+// OutboxFullError is the ErrOutboxFull of one Send, with its figures (review of issue 11: every
+// RESOURCE_EXHAUSTED gives the figures).
+type OutboxFullError struct {
+	// Queued is the number of messages in the outbox; Limit is WithMaxOutbox.
+	Queued, Limit int
+}
+
+func (e *OutboxFullError) Error() string {
+	return fmt.Sprintf("%v: %d messages queued, at most %d; collect the outbox to make room", ErrOutboxFull, e.Queued, e.Limit)
+}
+
+// Unwrap returns ErrOutboxFull.
+func (e *OutboxFullError) Unwrap() error { return ErrOutboxFull }
+
+// ErrorMetadata gives the figures under lowerCamel keys.
+func (e *OutboxFullError) ErrorMetadata() map[string]string {
+	return map[string]string{"queuedCount": strconv.Itoa(e.Queued), "maxOutbox": strconv.Itoa(e.Limit)}
+}
+
+// TooManySubscriptionsError is the ErrTooManySubscriptions of one Subscribe, with its figures.
+type TooManySubscriptionsError struct {
+	// Open is the number of live subscriptions; Limit is WithMaxSubscriptions.
+	Open, Limit int
+}
+
+func (e *TooManySubscriptionsError) Error() string {
+	return fmt.Sprintf("%v: %d open, at most %d; end a subscription to open another", ErrTooManySubscriptions, e.Open, e.Limit)
+}
+
+// Unwrap returns ErrTooManySubscriptions.
+func (e *TooManySubscriptionsError) Unwrap() error { return ErrTooManySubscriptions }
+
+// ErrorMetadata gives the figures under lowerCamel keys.
+func (e *TooManySubscriptionsError) ErrorMetadata() map[string]string {
+	return map[string]string{"openStreams": strconv.Itoa(e.Open), "maxStreams": strconv.Itoa(e.Limit)}
 }
 
 func ownerErr(role string, owner uuid.UUID, err error) error {

@@ -3,6 +3,7 @@ package exchange
 import (
 	"container/list"
 	"crypto/sha256"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,9 +25,15 @@ type requestMemory struct {
 	// idle holds the logs in order of last use, least recent first: a lookup moves its log to the
 	// back, so the logs to drop are found at the front, at O(1) per lookup.
 	idle list.List
+	// nextSweep is when (UnixNano) the front of idle expires, MaxInt64 with none: sweep skips the
+	// lock before then.
+	nextSweep atomic.Int64
 }
 
-func (r *requestMemory) init() { r.bySender = map[uuid.UUID]*requestLog{} }
+func (r *requestMemory) init() {
+	r.bySender = map[uuid.UUID]*requestLog{}
+	r.nextSweep.Store(math.MaxInt64)
+}
 
 // lookup returns sender's log, or nil; it neither creates nor touches one.
 func (r *requestMemory) lookup(sender uuid.UUID) *requestLog {
@@ -35,12 +42,21 @@ func (r *requestMemory) lookup(sender uuid.UUID) *requestLog {
 	return r.bySender[sender]
 }
 
-// forSender returns sender's log, creating it when create is set (nil otherwise), marks it used at
-// now, and drops the logs unused for longer than ttl, giving their bytes back to b (every entry
-// in them has expired: none is older than its log's last use).
-func (r *requestMemory) forSender(sender uuid.UUID, now time.Time, ttl time.Duration, create bool, b *budget) *requestLog {
+// sweep drops the logs unused for longer than ttl, giving their bytes back to b (every entry in
+// them has expired: none is older than its log's last use). Every Send calls it, with or without a
+// request id, so expired records never hold the budget against a Send (review of issue 11); it
+// takes the lock only once the least recently used log may have expired.
+func (r *requestMemory) sweep(now time.Time, ttl time.Duration, b *budget) {
+	if now.UnixNano() < r.nextSweep.Load() {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.sweepLocked(now, ttl, b)
+}
+
+// sweepLocked is sweep under r.mu; it sets nextSweep to when the front log expires.
+func (r *requestMemory) sweepLocked(now time.Time, ttl time.Duration, b *budget) {
 	for e := r.idle.Front(); e != nil; e = r.idle.Front() {
 		l := e.Value.(*requestLog)
 		if now.Sub(l.touched) <= ttl {
@@ -50,6 +66,24 @@ func (r *requestMemory) forSender(sender uuid.UUID, now time.Time, ttl time.Dura
 		delete(r.bySender, l.sender)
 		b.release(l.bytes.Swap(0))
 	}
+	r.setNextSweep(ttl)
+}
+
+// setNextSweep records when the least recently used log expires (never, with none); under r.mu.
+func (r *requestMemory) setNextSweep(ttl time.Duration) {
+	next := int64(math.MaxInt64)
+	if e := r.idle.Front(); e != nil {
+		next = e.Value.(*requestLog).touched.Add(ttl).UnixNano()
+	}
+	r.nextSweep.Store(next)
+}
+
+// forSender returns sender's log, creating it when create is set (nil otherwise), marks it used at
+// now, and drops the logs unused for longer than ttl (sweep).
+func (r *requestMemory) forSender(sender uuid.UUID, now time.Time, ttl time.Duration, create bool, b *budget) *requestLog {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sweepLocked(now, ttl, b)
 	l := r.bySender[sender]
 	switch {
 	case l != nil:
@@ -62,6 +96,7 @@ func (r *requestMemory) forSender(sender uuid.UUID, now time.Time, ttl time.Dura
 		r.bySender[sender] = l
 	}
 	l.touched = now // under r.mu, so the log just handed out is not dropped
+	r.setNextSweep(ttl)
 	return l
 }
 

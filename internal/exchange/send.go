@@ -41,10 +41,12 @@ func (x *Exchange) Send(req SendRequest) (*envelope.Message, error) {
 	if len(req.RequestID) > MaxRequestIDLength {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidRequestID, len(req.RequestID), MaxRequestIDLength)
 	}
+	now := x.opts.now()
+	// Any Send frees the records that expired, so they never refuse it (review of issue 11).
+	x.requests.sweep(now, x.opts.requestTTL, &x.budget)
 	if req.RequestID == "" {
 		return x.send(req)
 	}
-	now := x.opts.now()
 	log := x.requests.forSender(req.Sender, now, x.opts.requestTTL, false, &x.budget)
 	if log == nil {
 		// Nothing remembered for this sender, so no repeat to answer: a sender that is not
@@ -109,7 +111,7 @@ func (x *Exchange) sendWith(req SendRequest, extra func(*envelope.Message) int64
 	outbox := f.outbox()
 	if n := outbox.len(); x.opts.maxOutbox > 0 && n >= x.opts.maxOutbox {
 		f.mu.Unlock()
-		return nil, ownerErr("Sender", req.Sender, fmt.Errorf("%w: %d messages queued", ErrOutboxFull, n))
+		return nil, ownerErr("Sender", req.Sender, &OutboxFullError{Queued: n, Limit: x.opts.maxOutbox})
 	}
 	if err := x.budget.reserve(charge); err != nil {
 		f.mu.Unlock()

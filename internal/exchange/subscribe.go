@@ -1,7 +1,6 @@
 package exchange
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/google/uuid"
@@ -59,7 +58,7 @@ func (x *Exchange) Subscribe(owner uuid.UUID, sender *uuid.UUID) (*Subscription,
 	}
 	if n := x.subs.Add(1); x.opts.maxSubscriptions > 0 && n > int64(x.opts.maxSubscriptions) {
 		x.subs.Add(-1)
-		return nil, nil, fmt.Errorf("%w: %d open, at most %d", ErrTooManySubscriptions, n-1, x.opts.maxSubscriptions)
+		return nil, nil, &TooManySubscriptionsError{Open: int(n - 1), Limit: x.opts.maxSubscriptions}
 	}
 	ok := false
 	defer func() {

@@ -1,10 +1,10 @@
 package server
 
 import (
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/exchange"
 )
 
@@ -19,36 +19,57 @@ var reasonToProto = map[exchange.Reason]historyv1.DeadLetterReason{
 	exchange.ReasonNoRecipients:     historyv1.DeadLetterReason_DEAD_LETTER_REASON_NO_RECIPIENTS,
 }
 
-// messagesToProto converts messages in order.
-func messagesToProto(msgs []*envelope.Message) []*historyv1.Message {
-	out := make([]*historyv1.Message, len(msgs))
-	for i, m := range msgs {
-		out[i] = messageToProto(m)
-	}
-	return out
-}
-
-// flowToProto converts what a flow holds, its dead letters only when deadLetters is set.
-func flowToProto(s *exchange.Snapshot, deadLetters bool) *historyv1.Flow {
-	f := &historyv1.Flow{
-		OwnerId:            s.Owner.String(),
-		Outbox:             messagesToProto(s.Outbox),
-		DeadLettersEvicted: s.DeadLettersEvicted,
-	}
-	for _, in := range s.Inboxes {
-		f.Inboxes = append(f.Inboxes, &historyv1.Inbox{Sender: in.Sender.String(), Messages: messagesToProto(in.Messages)})
-	}
-	if deadLetters {
-		for _, dl := range s.DeadLetters {
-			f.DeadLetters = append(f.DeadLetters, deadLetterToProto(dl))
-		}
-	}
+// flowToProto converts what a flow holds with o, its dead letters only when deadLetters is set.
+func flowToProto(s *exchange.Snapshot, deadLetters bool, o messageOut) *historyv1.Flow {
+	f, _ := flowWithin(s, deadLetters, o, -1)
 	return f
 }
 
-func deadLetterToProto(dl exchange.DeadLetter) *historyv1.DeadLetter {
+// flowWithin converts what a flow holds with o, its dead letters only when deadLetters is set,
+// entry by entry while the encoded flow stays within limit bytes (limit < 0: no limit). It stops
+// at the first entry that passes the limit, so it never builds more than the limit and one entry,
+// and returns a nil flow and a lower bound of its size (over limit) when the flow does not fit.
+func flowWithin(s *exchange.Snapshot, deadLetters bool, o messageOut, limit int) (*historyv1.Flow, int) {
+	f := &historyv1.Flow{OwnerId: s.Owner.String(), DeadLettersEvicted: s.DeadLettersEvicted}
+	size := proto.Size(f)
+	over := func(n int) bool { size += n; return limit >= 0 && size > limit }
+	for _, m := range s.Outbox {
+		pm := o.message(m)
+		if over(entryBytes(proto.Size(pm))) {
+			return nil, size
+		}
+		f.Outbox = append(f.Outbox, pm)
+	}
+	for _, in := range s.Inboxes {
+		pin := &historyv1.Inbox{Sender: in.Sender.String()}
+		// The inbox's length prefix is counted at its largest (openEntryBytes) as it grows.
+		if over(openEntryBytes(proto.Size(pin))) {
+			return nil, size
+		}
+		for _, m := range in.Messages {
+			pm := o.message(m)
+			if over(entryBytes(proto.Size(pm))) {
+				return nil, size
+			}
+			pin.Messages = append(pin.Messages, pm)
+		}
+		f.Inboxes = append(f.Inboxes, pin)
+	}
+	if deadLetters {
+		for _, dl := range s.DeadLetters {
+			pdl := deadLetterToProto(dl, o)
+			if over(entryBytes(proto.Size(pdl))) {
+				return nil, size
+			}
+			f.DeadLetters = append(f.DeadLetters, pdl)
+		}
+	}
+	return f, size
+}
+
+func deadLetterToProto(dl exchange.DeadLetter, o messageOut) *historyv1.DeadLetter {
 	return &historyv1.DeadLetter{
-		Message:   messageToProto(dl.Message),
+		Message:   o.message(dl.Message),
 		Recipient: participantToProto(dl.Recipient),
 		Reason:    reasonToProto[dl.Reason],
 		DeadAt:    timestamppb.New(dl.At),

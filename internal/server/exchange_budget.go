@@ -12,9 +12,10 @@ import (
 // The flags that set the Exchange's bounds, named in the ErrorInfo metadata key "flag" of the
 // errors they cause (issue 11: every RESOURCE_EXHAUSTED names the flag that sets it).
 const (
-	maxResponseBytesFlag = "--max-response-bytes"
-	exchangeMaxBytesFlag = "--exchange-max-bytes"
-	inboxMaxStreamsFlag  = "--inbox-max-streams"
+	maxResponseBytesFlag  = "--max-response-bytes"
+	exchangeMaxBytesFlag  = "--exchange-max-bytes"
+	exchangeMaxOutboxFlag = "--exchange-max-outbox"
+	inboxMaxStreamsFlag   = "--inbox-max-streams"
 )
 
 // pageFixedBytes is what a page response takes beside its entries, set aside before they are

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -207,7 +208,12 @@ func TestExchangeSubscribeInboxLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = recvEnd(s)
-	checkStatus(t, err, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS, map[string]string{"flag": "--inbox-max-streams"})
+	// Review of issue 11, finding 3: the counts beside the flag, in the metadata and the text.
+	checkStatus(t, err, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS,
+		map[string]string{"flag": "--inbox-max-streams", "openStreams": "1", "maxStreams": "1"})
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "1 open, at most 1") || !strings.Contains(msg, "--inbox-max-streams") {
+		t.Errorf("message %q, want the counts and the flag", msg)
+	}
 	wait(t, ended) // the refused stream's end
 	cancelFirst()
 	wait(t, ended) // the first stream's end: its place is free

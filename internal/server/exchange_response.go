@@ -33,7 +33,7 @@ type ownerHoldsTooMuchError struct {
 }
 
 func (e *ownerHoldsTooMuchError) Error() string {
-	return fmt.Sprintf("Owner %s holds too much to return in one response (%d bytes, at most %d: %d queued, "+
+	return fmt.Sprintf("Owner %s holds too much to return in one response (over %d bytes counted before stopping, at most %d: %d queued, "+
 		"%d in inboxes, %d dead letters); nothing was removed: collect its outbox, pop its inboxes, read its "+
 		"dead letters with ListDeadLetters and set omit_dead_letters, then retry",
 		e.owner, e.size, e.limit, e.queued, e.inbox, e.dead)
@@ -56,19 +56,20 @@ func (e *ownerHoldsTooMuchError) ErrorMetadata() map[string]string {
 }
 
 // unregisterResponse is the check UnregisterIf runs under the owner's locks: it converts what the
-// owner holds into the response (into *out) and refuses, so that nothing is removed, when the
-// response would be larger than limit.
-func unregisterResponse(out **historyv1.UnregisterResponse, omitDeadLetters bool, limit int) func(*exchange.Snapshot) error {
+// owner holds into the response (into *out) with o, entry by entry against limit, and refuses, so
+// that nothing is removed, at the first entry that passes it (never building the whole flow first).
+func unregisterResponse(out **historyv1.UnregisterResponse, omitDeadLetters bool, o messageOut, limit int) func(*exchange.Snapshot) error {
 	return func(snap *exchange.Snapshot) error {
-		resp := &historyv1.UnregisterResponse{Flow: flowToProto(snap, !omitDeadLetters)}
-		if n := proto.Size(resp); n > limit {
-			e := &ownerHoldsTooMuchError{owner: snap.Owner, size: n, limit: limit, queued: len(snap.Outbox), dead: len(snap.DeadLetters)}
+		// The flow is field 1 of the response: a tag and a length prefix of at most 5 bytes.
+		flow, n := flowWithin(snap, !omitDeadLetters, o, limit-6)
+		if flow == nil {
+			e := &ownerHoldsTooMuchError{owner: snap.Owner, size: n + 6, limit: limit, queued: len(snap.Outbox), dead: len(snap.DeadLetters)}
 			for _, in := range snap.Inboxes {
 				e.inbox += len(in.Messages)
 			}
 			return e
 		}
-		*out = resp
+		*out = &historyv1.UnregisterResponse{Flow: flow}
 		return nil
 	}
 }

@@ -79,7 +79,7 @@ func (s *ExchangeServer) Register(_ context.Context, req *historyv1.RegisterRequ
 	if err != nil {
 		return nil, err
 	}
-	return &historyv1.RegisterResponse{Flow: flowToProto(snap, true)}, nil
+	return &historyv1.RegisterResponse{Flow: flowToProto(snap, true, s.messageOut(false))}, nil
 }
 
 // Unregister removes an owner and returns what it held; no flow for an unknown owner (ADR-0006 D5).
@@ -93,7 +93,7 @@ func (s *ExchangeServer) Unregister(_ context.Context, req *historyv1.Unregister
 		return nil, err
 	}
 	var resp *historyv1.UnregisterResponse
-	_, ok, err := s.ex.UnregisterIf(owner, unregisterResponse(&resp, req.GetOmitDeadLetters(), s.maxResponse))
+	_, ok, err := s.ex.UnregisterIf(owner, unregisterResponse(&resp, req.GetOmitDeadLetters(), s.messageOut(req.GetOmitRendered()), s.maxResponse))
 	switch {
 	case err != nil:
 		return nil, err
@@ -162,6 +162,8 @@ func (s *ExchangeServer) Send(_ context.Context, req *historyv1.SendRequest) (*h
 		return nil, &FieldError{Field: "content_json", Err: err} // the envelope rejected the content
 	case errors.Is(err, exchange.ErrBudgetExceeded):
 		return nil, &flagError{err: err, flag: exchangeMaxBytesFlag}
+	case errors.Is(err, exchange.ErrOutboxFull):
+		return nil, &flagError{err: err, flag: exchangeMaxOutboxFlag}
 	case err != nil:
 		return nil, err
 	}
@@ -330,7 +332,10 @@ func (s *ExchangeServer) ListDeadLetters(_ context.Context, req *historyv1.ListD
 	page := s.ex.DeadLetters(owner, after, size)
 	resp := &historyv1.ListDeadLettersResponse{EvictedCount: page.Evicted}
 	var overflow int
-	resp.DeadLetters, overflow = fitPage(page.Letters, deadLetterToProto, s.maxResponse)
+	o := s.messageOut(req.GetOmitRendered())
+	resp.DeadLetters, overflow = fitPage(page.Letters, func(dl exchange.DeadLetter) *historyv1.DeadLetter {
+		return deadLetterToProto(dl, o)
+	}, s.maxResponse)
 	n := len(resp.DeadLetters)
 	if overflow > 0 && n == 0 {
 		return nil, &exchangeResponseTooLargeError{size: overflow, limit: s.maxResponse,

@@ -164,7 +164,11 @@ func TestExchangeBadInput(t *testing.T) {
 		{"send into a full outbox", func() error {
 			_, err := f.client.Send(ctx, &historyv1.SendRequest{Sender: ownerA})
 			return err
-		}, owner(codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_OUTBOX_FULL, ownerA)},
+		}, func(error) (codes.Code, historyv1.ErrorReason, map[string]string) {
+			// Review of issue 11, finding 3: the figures and the flag beside the owner.
+			return codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_OUTBOX_FULL, map[string]string{
+				"ownerId": ownerA, "queuedCount": "1", "maxOutbox": "1", "flag": "--exchange-max-outbox"}
+		}},
 		{"collect an unregistered owner", func() error {
 			_, err := f.client.Collect(ctx, &historyv1.CollectRequest{OwnerId: ownerC})
 			return err
@@ -455,7 +459,7 @@ func TestExchangeConvertedMessagesFieldCount(t *testing.T) {
 		{&historyv1.CollectAllResponse{}, 3},
 		{&historyv1.Owner{}, 3},
 		{&historyv1.SendRequest{}, 5},
-		{&historyv1.UnregisterRequest{}, 2},
+		{&historyv1.UnregisterRequest{}, 3},
 		{&historyv1.ReceiveRequest{}, 5},
 		{&historyv1.PopMessageRequest{}, 3},
 		{&historyv1.SubscribeInboxRequest{}, 3},

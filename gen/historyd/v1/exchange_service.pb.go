@@ -751,8 +751,11 @@ type UnregisterRequest struct {
 	// way. Only the owner's own collects add dead letters: a client that has not collected it since
 	// reading them loses nothing.
 	OmitDeadLetters bool `protobuf:"varint,2,opt,name=omit_dead_letters,json=omitDeadLetters,proto3" json:"omit_dead_letters,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// omit_rendered leaves every message's rendered text out of the flow (as PopMessage's
+	// omit_rendered); otherwise each is rendered under the server's --max-rendered-bytes.
+	OmitRendered  bool `protobuf:"varint,3,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UnregisterRequest) Reset() {
@@ -795,6 +798,13 @@ func (x *UnregisterRequest) GetOwnerId() string {
 func (x *UnregisterRequest) GetOmitDeadLetters() bool {
 	if x != nil {
 		return x.OmitDeadLetters
+	}
+	return false
+}
+
+func (x *UnregisterRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
 	}
 	return false
 }
@@ -1603,7 +1613,10 @@ type ListDeadLettersRequest struct {
 	// page_size is the maximum number of dead letters to return: 0 means 100, at most 1000.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// page_token is the next_page_token of the previous page; empty for the first page.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// omit_rendered leaves each dead letter's rendered text out; otherwise each is rendered under
+	// the server's --max-rendered-bytes.
+	OmitRendered  bool `protobuf:"varint,4,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1657,6 +1670,13 @@ func (x *ListDeadLettersRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *ListDeadLettersRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
 }
 
 // ListDeadLettersResponse is one page of dead letters, oldest first.
@@ -1922,10 +1942,11 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\x0fRegisterRequest\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\"9\n" +
 	"\x10RegisterResponse\x12%\n" +
-	"\x04flow\x18\x01 \x01(\v2\x11.historyd.v1.FlowR\x04flow\"Z\n" +
+	"\x04flow\x18\x01 \x01(\v2\x11.historyd.v1.FlowR\x04flow\"\x7f\n" +
 	"\x11UnregisterRequest\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12*\n" +
-	"\x11omit_dead_letters\x18\x02 \x01(\bR\x0fomitDeadLetters\";\n" +
+	"\x11omit_dead_letters\x18\x02 \x01(\bR\x0fomitDeadLetters\x12#\n" +
+	"\romit_rendered\x18\x03 \x01(\bR\fomitRendered\";\n" +
 	"\x12UnregisterResponse\x12%\n" +
 	"\x04flow\x18\x01 \x01(\v2\x11.historyd.v1.FlowR\x04flow\"O\n" +
 	"\x11ListOwnersRequest\x12\x1b\n" +
@@ -1981,12 +2002,13 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\x06sender\x18\x02 \x01(\tR\x06sender\x12#\n" +
 	"\romit_rendered\x18\x03 \x01(\bR\fomitRendered\"D\n" +
 	"\x12PopMessageResponse\x12.\n" +
-	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\"o\n" +
+	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\"\x94\x01\n" +
 	"\x16ListDeadLettersRequest\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xa2\x01\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12#\n" +
+	"\romit_rendered\x18\x04 \x01(\bR\fomitRendered\"\xa2\x01\n" +
 	"\x17ListDeadLettersResponse\x12:\n" +
 	"\fdead_letters\x18\x01 \x03(\v2\x17.historyd.v1.DeadLetterR\vdeadLetters\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12#\n" +

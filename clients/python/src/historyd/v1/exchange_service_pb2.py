@@ -16,7 +16,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from historyd.v1 import envelope_pb2 as historyd_dot_v1_dot_envelope__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"historyd/v1/exchange_service.proto\x12\x0bhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahistoryd/v1/envelope.proto\"\xb0\x01\n\x04\x46low\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12$\n\x06outbox\x18\x02 \x03(\x0b\x32\x14.historyd.v1.Message\x12#\n\x07inboxes\x18\x03 \x03(\x0b\x32\x12.historyd.v1.Inbox\x12-\n\x0c\x64\x65\x61\x64_letters\x18\x04 \x03(\x0b\x32\x17.historyd.v1.DeadLetter\x12\x1c\n\x14\x64\x65\x61\x64_letters_evicted\x18\x05 \x01(\x04\"?\n\x05Inbox\x12\x0e\n\x06sender\x18\x01 \x01(\t\x12&\n\x08messages\x18\x02 \x03(\x0b\x32\x14.historyd.v1.Message\"\xba\x01\n\nDeadLetter\x12%\n\x07message\x18\x01 \x01(\x0b\x32\x14.historyd.v1.Message\x12)\n\trecipient\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12-\n\x06reason\x18\x03 \x01(\x0e\x32\x1d.historyd.v1.DeadLetterReason\x12+\n\x07\x64\x65\x61\x64_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"`\n\x04\x44rop\x12)\n\trecipient\x18\x01 \x01(\x0b\x32\x16.google.protobuf.Value\x12-\n\x06reason\x18\x02 \x01(\x0e\x32\x1d.historyd.v1.DeadLetterReason\"y\n\x0fMessageDelivery\x12\x12\n\nmessage_id\x18\x01 \x01(\t\x12\x19\n\x11reached_owner_ids\x18\x02 \x03(\t\x12 \n\x05\x64rops\x18\x03 \x03(\x0b\x32\x11.historyd.v1.Drop\x12\x15\n\rreached_count\x18\x04 \x01(\x05\"\x98\x01\n\x0cOwnerCollect\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x17\n\x0f\x64\x65livered_count\x18\x02 \x01(\x05\x12\x30\n\ndeliveries\x18\x03 \x03(\x0b\x32\x1c.historyd.v1.MessageDelivery\x12\x17\n\x0f\x63ollected_count\x18\x04 \x01(\x05\x12\x12\n\ndrop_count\x18\x05 \x01(\x05\"D\n\x05Owner\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x14\n\x0cqueued_count\x18\x02 \x01(\x03\x12\x13\n\x0binbox_count\x18\x03 \x01(\x03\"5\n\tHeartbeat\x12(\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"#\n\x0fRegisterRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\"3\n\x10RegisterResponse\x12\x1f\n\x04\x66low\x18\x01 \x01(\x0b\x32\x11.historyd.v1.Flow\"@\n\x11UnregisterRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x19\n\x11omit_dead_letters\x18\x02 \x01(\x08\"5\n\x12UnregisterResponse\x12\x1f\n\x04\x66low\x18\x01 \x01(\x0b\x32\x11.historyd.v1.Flow\":\n\x11ListOwnersRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"Q\n\x12ListOwnersResponse\x12\"\n\x06owners\x18\x01 \x03(\x0b\x32\x12.historyd.v1.Owner\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xaa\x01\n\x0bSendRequest\x12\x0e\n\x06sender\x18\x01 \x01(\t\x12)\n\trecipient\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x19\n\x0c\x63ontent_json\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x14\n\x07\x63hannel\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x12\n\nrequest_id\x18\x05 \x01(\tB\x0f\n\r_content_jsonB\n\n\x08_channel\"5\n\x0cSendResponse\x12%\n\x07message\x18\x01 \x01(\x0b\x32\x14.historyd.v1.Message\"E\n\x0e\x43ollectRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12!\n\x19include_reached_owner_ids\x18\x02 \x01(\x08\"\xa3\x01\n\x0f\x43ollectResponse\x12\x17\n\x0f\x64\x65livered_count\x18\x01 \x01(\x05\x12\x30\n\ndeliveries\x18\x02 \x03(\x0b\x32\x1c.historyd.v1.MessageDelivery\x12\x18\n\x10report_truncated\x18\x03 \x01(\x08\x12\x17\n\x0f\x63ollected_count\x18\x04 \x01(\x05\x12\x12\n\ndrop_count\x18\x05 \x01(\x05\"6\n\x11\x43ollectAllRequest\x12!\n\x19include_reached_owner_ids\x18\x01 \x01(\x08\"t\n\x12\x43ollectAllResponse\x12\x17\n\x0f\x64\x65livered_count\x18\x01 \x01(\x05\x12+\n\x08\x63ollects\x18\x02 \x03(\x0b\x32\x19.historyd.v1.OwnerCollect\x12\x18\n\x10report_truncated\x18\x03 \x01(\x08\"\x80\x01\n\x0eReceiveRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x06sender\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12\x15\n\romit_rendered\x18\x05 \x01(\x08\x42\t\n\x07_sender\"R\n\x0fReceiveResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.historyd.v1.Message\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"L\n\x11PopMessageRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x15\n\romit_rendered\x18\x03 \x01(\x08\";\n\x12PopMessageResponse\x12%\n\x07message\x18\x01 \x01(\x0b\x32\x14.historyd.v1.Message\"Q\n\x16ListDeadLettersRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"x\n\x17ListDeadLettersResponse\x12-\n\x0c\x64\x65\x61\x64_letters\x18\x01 \x03(\x0b\x32\x17.historyd.v1.DeadLetter\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x15\n\revicted_count\x18\x03 \x01(\x04\"`\n\x15SubscribeInboxRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x06sender\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x15\n\romit_rendered\x18\x03 \x01(\x08\x42\t\n\x07_sender\"w\n\x16SubscribeInboxResponse\x12\'\n\x07message\x18\x01 \x01(\x0b\x32\x14.historyd.v1.MessageH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.historyd.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent*\x9b\x02\n\x10\x44\x65\x61\x64LetterReason\x12\"\n\x1e\x44\x45\x41\x44_LETTER_REASON_UNSPECIFIED\x10\x00\x12&\n\"DEAD_LETTER_REASON_UNSET_RECIPIENT\x10\x01\x12(\n$DEAD_LETTER_REASON_UNKNOWN_RECIPIENT\x10\x02\x12!\n\x1d\x44\x45\x41\x44_LETTER_REASON_NOT_A_UUID\x10\x03\x12%\n!DEAD_LETTER_REASON_RECIPIENT_LEFT\x10\x04\x12!\n\x1d\x44\x45\x41\x44_LETTER_REASON_INBOX_FULL\x10\x05\x12$\n DEAD_LETTER_REASON_NO_RECIPIENTS\x10\x06\x32\x9a\x06\n\x0f\x45xchangeService\x12G\n\x08Register\x12\x1c.historyd.v1.RegisterRequest\x1a\x1d.historyd.v1.RegisterResponse\x12M\n\nUnregister\x12\x1e.historyd.v1.UnregisterRequest\x1a\x1f.historyd.v1.UnregisterResponse\x12M\n\nListOwners\x12\x1e.historyd.v1.ListOwnersRequest\x1a\x1f.historyd.v1.ListOwnersResponse\x12;\n\x04Send\x12\x18.historyd.v1.SendRequest\x1a\x19.historyd.v1.SendResponse\x12\x44\n\x07\x43ollect\x12\x1b.historyd.v1.CollectRequest\x1a\x1c.historyd.v1.CollectResponse\x12M\n\nCollectAll\x12\x1e.historyd.v1.CollectAllRequest\x1a\x1f.historyd.v1.CollectAllResponse\x12\x44\n\x07Receive\x12\x1b.historyd.v1.ReceiveRequest\x1a\x1c.historyd.v1.ReceiveResponse\x12M\n\nPopMessage\x12\x1e.historyd.v1.PopMessageRequest\x1a\x1f.historyd.v1.PopMessageResponse\x12\\\n\x0fListDeadLetters\x12#.historyd.v1.ListDeadLettersRequest\x1a$.historyd.v1.ListDeadLettersResponse\x12[\n\x0eSubscribeInbox\x12\".historyd.v1.SubscribeInboxRequest\x1a#.historyd.v1.SubscribeInboxResponse0\x01\x42\x38Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"historyd/v1/exchange_service.proto\x12\x0bhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahistoryd/v1/envelope.proto\"\xb0\x01\n\x04\x46low\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12$\n\x06outbox\x18\x02 \x03(\x0b\x32\x14.historyd.v1.Message\x12#\n\x07inboxes\x18\x03 \x03(\x0b\x32\x12.historyd.v1.Inbox\x12-\n\x0c\x64\x65\x61\x64_letters\x18\x04 \x03(\x0b\x32\x17.historyd.v1.DeadLetter\x12\x1c\n\x14\x64\x65\x61\x64_letters_evicted\x18\x05 \x01(\x04\"?\n\x05Inbox\x12\x0e\n\x06sender\x18\x01 \x01(\t\x12&\n\x08messages\x18\x02 \x03(\x0b\x32\x14.historyd.v1.Message\"\xba\x01\n\nDeadLetter\x12%\n\x07message\x18\x01 \x01(\x0b\x32\x14.historyd.v1.Message\x12)\n\trecipient\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12-\n\x06reason\x18\x03 \x01(\x0e\x32\x1d.historyd.v1.DeadLetterReason\x12+\n\x07\x64\x65\x61\x64_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"`\n\x04\x44rop\x12)\n\trecipient\x18\x01 \x01(\x0b\x32\x16.google.protobuf.Value\x12-\n\x06reason\x18\x02 \x01(\x0e\x32\x1d.historyd.v1.DeadLetterReason\"y\n\x0fMessageDelivery\x12\x12\n\nmessage_id\x18\x01 \x01(\t\x12\x19\n\x11reached_owner_ids\x18\x02 \x03(\t\x12 \n\x05\x64rops\x18\x03 \x03(\x0b\x32\x11.historyd.v1.Drop\x12\x15\n\rreached_count\x18\x04 \x01(\x05\"\x98\x01\n\x0cOwnerCollect\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x17\n\x0f\x64\x65livered_count\x18\x02 \x01(\x05\x12\x30\n\ndeliveries\x18\x03 \x03(\x0b\x32\x1c.historyd.v1.MessageDelivery\x12\x17\n\x0f\x63ollected_count\x18\x04 \x01(\x05\x12\x12\n\ndrop_count\x18\x05 \x01(\x05\"D\n\x05Owner\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x14\n\x0cqueued_count\x18\x02 \x01(\x03\x12\x13\n\x0binbox_count\x18\x03 \x01(\x03\"5\n\tHeartbeat\x12(\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"#\n\x0fRegisterRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\"3\n\x10RegisterResponse\x12\x1f\n\x04\x66low\x18\x01 \x01(\x0b\x32\x11.historyd.v1.Flow\"W\n\x11UnregisterRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x19\n\x11omit_dead_letters\x18\x02 \x01(\x08\x12\x15\n\romit_rendered\x18\x03 \x01(\x08\"5\n\x12UnregisterResponse\x12\x1f\n\x04\x66low\x18\x01 \x01(\x0b\x32\x11.historyd.v1.Flow\":\n\x11ListOwnersRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"Q\n\x12ListOwnersResponse\x12\"\n\x06owners\x18\x01 \x03(\x0b\x32\x12.historyd.v1.Owner\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xaa\x01\n\x0bSendRequest\x12\x0e\n\x06sender\x18\x01 \x01(\t\x12)\n\trecipient\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x19\n\x0c\x63ontent_json\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x14\n\x07\x63hannel\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x12\n\nrequest_id\x18\x05 \x01(\tB\x0f\n\r_content_jsonB\n\n\x08_channel\"5\n\x0cSendResponse\x12%\n\x07message\x18\x01 \x01(\x0b\x32\x14.historyd.v1.Message\"E\n\x0e\x43ollectRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12!\n\x19include_reached_owner_ids\x18\x02 \x01(\x08\"\xa3\x01\n\x0f\x43ollectResponse\x12\x17\n\x0f\x64\x65livered_count\x18\x01 \x01(\x05\x12\x30\n\ndeliveries\x18\x02 \x03(\x0b\x32\x1c.historyd.v1.MessageDelivery\x12\x18\n\x10report_truncated\x18\x03 \x01(\x08\x12\x17\n\x0f\x63ollected_count\x18\x04 \x01(\x05\x12\x12\n\ndrop_count\x18\x05 \x01(\x05\"6\n\x11\x43ollectAllRequest\x12!\n\x19include_reached_owner_ids\x18\x01 \x01(\x08\"t\n\x12\x43ollectAllResponse\x12\x17\n\x0f\x64\x65livered_count\x18\x01 \x01(\x05\x12+\n\x08\x63ollects\x18\x02 \x03(\x0b\x32\x19.historyd.v1.OwnerCollect\x12\x18\n\x10report_truncated\x18\x03 \x01(\x08\"\x80\x01\n\x0eReceiveRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x06sender\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12\x15\n\romit_rendered\x18\x05 \x01(\x08\x42\t\n\x07_sender\"R\n\x0fReceiveResponse\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.historyd.v1.Message\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"L\n\x11PopMessageRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\x15\n\romit_rendered\x18\x03 \x01(\x08\";\n\x12PopMessageResponse\x12%\n\x07message\x18\x01 \x01(\x0b\x32\x14.historyd.v1.Message\"h\n\x16ListDeadLettersRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x15\n\romit_rendered\x18\x04 \x01(\x08\"x\n\x17ListDeadLettersResponse\x12-\n\x0c\x64\x65\x61\x64_letters\x18\x01 \x03(\x0b\x32\x17.historyd.v1.DeadLetter\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x15\n\revicted_count\x18\x03 \x01(\x04\"`\n\x15SubscribeInboxRequest\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x13\n\x06sender\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x15\n\romit_rendered\x18\x03 \x01(\x08\x42\t\n\x07_sender\"w\n\x16SubscribeInboxResponse\x12\'\n\x07message\x18\x01 \x01(\x0b\x32\x14.historyd.v1.MessageH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.historyd.v1.HeartbeatH\x00\x42\x07\n\x05\x65vent*\x9b\x02\n\x10\x44\x65\x61\x64LetterReason\x12\"\n\x1e\x44\x45\x41\x44_LETTER_REASON_UNSPECIFIED\x10\x00\x12&\n\"DEAD_LETTER_REASON_UNSET_RECIPIENT\x10\x01\x12(\n$DEAD_LETTER_REASON_UNKNOWN_RECIPIENT\x10\x02\x12!\n\x1d\x44\x45\x41\x44_LETTER_REASON_NOT_A_UUID\x10\x03\x12%\n!DEAD_LETTER_REASON_RECIPIENT_LEFT\x10\x04\x12!\n\x1d\x44\x45\x41\x44_LETTER_REASON_INBOX_FULL\x10\x05\x12$\n DEAD_LETTER_REASON_NO_RECIPIENTS\x10\x06\x32\x9a\x06\n\x0f\x45xchangeService\x12G\n\x08Register\x12\x1c.historyd.v1.RegisterRequest\x1a\x1d.historyd.v1.RegisterResponse\x12M\n\nUnregister\x12\x1e.historyd.v1.UnregisterRequest\x1a\x1f.historyd.v1.UnregisterResponse\x12M\n\nListOwners\x12\x1e.historyd.v1.ListOwnersRequest\x1a\x1f.historyd.v1.ListOwnersResponse\x12;\n\x04Send\x12\x18.historyd.v1.SendRequest\x1a\x19.historyd.v1.SendResponse\x12\x44\n\x07\x43ollect\x12\x1b.historyd.v1.CollectRequest\x1a\x1c.historyd.v1.CollectResponse\x12M\n\nCollectAll\x12\x1e.historyd.v1.CollectAllRequest\x1a\x1f.historyd.v1.CollectAllResponse\x12\x44\n\x07Receive\x12\x1b.historyd.v1.ReceiveRequest\x1a\x1c.historyd.v1.ReceiveResponse\x12M\n\nPopMessage\x12\x1e.historyd.v1.PopMessageRequest\x1a\x1f.historyd.v1.PopMessageResponse\x12\\\n\x0fListDeadLetters\x12#.historyd.v1.ListDeadLettersRequest\x1a$.historyd.v1.ListDeadLettersResponse\x12[\n\x0eSubscribeInbox\x12\".historyd.v1.SubscribeInboxRequest\x1a#.historyd.v1.SubscribeInboxResponse0\x01\x42\x38Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'historyd.v1.exchange_service_pb2', globals())
@@ -24,8 +24,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z6github.com/historyd/historyd/gen/historyd/v1;historyv1'
-  _DEADLETTERREASON._serialized_start=2848
-  _DEADLETTERREASON._serialized_end=3131
+  _DEADLETTERREASON._serialized_start=2894
+  _DEADLETTERREASON._serialized_end=3177
   _FLOW._serialized_start=143
   _FLOW._serialized_end=319
   _INBOX._serialized_start=321
@@ -47,41 +47,41 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _REGISTERRESPONSE._serialized_start=1113
   _REGISTERRESPONSE._serialized_end=1164
   _UNREGISTERREQUEST._serialized_start=1166
-  _UNREGISTERREQUEST._serialized_end=1230
-  _UNREGISTERRESPONSE._serialized_start=1232
-  _UNREGISTERRESPONSE._serialized_end=1285
-  _LISTOWNERSREQUEST._serialized_start=1287
-  _LISTOWNERSREQUEST._serialized_end=1345
-  _LISTOWNERSRESPONSE._serialized_start=1347
-  _LISTOWNERSRESPONSE._serialized_end=1428
-  _SENDREQUEST._serialized_start=1431
-  _SENDREQUEST._serialized_end=1601
-  _SENDRESPONSE._serialized_start=1603
-  _SENDRESPONSE._serialized_end=1656
-  _COLLECTREQUEST._serialized_start=1658
-  _COLLECTREQUEST._serialized_end=1727
-  _COLLECTRESPONSE._serialized_start=1730
-  _COLLECTRESPONSE._serialized_end=1893
-  _COLLECTALLREQUEST._serialized_start=1895
-  _COLLECTALLREQUEST._serialized_end=1949
-  _COLLECTALLRESPONSE._serialized_start=1951
-  _COLLECTALLRESPONSE._serialized_end=2067
-  _RECEIVEREQUEST._serialized_start=2070
-  _RECEIVEREQUEST._serialized_end=2198
-  _RECEIVERESPONSE._serialized_start=2200
-  _RECEIVERESPONSE._serialized_end=2282
-  _POPMESSAGEREQUEST._serialized_start=2284
-  _POPMESSAGEREQUEST._serialized_end=2360
-  _POPMESSAGERESPONSE._serialized_start=2362
-  _POPMESSAGERESPONSE._serialized_end=2421
-  _LISTDEADLETTERSREQUEST._serialized_start=2423
-  _LISTDEADLETTERSREQUEST._serialized_end=2504
-  _LISTDEADLETTERSRESPONSE._serialized_start=2506
-  _LISTDEADLETTERSRESPONSE._serialized_end=2626
-  _SUBSCRIBEINBOXREQUEST._serialized_start=2628
-  _SUBSCRIBEINBOXREQUEST._serialized_end=2724
-  _SUBSCRIBEINBOXRESPONSE._serialized_start=2726
-  _SUBSCRIBEINBOXRESPONSE._serialized_end=2845
-  _EXCHANGESERVICE._serialized_start=3134
-  _EXCHANGESERVICE._serialized_end=3928
+  _UNREGISTERREQUEST._serialized_end=1253
+  _UNREGISTERRESPONSE._serialized_start=1255
+  _UNREGISTERRESPONSE._serialized_end=1308
+  _LISTOWNERSREQUEST._serialized_start=1310
+  _LISTOWNERSREQUEST._serialized_end=1368
+  _LISTOWNERSRESPONSE._serialized_start=1370
+  _LISTOWNERSRESPONSE._serialized_end=1451
+  _SENDREQUEST._serialized_start=1454
+  _SENDREQUEST._serialized_end=1624
+  _SENDRESPONSE._serialized_start=1626
+  _SENDRESPONSE._serialized_end=1679
+  _COLLECTREQUEST._serialized_start=1681
+  _COLLECTREQUEST._serialized_end=1750
+  _COLLECTRESPONSE._serialized_start=1753
+  _COLLECTRESPONSE._serialized_end=1916
+  _COLLECTALLREQUEST._serialized_start=1918
+  _COLLECTALLREQUEST._serialized_end=1972
+  _COLLECTALLRESPONSE._serialized_start=1974
+  _COLLECTALLRESPONSE._serialized_end=2090
+  _RECEIVEREQUEST._serialized_start=2093
+  _RECEIVEREQUEST._serialized_end=2221
+  _RECEIVERESPONSE._serialized_start=2223
+  _RECEIVERESPONSE._serialized_end=2305
+  _POPMESSAGEREQUEST._serialized_start=2307
+  _POPMESSAGEREQUEST._serialized_end=2383
+  _POPMESSAGERESPONSE._serialized_start=2385
+  _POPMESSAGERESPONSE._serialized_end=2444
+  _LISTDEADLETTERSREQUEST._serialized_start=2446
+  _LISTDEADLETTERSREQUEST._serialized_end=2550
+  _LISTDEADLETTERSRESPONSE._serialized_start=2552
+  _LISTDEADLETTERSRESPONSE._serialized_end=2672
+  _SUBSCRIBEINBOXREQUEST._serialized_start=2674
+  _SUBSCRIBEINBOXREQUEST._serialized_end=2770
+  _SUBSCRIBEINBOXRESPONSE._serialized_start=2772
+  _SUBSCRIBEINBOXRESPONSE._serialized_end=2891
+  _EXCHANGESERVICE._serialized_start=3180
+  _EXCHANGESERVICE._serialized_end=3974
 # @@protoc_insertion_point(module_scope)
