@@ -74,13 +74,13 @@ type branch struct {
 	selEpoch uint64       // incremented by every change of selected
 
 	log       eventLog
-	subs      map[*Subscription]struct{}
+	feed      *Feed // its subscriptions, over mu and log
 	observers []observerEntry
 	nextObs   uint64
 }
 
 func newBranch(m *Memory, id uuid.UUID, createdAt float64) *branch {
-	return &branch{
+	b := &branch{
 		id:          id,
 		incarnation: uuid.New(),
 		createdAt:   createdAt,
@@ -90,8 +90,9 @@ func newBranch(m *Memory, id uuid.UUID, createdAt float64) *branch {
 		msgs:        map[uuid.UUID]*version{},
 		ranks:       map[uuid.UUID]uint64{},
 		log:         eventLog{max: m.opts.retention},
-		subs:        map[*Subscription]struct{}{},
 	}
+	b.feed = NewFeed(&b.mu, &b.log)
+	return b
 }
 
 // count returns the number of messages, the system included.
@@ -244,6 +245,6 @@ func (m *Memory) record(b *branch, entries []logEntry) uint64 {
 		commit[i] = entries[i].ev
 	}
 	b.head = last
-	b.publish(commit)
+	b.feed.Publish(commit)
 	return b.head
 }
