@@ -44,6 +44,7 @@ CREATE TABLE branches (
     system_id       BLOB,              -- the message at index 0, if any
     next_pos        INTEGER NOT NULL DEFAULT 0, -- the next entry position
     next_rank       INTEGER NOT NULL DEFAULT 0, -- the next collections rank
+    message_count   INTEGER NOT NULL DEFAULT 0, -- the system included
     PRIMARY KEY (tenant, id)
 );
 
@@ -90,11 +91,13 @@ CREATE TABLE requests (
     scope      TEXT    NOT NULL,
     request_id TEXT    NOT NULL,
     op         TEXT    NOT NULL,
+    n          INTEGER NOT NULL,  -- the scope's ordinal: its oldest are forgotten past the bound
     created_ns INTEGER NOT NULL,  -- unix nanoseconds, for the window
     result     TEXT    NOT NULL,  -- the remembered response, as JSON
     PRIMARY KEY (tenant, scope, request_id)
 );
 CREATE INDEX requests_by_age ON requests (tenant, created_ns);
+CREATE INDEX requests_by_scope ON requests (tenant, scope, n);
 
 -- +goose Down
 DROP TABLE requests;
