@@ -74,13 +74,13 @@ type branch struct {
 	selEpoch uint64       // incremented by every change of selected
 
 	log       eventLog
-	subs      map[*Subscription]struct{}
+	feed      *Feed // its subscriptions, over mu and log
 	observers []observerEntry
 	nextObs   uint64
 }
 
 func newBranch(m *Memory, id uuid.UUID, createdAt float64) *branch {
-	return &branch{
+	b := &branch{
 		id:          id,
 		incarnation: uuid.New(),
 		createdAt:   createdAt,
@@ -90,8 +90,9 @@ func newBranch(m *Memory, id uuid.UUID, createdAt float64) *branch {
 		msgs:        map[uuid.UUID]*version{},
 		ranks:       map[uuid.UUID]uint64{},
 		log:         eventLog{max: m.opts.retention},
-		subs:        map[*Subscription]struct{}{},
 	}
+	b.feed = NewFeed(&b.mu, &b.log)
+	return b
 }
 
 // count returns the number of messages, the system included.
@@ -146,94 +147,76 @@ func (b *branch) versions(ids []uuid.UUID) []*version {
 	return vs
 }
 
-// placement is a validated write of one message: where it goes and what it
-// replaces.
-type placement struct {
-	msg *envelope.Message
-	old *version // the version replaced in place, if any
-	// excluded is the previous system, removed when a new system takes
-	// index 0 (ADR-0006 D3 "Single system").
-	excluded *version
-	// inPlace marks a change LionAGI makes to the object in place, which
-	// keeps its collections rank (a request's action_response_id).
-	inPlace bool
+// The branch is the rules' BranchState (rules.go), read under its lock.
+var _ BranchState = (*branch)(nil)
+
+// BranchID returns the branch's id (BranchState).
+func (b *branch) BranchID() uuid.UUID { return b.id }
+
+// HeadSequence returns the branch's head (BranchState).
+func (b *branch) HeadSequence() uint64 { return b.head }
+
+// Current returns the current message with id (BranchState).
+func (b *branch) Current(id uuid.UUID) (*envelope.Message, bool, error) {
+	v, ok := b.msgs[id]
+	if !ok {
+		return nil, false, nil
+	}
+	return v.msg, true, nil
 }
 
-// plan validates writing msg with D3's rules: a System takes index 0 (in
-// place when it is the current system, replacing it otherwise); any other
-// message already present is replaced at its index; a new one is appended.
-// An id that is present with another kind is ErrKindChange naming field,
-// the request field that gave msg.
-func (b *branch) plan(msg *envelope.Message, field string) (placement, error) {
-	p := placement{msg: msg}
-	cur, exists := b.msgs[msg.ID]
-	if exists && cur.msg.Kind() != msg.Kind() {
-		return placement{}, &MessageError{Err: ErrKindChange, BranchID: b.id, MessageID: msg.ID, Field: field,
-			Detail: "it is " + article(cur.msg.Kind()) + ", not " + article(msg.Kind())}
+// CurrentSystem returns the system (BranchState).
+func (b *branch) CurrentSystem() (*envelope.Message, error) {
+	if b.system == nil {
+		return nil, nil
 	}
-	if msg.Kind() == envelope.KindSystem {
-		if exists {
-			p.old = cur
-		} else {
-			p.excluded = b.system
-		}
-		return p, nil
-	}
-	if exists {
-		p.old = cur
-	}
-	return p, nil
-}
-
-// kind returns the event kind a placement writes.
-func (p placement) kind() EventKind {
-	switch {
-	case p.msg.Kind() == envelope.KindSystem:
-		return EventSystemSet
-	case p.old != nil:
-		return EventMessageReplaced
-	}
-	return EventMessageAdded
+	return b.system.msg, nil
 }
 
 // apply performs a planned placement at sequence seq and returns the new
 // version (held by the state and by the event that wrote it). The caller
 // has reserved its bytes.
-func (m *Memory) apply(b *branch, p placement, seq uint64, size int64) *version {
-	v := &version{msg: p.msg, seq: seq, size: size}
+func (m *Memory) apply(b *branch, p Placement, seq uint64, size int64) *version {
+	msg := p.Message
+	v := &version{msg: msg, seq: seq, size: size}
 	v.refs.Store(1)
+	var old *version
+	if p.Replaces {
+		old = b.msgs[msg.ID]
+	}
 	switch {
-	case p.msg.Kind() == envelope.KindSystem:
+	case msg.Kind() == envelope.KindSystem:
 		v.pos = -1
-		if p.excluded != nil {
-			delete(b.msgs, p.excluded.msg.ID)
-			delete(b.ranks, p.excluded.msg.ID)
+		if p.Excluded != nil {
+			excluded := b.msgs[p.Excluded.ID]
+			delete(b.msgs, p.Excluded.ID)
+			delete(b.ranks, p.Excluded.ID)
 			if b.selected != nil {
 				for i, id := range b.selected.Order {
-					if id == p.excluded.msg.ID {
-						b.selected.Order[i] = p.msg.ID
+					if id == p.Excluded.ID {
+						b.selected.Order[i] = msg.ID
 					}
 				}
 			}
-			m.unref(p.excluded)
+			m.unref(excluded)
 		}
-		if p.old != nil {
-			m.unref(p.old)
+		if old != nil {
+			m.unref(old)
 		}
 		b.system = v
-	case p.old != nil:
-		v.pos = p.old.pos
-		m.unref(p.old)
+	case old != nil:
+		v.pos = old.pos
+		m.unref(old)
 	default:
 		v.pos = int32(len(b.entries))
-		b.entries = append(b.entries, p.msg.ID)
-		for _, view := range viewsOf(p.msg.Kind()) {
+		b.entries = append(b.entries, msg.ID)
+		for _, view := range viewsOf(msg.Kind()) {
 			b.views[view] = append(b.views[view], v.pos)
 		}
 	}
-	b.msgs[p.msg.ID] = v
-	if _, ranked := b.ranks[p.msg.ID]; !ranked || !p.inPlace {
-		b.ranks[p.msg.ID] = b.nextRank
+	b.msgs[msg.ID] = v
+	if _, ranked := b.ranks[msg.ID]; p.NewRank(ranked) {
+		b.ranks[msg.ID] = b.nextRank
 		b.nextRank++
 	}
 	return v
@@ -262,15 +245,6 @@ func (m *Memory) record(b *branch, entries []logEntry) uint64 {
 		commit[i] = entries[i].ev
 	}
 	b.head = last
-	b.publish(commit)
+	b.feed.Publish(commit)
 	return b.head
-}
-
-// checkHead applies expected_head_sequence (DESIGN.md "Optimistic
-// concurrency").
-func (b *branch) checkHead(opts WriteOptions) error {
-	if opts.ExpectedHead != nil && *opts.ExpectedHead != b.head {
-		return &SequenceError{Err: ErrSequenceMismatch, BranchID: b.id, Head: b.head}
-	}
-	return nil
 }

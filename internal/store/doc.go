@@ -9,6 +9,12 @@
 // one (Memory) with its memory budget. Every backend must pass
 // storetest.Run.
 //
+// The LionAGI rules live in one engine-neutral place, rules.go: a branch's
+// state (BranchState) and an input in, the placements of one commit (Plan)
+// out; ForkCopies and ForkPoint in fork.go, the import's ranks in
+// ImportRanks. Engines do persistence, indexing, locking, idempotency
+// records and budgets, and never write a rule again.
+//
 // A branch is one System pinned at index 0 followed by the other messages
 // in insertion order; a message written again under its id is replaced at
 // its index. Messages are envelope values and are never changed in place,

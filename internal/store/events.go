@@ -103,6 +103,22 @@ func (l *eventLog) len() int { return len(l.buf) }
 // at returns the i-th oldest retained entry.
 func (l *eventLog) at(i int) *logEntry { return &l.buf[(l.start+i)%len(l.buf)] }
 
+// The ring is the Memory engine's Log (subscribe.go).
+var _ Log = (*eventLog)(nil)
+
+// Oldest returns the oldest retained sequence (Log).
+func (l *eventLog) Oldest() uint64 { return l.oldest() }
+
+// Last returns the newest retained sequence (Log).
+func (l *eventLog) Last() uint64 { return l.last() }
+
+// Frozen returns a copy of the ring (Log): after the delete it no longer
+// changes, and discard only drops the branch's hold on it.
+func (l *eventLog) Frozen() Log {
+	cp := *l
+	return &cp
+}
+
 // oldest returns the oldest retained sequence, 0 when the log is empty.
 func (l *eventLog) oldest() uint64 {
 	if len(l.buf) == 0 {
@@ -131,14 +147,14 @@ func (l *eventLog) last() uint64 {
 	return l.at(len(l.buf) - 1).ev.Sequence
 }
 
-// chunk copies the retained events after after, grouped by commit, looking
-// at n commits at most; a commit that after cuts in the middle is resumed
-// with its remaining events. Each commit is filtered by kinds, and one with
-// no event selected is passed over (it still counts towards n, so a filter
+// Chunk copies the retained events after after, grouped by commit, looking
+// at n commits at most (Log); a commit that after cuts in the middle is
+// resumed with its remaining events. Each commit goes through keep, and
+// one it drops is passed over (it still counts towards n, so a filter
 // does not stretch the copy). It returns the commits and the last sequence
 // they cover, passed over or not: after when nothing follows it. The caller
 // holds the branch lock and has checked that after+1 is retained.
-func (l *eventLog) chunk(after uint64, n int, kinds kindSet) (out []Commit, through uint64) {
+func (l *eventLog) Chunk(after uint64, n int, keep func(Commit) Commit) (out []Commit, through uint64) {
 	through = after
 	first := 0
 	// Sequences are contiguous, so the first wanted entry is found by
@@ -166,7 +182,7 @@ func (l *eventLog) chunk(after uint64, n int, kinds kindSet) (out []Commit, thro
 		for k < len(evs) && evs[k].CommitFirst == evs[0].CommitFirst {
 			k++
 		}
-		if c := kinds.filter(evs[:k:k]); c != nil {
+		if c := keep(evs[:k:k]); c != nil {
 			out = append(out, c)
 		}
 		evs = evs[k:]

@@ -26,7 +26,7 @@ func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, erro
 	if err != nil {
 		return BranchResult{}, err
 	}
-	err = src.checkHead(WriteOptions{ExpectedHead: in.ExpectedHead})
+	err = CheckHead(src, WriteOptions{ExpectedHead: in.ExpectedHead})
 	var from forkSource
 	if err == nil {
 		from, err = src.forkSource(in.At)
@@ -36,7 +36,7 @@ func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, erro
 		return BranchResult{}, err
 	}
 	m.unlocked()
-	copies, selected, err := from.copies()
+	copies, selected, err := ForkCopies(from.messages(), from.selected, from.hasSelected)
 	if err != nil {
 		return BranchResult{}, err
 	}
@@ -51,16 +51,7 @@ func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, erro
 	}
 	parent := info.ID
 	b.parent = &parent
-	if in.At != nil {
-		at := *in.At
-		b.forkPoint = &at
-	} else if n := len(copies); n > 0 {
-		last, _ := copies[n-1].Metadata.Get("clone_from")
-		s, _ := last.Str()
-		if id, ok := envelope.ParseID(s); ok {
-			b.forkPoint = &id
-		}
-	}
+	b.forkPoint = ForkPoint(in.At, copies)
 	for _, msg := range copies {
 		if err := m.seed(b, msg, ""); err != nil { // a clone has a new id: it replaces nothing
 			m.discard(b)
@@ -101,18 +92,28 @@ func (b *branch) forkSource(at *uuid.UUID) (forkSource, error) {
 	return src, nil
 }
 
-// copies clones the messages, remapping the reciprocal action ids, and
-// maps the selected progression onto the copies (nil when none is set).
-func (s forkSource) copies() ([]*envelope.Message, []uuid.UUID, error) {
-	idMap := make(map[uuid.UUID]uuid.UUID, len(s.versions))
-	clones := make([]*envelope.Message, len(s.versions))
+// messages returns the messages to copy.
+func (s forkSource) messages() []*envelope.Message {
+	out := make([]*envelope.Message, len(s.versions))
 	for i, v := range s.versions {
-		c, err := v.msg.Clone()
+		out[i] = v.msg
+	}
+	return out
+}
+
+// ForkCopies is a fork's rule (engine-neutral, rules.go): it clones the
+// messages, remapping the reciprocal action ids, and maps the selected
+// progression onto the copies (nil when none is set, hasSelected false).
+func ForkCopies(msgs []*envelope.Message, selectedOrder []uuid.UUID, hasSelected bool) ([]*envelope.Message, []uuid.UUID, error) {
+	idMap := make(map[uuid.UUID]uuid.UUID, len(msgs))
+	clones := make([]*envelope.Message, len(msgs))
+	for i, m := range msgs {
+		c, err := m.Clone()
 		if err != nil {
 			return nil, nil, err
 		}
 		clones[i] = c
-		idMap[v.msg.ID] = c.ID
+		idMap[m.ID] = c.ID
 	}
 	for i, c := range clones {
 		var err error
@@ -120,16 +121,33 @@ func (s forkSource) copies() ([]*envelope.Message, []uuid.UUID, error) {
 			return nil, nil, err
 		}
 	}
-	if !s.hasSelected {
+	if !hasSelected {
 		return clones, nil, nil
 	}
 	selected := []uuid.UUID{}
-	for _, id := range s.selected {
+	for _, id := range selectedOrder {
 		if nid, ok := idMap[id]; ok {
 			selected = append(selected, nid)
 		}
 	}
 	return clones, selected, nil
+}
+
+// ForkPoint is the new branch's fork point: the message forked at, else
+// the source of the last copy (nil when nothing was copied).
+func ForkPoint(at *uuid.UUID, copies []*envelope.Message) *uuid.UUID {
+	if at != nil {
+		p := *at
+		return &p
+	}
+	if n := len(copies); n > 0 {
+		last, _ := copies[n-1].Metadata.Get("clone_from")
+		s, _ := last.Str()
+		if id, ok := envelope.ParseID(s); ok {
+			return &id
+		}
+	}
+	return nil
 }
 
 // remapActionIDs points a copied action message's reciprocal id at the copy

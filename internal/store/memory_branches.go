@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/google/uuid"
 
@@ -38,7 +37,7 @@ func (m *Memory) prepare(id uuid.UUID, createdAt *float64, meta jsonv.Value) (*b
 // seed writes a message into a branch being built, with D3's rules; field
 // is the request field that gave it.
 func (m *Memory) seed(b *branch, msg *envelope.Message, field string) error {
-	p, err := b.plan(msg, field)
+	p, err := PlanMessage(b, msg, field)
 	if err != nil {
 		return err
 	}
@@ -133,50 +132,19 @@ func (m *Memory) CreateBranch(_ context.Context, in CreateBranchInput) (BranchRe
 	if r, ok, err := m.recallCreated(in.Principal, OpCreateBranch, in.RequestID); err != nil || ok {
 		return r, err
 	}
-	if in.SystemMessage != nil && in.SystemMessage.Kind() != envelope.KindSystem {
-		return BranchResult{}, fieldErr("system", ErrNotSystem, "%s", NotSystemMessage)
+	if err := CheckCreate(in); err != nil {
+		return BranchResult{}, err
 	}
 	b, err := m.prepare(in.ID, in.CreatedAt, in.Metadata)
 	if err != nil {
 		return BranchResult{}, err
 	}
 	b.name, b.user = in.Name, in.User
-	if err := m.seedCreate(b, in); err != nil {
+	if err := CreateSeeds(b.id, in, func(s Seed) error { return m.seed(b, s.Message, s.Field) }); err != nil {
 		m.discard(b)
 		return BranchResult{}, err
 	}
 	return m.publish(b, OpCreateBranch, in.Principal, in.RequestID)
-}
-
-func (m *Memory) seedCreate(b *branch, in CreateBranchInput) error {
-	for i, msg := range in.Messages {
-		if err := m.seed(b, msg, "messages["+strconv.Itoa(i)+"]"); err != nil {
-			return err
-		}
-	}
-	if in.System.Truthy() || in.SystemDatetime.Truthy() {
-		sender := "system"
-		switch {
-		case in.SystemSender != nil && *in.SystemSender != "":
-			sender = *in.SystemSender
-		case in.User != nil && *in.User != "":
-			sender = *in.User
-		}
-		c, err := CreateMessage(&Factory{
-			System: in.System, SystemDatetime: in.SystemDatetime,
-			Sender: jsonv.StringValue(sender), Recipient: jsonv.StringValue(b.id.String()),
-		})
-		if err != nil {
-			return prefixErr("system", err)
-		}
-		if err := m.seed(b, c.Message, "system"); err != nil {
-			return err
-		}
-	}
-	if in.SystemMessage != nil {
-		return m.seed(b, in.SystemMessage, "system")
-	}
-	return nil
 }
 
 // ImportBranch creates a branch from LionAGI JSON (Store.ImportBranch).
@@ -210,22 +178,10 @@ func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, 
 		}
 	}
 	if im.collRank != nil { // the collections order the import came with (issue 13 item 1)
-		b.nextRank = 0
-		for id := range b.ranks {
-			if r, ok := im.collRank[id]; ok {
-				b.ranks[id] = r
-				b.nextRank = max(b.nextRank, r+1)
-			}
-		}
-		for id, r := range b.ranks { // none expected: every message came from the collections
-			if _, ok := im.collRank[id]; !ok {
-				b.ranks[id] = b.nextRank + r
-			}
-		}
-		b.nextRank += uint64(len(b.ranks))
+		b.nextRank = ImportRanks(b.ranks, im.collRank)
 	}
 	if im.selected != nil {
-		if err := b.checkMembers("data.metadata.current_progression.order", im.selected.Order, true); err != nil {
+		if err := CheckMembers(b, "data.metadata.current_progression.order", im.selected.Order, true); err != nil {
 			m.discard(b)
 			return BranchResult{}, err
 		}
@@ -289,7 +245,7 @@ func (m *Memory) DeleteBranch(_ context.Context, id uuid.UUID, opts WriteOptions
 // releases the branch lock, which the caller took.
 func (m *Memory) markDeleted(b *branch, scope requestScope, opts WriteOptions) (DeleteResult, error) {
 	defer b.mu.Unlock()
-	if err := b.checkHead(opts); err != nil {
+	if err := CheckHead(b, opts); err != nil {
 		return DeleteResult{}, err
 	}
 	m.budget.used.Add(eventOverhead) // deleting frees memory: never refused

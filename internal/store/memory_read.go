@@ -241,7 +241,7 @@ func (m *Memory) chatVersions(branchID uuid.UUID, in ChatInput) ([]*version, uin
 	switch {
 	case in.Order != nil:
 		ids = *in.Order
-		if err := b.checkMembers("order.ids", ids, false); err != nil {
+		if err := CheckMembers(b, "order.ids", ids, false); err != nil {
 			return nil, 0, err
 		}
 	case in.Selected && b.selected != nil:

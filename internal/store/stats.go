@@ -34,7 +34,7 @@ func (m *Memory) Stats() Stats {
 		if !b.deleted {
 			st.Branches++
 			st.Messages += b.count()
-			st.Watchers += len(b.subs)
+			st.Watchers += b.feed.Watchers()
 		}
 		b.mu.RUnlock()
 	}

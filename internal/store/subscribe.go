@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"github.com/google/uuid"
@@ -122,20 +123,20 @@ type Subscription struct {
 	// catches up.
 	After, Head, Oldest uint64
 
-	branch *branch
-	kinds  kindSet
-	limit  int         // buffered commits beyond which the subscriber is too slow
-	ch     chan Commit // cap limit+1: the last slot is kept for BRANCH_DELETED
+	feed  *Feed
+	kinds kindSet
+	limit int         // buffered commits beyond which the subscriber is too slow
+	ch    chan Commit // cap limit+1: the last slot is kept for BRANCH_DELETED
 
-	// Written under the branch lock (the write lock, except where said).
+	// Written under the feed's lock (the write lock, except where said).
 	reason error // why ch was closed
 	// pushed is the last sequence delivered into ch or passed over by the
 	// filter; while catching up, the last one copied into replay (the reader
 	// moves it under the read lock).
 	pushed   uint64
-	catching bool      // registered but not live yet: publish passes it over
-	frozen   *eventLog // the log as the branch's delete left it, for one ended while catching up
-	closed   bool      // Close was called
+	catching bool // registered but not live yet: publish passes it over
+	frozen   Log  // the log as the branch's delete left it, for one ended while catching up
+	closed   bool // Close was called
 	count    *atomic.Int64
 
 	// Reader side.
@@ -158,10 +159,68 @@ func (m *Memory) Subscribe(_ context.Context, branchID uuid.UUID, in SubscribeIn
 		return nil, err
 	}
 	defer b.mu.Unlock()
+	return b.feed.Subscribe(b.id, b.incarnation, in, SubscriptionLimits{
+		Buffer: m.opts.subBuffer, Max: m.opts.maxSubs, Open: &m.subsOpen,
+	})
+}
+
+// SubscriptionLimits are a store's bounds on subscriptions: the default
+// buffer, the limit of open ones (0: none) and the store's count of them.
+type SubscriptionLimits struct {
+	Buffer int
+	Max    int
+	Open   *atomic.Int64
+}
+
+// Feed is the live side of one branch's subscriptions, which every engine
+// keeps in memory (a single process serves a branch's watchers): the lock
+// commits are published under (the engine's, for the branch), the open
+// subscriptions, and the retained log they catch up from (Log: Memory's
+// ring, a database's table). The engine calls Publish after each commit,
+// in sequence order, with the lock held for writing.
+type Feed struct {
+	mu   *sync.RWMutex
+	log  Log
+	subs map[*Subscription]struct{}
+}
+
+// Log is a branch's retained event log as subscriptions read it, under the
+// feed's lock (read or write).
+type Log interface {
+	// Oldest and Last are the oldest and newest retained sequences, 0 when
+	// the log is empty. Last is the branch's head.
+	Oldest() uint64
+	Last() uint64
+	// Chunk returns the retained events after after, grouped by commit,
+	// looking at n commits at most; a commit that after cuts in the middle
+	// is resumed with its remaining events. Each commit goes through keep
+	// (the kinds filter), and one it returns nil for is passed over (it
+	// still counts towards n). It returns the commits and the last sequence
+	// they cover, passed over or not: after when nothing follows it. The
+	// caller has checked that after+1 is retained.
+	Chunk(after uint64, n int, keep func(Commit) Commit) (out []Commit, through uint64)
+	// Frozen returns the log as the branch's delete left it, which a
+	// subscription ended while catching up reads through BRANCH_DELETED.
+	Frozen() Log
+}
+
+// NewFeed returns a branch's feed over its lock and its log.
+func NewFeed(mu *sync.RWMutex, log Log) *Feed {
+	return &Feed{mu: mu, log: log, subs: map[*Subscription]struct{}{}}
+}
+
+// Watchers returns the number of open subscriptions (lock held).
+func (f *Feed) Watchers() int { return len(f.subs) }
+
+// Subscribe validates a cursor and registers a subscription (Store.Subscribe)
+// for the branch id of incarnation; the caller holds the feed's lock for
+// writing, so no commit falls between the cursor and the registration.
+func (f *Feed) Subscribe(id, incarnation uuid.UUID, in SubscribeInput, lim SubscriptionLimits) (*Subscription, error) {
+	head, oldest := f.log.Last(), f.log.Oldest()
 	seqErr := func(sentinel error) error {
-		return &SequenceError{Err: sentinel, BranchID: b.id, Head: b.head, Oldest: b.log.oldest()}
+		return &SequenceError{Err: sentinel, BranchID: id, Head: head, Oldest: oldest}
 	}
-	if in.Incarnation != nil && *in.Incarnation != b.incarnation {
+	if in.Incarnation != nil && *in.Incarnation != incarnation {
 		return nil, seqErr(ErrHistoryCompacted)
 	}
 	for _, k := range in.Kinds {
@@ -171,32 +230,32 @@ func (m *Memory) Subscribe(_ context.Context, branchID uuid.UUID, in SubscribeIn
 	}
 	if in.After != nil {
 		switch after := *in.After; {
-		case after > b.head:
+		case after > head:
 			return nil, seqErr(ErrCursorAhead)
-		case after+1 < b.log.oldest():
+		case after+1 < oldest:
 			return nil, seqErr(ErrHistoryCompacted)
 		}
 	}
-	if n := m.subsOpen.Add(1); m.opts.maxSubs > 0 && n > int64(m.opts.maxSubs) {
-		m.subsOpen.Add(-1)
-		return nil, &SubscriptionLimitError{BranchID: b.id, Open: int(n - 1), Limit: m.opts.maxSubs}
+	if n := lim.Open.Add(1); lim.Max > 0 && n > int64(lim.Max) {
+		lim.Open.Add(-1)
+		return nil, &SubscriptionLimitError{BranchID: id, Open: int(n - 1), Limit: lim.Max}
 	}
 	s := &Subscription{
-		BranchID: b.id, Incarnation: b.incarnation,
-		After: b.head, Head: b.head, Oldest: b.log.oldest(),
-		branch: b, kinds: newKindSet(in.Kinds), count: &m.subsOpen, pushed: b.head, last: b.head,
+		BranchID: id, Incarnation: incarnation,
+		After: head, Head: head, Oldest: oldest,
+		feed: f, kinds: newKindSet(in.Kinds), count: lim.Open, pushed: head, last: head,
 	}
 	if in.After != nil {
 		s.After, s.last, s.pushed = *in.After, *in.After, *in.After
-		s.catching = *in.After < b.head
+		s.catching = *in.After < head
 		s.replaying = s.catching
 	}
 	s.limit = in.Buffer
 	if s.limit <= 0 {
-		s.limit = m.opts.subBuffer
+		s.limit = lim.Buffer
 	}
 	s.ch = make(chan Commit, s.limit+1)
-	b.subs[s] = struct{}{}
+	f.subs[s] = struct{}{}
 	return s, nil
 }
 
@@ -226,9 +285,9 @@ func (s *Subscription) Events() <-chan Commit { return s.ch }
 // delivered or passed over by the kinds filter), or ErrSubscriptionClosed
 // after Close. While the subscription is open it returns nil.
 func (s *Subscription) Err() error {
-	s.branch.mu.RLock()
+	s.feed.mu.RLock()
 	reason, pushed := s.reason, s.pushed
-	s.branch.mu.RUnlock()
+	s.feed.mu.RUnlock()
 	switch reason {
 	case nil:
 		return nil
@@ -273,20 +332,20 @@ func (s *Subscription) catchUp() {
 // the write lock, copies what was written since and, if that reaches the
 // head too, goes live (reader side).
 func (s *Subscription) fill() {
-	b := s.branch
-	b.mu.RLock()
+	f := s.feed
+	f.mu.RLock()
 	atHead := s.copyChunk()
-	b.mu.RUnlock()
+	f.mu.RUnlock()
 	if !atHead || !s.replaying {
 		return
 	}
-	b.mu.Lock()
+	f.mu.Lock()
 	if s.copyChunk() && s.catching {
 		// publish runs under this lock: every commit after pushed is
 		// pushed from now on, and every one up to it is in the replay.
 		s.catching, s.replaying = false, false
 	}
-	b.mu.Unlock()
+	f.mu.Unlock()
 }
 
 // copyChunk appends to the replay the next chunk of the log after pushed
@@ -301,12 +360,12 @@ func (s *Subscription) copyChunk() (atEnd bool) {
 			s.replaying = false
 			return false
 		}
-		log = &s.branch.log
+		log = s.feed.log
 	}
-	cs, through := log.chunk(s.pushed, replayChunk, s.kinds)
+	cs, through := log.Chunk(s.pushed, replayChunk, s.kinds.filter)
 	s.replay = append(s.replay, cs...)
 	s.pushed = through
-	atEnd = through == log.last()
+	atEnd = through == log.Last()
 	if atEnd && s.frozen != nil {
 		// Through BRANCH_DELETED: let go of the deleted branch's log, whose
 		// memory the budget no longer counts. Only this reader uses frozen
@@ -327,22 +386,22 @@ func (s *Subscription) Last() uint64 { return s.last }
 // while commits are pending (catching up included) and once the
 // subscription has ended.
 func (s *Subscription) CaughtUp() (head uint64, ok bool) {
-	b := s.branch
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if _, live := b.subs[s]; !live || s.catching || len(s.replay) > 0 || len(s.ch) > 0 {
+	f := s.feed
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if _, live := f.subs[s]; !live || s.catching || len(s.replay) > 0 || len(s.ch) > 0 {
 		return 0, false
 	}
-	return b.head, true
+	return f.log.Last(), true
 }
 
 // Close ends the subscription and frees its place under the store's limit;
 // it is safe to call more than once.
 func (s *Subscription) Close() {
-	b := s.branch
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.endSub(s, ErrSubscriptionClosed)
+	f := s.feed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.endSub(s, ErrSubscriptionClosed)
 	if s.frozen != nil {
 		// Ended by the delete while catching up, and closed before reading
 		// through BRANCH_DELETED: it was not delivered, so the end is the
@@ -355,37 +414,37 @@ func (s *Subscription) Close() {
 	}
 }
 
-// endSub unregisters s and closes its channel with reason (branch lock
+// endSub unregisters s and closes its channel with reason (feed lock
 // held); a subscription already ended is left alone.
-func (b *branch) endSub(s *Subscription, reason error) {
-	if _, ok := b.subs[s]; !ok {
+func (f *Feed) endSub(s *Subscription, reason error) {
+	if _, ok := f.subs[s]; !ok {
 		return
 	}
-	delete(b.subs, s)
+	delete(f.subs, s)
 	s.reason = reason
 	s.catching = false
 	close(s.ch)
 }
 
-// publish offers a commit to every subscriber without blocking; one whose
-// buffer is full is ended as too slow (branch lock held). BRANCH_DELETED
+// Publish offers a commit to every subscriber without blocking; one whose
+// buffer is full is ended as too slow (feed lock held for writing; the
+// commit is in the log). BRANCH_DELETED
 // goes into the slot every buffer keeps for it, so each subscriber still
 // open gets it as its last commit, and then ends with ErrBranchDeleted.
 // A subscriber catching up copies the commit from the log itself: it is
 // ended as too slow if the log has evicted an event it has not copied, and
 // at the delete it keeps the log as it is, to read through BRANCH_DELETED.
-func (b *branch) publish(c Commit) {
+func (f *Feed) Publish(c Commit) {
 	last := c[len(c)-1].CommitLast
 	final := c[0].Kind == EventBranchDeleted
-	for s := range b.subs {
+	for s := range f.subs {
 		if s.catching {
 			switch {
-			case s.pushed+1 < b.log.oldest():
-				b.endSub(s, ErrSubscriberTooSlow) // resumes from pushed, which it has copied
+			case s.pushed+1 < f.log.Oldest():
+				f.endSub(s, ErrSubscriberTooSlow) // resumes from pushed, which it has copied
 			case final:
-				log := b.log // the ring no longer changes, and discard only drops the branch's hold on it
-				s.frozen = &log
-				b.endSub(s, ErrBranchDeleted)
+				s.frozen = f.log.Frozen()
+				f.endSub(s, ErrBranchDeleted)
 			}
 			continue
 		}
@@ -395,13 +454,13 @@ func (b *branch) publish(c Commit) {
 			s.pushed = last // nothing for it: passed over
 			continue
 		case !final && len(s.ch) >= s.limit:
-			b.endSub(s, ErrSubscriberTooSlow)
+			f.endSub(s, ErrSubscriberTooSlow)
 			continue
 		}
 		s.ch <- fc // never blocks: len(s.ch) < cap(s.ch), and only the lock holder sends
 		s.pushed = last
 		if final {
-			b.endSub(s, ErrBranchDeleted)
+			f.endSub(s, ErrBranchDeleted)
 		}
 	}
 }

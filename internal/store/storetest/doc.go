@@ -3,6 +3,12 @@
 // DESIGN.md "Branches", "Sequences, events and watch" and "Observers"
 // decide them, plus the concurrency guarantees (8 writers x 1000 adds).
 //
+// Every engine runs every case except those gated by Capabilities: the
+// memory-budget cases (MemoryBudget, RequestIDsWithinBudget,
+// RequestIDsNotEvictedByBudget) run only on an engine with a memory
+// budget (Memory), since an engine that keeps its data on disk (sqlite)
+// never refuses a write with ErrMemoryBudget.
+//
 // Import rule: storetest imports internal/store and internal/envelope
 // (and the standard library's testing) only; never grpc, internal/server
 // or a particular backend.

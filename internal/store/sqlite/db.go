@@ -1,0 +1,194 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+
+	_ "modernc.org/sqlite" // the pure-Go driver, registered as "sqlite"
+
+	"github.com/historyd/historyd/internal/store/migrations"
+)
+
+// FileName is the database's file in the data directory.
+const FileName = "historyd.db"
+
+// Sync is a durability mode (issue 14): what an acknowledged write
+// survives.
+type Sync string
+
+const (
+	// SyncNormal (the default): an acknowledged write survives kill -9 of
+	// historyd (it is in the WAL, which the OS keeps); an OS crash or a
+	// power loss may lose the last moments (SQLite's synchronous=NORMAL in
+	// WAL mode fsyncs at checkpoints, not at commits).
+	SyncNormal Sync = "normal"
+	// SyncFull: an acknowledged write has been fsynced
+	// (synchronous=FULL: the WAL is synced at every commit; group commit
+	// makes concurrent writers share that fsync).
+	SyncFull Sync = "full"
+)
+
+// ParseSync reads a --sync value.
+func ParseSync(s string) (Sync, error) {
+	switch Sync(s) {
+	case SyncNormal, SyncFull:
+		return Sync(s), nil
+	case "":
+		return SyncNormal, nil
+	}
+	return "", fmt.Errorf("--sync: want normal or full, got %q", s)
+}
+
+// pragma returns the synchronous pragma value of a mode.
+func (s Sync) pragma() string {
+	if s == SyncFull {
+		return "FULL"
+	}
+	return "NORMAL"
+}
+
+// Config says where the database is and how it is opened.
+type Config struct {
+	// Dir is the data directory, created 0700 when missing.
+	Dir string
+	// Sync is the durability mode; "" is SyncNormal.
+	Sync Sync
+	// NoAutoMigrate refuses a database with pending migrations instead of
+	// applying them (--auto-migrate=false).
+	NoAutoMigrate bool
+	// CacheKiB is SQLite's page cache per connection, in KiB (0: 8192).
+	CacheKiB int
+	// Readers is the number of read connections (0: 4).
+	Readers int
+}
+
+// DB is an open data directory: its lock, one write connection and a pool
+// of read connections over the same WAL database.
+type DB struct {
+	Path   string
+	write  *sql.DB
+	read   *sql.DB
+	lock   *dirLock
+	closed bool
+}
+
+// dsn returns the driver's data source name for the database file.
+func dsn(path string, sync Sync, cacheKiB int, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+sync.pragma()+")")
+	q.Add("_pragma", "foreign_keys(0)")
+	q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", cacheKiB))
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Open locks the data directory (a second process is refused with a
+// *LockError naming it), opens the database in WAL mode and brings its
+// schema up to date (or, with NoAutoMigrate, refuses pending migrations).
+// A database whose schema is newer than this server is refused with both
+// versions named.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("sqlite: no data directory")
+	}
+	sync, err := ParseSync(string(cfg.Sync))
+	if err != nil {
+		return nil, err
+	}
+	cache := cfg.CacheKiB
+	if cache <= 0 {
+		cache = 8192
+	}
+	readers := cfg.Readers
+	if readers <= 0 {
+		readers = 4
+	}
+	lock, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(cfg.Dir, FileName)
+	db := &DB{Path: path, lock: lock}
+	fail := func(err error) (*DB, error) {
+		db.Close()
+		return nil, err
+	}
+	if db.write, err = sql.Open("sqlite", dsn(path, sync, cache, false)); err != nil {
+		return fail(err)
+	}
+	// One writer: SQLite has one, and the group-commit goroutine is it.
+	db.write.SetMaxOpenConns(1)
+	db.write.SetConnMaxIdleTime(0)
+	if err := db.write.PingContext(ctx); err != nil {
+		return fail(fmt.Errorf("sqlite: open %s: %w", path, err))
+	}
+	if cfg.NoAutoMigrate {
+		err = migrations.Check(ctx, migrations.SQLite, db.write)
+	} else {
+		_, err = migrations.Up(ctx, migrations.SQLite, db.write)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if db.read, err = sql.Open("sqlite", dsn(path, sync, cache, true)); err != nil {
+		return fail(err)
+	}
+	db.read.SetMaxOpenConns(readers)
+	db.read.SetMaxIdleConns(readers)
+	return db, nil
+}
+
+// Migrate applies the pending migrations of the database in dir (historyd
+// migrate) and returns the versions applied. It takes the directory's
+// lock, so it is refused while a server runs on it.
+func Migrate(ctx context.Context, dir string) ([]int64, error) {
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.unlock()
+	db, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName), SyncFull, 2048, false))
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	return migrations.Up(ctx, migrations.SQLite, db)
+}
+
+// Close closes the connections (checkpointing the WAL) and releases the
+// directory's lock; it is safe to call more than once.
+func (db *DB) Close() error {
+	if db.closed {
+		return nil
+	}
+	db.closed = true
+	var errs []error
+	if db.read != nil {
+		errs = append(errs, db.read.Close())
+	}
+	if db.write != nil {
+		errs = append(errs, db.write.Close())
+	}
+	if db.lock != nil {
+		errs = append(errs, db.lock.unlock())
+	}
+	return errors.Join(errs...)
+}
+
+// pragma reads one pragma on a read connection (tests).
+func (db *DB) pragma(ctx context.Context, name string) (string, error) {
+	var v string
+	err := db.read.QueryRowContext(ctx, "PRAGMA "+name).Scan(&v)
+	return v, err
+}

@@ -1,0 +1,11 @@
+package sqlite
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// The writer is a goroutine: every test must stop it (STYLE.md: goleak
+// where goroutines start).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
