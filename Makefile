@@ -14,14 +14,14 @@ BUF = $(TOOLS) buf
 BIN ?= bin/historyd
 TAGS ?=
 # The toolchain of shipped builds and of the vulnerability scan: newer than go.mod's go line, which
-# stays at the machines' Go so that everything else runs on it (TOOLCHAIN.md).
+# stays at the machines' Go so that everything else runs on it (docs/development.md#go-version).
 RELEASE_TOOLCHAIN = go1.27.3
 # The Python client's interpreter: Debian's, which sees the python3-grpcio, python3-protobuf and
 # python3-pytest* packages (a pyenv python3 first on PATH does not; PyPI is not reachable).
 PYTHON ?= /usr/bin/python3
 # The protoc whose output the committed Python stubs are (Debian 12's protobuf-compiler).
 PYTHON_STUBS_PROTOC = libprotoc 3.21.12
-# The offline vulnerability database's source (vuln.go.dev is not reachable; TOOLCHAIN.md).
+# The offline vulnerability database's source (vuln.go.dev is not reachable; docs/development.md#govulncheck).
 VULNDB_MODULE = golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 
 .PHONY: help run build release test gen gen-clients gen-python gen-ts proto-check lint e2e hostile ts-test python-test bench vuln fuzz-smoke clean

@@ -47,8 +47,8 @@ func TestMessagesFollowsPages(t *testing.T) {
 	}
 }
 
-// Reason and ErrorInfo read the google.rpc.ErrorInfo every historyd error carries (DESIGN.md
-// "Errors"), also through %w wrapping.
+// Reason and ErrorInfo read the google.rpc.ErrorInfo every historyd error carries (
+// docs/design.md#errors), also through %w wrapping.
 func TestReasonAndErrorInfo(t *testing.T) {
 	c := dial(t, startServer(t))
 	branch := "0c0ffee0-0000-4000-8000-00000000beef"
@@ -83,7 +83,7 @@ func TestWithToken(t *testing.T) {
 	}
 }
 
-// Participant and Broadcast are the three states of a participant (DESIGN.md "Wire model"): a
+// Participant and Broadcast are the three states of a participant (docs/design.md#wire-model): a
 // string is normalised, JSON null is a broadcast, and a nil Value is UNSET.
 func TestParticipants(t *testing.T) {
 	c := dial(t, startServer(t))

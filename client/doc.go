@@ -2,7 +2,7 @@
 // fields are the generated gRPC stubs (gen/historyd/v1), over one connection whose unary calls are
 // retried on UNAVAILABLE and DEADLINE_EXCEEDED with a bounded, jittered backoff. A retried mutation
 // keeps its request_id (the client fills one in when the caller left it empty), so the server
-// applies it once (AIP-155; DESIGN.md "Idempotency"). Methods that take domain-friendly arguments
+// applies it once (AIP-155; docs/design.md#idempotency). Methods that take domain-friendly arguments
 // exist only where the wire model has a trap: participants as google.protobuf.Value (Participant,
 // Broadcast), paging (Messages), error reasons (Reason, ErrorInfo), the resumable branch watch
 // (Watch, with After and FromStart to choose where it starts), and the chunked export and import

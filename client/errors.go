@@ -10,11 +10,11 @@ import (
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
-// errorDomain is the ErrorInfo domain of historyd's errors (DESIGN.md "Wire model").
+// errorDomain is the ErrorInfo domain of historyd's errors (docs/design.md#wire-model).
 const errorDomain = "historyd"
 
 // ErrorInfo returns the google.rpc.ErrorInfo that historyd attaches to every non-OK status
-// (DESIGN.md "Errors"), or nil when err carries none (a transport error, another server).
+// (docs/design.md#errors), or nil when err carries none (a transport error, another server).
 func ErrorInfo(err error) *errdetails.ErrorInfo {
 	st, ok := status.FromError(err)
 	if !ok {
@@ -43,7 +43,7 @@ var ErrHistoryCompacted = errors.New("client: history compacted")
 
 // CompactedError is the error of a watch whose cursor the server no longer retains, or whose
 // cursor belongs to another incarnation of the branch (OUT_OF_RANGE, ERROR_REASON_HISTORY_COMPACTED;
-// DESIGN.md "Sequences, events and watch": never a silent restart). Re-read the branch (ListMessages
+// docs/design.md#sequences: never a silent restart). Re-read the branch (ListMessages
 // gives its head_sequence) and watch again from there.
 type CompactedError struct {
 	// BranchID is the watched branch.

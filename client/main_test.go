@@ -7,7 +7,7 @@ import (
 )
 
 // TestMain checks that no goroutine outlives the tests: the client's, the proxy's and the
-// in-process server's (STYLE.md "Tests use goleak").
+// in-process server's (docs/development.md#style-tests "Tests use goleak").
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }

@@ -32,7 +32,7 @@ var readOnly = map[string]bool{
 	"/grpc.health.v1.Health/Check":                 true,
 }
 
-// requestIDField is the idempotency key's field name in every request that has one (STYLE.md
+// requestIDField is the idempotency key's field name in every request that has one (docs/development.md#style-proto
 // "Mutations take an optional request_id").
 const requestIDField protoreflect.Name = "request_id"
 

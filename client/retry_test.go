@@ -12,7 +12,7 @@ import (
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
-// Issue 8: "retries that reuse the request_id"; DESIGN.md "Idempotency": a repeat returns the
+// Issue 8: "retries that reuse the request_id"; docs/design.md#idempotency: a repeat returns the
 // first response and writes nothing. The proxy cuts the connection after the server has applied
 // AddMessage and before its response reaches the client.
 func TestRetryAfterLostResponseAppliesOnce(t *testing.T) {

@@ -57,7 +57,7 @@ type Resume struct {
 // watcher fell behind and was evicted (RESOURCE_EXHAUSTED, ERROR_REASON_SUBSCRIBER_TOO_SLOW), Watch
 // opens a new stream after the last sequence received (the last commit's last_sequence, or a
 // heartbeat's head_sequence) with the branch's incarnation, so every event is yielded exactly once
-// and in order (DESIGN.md "Sequences, events and watch").
+// and in order (docs/design.md#sequences).
 //
 // req is the first stream's request (branch, cursor, kinds); it is not modified. The sequence ends
 // without an error after the commit of a BRANCH_DELETED event, or when the caller stops ranging.

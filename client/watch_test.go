@@ -17,7 +17,7 @@ import (
 )
 
 // sequences records the sequences of the events a watch yielded, and checks that they are
-// 1, 2, 3, ... with none missing or repeated (DESIGN.md "Sequences, events and watch": "no gap and
+// 1, 2, 3, ... with none missing or repeated (docs/design.md#sequences: "no gap and
 // no duplicate").
 type sequences struct {
 	t    *testing.T
@@ -100,7 +100,7 @@ func TestWatchResumesAfterDisconnect(t *testing.T) {
 // Issue 8: the helper "resumes from the last sequence after ... an eviction (SUBSCRIBER_TOO_SLOW)".
 // The watcher stops reading while 200 commits are written: with a 64 KiB flow-control window the
 // server cannot send them, its 2-commit buffer overflows and the stream is ended as too slow
-// (DESIGN.md: "one that falls behind is ended with RESOURCE_EXHAUSTED and its last delivered
+// (docs/design.md#sequences: "one that falls behind is ended with RESOURCE_EXHAUSTED and its last delivered
 // sequence"); the helper resumes and nothing is lost.
 func TestWatchResumesAfterEviction(t *testing.T) {
 	addr := startServer(t, store.WithSubscriberBuffer(2))
@@ -139,7 +139,7 @@ func TestWatchResumesAfterEviction(t *testing.T) {
 
 // Issue 8: the helper "surfaces HISTORY_COMPACTED as a typed error": a cursor older than the
 // retained log (here 5 events) ends the watch with a *CompactedError carrying the oldest retained
-// sequence, never a silent restart (DESIGN.md).
+// sequence, never a silent restart (docs/design.md#sequences).
 func TestWatchCompacted(t *testing.T) {
 	addr := startServer(t, store.WithEventRetention(5))
 	c := dial(t, addr)

@@ -73,7 +73,7 @@ func (c exchangeConfig) validate() error {
 			return fmt.Errorf("%s %d: must not be negative", v.name, v.n)
 		}
 	}
-	// DESIGN.md "Exchange": the dead-letter list is bounded per owner, so there is no "no bound".
+	// docs/design.md#exchange: the dead-letter list is bounded per owner, so there is no "no bound".
 	if c.MaxDeadLetters < 1 {
 		return fmt.Errorf("exchange max dead letters %d: must be at least 1", c.MaxDeadLetters)
 	}

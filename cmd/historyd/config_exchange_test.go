@@ -76,7 +76,7 @@ func TestExchangeConfigInvalid(t *testing.T) {
 		{args: []string{"--exchange-max-outbox", "-1"}, mention: "-1"},
 		{args: []string{"--exchange-max-inbox", "lots"}, mention: "exchange-max-inbox"},
 		{args: []string{"--exchange-subscriber-buffer", "0"}, mention: "subscriber buffer"},
-		// Review finding MINOR 3: 0 used to mean "no bound"; DESIGN.md "Exchange" says bounded.
+		// Review finding MINOR 3: 0 used to mean "no bound"; docs/design.md#exchange says bounded.
 		{args: []string{"--exchange-max-dead-letters", "0"}, mention: "dead letters"},
 		{env: map[string]string{"HISTORYD_EXCHANGE_MAX_DEAD_LETTERS": "-3"}, mention: "dead letters"},
 		{args: []string{"--exchange-send-timeout", "0s"}, mention: "send timeout"},

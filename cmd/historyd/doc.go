@@ -5,7 +5,7 @@
 // listener to internal/server, serves the metrics listener, and turns signals into the lifecycle:
 // SIGINT or SIGTERM an orderly shutdown, a second one an immediate stop, SIGHUP a reload of the
 // credentials. It imports internal/server and the backends it builds and
-// hands to it (internal/exchange) and nothing else of ours (DESIGN.md "Layers": cmd builds the
+// hands to it (internal/exchange) and nothing else of ours (docs/design.md#layers: cmd builds the
 // backends); no behaviour of the service lives here.
 //
 // Usage:

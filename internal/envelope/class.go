@@ -69,8 +69,7 @@ func (k Kind) Role() Role { return kinds[k].role }
 
 // classIndex maps every accepted spelling of a message class to its kind:
 // the full name, the package-path alias (lionagi.protocols.messages.X) and
-// the legacy short name (DESIGN.md "Envelope: the rules the records leave
-// open"). The list is closed: nothing else is accepted, nothing is loaded.
+// the legacy short name (docs/design.md#envelope). The list is closed: nothing else is accepted, nothing is loaded.
 var classIndex = func() map[string]Kind {
 	m := make(map[string]Kind, 3*len(kinds))
 	for k, c := range kinds {

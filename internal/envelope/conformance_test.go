@@ -73,7 +73,7 @@ func TestConformance(t *testing.T) {
 // marked "match" in the file although their "differs" twins (the
 // encode(decode(...)) records) say historyd keeps the field: a dict
 // response_format (ADR-0006 D2: "A dictionary response format is retained
-// because it is serializable") and ActionResponse.error (DESIGN.md). One is
+// because it is serializable") and ActionResponse.error (docs/design.md#differs). One is
 // a "differs" record without a historyd_output. For each, historyd must
 // produce the recorded output except that the field is kept, with the value
 // the input gave it (issue 13 item 12: compared by value, not just

@@ -37,7 +37,7 @@ func (c *GenericContent) Dict() jsonv.Value {
 func (c *GenericContent) Nested() *Message { return c.nested }
 
 // Render returns "" for null, the nested message's rendering, or Python's
-// str() of the value (DESIGN.md: `{'text': 'hi', 'n': None, 'ok': True}`).
+// str() of the value (docs/design.md#generic-content: `{'text': 'hi', 'n': None, 'ok': True}`).
 func (c *GenericContent) Render() (Rendered, error) { return c.renderWithin(0) }
 
 func (c *GenericContent) renderWithin(limit int) (Rendered, error) {

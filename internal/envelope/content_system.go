@@ -14,7 +14,7 @@ type SystemContent struct {
 	SystemMessage string
 	// SystemDatetime is rendered as "System Time: ..." when truthy. Null means
 	// none. A true given on input has already become the current UTC minute
-	// (DESIGN.md: Python's isoformat(timespec="minutes")); other JSON values
+	// (docs/design.md#system-datetime: Python's isoformat(timespec="minutes")); other JSON values
 	// are kept as LionAGI keeps them (the vectors keep an int).
 	SystemDatetime jsonv.Value
 }

@@ -220,7 +220,7 @@ func atoiDigits(s string) (int, bool) {
 // NormalizeMetadata applies ADR-0001 D1 to a metadata value: falsy values
 // (null, false, 0, "", [], {}) become an empty object; an object is kept in
 // order; any other truthy value is an error (LionAGI 0.27 silently drops it;
-// DESIGN.md: "a network service should say no").
+// docs/design.md#metadata: "a network service should say no").
 func NormalizeMetadata(v jsonv.Value) (jsonv.Value, error) {
 	if !v.Truthy() {
 		return jsonv.ObjectValue(), nil

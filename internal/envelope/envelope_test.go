@@ -111,7 +111,7 @@ func TestNewRejectsClassMismatch(t *testing.T) {
 	}
 }
 
-// TestSystemDatetimeTrue: DESIGN.md, system_datetime true is the current
+// TestSystemDatetimeTrue: docs/design.md#system-datetime, system_datetime true is the current
 // UTC minute as YYYY-MM-DDTHH:MM+00:00.
 func TestSystemDatetimeTrue(t *testing.T) {
 	m, err := envelope.New(envelope.KindSystem, parse(t, `{"content":{"system_message":"S","system_datetime":true}}`))

@@ -16,7 +16,7 @@ var (
 	ErrInvalid = errors.New("invalid input")
 
 	// ErrUnknownClass is returned when a lion_class discriminator names no
-	// class of the closed registry (DESIGN.md: nothing is ever loaded or
+	// class of the closed registry (docs/design.md#lion-class: nothing is ever loaded or
 	// guessed). It wraps ErrInvalid.
 	ErrUnknownClass = fmt.Errorf("%w: unknown lion_class", ErrInvalid)
 

@@ -9,7 +9,7 @@ import (
 )
 
 // imageURL checks one instruction image and returns the URL it renders as
-// (ADR-0006 D2 "Instruction image safety", DESIGN.md), as LionAGI 0.27's
+// (ADR-0006 D2 "Instruction image safety", docs/design.md#images), as LionAGI 0.27's
 // Instruction._format_image_item and validate_image_url do (commit
 // 669ea9b5): http(s) URLs (the scheme compared lowercased) with a host, no
 // null byte, no "%00", and a host that is not a blocked address in any form

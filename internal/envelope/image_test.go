@@ -6,7 +6,7 @@ import (
 )
 
 // TestImageURL pins the image rules of ADR-0006 D2 ("Instruction image
-// safety") and DESIGN.md (no network access; literal private addresses
+// safety") and docs/design.md#images (no network access; literal private addresses
 // refused).
 func TestImageURL(t *testing.T) {
 	for _, tc := range []struct {

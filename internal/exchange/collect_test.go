@@ -14,7 +14,7 @@ import (
 
 // TestCollectReportAndDeadLetters: every message Collect drops is in the report and in the sender's
 // dead letters with its reason and time; delivered messages name the owners they reached; the count
-// is LionAGI's (unique ids delivered) (ADR-0006 D5; DESIGN.md "Exchange").
+// is LionAGI's (unique ids delivered) (ADR-0006 D5; docs/design.md#exchange).
 func TestCollectReportAndDeadLetters(t *testing.T) {
 	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	x := newRegistered(t, []uuid.UUID{ownerA, ownerB, ownerC}, WithMaxInbox(1), WithClock(func() time.Time { return at }))
@@ -229,7 +229,7 @@ func TestCollectAllStopsWhenTheContextEnds(t *testing.T) {
 }
 
 // TestDeadLettersAlwaysBounded (review finding MINOR 3): the dead-letter list is bounded per owner
-// (DESIGN.md "Exchange"); a bound below 1 is 1, not "no bound".
+// (docs/design.md#exchange); a bound below 1 is 1, not "no bound".
 func TestDeadLettersAlwaysBounded(t *testing.T) {
 	x := newRegistered(t, []uuid.UUID{ownerA}, WithMaxDeadLetters(0))
 	for range 3 {

@@ -88,7 +88,7 @@ type ownedMsg struct {
 // addressed to (for a broadcast, the owners registered when it was collected), delivered exactly
 // once (popped, or held in an inbox that Unregister returned), dead-lettered with a reason, or
 // returned by Unregister from the sender's outbox; nothing is duplicated or lost (issue 6
-// acceptance; ADR-0006 D5; DESIGN.md "Exchange"). Who a message was addressed to is not taken on
+// acceptance; ADR-0006 D5; docs/design.md#exchange). Who a message was addressed to is not taken on
 // the delivery report's word: each report is checked against the test's own record of who was
 // registered while its collect ran (membership), so a broadcast that skipped an owner registered
 // throughout its collect fails the test.

@@ -10,7 +10,7 @@ import (
 )
 
 // Reason says why Collect dropped a message for one recipient. ADR-0006 D5 consumes such messages
-// silently; historyd keeps them as dead letters of the sender (DESIGN.md "Exchange").
+// silently; historyd keeps them as dead letters of the sender (docs/design.md#exchange).
 type Reason uint8
 
 // The drop reasons.

@@ -3,8 +3,7 @@
 // delivery; Send queues a base Message in the sender's outbox, Collect routes it (direct, or a
 // broadcast to a snapshot of the other owners), Receive peeks and PopMessage consumes.
 //
-// Beyond the record, without changing what it specifies (DESIGN.md "Exchange: the rules the records
-// leave open"): Collect returns a delivery report, every message it drops is kept in the sender's
+// Beyond the record, without changing what it specifies (docs/design.md#exchange): Collect returns a delivery report, every message it drops is kept in the sender's
 // bounded dead letters with its reason, Unregister returns what the owner still held (UnregisterIf
 // removes the owner only if the caller can hand that on), Send takes an optional request id (a
 // repeat queues nothing), limits bound outboxes and inboxes, empty inboxes of departed senders are
@@ -22,6 +21,6 @@
 // Subscribers are fed by non-blocking sends into bounded buffers; one that falls behind is evicted,
 // never waited for.
 //
-// Import rule (DESIGN.md "Layers"): exchange imports internal/envelope (and its jsonv) only among
+// Import rule (docs/design.md#layers): exchange imports internal/envelope (and its jsonv) only among
 // historyd's packages; it must not import internal/store, internal/server, gen/, cmd/ or grpc.
 package exchange

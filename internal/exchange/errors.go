@@ -27,7 +27,7 @@ var (
 
 	// ErrSubscriberTooSlow ends a subscription whose bounded buffer was full when a message landed:
 	// the collector never waits for a subscriber, so a slow one is evicted and catches up with
-	// Receive (DESIGN.md "Exchange": inboxes are the durable state).
+	// Receive (docs/design.md#exchange: inboxes are the durable state).
 	ErrSubscriberTooSlow = errors.New("subscriber too slow: its buffer was full")
 
 	// ErrBudgetExceeded is wrapped by the *BudgetError Send returns when the message would take
@@ -47,7 +47,7 @@ var (
 )
 
 // OwnerError is an error about one owner. It names the owner for the error's text and for the
-// gRPC ErrorInfo metadata (key "ownerId", DESIGN.md "Wire model"), and unwraps to its sentinel.
+// gRPC ErrorInfo metadata (key "ownerId", docs/design.md#wire-model), and unwraps to its sentinel.
 type OwnerError struct {
 	// Owner is the owner the error is about.
 	Owner uuid.UUID

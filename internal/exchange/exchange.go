@@ -87,7 +87,7 @@ func (x *Exchange) Register(owner uuid.UUID) (*Snapshot, error) {
 }
 
 // Unregister removes owner and returns everything its flow still held — queued outbox, inboxes and
-// dead letters (DESIGN.md "Exchange": nothing is lost by leaving) — or false when owner is not
+// dead letters (docs/design.md#exchange: nothing is lost by leaving) — or false when owner is not
 // registered (ADR-0006 D5: unregistering an unknown owner returns None). It is UnregisterIf with
 // no condition.
 func (x *Exchange) Unregister(owner uuid.UUID) (*Snapshot, bool) {

@@ -31,7 +31,7 @@ func TestRegisterErrors(t *testing.T) {
 }
 
 // TestUnregisterReturnsWhatTheOwnerHeld: Unregister returns the queued outbox, the inboxes and the
-// dead letters (DESIGN.md "Exchange": nothing is lost by leaving), and the owner can register again
+// dead letters (docs/design.md#exchange: nothing is lost by leaving), and the owner can register again
 // with an empty flow.
 func TestUnregisterReturnsWhatTheOwnerHeld(t *testing.T) {
 	x := newRegistered(t, []uuid.UUID{ownerA, ownerB})

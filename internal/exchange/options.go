@@ -18,11 +18,11 @@ const (
 	// pending before it is evicted: enough to absorb a collect of a few hundred messages while the
 	// stream writes to a healthy client.
 	DefaultSubscriberBuffer = 256
-	// DefaultRequestTTL is how long Send remembers a request id (DESIGN.md "Branches", the
+	// DefaultRequestTTL is how long Send remembers a request id (docs/design.md#branches, the
 	// idempotency rule: 10 minutes).
 	DefaultRequestTTL = 10 * time.Minute
-	// DefaultRequestsPerSender is how many request ids Send remembers per sender (DESIGN.md
-	// "Branches", the idempotency rule: the last 10,000 requests).
+	// DefaultRequestsPerSender is how many request ids Send remembers per sender (
+	// docs/design.md#branches, the idempotency rule: the last 10,000 requests).
 	DefaultRequestsPerSender = 10_000
 	// DefaultMaxSubscriptions is the default bound on live inbox subscriptions (SubscribeInbox
 	// streams) across the Exchange: 1,000, as WatchBranch's --watch-max-streams; each costs a
@@ -77,7 +77,7 @@ func WithMaxOutbox(n int) Option { return func(o *options) { o.maxOutbox = n } }
 func WithMaxInbox(n int) Option { return func(o *options) { o.maxInbox = n } }
 
 // WithMaxDeadLetters bounds the dead letters kept per owner; the oldest are evicted first and
-// counted (ListDeadLetters reports the count). The list is always bounded (DESIGN.md "Exchange":
+// counted (ListDeadLetters reports the count). The list is always bounded (docs/design.md#exchange:
 // "The dead-letter list is bounded per owner"): the default is DefaultMaxDeadLetters, and n < 1
 // means 1.
 func WithMaxDeadLetters(n int) Option { return func(o *options) { o.maxDeadLetters = max(n, 1) } }
@@ -87,7 +87,7 @@ func WithMaxDeadLetters(n int) Option { return func(o *options) { o.maxDeadLette
 func WithSubscriberBuffer(n int) Option { return func(o *options) { o.subscriberBuffer = max(n, 1) } }
 
 // WithRequestMemory sets how long and how many Send request ids are remembered per sender. The
-// defaults are DefaultRequestTTL and DefaultRequestsPerSender (DESIGN.md "Branches", the
+// defaults are DefaultRequestTTL and DefaultRequestsPerSender (docs/design.md#branches, the
 // idempotency rule); n < 1 means 1.
 func WithRequestMemory(ttl time.Duration, n int) Option {
 	return func(o *options) { o.requestTTL, o.requestsPerSender = ttl, max(n, 1) }

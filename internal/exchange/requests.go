@@ -14,7 +14,7 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 )
 
-// requestMemory remembers Send request ids per sender (DESIGN.md "Branches", the idempotency rule:
+// requestMemory remembers Send request ids per sender (docs/design.md#branches, the idempotency rule:
 // per sender for the Exchange, 10 minutes or the last 10,000 requests). A sender's log outlives its
 // registration, so the repeat check can come before any other check; it is made only for a
 // registered sender, and dropped once the sender has not sent for longer than the TTL (by then

@@ -23,7 +23,7 @@ type SendRequest struct {
 	Content jsonv.Value
 	// Channel is optional grouping metadata; it does not affect delivery (ADR-0006 D1).
 	Channel *string
-	// RequestID, when not empty, makes Send idempotent (AIP-155; DESIGN.md "Branches", the
+	// RequestID, when not empty, makes Send idempotent (AIP-155; docs/design.md#branches, the
 	// idempotency rule: per sender for the Exchange): a repeat from the same sender within the
 	// request memory returns the first message and queues nothing, whatever the rest of the request
 	// says. At most MaxRequestIDLength bytes.
@@ -34,7 +34,7 @@ type SendRequest struct {
 // recipient need not be registered yet (ADR-0006 D5). A sender that is not registered is
 // ErrOwnerNotRegistered; a full outbox is ErrOutboxFull; content the envelope rejects is an
 // envelope error wrapping envelope.ErrInvalid; after Close, ErrClosed. With a RequestID the repeat
-// check comes first (DESIGN.md "Branches", the idempotency rule); only a successful Send is
+// check comes first (docs/design.md#branches, the idempotency rule); only a successful Send is
 // remembered, so a failed one may be retried with the same id. Request memory is kept only for
 // registered senders: a sender that was never registered fails without leaving any.
 func (x *Exchange) Send(req SendRequest) (*envelope.Message, error) {
@@ -143,7 +143,7 @@ func newBaseMessage(req SendRequest) (*envelope.Message, error) {
 
 // Remembered returns the message that a Send by sender with requestID returned, while the request
 // is remembered. A caller that must check for a repeat before validating the rest of a request
-// (DESIGN.md "Branches", the idempotency rule: the repeat check comes before any other check) asks
+// (docs/design.md#branches, the idempotency rule: the repeat check comes before any other check) asks
 // here first; Send checks again, so a repeat is never queued twice.
 //
 // req is the repeat as far as the caller could read it (nil if not at all): the answer is the

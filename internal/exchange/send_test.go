@@ -72,7 +72,7 @@ func TestSendErrors(t *testing.T) {
 
 // TestSendRequestID: a repeated request id returns the first message and queues nothing, even if
 // the payload differs; ids are per sender; only successes are remembered; the memory ends after the
-// TTL or past the last N requests (DESIGN.md "Branches", the idempotency rule; AIP-155).
+// TTL or past the last N requests (docs/design.md#branches, the idempotency rule; AIP-155).
 func TestSendRequestID(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
@@ -120,8 +120,8 @@ func TestSendRequestID(t *testing.T) {
 	}
 }
 
-// TestSendRequestIDBeforeRegistration: the repeat check comes before any other check (DESIGN.md
-// "Branches", the idempotency rule), so a repeat answers the first message even after the sender
+// TestSendRequestIDBeforeRegistration: the repeat check comes before any other check (
+// docs/design.md#branches, the idempotency rule), so a repeat answers the first message even after the sender
 // left.
 func TestSendRequestIDBeforeRegistration(t *testing.T) {
 	x := newRegistered(t, []uuid.UUID{ownerA})

@@ -10,7 +10,7 @@ import (
 
 // Subscription receives the messages that land in one owner's inboxes from the moment Subscribe
 // returns. It has no cursor: inboxes are the durable state, and a subscriber that was evicted or
-// reconnects catches up with Receive (DESIGN.md "Exchange").
+// reconnects catches up with Receive (docs/design.md#exchange).
 type Subscription struct {
 	sender *uuid.UUID // only this sender's inbox, when not nil
 	events chan *envelope.Message

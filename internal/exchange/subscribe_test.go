@@ -27,7 +27,7 @@ func next(t *testing.T, s *Subscription) *envelope.Message {
 }
 
 // TestSubscribeLive: a subscription sees direct and broadcast messages as they land in the owner's
-// inboxes, in order, and only the chosen sender's when filtered (DESIGN.md "Exchange").
+// inboxes, in order, and only the chosen sender's when filtered (docs/design.md#exchange).
 func TestSubscribeLive(t *testing.T) {
 	x := newRegistered(t, []uuid.UUID{ownerA, ownerB, ownerC})
 	all, unsubAll, err := x.Subscribe(ownerB, nil)
@@ -63,7 +63,7 @@ func TestSubscribeLive(t *testing.T) {
 
 // TestSubscribeEvictsSlowSubscriber: a subscriber whose buffer is full is evicted with
 // ErrSubscriberTooSlow, the collect does not wait for it, and the message is in the inbox anyway
-// (STYLE.md "Streams": the publisher never blocks).
+// (docs/development.md#style-streams: the publisher never blocks).
 func TestSubscribeEvictsSlowSubscriber(t *testing.T) {
 	x := newRegistered(t, []uuid.UUID{ownerA, ownerB}, WithSubscriberBuffer(1))
 	s, unsub, err := x.Subscribe(ownerB, nil)

@@ -34,7 +34,7 @@ func mustTokens(t *testing.T, toks ...string) *Tokens {
 
 // TestChainOrder: the links are request id -> logging -> auth -> recovery, outermost first, with
 // metrics outside them all, the status mapping between logging and auth, and recovery innermost
-// (STYLE.md "Logging and lifecycle"; issue 7 "Interceptor chain ... tested for order"). The
+// (docs/development.md#style-lifecycle; issue 7 "Interceptor chain ... tested for order"). The
 // documented order (chainOrder) is what chainLinks builds; links that the configuration turns off
 // are left out without reordering the rest.
 func TestChainOrder(t *testing.T) {
@@ -57,7 +57,7 @@ func TestChainOrder(t *testing.T) {
 	if !slices.Equal(bare, want) {
 		t.Errorf("chain with no options = %v, want %v", bare, want)
 	}
-	// The STYLE.md order, as a subsequence of the full chain.
+	// The docs/development.md#style-lifecycle order, as a subsequence of the full chain.
 	idx := func(name string) int { return slices.Index(chainOrder, name) }
 	for _, pair := range [][2]string{{"request id", "logging"}, {"logging", "auth"}, {"auth", "recovery"}, {"logging", "status"}, {"status", "auth"}} {
 		if idx(pair[0]) >= idx(pair[1]) {
@@ -70,7 +70,7 @@ func TestChainOrder(t *testing.T) {
 }
 
 // TestChainOrderBehaviour shows the order by its effects, over a unary and a streaming call of the
-// probe service with authentication and metrics on (issue 7; STYLE.md "Logging and lifecycle"):
+// probe service with authentication and metrics on (issue 7; docs/development.md#style-lifecycle):
 //   - request id outside logging: the log line carries the request id the client sent;
 //   - a call without a valid token is refused by the tap (tap.go; issue 11 "auth before bytes")
 //     before the chain: it gets UNAUTHENTICATED with its reason, the panicking handler never runs,

@@ -102,7 +102,7 @@ func renameContentField(kind envelope.Kind, err error) error {
 }
 
 // participantFromProto reads a participant Value: null or a string
-// (DESIGN.md "Participants are google.protobuf.Value limited to null or
+// (docs/design.md#participants "Participants are google.protobuf.Value limited to null or
 // string").
 func participantFromProto(v *structpb.Value) (jsonv.Value, error) {
 	switch k := v.GetKind().(type) {

@@ -44,7 +44,7 @@ func (o messageOut) renderCap() int {
 
 // message converts a domain message to the wire: the output-only role and,
 // unless omitRendered, rendered fields are filled, metadata carries
-// lion_class (DESIGN.md "Wire model"). The output-only sequence stays 0: a
+// lion_class (docs/design.md#wire-model). The output-only sequence stays 0: a
 // message outside a branch has none; stored fills it for branch messages.
 func (o messageOut) message(m *envelope.Message) *historyv1.Message {
 	pb := unrenderedMessageToProto(m)

@@ -182,7 +182,7 @@ var _ protoreflect.ProtoMessage = (*historyv1.Message)(nil)
 
 // TestClassErrorsKeepTheirReasonAndField: a lion_class mismatch or an
 // unknown class gets its own ErrorReason and still names the field
-// (DESIGN.md "Wire model": on input a lion_class must name the content's
+// (docs/design.md#wire-model: on input a lion_class must name the content's
 // class, else INVALID_ARGUMENT).
 func TestClassErrorsKeepTheirReasonAndField(t *testing.T) {
 	for _, tc := range []struct {

@@ -13,7 +13,7 @@
 // domain packages expose plain Stats snapshots that the collectors read at scrape time. The
 // interceptor order is written down in interceptors.go. testhook_on.go exists only in builds with the historyd_testhook tag.
 //
-// Import rule (DESIGN.md "Layers"): server may import internal/envelope, internal/store,
+// Import rule (docs/design.md#layers): server may import internal/envelope, internal/store,
 // internal/exchange and gen/; it must not import cmd/. It is, with cmd/historyd, the only package of
 // the service that imports grpc, and the only place where domain values and proto messages meet.
 package server

@@ -17,12 +17,11 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// errorDomain is the google.rpc.ErrorInfo domain of every status historyd sends (DESIGN.md "Wire
-// model").
+// errorDomain is the google.rpc.ErrorInfo domain of every status historyd sends (docs/design.md#wire-model).
 const errorDomain = "historyd"
 
 // internalMessage is the only text a client ever sees for an error the server did not expect; the
-// real error is logged, never sent (DESIGN.md "Errors").
+// real error is logged, never sent (docs/design.md#errors).
 const internalMessage = "internal error"
 
 // errorRule maps one domain error to a gRPC code and an ErrorReason. target is matched with
@@ -65,7 +64,7 @@ var errorRules = []errorRule{
 	{errResponseTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE},
 	{envelope.ErrRenderTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RENDER_TOO_LARGE},
 	{errImportTooLarge, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_IMPORT_TOO_LARGE},
-	// Branch histories (issue 4; ADR-0006 D3, DESIGN.md "Branches"). ErrorInfo metadata: branchId,
+	// Branch histories (issue 4; ADR-0006 D3, docs/design.md#branches). ErrorInfo metadata: branchId,
 	// messageId, headSequence, oldestSequence, lastSequence.
 	{store.ErrBranchNotFound, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_NOT_FOUND},
 	{store.ErrBranchExists, codes.AlreadyExists, historyv1.ErrorReason_ERROR_REASON_BRANCH_ALREADY_EXISTS},
@@ -86,7 +85,7 @@ var errorRules = []errorRule{
 }
 
 // metadataError is implemented by domain errors that name the entities involved. Its keys become
-// the ErrorInfo metadata and must be the lowerCamel keys of DESIGN.md "Wire model" (branchId,
+// the ErrorInfo metadata and must be the lowerCamel keys of docs/design.md#wire-model (branchId,
 // messageId, ownerId, headSequence, lastSequence, oldestSequence). Domain packages implement it
 // structurally; they never import this package.
 type metadataError interface {

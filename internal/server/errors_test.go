@@ -17,7 +17,7 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// TestErrorRules checks every row of the production table (DESIGN.md "Errors"; STYLE.md: a table
+// TestErrorRules checks every row of the production table (docs/design.md#errors; docs/development.md#style-errors: a table
 // test over every sentinel): the sentinel, bare and wrapped, maps to the row's code and reason with
 // domain "historyd"; no earlier row shadows it; the code is a real failure the server decides.
 func TestErrorRules(t *testing.T) {
@@ -87,7 +87,7 @@ var testRules = []errorRule{
 
 // TestStatusFrom exercises the mapping mechanism with test rules: errors.Is matching through
 // wrapping, ErrorInfo metadata from typed errors, the field-error hook, context errors, pass-through
-// of existing statuses, and the fixed INTERNAL for anything unknown (DESIGN.md "Errors").
+// of existing statuses, and the fixed INTERNAL for anything unknown (docs/design.md#errors).
 func TestStatusFrom(t *testing.T) {
 	existing := status.Error(codes.PermissionDenied, "already a status")
 	tests := []struct {
@@ -146,7 +146,7 @@ func TestStatusFromNil(t *testing.T) {
 }
 
 // TestInternalErrorKeepsCauseOutOfTheStatus: the unknown error stays reachable for the log, while
-// the status and the error text are the fixed ones (DESIGN.md: logged, never sent).
+// the status and the error text are the fixed ones (docs/design.md#errors: logged, never sent).
 func TestInternalErrorKeepsCauseOutOfTheStatus(t *testing.T) {
 	cause := errors.New("secret cause")
 	err := toStatus(fmt.Errorf("outer: %w", cause))
@@ -198,7 +198,7 @@ func TestFieldErrorBadRequest(t *testing.T) {
 
 // checkStatus asserts that err is a status with code, and with an ErrorInfo of reason and metadata
 // md in domain "historyd" unless reason is UNSPECIFIED (then no ErrorInfo). Metadata keys must be
-// lowerCamel (DESIGN.md "Wire model").
+// lowerCamel (docs/design.md#wire-model).
 func checkStatus(t *testing.T, err error, code codes.Code, reason historyv1.ErrorReason, md map[string]string) {
 	t.Helper()
 	st, ok := status.FromError(err)

@@ -28,8 +28,8 @@ var grpcDifferences = map[string]map[int]string{
 // instead (issue 13 item 10: a record counted as differing is replayed, never just counted).
 var grpcStepWants = map[string]map[int]string{
 	// Owners are UUIDs in historyd: Register("alice") is INVALID_ARGUMENT; a message to the plain
-	// string "alice" is queued, and collect puts it in the sender's dead letters (DESIGN.md
-	// "Exchange"), so nothing is delivered; Receive("alice") is INVALID_ARGUMENT too.
+	// string "alice" is queued, and collect puts it in the sender's dead letters (
+	// docs/design.md#exchange), so nothing is delivered; Receive("alice") is INVALID_ARGUMENT too.
 	"string owner ids": {
 		1: `{"error": {"type": "ValueError", "message": "owner_id"}}`,
 		4: `{"result": 0}`,

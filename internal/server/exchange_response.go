@@ -24,7 +24,7 @@ const exchangeMaxResponseBytes = DefaultMaxResponseBytes
 var errOwnerHoldsTooMuch = errors.New("owner holds too much to return in one response")
 
 // ownerHoldsTooMuchError refuses an Unregister whose response would exceed the limit: nothing was
-// removed (DESIGN.md "Exchange": nothing is lost by leaving). Its metadata says how much, so the
+// removed (docs/design.md#exchange: nothing is lost by leaving). Its metadata says how much, so the
 // client can drain the owner and retry.
 type ownerHoldsTooMuchError struct {
 	owner               uuid.UUID

@@ -133,7 +133,7 @@ func (s *ExchangeServer) ListOwners(_ context.Context, req *historyv1.ListOwners
 
 // Send queues a base Message in the sender's outbox (ADR-0006 D5: send), idempotent with a
 // request_id: the repeat check comes right after the sender is read, before any other check
-// (DESIGN.md "Branches", the idempotency rule).
+// (docs/design.md#branches, the idempotency rule).
 func (s *ExchangeServer) Send(_ context.Context, req *historyv1.SendRequest) (*historyv1.SendResponse, error) {
 	sender, err := parseOwnerID("sender", req.GetSender())
 	if err != nil {
@@ -201,7 +201,7 @@ func sendRequestFromProto(sender uuid.UUID, req *historyv1.SendRequest) (exchang
 }
 
 // recipientFromProto reads a recipient Value: absent is UNSET, null is None (broadcast), a string is
-// normalised (DESIGN.md "Participants"; ADR-0006 D1).
+// normalised (docs/design.md#participants; ADR-0006 D1).
 func recipientFromProto(v *structpb.Value) (envelope.Participant, error) {
 	if v == nil {
 		return envelope.Unset(), nil

@@ -216,8 +216,8 @@ func TestExchangeBadInput(t *testing.T) {
 }
 
 // TestExchangeDeliveryReportAndDeadLetters: over gRPC, Collect reports each message's outcome and
-// every drop reason lands in the sender's dead letters with its recipient and time (DESIGN.md
-// "Exchange"; issue 6 acceptance).
+// every drop reason lands in the sender's dead letters with its recipient and time (
+// docs/design.md#exchange; issue 6 acceptance).
 func TestExchangeDeliveryReportAndDeadLetters(t *testing.T) {
 	f := newExchangeFixture(t, []exchange.Option{exchange.WithMaxInbox(1)})
 	f.register(t, ownerA, ownerB, ownerC)
@@ -296,8 +296,8 @@ func valueJSON(v *structpb.Value) string {
 }
 
 // TestExchangeSendRequestID: a repeated Send request_id queues nothing and returns the first
-// response, even with a different payload or content that would not parse (DESIGN.md
-// "Branches", the idempotency rule: the repeat check comes first; AIP-155).
+// response, even with a different payload or content that would not parse (
+// docs/design.md#branches, the idempotency rule: the repeat check comes first; AIP-155).
 func TestExchangeSendRequestID(t *testing.T) {
 	f := newExchangeFixture(t, nil)
 	f.register(t, ownerA, ownerB)

@@ -13,7 +13,7 @@ import (
 
 // SubscribeInbox streams the messages that land in an owner's inboxes: first a heartbeat (the
 // subscription is live from then on), then each message as it is delivered, and heartbeats while
-// idle (DESIGN.md "Exchange"). One loop shape (STYLE.md "Streams"): validate, subscribe, defer
+// idle (docs/design.md#exchange). One loop shape (docs/development.md#style-streams): validate, subscribe, defer
 // unsubscribe, select over the context, shutdown, the subscription's end, its events and the
 // heartbeat.
 func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, stream grpc.ServerStreamingServer[historyv1.SubscribeInboxResponse]) (err error) {

@@ -79,7 +79,7 @@ func wait[T any](t *testing.T, ch <-chan T) T {
 }
 
 // TestSubscribeInboxLive: direct and broadcast messages reach the subscriber as they land, in
-// order; a sender filter passes only that sender's inbox (issue 6 acceptance; DESIGN.md "Exchange").
+// order; a sender filter passes only that sender's inbox (issue 6 acceptance; docs/design.md#exchange).
 func TestSubscribeInboxLive(t *testing.T) {
 	f := newExchangeFixture(t, nil)
 	f.register(t, ownerA, ownerB, ownerC)
@@ -136,7 +136,7 @@ func flood(t *testing.T, f *exchangeFixture, n int) {
 
 // TestSubscribeInboxEvictedWhenStalled: a subscriber that stops reading falls behind its bounded
 // buffer and is ended with RESOURCE_EXHAUSTED, reason SUBSCRIBER_TOO_SLOW; the collect never waited
-// for it and the messages are in the inbox (STYLE.md "Streams"; issue 6 acceptance).
+// for it and the messages are in the inbox (docs/development.md#style-streams; issue 6 acceptance).
 func TestSubscribeInboxEvictedWhenStalled(t *testing.T) {
 	f := newExchangeFixture(t, []exchange.Option{exchange.WithSubscriberBuffer(1)}, WithSendTimeout(time.Hour))
 	f.register(t, ownerA, ownerB)

@@ -22,10 +22,10 @@ import (
 
 // grpcNotExpressible lists the records (by group or name) with no gRPC counterpart, and why.
 var grpcNotExpressible = map[string]string{
-	"group:hooks":                        "issue 4: hooks records replay through the Go API only (observers are an in-process API, DESIGN.md \"Observers\")",
+	"group:hooks":                        "issue 4: hooks records replay through the Go API only (observers are an in-process API, docs/design.md#observers)",
 	"group:progression":                  "a free-standing Progression has no RPC; the selected progression is SetProgression's, tested over gRPC",
 	"group:pile":                         "a free-standing Pile has no RPC (see the Go replay's note)",
-	"create_message: instruction+system": "over gRPC AddMessage's input is a oneof: two message types cannot be sent (DESIGN.md: \"only one message type at a time\" holds by construction)",
+	"create_message: instruction+system": "over gRPC AddMessage's input is a oneof: two message types cannot be sent (docs/design.md#add-message: \"only one message type at a time\" holds by construction)",
 	"create_message: instruction+assistant_response":                                               "AddMessage's input is a oneof (see above)",
 	"create_message: system+assistant_response":                                                    "AddMessage's input is a oneof (see above)",
 	"create_message: instruction+action_request (no output)":                                       "AddMessage's input is a oneof (see above)",

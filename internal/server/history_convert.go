@@ -243,7 +243,7 @@ func addInputFromProto(req *historyv1.AddMessageRequest) (store.AddInput, error)
 	hasTarget := target != (uuid.UUID{})
 	if hasTarget {
 		in.Target = &target
-		in.TargetKind = inputKind(req) // the target must be of the input's kind (DESIGN.md "Branches")
+		in.TargetKind = inputKind(req) // the target must be of the input's kind (docs/design.md#branches)
 	}
 	f := &in.Factory
 	if f.Sender, err = factoryParticipant("sender", req.GetSender()); err != nil {

@@ -65,8 +65,8 @@ func get(v jsonv.Value, keys ...string) jsonv.Value {
 
 // TestHistoryImportExportShapesAndModes: issue 4 acceptance: ImportBranch of each shape (Branch,
 // Pile, array) in each mode (python, json, db), and ExportBranch giving back the same messages in
-// the same order, equal as JSON values; export always writes the Branch shape (DESIGN.md
-// "Branches").
+// the same order, equal as JSON values; export always writes the Branch shape (
+// docs/design.md#branches).
 func TestHistoryImportExportShapesAndModes(t *testing.T) {
 	f := newHistoryFixture(t)
 	src := richBranchOverGRPC(t, f)

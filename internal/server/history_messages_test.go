@@ -11,7 +11,7 @@ import (
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
-// TestHistoryAddMessageInputs: AddMessage's inputs (ADR-0006 D3 factory; DESIGN.md "Branches"):
+// TestHistoryAddMessageInputs: AddMessage's inputs (ADR-0006 D3 factory; docs/design.md#branches):
 // an instruction with context, an assistant response from an OpenAI-shaped raw response
 // (from_response: text, metadata.model_response), a system (index 0), an action request and its
 // output (reciprocal ids on both records, ADR-0006 D2), a target update in place, metadata into
@@ -182,7 +182,7 @@ func TestHistoryReadRPCs(t *testing.T) {
 	}
 }
 
-// TestHistoryForkAtMiddle: DESIGN.md "Branches": ForkBranch at a middle message copies up to and
+// TestHistoryForkAtMiddle: docs/design.md#branches: ForkBranch at a middle message copies up to and
 // including it, with one system; reciprocal action ids are remapped when both ends are copied and
 // cleared when only the request is; the new branch records parent_branch_id and fork_point.
 func TestHistoryForkAtMiddle(t *testing.T) {

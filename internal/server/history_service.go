@@ -21,7 +21,7 @@ import (
 // HistoryServer serves historyd.v1.HistoryService over a store.Store (ADR-0006 D3, D4). The
 // handlers are thin: validate and convert the request, call the store, convert the result; the
 // status interceptor maps domain errors (errors.go). A repeated request_id is answered from the
-// store's record before the request is validated (DESIGN.md "Branches": the repeat check comes
+// store's record before the request is validated (docs/design.md#branches: the repeat check comes
 // before any other check).
 type HistoryServer struct {
 	historyv1.UnsafeHistoryServiceServer
@@ -110,7 +110,7 @@ func recall[T any](ctx context.Context, st store.Store, branch *uuid.UUID, op st
 }
 
 // committed drops the observer failures of a committed write: they are logged, and the gRPC
-// caller, whose write stands, is not told (DESIGN.md "Observers").
+// caller, whose write stands, is not told (docs/design.md#observers).
 func (s *HistoryServer) committed(method string, err error) error {
 	if errors.Is(err, store.ErrObserver) {
 		s.logger.Warn("message-added observers failed after a committed write", zap.String("grpc.method", method), zap.Error(err))

@@ -16,7 +16,7 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// TestHistoryConvertedMessagesFieldCount guards the history converters (STYLE.md, etcd's trick):
+// TestHistoryConvertedMessagesFieldCount guards the history converters (docs/development.md#style-proto, etcd's trick):
 // a new field breaks this test until history_convert.go, or the handler that converts the request
 // by hand, handles it.
 func TestHistoryConvertedMessagesFieldCount(t *testing.T) {
@@ -276,7 +276,7 @@ func TestHistoryBadInput(t *testing.T) {
 	}
 }
 
-// TestHistoryRequestIDRepeat: DESIGN.md "Branches" (AIP-155): a repeated request_id returns the
+// TestHistoryRequestIDRepeat: docs/design.md#branches (AIP-155): a repeated request_id returns the
 // first response and writes nothing, even if the payload differs — or does not even validate; the
 // scope is the branch (for DeleteBranch too), or the server for create/import/fork; an id used by
 // another method is INVALID_ARGUMENT.
@@ -358,7 +358,7 @@ func TestHistoryRequestIDRepeat(t *testing.T) {
 	}
 }
 
-// TestHistoryExpectedHeadMismatch: DESIGN.md "Optimistic concurrency": a mismatch is
+// TestHistoryExpectedHeadMismatch: docs/design.md#optimistic-concurrency: a mismatch is
 // FAILED_PRECONDITION, reason SEQUENCE_MISMATCH, with the actual headSequence, and writes nothing.
 func TestHistoryExpectedHeadMismatch(t *testing.T) {
 	f := newHistoryFixture(t)
@@ -420,7 +420,7 @@ func TestHistoryMemoryBudget(t *testing.T) {
 	}
 }
 
-// TestHistoryObserverFailureNotReported: DESIGN.md "Observers": gRPC callers are never told that a
+// TestHistoryObserverFailureNotReported: docs/design.md#observers: gRPC callers are never told that a
 // committed write failed; the failure is logged.
 func TestHistoryObserverFailureNotReported(t *testing.T) {
 	f := newHistoryFixture(t)

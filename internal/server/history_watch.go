@@ -13,9 +13,8 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// WatchBranch streams a branch's commits (HistoryService.WatchBranch; DESIGN.md "Sequences, events
-// and watch"; the guarantees are written on the RPC in history_service.proto and argued in
-// docs/decisions/0005-watch-guarantees.md). One loop shape (STYLE.md "Streams"): validate,
+// WatchBranch streams a branch's commits (HistoryService.WatchBranch; docs/design.md#sequences; the guarantees are written on the RPC in history_service.proto and argued in
+// docs/decisions/0005-watch-guarantees.md). One loop shape (docs/development.md#style-streams): validate,
 // subscribe, defer unsubscribe, send the start frame and the replay (which the subscription copies
 // from the branch's log a chunk at a time, so a deep cursor holds no backlog), then select over the
 // context, shutdown, the subscription's commits and the heartbeat. Every end after the start frame

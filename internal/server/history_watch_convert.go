@@ -8,8 +8,7 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// eventKindToProto and eventKindFromProto map the event kinds (DESIGN.md "Sequences, events and
-// watch"); TestEventKindsMapped checks that every kind of each side has its row.
+// eventKindToProto and eventKindFromProto map the event kinds (docs/design.md#sequences); TestEventKindsMapped checks that every kind of each side has its row.
 var (
 	eventKindToProto = map[store.EventKind]historyv1.EventKind{
 		store.EventBranchCreated:   historyv1.EventKind_EVENT_KIND_BRANCH_CREATED,

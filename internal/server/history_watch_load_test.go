@@ -82,7 +82,7 @@ func checkTruth(t *testing.T, first, head uint64, wrote map[uint64]string, sessi
 
 // TestWatchBranchResumeAfterRandomDisconnects: issue 5 acceptance: a client that disconnects at 50
 // random points while 10,000 events are written, and each time resumes after the last sequence it
-// received (with the incarnation), loses and repeats nothing (DESIGN.md: replay-then-live with no
+// received (with the incarnation), loses and repeats nothing (docs/design.md#sequences: replay-then-live with no
 // gap and no duplicate). Evictions, should the race detector slow the reader that much, are resumed
 // the same way.
 func TestWatchBranchResumeAfterRandomDisconnects(t *testing.T) {
@@ -148,7 +148,7 @@ func stalledWatchClient(t *testing.T, f *watchFixture) historyv1.HistoryServiceC
 	return f.watchClient(t, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 }
 
-// TestWatchBranchStalledSubscriberEvicted: issue 5 acceptance; DESIGN.md: "The writer never waits
+// TestWatchBranchStalledSubscriberEvicted: issue 5 acceptance; docs/design.md#sequences: "The writer never waits
 // for a watcher: each subscriber has a bounded buffer, and one that falls behind is ended with
 // RESOURCE_EXHAUSTED and its last delivered sequence, so it can resume". A subscriber that stops
 // reading, with a buffer of 1, is evicted (reason SUBSCRIBER_TOO_SLOW, lastSequence its cursor)
@@ -299,8 +299,8 @@ func TestWatchBranchThousandWatchers(t *testing.T) {
 
 // TestWatchBranchDeepReplayWriterGoesOn (review: Subscribe copied the whole replay under the
 // branch's write lock, and a replaying stream counted commits written meanwhile against its
-// buffer). DESIGN.md "Sequences, events and watch": "The writer never waits for a watcher: each
-// subscriber has a bounded buffer"; ADR-0006 D4 as DESIGN.md "Observers" puts it in Go: the watch
+// buffer). docs/design.md#sequences: "The writer never waits for a watcher: each
+// subscriber has a bounded buffer"; ADR-0006 D4 as docs/design.md#observers puts it in Go: the watch
 // stream "reads the event log, which is written under the branch lock, in sequence order". Twenty
 // streams with a deep cursor (after 1, a log of 16 KiB events) are stuck part way through their
 // replays behind clients that do not read; the writer writes as many events again, with a
@@ -343,7 +343,7 @@ func TestWatchBranchDeepReplayWriterGoesOn(t *testing.T) {
 }
 
 // TestWatchBranchDeepReplayWhileWriting: many streams with deep cursors catch up while a writer
-// runs (DESIGN.md: "it replays the retained events after the cursor, then goes live with no gap
+// runs (docs/design.md#sequences: "it replays the retained events after the cursor, then goes live with no gap
 // and no duplicate"; "The writer never waits for a watcher"). Each sees every event after its
 // cursor exactly once, in order, across the replay, the switch to live and any resume after an
 // eviction (the validator, etcd's robustness rules), and all agree on each event.
@@ -407,7 +407,7 @@ func TestWatchBranchDeepReplayWhileWriting(t *testing.T) {
 
 // TestWatchBranchReplayOvertakenByRetention: a stream catching up from a deep cursor whose next
 // events the log's retention evicts before the stream has read them ends as a too-slow one does
-// (DESIGN.md: "one that falls behind is ended with RESOURCE_EXHAUSTED and its last delivered
+// (docs/design.md#sequences: "one that falls behind is ended with RESOURCE_EXHAUSTED and its last delivered
 // sequence, so it can resume"), after every frame it was given and with no gap; resuming from
 // that cursor is then OUT_OF_RANGE, HISTORY_COMPACTED, with the oldest available sequence ("A
 // cursor older than what is retained ... ends with OUT_OF_RANGE and the oldest available sequence

@@ -18,7 +18,7 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// TestWatchConvertedMessagesFieldCount guards the watch converters (STYLE.md, etcd's trick): a new
+// TestWatchConvertedMessagesFieldCount guards the watch converters (docs/development.md#style-proto, etcd's trick): a new
 // field breaks this test until history_watch*.go handles it.
 func TestWatchConvertedMessagesFieldCount(t *testing.T) {
 	checkFieldCounts(t, "history_watch*.go", []fieldCount{
@@ -32,7 +32,7 @@ func TestWatchConvertedMessagesFieldCount(t *testing.T) {
 }
 
 // TestEventKindsMapped: every store event kind has a wire kind and back, and every wire kind but
-// UNSPECIFIED has a store kind (DESIGN.md "Sequences, events and watch": the seven kinds).
+// UNSPECIFIED has a store kind (docs/design.md#sequences: the seven kinds).
 func TestEventKindsMapped(t *testing.T) {
 	for k := store.EventBranchCreated; k <= store.EventBranchDeleted; k++ {
 		pb, ok := eventKindToProto[k]
@@ -47,7 +47,7 @@ func TestEventKindsMapped(t *testing.T) {
 	}
 }
 
-// TestWatchBranchReplayThenLive: DESIGN.md "Sequences, events and watch": after_sequence 0 replays
+// TestWatchBranchReplayThenLive: docs/design.md#sequences: after_sequence 0 replays
 // everything retained from BRANCH_CREATED (sequence 1, with the branch and its initial messages),
 // then goes live with no gap and no duplicate; a frame carries one commit (two events for
 // CreateActionResponse), each message as that event wrote it, with its index; the first frame
@@ -120,7 +120,7 @@ func TestWatchBranchReplayThenLive(t *testing.T) {
 	mustValid(t, watchSession{midRec})
 }
 
-// TestWatchBranchFromNow: DESIGN.md: "after_sequence absent = from now": no replay; the start frame
+// TestWatchBranchFromNow: docs/design.md#sequences: "after_sequence absent = from now": no replay; the start frame
 // names the head, and the first event is the next write.
 func TestWatchBranchFromNow(t *testing.T) {
 	f := newWatchFixture(t, nil)
@@ -138,8 +138,7 @@ func TestWatchBranchFromNow(t *testing.T) {
 	mustValid(t, watchSession{rec})
 }
 
-// TestWatchBranchStartErrors: the errors before the first frame (DESIGN.md "Sequences, events and
-// watch"; history_service.proto WatchBranch): a cursor ahead of the head is INVALID_ARGUMENT naming
+// TestWatchBranchStartErrors: the errors before the first frame (docs/design.md#sequences; history_service.proto WatchBranch): a cursor ahead of the head is INVALID_ARGUMENT naming
 // after_sequence with the head; older than the log, or of another incarnation, OUT_OF_RANGE with
 // the oldest available sequence — never a silent restart; an unknown branch NOT_FOUND; malformed
 // ids and kinds INVALID_ARGUMENT naming the field.
@@ -217,7 +216,7 @@ func TestWatchBranchKinds(t *testing.T) {
 	mustValid(t, watchSession{rec})
 }
 
-// TestWatchBranchHeartbeats: an idle stream gets heartbeats (DESIGN.md: "idle streams get
+// TestWatchBranchHeartbeats: an idle stream gets heartbeats (docs/design.md#sequences: "idle streams get
 // heartbeats that carry the head sequence"), each with the head it has caught up with and the time.
 func TestWatchBranchHeartbeats(t *testing.T) {
 	f := newWatchFixture(t, nil, WithHeartbeat(5*time.Millisecond))
@@ -274,7 +273,7 @@ func TestWatchBranchDeleted(t *testing.T) {
 
 // TestWatchBranchShutdown: server shutdown ends open watch streams at once with UNAVAILABLE, reason
 // SERVER_SHUTTING_DOWN, and each stream's cursor, so GracefulStop completes inside the grace period
-// (issue 5; STYLE.md "Logging and lifecycle").
+// (issue 5; docs/development.md#style-lifecycle).
 func TestWatchBranchShutdown(t *testing.T) {
 	f := newWatchFixture(t, nil)
 	b := f.create(t, nil)

@@ -11,8 +11,8 @@ import (
 
 // The watch validator, modelled on etcd's robustness watch validation (tests/robustness/validate/
 // watch.go: Ordered, Unique, Atomic, Bookmarkable, Reliable, Resumable, and one history agreed by
-// every watcher), with the guarantees WatchBranch writes down (history_service.proto; DESIGN.md
-// "Sequences, events and watch"). Every watch test records what its clients received and runs it
+// every watcher), with the guarantees WatchBranch writes down (history_service.proto;
+// docs/design.md#sequences). Every watch test records what its clients received and runs it
 // through validateSessions; TestWatchValidatorCatches checks that each rule can fail.
 
 // watchStream is what a client received on one WatchBranch stream.

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// The interceptor chain, outermost first (STYLE.md "Logging and lifecycle"; issue 7). Each link sees
+// The interceptor chain, outermost first (docs/development.md#style-lifecycle; issue 7). Each link sees
 // what the links outside it did, and the links inside it see its effect:
 //
 //  0. in flight (in every Server built by New): counts the handlers running, for Shutdown
@@ -106,7 +106,7 @@ func interceptorChain(logger *zap.Logger, o options) ([]grpc.UnaryServerIntercep
 }
 
 // codeToLevel is the level of the per-RPC log line. Context cancellation and deadlines are the
-// client's doing and are not logged as errors (STYLE.md "Errors").
+// client's doing and are not logged as errors (docs/development.md#style-errors).
 func codeToLevel(code codes.Code) logging.Level {
 	switch code {
 	case codes.Canceled, codes.DeadlineExceeded:
@@ -117,7 +117,7 @@ func codeToLevel(code codes.Code) logging.Level {
 }
 
 // internalCause adds the real error behind a status with a fixed message (INTERNAL, or a redacted
-// domain error) to the RPC's log line; the client never sees it (DESIGN.md "Errors").
+// domain error) to the RPC's log line; the client never sees it (docs/design.md#errors).
 func internalCause(err error) logging.Fields {
 	if ie, ok := errors.AsType[*redactedError](err); ok {
 		return logging.Fields{"grpc.error_cause", ie.cause.Error()}

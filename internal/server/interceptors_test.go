@@ -26,7 +26,7 @@ func errorInfoOf(err error) *errdetails.ErrorInfo {
 
 // TestInterceptorChain drives the production chain (logging -> status mapping -> recovery) over a
 // unary and a streaming call for each handler outcome, and checks what the client gets and the one
-// log line per RPC (STYLE.md "Errors" and "Logging and lifecycle"; DESIGN.md "Errors").
+// log line per RPC (docs/development.md#style-errors and docs/development.md#style-lifecycle; docs/design.md#errors).
 func TestInterceptorChain(t *testing.T) {
 	tests := []struct {
 		what      string
@@ -127,7 +127,7 @@ func TestInterceptorChain(t *testing.T) {
 }
 
 // TestCodeToLevel: context endings are the client's doing and are logged at info, not as errors
-// (STYLE.md "Errors"); server faults are errors.
+// (docs/development.md#style-errors); server faults are errors.
 func TestCodeToLevel(t *testing.T) {
 	tests := []struct {
 		code codes.Code

@@ -10,7 +10,7 @@ import (
 )
 
 // zapLogger adapts l to the go-grpc-middleware logging.Logger interface, which ships no zap
-// adapter (TOOLCHAIN.md). Each call builds its own field list and writes one entry; l itself is
+// adapter (docs/development.md#pinned-versions). Each call builds its own field list and writes one entry; l itself is
 // never reassigned or extended, so fields of one call never leak into the next.
 func zapLogger(l *zap.Logger) logging.Logger {
 	l = l.WithOptions(zap.AddCallerSkip(1))

@@ -11,7 +11,7 @@ import (
 )
 
 // TestZapLoggerFieldsDoNotPileUp: each Log call writes its own fields only; fields of an earlier
-// call never reappear on a later one (TOOLCHAIN.md: the adapter must not accumulate fields).
+// call never reappear on a later one (docs/development.md#pinned-versions: the adapter must not accumulate fields).
 func TestZapLoggerFieldsDoNotPileUp(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	l := zapLogger(zap.New(core))

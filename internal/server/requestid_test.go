@@ -16,7 +16,7 @@ import (
 // TestRequestID: a sane incoming x-request-id is used as is; a missing, empty, oversized,
 // non-printable or repeated one is replaced by a new UUID; either way the id is echoed in the
 // response header and is the request_id of the call's log line (issue 7: "honour a sane incoming
-// x-request-id, else generate; echo it back"; STYLE.md: one line per RPC with request_id).
+// x-request-id, else generate; echo it back"; docs/development.md#style-lifecycle: one line per RPC with request_id).
 func TestRequestID(t *testing.T) {
 	long := strings.Repeat("a", MaxRequestIDLength)
 	tests := []struct {

@@ -106,8 +106,8 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// TestHealthServing: the overall health status is SERVING while the server runs (DESIGN.md
-// "Services": grpc.health.v1.Health is registered).
+// TestHealthServing: the overall health status is SERVING while the server runs (
+// docs/design.md#services: grpc.health.v1.Health is registered).
 func TestHealthServing(t *testing.T) {
 	ts := newTestServer(t, nil)
 	resp, err := healthpb.NewHealthClient(ts.conn).Check(testContext(t), &healthpb.HealthCheckRequest{})
@@ -120,7 +120,7 @@ func TestHealthServing(t *testing.T) {
 }
 
 // TestReflectionListsServices: server reflection (v1 and v1alpha) is registered, so that
-// `grpcurl -plaintext ADDR list` works with no proto files at hand (DESIGN.md "Services").
+// `grpcurl -plaintext ADDR list` works with no proto files at hand (docs/design.md#services).
 func TestReflectionListsServices(t *testing.T) {
 	ts := newTestServer(t, nil)
 	stream, resp := listServices(testContext(t), t, ts)
@@ -191,7 +191,7 @@ func listServices(ctx context.Context, t *testing.T, ts *testServer) (reflection
 }
 
 // TestShutdownClean: with nothing in flight Shutdown ends within the grace period and returns nil,
-// and Serve returns nil (STYLE.md "Logging and lifecycle").
+// and Serve returns nil (docs/development.md#style-lifecycle).
 func TestShutdownClean(t *testing.T) {
 	ts := newTestServer(t, nil, WithGracePeriod(testTimeout))
 	if _, err := healthpb.NewHealthClient(ts.conn).Check(testContext(t), &healthpb.HealthCheckRequest{}); err != nil {
@@ -245,7 +245,7 @@ func TestShutdownOrder(t *testing.T) {
 }
 
 // TestShutdownForcedAfterGracePeriod: a stream that nobody ends does not block shutdown beyond the
-// grace period: Stop cuts it off and Shutdown reports ErrForcedStop (STYLE.md: GracefulStop bounded
+// grace period: Stop cuts it off and Shutdown reports ErrForcedStop (docs/development.md#style-lifecycle: GracefulStop bounded
 // by a grace period, then Stop).
 func TestShutdownForcedAfterGracePeriod(t *testing.T) {
 	const grace = 50 * time.Millisecond
@@ -284,7 +284,7 @@ func TestShutdownContextEndsEarly(t *testing.T) {
 	}
 }
 
-// TestNewNilLogger: a nil logger becomes zap.NewNop() (STYLE.md "Shape").
+// TestNewNilLogger: a nil logger becomes zap.NewNop() (docs/development.md#style-shape).
 func TestNewNilLogger(t *testing.T) {
 	s := New(nil)
 	if s.logger == nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // The pieces of a long-lived server stream that are not specific to one service: a jittered
-// heartbeat, a send bounded by a timeout, and the errors that end a stream (STYLE.md "Streams":
+// heartbeat, a send bounded by a timeout, and the errors that end a stream (docs/development.md#style-streams:
 // validate, subscribe, defer unsubscribe, then select over ctx.Done(), events and the heartbeat).
 // SubscribeInbox and WatchBranch use them.
 
@@ -71,7 +71,7 @@ var (
 )
 
 // slowConsumerError is errSlowConsumer with its cause and the stream's ErrorInfo metadata (the
-// entity keys of DESIGN.md "Wire model", for example ownerId or lastSequence).
+// entity keys of docs/design.md#wire-model, for example ownerId or lastSequence).
 type slowConsumerError struct {
 	cause error
 	md    map[string]string

@@ -12,8 +12,7 @@ import (
 
 // TestWireKeepsPresence: the wire model's presence choices survive both encodings a client may use
 // (binary protobuf, and protojson as grpcurl speaks it). A participant absent, JSON null and a
-// string stay three states (ADR-0006 D1: explicit null versus absent value; DESIGN.md "Wire
-// model"); an absent embedding stays distinct from an empty one (ADR-0001 D4); an absent
+// string stay three states (ADR-0006 D1: explicit null versus absent value; docs/design.md#wire-model); an absent embedding stays distinct from an empty one (ADR-0001 D4); an absent
 // created_at stays distinct from 0 (ADR-0001 D1: absent means now).
 func TestWireKeepsPresence(t *testing.T) {
 	type state struct {

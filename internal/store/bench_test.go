@@ -147,7 +147,7 @@ func deepBranch(b *testing.B, st *store.Memory) uuid.UUID {
 
 // BenchmarkSubscribeDeepCursor is Subscribe with a cursor at the start of a full log (after=1, so
 // 9,999 retained events to replay) and Close, reading nothing: what a client reconnecting in a loop
-// costs the store. DESIGN.md "Sequences, events and watch": "The writer never waits for a
+// costs the store. docs/design.md#sequences: "The writer never waits for a
 // watcher"; Subscribe registers and copies no backlog, so B/op does not grow with the log.
 func BenchmarkSubscribeDeepCursor(b *testing.B) {
 	st := store.NewMemory(store.WithMemoryBudget(0))
@@ -193,7 +193,7 @@ func BenchmarkSubscribeReplay(b *testing.B) {
 
 // BenchmarkSubscribeLoopWriter is AddMessage on a branch with a full log while another goroutine
 // subscribes to it with a deep cursor (after=1) and closes, in a loop: a client reconnecting with
-// an old cursor. DESIGN.md: "The writer never waits for a watcher", so ns/op stays near
+// an old cursor. docs/design.md#sequences: "The writer never waits for a watcher", so ns/op stays near
 // BenchmarkAddMessage's; subscribes/op is how many reconnects the loop made per write.
 func BenchmarkSubscribeLoopWriter(b *testing.B) {
 	st := store.NewMemory(store.WithMemoryBudget(0))

@@ -33,14 +33,14 @@ var stepDifferences = map[string]map[int]struct {
 	want   string
 }{
 	"add/replace ordering + views + to_chat_msgs": {
-		7: {"DESIGN.md \"Branches\": re-sending the current system's id updates the system (LionAGI's ExistsError is an accident of its Pile)",
+		7: {"docs/design.md#branches: re-sending the current system's id updates the system (LionAGI's ExistsError is an accident of its Pile)",
 			`{"result": "<s2>", "read": {"mm.progression": ["<s2>", "<i1>", "<a1>"]}}`},
 	},
 	"constructor variants + set_system": {
 		3: {"historyd has one constructor, the Branch's, which builds a System from text (ADR-0006 D3 Branch facade); " +
 			"MessageManager's rejection of a non-System value has no counterpart in the typed Go API",
 			`{"result": {"progression": ["<sys3>"]}}`},
-		8: {"DESIGN.md \"Branches\": set_system with the current system's id updates it in place",
+		8: {"docs/design.md#branches: set_system with the current system's id updates it in place",
 			`{"result": null, "read": {"mm6.progression": ["<sys_obj>", "<x>"]}}`},
 	},
 	"sync add_message: one failing hook among three": {
@@ -54,13 +54,13 @@ var stepDifferences = map[string]map[int]struct {
 			`{"result": {"id": "<m>", "class": "AssistantResponse", "sender": null, "recipient": null, "channel": null, "content": {"assistant_response": "hi"}}, "read": {"m.chat_msg": {"role": "assistant", "content": "hi"}}}`},
 	},
 	"create_action_response with a prebuilt ActionResponse": {
-		0: {"ActionResponse.error is kept (ADR-0006 D2 action response state; DESIGN.md)",
+		0: {"ActionResponse.error is kept (ADR-0006 D2 action response state; docs/design.md#differs)",
 			`{"result": {"id": "<pre>", "class": "ActionResponse", "sender": "unset", "recipient": "unset", "channel": null, "content": {"output": 1, "function": "g", "arguments": {}, "error": "e"}}}`},
 		2: {"ActionResponse.error is kept through update (ADR-0006 D2); no reciprocal link is made for a pre-built response",
 			`{"result": {"id": "<pre>", "class": "ActionResponse", "sender": "unset", "recipient": "unset", "channel": null, "content": {"function": "g", "arguments": {}, "error": "e"}}, "read": {"r.content.output": null, "r.content.error": "e", "req.content.action_response_id": null}}`},
 	},
 	"Branch.clone duplicates the system message": {
-		3: {"DESIGN.md \"Branches\": a fork has exactly one system, at index 0",
+		3: {"docs/design.md#branches: a fork has exactly one system, at index 0",
 			`{"result": "<c>", "read": {"c.messages": ["<c_sys>", "<c_ins>"]}}`},
 	},
 }

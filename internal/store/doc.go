@@ -1,10 +1,10 @@
 // Package store owns branch histories: LionAGI's MessageManager semantics
 // (ADR-0006 D3) over a Store interface, the per-branch sequences and event
-// log of DESIGN.md "Sequences, events and watch", the message-added
-// observers of ADR-0006 D4 ("Observers" in DESIGN.md), the subscriptions
+// log of docs/design.md#sequences, the message-added
+// observers of ADR-0006 D4 (docs/design.md#observers), the subscriptions
 // WatchBranch reads (replay then live, a kinds filter, bounded buffers, a
 // limit on open ones; docs/decisions/0005), request-id
-// idempotency and optimistic concurrency (DESIGN.md "Branches"), LionAGI
+// idempotency and optimistic concurrency (docs/design.md#branches), LionAGI
 // JSON import and export of whole branches, and the backends: the in-memory
 // one (Memory) with its memory budget. Every backend must pass
 // storetest.Run.
@@ -20,7 +20,7 @@
 // its index. Messages are envelope values and are never changed in place,
 // so readers share them without copies.
 //
-// Import rule (DESIGN.md "Layers"): store imports internal/envelope (and
+// Import rule (docs/design.md#layers): store imports internal/envelope (and
 // its jsonv) only: no grpc, protobuf, zap, internal/server or
 // internal/exchange. Errors are sentinels (ErrX) or typed errors wrapping
 // them; internal/server maps them to gRPC statuses.

@@ -18,7 +18,7 @@ var (
 	ErrBranchNotFound = errors.New("branch not found")
 
 	// ErrBranchExists: a create, fork or import named an id that is taken
-	// (ALREADY_EXISTS; DESIGN.md "Branches").
+	// (ALREADY_EXISTS; docs/design.md#branches).
 	ErrBranchExists = errors.New("branch already exists")
 
 	// ErrMessageNotFound: the named message is not in the branch (NOT_FOUND).
@@ -30,7 +30,7 @@ var (
 	ErrInvalidProgression = fmt.Errorf("%w: %s", envelope.ErrInvalid, InvalidProgressionMessage)
 
 	// ErrKindChange: a write under an existing id would change the message's
-	// class (INVALID_ARGUMENT; DESIGN.md "Branches").
+	// class (INVALID_ARGUMENT; docs/design.md#branches).
 	ErrKindChange = fmt.Errorf("%w: a message's kind cannot change", envelope.ErrInvalid)
 
 	// ErrNotActionRequest: an action output names a message that is not an
@@ -51,7 +51,7 @@ var (
 	ErrNotSystem = fmt.Errorf("%w: %s", envelope.ErrInvalid, NotSystemMessage)
 
 	// ErrSequenceMismatch: expected_head_sequence differs from the branch's
-	// head (FAILED_PRECONDITION; DESIGN.md "Optimistic concurrency").
+	// head (FAILED_PRECONDITION; docs/design.md#optimistic-concurrency).
 	ErrSequenceMismatch = errors.New("head sequence mismatch")
 
 	// ErrMemoryBudget: the write would take the store over its memory
@@ -68,7 +68,7 @@ var (
 
 	// ErrHistoryCompacted: a watch cursor is older than the retained event
 	// log or names another incarnation of the branch (OUT_OF_RANGE;
-	// DESIGN.md "Sequences, events and watch").
+	// docs/design.md#sequences).
 	ErrHistoryCompacted = errors.New("history compacted")
 
 	// ErrCursorAhead: a watch cursor is ahead of the head sequence of the
@@ -206,7 +206,7 @@ func (e *SequenceError) Error() string {
 func (e *SequenceError) Unwrap() error { return e.Err }
 
 // ErrorMetadata returns branchId and the sequences that apply, under the
-// keys of DESIGN.md "Wire model".
+// keys of docs/design.md#wire-model.
 func (e *SequenceError) ErrorMetadata() map[string]string {
 	md := map[string]string{"branchId": e.BranchID.String(), "headSequence": strconv.FormatUint(e.Head, 10)}
 	switch {

@@ -6,8 +6,7 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 )
 
-// EventKind names what a branch event did (DESIGN.md "Sequences, events and
-// watch").
+// EventKind names what a branch event did (docs/design.md#sequences).
 type EventKind uint8
 
 // The event kinds.
@@ -80,7 +79,7 @@ type Event struct {
 type Commit []Event
 
 // DefaultEventRetention is how many events each branch's log keeps
-// (DESIGN.md: "default: the last 10,000 events").
+// (docs/design.md#sequences: "default: the last 10,000 events").
 const DefaultEventRetention = 10_000
 
 // logEntry is an event with the message versions it keeps alive.

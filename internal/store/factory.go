@@ -36,7 +36,7 @@ type Factory struct {
 	SystemDatetime jsonv.Value
 
 	// Assistant response inputs: text, or a raw provider response that
-	// from_response parses (ADR-0006 D2; DESIGN.md "Branches").
+	// from_response parses (ADR-0006 D2; docs/design.md#branches).
 	AssistantResponse jsonv.Value
 	AssistantMsg      *envelope.Message
 	// AssistantRaw marks AssistantResponse as a raw provider response (the

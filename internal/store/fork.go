@@ -11,7 +11,7 @@ import (
 )
 
 // ForkBranch copies a branch up to and including a message (Store.ForkBranch;
-// DESIGN.md "Branches"): the system always, each message as a clone (new
+// docs/design.md#branches): the system always, each message as a clone (new
 // id, metadata.clone_from = the source id, sender and recipient unchanged);
 // reciprocal action ids are remapped when both ends are copied and cleared
 // when only one is; the selected progression is copied, restricted to the

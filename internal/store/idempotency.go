@@ -7,7 +7,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Idempotency window (DESIGN.md "Branches"): a request id is remembered for
+// Idempotency window (docs/design.md#branches): a request id is remembered for
 // DefaultRequestTTL or the last DefaultRequestMax requests of its scope,
 // whichever ends first.
 const (
@@ -23,7 +23,7 @@ const (
 // is on the safe side.
 const requestOverhead = 512
 
-// requestScope names an idempotency scope (DESIGN.md "Branches", ADR-0010):
+// requestScope names an idempotency scope (docs/design.md#branches, ADR-0010):
 // the writes of one branch incarnation, the deletes of one branch id, or,
 // both zero, the calls that create a branch (create, import, fork) made
 // by one principal (the caller's token; "" on a server without auth). An

@@ -82,8 +82,8 @@ func depth(v jsonv.Value) int {
 	return d
 }
 
-// parseImport reads the three shapes ImportBranch accepts (DESIGN.md
-// "Branches"): an object with `messages` is a Branch.to_dict, an object
+// parseImport reads the three shapes ImportBranch accepts (
+// docs/design.md#branches): an object with `messages` is a Branch.to_dict, an object
 // with `collections` is a Pile.to_dict, an array is a list of message
 // dicts; any mode (metadata or node_metadata). Errors name the field from
 // "data". metaKey is a custom db-mode metadata key (ExportBranch's
@@ -284,7 +284,7 @@ func (b *branch) exportSource() exportSource {
 	return src
 }
 
-// encode writes the branch as Branch.to_dict(mode) (DESIGN.md "Branches"):
+// encode writes the branch as Branch.to_dict(mode) (docs/design.md#branches):
 // {id, created_at, metadata (with current_progression when a selected
 // progression is set, and lion_class), user, name, messages: the Pile
 // with its progression, system}; no chat_model (historyd has none).

@@ -8,7 +8,7 @@ import (
 )
 
 // TestMemoryConformance runs the conformance suite against the memory
-// backend (STYLE.md: every backend runs storetest.Run).
+// backend (docs/development.md#style-tests: every backend runs storetest.Run).
 func TestMemoryConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, o storetest.Options) store.Store {
 		var opts []store.Option

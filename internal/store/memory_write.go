@@ -23,7 +23,7 @@ type written struct {
 }
 
 // write runs one branch mutation: under the branch lock the repeat check
-// (first, DESIGN.md "Branches"), the head check, then fn; a success is
+// (first, docs/design.md#branches), the head check, then fn; a success is
 // remembered under its request id. The observers run after the lock is
 // released (ADR-0006 D4).
 func (m *Memory) write(ctx context.Context, branchID uuid.UUID, op Op, opts WriteOptions, fn mutation) (WriteResult, error) {

@@ -11,7 +11,7 @@ import (
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 )
 
-// The LionAGI rules (ADR-0006 D3, DESIGN.md "Branches") in one
+// The LionAGI rules (ADR-0006 D3, docs/design.md#branches) in one
 // engine-neutral place: a branch's state and an input in, the placements
 // (and so the events) out. Engines do the rest: persistence, indexing,
 // locking, idempotency records, budgets. An engine reads the state under
@@ -81,8 +81,7 @@ type Plan struct {
 	Added      *envelope.Message
 }
 
-// CheckHead applies expected_head_sequence (DESIGN.md "Optimistic
-// concurrency").
+// CheckHead applies expected_head_sequence (docs/design.md#optimistic-concurrency).
 func CheckHead(st BranchState, opts WriteOptions) error {
 	if opts.ExpectedHead != nil && *opts.ExpectedHead != st.HeadSequence() {
 		return &SequenceError{Err: ErrSequenceMismatch, BranchID: st.BranchID(), Head: st.HeadSequence()}
@@ -185,7 +184,7 @@ func planCreated(st BranchState, c Created, field string) (Plan, error) {
 
 // build runs the factory with the named branch messages resolved, or takes
 // the pre-built message. A target keeps its kind: an input of another kind
-// is ErrKindChange naming target_id (DESIGN.md "Branches").
+// is ErrKindChange naming target_id (docs/design.md#branches).
 func build(st BranchState, in AddInput) (Created, error) {
 	if in.Message != nil {
 		if in.Target != nil || in.ActionRequest != nil || !in.Factory.empty() {

@@ -10,7 +10,7 @@ import (
 
 // Store keeps branch histories. Every method is safe for concurrent use.
 // Mutations take WriteOptions (idempotency and optimistic concurrency,
-// DESIGN.md "Branches"); a failed call changes nothing. Unknown branches
+// docs/design.md#branches); a failed call changes nothing. Unknown branches
 // are ErrBranchNotFound, wrapped in a *BranchError.
 //
 // Every backend must pass storetest.Run.
@@ -19,10 +19,10 @@ type Store interface {
 	// taken is ErrBranchExists.
 	CreateBranch(ctx context.Context, in CreateBranchInput) (BranchResult, error)
 	// ImportBranch creates a branch from LionAGI JSON, replaying the
-	// records through the D3 rules in order (DESIGN.md "Branches").
+	// records through the D3 rules in order (docs/design.md#branches).
 	ImportBranch(ctx context.Context, in ImportInput) (BranchResult, error)
-	// ForkBranch copies a branch up to and including a message (DESIGN.md
-	// "Branches").
+	// ForkBranch copies a branch up to and including a message (
+	// docs/design.md#branches).
 	ForkBranch(ctx context.Context, in ForkInput) (BranchResult, error)
 	// GetBranch describes a branch.
 	GetBranch(ctx context.Context, id uuid.UUID) (BranchInfo, error)
@@ -66,7 +66,7 @@ type Store interface {
 	// Recall returns the result a request id already produced for op on a
 	// branch (branch nil: principal's scope of create, import and fork,
 	// ADR-0010; for OpDeleteBranch, branch is the branch deleted), so that callers can
-	// answer a repeat before validating it (DESIGN.md: "The repeat check
+	// answer a repeat before validating it (docs/design.md#idempotency: "The repeat check
 	// comes before any other check"). The writes themselves check again,
 	// atomically. A request id that another op used is ErrRequestIDReused.
 	// A remembered BranchResult carries only the branch's system in
@@ -76,8 +76,8 @@ type Store interface {
 	// Observe adds a message-added observer to a branch and returns the
 	// function that removes it (ADR-0006 D4).
 	Observe(branch uuid.UUID, o Observer) (remove func(), err error)
-	// Subscribe opens a subscription to the branch's commits (DESIGN.md
-	// "Sequences, events and watch"): the retained commits after the
+	// Subscribe opens a subscription to the branch's commits (
+	// docs/design.md#sequences): the retained commits after the
 	// cursor, then live ones, with no gap and no duplicate, optionally
 	// restricted to some event kinds. A cursor of another incarnation or
 	// older than the log is ErrHistoryCompacted, one ahead of the head

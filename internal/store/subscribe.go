@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultSubscriberBuffer is how many commits a subscription buffers by
-// default. The writer never waits for a subscriber (DESIGN.md); 256 commits
+// default. The writer never waits for a subscriber (docs/design.md#sequences); 256 commits
 // absorb a burst of writes while the reader is busy sending one frame, and
 // a reader further behind than that resumes from its cursor.
 const DefaultSubscriberBuffer = 256

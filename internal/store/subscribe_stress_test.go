@@ -25,7 +25,7 @@ type seg struct {
 }
 
 // TestSubscribeLazyReplayStress checks the lazy replay (docs/decisions/0005) against a ground truth
-// under load (DESIGN.md "Sequences, events and watch": replay then live with no gap and no
+// under load (docs/design.md#sequences: replay then live with no gap and no
 // duplicate, whole commits; ADR-0006 D4): four writers add single-event and two-event commits and
 // clear, with a tiny retention so replays are overtaken, or with the branch deleted while they
 // write; twelve readers subscribe with random kinds filters, cursors and buffers, close some streams

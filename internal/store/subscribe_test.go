@@ -31,7 +31,7 @@ func deepBranch(t *testing.T, m *Memory, n int) uuid.UUID {
 // TestSubscribeDeepCursorCopiesNoBacklog (review: Subscribe copied every
 // retained event after the cursor under the write lock, about 1.3 MiB per
 // subscription with 10,000 events, none of it counted against the memory
-// budget). DESIGN.md "Sequences, events and watch": "The writer never
+// budget). docs/design.md#sequences: "The writer never
 // waits for a watcher"; a subscription with a deep cursor is registered in
 // O(1) and catches up from the log a chunk at a time, so what Subscribe
 // allocates, and what an open subscription part way through its replay
@@ -131,9 +131,9 @@ func TestSubscribeCatchUpChunks(t *testing.T) {
 
 // TestSubscribeCatchUpOvertakenLast: with the memory backend, a
 // subscription catching up holds the chunk it copied; when the log evicts
-// the event after it, it is ended as too slow (ADR-0006 D4 / DESIGN.md:
+// the event after it, it is ended as too slow (ADR-0006 D4 / docs/design.md#sequences:
 // the watch stream "reads the event log, which is written under the branch
-// lock, in sequence order"; DESIGN.md: "one that falls behind is ended
+// lock, in sequence order"; docs/design.md#sequences: "one that falls behind is ended
 // with RESOURCE_EXHAUSTED and its last delivered sequence, so it can
 // resume") with Last at the end of that chunk, delivered first; the
 // resume is HISTORY_COMPACTED with the oldest retained sequence.

@@ -60,7 +60,7 @@ type BranchInfo struct {
 	ID uuid.UUID
 	// Incarnation is made when the branch is created (also by import and
 	// fork); a watch cursor of another incarnation is out of range
-	// (DESIGN.md "Sequences, events and watch").
+	// (docs/design.md#sequences).
 	Incarnation uuid.UUID
 	// CreatedAt is Unix seconds, as LionAGI stores it.
 	CreatedAt float64
@@ -85,22 +85,22 @@ type BranchInfo struct {
 }
 
 // StoredMessage is a message as the branch holds it, with the sequence of
-// its last write (DESIGN.md "Sequences, events and watch").
+// its last write (docs/design.md#sequences).
 type StoredMessage struct {
 	Message  *envelope.Message
 	Sequence uint64
 }
 
 // MessageRead is what GetMessage and LastMessage return: a message as the
-// branch holds it, and the branch's head when it was read (DESIGN.md:
+// branch holds it, and the branch's head when it was read (docs/design.md#optimistic-concurrency:
 // responses return the head sequence).
 type MessageRead struct {
 	StoredMessage
 	Head uint64
 }
 
-// WriteOptions are the options every branch mutation takes (DESIGN.md
-// "Branches": idempotency and optimistic concurrency).
+// WriteOptions are the options every branch mutation takes (
+// docs/design.md#branches: idempotency and optimistic concurrency).
 type WriteOptions struct {
 	// RequestID, when not empty, makes the write idempotent: a repeat
 	// within the window returns the first result and writes nothing.
@@ -180,7 +180,7 @@ type CreateBranchInput struct {
 // ImportInput are the arguments of ImportBranch.
 type ImportInput struct {
 	// Data is a LionAGI Branch.to_dict, Pile.to_dict or list of message
-	// dicts, in python, json or db mode (DESIGN.md "Branches").
+	// dicts, in python, json or db mode (docs/design.md#branches).
 	Data jsonv.Value
 	// ID, when not zero, is the new branch's id instead of the payload's.
 	ID uuid.UUID
@@ -265,7 +265,7 @@ type ListInput struct {
 	Selected bool
 }
 
-// Paging bounds (STYLE.md: lists are paginated from the start).
+// Paging bounds (docs/development.md#style-proto: lists are paginated from the start).
 const (
 	DefaultPageSize = 50
 	MaxPageSize     = 1000

@@ -99,7 +99,7 @@ var pythonKinds = map[string]string{
 
 // textKinds are the ValueErrors that historyd classifies by what they say rather than by type:
 // an owner that is not registered is a state of the Exchange, FAILED_PRECONDITION with reason
-// OWNER_NOT_REGISTERED (DESIGN.md "Errors"), not a malformed input.
+// OWNER_NOT_REGISTERED (docs/design.md#errors), not a malformed input.
 // An owner registered twice is ALREADY_EXISTS (OWNER_ALREADY_REGISTERED).
 var textKinds = map[string]string{" not registered": "FAILED_PRECONDITION", " already registered": KindExists}
 

@@ -18,7 +18,7 @@ import (
 )
 
 // TestGrpcurlList: with no proto files at hand, `grpcurl -plaintext ADDR list` lists the health
-// and reflection services (issue 2 acceptance; DESIGN.md "Services").
+// and reflection services (issue 2 acceptance; docs/design.md#services).
 func TestGrpcurlList(t *testing.T) {
 	p := startServer(t)
 	services := strings.Fields(grpcurl(t, "-plaintext", p.addr, "list"))
@@ -71,7 +71,7 @@ func TestSignalCleanExit(t *testing.T) {
 
 // TestShutdownBoundedByGracePeriod: an open stream does not hold the process: on SIGTERM health
 // goes NOT_SERVING first and health watchers are let go, then after the grace period a stream that
-// nothing ends (a reflection stream) is cut and the process exits 0 (STYLE.md: NOT_SERVING first,
+// nothing ends (a reflection stream) is cut and the process exits 0 (docs/development.md#style-lifecycle: NOT_SERVING first,
 // GracefulStop bounded by a grace period, then Stop).
 func TestShutdownBoundedByGracePeriod(t *testing.T) {
 	const grace = time.Second

@@ -38,7 +38,7 @@ type streamOutcome struct {
 // branch that AddMessage calls are writing to, SIGTERM makes every in-flight call end with OK or
 // UNAVAILABLE (never a hang), ends every stream cleanly with UNAVAILABLE and reason
 // SERVER_SHUTTING_DOWN (not a cut connection), and the process exits 0 well within the grace
-// period (issue 7 acceptance; STYLE.md "Logging and lifecycle").
+// period (issue 7 acceptance; docs/development.md#style-lifecycle).
 func TestShutdownUnderLoad(t *testing.T) {
 	const grace = 5 * time.Second
 	p := startServer(t, "--grace-period", grace.String())

@@ -124,7 +124,7 @@ def test_selected_progression_fork_clear(client: Client) -> None:
 
 def test_participants_none_versus_unset(client: Client) -> None:
     """LionAGI's None versus absent: a write's sender None is JSON null; an imported message whose
-    sender is "unset" (never given) reads back as UNSET, and None stays None (DESIGN.md "Wire model")."""
+    sender is "unset" (never given) reads back as UNSET, and None stays None (docs/design.md#wire-model)."""
     b = client.create_branch()
     m = b.add_instruction("hi", sender=None, recipient="assistant")
     assert m.sender is None and m.recipient == "assistant"

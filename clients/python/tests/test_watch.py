@@ -1,5 +1,5 @@
-"""watch(): a resuming iterator (issue 20: "a watch with a forced disconnect and resume"; DESIGN.md
-"Sequences, events and watch": after any end, a new WatchBranch with after_sequence = the last
+"""watch(): a resuming iterator (issue 20: "a watch with a forced disconnect and resume";
+docs/design.md#sequences: after any end, a new WatchBranch with after_sequence = the last
 last_sequence and the same incarnation continues exactly where the stream stopped).
 
 The forced disconnect is a TCP proxy between the watching client and historyd whose connections

@@ -1,4 +1,4 @@
-// The wire model of the LionAGI message envelope (DESIGN.md "Wire model"; docs/decisions/0001).
+// The wire model of the LionAGI message envelope (docs/design.md#wire-model; docs/decisions/0001).
 //
 // Conventions used throughout this file:
 //   - A field whose name ends in `_json` holds UTF-8 JSON text: LionAGI types it as "any JSON value",
@@ -152,7 +152,7 @@ type Message struct {
 	// request sets include_rendered, because rendering costs more than the write.
 	Rendered *Rendered `protobuf:"bytes,15,opt,name=rendered,proto3" json:"rendered,omitempty"`
 	// sequence is output only: in a branch, the per-branch sequence of the message's last write
-	// (DESIGN.md "Sequences, events and watch"); 0 outside a branch.
+	// (docs/design.md#sequences); 0 outside a branch.
 	Sequence      uint64 `protobuf:"varint,16,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -707,7 +707,7 @@ type InstructionContent_Instruction struct {
 }
 
 type InstructionContent_InstructionJson struct {
-	// instruction_json is the instruction as any JSON value, as JSON text (DESIGN.md: any-JSON
+	// instruction_json is the instruction as any JSON value, as JSON text (docs/design.md#any-json: any-JSON
 	// fields travel as JSON text).
 	InstructionJson string `protobuf:"bytes,2,opt,name=instruction_json,json=instructionJson,proto3,oneof"`
 }

@@ -1,5 +1,5 @@
 // The machine-readable reasons historyd puts in the google.rpc.ErrorInfo of every non-OK status
-// (DESIGN.md "Errors" and "Wire model"). ErrorInfo.domain is always "historyd", ErrorInfo.reason is
+// (docs/design.md#errors and docs/design.md#wire-model). ErrorInfo.domain is always "historyd", ErrorInfo.reason is
 // the enum value's name (for example "ERROR_REASON_BRANCH_NOT_FOUND"), and ErrorInfo.metadata uses
 // lowerCamel keys: oldestSequence, lastSequence, headSequence, branchId, messageId, ownerId.
 
@@ -57,7 +57,7 @@ const (
 	// of the content kind (INVALID_ARGUMENT; ADR-0001 D1: "Metadata class mismatch").
 	ErrorReason_ERROR_REASON_LION_CLASS_MISMATCH ErrorReason = 7
 	// ERROR_REASON_UNKNOWN_LION_CLASS: a lion_class is not on the closed list of accepted names; no
-	// payload ever causes code to be loaded (INVALID_ARGUMENT; ADR-0001 D3, DESIGN.md "Envelope").
+	// payload ever causes code to be loaded (INVALID_ARGUMENT; ADR-0001 D3, docs/design.md#envelope).
 	ErrorReason_ERROR_REASON_UNKNOWN_LION_CLASS ErrorReason = 8
 	// ERROR_REASON_INVALID_FIELD: a field's value is malformed or out of range (bad UUID, JSON text
 	// that does not parse, a participant Value that is neither null nor a string, a rejected image,
@@ -69,7 +69,7 @@ const (
 	// messages in the requested progression are invalid.").
 	ErrorReason_ERROR_REASON_INVALID_PROGRESSION ErrorReason = 10
 	// ERROR_REASON_MESSAGE_KIND_CHANGE: an update in place would change a message's content kind
-	// (INVALID_ARGUMENT; DESIGN.md "Branches": the kind of an existing id cannot change).
+	// (INVALID_ARGUMENT; docs/design.md#branches: the kind of an existing id cannot change).
 	// Metadata: messageId.
 	ErrorReason_ERROR_REASON_MESSAGE_KIND_CHANGE ErrorReason = 11
 	// ERROR_REASON_NOT_AN_ACTION_REQUEST: CreateActionResponse named a message that is not an
@@ -77,15 +77,15 @@ const (
 	// ActionRequest). Metadata: messageId.
 	ErrorReason_ERROR_REASON_NOT_AN_ACTION_REQUEST ErrorReason = 12
 	// ERROR_REASON_HISTORY_COMPACTED: a watch cursor is older than the retained event log or belongs
-	// to another incarnation of the branch (OUT_OF_RANGE; DESIGN.md "Sequences"). Metadata:
+	// to another incarnation of the branch (OUT_OF_RANGE; docs/design.md#sequences). Metadata:
 	// oldestSequence, headSequence.
 	ErrorReason_ERROR_REASON_HISTORY_COMPACTED ErrorReason = 13
 	// ERROR_REASON_SUBSCRIBER_TOO_SLOW: a watch or inbox stream fell behind its bounded buffer and was
-	// ended; resume from the last delivered sequence (RESOURCE_EXHAUSTED; DESIGN.md "Sequences").
+	// ended; resume from the last delivered sequence (RESOURCE_EXHAUSTED; docs/design.md#sequences).
 	// Metadata: lastSequence.
 	ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW ErrorReason = 14
 	// ERROR_REASON_SEQUENCE_MISMATCH: a mutation's expected_head_sequence differs from the branch's
-	// head sequence (FAILED_PRECONDITION; DESIGN.md "Optimistic concurrency"). Metadata: headSequence.
+	// head sequence (FAILED_PRECONDITION; docs/design.md#optimistic-concurrency). Metadata: headSequence.
 	ErrorReason_ERROR_REASON_SEQUENCE_MISMATCH ErrorReason = 15
 	// ERROR_REASON_MEMORY_BUDGET_EXCEEDED: the write would take the in-memory store over its
 	// configured budget (RESOURCE_EXHAUSTED). Metadata: requestBytes (what the write needs),
@@ -103,7 +103,7 @@ const (
 	// ERROR_REASON_UNAUTHENTICATED: the call carried no valid credentials (UNAUTHENTICATED).
 	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 20
 	// ERROR_REASON_INTERNAL: an unexpected server error (INTERNAL); the status message is fixed and the
-	// real error is only logged (DESIGN.md "Errors").
+	// real error is only logged (docs/design.md#errors).
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 21
 	// ERROR_REASON_SERVER_SHUTTING_DOWN: the server is shutting down and ended a long-lived stream
 	// (a watch or inbox stream) so that shutdown need not wait for it (UNAVAILABLE); reconnect to
@@ -114,7 +114,7 @@ const (
 	// (INVALID_ARGUMENT). The status message carries the decoder's reason.
 	ErrorReason_ERROR_REASON_MALFORMED_REQUEST ErrorReason = 23
 	// ERROR_REASON_OWNER_HOLDS_TOO_MUCH: Unregister refused to remove an owner because what it holds
-	// would not fit in one response (FAILED_PRECONDITION; DESIGN.md "Exchange": nothing is lost by
+	// would not fit in one response (FAILED_PRECONDITION; docs/design.md#exchange: nothing is lost by
 	// leaving, so nothing was removed). Drain the owner (Collect, PopMessage, ListDeadLetters with
 	// omit_dead_letters) and retry. Metadata: ownerId, responseBytes, maxResponseBytes, queuedCount,
 	// inboxCount, deadLetterCount.

@@ -1,5 +1,4 @@
-// ExchangeService: LionAGI's Exchange over gRPC (ADR-0006 D5; DESIGN.md "Exchange: the rules the
-// records leave open"). Owners are UUIDs; each registered owner has an outbox and one inbox per
+// ExchangeService: LionAGI's Exchange over gRPC (ADR-0006 D5; docs/design.md#exchange). Owners are UUIDs; each registered owner has an outbox and one inbox per
 // sender. Send queues a base Message (generic content, role unset) in the sender's outbox; Collect
 // routes the outbox; Receive peeks at the inboxes and PopMessage consumes from one.
 //
@@ -36,7 +35,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// DeadLetterReason says why Collect dropped a message for one recipient (DESIGN.md "Exchange").
+// DeadLetterReason says why Collect dropped a message for one recipient (docs/design.md#exchange).
 type DeadLetterReason int32
 
 const (

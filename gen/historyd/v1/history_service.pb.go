@@ -1,4 +1,4 @@
-// HistoryService: LionAGI's branch histories over gRPC (ADR-0006 D3, D4; DESIGN.md "Branches",
+// HistoryService: LionAGI's branch histories over gRPC (ADR-0006 D3, D4; docs/design.md#branches,
 // "Sequences, events and watch"). A branch holds one System pinned at index 0 and the other messages
 // in order; a message written again under its id is replaced at its index.
 //
@@ -15,7 +15,7 @@
 // a request id used by another method is INVALID_ARGUMENT. Every mutation of a branch takes an
 // optional `expected_head_sequence`: when it differs from the branch's head the call is
 // FAILED_PRECONDITION, reason ERROR_REASON_SEQUENCE_MISMATCH, with ErrorInfo metadata
-// `headSequence` (DESIGN.md "Optimistic concurrency").
+// `headSequence` (docs/design.md#optimistic-concurrency).
 //
 // Every change to a branch is one event with the next per-branch sequence (BRANCH_CREATED is 1);
 // responses carry the head sequence, and each message its `sequence`, the sequence of its last write.
@@ -301,7 +301,7 @@ func (ChatFormat) EnumDescriptor() ([]byte, []int) {
 	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{3}
 }
 
-// EventKind is what a branch event did (DESIGN.md "Sequences, events and watch").
+// EventKind is what a branch event did (docs/design.md#sequences).
 type EventKind int32
 
 const (
@@ -391,7 +391,7 @@ type Branch struct {
 	// user is LionAGI's Branch.user; absent = None.
 	User *string `protobuf:"bytes,5,opt,name=user,proto3,oneof" json:"user,omitempty"`
 	// incarnation is a UUID made when the branch was created (also by import and fork); a watch
-	// cursor of another incarnation is out of range (DESIGN.md "Sequences, events and watch").
+	// cursor of another incarnation is out of range (docs/design.md#sequences).
 	Incarnation string `protobuf:"bytes,6,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	// head_sequence is the sequence of the branch's last event.
 	HeadSequence uint64 `protobuf:"varint,7,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`

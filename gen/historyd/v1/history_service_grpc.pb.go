@@ -1,4 +1,4 @@
-// HistoryService: LionAGI's branch histories over gRPC (ADR-0006 D3, D4; DESIGN.md "Branches",
+// HistoryService: LionAGI's branch histories over gRPC (ADR-0006 D3, D4; docs/design.md#branches,
 // "Sequences, events and watch"). A branch holds one System pinned at index 0 and the other messages
 // in order; a message written again under its id is replaced at its index.
 //
@@ -15,7 +15,7 @@
 // a request id used by another method is INVALID_ARGUMENT. Every mutation of a branch takes an
 // optional `expected_head_sequence`: when it differs from the branch's head the call is
 // FAILED_PRECONDITION, reason ERROR_REASON_SEQUENCE_MISMATCH, with ErrorInfo metadata
-// `headSequence` (DESIGN.md "Optimistic concurrency").
+// `headSequence` (docs/design.md#optimistic-concurrency).
 //
 // Every change to a branch is one event with the next per-branch sequence (BRANCH_CREATED is 1);
 // responses carry the head sequence, and each message its `sequence`, the sequence of its last write.
@@ -92,8 +92,8 @@ type HistoryServiceClient interface {
 	ListBranches(ctx context.Context, in *ListBranchesRequest, opts ...grpc.CallOption) (*ListBranchesResponse, error)
 	// DeleteBranch deletes a branch and everything it holds; BRANCH_DELETED is its last event.
 	DeleteBranch(ctx context.Context, in *DeleteBranchRequest, opts ...grpc.CallOption) (*DeleteBranchResponse, error)
-	// ForkBranch copies a branch up to and including a message into a new branch (DESIGN.md
-	// "Branches"): the system always, each message as a clone (new id, metadata.clone_from = the
+	// ForkBranch copies a branch up to and including a message into a new branch (
+	// docs/design.md#branches): the system always, each message as a clone (new id, metadata.clone_from = the
 	// source id, sender and recipient unchanged); reciprocal action ids are remapped when both ends are
 	// copied and cleared when only one is; the selected progression is restricted to the copies; the
 	// new branch records parent_branch_id and fork_point. It has exactly one system.
@@ -155,7 +155,7 @@ type HistoryServiceClient interface {
 	// (reason IMPORT_TOO_LARGE) as soon as the limit is crossed, and nothing is written.
 	ImportBranchStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportBranchStreamRequest, ImportBranchStreamResponse], error)
 	// WatchBranch streams a branch's changes: the retained events after a cursor, then live ones as
-	// they are committed (DESIGN.md "Sequences, events and watch"). Guarantees, for every stream:
+	// they are committed (docs/design.md#sequences). Guarantees, for every stream:
 	//
 	//   - Start: the first frame is always `start` (and only the first). It confirms the cursor the
 	//     stream starts after (`after_sequence`: the one asked for, or the head when none was), the head
@@ -446,8 +446,8 @@ type HistoryServiceServer interface {
 	ListBranches(context.Context, *ListBranchesRequest) (*ListBranchesResponse, error)
 	// DeleteBranch deletes a branch and everything it holds; BRANCH_DELETED is its last event.
 	DeleteBranch(context.Context, *DeleteBranchRequest) (*DeleteBranchResponse, error)
-	// ForkBranch copies a branch up to and including a message into a new branch (DESIGN.md
-	// "Branches"): the system always, each message as a clone (new id, metadata.clone_from = the
+	// ForkBranch copies a branch up to and including a message into a new branch (
+	// docs/design.md#branches): the system always, each message as a clone (new id, metadata.clone_from = the
 	// source id, sender and recipient unchanged); reciprocal action ids are remapped when both ends are
 	// copied and cleared when only one is; the selected progression is restricted to the copies; the
 	// new branch records parent_branch_id and fork_point. It has exactly one system.
@@ -509,7 +509,7 @@ type HistoryServiceServer interface {
 	// (reason IMPORT_TOO_LARGE) as soon as the limit is crossed, and nothing is written.
 	ImportBranchStream(grpc.ClientStreamingServer[ImportBranchStreamRequest, ImportBranchStreamResponse]) error
 	// WatchBranch streams a branch's changes: the retained events after a cursor, then live ones as
-	// they are committed (DESIGN.md "Sequences, events and watch"). Guarantees, for every stream:
+	// they are committed (docs/design.md#sequences). Guarantees, for every stream:
 	//
 	//   - Start: the first frame is always `start` (and only the first). It confirms the cursor the
 	//     stream starts after (`after_sequence`: the one asked for, or the head when none was), the head

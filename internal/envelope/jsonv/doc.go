@@ -3,7 +3,7 @@
 // stays an integer and a float stays a float from input to storage, export
 // and rendering.
 //
-// DESIGN.md ("Any-JSON fields travel as JSON text") explains why: the
+// docs/design.md#any-json explains why: the
 // minimal-YAML prompt rendering follows insertion order and prints 30 and
 // 30.0 differently, so a decoded map[string]any would change the prompt a
 // model sees. encoding/json cannot carry either property, hence this

@@ -1,6 +1,6 @@
 // Package pyfmt renders JSON values as text exactly as LionAGI 0.27.0's
 // Python code does, so that historyd's prompts are byte-identical to
-// LionAGI's (DESIGN.md, "Generic (base Message) content renders as Python's
+// LionAGI's (docs/design.md#generic-content, "Generic (base Message) content renders as Python's
 // str()"; ADR-0006 D2 and "Instruction rendering": typed contents render
 // through the minimal-YAML renderer).
 //

@@ -120,7 +120,7 @@ func TestVectorsMinimalYAML(t *testing.T) {
 
 // TestVectorsGenericContentStr checks Str against the generic_content
 // vectors: base Message content renders as Python's str() of the value
-// (DESIGN.md "Generic (base Message) content"; ADR-0006 "Rendering ...
+// (docs/design.md#generic-content "Generic (base Message) content"; ADR-0006 "Rendering ...
 // non-null content is converted with str"). Null content ("" by the
 // envelope's rule) and Element dicts (rebuilt by the envelope) are the
 // envelope's business, not str()'s.

@@ -1,6 +1,6 @@
 // Package migrations holds historyd's schema as embedded, versioned SQL
 // migrations, one directory per dialect (sqlite/, postgres/), applied with
-// github.com/pressly/goose/v3 (DESIGN.md "Storage engines"). The two
+// github.com/pressly/goose/v3 (docs/design.md#storage). The two
 // directories carry the same versions; each file marks where its dialect
 // differs. Migrations are additive: a new version adds tables, columns or
 // indexes (expand) and a later release removes what no server reads any

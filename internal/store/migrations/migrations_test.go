@@ -80,7 +80,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 	}
 }
 
-// DESIGN.md "Storage engines": one schema, two dialects: both directories
+// docs/design.md#storage: one schema, two dialects: both directories
 // carry the same versions, and the primary keys start with tenant.
 func TestDialectsInStep(t *testing.T) {
 	var names [2][]string

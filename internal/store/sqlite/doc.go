@@ -1,5 +1,5 @@
-// Package sqlite is the durable embedded store engine (issue 14, DESIGN.md
-// "Storage engines"): one SQLite database in a data directory, through
+// Package sqlite is the durable embedded store engine (issue 14,
+// docs/design.md#storage): one SQLite database in a data directory, through
 // modernc.org/sqlite (pure Go, no cgo), in WAL mode, with the schema of
 // internal/store/migrations. One process per data directory: Open takes an
 // exclusive lock on it and a second process is refused.
@@ -9,7 +9,7 @@
 // fsync of --sync=full and the commit of --sync=normal. Reads come from the
 // database; nothing is replayed into memory at start.
 //
-// Import rule (DESIGN.md "Layers"): internal/store, internal/envelope,
+// Import rule (docs/design.md#layers): internal/store, internal/envelope,
 // internal/store/migrations, the SQLite driver and the standard library;
 // never grpc, internal/server or zap.
 package sqlite

@@ -6,6 +6,6 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The writer is a goroutine: every test must stop it (STYLE.md: goleak
+// The writer is a goroutine: every test must stop it (docs/development.md#style-tests: goleak
 // where goroutines start).
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

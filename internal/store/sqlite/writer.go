@@ -20,7 +20,7 @@ const DefaultMaxBatch = 256
 // savepoint (a write that fails is rolled back alone and changes nothing),
 // commits once, then runs each successful write's after function in
 // order and answers. So N concurrent writers cost one commit, one fsync
-// with --sync=full, instead of N (TOOLCHAIN.md measured ≈1.5k commits/s
+// with --sync=full, instead of N (docs/development.md#toolchain measured ≈1.5k commits/s
 // with FULL, ≈18k writes/s in transactions of 64).
 //
 // Owner and stop path: Open's caller owns it through the store; close

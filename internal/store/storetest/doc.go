@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite every store.Store backend must
-// pass (STYLE.md: storetest.Run(t, factory)): ADR-0006 D3 and D4 as
-// DESIGN.md "Branches", "Sequences, events and watch" and "Observers"
+// pass (docs/development.md#style-tests: storetest.Run(t, factory)): ADR-0006 D3 and D4 as
+// docs/design.md#branches, "Sequences, events and watch" and "Observers"
 // decide them, plus the concurrency guarantees (8 writers x 1000 adds).
 //
 // Every engine runs every case except those gated by Capabilities: the

@@ -10,7 +10,7 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// testFork: DESIGN.md "Branches": ForkBranch copies the messages up to and
+// testFork: docs/design.md#branches: ForkBranch copies the messages up to and
 // including the given one, the system always, each as a clone (new id,
 // metadata.clone_from = source id, sender and recipient unchanged);
 // reciprocal action ids are remapped when both ends are copied and cleared
@@ -108,7 +108,7 @@ func testFork(t *testing.T, newStore Factory) {
 	wantErr(t, err, store.ErrBranchExists)
 	_, err = st.ForkBranch(ctx(t), store.ForkInput{Source: uuid.New()})
 	wantErr(t, err, store.ErrBranchNotFound)
-	// DESIGN.md "Optimistic concurrency": the source's head, when given.
+	// docs/design.md#optimistic-concurrency: the source's head, when given.
 	_, err = st.ForkBranch(ctx(t), store.ForkInput{Source: b, ExpectedHead: ptr(uint64(1))})
 	wantErr(t, err, store.ErrSequenceMismatch)
 	h := head(t, st, b)

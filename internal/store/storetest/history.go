@@ -14,8 +14,8 @@ import (
 // testCreateBranch: a branch is created with its identity, user, name and
 // metadata; Branch(system=, user=) makes the system with sender = user and
 // recipient = the branch id (vector "Branch(system, user)"); BRANCH_CREATED
-// is sequence 1 (DESIGN.md "Sequences"); an id that is taken is
-// ALREADY_EXISTS; non-object metadata is an error (DESIGN.md "Envelope").
+// is sequence 1 (docs/design.md#sequences); an id that is taken is
+// ALREADY_EXISTS; non-object metadata is an error (docs/design.md#envelope).
 func testCreateBranch(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
 	id := uuid.New()
@@ -71,7 +71,7 @@ func testCreateBranch(t *testing.T, newStore Factory) {
 // testSystemPinned: ADR-0006 D3 "Single system": the first system is
 // inserted at index 0, a new one replaces it there and excludes the old
 // record, re-sending the current system's id updates it in place
-// (DESIGN.md "Branches"), and SetSystem wants a System.
+// (docs/design.md#branches), and SetSystem wants a System.
 func testSystemPinned(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
 	b := newBranch(t, st)
@@ -122,7 +122,7 @@ func testSystemPinned(t *testing.T, newStore Factory) {
 // testAddOrReplace: ADR-0006 D3 "Add or replace": an id already present is
 // replaced at the same index, a new one is appended; the factory updates a
 // named message (add_message(instruction=<existing>, ...)); a kind change
-// is refused (DESIGN.md "Branches"); an unknown target is NOT_FOUND.
+// is refused (docs/design.md#branches); an unknown target is NOT_FOUND.
 func testAddOrReplace(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
 	b := newBranch(t, st)
@@ -375,7 +375,7 @@ func testSelectedProgression(t *testing.T, newStore Factory) {
 // testActionResponse: ADR-0006 D2 "New response correlation": the
 // response copies function and arguments and stores the request id; the
 // request stores the response id; two events with consecutive sequences
-// (DESIGN.md "Branches"); only an ActionRequest can be answered.
+// (docs/design.md#branches); only an ActionRequest can be answered.
 func testActionResponse(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
 	b := newBranch(t, st)

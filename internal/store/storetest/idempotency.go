@@ -15,7 +15,7 @@ import (
 )
 
 // testReplayAfterChanges: a repeated request id returns the first
-// response (DESIGN.md "Branches", AIP-155) also after the messages that
+// response (docs/design.md#branches, AIP-155) also after the messages that
 // response carried were cleared, replaced or pushed out of the event log,
 // and, for the calls that create a branch, after the branch was deleted.
 func testReplayAfterChanges(t *testing.T, newStore Factory) {
@@ -84,7 +84,7 @@ func testReplayAfterChanges(t *testing.T, newStore Factory) {
 	}
 }
 
-// testDeleteRequestIDPerBranch: DESIGN.md "Branches": a request id is
+// testDeleteRequestIDPerBranch: docs/design.md#branches: a request id is
 // remembered per branch, so reusing one to delete another branch deletes
 // that branch (it does not answer with the first branch's response).
 func testDeleteRequestIDPerBranch(t *testing.T, newStore Factory) {

@@ -53,7 +53,7 @@ func collections(t *testing.T, export jsonv.Value) []jsonv.Value {
 	return coll.Elems()
 }
 
-// testImportExport: DESIGN.md "Branches": ExportBranch writes the Branch
+// testImportExport: docs/design.md#branches: ExportBranch writes the Branch
 // shape in the mode asked for; ImportBranch reads a Branch, a Pile and a
 // list of messages in python, json and db modes, and the export of the
 // import gives the same messages in the same order, equal as JSON values;

@@ -6,8 +6,7 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// testIssue13ExpectedHeadAhead: issue 13 item 13, DESIGN.md "Optimistic
-// concurrency": a mismatch is any expected head that is not the head, so one
+// testIssue13ExpectedHeadAhead: issue 13 item 13, docs/design.md#optimistic-concurrency: a mismatch is any expected head that is not the head, so one
 // ahead of it is SEQUENCE_MISMATCH too (a check written `<` passes every
 // case with a stale head) and changes nothing.
 func testIssue13ExpectedHeadAhead(t *testing.T, newStore Factory) {

@@ -11,7 +11,7 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// testKindChange: DESIGN.md "Branches": a message's kind cannot change
+// testKindChange: docs/design.md#branches: a message's kind cannot change
 // (INVALID_ARGUMENT naming the field). That holds for an update through a
 // target whose kind differs from the input's (review M2: it used to update
 // the target, ignoring the input), for a pre-built message, a system and

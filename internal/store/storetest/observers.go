@@ -12,7 +12,7 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// testObservers: ADR-0006 D4 / DESIGN.md "Observers": observers run after
+// testObservers: ADR-0006 D4 / docs/design.md#observers: observers run after
 // the insert is committed, over a snapshot of the list taken for that add
 // (one added during the call applies from the next add); a failure (or a
 // panic) does not stop the others; all failures come back joined with the

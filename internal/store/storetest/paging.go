@@ -14,7 +14,7 @@ import (
 // no gap and no duplicate, the system first; page_size 0 is the default
 // (50), above 1000 is 1000, negative is an error; a token continues only
 // its own query of its own branch incarnation, and goes stale when the
-// branch is cleared (STYLE.md: lists are paginated, opaque tokens).
+// branch is cleared (docs/development.md#style-proto: lists are paginated, opaque tokens).
 func testListMessagesPaging(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
 	b := newBranch(t, st)

@@ -136,7 +136,7 @@ func requestIDOf(op store.Op) string {
 	return "fork"
 }
 
-// testRequestIDsAfterRecreate: issue 13 item 13, DESIGN.md "Branches"
+// testRequestIDsAfterRecreate: issue 13 item 13, docs/design.md#branches
 // and ADR-0010: request ids do not survive a branch's delete and
 // re-create: a branch created again under a deleted one's id is a new
 // scope, for its writes and for its delete.

@@ -14,7 +14,7 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// testSequences: DESIGN.md "Sequences, events and watch": every change is
+// testSequences: docs/design.md#sequences: every change is
 // one event with the next sequence from 1 (BRANCH_CREATED); each message
 // records its last write's sequence; responses return the head, the reads
 // of one message too (review MINOR 10).
@@ -59,7 +59,7 @@ func testSequences(t *testing.T, newStore Factory) {
 	}
 }
 
-// testIdempotency: DESIGN.md "Branches" (AIP-155): a repeated request id
+// testIdempotency: docs/design.md#branches (AIP-155): a repeated request id
 // returns the first response and writes nothing, even with another payload;
 // the repeat check comes first (before the head check); an id is
 // remembered per branch, per principal for the calls that create a branch
@@ -139,7 +139,7 @@ func addWith(t *testing.T, st store.Store, b uuid.UUID, requestID string) store.
 	return res
 }
 
-// testExpectedHead: DESIGN.md "Optimistic concurrency": every branch
+// testExpectedHead: docs/design.md#optimistic-concurrency: every branch
 // mutation takes an expected head; a mismatch is SEQUENCE_MISMATCH with
 // the actual head, and changes nothing.
 func testExpectedHead(t *testing.T, newStore Factory) {

@@ -24,7 +24,7 @@ func next(t *testing.T, s *store.Subscription) store.Commit {
 	return c
 }
 
-// testSubscribe: DESIGN.md "Sequences, events and watch": a subscription
+// testSubscribe: docs/design.md#sequences: a subscription
 // replays the retained events after its cursor, then goes live with no gap
 // and no duplicate, one commit at a time (two events for
 // CreateActionResponse); a cursor in the middle of a commit resumes with
@@ -117,7 +117,7 @@ func testSubscribe(t *testing.T, newStore Factory) {
 	wantErr(t, err, store.ErrBranchDeleted)
 }
 
-// testSubscribeErrors: DESIGN.md: a cursor of another incarnation, or older
+// testSubscribeErrors: docs/design.md#sequences: a cursor of another incarnation, or older
 // than what is retained, is OUT_OF_RANGE with the oldest available sequence
 // (never a silent restart); a cursor ahead of the head is INVALID_ARGUMENT.
 func testSubscribeErrors(t *testing.T, newStore Factory) {
@@ -150,7 +150,7 @@ func testSubscribeErrors(t *testing.T, newStore Factory) {
 	wantErr(t, err, store.ErrBranchNotFound)
 }
 
-// testSubscriberTooSlow: DESIGN.md: the writer never waits for a watcher; a
+// testSubscriberTooSlow: docs/design.md#sequences: the writer never waits for a watcher; a
 // subscriber whose bounded buffer overflows is ended with
 // RESOURCE_EXHAUSTED and its last delivered sequence, after what it had
 // buffered.
@@ -187,7 +187,7 @@ func testSubscriberTooSlow(t *testing.T, newStore Factory) {
 	}
 }
 
-// testSubscribeStart: DESIGN.md: no cursor means from now; a subscription
+// testSubscribeStart: docs/design.md#sequences: no cursor means from now; a subscription
 // reports where it starts (the cursor, or the head), the head and the
 // oldest retained sequence, so that WatchBranch's first frame can confirm
 // them; with no write meanwhile, the replay is exactly the commits in
@@ -351,7 +351,7 @@ func testSubscribeDeleteWhenFull(t *testing.T, newStore Factory) {
 // it returns nil, then live commits, and after the channel closes the
 // reason with the cursor to resume from. Commits written while the
 // subscription catches up are read from the log, not buffered, so they do
-// not count against its buffer (DESIGN.md "Sequences, events and watch":
+// not count against its buffer (docs/design.md#sequences:
 // "The writer never waits for a watcher: each subscriber has a bounded
 // buffer"); the buffer bounds how far a live subscriber falls behind.
 func testSubscribeEventsAPI(t *testing.T, newStore Factory) {
@@ -460,7 +460,7 @@ func readTo(t *testing.T, s *store.Subscription, after, through uint64) uint64 {
 	return cursor
 }
 
-// testSubscribeDeepCatchUp: DESIGN.md "Sequences, events and watch": "it
+// testSubscribeDeepCatchUp: docs/design.md#sequences: "it
 // replays the retained events after the cursor, then goes live with no gap
 // and no duplicate", however deep the cursor; and "The writer never waits
 // for a watcher": commits written while subscribers are part way through a
@@ -508,7 +508,7 @@ func testSubscribeDeepCatchUp(t *testing.T, newStore Factory) {
 }
 
 // testSubscribeCatchUpWhileWriting: a writer that runs while subscribers
-// with deep cursors catch up is never held up by them (DESIGN.md: "The
+// with deep cursors catch up is never held up by them (docs/design.md#sequences: "The
 // writer never waits for a watcher"), and each subscriber still reads
 // every event after its cursor exactly once, in order, across the replay
 // and the switch to live; one ended as too slow resumes from its Last
@@ -569,7 +569,7 @@ func testSubscribeCatchUpWhileWriting(t *testing.T, newStore Factory) {
 
 // testSubscribeCatchUpOvertaken: a subscriber catching up whose next
 // events the log's retention evicts before it reads them is ended as too
-// slow, as one whose buffer overflows is (DESIGN.md: "one that falls
+// slow, as one whose buffer overflows is (docs/design.md#sequences: "one that falls
 // behind is ended with RESOURCE_EXHAUSTED and its last delivered sequence,
 // so it can resume"), after every event it was given, none skipped.
 // Resuming from that sequence continues there while it is retained, and
@@ -628,7 +628,7 @@ func testSubscribeCatchUpOvertaken(t *testing.T, newStore Factory) {
 	readTo(t, r, cursor, h)
 }
 
-// testSubscribeDeleteWhileCatchingUp: DESIGN.md / store.Store.Subscribe:
+// testSubscribeDeleteWhileCatchingUp: docs/design.md#sequences / store.Store.Subscribe:
 // "every subscriber open when the branch is deleted gets BRANCH_DELETED as
 // its last commit and ends with ErrBranchDeleted", also one that is part
 // way through a long replay: it reads the rest of the log first.

@@ -1,4 +1,4 @@
-"""Conversions between Python values and historyd's wire model (DESIGN.md "Wire model").
+"""Conversions between Python values and historyd's wire model (docs/design.md#wire-model).
 
 Any-JSON fields travel as JSON text (their names end in ``_json``); the client encodes Python values
 with :func:`json.dumps` (insertion order kept, ints and floats distinct, as the rendered prompt

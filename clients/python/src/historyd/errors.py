@@ -1,4 +1,4 @@
-"""Typed exceptions for historyd's errors (DESIGN.md "Errors").
+"""Typed exceptions for historyd's errors (docs/design.md#errors).
 
 Every non-OK status historyd sends carries a ``google.rpc.ErrorInfo`` (domain ``"historyd"``)
 whose ``reason`` names the cause (proto/historyd/v1/error_reason.proto). The client raises the

@@ -97,7 +97,7 @@ class ExchangeServiceServicer(object):
 
     def Unregister(self, request, context):
         """Unregister removes the owner and returns everything it still held: queued outbox, inboxes and
-        dead letters (DESIGN.md "Exchange": nothing is lost by leaving). An unknown owner answers with
+        dead letters (docs/design.md#exchange: nothing is lost by leaving). An unknown owner answers with
         no flow (ADR-0006 D5: unregister returns None). A collect of the owner in progress finishes
         first; its live SubscribeInbox streams end with FAILED_PRECONDITION.
 
@@ -126,7 +126,7 @@ class ExchangeServiceServicer(object):
         outbox; the recipient need not be registered yet (ADR-0006 D5: send). With a request_id, a
         repeat from the same sender within 10 minutes (and the sender's last 10,000 request ids) queues
         nothing and returns the first response, even if the payload differs; failed sends are not
-        remembered (AIP-155; DESIGN.md "Branches", the idempotency rule: per sender for the Exchange).
+        remembered (AIP-155; docs/design.md#branches, the idempotency rule: per sender for the Exchange).
         The server remembers a request's message id and a digest of its payload, not its content: a
         repeat whose payload matches gets the first response exactly; one whose payload differs gets
         the first message's id, created_at, sender, recipient and channel, without content, once the
@@ -205,7 +205,7 @@ class ExchangeServiceServicer(object):
     def SubscribeInbox(self, request, context):
         """SubscribeInbox streams the messages that land in the owner's inboxes from the moment the
         stream's first frame (a heartbeat) arrives, then heartbeats while idle. It has no cursor: a
-        client that reconnects catches up with Receive (DESIGN.md "Exchange"). A subscriber that falls
+        client that reconnects catches up with Receive (docs/design.md#exchange). A subscriber that falls
         behind its bounded buffer, or stops reading for longer than the server's send timeout, is ended
         with RESOURCE_EXHAUSTED (ERROR_REASON_SUBSCRIBER_TOO_SLOW); the owner unregistering ends it with
         FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED); server shutdown ends it with

@@ -164,8 +164,8 @@ class HistoryServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def ForkBranch(self, request, context):
-        """ForkBranch copies a branch up to and including a message into a new branch (DESIGN.md
-        "Branches"): the system always, each message as a clone (new id, metadata.clone_from = the
+        """ForkBranch copies a branch up to and including a message into a new branch (
+        docs/design.md#branches): the system always, each message as a clone (new id, metadata.clone_from = the
         source id, sender and recipient unchanged); reciprocal action ids are remapped when both ends are
         copied and cleared when only one is; the selected progression is restricted to the copies; the
         new branch records parent_branch_id and fork_point. It has exactly one system.
@@ -297,7 +297,7 @@ class HistoryServiceServicer(object):
 
     def WatchBranch(self, request, context):
         """WatchBranch streams a branch's changes: the retained events after a cursor, then live ones as
-        they are committed (DESIGN.md "Sequences, events and watch"). Guarantees, for every stream:
+        they are committed (docs/design.md#sequences). Guarantees, for every stream:
 
         - Start: the first frame is always `start` (and only the first). It confirms the cursor the
         stream starts after (`after_sequence`: the one asked for, or the head when none was), the head

@@ -1,4 +1,4 @@
-// The wire model of the LionAGI message envelope (DESIGN.md "Wire model"; docs/decisions/0001).
+// The wire model of the LionAGI message envelope (docs/design.md#wire-model; docs/decisions/0001).
 //
 // Conventions used throughout this file:
 //   - A field whose name ends in `_json` holds UTF-8 JSON text: LionAGI types it as "any JSON value",
@@ -170,7 +170,7 @@ export type Message = Message$1<"historyd.v1.Message"> & {
 
   /**
    * sequence is output only: in a branch, the per-branch sequence of the message's last write
-   * (DESIGN.md "Sequences, events and watch"); 0 outside a branch.
+   * (docs/design.md#sequences); 0 outside a branch.
    *
    * @generated from field: uint64 sequence = 16;
    */
@@ -287,7 +287,7 @@ export type InstructionContent = Message$1<"historyd.v1.InstructionContent"> & {
     case: "instruction";
   } | {
     /**
-     * instruction_json is the instruction as any JSON value, as JSON text (DESIGN.md: any-JSON
+     * instruction_json is the instruction as any JSON value, as JSON text (docs/design.md#any-json: any-JSON
      * fields travel as JSON text).
      *
      * @generated from field: string instruction_json = 2;

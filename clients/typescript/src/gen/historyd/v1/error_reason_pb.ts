@@ -1,5 +1,5 @@
 // The machine-readable reasons historyd puts in the google.rpc.ErrorInfo of every non-OK status
-// (DESIGN.md "Errors" and "Wire model"). ErrorInfo.domain is always "historyd", ErrorInfo.reason is
+// (docs/design.md#errors and docs/design.md#wire-model). ErrorInfo.domain is always "historyd", ErrorInfo.reason is
 // the enum value's name (for example "ERROR_REASON_BRANCH_NOT_FOUND"), and ErrorInfo.metadata uses
 // lowerCamel keys: oldestSequence, lastSequence, headSequence, branchId, messageId, ownerId.
 
@@ -90,7 +90,7 @@ export enum ErrorReason {
 
   /**
    * ERROR_REASON_UNKNOWN_LION_CLASS: a lion_class is not on the closed list of accepted names; no
-   * payload ever causes code to be loaded (INVALID_ARGUMENT; ADR-0001 D3, DESIGN.md "Envelope").
+   * payload ever causes code to be loaded (INVALID_ARGUMENT; ADR-0001 D3, docs/design.md#envelope).
    *
    * @generated from enum value: ERROR_REASON_UNKNOWN_LION_CLASS = 8;
    */
@@ -117,7 +117,7 @@ export enum ErrorReason {
 
   /**
    * ERROR_REASON_MESSAGE_KIND_CHANGE: an update in place would change a message's content kind
-   * (INVALID_ARGUMENT; DESIGN.md "Branches": the kind of an existing id cannot change).
+   * (INVALID_ARGUMENT; docs/design.md#branches: the kind of an existing id cannot change).
    * Metadata: messageId.
    *
    * @generated from enum value: ERROR_REASON_MESSAGE_KIND_CHANGE = 11;
@@ -135,7 +135,7 @@ export enum ErrorReason {
 
   /**
    * ERROR_REASON_HISTORY_COMPACTED: a watch cursor is older than the retained event log or belongs
-   * to another incarnation of the branch (OUT_OF_RANGE; DESIGN.md "Sequences"). Metadata:
+   * to another incarnation of the branch (OUT_OF_RANGE; docs/design.md#sequences). Metadata:
    * oldestSequence, headSequence.
    *
    * @generated from enum value: ERROR_REASON_HISTORY_COMPACTED = 13;
@@ -144,7 +144,7 @@ export enum ErrorReason {
 
   /**
    * ERROR_REASON_SUBSCRIBER_TOO_SLOW: a watch or inbox stream fell behind its bounded buffer and was
-   * ended; resume from the last delivered sequence (RESOURCE_EXHAUSTED; DESIGN.md "Sequences").
+   * ended; resume from the last delivered sequence (RESOURCE_EXHAUSTED; docs/design.md#sequences).
    * Metadata: lastSequence.
    *
    * @generated from enum value: ERROR_REASON_SUBSCRIBER_TOO_SLOW = 14;
@@ -153,7 +153,7 @@ export enum ErrorReason {
 
   /**
    * ERROR_REASON_SEQUENCE_MISMATCH: a mutation's expected_head_sequence differs from the branch's
-   * head sequence (FAILED_PRECONDITION; DESIGN.md "Optimistic concurrency"). Metadata: headSequence.
+   * head sequence (FAILED_PRECONDITION; docs/design.md#optimistic-concurrency). Metadata: headSequence.
    *
    * @generated from enum value: ERROR_REASON_SEQUENCE_MISMATCH = 15;
    */
@@ -201,7 +201,7 @@ export enum ErrorReason {
 
   /**
    * ERROR_REASON_INTERNAL: an unexpected server error (INTERNAL); the status message is fixed and the
-   * real error is only logged (DESIGN.md "Errors").
+   * real error is only logged (docs/design.md#errors).
    *
    * @generated from enum value: ERROR_REASON_INTERNAL = 21;
    */
@@ -227,7 +227,7 @@ export enum ErrorReason {
 
   /**
    * ERROR_REASON_OWNER_HOLDS_TOO_MUCH: Unregister refused to remove an owner because what it holds
-   * would not fit in one response (FAILED_PRECONDITION; DESIGN.md "Exchange": nothing is lost by
+   * would not fit in one response (FAILED_PRECONDITION; docs/design.md#exchange: nothing is lost by
    * leaving, so nothing was removed). Drain the owner (Collect, PopMessage, ListDeadLetters with
    * omit_dead_letters) and retry. Metadata: ownerId, responseBytes, maxResponseBytes, queuedCount,
    * inboxCount, deadLetterCount.

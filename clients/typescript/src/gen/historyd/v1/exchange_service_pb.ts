@@ -1,5 +1,4 @@
-// ExchangeService: LionAGI's Exchange over gRPC (ADR-0006 D5; DESIGN.md "Exchange: the rules the
-// records leave open"). Owners are UUIDs; each registered owner has an outbox and one inbox per
+// ExchangeService: LionAGI's Exchange over gRPC (ADR-0006 D5; docs/design.md#exchange). Owners are UUIDs; each registered owner has an outbox and one inbox per
 // sender. Send queues a base Message (generic content, role unset) in the sender's outbox; Collect
 // routes the outbox; Receive peeks at the inboxes and PopMessage consumes from one.
 //
@@ -994,7 +993,7 @@ export const SubscribeInboxResponseSchema: GenMessage<SubscribeInboxResponse> = 
   messageDesc(file_historyd_v1_exchange_service, 27);
 
 /**
- * DeadLetterReason says why Collect dropped a message for one recipient (DESIGN.md "Exchange").
+ * DeadLetterReason says why Collect dropped a message for one recipient (docs/design.md#exchange).
  *
  * @generated from enum historyd.v1.DeadLetterReason
  */
@@ -1088,7 +1087,7 @@ export const ExchangeService: GenService<{
   },
   /**
    * Unregister removes the owner and returns everything it still held: queued outbox, inboxes and
-   * dead letters (DESIGN.md "Exchange": nothing is lost by leaving). An unknown owner answers with
+   * dead letters (docs/design.md#exchange: nothing is lost by leaving). An unknown owner answers with
    * no flow (ADR-0006 D5: unregister returns None). A collect of the owner in progress finishes
    * first; its live SubscribeInbox streams end with FAILED_PRECONDITION.
    *
@@ -1123,7 +1122,7 @@ export const ExchangeService: GenService<{
    * outbox; the recipient need not be registered yet (ADR-0006 D5: send). With a request_id, a
    * repeat from the same sender within 10 minutes (and the sender's last 10,000 request ids) queues
    * nothing and returns the first response, even if the payload differs; failed sends are not
-   * remembered (AIP-155; DESIGN.md "Branches", the idempotency rule: per sender for the Exchange).
+   * remembered (AIP-155; docs/design.md#branches, the idempotency rule: per sender for the Exchange).
    * The server remembers a request's message id and a digest of its payload, not its content: a
    * repeat whose payload matches gets the first response exactly; one whose payload differs gets
    * the first message's id, created_at, sender, recipient and channel, without content, once the
@@ -1220,7 +1219,7 @@ export const ExchangeService: GenService<{
   /**
    * SubscribeInbox streams the messages that land in the owner's inboxes from the moment the
    * stream's first frame (a heartbeat) arrives, then heartbeats while idle. It has no cursor: a
-   * client that reconnects catches up with Receive (DESIGN.md "Exchange"). A subscriber that falls
+   * client that reconnects catches up with Receive (docs/design.md#exchange). A subscriber that falls
    * behind its bounded buffer, or stops reading for longer than the server's send timeout, is ended
    * with RESOURCE_EXHAUSTED (ERROR_REASON_SUBSCRIBER_TOO_SLOW); the owner unregistering ends it with
    * FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED); server shutdown ends it with
