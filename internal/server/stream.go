@@ -208,9 +208,20 @@ func (s *streamSender) send(msg any, evicted, shutdown <-chan struct{}) error {
 		s.stuck = true
 		return errSendTimeout
 	case <-evicted:
-		s.stuck = true
-		return errSendAborted
+		return s.abort()
 	case <-shutdown:
+		return s.abort()
+	}
+}
+
+// abort gives up on the send in progress, unless it has finished as the abort came: select picks
+// at random among ready cases, and a frame the client has received must count as sent, or the
+// stream would end reporting a cursor behind it (a resume would then deliver that frame twice).
+func (s *streamSender) abort() error {
+	select {
+	case err := <-s.results:
+		return err
+	default:
 		s.stuck = true
 		return errSendAborted
 	}
