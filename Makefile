@@ -168,7 +168,7 @@ fuzz-smoke: ## Run each fuzz target for 5 seconds (the codecs and converters bri
 	for d in $$($(GO) list -f '{{.Dir}}' ./...); do \
 		for f in $$(cat "$$d"/*_test.go 2>/dev/null | sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p'); do \
 			found=1; echo "fuzz-smoke: $$f in $$d"; \
-			(cd "$$d" && $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime 5s .) || exit 1; \
+			(cd "$$d" && $(GO) test -timeout 5m -run '^$$' -fuzz "^$$f$$" -fuzztime 5s .) || exit 1; \
 		done; \
 	done; \
 	if [ "$$found" = 0 ]; then echo 'fuzz-smoke: no fuzz targets yet'; fi
