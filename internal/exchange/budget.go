@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/historyd/historyd/internal/envelope"
-	"github.com/historyd/historyd/internal/envelope/jsonv"
 )
 
 // The Exchange's byte budget (issue 11; docs/decisions/0011-exchange-byte-budget.md): every
@@ -90,48 +89,10 @@ const (
 	// messageOverhead covers the Message and content structs, the queue entry and the request's
 	// decoding that the message keeps alive.
 	messageOverhead = 512
-	// valueOverhead is one jsonv.Value.
-	valueOverhead = 32
-	// memberOverhead is one object member beyond its value: the key header.
-	memberOverhead = 16
 	// requestRecordOverhead is one remembered Send request beyond its id and routing strings: the
 	// record, its map entry and queue slot, a weak pointer and a digest.
 	requestRecordOverhead = 256
 )
 
 // messageBytes estimates the heap bytes one held message costs.
-func messageBytes(m *envelope.Message) int64 {
-	n := int64(messageOverhead)
-	n += valueBytes(m.Metadata)
-	n += valueBytes(m.Content.Dict())
-	n += int64(8 * len(m.Embedding))
-	n += int64(len(m.Sender.String()) + len(m.Recipient.String()))
-	if m.Channel != nil {
-		n += int64(len(*m.Channel))
-	}
-	return n
-}
-
-// valueBytes estimates the heap bytes of a JSON value.
-func valueBytes(v jsonv.Value) int64 {
-	switch v.Kind() {
-	case jsonv.String:
-		s, _ := v.Str()
-		return valueOverhead + int64(len(s))
-	case jsonv.Number:
-		return valueOverhead + int64(len(v.Literal()))
-	case jsonv.Array:
-		n := int64(valueOverhead)
-		for _, e := range v.Elems() {
-			n += valueBytes(e)
-		}
-		return n
-	case jsonv.Object:
-		n := int64(valueOverhead)
-		for _, m := range v.Members() {
-			n += memberOverhead + int64(len(m.Key)) + valueBytes(m.Value)
-		}
-		return n
-	}
-	return valueOverhead
-}
+func messageBytes(m *envelope.Message) int64 { return messageOverhead + m.HeapBytes() }
