@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -49,25 +48,13 @@ var (
 type Tokens struct {
 	set atomic.Pointer[[][sha256.Size]byte]
 
-	mu        sync.Mutex
-	listeners map[*func()]struct{} // run after each replacement (revoke.go)
+	hooks reloadHooks // run after each replacement (revoke.go)
 }
 
 // onReplace adds f to what runs, synchronously and in no set order, after each replacement of the
 // set (a successful Load); remove takes it off. f must not block: Load's caller waits for it.
 func (t *Tokens) onReplace(f func()) (remove func()) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.listeners == nil {
-		t.listeners = map[*func()]struct{}{}
-	}
-	key := &f
-	t.listeners[key] = struct{}{}
-	return func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		delete(t.listeners, key)
-	}
+	return t.hooks.add(f)
 }
 
 // NewTokens returns a set holding tokens; it fails like ParseTokens for an invalid or empty list.
@@ -134,15 +121,7 @@ func (t *Tokens) replace(tokens []string) error {
 		set = append(set, sha256.Sum256([]byte(tok)))
 	}
 	t.set.Store(&set)
-	t.mu.Lock()
-	fs := make([]func(), 0, len(t.listeners))
-	for f := range t.listeners {
-		fs = append(fs, *f)
-	}
-	t.mu.Unlock()
-	for _, f := range fs {
-		f()
-	}
+	t.hooks.run()
 	return nil
 }
 

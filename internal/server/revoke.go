@@ -187,3 +187,40 @@ func peerChain(ctx context.Context) []*x509.Certificate {
 	}
 	return info.State.PeerCertificates
 }
+
+// reloadHooks is what runs after a credential set is replaced (Tokens.Load, TLS.Reload): the open
+// streams' revocation check. The zero value is ready to use.
+type reloadHooks struct {
+	mu sync.Mutex
+	fs map[*func()]struct{}
+}
+
+// add adds f to what run runs, synchronously and in no set order; remove takes it off. f must not
+// block: the reloading caller waits for it.
+func (h *reloadHooks) add(f func()) (remove func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fs == nil {
+		h.fs = map[*func()]struct{}{}
+	}
+	key := &f
+	h.fs[key] = struct{}{}
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.fs, key)
+	}
+}
+
+// run calls every hook, outside the lock so that a hook may add or remove hooks.
+func (h *reloadHooks) run() {
+	h.mu.Lock()
+	fs := make([]func(), 0, len(h.fs))
+	for f := range h.fs {
+		fs = append(fs, *f)
+	}
+	h.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}

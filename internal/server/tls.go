@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,8 +28,7 @@ type TLS struct {
 	files TLSFiles
 	state atomic.Pointer[tlsState]
 
-	mu        sync.Mutex
-	listeners map[*func()]struct{} // run after each successful Reload (revoke.go)
+	hooks reloadHooks // run after each successful Reload (revoke.go)
 }
 
 type tlsState struct {
@@ -67,33 +65,14 @@ func (t *TLS) Reload() error {
 		st.clientCAs = pool
 	}
 	t.state.Store(st)
-	t.mu.Lock()
-	fs := make([]func(), 0, len(t.listeners))
-	for f := range t.listeners {
-		fs = append(fs, *f)
-	}
-	t.mu.Unlock()
-	for _, f := range fs {
-		f()
-	}
+	t.hooks.run()
 	return nil
 }
 
 // onReload adds f to what runs, synchronously, after each successful Reload; remove takes it off.
 // f must not block.
 func (t *TLS) onReload(f func()) (remove func()) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.listeners == nil {
-		t.listeners = map[*func()]struct{}{}
-	}
-	key := &f
-	t.listeners[key] = struct{}{}
-	return func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		delete(t.listeners, key)
-	}
+	return t.hooks.add(f)
 }
 
 // verifyClient checks a client certificate chain (the leaf first, then the intermediates the
