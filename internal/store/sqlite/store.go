@@ -2,7 +2,15 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/store"
 )
@@ -19,34 +27,252 @@ type StoreConfig struct {
 	RequestTTL time.Duration
 	RequestMax int
 	// SubscriberBuffer is the default subscription buffer in commits, and
-	// MaxSubscriptions the limit of open subscriptions (0: store defaults).
+	// MaxSubscriptions the limit of open subscriptions (0: store defaults;
+	// MaxSubscriptions < 0: no limit).
 	SubscriberBuffer int
 	MaxSubscriptions int
 	// Clock is the idempotency window's clock (nil: time.Now).
 	Clock func() time.Time
 }
 
-// Store is the durable store.Store over one SQLite database.
+// Store is the durable store.Store over one SQLite database (issue 14).
+//
+// Every write runs on the writer goroutine (writer.go), inside a batch's
+// transaction, through the engine-neutral rules of internal/store
+// (rules.go): the branch's row and messages are read inside that
+// transaction (txState), the plan applied to the rows, and the commit
+// published to the branch's subscribers after the transaction commits, in
+// commit order. Reads run on a pool of read connections, each in one read
+// transaction, so a read sees one committed state; a write acknowledged
+// has committed, so every read after it sees it. Nothing is replayed into
+// memory at start: what memory holds is the branches being watched or
+// observed (handles.go), SQLite's page caches, and the prepared
+// statements.
 type Store struct {
-	db *DB
+	db  *DB
+	w   *writer
+	cfg StoreConfig
+
+	wst, rst stmtCache
+
+	mu      sync.Mutex
+	handles map[uuid.UUID]*handle // the branches with subscribers or observers; see handles.go
+
+	subsOpen atomic.Int64
+	closed   atomic.Bool
+
+	// The janitor deletes the event logs of deleted branches once no
+	// subscription reads them (handles.go); it stops at Close.
+	sweeps  chan uuid.UUID
+	stop    chan struct{}
+	janitor sync.WaitGroup
 }
 
-// var _ store.Store = (*Store)(nil) -- restored once the engine lands
+var _ store.Store = (*Store)(nil)
 
 // OpenStore opens (creating and migrating it as Config says) the database
 // in cfg.Dir and returns the store over it. It fails with a *LockError when
 // another process holds the directory, and with a
 // *migrations.VersionError when the schema is newer than this server.
 func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
-	panic("sqlite: OpenStore is being written (issue 14)")
+	if cfg.EventRetention <= 0 {
+		cfg.EventRetention = store.DefaultEventRetention
+	}
+	if cfg.RequestTTL <= 0 {
+		cfg.RequestTTL = store.DefaultRequestTTL
+	}
+	if cfg.RequestMax <= 0 {
+		cfg.RequestMax = store.DefaultRequestMax
+	}
+	if cfg.SubscriberBuffer <= 0 {
+		cfg.SubscriberBuffer = store.DefaultSubscriberBuffer
+	}
+	switch {
+	case cfg.MaxSubscriptions == 0:
+		cfg.MaxSubscriptions = store.DefaultMaxSubscriptions
+	case cfg.MaxSubscriptions < 0:
+		cfg.MaxSubscriptions = 0
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	db, err := Open(ctx, cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		db: db, cfg: cfg,
+		wst: stmtCache{db: db.write}, rst: stmtCache{db: db.read},
+		handles: map[uuid.UUID]*handle{},
+		sweeps:  make(chan uuid.UUID, 1024),
+		stop:    make(chan struct{}),
+	}
+	if err := s.wst.warm(ctx, false); err == nil {
+		err = s.rst.warm(ctx, true)
+	}
+	if err == nil {
+		err = s.sweepOrphans(ctx)
+	}
+	if err != nil {
+		s.wst.close()
+		s.rst.close()
+		db.Close()
+		return nil, err
+	}
+	s.w = newWriter(db.write, 0)
+	s.janitor.Add(1)
+	go s.runJanitor()
+	return s, nil
 }
 
 // Path returns the database file's path.
 func (s *Store) Path() string { return s.db.Path }
 
-// Close stops the writer and closes the database; it is safe to call more
-// than once.
-func (s *Store) Close() error { return s.db.Close() }
+// Close stops the writer (after the batch in progress) and the janitor,
+// then closes the database; it is safe to call more than once. Calls made
+// after it fail with ErrClosed.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.w.close()
+	close(s.stop)
+	s.janitor.Wait()
+	return errors.Join(s.wst.close(), s.rst.close(), s.db.Close())
+}
 
-// Stats returns what the metrics read.
-func (s *Store) Stats() store.Stats { panic("sqlite: Stats is being written (issue 14)") }
+// Stats returns what the metrics read: the branches and messages the
+// database holds, and the open subscriptions. MemoryUsed and MemoryBudget
+// are 0: this engine keeps its data on disk.
+func (s *Store) Stats() store.Stats {
+	var st store.Stats
+	ctx := context.Background()
+	var msgs sql.NullInt64
+	if err := s.rst.queryRow(ctx, nil, qCounts).Scan(&st.Branches, &msgs); err == nil {
+		st.Messages = int(msgs.Int64)
+	}
+	s.mu.Lock()
+	hs := make([]*handle, 0, len(s.handles))
+	for _, h := range s.handles {
+		hs = append(hs, h)
+	}
+	s.mu.Unlock()
+	for _, h := range hs {
+		h.mu.RLock()
+		st.Watchers += h.feed.Watchers()
+		h.mu.RUnlock()
+	}
+	return st
+}
+
+// Writes returns the number of write transactions committed and of
+// writes they held (group commit: writes/commits is the batch size).
+func (s *Store) Writes() (commits, writes int64) { return s.w.commits.Load(), s.w.writes.Load() }
+
+func (s *Store) now() time.Time { return s.cfg.Clock() }
+
+// stmtCache prepares each query once per database handle; a transaction
+// uses it through tx.StmtContext, which reuses the statement prepared on
+// the transaction's connection (re-preparing every statement of every
+// write cost more than the write).
+type stmtCache struct {
+	db *sql.DB
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+// warm prepares every query (only the reads for a read-only pool), before
+// any transaction holds a connection.
+func (c *stmtCache) warm(ctx context.Context, readOnly bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m = make(map[string]*sql.Stmt, len(queries))
+	for _, q := range queries {
+		if readOnly && !strings.HasPrefix(q, "SELECT") {
+			continue
+		}
+		st, err := c.db.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("sqlite: prepare %q: %w", q, err)
+		}
+		c.m[q] = st
+	}
+	return nil
+}
+
+func (c *stmtCache) get(query string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[query]
+}
+
+func (c *stmtCache) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, st := range c.m {
+		errs = append(errs, st.Close())
+	}
+	c.m = nil
+	return errors.Join(errs...)
+}
+
+// stmt returns query's statement, within tx when tx is not nil. A query
+// that was not warmed (none should be) is prepared for this use only.
+func (c *stmtCache) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
+	st := c.get(query)
+	switch {
+	case st == nil && tx != nil:
+		return tx.PrepareContext(ctx, query)
+	case st == nil:
+		return c.db.PrepareContext(ctx, query)
+	case tx == nil:
+		return st, nil
+	}
+	return tx.StmtContext(ctx, st), nil
+}
+
+func (c *stmtCache) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	st, err := c.stmt(ctx, tx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (c *stmtCache) query(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	st, err := c.stmt(ctx, tx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// errRow is a *sql.Row stand-in for a statement that could not be prepared.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+type scanner interface{ Scan(...any) error }
+
+func (c *stmtCache) queryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) scanner {
+	st, err := c.stmt(ctx, tx, query)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// read runs fn in one read transaction: every query it makes sees the
+// same committed state.
+func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	tx, err := s.db.read.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin read: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
+	return fn(tx)
+}

@@ -1,0 +1,329 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// prepare starts a new branch's row: its identity and metadata, after
+// checking that the id is free (the transaction that writes it checks
+// again), in store.Memory's order of checks.
+func (s *Store) prepare(ctx context.Context, id uuid.UUID, createdAt *float64, meta jsonv.Value) (*seedState, error) {
+	if id == (uuid.UUID{}) {
+		id = uuid.New()
+	} else if taken, err := s.exists(ctx, id); err != nil || taken {
+		if err == nil {
+			err = &store.BranchError{Err: store.ErrBranchExists, BranchID: id}
+		}
+		return nil, err
+	}
+	meta, err := store.BranchMetadata(meta)
+	if err != nil {
+		return nil, err
+	}
+	created := store.NowSeconds()
+	if createdAt != nil {
+		created = *createdAt
+	}
+	return newSeed(&branchRow{
+		id: id, incarnation: uuid.New(), createdAt: created, metadata: meta,
+		pile: store.ElementID{ID: uuid.New(), CreatedAt: created},
+		prog: store.ElementID{ID: uuid.New(), CreatedAt: created},
+	}), nil
+}
+
+func (s *Store) exists(ctx context.Context, id uuid.UUID) (bool, error) {
+	var one int
+	err := s.rst.queryRow(ctx, nil, qBranchExists, blob(id)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// recallCreated returns a remembered result of a principal's
+// branch-creating calls, marked as replayed.
+func (s *Store) recallCreated(ctx context.Context, c *stmtCache, tx *sql.Tx, principal string, op store.Op, requestID string) (store.BranchResult, bool, error) {
+	r, ok, err := s.recall(ctx, c, tx, creatorScope(principal), op, requestID)
+	if err != nil || !ok {
+		return store.BranchResult{}, false, err
+	}
+	res := r.(store.BranchResult)
+	res.Replayed = true
+	return res, true, nil
+}
+
+// publishNew writes a built branch in one transaction: a repeat of the
+// request id returns the first result instead, and an id taken in the
+// meantime is ErrBranchExists. The branch's BRANCH_CREATED is sequence 1;
+// the deletes remembered for an earlier branch of its id are forgotten
+// (issue 13 item 13), as store.Memory's register does.
+func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, principal, requestID string) (store.BranchResult, error) {
+	b.finish()
+	row := b.row
+	ordered := b.ordered()
+	res := store.BranchResult{Messages: make([]store.StoredMessage, len(ordered))}
+	msgs := make([]*envelope.Message, len(ordered))
+	for i, m := range ordered {
+		res.Messages[i], msgs[i] = m.stored(), m.msg
+	}
+	res.Branch = row.info()
+	info := row.info()
+	c := store.Commit{{Sequence: 1, CommitFirst: 1, CommitLast: 1, Kind: store.EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}}
+	kept := store.BranchResult{Branch: res.Branch}
+	if row.systemID != nil {
+		kept.Messages = res.Messages[:1]
+	}
+	var first *store.BranchResult
+	err := s.w.do(ctx, func(tx *sql.Tx) error {
+		if r, ok, err := s.recallCreated(ctx, &s.wst, tx, principal, op, requestID); err != nil || ok {
+			first = &r
+			return err
+		}
+		var one int
+		switch err := s.wst.queryRow(ctx, tx, qBranchExists, blob(row.id)).Scan(&one); {
+		case err == nil:
+			return &store.BranchError{Err: store.ErrBranchExists, BranchID: row.id}
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		if err := s.insertBranch(ctx, tx, row); err != nil {
+			return err
+		}
+		st := s.state(ctx, tx, row)
+		for _, m := range ordered {
+			body, err := encodeMessage(m.msg)
+			if err != nil {
+				return err
+			}
+			if err := st.insert(m, body); err != nil {
+				return err
+			}
+		}
+		if err := s.insertEvents(ctx, tx, row.incarnation, c); err != nil {
+			return err
+		}
+		if err := s.forgetScope(ctx, tx, deleteScope(row.id)); err != nil {
+			return err
+		}
+		return s.remember(ctx, tx, creatorScope(principal), op, requestID, kept)
+	}, nil)
+	switch {
+	case err != nil:
+		return store.BranchResult{}, err
+	case first != nil:
+		return *first, nil
+	}
+	return res, nil
+}
+
+// CreateBranch creates a branch (store.Store), as store.Memory does: the
+// messages with D3's add-or-replace rule, then the system through the
+// factory, then a pre-built system with set_system (store.CreateSeeds).
+func (s *Store) CreateBranch(ctx context.Context, in store.CreateBranchInput) (store.BranchResult, error) {
+	if r, ok, err := s.recallCreated(ctx, &s.rst, nil, in.Principal, store.OpCreateBranch, in.RequestID); err != nil || ok {
+		return r, err
+	}
+	if err := store.CheckCreate(in); err != nil {
+		return store.BranchResult{}, err
+	}
+	b, err := s.prepare(ctx, in.ID, in.CreatedAt, in.Metadata)
+	if err != nil {
+		return store.BranchResult{}, err
+	}
+	b.row.name, b.row.user = in.Name, in.User
+	if err := store.CreateSeeds(b.row.id, in, func(sd store.Seed) error { return b.seed(sd.Message, sd.Field) }); err != nil {
+		return store.BranchResult{}, err
+	}
+	return s.publishNew(ctx, b, store.OpCreateBranch, in.Principal, in.RequestID)
+}
+
+// ImportBranch creates a branch from LionAGI JSON (store.Store).
+func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.BranchResult, error) {
+	if r, ok, err := s.recallCreated(ctx, &s.rst, nil, in.Principal, store.OpImportBranch, in.RequestID); err != nil || ok {
+		return r, err
+	}
+	im, err := store.ParseImport(in.Data, in.DBMetaKey)
+	if err != nil {
+		return store.BranchResult{}, err
+	}
+	id := in.ID
+	if id == (uuid.UUID{}) && !in.NewID && im.ID != nil {
+		id = *im.ID
+	}
+	b, err := s.prepare(ctx, id, im.CreatedAt, im.Metadata)
+	if err != nil {
+		return store.BranchResult{}, err
+	}
+	b.row.name, b.row.user = im.Name, im.User
+	if im.Pile != nil {
+		b.row.pile = *im.Pile
+	}
+	if im.Prog != nil {
+		b.row.prog = *im.Prog
+	}
+	for i, msg := range im.Messages {
+		if err := b.seed(msg, im.Paths[i]); err != nil {
+			return store.BranchResult{}, err
+		}
+	}
+	if im.CollRank != nil { // the collections order the import came with (issue 13 item 1)
+		ranks := make(map[uuid.UUID]uint64, len(b.msgs))
+		for id, m := range b.msgs {
+			ranks[id] = uint64(m.rank)
+		}
+		b.row.nextRank = int64(store.ImportRanks(ranks, im.CollRank))
+		for id, r := range ranks {
+			b.msgs[id].rank = int64(r)
+		}
+	}
+	if im.Selected != nil {
+		if err := store.CheckMembers(b, "data.metadata.current_progression.order", im.Selected.Order, true); err != nil {
+			return store.BranchResult{}, err
+		}
+		b.row.selected = im.Selected
+	}
+	return s.publishNew(ctx, b, store.OpImportBranch, in.Principal, in.RequestID)
+}
+
+// ForkBranch copies a branch up to and including a message (store.Store;
+// store.Memory's ForkBranch, over a read of the source).
+func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.BranchResult, error) {
+	if r, ok, err := s.recallCreated(ctx, &s.rst, nil, in.Principal, store.OpForkBranch, in.RequestID); err != nil || ok {
+		return r, err
+	}
+	var (
+		src  *branchRow
+		msgs []*envelope.Message
+	)
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		if src, err = s.loadBranch(ctx, &s.rst, tx, in.Source); err != nil {
+			return err
+		}
+		if in.ExpectedHead != nil && *in.ExpectedHead != src.head {
+			return &store.SequenceError{Err: store.ErrSequenceMismatch, BranchID: src.id, Head: src.head}
+		}
+		through := src.nextPos - 1
+		if in.At != nil {
+			at, ok, err := s.getMessage(ctx, &s.rst, tx, src.id, *in.At)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return &store.MessageError{Err: store.ErrMessageNotFound, BranchID: src.id, MessageID: *in.At, Field: "message_id"}
+			}
+			through = at.pos
+		}
+		rows, err := scanMsgs(s.rst.query(ctx, tx, qMessagesThrough, blob(src.id), through))
+		if err != nil {
+			return err
+		}
+		msgs = make([]*envelope.Message, len(rows))
+		for i, m := range rows {
+			msgs[i] = m.msg
+		}
+		return nil
+	})
+	if err != nil {
+		return store.BranchResult{}, err
+	}
+	var selected []uuid.UUID
+	if src.selected != nil {
+		selected = src.selected.Order
+	}
+	copies, sel, err := store.ForkCopies(msgs, selected, src.selected != nil)
+	if err != nil {
+		return store.BranchResult{}, err
+	}
+	b, err := s.prepare(ctx, in.ID, nil, src.metadata)
+	if err != nil {
+		return store.BranchResult{}, err
+	}
+	b.row.name, b.row.user = src.name, src.user
+	if in.Name != nil {
+		b.row.name = in.Name
+	}
+	parent := src.id
+	b.row.parent = &parent
+	b.row.fork = store.ForkPoint(in.At, copies)
+	for _, msg := range copies {
+		if err := b.seed(msg, ""); err != nil { // a clone has a new id: it replaces nothing
+			return store.BranchResult{}, err
+		}
+	}
+	if sel != nil {
+		b.row.selected = store.NewProgression(sel, nil)
+	}
+	return s.publishNew(ctx, b, store.OpForkBranch, in.Principal, in.RequestID)
+}
+
+// DeleteBranch deletes a branch (store.Store): BRANCH_DELETED is its last
+// event and ends its subscriptions; its messages, row and the records of
+// its writes go in the same transaction; its request id is remembered
+// under the branch id. The deleted incarnation's events stay until no
+// subscription reads them (handles.go).
+func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.DeleteResult, error) {
+	scope := deleteScope(id)
+	var (
+		res    store.DeleteResult
+		replay bool
+		row    *branchRow
+		c      store.Commit
+	)
+	err := s.w.do(ctx, func(tx *sql.Tx) error {
+		if r, ok, err := s.recall(ctx, &s.wst, tx, scope, store.OpDeleteBranch, opts.RequestID); err != nil || ok {
+			if ok {
+				res, replay = r.(store.DeleteResult), true
+				res.Replayed = true
+			}
+			return err
+		}
+		var err error
+		if row, err = s.loadBranch(ctx, &s.wst, tx, id); err != nil {
+			return err
+		}
+		if err := store.CheckHead(s.state(ctx, tx, row), opts); err != nil {
+			return err
+		}
+		c = store.Commit{nextEvent(row, nil, store.EventBranchDeleted)}
+		if err := s.commitEvents(ctx, tx, row, c); err != nil {
+			return err
+		}
+		for _, q := range []string{
+			qDeleteMessages,
+			qDeleteBranch,
+		} {
+			if _, err := s.wst.exec(ctx, tx, q, blob(id)); err != nil {
+				return err
+			}
+		}
+		if err := s.forgetScope(ctx, tx, branchScope(row.incarnation)); err != nil {
+			return err
+		}
+		res = store.DeleteResult{BranchID: id, LastSequence: row.head}
+		return s.remember(ctx, tx, scope, store.OpDeleteBranch, opts.RequestID, res)
+	}, func() {
+		if replay {
+			return
+		}
+		s.mu.Lock()
+		h := s.handles[id]
+		s.mu.Unlock()
+		s.publish(id, row.incarnation, c)
+		if h == nil || h.incarnation != row.incarnation || h.log.frozen.Load() == 0 {
+			s.sweep(row.incarnation) // no subscription reads the deleted log
+		}
+	})
+	if err != nil {
+		return store.DeleteResult{}, err
+	}
+	return res, nil
+}

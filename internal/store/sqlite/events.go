@@ -1,0 +1,186 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// The retained event log's rows (docs/design.md#sequences): keyed by the
+// branch's incarnation, so a subscriber reading a deleted branch's log
+// through BRANCH_DELETED is not disturbed by a new branch of the same id.
+// body carries what the event wrote as it wrote it: the message
+// (MESSAGE_ADDED, MESSAGE_REPLACED, SYSTEM_SET), the branch and its initial
+// messages (BRANCH_CREATED), the progression (PROGRESSION_SET).
+
+// eventBody is an event's body column.
+type eventBody struct {
+	Message  json.RawMessage   `json:"m,omitempty"`
+	Branch   *infoJSON         `json:"b,omitempty"`
+	Messages []json.RawMessage `json:"ms,omitempty"`
+	// Progression is set for PROGRESSION_SET: null when it unset the
+	// progression.
+	Progression *[]uuid.UUID `json:"p,omitempty"`
+	Unset       bool         `json:"u,omitempty"`
+}
+
+// infoJSON is a BranchInfo as an event body or a remembered result keeps it.
+type infoJSON struct {
+	ID          uuid.UUID       `json:"id"`
+	Incarnation uuid.UUID       `json:"inc"`
+	CreatedAt   float64         `json:"created_at"`
+	Metadata    json.RawMessage `json:"metadata"`
+	Name        *string         `json:"name,omitempty"`
+	User        *string         `json:"user,omitempty"`
+	Parent      *uuid.UUID      `json:"parent,omitempty"`
+	ForkPoint   *uuid.UUID      `json:"fork_point,omitempty"`
+	Head        uint64          `json:"head"`
+	Count       int             `json:"count"`
+	SystemID    *uuid.UUID      `json:"system_id,omitempty"`
+	Selected    bool            `json:"selected,omitempty"`
+}
+
+func encodeInfo(in store.BranchInfo) *infoJSON {
+	return &infoJSON{
+		ID: in.ID, Incarnation: in.Incarnation, CreatedAt: in.CreatedAt, Metadata: jsonv.Marshal(in.Metadata),
+		Name: in.Name, User: in.User, Parent: in.ParentBranchID, ForkPoint: in.ForkPoint,
+		Head: in.HeadSequence, Count: in.MessageCount, SystemID: in.SystemID, Selected: in.Selected,
+	}
+}
+
+func (j *infoJSON) decode() (store.BranchInfo, error) {
+	meta, err := jsonv.ParseDepth(j.Metadata, storedDepth)
+	if err != nil {
+		return store.BranchInfo{}, err
+	}
+	return store.BranchInfo{
+		ID: j.ID, Incarnation: j.Incarnation, CreatedAt: j.CreatedAt, Metadata: meta,
+		Name: j.Name, User: j.User, ParentBranchID: j.Parent, ForkPoint: j.ForkPoint,
+		HeadSequence: j.Head, MessageCount: j.Count, SystemID: j.SystemID, Selected: j.Selected,
+	}, nil
+}
+
+// encodeEvent writes an event's body column (nil when it has none).
+func encodeEvent(ev store.Event) (any, error) {
+	var b eventBody
+	empty := true
+	if ev.Message != nil {
+		m, err := ev.Message.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		b.Message, empty = m, false
+	}
+	if ev.Kind == store.EventBranchCreated && ev.Branch != nil {
+		b.Branch, empty = encodeInfo(*ev.Branch), false
+		b.Messages = make([]json.RawMessage, len(ev.Messages))
+		for i, m := range ev.Messages {
+			raw, err := m.MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			b.Messages[i] = raw
+		}
+	}
+	if ev.Kind == store.EventProgressionSet {
+		empty = false
+		if ev.Progression == nil {
+			b.Unset = true
+		} else {
+			p := ev.Progression
+			b.Progression = &p
+		}
+	}
+	if empty {
+		return nil, nil
+	}
+	out, err := json.Marshal(b)
+	return string(out), err
+}
+
+// decodeEvent reads an event row's body into ev.
+func decodeEvent(ev *store.Event, body sql.NullString) error {
+	if !body.Valid {
+		return nil
+	}
+	var b eventBody
+	if err := json.Unmarshal([]byte(body.String), &b); err != nil {
+		return fmt.Errorf("sqlite: an event body: %w", err)
+	}
+	if b.Message != nil {
+		m, err := decodeMessage(string(b.Message))
+		if err != nil {
+			return err
+		}
+		ev.Message = m
+	}
+	if b.Branch != nil {
+		info, err := b.Branch.decode()
+		if err != nil {
+			return err
+		}
+		ev.Branch = &info
+		ev.Messages = make([]*envelope.Message, len(b.Messages))
+		for i, raw := range b.Messages {
+			if ev.Messages[i], err = decodeMessage(string(raw)); err != nil {
+				return err
+			}
+		}
+	}
+	if b.Progression != nil {
+		ev.Progression = *b.Progression
+		if ev.Progression == nil {
+			ev.Progression = []uuid.UUID{}
+		}
+	}
+	return nil
+}
+
+// insertEvents writes a commit's events (their sequences, commit bounds
+// and indexes set) to the log of incarnation.
+func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, incarnation uuid.UUID, c store.Commit) error {
+	for _, ev := range c {
+		body, err := encodeEvent(ev)
+		if err != nil {
+			return err
+		}
+		if _, err := s.wst.exec(ctx, tx, qInsertEvent, blob(incarnation), ev.Sequence, ev.CommitFirst, ev.CommitLast, int(ev.Kind), ev.Index, body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readEvents reads the events of incarnation in (after, through], at most
+// limit of them, in sequence order.
+func (s *Store) readEvents(ctx context.Context, incarnation uuid.UUID, after, through uint64, limit int) ([]store.Event, error) {
+	rows, err := s.rst.query(ctx, nil, qEvents, blob(incarnation), after, through, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		var (
+			ev   store.Event
+			kind int
+			body sql.NullString
+		)
+		if err := rows.Scan(&ev.Sequence, &ev.CommitFirst, &ev.CommitLast, &kind, &ev.Index, &body); err != nil {
+			return nil, err
+		}
+		ev.Kind = store.EventKind(kind)
+		if err := decodeEvent(&ev, body); err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,275 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/store"
+)
+
+// A handle is what memory holds of a branch that has subscribers or
+// observers: its lock, its store.Feed, and the head and oldest sequence of
+// its log as published. The writer goroutine makes handles (in a job, so
+// that the head it reads and the commits it publishes afterwards line up),
+// publishes each commit to the handle of its branch after the commit, and
+// lets a handle go once nothing uses it; a branch nobody watches costs no
+// memory.
+type handle struct {
+	mu          sync.RWMutex
+	id          uuid.UUID
+	incarnation uuid.UUID
+	feed        *store.Feed
+	log         *dbLog
+
+	observers []observerEntry
+	nextObs   uint64
+	pins      int // calls between getting the handle and using it (Store.mu)
+	deleted   bool
+}
+
+type observerEntry struct {
+	id uint64
+	fn store.Observer
+}
+
+// dbLog is a branch's event log as subscriptions read it (store.Log): the
+// events table, bounded by the head and oldest sequence published, which
+// change under the handle's lock. Rows below oldest may linger (the writer
+// deletes them behind what was published, so a reader under the lock
+// never finds a retained row gone).
+type dbLog struct {
+	s           *Store
+	incarnation uuid.UUID
+	oldest      uint64
+	last        uint64
+	frozen      *atomic.Int32 // frozen copies alive; the deleted log's rows go with the last
+}
+
+var _ store.Log = (*dbLog)(nil)
+
+func (l *dbLog) Oldest() uint64 { return l.oldest }
+func (l *dbLog) Last() uint64   { return l.last }
+
+// Chunk reads the events after after from the table (store.Log).
+func (l *dbLog) Chunk(after uint64, n int, keep func(store.Commit) store.Commit) ([]store.Commit, uint64) {
+	// A commit has at most two events (CreateActionResponse), so 2n rows
+	// hold n commits.
+	var (
+		evs []store.Event
+		err error
+	)
+	for attempt := range 3 {
+		if evs, err = l.s.readEvents(context.Background(), l.incarnation, after, l.last, 2*n); err == nil {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond) // a busy database; not synchronisation
+	}
+	if err != nil {
+		// store.Log has no error path: a subscription cannot skip what it
+		// could not read. The server's recovery ends the stream.
+		panic(fmt.Sprintf("sqlite: reading the event log of incarnation %s after %d: %v", l.incarnation, after, err))
+	}
+	if after < l.last && (len(evs) == 0 || evs[0].Sequence != after+1) {
+		panic(fmt.Sprintf("sqlite: the event log of incarnation %s has no event %d", l.incarnation, after+1))
+	}
+	through := after
+	var out []store.Commit
+	commits := 0
+	for len(evs) > 0 && commits < n {
+		k := 1
+		for k < len(evs) && evs[k].CommitFirst == evs[0].CommitFirst {
+			k++
+		}
+		if k == len(evs) && evs[k-1].Sequence < evs[k-1].CommitLast {
+			break // the rest of this commit is past the rows read: next chunk
+		}
+		if c := keep(evs[:k:k]); c != nil {
+			out = append(out, c)
+		}
+		through = evs[k-1].Sequence
+		evs = evs[k:]
+		commits++
+	}
+	return out, through
+}
+
+// Frozen returns the log as the delete left it (store.Log); its rows are
+// kept until the last frozen copy is collected.
+func (l *dbLog) Frozen() store.Log {
+	cp := &dbLog{s: l.s, incarnation: l.incarnation, oldest: l.oldest, last: l.last, frozen: l.frozen}
+	l.frozen.Add(1)
+	s, inc, count := l.s, l.incarnation, l.frozen
+	runtime.AddCleanup(cp, func(struct{}) {
+		if count.Add(-1) == 0 {
+			s.sweep(inc)
+		}
+	}, struct{}{})
+	return cp
+}
+
+// sweep asks the janitor to delete a deleted incarnation's events; it
+// never blocks (a full queue leaves them to the sweep at the next start).
+func (s *Store) sweep(incarnation uuid.UUID) {
+	select {
+	case s.sweeps <- incarnation:
+	default:
+	}
+}
+
+// runJanitor deletes the event logs of deleted incarnations as sweep asks.
+// Owner: the Store; stopped by Close.
+func (s *Store) runJanitor() {
+	defer s.janitor.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case inc := <-s.sweeps:
+			_ = s.w.do(context.Background(), func(tx *sql.Tx) error {
+				_, err := s.wst.exec(context.Background(), tx, qDeleteEvents, blob(inc))
+				return err
+			}, nil)
+		}
+	}
+}
+
+// sweepOrphans deletes, at start, the events of incarnations whose branch
+// is gone (their subscribers went with the process that served them).
+func (s *Store) sweepOrphans(ctx context.Context) error {
+	_, err := s.db.write.ExecContext(ctx, qSweepOrphans)
+	if err != nil {
+		return fmt.Errorf("sqlite: sweeping deleted branches' events: %w", err)
+	}
+	return nil
+}
+
+// pin returns the branch's handle, made on the writer goroutine if there
+// is none, pinned so that it is not let go before the caller uses it; the
+// caller unpins it. An unknown branch is ErrBranchNotFound.
+func (s *Store) pin(ctx context.Context, id uuid.UUID) (*handle, error) {
+	s.mu.Lock()
+	if h := s.handles[id]; h != nil {
+		h.pins++
+		s.mu.Unlock()
+		return h, nil
+	}
+	s.mu.Unlock()
+	var (
+		h   *handle
+		row *branchRow
+		min sql.NullInt64
+	)
+	err := s.w.do(ctx, func(tx *sql.Tx) error {
+		var err error
+		if row, err = s.loadBranch(ctx, &s.wst, tx, id); err != nil {
+			return err
+		}
+		return s.wst.queryRow(ctx, tx, qOldestEvent, blob(row.incarnation)).Scan(&min)
+	}, func() {
+		// After the commits before this job were published: the head read
+		// above is the head every later commit follows.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if h = s.handles[id]; h == nil {
+			h = s.newHandle(row, uint64(min.Int64))
+			s.handles[id] = h
+		}
+		h.pins++
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (s *Store) newHandle(row *branchRow, minSeq uint64) *handle {
+	h := &handle{id: row.id, incarnation: row.incarnation}
+	oldest := uint64(0)
+	if row.head > 0 {
+		oldest = max(minSeq, s.retainedFrom(row.head), 1)
+	}
+	h.log = &dbLog{s: s, incarnation: row.incarnation, oldest: oldest, last: row.head, frozen: new(atomic.Int32)}
+	h.feed = store.NewFeed(&h.mu, h.log)
+	return h
+}
+
+// retainedFrom is the oldest sequence the log keeps with head as its head.
+func (s *Store) retainedFrom(head uint64) uint64 {
+	r := uint64(s.cfg.EventRetention)
+	if head < r {
+		return 1
+	}
+	return head - r + 1
+}
+
+// unpin lets go of a pin, and of the handle once nothing uses it.
+func (s *Store) unpin(h *handle) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h.pins--
+	s.release(h)
+}
+
+// release drops the handle from the map when nothing uses it (s.mu held).
+func (s *Store) release(h *handle) {
+	if h.pins > 0 || s.handles[h.id] != h {
+		return
+	}
+	h.mu.RLock()
+	idle := h.feed.Watchers() == 0 && len(h.observers) == 0
+	h.mu.RUnlock()
+	if idle {
+		delete(s.handles, h.id)
+	}
+}
+
+// publish hands a committed commit to the branch's subscribers, if it has
+// a handle (writer goroutine, after the commit).
+func (s *Store) publish(id, incarnation uuid.UUID, c store.Commit) {
+	s.mu.Lock()
+	h := s.handles[id]
+	s.mu.Unlock()
+	if h == nil || h.incarnation != incarnation {
+		return
+	}
+	last := c[len(c)-1].Sequence
+	final := c[0].Kind == store.EventBranchDeleted
+	h.mu.Lock()
+	h.log.last = last
+	h.log.oldest = max(h.log.oldest, s.retainedFrom(last))
+	h.feed.Publish(c)
+	if final {
+		h.deleted = true
+	}
+	h.mu.Unlock()
+	s.mu.Lock()
+	if final && s.handles[id] == h {
+		delete(s.handles, id)
+	} else {
+		s.release(h)
+	}
+	s.mu.Unlock()
+}
+
+// sweepBelow is the sequence below which a branch's events may be deleted
+// after a write that brings its head to head: past the retention, and
+// behind what its subscribers were told is retained (writer goroutine).
+func (s *Store) sweepBelow(id, incarnation uuid.UUID, head uint64) uint64 {
+	below := s.retainedFrom(head)
+	s.mu.Lock()
+	h := s.handles[id]
+	s.mu.Unlock()
+	if h != nil && h.incarnation == incarnation {
+		h.mu.RLock()
+		below = min(below, h.log.oldest)
+		h.mu.RUnlock()
+	}
+	return below
+}

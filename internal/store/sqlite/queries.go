@@ -1,0 +1,63 @@
+package sqlite
+
+// The SQL of the store. Every statement is prepared once per connection
+// when the store opens (stmtCache): preparing one inside a transaction on
+// the single write connection would wait for that connection forever.
+
+var (
+	// branches
+	qBranch        = query(`SELECT ` + branchCols + ` FROM branches WHERE tenant = '' AND id = ?`)
+	qBranchExists  = query(`SELECT 1 FROM branches WHERE tenant = '' AND id = ?`)
+	qIncarnation   = query(`SELECT incarnation FROM branches WHERE tenant = '' AND id = ?`)
+	qBranchesFirst = query(`SELECT ` + branchCols + ` FROM branches WHERE tenant = '' ORDER BY id LIMIT ?`)
+	qBranchesAfter = query(`SELECT ` + branchCols + ` FROM branches WHERE tenant = '' AND id > ? ORDER BY id LIMIT ?`)
+	qCounts        = query(`SELECT COUNT(*), SUM(message_count) FROM branches WHERE tenant = ''`)
+	qInsertBranch  = query(`INSERT INTO branches (tenant, ` + branchCols + `)
+		VALUES ('', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qUpdateBranch = query(`UPDATE branches SET head = ?, epoch = ?, sel_epoch = ?, selected = ?,
+		system_id = ?, next_pos = ?, next_rank = ?, message_count = ? WHERE tenant = '' AND id = ?`)
+	qDeleteBranch = query(`DELETE FROM branches WHERE tenant = '' AND id = ?`)
+
+	// messages
+	qMessage         = query(`SELECT ` + msgCols + ` FROM messages WHERE tenant = '' AND branch_id = ? AND id = ?`)
+	qMessagesThrough = query(`SELECT ` + msgCols + ` FROM messages WHERE tenant = '' AND branch_id = ? AND pos <= ? ORDER BY pos`)
+	qFullOrder       = query(`SELECT ` + msgCols + ` FROM messages WHERE tenant = '' AND branch_id = ? ORDER BY pos`)
+	// positionRows: a range of positions, ascending or descending, of every
+	// message or of one kind.
+	qPosAsc         = query(`SELECT ` + msgCols + ` FROM messages WHERE tenant = '' AND branch_id = ? AND pos >= ? ORDER BY pos ASC LIMIT ?`)
+	qPosDesc        = query(`SELECT ` + msgCols + ` FROM messages WHERE tenant = '' AND branch_id = ? AND pos <= ? ORDER BY pos DESC LIMIT ?`)
+	qKindPosAsc     = query(`SELECT ` + msgCols + ` FROM messages WHERE tenant = '' AND branch_id = ? AND kind = ? AND pos >= ? ORDER BY pos ASC LIMIT ?`)
+	qKindPosDesc    = query(`SELECT ` + msgCols + ` FROM messages WHERE tenant = '' AND branch_id = ? AND kind = ? AND pos <= ? ORDER BY pos DESC LIMIT ?`)
+	qInsertMessage  = query(`INSERT INTO messages (tenant, branch_id, id, pos, kind, rank, seq, body) VALUES ('', ?, ?, ?, ?, ?, ?, ?)`)
+	qReplaceMessage = query(`UPDATE messages SET rank = ?, seq = ?, body = ? WHERE tenant = '' AND branch_id = ? AND id = ?`)
+	qRemoveMessage  = query(`DELETE FROM messages WHERE tenant = '' AND branch_id = ? AND id = ?`)
+	qClearMessages  = query(`DELETE FROM messages WHERE tenant = '' AND branch_id = ? AND pos >= 0`)
+	qDeleteMessages = query(`DELETE FROM messages WHERE tenant = '' AND branch_id = ?`)
+
+	// events
+	qInsertEvent = query(`INSERT INTO events (tenant, incarnation, seq, commit_first, commit_last, kind, msg_index, body)
+		VALUES ('', ?, ?, ?, ?, ?, ?, ?)`)
+	qEvents = query(`SELECT seq, commit_first, commit_last, kind, msg_index, body FROM events
+		WHERE tenant = '' AND incarnation = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`)
+	qOldestEvent  = query(`SELECT MIN(seq) FROM events WHERE tenant = '' AND incarnation = ?`)
+	qTrimEvents   = query(`DELETE FROM events WHERE tenant = '' AND incarnation = ? AND seq < ?`)
+	qDeleteEvents = query(`DELETE FROM events WHERE tenant = '' AND incarnation = ?`)
+	qSweepOrphans = query(`DELETE FROM events WHERE tenant = '' AND incarnation NOT IN (SELECT incarnation FROM branches WHERE tenant = '')`)
+
+	// requests (idempotency records)
+	qRequest     = query(`SELECT op, created_ns, result FROM requests WHERE tenant = '' AND scope = ? AND request_id = ?`)
+	qRequestLast = query(`SELECT COALESCE(MAX(n), 0) FROM requests WHERE tenant = '' AND scope = ?`)
+	qRemember    = query(`INSERT OR REPLACE INTO requests (tenant, scope, request_id, op, n, created_ns, result)
+		VALUES ('', ?, ?, ?, ?, ?, ?)`)
+	qForgetOldest  = query(`DELETE FROM requests WHERE tenant = '' AND scope = ? AND n <= ?`)
+	qForgetExpired = query(`DELETE FROM requests WHERE tenant = '' AND created_ns <= ?`)
+	qForgetScope   = query(`DELETE FROM requests WHERE tenant = '' AND scope = ?`)
+)
+
+// queries are every statement above, prepared when the store opens.
+var queries []string
+
+func query(q string) string {
+	queries = append(queries, q)
+	return q
+}

@@ -1,0 +1,78 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/store"
+)
+
+// Subscribe opens a subscription to a branch's commits (store.Store): the
+// branch's handle (made on the writer goroutine, so that its head lines up
+// with the commits published after it) registers it under the handle's
+// lock, as store.Memory's branch lock does; the replay is read from the
+// events table by the subscription's reader, a chunk at a time.
+func (s *Store) Subscribe(ctx context.Context, id uuid.UUID, in store.SubscribeInput) (*store.Subscription, error) {
+	h, err := s.pin(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer s.unpin(h)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.deleted {
+		return nil, &store.BranchError{Err: store.ErrBranchNotFound, BranchID: id}
+	}
+	return h.feed.Subscribe(h.id, h.incarnation, in, store.SubscriptionLimits{
+		Buffer: s.cfg.SubscriberBuffer, Max: s.cfg.MaxSubscriptions, Open: &s.subsOpen,
+	})
+}
+
+// Observe adds a message-added observer to a branch (store.Store,
+// ADR-0006 D4). Observers live in this process: they are code, not data.
+func (s *Store) Observe(id uuid.UUID, o store.Observer) (func(), error) {
+	h, err := s.pin(context.Background(), id)
+	if err != nil {
+		return nil, err
+	}
+	defer s.unpin(h)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.deleted {
+		return nil, &store.BranchError{Err: store.ErrBranchNotFound, BranchID: id}
+	}
+	h.nextObs++
+	key := h.nextObs
+	h.observers = append(h.observers, observerEntry{id: key, fn: o})
+	return func() {
+		h.mu.Lock()
+		for i, e := range h.observers {
+			if e.id == key {
+				h.observers = append(h.observers[:i:i], h.observers[i+1:]...)
+				break
+			}
+		}
+		h.mu.Unlock()
+		s.mu.Lock()
+		s.release(h)
+		s.mu.Unlock()
+	}, nil
+}
+
+// observersOf returns the observers of a branch's incarnation.
+func (s *Store) observersOf(id, incarnation uuid.UUID) []store.Observer {
+	s.mu.Lock()
+	h := s.handles[id]
+	s.mu.Unlock()
+	if h == nil || h.incarnation != incarnation {
+		return nil
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]store.Observer, len(h.observers))
+	for i, e := range h.observers {
+		out[i] = e.fn
+	}
+	return out
+}

@@ -1,0 +1,223 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// written is what a branch write did: its result, its commit (sequences
+// set), and the message the observers are told about (nil for writes that
+// fire none).
+type written struct {
+	res    store.WriteResult
+	commit store.Commit
+	added  *envelope.Message
+}
+
+// mutation is the body of a branch write, run in the write transaction
+// after the repeat and head checks.
+type mutation func(st *txState) (written, error)
+
+// write runs one branch write on the writer goroutine: in its transaction
+// the repeat check (first, docs/design.md#idempotency), the head check, fn,
+// the events, the branch row and the request's record; after the commit,
+// the publication to subscribers; then, outside, the observers
+// (ADR-0006 D4). A failed write changes nothing (its savepoint is rolled
+// back).
+func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store.WriteOptions, fn mutation) (store.WriteResult, error) {
+	var (
+		w      written
+		replay *store.WriteResult
+		row    *branchRow
+	)
+	err := s.w.do(ctx, func(tx *sql.Tx) error {
+		var err error
+		if row, err = s.loadBranch(ctx, &s.wst, tx, id); err != nil {
+			return err
+		}
+		scope := branchScope(row.incarnation)
+		if r, ok, err := s.recall(ctx, &s.wst, tx, scope, op, opts.RequestID); err != nil || ok {
+			if ok {
+				res := r.(store.WriteResult)
+				res.Replayed = true
+				replay = &res
+			}
+			return err
+		}
+		st := s.state(ctx, tx, row)
+		if err := store.CheckHead(st, opts); err != nil {
+			return err
+		}
+		if w, err = fn(st); err != nil {
+			return err
+		}
+		if err := s.commitEvents(ctx, tx, row, w.commit); err != nil {
+			return err
+		}
+		if err := s.updateBranch(ctx, tx, row); err != nil {
+			return err
+		}
+		return s.remember(ctx, tx, scope, op, opts.RequestID, w.res)
+	}, func() {
+		if replay == nil {
+			s.publish(id, row.incarnation, w.commit)
+		}
+	})
+	switch {
+	case err != nil:
+		return store.WriteResult{}, err
+	case replay != nil:
+		return *replay, nil
+	case w.added == nil:
+		return w.res, nil
+	}
+	obs := s.observersOf(id, row.incarnation)
+	if len(obs) == 0 {
+		return w.res, nil
+	}
+	return w.res, store.Notify(ctx, id, obs, w.added)
+}
+
+// commitEvents writes a commit's events, brings the branch's head to its
+// last, and deletes what the log no longer retains.
+func (s *Store) commitEvents(ctx context.Context, tx *sql.Tx, row *branchRow, c store.Commit) error {
+	first, last := c[0].Sequence, c[len(c)-1].Sequence
+	for i := range c {
+		c[i].CommitFirst, c[i].CommitLast = first, last
+	}
+	if err := s.insertEvents(ctx, tx, row.incarnation, c); err != nil {
+		return err
+	}
+	row.head = last
+	below := s.sweepBelow(row.id, row.incarnation, last)
+	_, err := s.wst.exec(ctx, tx, qTrimEvents, blob(row.incarnation), below)
+	return err
+}
+
+// event returns the next event of a branch being written: its sequence
+// follows the head and the events already in c.
+func nextEvent(row *branchRow, c store.Commit, kind store.EventKind) store.Event {
+	return store.Event{Sequence: row.head + 1 + uint64(len(c)), Kind: kind, Index: -1}
+}
+
+// commitPlan applies a plan's placements as one commit; the result names
+// the first message and, when the plan also linked a request, the request
+// as Updated.
+func (st *txState) commitPlan(plan store.Plan) (written, error) {
+	var (
+		c      store.Commit
+		stored []store.StoredMessage
+		first  int
+	)
+	for i, p := range plan.Placements {
+		ev := nextEvent(st.row, c, p.Kind())
+		m, index, err := st.apply(p, ev.Sequence)
+		if err != nil {
+			return written{}, err
+		}
+		ev.Message, ev.Index = p.Message, index
+		c = append(c, ev)
+		stored = append(stored, m.stored())
+		if i == 0 {
+			first = index
+		}
+	}
+	res := store.WriteResult{Message: stored[0], Index: first, Head: c[len(c)-1].Sequence}
+	if len(stored) > 1 {
+		res.Updated = &stored[1]
+	}
+	return written{res: res, commit: c, added: plan.Added}, nil
+}
+
+// SetSystem is set_system (store.Store).
+func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Message, opts store.WriteOptions) (store.WriteResult, error) {
+	return s.write(ctx, id, store.OpSetSystem, opts, func(st *txState) (written, error) {
+		plan, err := store.PlanSetSystem(st, system)
+		if err != nil {
+			return written{}, err
+		}
+		return st.commitPlan(plan)
+	})
+}
+
+// AddMessage is add_message (store.Store).
+func (s *Store) AddMessage(ctx context.Context, id uuid.UUID, in store.AddInput, opts store.WriteOptions) (store.WriteResult, error) {
+	return s.write(ctx, id, store.OpAddMessage, opts, func(st *txState) (written, error) {
+		plan, err := store.PlanAdd(st, in)
+		if err != nil {
+			return written{}, err
+		}
+		return st.commitPlan(plan)
+	})
+}
+
+// CreateActionResponse answers an ActionRequest (store.Store).
+func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store.ActionResponseInput, opts store.WriteOptions) (store.WriteResult, error) {
+	return s.write(ctx, id, store.OpCreateActionResponse, opts, func(st *txState) (written, error) {
+		plan, err := store.PlanActionResponse(st, in)
+		if err != nil {
+			return written{}, err
+		}
+		return st.commitPlan(plan)
+	})
+}
+
+// ClearMessages is clear_messages (store.Store): the system stays at index
+// 0; the selected progression keeps only what survives; the entries start
+// again at position 0 in a new epoch, so older page tokens are stale.
+func (s *Store) ClearMessages(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
+	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (written, error) {
+		row := st.row
+		if _, err := s.wst.exec(ctx, st.tx, qClearMessages, blob(row.id)); err != nil {
+			return written{}, err
+		}
+		clear(st.cache)
+		row.count, row.nextPos = 0, 0
+		if row.hasSystem() {
+			row.count = 1
+		}
+		row.epoch++
+		if sel := row.selected; sel != nil {
+			if kept, changed := store.ClearedOrder(sel.Order, row.systemID); changed {
+				sel = sel.Clone()
+				sel.Order = kept
+				row.selected = sel
+				row.selEpoch++
+			}
+		}
+		c := store.Commit{nextEvent(row, nil, store.EventMessagesCleared)}
+		return written{res: store.WriteResult{Head: c[0].Sequence, Index: -1}, commit: c}, nil
+	})
+}
+
+// SetProgression sets or unsets the selected progression (store.Store).
+// Every id must be a member, once.
+func (s *Store) SetProgression(ctx context.Context, id uuid.UUID, order *[]uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
+	return s.write(ctx, id, store.OpSetProgression, opts, func(st *txState) (written, error) {
+		ids, err := store.PlanProgression(st, order)
+		if err != nil {
+			return written{}, err
+		}
+		row := st.row
+		switch {
+		case order == nil:
+			row.selected = nil
+		case row.selected == nil:
+			row.selected = store.NewProgression(ids, nil)
+		default:
+			sel := row.selected.Clone()
+			sel.Order = ids
+			row.selected = sel
+		}
+		row.selEpoch++
+		ev := nextEvent(row, nil, store.EventProgressionSet)
+		ev.Progression = slices.Clone(ids)
+		return written{res: store.WriteResult{Head: ev.Sequence, Index: -1}, commit: store.Commit{ev}}, nil
+	})
+}
