@@ -203,6 +203,10 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	case <-time.After(testTimeout):
 		t.Fatal("run did not return after its context ended")
 	}
+	// Issue 14: the start line names the engine (and, for sqlite, the database file).
+	if log := strings.Join(sink.lines(), "\n"); !strings.Contains(log, `"store":"memory"`) || strings.Contains(log, `"data_file"`) {
+		t.Errorf("log %q, want the serving line to name store memory and no data file", log)
+	}
 	last := sink.lines()[len(sink.lines())-1]
 	if !strings.Contains(last, `"msg":"stopped"`) {
 		t.Errorf("last log line = %q, want the stopped line", last)
