@@ -32,8 +32,9 @@ help: ## Show this help
 
 # At a terminal, historyd runs as its own job (sh -m): Ctrl-C reaches historyd alone, which shuts
 # down and exits 0, and so does make. Without job control, make would get the SIGINT too and end
-# by it whatever historyd returned (GNU make re-raises it on itself).
-run: build ## Build bin/historyd and run it on 127.0.0.1:50051; Ctrl-C stops it (ARGS='--flag value'; HISTORYD_* variables: see README)
+# by it whatever historyd returned (GNU make re-raises it on itself). exec, so that no shell stays
+# behind historyd: once it exits nothing holds ./data's lock, and the next make run starts at once.
+run: build ## Build bin/historyd and run it on 127.0.0.1:50051, its data in ./data; Ctrl-C stops it (ARGS='--flag value'; HISTORYD_* variables: see README)
 	@echo '$(BIN) $(ARGS)'; \
 	if [ -t 0 ]; then exec sh -mc '"$$0" "$$@"' $(BIN) $(ARGS); else exec $(BIN) $(ARGS); fi
 
