@@ -48,15 +48,7 @@ func openEngine(ctx context.Context, c config) (*engine, error) {
 	if err != nil {
 		return nil, storeError(c.Store.DataDir, err)
 	}
-	st, ok := any(s).(store.Store)
-	if !ok {
-		// The engine's API (internal/store/sqlite/store.go) is in place before its methods are:
-		// until it implements store.Store, a sqlite start fails here with this line rather than
-		// failing to compile. Once it does, this assertion always holds.
-		s.Close()
-		return nil, fmt.Errorf("the sqlite engine does not implement the store yet; start with --store memory")
-	}
-	return &engine{Store: st, stats: s, name: storeSQLite, file: s.Path(), close: s.Close}, nil
+	return &engine{Store: s, stats: s, name: storeSQLite, file: s.Path(), close: s.Close}, nil
 }
 
 // storeError words a failure to open the data directory as the one log line an operator needs:
