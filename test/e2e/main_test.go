@@ -218,9 +218,15 @@ func startServerBinary(t *testing.T, bin string, extraArgs ...string) *proc {
 // dial returns a client connection to p, closed at the end of the test.
 func dial(t *testing.T, p *proc) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return dialAddr(t, p.addr)
+}
+
+// dialAddr returns a client connection to addr, closed at the end of the test.
+func dialAddr(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		t.Fatalf("grpc.NewClient(%s): %v", p.addr, err)
+		t.Fatalf("grpc.NewClient(%s): %v", addr, err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn

@@ -4,16 +4,23 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"google.golang.org/protobuf/proto"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
 // openPTY opens a pseudo-terminal pair: the controller, and the terminal a child gets as its
@@ -62,8 +69,42 @@ func (b *syncBuffer) String() string {
 // TestMakeRunCtrlC: `make run` at a terminal, then Ctrl-C: historyd shuts down and make exits 0,
 // with no "make: *** ... Error" line (issue 19: "make run exits 0 on Ctrl-C"). The Ctrl-C is the
 // terminal's: the test types ^C into a pseudo-terminal, so the kernel sends SIGINT to the
-// terminal's foreground process group, as it does for a person.
+// terminal's foreground process group, as it does for a person. Then issue 14's acceptance: `make
+// run` again on the same data directory lists the branch made before (the durable default engine;
+// a temporary --data-dir, so the test never shares the clone's ./data with a developer's make run).
 func TestMakeRunCtrlC(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	bin := filepath.Join(t.TempDir(), "historyd")
+	args := "ARGS=--listen 127.0.0.1:0 --data-dir " + dataDir
+	var made string
+	makeRunUntilCtrlC(t, bin, args, func(addr string) {
+		c := historyv1.NewHistoryServiceClient(dialAddr(t, addr))
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		defer cancel()
+		res, err := c.CreateBranch(ctx, &historyv1.CreateBranchRequest{Name: proto.String("made before Ctrl-C")})
+		if err != nil {
+			t.Fatalf("CreateBranch: %v", err)
+		}
+		made = res.GetBranch().GetId()
+	})
+	makeRunUntilCtrlC(t, bin, args, func(addr string) {
+		c := historyv1.NewHistoryServiceClient(dialAddr(t, addr))
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		defer cancel()
+		if ids := branchIDs(ctx, t, c); !slices.Contains(ids, made) {
+			t.Errorf("the second make run lists %v, want the branch %s made before Ctrl-C", ids, made)
+		}
+	})
+}
+
+// servingAddress finds the address in historyd's "serving" log line.
+var servingAddress = regexp.MustCompile(`"msg":"serving".*?"address":"([^"]+)"`)
+
+// makeRunUntilCtrlC runs `make run` with args at a pseudo-terminal, calls during with the address
+// once historyd serves, types Ctrl-C, and checks that make exits 0 with historyd's stopped line and
+// no make error.
+func makeRunUntilCtrlC(t *testing.T, bin, args string, during func(addr string)) {
+	t.Helper()
 	root, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -73,10 +114,7 @@ func TestMakeRunCtrlC(t *testing.T) {
 		t.Skipf("no pseudo-terminal: %v", err)
 	}
 	defer controller.Close()
-	bin := filepath.Join(t.TempDir(), "historyd")
-	// --store memory: the test must not share the clone's ./data (make run's default) with a
-	// developer's make run or another test (issue 14).
-	cmd := exec.Command("make", "run", "BIN="+bin, "ARGS=--listen 127.0.0.1:0 --store memory", "GO="+goCmd())
+	cmd := exec.Command("make", "run", "BIN="+bin, args, "GO="+goCmd())
 	cmd.Dir = root
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -120,7 +158,8 @@ func TestMakeRunCtrlC(t *testing.T) {
 			}
 			return
 		case <-tick.C:
-			if !sent && strings.Contains(out.String(), `"msg":"serving"`) {
+			if m := servingAddress.FindStringSubmatch(out.String()); !sent && m != nil {
+				during(m[1])
 				if _, err := controller.Write([]byte{3}); err != nil { // ^C
 					t.Fatal(err)
 				}
