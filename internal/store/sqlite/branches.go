@@ -313,6 +313,9 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		if err := s.forgetScope(ctx, tx, branchScope(row.incarnation)); err != nil {
 			return err
 		}
+		if _, err := s.wst.exec(ctx, tx, qMarkDead, deadMark(row.incarnation)); err != nil {
+			return err
+		}
 		res = store.DeleteResult{BranchID: id, LastSequence: row.head}
 		return s.remember(ctx, tx, scope, store.OpDeleteBranch, opts.RequestID, res)
 	}, func() {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,20 +134,60 @@ func (s *Store) runJanitor() {
 		case <-s.stop:
 			return
 		case inc := <-s.sweeps:
-			_ = s.w.do(context.Background(), func(tx *sql.Tx) error {
-				_, err := s.wst.exec(context.Background(), tx, qDeleteEvents, blob(inc))
-				return err
-			}, nil)
+			_ = s.w.do(context.Background(), func(tx *sql.Tx) error { return s.deleteLog(context.Background(), tx, inc) }, nil)
 		}
 	}
 }
 
-// sweepOrphans deletes, at start, the events of incarnations whose branch
-// is gone (their subscribers went with the process that served them).
+// deadMark is the store_meta key that marks a deleted incarnation whose
+// events are still to delete.
+func deadMark(inc uuid.UUID) string { return "dead-incarnation:" + inc.String() }
+
+// deleteLog deletes a deleted incarnation's events and its mark.
+func (s *Store) deleteLog(ctx context.Context, tx *sql.Tx, inc uuid.UUID) error {
+	if _, err := s.wst.exec(ctx, tx, qDeleteEvents, blob(inc)); err != nil {
+		return err
+	}
+	_, err := s.wst.exec(ctx, tx, qUnmarkDead, deadMark(inc))
+	return err
+}
+
+// sweepOrphans deletes, at start, the events of the deleted incarnations
+// still marked (their subscribers went with the process that served
+// them): the work is what the last process left undone, not a scan of the
+// log, so the start does not grow with the database.
 func (s *Store) sweepOrphans(ctx context.Context) error {
-	_, err := s.db.write.ExecContext(ctx, qSweepOrphans)
+	rows, err := s.db.write.QueryContext(ctx, qDeadMarks)
 	if err != nil {
 		return fmt.Errorf("sqlite: sweeping deleted branches' events: %w", err)
+	}
+	var dead []uuid.UUID
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			rows.Close()
+			return err
+		}
+		if inc, err := uuid.Parse(strings.TrimPrefix(key, "dead-incarnation:")); err == nil {
+			dead = append(dead, inc)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, inc := range dead {
+		tx, err := s.db.write.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := s.deleteLog(ctx, tx, inc); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("sqlite: sweeping deleted branch events: %w", err)
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

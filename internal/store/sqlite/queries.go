@@ -55,7 +55,12 @@ var (
 	qOldestEvent  = query(`SELECT MIN(seq) FROM events WHERE tenant = '' AND incarnation = ?`)
 	qTrimEvents   = query(`DELETE FROM events WHERE tenant = '' AND incarnation = ? AND seq < ?`)
 	qDeleteEvents = query(`DELETE FROM events WHERE tenant = '' AND incarnation = ?`)
-	qSweepOrphans = query(`DELETE FROM events WHERE tenant = '' AND incarnation NOT IN (SELECT incarnation FROM branches WHERE tenant = '')`)
+	// A deleted incarnation whose events are still to delete is marked in
+	// store_meta by the delete's transaction; the sweep removes the mark
+	// with the events, so a start finds only what a crash interrupted.
+	qMarkDead   = query(`INSERT OR REPLACE INTO store_meta (tenant, key, value) VALUES ('', ?, '')`)
+	qUnmarkDead = query(`DELETE FROM store_meta WHERE tenant = '' AND key = ?`)
+	qDeadMarks  = query(`SELECT key FROM store_meta WHERE tenant = '' AND key LIKE 'dead-incarnation:%'`)
 
 	// requests (idempotency records)
 	qRequest     = query(`SELECT op, created_ns, result FROM requests WHERE tenant = '' AND scope = ? AND request_id = ?`)

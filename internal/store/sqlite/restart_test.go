@@ -244,3 +244,34 @@ func TestOpenReadsNoMessageRows(t *testing.T) {
 		t.Fatal("ListMessages read the damaged rows without an error: the test is not damaging what the store reads")
 	}
 }
+
+// A deleted branch's event log goes: at once when no subscription reads
+// it, else with the last one; what a stop leaves is swept at the next
+// start, from the marks the deletes left, without scanning the log.
+func TestDeletedLogSwept(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	id := conversation(t, s)
+	info, err := s.GetBranch(tctx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteBranch(tctx(t), id, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir)
+	defer s.Close()
+	var events, marks int
+	if err := s.db.read.QueryRow(`SELECT COUNT(*) FROM events WHERE incarnation = ?`, blob(info.Incarnation)).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.read.QueryRow(`SELECT COUNT(*) FROM store_meta WHERE key LIKE 'dead-incarnation:%'`).Scan(&marks); err != nil {
+		t.Fatal(err)
+	}
+	if events != 0 || marks != 0 {
+		t.Errorf("after the delete and a restart: %d events of the deleted incarnation and %d marks left, want 0 and 0", events, marks)
+	}
+}
