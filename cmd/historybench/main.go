@@ -38,6 +38,12 @@ type config struct {
 	Watchers    int           // watchers of the watched branch
 	Owners      int           // Exchange owners
 	MemMessages int           // messages stored per memory run
+	// The sqlite engine's rows (issue 14).
+	PostgresURL    string // the PostgreSQL the sqlite --sync=full row compares with
+	SQLiteCache    int64  // --sqlite-cache of every sqlite server, in bytes
+	SQLiteReaders  int    // --sqlite-readers of every sqlite server
+	SQLiteMessages int    // messages stored per sqlite footprint run
+	StartMessages  int    // messages of the database the start time is measured on
 	Profile     bool          // profile the server when a target is missed
 	ServerFlags []string      // extra historyd flags (the bench's own settings)
 }
@@ -47,6 +53,7 @@ func (c *config) quick() {
 	c.Runs, c.Duration = 1, 150*time.Millisecond
 	c.BigBranch, c.SmallBranch, c.ListSamples = 2_000, 200, 50
 	c.Watchers, c.Owners, c.MemMessages = 5, 5, 2_000
+	c.SQLiteMessages, c.StartMessages = 2_000, 2_000
 }
 
 // bench is one run of the tool.
@@ -96,6 +103,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Watchers, "watchers", 100, "watchers of the watched branch")
 	fs.IntVar(&cfg.Owners, "owners", 100, "Exchange owners")
 	fs.IntVar(&cfg.MemMessages, "mem-messages", 50_000, "1 KB messages stored per memory run")
+	fs.StringVar(&cfg.PostgresURL, "postgres-url", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
+		"PostgreSQL the sqlite --sync=full row compares with (a schema of its own is created and dropped); unreachable: the row says skipped")
+	fs.Int64Var(&cfg.SQLiteCache, "sqlite-cache", 32<<20, "--sqlite-cache of the sqlite servers, in bytes (historyd's default: 32 MiB)")
+	fs.IntVar(&cfg.SQLiteReaders, "sqlite-readers", 4, "--sqlite-readers of the sqlite servers (historyd's default: 4)")
+	fs.IntVar(&cfg.SQLiteMessages, "sqlite-messages", 200_000, "1 KB messages stored per sqlite footprint run (resident memory growth, disk bytes)")
+	fs.IntVar(&cfg.StartMessages, "start-messages", 1_000_000, "messages of the sqlite database the start time is measured on")
 	fs.BoolVar(&cfg.Profile, "profile", true, "when a target is missed, profile the server during a further run and add the top entries to the results")
 	quick := fs.Bool("quick", false, "every scenario with tiny sizes and one short run (a smoke test, not figures)")
 	if err := fs.Parse(args); err != nil {
@@ -104,8 +117,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *quick {
 		cfg.quick()
 	}
-	if cfg.Runs < 1 || cfg.Duration <= 0 || cfg.SmallBranch < listPage || cfg.BigBranch < cfg.SmallBranch || cfg.Owners < 2 {
-		fmt.Fprintln(stderr, "historybench: need runs >= 1, duration > 0, small-branch >= 100, big-branch >= small-branch, owners >= 2")
+	if cfg.Runs < 1 || cfg.Duration <= 0 || cfg.SmallBranch < listPage || cfg.BigBranch < cfg.SmallBranch || cfg.Owners < 2 ||
+		cfg.SQLiteCache < 1<<20 || cfg.SQLiteReaders < 1 || cfg.SQLiteMessages < 1 || cfg.StartMessages < 1 {
+		fmt.Fprintln(stderr, "historybench: need runs >= 1, duration > 0, small-branch >= 100, big-branch >= small-branch, owners >= 2, sqlite-cache >= 1 MiB, sqlite-readers, sqlite-messages and start-messages >= 1")
 		return 2
 	}
 	// The Exchange's defaults bound an inbox at 10,000 messages per sender; the broadcast load
@@ -139,7 +153,7 @@ func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 	}
 
-	h, err := startHistoryd(ctx, b.bin, cfg.ServerFlags...)
+	h, err := startHistoryd(ctx, b.bin, b.memoryFlags()...)
 	if err != nil {
 		return err
 	}
@@ -162,6 +176,11 @@ func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 	rows = append(rows, mem...)
+	sqliteRows, err := benchSQLite(ctx, b, summarize(mem[0].Runs).Median)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, sqliteRows...)
 
 	m := describeMachine(ctx, cfg.Go, b.bin)
 	m.Elapsed = time.Since(start).Round(time.Second)
@@ -179,6 +198,35 @@ func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// benchSQLite runs the sqlite engine's scenarios (issue 14); memKB is the memory engine's resident
+// KB per message, which the footprint row compares with.
+func benchSQLite(ctx context.Context, b *bench, memKB float64) ([]row, error) {
+	rows, sq, err := benchSQLiteVsMemory(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	list, err := listRatio(ctx, b, sq.historyd, ", sqlite engine")
+	if serr := sq.stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, list...)
+	for _, scenario := range []func(context.Context, *bench) ([]row, error){
+		benchSQLiteVsPostgres,
+		func(ctx context.Context, b *bench) ([]row, error) { return benchFootprint(ctx, b, memKB) },
+		benchStart,
+	} {
+		rs, err := scenario(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, rs...)
+	}
+	return rows, nil
 }
 
 // describeMachine collects the date, the cores, the CPU model and the versions.

@@ -18,6 +18,12 @@ const listPage = 100
 // figure); the page tokens are collected by walking each branch once, and each sample picks one
 // at random. The two branches alternate which goes first, run after run.
 func benchList(ctx context.Context, b *bench, h *historyd) ([]row, error) {
+	return listRatio(ctx, b, h, "")
+}
+
+// listRatio is benchList on h; engine, when not empty, names h's engine in the row (issue 14
+// measures the same on the sqlite engine).
+func listRatio(ctx context.Context, b *bench, h *historyd, engine string) ([]row, error) {
 	big, err := populate(ctx, h, b.cfg.BigBranch)
 	if err != nil {
 		return nil, err
@@ -26,7 +32,7 @@ func benchList(ctx context.Context, b *bench, h *historyd) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.progress("ListMessages: branches of %d and %d messages written", b.cfg.BigBranch, b.cfg.SmallBranch)
+	b.progress("ListMessages%s: branches of %d and %d messages written", engine, b.cfg.BigBranch, b.cfg.SmallBranch)
 	bigTokens, err := pageTokens(ctx, h, big)
 	if err != nil {
 		return nil, err
@@ -74,11 +80,11 @@ func benchList(ctx context.Context, b *bench, h *historyd) ([]row, error) {
 		ratios = append(ratios, float64(bp50)/float64(sp50))
 		bigP50, smallP50 = append(bigP50, micros(bp50)), append(smallP50, micros(sp50))
 		bigP99, smallP99 = append(bigP99, micros(bp99)), append(smallP99, micros(sp99))
-		b.progress("ListMessages run %d: p50 %v on %d, %v on %d", run+1, bp50, b.cfg.BigBranch, sp50, b.cfg.SmallBranch)
+		b.progress("ListMessages%s run %d: p50 %v on %d, %v on %d", engine, run+1, bp50, b.cfg.BigBranch, sp50, b.cfg.SmallBranch)
 	}
 	r := row{
-		Name: fmt.Sprintf("ListMessages page of %d latency (p50), %s-message branch / %s-message branch",
-			listPage, count(b.cfg.BigBranch), count(b.cfg.SmallBranch)),
+		Name: fmt.Sprintf("ListMessages page of %d latency (p50), %s-message branch / %s-message branch%s",
+			listPage, count(b.cfg.BigBranch), count(b.cfg.SmallBranch), engine),
 		Unit: "ratio",
 		Runs: ratios,
 		Detail: fmt.Sprintf("p50 %.0f µs / %.0f µs, p99 %.0f µs / %.0f µs", summarize(bigP50).Median, summarize(smallP50).Median,
