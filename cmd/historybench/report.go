@@ -41,6 +41,8 @@ func markdown(w io.Writer, m machine, cfg config, rows []row) {
 	if len(cfg.ServerFlags) > 0 {
 		fmt.Fprintf(w, " and `%s`", strings.Join(cfg.ServerFlags, " "))
 	}
+	fmt.Fprintf(w, "; memory engine `--store memory`, sqlite engine `--store sqlite --data-dir <a temporary directory> --sqlite-cache %d --sqlite-readers %d` and `--sync normal` unless the row says full",
+		cfg.SQLiteCache, cfg.SQLiteReaders)
 	fmt.Fprintf(w, "\n- total time %s\n\n", m.Elapsed)
 	fmt.Fprintln(w, "| measurement | median | min – max | unit | target | met | from (medians) |")
 	fmt.Fprintln(w, "|---|---:|---:|---|---|---|---|")
