@@ -39,13 +39,13 @@ type config struct {
 	Owners      int           // Exchange owners
 	MemMessages int           // messages stored per memory run
 	// The sqlite engine's rows (issue 14).
-	PostgresURL    string // the PostgreSQL the sqlite --sync=full row compares with
-	SQLiteCache    int64  // --sqlite-cache of every sqlite server, in bytes
-	SQLiteReaders  int    // --sqlite-readers of every sqlite server
-	SQLiteMessages int    // messages stored per sqlite footprint run
-	StartMessages  int    // messages of the database the start time is measured on
-	Profile     bool          // profile the server when a target is missed
-	ServerFlags []string      // extra historyd flags (the bench's own settings)
+	PostgresURL    string   // the PostgreSQL the sqlite --sync=full row compares with
+	SQLiteCache    int64    // --sqlite-cache of every sqlite server, in bytes
+	SQLiteReaders  int      // --sqlite-readers of every sqlite server
+	SQLiteMessages int      // messages stored per sqlite footprint run
+	StartMessages  int      // messages of the database the start time is measured on
+	Profile        bool     // profile the server when a target is missed
+	ServerFlags    []string // extra historyd flags (the bench's own settings)
 }
 
 // quick is the configuration of -quick: every scenario, tiny, for the smoke test.

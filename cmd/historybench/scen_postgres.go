@@ -75,7 +75,7 @@ func benchSQLiteVsPostgres(ctx context.Context, b *bench) ([]row, error) {
 	r := row{
 		Name: name, Unit: "ratio", Runs: rs, Target: target, meets: meets,
 		Detail: fmt.Sprintf("sqlite %.0f/s, PostgreSQL %.0f/s (%s)", x, y, settings),
-		Note: "PostgreSQL " + redactURL(b.cfg.PostgresURL) + ", one INSERT of a 1 KB message's row (a table shaped as the engine's messages table, in a schema the bench creates and drops) per call, a pool of 50 connections; sqlite: one historyd, a branch per worker",
+		Note:   "PostgreSQL " + redactURL(b.cfg.PostgresURL) + ", one INSERT of a 1 KB message's row (a table shaped as the engine's messages table, in a schema the bench creates and drops) per call, a pool of 50 connections; sqlite: one historyd, a branch per worker",
 	}
 	if r.Met() == "NO" && b.cfg.Profile {
 		r.Profile, err = b.cpuProfile(ctx, sq.historyd, func(context.Context) error {
