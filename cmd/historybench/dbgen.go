@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 	_ "modernc.org/sqlite" // the engine's own driver, for the bulk copy
@@ -31,7 +32,8 @@ import (
 // measures, to check that). What they hold does not matter to the figure: the point is that a
 // start reads no message row, so the time to SERVING must not depend on how many there are.
 // This file is the one place the bench imports internal/ (doc.go), and the one that knows the
-// schema (internal/store/migrations/sqlite); it builds a fixture and measures nothing.
+// schema (internal/store/migrations/sqlite): which columns are a branch's identity. It builds a
+// fixture and measures nothing.
 const (
 	genSeedBranches = 10
 	genSeedMessages = 1_000
@@ -41,7 +43,12 @@ const (
 // messages, at least one seed) into dir and returns the messages it holds and the id of one copied
 // branch.
 func generateDatabase(ctx context.Context, dir string, n int) (int, string, error) {
-	seedPer := min(genSeedMessages, max(n/genSeedBranches, 1))
+	return generate(ctx, dir, n, genSeedMessages)
+}
+
+// generate is generateDatabase with seed branches of at most seedMax messages.
+func generate(ctx context.Context, dir string, n, seedMax int) (int, string, error) {
+	seedPer := min(seedMax, max(n/genSeedBranches, 1))
 	seed, err := seedDatabase(ctx, dir, genSeedBranches, seedPer)
 	if err != nil {
 		return 0, "", err
@@ -88,22 +95,50 @@ func seedDatabase(ctx context.Context, dir string, branches, per int) ([]uuid.UU
 	return ids, nil
 }
 
-// The copy statements, with the columns of migration 00001 named, so that a later additive
-// migration (a new column with a default) leaves them working.
-const (
-	copyBranch = `INSERT INTO branches (tenant, id, incarnation, created_at, metadata, name, user_name,
-		parent_id, fork_point, pile_id, pile_created_at, prog_id, prog_created_at, head, epoch,
-		sel_epoch, selected, system_id, next_pos, next_rank, message_count)
-	SELECT tenant, ?1, ?2, created_at, metadata, name, user_name, parent_id, fork_point, pile_id,
-		pile_created_at, prog_id, prog_created_at, head, epoch, sel_epoch, selected, system_id,
-		next_pos, next_rank, message_count
-	FROM branches WHERE tenant = '' AND id = ?3`
-	copyMessages = `INSERT INTO messages (tenant, branch_id, id, pos, kind, rank, seq, body)
-	SELECT tenant, ?1, id, pos, kind, rank, seq, body FROM messages WHERE tenant = '' AND branch_id = ?2`
-	copyEvents = `INSERT INTO events (tenant, incarnation, seq, commit_first, commit_last, kind, msg_index, body)
-	SELECT tenant, ?1, seq, commit_first, commit_last, kind, msg_index, body FROM events
-	WHERE tenant = '' AND incarnation = (SELECT incarnation FROM branches WHERE tenant = '' AND id = ?2)`
-)
+// copyStatements builds the copy statements from the schema the database has
+// (pragma_table_info), so that they follow the engine's migrations: every column copied as it
+// is, but a branch's id (?1) and incarnation (?2), its messages' branch_id (?1) and its events'
+// incarnation (?2); the source branch is ?3.
+func copyStatements(ctx context.Context, db *sql.DB) ([]string, error) {
+	tables := []struct {
+		name, where string
+		replace     map[string]string
+	}{
+		{"branches", "id = ?3", map[string]string{"id": "?1", "incarnation": "?2"}},
+		{"messages", "branch_id = ?3", map[string]string{"branch_id": "?1"}},
+		{"events", "incarnation = (SELECT incarnation FROM branches WHERE tenant = '' AND id = ?3)", map[string]string{"incarnation": "?2"}},
+	}
+	var stmts []string
+	for _, t := range tables {
+		rows, err := db.QueryContext(ctx, "SELECT name FROM pragma_table_info(?)", t.name)
+		if err != nil {
+			return nil, err
+		}
+		var cols, exprs []string
+		for rows.Next() {
+			var c string
+			if err := rows.Scan(&c); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			q := `"` + c + `"` // quoted: a column may be a keyword of SQLite's (rank)
+			cols, exprs = append(cols, q), append(exprs, q)
+			if r, ok := t.replace[c]; ok {
+				exprs[len(exprs)-1] = r
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if len(cols) == 0 {
+			return nil, fmt.Errorf("no table %s in the database", t.name)
+		}
+		stmts = append(stmts, fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE tenant = '' AND %s",
+			t.name, strings.Join(cols, ", "), strings.Join(exprs, ", "), t.name, t.where))
+	}
+	return stmts, nil
+}
 
 // copyBranches copies each seed branch copies times, one transaction per round, with fsyncs off
 // (a fixture: a crash while making it only means making it again), and returns the last copy's
@@ -115,6 +150,10 @@ func copyBranches(ctx context.Context, path string, seed []uuid.UUID, copies int
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
+	stmts, err := copyStatements(ctx, db)
+	if err != nil {
+		return "", err
+	}
 	var last string
 	for range copies {
 		tx, err := db.BeginTx(ctx, nil)
@@ -123,15 +162,8 @@ func copyBranches(ctx context.Context, path string, seed []uuid.UUID, copies int
 		}
 		for _, src := range seed {
 			id, inc := uuid.New(), uuid.New()
-			for _, step := range []struct {
-				q    string
-				args []any
-			}{
-				{copyBranch, []any{id[:], inc[:], src[:]}},
-				{copyMessages, []any{id[:], src[:]}},
-				{copyEvents, []any{inc[:], src[:]}},
-			} {
-				if _, err := tx.ExecContext(ctx, step.q, step.args...); err != nil {
+			for _, q := range stmts {
+				if _, err := tx.ExecContext(ctx, q, id[:], inc[:], src[:]); err != nil {
 					_ = tx.Rollback()
 					return "", err
 				}
