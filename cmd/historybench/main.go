@@ -43,7 +43,9 @@ type config struct {
 	SQLiteCache    int64    // --sqlite-cache of every sqlite server, in bytes
 	SQLiteReaders  int      // --sqlite-readers of every sqlite server
 	SQLiteMessages int      // messages stored per sqlite footprint run
+	FootprintRuns  int      // runs of the sqlite footprint rows (each stores SQLiteMessages)
 	StartMessages  int      // messages of the database the start time is measured on
+	Engines        string   // "all", or only the scenarios of "memory" or of "sqlite"
 	Profile        bool     // profile the server when a target is missed
 	ServerFlags    []string // extra historyd flags (the bench's own settings)
 }
@@ -108,7 +110,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&cfg.SQLiteCache, "sqlite-cache", 32<<20, "--sqlite-cache of the sqlite servers, in bytes (historyd's default: 32 MiB)")
 	fs.IntVar(&cfg.SQLiteReaders, "sqlite-readers", 4, "--sqlite-readers of the sqlite servers (historyd's default: 4)")
 	fs.IntVar(&cfg.SQLiteMessages, "sqlite-messages", 200_000, "1 KB messages stored per sqlite footprint run (resident memory growth, disk bytes)")
+	fs.IntVar(&cfg.FootprintRuns, "footprint-runs", 1, "runs of the sqlite footprint rows: each writes -sqlite-messages through a fresh server, about a minute at 200k on 2 cores")
 	fs.IntVar(&cfg.StartMessages, "start-messages", 1_000_000, "messages of the sqlite database the start time is measured on")
+	fs.StringVar(&cfg.Engines, "engines", "all", "the scenarios to run: all, memory (issue 8's, on the memory engine) or sqlite (issue 14's; the sqlite-versus-memory row still starts a memory server)")
 	fs.BoolVar(&cfg.Profile, "profile", true, "when a target is missed, profile the server during a further run and add the top entries to the results")
 	quick := fs.Bool("quick", false, "every scenario with tiny sizes and one short run (a smoke test, not figures)")
 	if err := fs.Parse(args); err != nil {
@@ -117,9 +121,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *quick {
 		cfg.quick()
 	}
+	if cfg.Engines != "all" && cfg.Engines != "memory" && cfg.Engines != "sqlite" {
+		fmt.Fprintln(stderr, "historybench: -engines: want all, memory or sqlite")
+		return 2
+	}
 	if cfg.Runs < 1 || cfg.Duration <= 0 || cfg.SmallBranch < listPage || cfg.BigBranch < cfg.SmallBranch || cfg.Owners < 2 ||
-		cfg.SQLiteCache < 1<<20 || cfg.SQLiteReaders < 1 || cfg.SQLiteMessages < 1 || cfg.StartMessages < 1 {
-		fmt.Fprintln(stderr, "historybench: need runs >= 1, duration > 0, small-branch >= 100, big-branch >= small-branch, owners >= 2, sqlite-cache >= 1 MiB, sqlite-readers, sqlite-messages and start-messages >= 1")
+		cfg.SQLiteCache < 1<<20 || cfg.SQLiteReaders < 1 || cfg.SQLiteMessages < 1 || cfg.StartMessages < 1 || cfg.FootprintRuns < 1 {
+		fmt.Fprintln(stderr, "historybench: need runs >= 1, duration > 0, small-branch >= 100, big-branch >= small-branch, owners >= 2, sqlite-cache >= 1 MiB, sqlite-readers, sqlite-messages, footprint-runs and start-messages >= 1")
 		return 2
 	}
 	// The Exchange's defaults bound an inbox at 10,000 messages per sender; the broadcast load
@@ -153,34 +161,23 @@ func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 	}
 
-	h, err := startHistoryd(ctx, b.bin, b.memoryFlags()...)
-	if err != nil {
-		return err
-	}
 	var rows []row
-	for _, scenario := range []func(context.Context, *bench, *historyd) ([]row, error){
-		benchAddVsHealth, benchList, benchWatch, benchExchange,
-	} {
-		rs, err := scenario(ctx, b, h)
+	memKB := 0.0 // the memory engine's resident KB per message, unknown with -engines sqlite
+	if cfg.Engines != "sqlite" {
+		mem, err := benchMemoryEngine(ctx, b)
 		if err != nil {
-			_ = h.stop()
 			return err
 		}
-		rows = append(rows, rs...)
+		rows = append(rows, mem...)
+		memKB = summarize(mem[len(mem)-1].Runs).Median
 	}
-	if err := h.stop(); err != nil {
-		return err
+	if cfg.Engines != "memory" {
+		sqliteRows, err := benchSQLite(ctx, b, memKB)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, sqliteRows...)
 	}
-	mem, err := benchMemory(ctx, b)
-	if err != nil {
-		return err
-	}
-	rows = append(rows, mem...)
-	sqliteRows, err := benchSQLite(ctx, b, summarize(mem[0].Runs).Median)
-	if err != nil {
-		return err
-	}
-	rows = append(rows, sqliteRows...)
 
 	m := describeMachine(ctx, cfg.Go, b.bin)
 	m.Elapsed = time.Since(start).Round(time.Second)
@@ -198,6 +195,34 @@ func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// benchMemoryEngine runs the scenarios of issue 8 on the memory engine; the last row is the
+// resident memory per message.
+func benchMemoryEngine(ctx context.Context, b *bench) ([]row, error) {
+	h, err := startHistoryd(ctx, b.bin, b.memoryFlags()...)
+	if err != nil {
+		return nil, err
+	}
+	var rows []row
+	for _, scenario := range []func(context.Context, *bench, *historyd) ([]row, error){
+		benchAddVsHealth, benchList, benchWatch, benchExchange,
+	} {
+		rs, err := scenario(ctx, b, h)
+		if err != nil {
+			_ = h.stop()
+			return nil, err
+		}
+		rows = append(rows, rs...)
+	}
+	if err := h.stop(); err != nil {
+		return nil, err
+	}
+	mem, err := benchMemory(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, mem...), nil
 }
 
 // benchSQLite runs the sqlite engine's scenarios (issue 14); memKB is the memory engine's resident
