@@ -287,14 +287,19 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 			return err
 		}
 		var err error
-		if row, err = s.loadBranch(ctx, &s.wst, tx, id); err != nil {
+		if row, err = s.writerRow(ctx, tx, id); err != nil {
 			return err
 		}
+		delete(s.rows, id)
 		if err := store.CheckHead(s.state(ctx, tx, row), opts); err != nil {
 			return err
 		}
 		c = store.Commit{nextEvent(row, nil, store.EventBranchDeleted)}
 		if err := s.commitEvents(ctx, tx, row, c); err != nil {
+			return err
+		}
+		// Subscribers still reading the deleted log read what it wrote.
+		if _, err := s.wst.exec(ctx, tx, qKeepVersions, blob(id), blob(row.incarnation), nil); err != nil {
 			return err
 		}
 		for _, q := range []string{

@@ -143,25 +143,37 @@ func decodeEvent(ev *store.Event, body sql.NullString) error {
 	return nil
 }
 
+// messageEventBody is the body of an event that wrote the message stored
+// as body.
+func messageEventBody(body string) string { return `{"m":` + body + `}` }
+
 // insertEvents writes a commit's events (their sequences, commit bounds
-// and indexes set) to the log of incarnation.
+// and indexes set) to the log of incarnation. An event that wrote a
+// message keeps no copy of it: it reads the message's current version
+// (qEvents) until that version is rewritten or deleted (keepVersion).
 func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, incarnation uuid.UUID, c store.Commit) error {
 	for _, ev := range c {
-		body, err := encodeEvent(ev)
-		if err != nil {
+		var (
+			body  any
+			msgID any
+			err   error
+		)
+		if ev.Message != nil && ev.Kind != store.EventBranchCreated {
+			msgID = blob(ev.Message.ID)
+		} else if body, err = encodeEvent(ev); err != nil {
 			return err
 		}
-		if _, err := s.wst.exec(ctx, tx, qInsertEvent, blob(incarnation), ev.Sequence, ev.CommitFirst, ev.CommitLast, int(ev.Kind), ev.Index, body); err != nil {
+		if _, err := s.wst.exec(ctx, tx, qInsertEvent, blob(incarnation), ev.Sequence, ev.CommitFirst, ev.CommitLast, int(ev.Kind), ev.Index, msgID, body); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// readEvents reads the events of incarnation in (after, through], at most
+// readEvents reads the events of the branch's incarnation in (after, through], at most
 // limit of them, in sequence order.
-func (s *Store) readEvents(ctx context.Context, incarnation uuid.UUID, after, through uint64, limit int) ([]store.Event, error) {
-	rows, err := s.rst.query(ctx, nil, qEvents, blob(incarnation), after, through, limit)
+func (s *Store) readEvents(ctx context.Context, branch, incarnation uuid.UUID, after, through uint64, limit int) ([]store.Event, error) {
+	rows, err := s.rst.query(ctx, nil, qEvents, blob(branch), blob(incarnation), after, through, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,7 @@ type observerEntry struct {
 // never finds a retained row gone).
 type dbLog struct {
 	s           *Store
+	branch      uuid.UUID
 	incarnation uuid.UUID
 	oldest      uint64
 	last        uint64
@@ -66,7 +67,7 @@ func (l *dbLog) Chunk(after uint64, n int, keep func(store.Commit) store.Commit)
 		err error
 	)
 	for attempt := range 3 {
-		if evs, err = l.s.readEvents(context.Background(), l.incarnation, after, l.last, 2*n); err == nil {
+		if evs, err = l.s.readEvents(context.Background(), l.branch, l.incarnation, after, l.last, 2*n); err == nil {
 			break
 		}
 		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond) // a busy database; not synchronisation
@@ -103,7 +104,7 @@ func (l *dbLog) Chunk(after uint64, n int, keep func(store.Commit) store.Commit)
 // Frozen returns the log as the delete left it (store.Log); its rows are
 // kept until the last frozen copy is collected.
 func (l *dbLog) Frozen() store.Log {
-	cp := &dbLog{s: l.s, incarnation: l.incarnation, oldest: l.oldest, last: l.last, frozen: l.frozen}
+	cp := &dbLog{s: l.s, branch: l.branch, incarnation: l.incarnation, oldest: l.oldest, last: l.last, frozen: l.frozen}
 	l.frozen.Add(1)
 	s, inc, count := l.s, l.incarnation, l.frozen
 	runtime.AddCleanup(cp, func(struct{}) {
@@ -195,7 +196,7 @@ func (s *Store) newHandle(row *branchRow, minSeq uint64) *handle {
 	if row.head > 0 {
 		oldest = max(minSeq, s.retainedFrom(row.head), 1)
 	}
-	h.log = &dbLog{s: s, incarnation: row.incarnation, oldest: oldest, last: row.head, frozen: new(atomic.Int32)}
+	h.log = &dbLog{s: s, branch: row.id, incarnation: row.incarnation, oldest: oldest, last: row.head, frozen: new(atomic.Int32)}
 	h.feed = store.NewFeed(&h.mu, h.log)
 	return h
 }

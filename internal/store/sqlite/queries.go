@@ -35,10 +35,23 @@ var (
 	qDeleteMessages = query(`DELETE FROM messages WHERE tenant = '' AND branch_id = ?`)
 
 	// events
-	qInsertEvent = query(`INSERT INTO events (tenant, incarnation, seq, commit_first, commit_last, kind, msg_index, body)
-		VALUES ('', ?, ?, ?, ?, ?, ?, ?)`)
-	qEvents = query(`SELECT seq, commit_first, commit_last, kind, msg_index, body FROM events
-		WHERE tenant = '' AND incarnation = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`)
+	qInsertEvent = query(`INSERT INTO events (tenant, incarnation, seq, commit_first, commit_last, kind, msg_index, msg_id, body)
+		VALUES ('', ?, ?, ?, ?, ?, ?, ?, ?)`)
+	// qEvents reads an event whose body is NULL from the current version
+	// of its message.
+	qEvents = query(`SELECT e.seq, e.commit_first, e.commit_last, e.kind, e.msg_index,
+			COALESCE(e.body, '{"m":' || m.body || '}')
+		FROM events e LEFT JOIN messages m ON e.body IS NULL AND m.tenant = '' AND m.branch_id = ? AND m.id = e.msg_id
+		WHERE e.tenant = '' AND e.incarnation = ? AND e.seq > ? AND e.seq <= ? ORDER BY e.seq LIMIT ?`)
+	// qKeepVersion copies a message version into its event before the
+	// version is rewritten or deleted.
+	qKeepVersion = query(`UPDATE events SET body = ? WHERE tenant = '' AND incarnation = ? AND seq = ? AND msg_id = ? AND body IS NULL`)
+	// qKeepVersions does it for every message of a branch but one (a
+	// clear keeps the system; dialect: "IS NOT ?" is "IS DISTINCT FROM $n"
+	// in PostgreSQL).
+	qKeepVersions = query(`UPDATE events SET body = '{"m":' || (SELECT m.body FROM messages m
+			WHERE m.tenant = '' AND m.branch_id = ? AND m.id = events.msg_id) || '}'
+		WHERE tenant = '' AND incarnation = ? AND body IS NULL AND msg_id IS NOT NULL AND msg_id IS NOT ?`)
 	qOldestEvent  = query(`SELECT MIN(seq) FROM events WHERE tenant = '' AND incarnation = ?`)
 	qTrimEvents   = query(`DELETE FROM events WHERE tenant = '' AND incarnation = ? AND seq < ?`)
 	qDeleteEvents = query(`DELETE FROM events WHERE tenant = '' AND incarnation = ?`)

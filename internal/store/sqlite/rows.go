@@ -179,7 +179,8 @@ func (s *Store) updateBranch(ctx context.Context, tx *sql.Tx, b *branchRow) erro
 // msgRow is one row of messages: a current message of a branch.
 type msgRow struct {
 	msg  *envelope.Message
-	pos  int64 // -1 for the system
+	body string // msg as stored
+	pos  int64  // -1 for the system
 	rank int64
 	seq  uint64
 }
@@ -202,7 +203,7 @@ func scanMsg(r scanner) (*msgRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.msg = msg
+	m.msg, m.body = msg, body
 	return &m, nil
 }
 

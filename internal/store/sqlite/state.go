@@ -77,7 +77,7 @@ func (st *txState) apply(p store.Placement, seq uint64) (*msgRow, int, error) {
 		}
 	}
 	row := st.row
-	m := &msgRow{msg: msg, seq: seq}
+	m := &msgRow{msg: msg, body: body, seq: seq}
 	switch {
 	case msg.Kind() == envelope.KindSystem:
 		m.pos = -1
@@ -110,6 +110,9 @@ func (st *txState) apply(p store.Placement, seq uint64) (*msgRow, int, error) {
 		row.nextRank++
 	}
 	if old != nil {
+		if err := st.keepVersion(old); err != nil {
+			return nil, 0, err
+		}
 		_, err = st.s.wst.exec(st.ctx, st.tx, qReplaceMessage,
 			m.rank, m.seq, body, blob(row.id), blob(msg.ID))
 	} else {
@@ -129,8 +132,25 @@ func (st *txState) insert(m *msgRow, body string) error {
 	return err
 }
 
+// keepVersion copies a message version about to be rewritten or deleted
+// into the event that wrote it, if that event is retained and still reads
+// it from messages.
+func (st *txState) keepVersion(old *msgRow) error {
+	_, err := st.s.wst.exec(st.ctx, st.tx, qKeepVersion, messageEventBody(old.body), blob(st.row.incarnation), old.seq, blob(old.msg.ID))
+	return err
+}
+
 // remove deletes a message row (the system a new System excludes).
 func (st *txState) remove(id uuid.UUID) error {
+	old, err := st.lookup(id)
+	if err != nil {
+		return err
+	}
+	if old != nil {
+		if err := st.keepVersion(old); err != nil {
+			return err
+		}
+	}
 	if _, err := st.s.wst.exec(st.ctx, st.tx, qRemoveMessage, blob(st.row.id), blob(id)); err != nil {
 		return err
 	}

@@ -58,6 +58,12 @@ type Store struct {
 	mu      sync.Mutex
 	handles map[uuid.UUID]*handle // the branches with subscribers or observers; see handles.go
 
+	// rows caches branch rows for the writer, which alone changes them
+	// (writer goroutine only): a write reads its branch's row from here,
+	// not from the database, and puts the row it wrote back once its
+	// write succeeded; a failed commit empties it.
+	rows map[uuid.UUID]*branchRow
+
 	subsOpen atomic.Int64
 	closed   atomic.Bool
 
@@ -102,7 +108,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	}
 	s := &Store{
 		db: db, cfg: cfg,
-		wst: stmtCache{db: db.write}, rst: stmtCache{db: db.read},
+		wst: stmtCache{db: db.write, perTx: true}, rst: stmtCache{db: db.read},
 		handles: map[uuid.UUID]*handle{},
 		sweeps:  make(chan uuid.UUID, 1024),
 		stop:    make(chan struct{}),
@@ -119,7 +125,9 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.rows = map[uuid.UUID]*branchRow{}
 	s.w = newWriter(db.write, 0)
+	s.w.onAbort = func() { clear(s.rows) }
 	s.janitor.Add(1)
 	go s.runJanitor()
 	return s, nil
@@ -179,6 +187,13 @@ type stmtCache struct {
 	db *sql.DB
 	mu sync.Mutex
 	m  map[string]*sql.Stmt
+
+	// perTx keeps, for the write side, the statements bound to the writer's
+	// current transaction, so a batch binds each statement once, not once
+	// per use (writer goroutine only).
+	perTx bool
+	tx    *sql.Tx
+	txm   map[string]*sql.Stmt
 }
 
 // warm prepares every query (only the reads for a read-only pool), before
@@ -228,8 +243,18 @@ func (c *stmtCache) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.St
 		return c.db.PrepareContext(ctx, query)
 	case tx == nil:
 		return st, nil
+	case !c.perTx:
+		return tx.StmtContext(ctx, st), nil
 	}
-	return tx.StmtContext(ctx, st), nil
+	if c.tx != tx {
+		c.tx, c.txm = tx, map[string]*sql.Stmt{}
+	}
+	if bound, ok := c.txm[query]; ok {
+		return bound, nil
+	}
+	bound := tx.StmtContext(ctx, st)
+	c.txm[query] = bound
+	return bound, nil
 }
 
 func (c *stmtCache) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {

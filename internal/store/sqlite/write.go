@@ -38,7 +38,7 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 	)
 	err := s.w.do(ctx, func(tx *sql.Tx) error {
 		var err error
-		if row, err = s.loadBranch(ctx, &s.wst, tx, id); err != nil {
+		if row, err = s.writerRow(ctx, tx, id); err != nil {
 			return err
 		}
 		scope := branchScope(row.incarnation)
@@ -63,7 +63,11 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 		if err := s.updateBranch(ctx, tx, row); err != nil {
 			return err
 		}
-		return s.remember(ctx, tx, scope, op, opts.RequestID, w.res)
+		if err := s.remember(ctx, tx, scope, op, opts.RequestID, w.res); err != nil {
+			return err
+		}
+		s.keepRow(row)
+		return nil
 	}, func() {
 		if replay == nil {
 			s.publish(id, row.incarnation, w.commit)
@@ -82,6 +86,27 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 		return w.res, nil
 	}
 	return w.res, store.Notify(ctx, id, obs, w.added)
+}
+
+// maxCachedRows bounds the writer's cache of branch rows.
+const maxCachedRows = 4096
+
+// writerRow returns a copy of the branch's row for a write to change
+// (writer goroutine).
+func (s *Store) writerRow(ctx context.Context, tx *sql.Tx, id uuid.UUID) (*branchRow, error) {
+	if r, ok := s.rows[id]; ok {
+		cp := *r // a write replaces the row's pointer fields, never changes what they point to
+		return &cp, nil
+	}
+	return s.loadBranch(ctx, &s.wst, tx, id)
+}
+
+// keepRow caches the row a successful write left (writer goroutine).
+func (s *Store) keepRow(row *branchRow) {
+	if len(s.rows) >= maxCachedRows {
+		clear(s.rows)
+	}
+	s.rows[row.id] = row
 }
 
 // commitEvents writes a commit's events, brings the branch's head to its
@@ -174,6 +199,9 @@ func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store
 func (s *Store) ClearMessages(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
 	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (written, error) {
 		row := st.row
+		if _, err := s.wst.exec(ctx, st.tx, qKeepVersions, blob(row.id), blob(row.incarnation), optBlob(row.systemID)); err != nil {
+			return written{}, err
+		}
 		if _, err := s.wst.exec(ctx, st.tx, qClearMessages, blob(row.id)); err != nil {
 			return written{}, err
 		}

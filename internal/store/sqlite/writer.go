@@ -35,6 +35,10 @@ type writer struct {
 
 	commits atomic.Int64 // transactions committed
 	writes  atomic.Int64 // writes committed
+
+	// onAbort, when set, runs on the writer goroutine when a batch's
+	// commit fails: what the batch's writes left in memory is void.
+	onAbort func()
 }
 
 // job is one write: fn runs inside the batch's transaction; after, when
@@ -155,6 +159,9 @@ func (w *writer) commit(batch []*job) {
 		return
 	}
 	if err := tx.Commit(); err != nil {
+		if w.onAbort != nil {
+			w.onAbort()
+		}
 		err = fmt.Errorf("sqlite: commit: %w", err)
 		for i := range errs {
 			if errs[i] == nil {

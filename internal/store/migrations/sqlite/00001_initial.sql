@@ -80,7 +80,12 @@ CREATE TABLE events (
     commit_last  INTEGER NOT NULL,
     kind         INTEGER NOT NULL,
     msg_index    INTEGER NOT NULL,  -- -1 when the event wrote no message
-    body         TEXT,              -- the message, the progression or the branch, as JSON
+    msg_id       BLOB,              -- the message written; NULL when none
+    -- The message, the progression or the branch, as JSON. NULL for an
+    -- event whose message is still the current version in messages (the
+    -- row with msg_id and seq): the message is stored once; rewriting or
+    -- deleting that version first copies it here.
+    body         TEXT,
     PRIMARY KEY (tenant, incarnation, seq)
 );
 
