@@ -39,15 +39,17 @@ type config struct {
 	Owners      int           // Exchange owners
 	MemMessages int           // messages stored per memory run
 	// The sqlite engine's rows (issue 14).
-	PostgresURL    string   // the PostgreSQL the sqlite --sync=full row compares with
-	SQLiteCache    int64    // --sqlite-cache of every sqlite server, in bytes
-	SQLiteReaders  int      // --sqlite-readers of every sqlite server
-	SQLiteMessages int      // messages stored per sqlite footprint run
-	FootprintRuns  int      // runs of the sqlite footprint rows (each stores SQLiteMessages)
-	StartMessages  int      // messages of the database the start time is measured on
-	Engines        string   // "all", or only the scenarios of "memory" or of "sqlite"
-	Profile        bool     // profile the server when a target is missed
-	ServerFlags    []string // extra historyd flags (the bench's own settings)
+	PostgresURL    string // the PostgreSQL the sqlite --sync=full row compares with
+	SQLiteCache    int64  // --sqlite-cache of every sqlite server, in bytes
+	SQLiteReaders  int    // --sqlite-readers of every sqlite server
+	SQLiteMessages int    // messages stored per sqlite footprint run
+	FootprintRuns  int    // runs of the sqlite footprint rows (each stores SQLiteMessages)
+	// SQLiteListSamples is ListSamples on the sqlite server, whose pages take twice as long.
+	SQLiteListSamples int
+	StartMessages     int      // messages of the database the start time is measured on
+	Engines           string   // "all", or only the scenarios of "memory" or of "sqlite"
+	Profile           bool     // profile the server when a target is missed
+	ServerFlags       []string // extra historyd flags (the bench's own settings)
 }
 
 // quick is the configuration of -quick: every scenario, tiny, for the smoke test.
@@ -55,7 +57,7 @@ func (c *config) quick() {
 	c.Runs, c.Duration = 1, 150*time.Millisecond
 	c.BigBranch, c.SmallBranch, c.ListSamples = 2_000, 200, 50
 	c.Watchers, c.Owners, c.MemMessages = 5, 5, 2_000
-	c.SQLiteMessages, c.StartMessages = 2_000, 2_000
+	c.SQLiteMessages, c.StartMessages, c.SQLiteListSamples = 2_000, 2_000, 50
 }
 
 // bench is one run of the tool.
@@ -110,6 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&cfg.SQLiteCache, "sqlite-cache", 32<<20, "--sqlite-cache of the sqlite servers, in bytes (historyd's default: 32 MiB)")
 	fs.IntVar(&cfg.SQLiteReaders, "sqlite-readers", 4, "--sqlite-readers of the sqlite servers (historyd's default: 4)")
 	fs.IntVar(&cfg.SQLiteMessages, "sqlite-messages", 200_000, "1 KB messages stored per sqlite footprint run (resident memory growth, disk bytes)")
+	fs.IntVar(&cfg.SQLiteListSamples, "sqlite-list-samples", 500, "ListMessages requests per branch and run on the sqlite server (its pages take about twice as long)")
 	fs.IntVar(&cfg.FootprintRuns, "footprint-runs", 1, "runs of the sqlite footprint rows: each writes -sqlite-messages through a fresh server, about a minute at 200k on 2 cores")
 	fs.IntVar(&cfg.StartMessages, "start-messages", 1_000_000, "messages of the sqlite database the start time is measured on")
 	fs.StringVar(&cfg.Engines, "engines", "all", "the scenarios to run: all, memory (issue 8's, on the memory engine) or sqlite (issue 14's; the sqlite-versus-memory row still starts a memory server)")
@@ -126,7 +129,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if cfg.Runs < 1 || cfg.Duration <= 0 || cfg.SmallBranch < listPage || cfg.BigBranch < cfg.SmallBranch || cfg.Owners < 2 ||
-		cfg.SQLiteCache < 1<<20 || cfg.SQLiteReaders < 1 || cfg.SQLiteMessages < 1 || cfg.StartMessages < 1 || cfg.FootprintRuns < 1 {
+		cfg.SQLiteCache < 1<<20 || cfg.SQLiteReaders < 1 || cfg.SQLiteMessages < 1 || cfg.StartMessages < 1 || cfg.FootprintRuns < 1 || cfg.SQLiteListSamples < 1 {
 		fmt.Fprintln(stderr, "historybench: need runs >= 1, duration > 0, small-branch >= 100, big-branch >= small-branch, owners >= 2, sqlite-cache >= 1 MiB, sqlite-readers, sqlite-messages, footprint-runs and start-messages >= 1")
 		return 2
 	}
@@ -232,7 +235,7 @@ func benchSQLite(ctx context.Context, b *bench, memKB float64) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	list, err := listRatio(ctx, b, sq.historyd, ", sqlite engine")
+	list, err := listRatio(ctx, b, sq.historyd, ", sqlite engine", b.cfg.SQLiteListSamples)
 	if serr := sq.stop(); err == nil {
 		err = serr
 	}

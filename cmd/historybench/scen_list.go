@@ -18,12 +18,12 @@ const listPage = 100
 // figure); the page tokens are collected by walking each branch once, and each sample picks one
 // at random. The two branches alternate which goes first, run after run.
 func benchList(ctx context.Context, b *bench, h *historyd) ([]row, error) {
-	return listRatio(ctx, b, h, "")
+	return listRatio(ctx, b, h, "", b.cfg.ListSamples)
 }
 
-// listRatio is benchList on h; engine, when not empty, names h's engine in the row (issue 14
-// measures the same on the sqlite engine).
-func listRatio(ctx context.Context, b *bench, h *historyd, engine string) ([]row, error) {
+// listRatio is benchList on h with samples requests per branch and run; engine, when not empty,
+// names h's engine in the row (issue 14 measures the same on the sqlite engine).
+func listRatio(ctx context.Context, b *bench, h *historyd, engine string, samples int) ([]row, error) {
 	big, err := populate(ctx, h, b.cfg.BigBranch)
 	if err != nil {
 		return nil, err
@@ -43,8 +43,8 @@ func listRatio(ctx context.Context, b *bench, h *historyd, engine string) ([]row
 	}
 	rng := rand.New(rand.NewPCG(1, 2)) // fixed seed: the same pages in every run of the tool
 	sample := func(branch string, tokens []string) (p50, p99 time.Duration, err error) {
-		lat := make([]time.Duration, 0, b.cfg.ListSamples)
-		for range b.cfg.ListSamples {
+		lat := make([]time.Duration, 0, samples)
+		for range samples {
 			req := &historyv1.ListMessagesRequest{BranchId: branch, PageSize: listPage, PageToken: tokens[rng.IntN(len(tokens))]}
 			t0 := time.Now()
 			resp, err := h.Client.History.ListMessages(ctx, req)
@@ -89,7 +89,7 @@ func listRatio(ctx context.Context, b *bench, h *historyd, engine string) ([]row
 		Runs: ratios,
 		Detail: fmt.Sprintf("p50 %.0f µs / %.0f µs, p99 %.0f µs / %.0f µs", summarize(bigP50).Median, summarize(smallP50).Median,
 			summarize(bigP99).Median, summarize(smallP99).Median),
-		Note: fmt.Sprintf("1 KB instructions, %d sequential requests at random pages per branch and run", b.cfg.ListSamples),
+		Note: fmt.Sprintf("1 KB instructions, %d sequential requests at random pages per branch and run", samples),
 	}
 	r.Target, r.meets = atMost(1.5)
 	if r.Met() == "NO" && b.cfg.Profile {
