@@ -157,8 +157,11 @@ func pageTokens(ctx context.Context, h *historyd, branch string) ([]string, erro
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// count writes 100000 as "100k" and 1000 as "1k".
+// count writes 1000000 as "1M", 100000 as "100k" and 1000 as "1k".
 func count(n int) string {
+	if n >= 1_000_000 && n%1_000_000 == 0 {
+		return fmt.Sprintf("%dM", n/1_000_000)
+	}
 	if n%1000 == 0 {
 		return fmt.Sprintf("%dk", n/1000)
 	}
