@@ -156,10 +156,24 @@ func TestDockerfileBuildsWithTheMakefile(t *testing.T) {
 	bin := makeVar(t, makefile, "BIN")
 	wantCopy := "--from=build " + strings.TrimSuffix(workdir, "/") + "/" + bin + " /historyd"
 	var user, healthcheck, entrypoint string
+	var copies, volumes []string
+	env := map[string]string{}
 	copied := false
 	for _, in := range final {
 		switch in.cmd {
+		case "ENV":
+			for _, kv := range strings.Fields(in.args) {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v
+			}
+		case "VOLUME":
+			var vs []string
+			if err := json.Unmarshal([]byte(in.args), &vs); err != nil {
+				vs = strings.Fields(in.args)
+			}
+			volumes = append(volumes, vs...)
 		case "COPY":
+			copies = append(copies, in.args)
 			copied = copied || in.args == wantCopy
 		case "USER":
 			user = in.args
@@ -176,6 +190,18 @@ func TestDockerfileBuildsWithTheMakefile(t *testing.T) {
 		t.Errorf("final stage does not COPY %s", wantCopy)
 	}
 	uid, _, _ := strings.Cut(user, ":")
+	// Issue 14: the sqlite engine's data directory is a declared volume that HISTORYD_DATA_DIR
+	// points at, and the image holds it owned by the user it runs as (a volume Docker creates over
+	// a missing path is root's, which the non-root user could not write).
+	dataDir := env["HISTORYD_DATA_DIR"]
+	if dataDir == "" || !slices.Contains(volumes, dataDir) {
+		t.Errorf("ENV HISTORYD_DATA_DIR = %q, VOLUME %q: want the data directory set and declared a volume", dataDir, volumes)
+	}
+	if !slices.ContainsFunc(copies, func(c string) bool {
+		return strings.Contains(c, "--chown="+user) && strings.HasSuffix(c, " "+dataDir)
+	}) {
+		t.Errorf("final stage COPYs %q; want the data directory %s copied in with --chown=%s", copies, dataDir, user)
+	}
 	if n, err := strconv.Atoi(uid); err != nil || n == 0 {
 		t.Errorf("USER %q, want a numeric non-root user (Kubernetes verifies runAsNonRoot by number)", user)
 	}
@@ -222,9 +248,9 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 		byKind[kind.(string)] = d
 	}
-	dep, svc := byKind["Deployment"], byKind["Service"]
-	if dep == nil || svc == nil || len(docs) != 2 {
-		t.Fatalf("documents %v, want one Deployment and one Service", slices.Collect(mapsKeys(byKind)))
+	dep, svc, pvc := byKind["Deployment"], byKind["Service"], byKind["PersistentVolumeClaim"]
+	if dep == nil || svc == nil || pvc == nil || len(docs) != 3 {
+		t.Fatalf("documents %v, want one PersistentVolumeClaim, one Deployment and one Service", slices.Collect(mapsKeys(byKind)))
 	}
 	get := func(doc any, steps ...any) string {
 		t.Helper()
@@ -289,9 +315,52 @@ func TestKubernetesManifests(t *testing.T) {
 	if err != nil || time.Duration(term-preStop)*time.Second <= grace {
 		t.Errorf("terminationGracePeriodSeconds %d, want more than the preStop sleep %ds and the grace period %v", term, preStop, grace)
 	}
-	budget, limit := quantity(t, env["HISTORYD_MEMORY_BUDGET"]), quantity(t, get(dep, at(ctr, "resources", "limits", "memory")...))
-	if budget <= 0 || budget >= limit {
-		t.Errorf("memory budget %d bytes, want it positive and under the memory limit %d", budget, limit)
+	// Issue 14: the sqlite engine (the default) serves from a PersistentVolumeClaim mounted at
+	// HISTORYD_DATA_DIR, the one writable path beside a read-only root filesystem.
+	if s := env["HISTORYD_STORE"]; s != "" && s != "sqlite" {
+		t.Errorf("HISTORYD_STORE = %q, want the durable default (unset or sqlite)", s)
+	}
+	dataDir := env["HISTORYD_DATA_DIR"]
+	var dataVolume string
+	mounts, _ := path(dep, at(ctr, "volumeMounts")...)
+	for i := range mounts.([]any) {
+		if get(dep, at(ctr, "volumeMounts", i, "mountPath")...) == dataDir {
+			dataVolume = get(dep, at(ctr, "volumeMounts", i, "name")...)
+			if ro, _ := path(dep, at(ctr, "volumeMounts", i, "readOnly")...); ro == "true" {
+				t.Errorf("the data directory %s is mounted read-only", dataDir)
+			}
+		}
+	}
+	if dataDir == "" || dataVolume == "" {
+		t.Errorf("HISTORYD_DATA_DIR = %q, want it set to a volume mount's path", dataDir)
+	}
+	claim := ""
+	volumes, _ := path(dep, at(pod, "volumes")...)
+	for i := range volumes.([]any) {
+		if get(dep, at(pod, "volumes", i, "name")...) == dataVolume {
+			claim = get(dep, at(pod, "volumes", i, "persistentVolumeClaim", "claimName")...)
+		}
+	}
+	if claim == "" || claim != get(pvc, "metadata", "name") {
+		t.Errorf("the data volume %q uses claim %q, want the manifest's PersistentVolumeClaim %q", dataVolume, claim, get(pvc, "metadata", "name"))
+	}
+	if get(pvc, "spec", "accessModes", 0) != "ReadWriteOnce" || get(pvc, "spec", "resources", "requests", "storage") == "" {
+		t.Error("the PersistentVolumeClaim wants ReadWriteOnce access and a storage request")
+	}
+	// The sqlite page caches (one per reader and the writer) and the Exchange's budget
+	// (HISTORYD_EXCHANGE_MAX_BYTES, default 256MiB) stay under the memory limit, so the kernel does
+	// not kill the pod before the budgets refuse.
+	limit := quantity(t, get(dep, at(ctr, "resources", "limits", "memory")...))
+	readers, err := strconv.ParseInt(env["HISTORYD_SQLITE_READERS"], 10, 64)
+	if err != nil {
+		t.Fatalf("HISTORYD_SQLITE_READERS %q: %v", env["HISTORYD_SQLITE_READERS"], err)
+	}
+	exchange := int64(256 << 20)
+	if v := env["HISTORYD_EXCHANGE_MAX_BYTES"]; v != "" {
+		exchange = quantity(t, v)
+	}
+	if caches := quantity(t, env["HISTORYD_SQLITE_CACHE"]) * (readers + 1); caches <= 0 || caches+exchange >= limit {
+		t.Errorf("sqlite caches %d + exchange %d bytes, want them under the memory limit %d", caches, exchange, limit)
 	}
 
 	podLabels, _ := path(dep, "spec", "template", "metadata", "labels")
@@ -383,6 +452,14 @@ func TestSystemdUnit(t *testing.T) {
 	stop, err := strconv.Atoi(strings.Join(svc["TimeoutStopSec"], ""))
 	if err != nil || time.Duration(stop)*time.Second <= 10*time.Second {
 		t.Errorf("TimeoutStopSec = %q, want more than historyd's default grace period of 10s", svc["TimeoutStopSec"])
+	}
+	// Issue 14: the data directory is the unit's StateDirectory (created for the dynamic user,
+	// writable under ProtectSystem=strict, kept across restarts), and historyd is told so.
+	if got := svc["StateDirectory"]; len(got) != 1 || got[0] != "historyd" {
+		t.Errorf("[Service] StateDirectory = %q, want historyd", got)
+	}
+	if !slices.Contains(svc["Environment"], "HISTORYD_DATA_DIR=/var/lib/historyd") {
+		t.Errorf("[Service] Environment = %q, want HISTORYD_DATA_DIR=/var/lib/historyd (the StateDirectory)", svc["Environment"])
 	}
 	if !slices.Contains(svc["SystemCallFilter"], "@system-service") {
 		t.Errorf("SystemCallFilter = %q, want @system-service", svc["SystemCallFilter"])

@@ -98,10 +98,12 @@ func (t *tail) String() string {
 }
 
 // startHistoryd starts bin with --listen and --pprof-addr on free loopback ports and the other
-// flags at their defaults plus extra, waits until it serves and Health/Check answers SERVING, and
+// flags at their defaults (the memory engine) plus extra, waits until it serves and Health/Check answers SERVING, and
 // connects a Client to it with retries off (the load generator measures, it does not retry).
 func startHistoryd(ctx context.Context, bin string, extra ...string) (*historyd, error) {
-	args := append([]string{"--listen", "127.0.0.1:0", "--pprof-addr", "127.0.0.1:0", "--log-format", "json"}, extra...)
+	// --store memory unless extra says otherwise (a later flag wins): the bench's servers never
+	// share the default ./data (issue 14).
+	args := append([]string{"--listen", "127.0.0.1:0", "--pprof-addr", "127.0.0.1:0", "--log-format", "json", "--store", "memory"}, extra...)
 	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

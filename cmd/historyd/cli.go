@@ -25,6 +25,8 @@ var subcommands = []subcommand{
 	{"serve", "historyd [serve] [--FLAG VALUE ...]", "serve gRPC until SIGINT or SIGTERM (the default when no subcommand is given)"},
 	{"healthcheck", "historyd healthcheck [--addr HOST:PORT] [--service NAME] [--timeout DURATION] [--tls ...]",
 		"call grpc.health.v1.Health/Check on a running historyd; exit 0 only when SERVING (historyd healthcheck --help)"},
+	{"migrate", "historyd migrate [--data-dir DIR]",
+		"apply the sqlite database's pending schema migrations in DIR and exit; refused while a historyd serves from it (historyd migrate --help)"},
 	{"version", "historyd version", "print the version, the commit and the Go version (also --version)"},
 	{"help", "historyd help", "print this help on stdout (also --help, -h)"},
 }

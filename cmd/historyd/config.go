@@ -19,6 +19,7 @@ type config struct {
 	GracePeriod time.Duration
 	Exchange    exchangeConfig
 	History     historyConfig
+	Store       storeConfig // --store and the sqlite engine's settings (config_store.go)
 	Serving     servingConfig
 	PprofAddr   string // --pprof-addr (pprof.go)
 	GCPercent   string // --gc-percent (gc.go)
@@ -53,6 +54,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.DurationVar(&cfg.GracePeriod, "grace-period", mustDuration(settings[3].def), settings[3].usage)
 	cfg.Exchange.register(fs)
 	cfg.History.register(fs)
+	cfg.Store.register(fs)
 	cfg.Serving.register(fs)
 	registerPprof(fs, &cfg.PprofAddr)
 	registerGC(fs, &cfg.GCPercent)
@@ -112,6 +114,9 @@ func (c config) validate() error {
 		return err
 	}
 	if err := c.History.validate(); err != nil {
+		return err
+	}
+	if err := c.Store.validate(); err != nil {
 		return err
 	}
 	return c.Exchange.validate()

@@ -60,6 +60,9 @@ func TestParseConfig(t *testing.T) {
 			if tc.want.History == (historyConfig{}) { // the branch store's settings: config_history_test.go
 				tc.want.History = defaultHistoryConfig()
 			}
+			if tc.want.Store == (storeConfig{}) { // the engine's settings: config_store_test.go
+				tc.want.Store = defaultStoreConfig()
+			}
 			if tc.want.Serving == (servingConfig{}) { // auth, TLS, limits, metrics: config_serving_test.go
 				tc.want.Serving = defaultServingConfig()
 			}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/historyd/historyd/internal/exchange"
 	"github.com/historyd/historyd/internal/server"
-	"github.com/historyd/historyd/internal/store"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -48,6 +47,8 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 		switch args[0] {
 		case "healthcheck":
 			return healthcheck(ctx, args[1:], getenv, stdout, stderr)
+		case "migrate":
+			return migrate(ctx, args[1:], getenv, stdout, stderr) // migrate.go
 		case "version", "--version", "-version":
 			if len(args) > 1 {
 				fmt.Fprintf(stderr, "historyd: version takes no arguments, got %q\n", args[1:])
@@ -94,6 +95,21 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 		return 1
 	}
 
+	// The store before the listener: a data directory another historyd holds, or a schema this one
+	// cannot serve, is refused before anything listens (issue 14).
+	branches, err := openEngine(ctx, cfg) // engine.go
+	if err != nil {
+		logger.Error(err.Error(), zap.String("store", cfg.Store.Engine), zap.String("data_dir", cfg.Store.DataDir))
+		return 1
+	}
+	// Deferred first, so it runs last: after the server has shut down and the metrics have stopped
+	// reading the store's stats.
+	defer func() {
+		if err := branches.close(); err != nil {
+			logger.Error("closing the store", zap.String("store", branches.name), zap.Error(err))
+		}
+	}()
+
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		logger.Error("cannot listen on "+cfg.Listen, zap.String("address", cfg.Listen), zap.Error(err))
@@ -111,10 +127,9 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 	ex := exchange.New(cfg.Exchange.options(logger)...)
 	defer ex.Close() // after Shutdown: stops the background collector, if any
 	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)
-	branches := store.NewMemory(cfg.History.options()...)
-	server.RegisterHistory(srv, branches, cfg.History.streamOptions()...)
+	server.RegisterHistory(srv, branches.Store, cfg.History.streamOptions()...)
 	if metrics != nil {
-		ms, err := startMetrics(cfg.Serving.MetricsAddr, metrics, branches, ex, logger)
+		ms, err := startMetrics(cfg.Serving.MetricsAddr, metrics, branches.stats, ex, logger)
 		if err != nil {
 			lis.Close()
 			logger.Error("cannot listen on "+cfg.Serving.MetricsAddr+" for metrics",
@@ -137,7 +152,8 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 	logger.Info("serving", append([]zap.Field{
 		zap.String("address", lis.Addr().String()),
 		zap.String("version", build.Version), zap.String("commit", build.Commit), zap.String("go_version", build.GoVersion),
-		zap.Duration("grace_period", cfg.GracePeriod), zap.Int64("memory_limit", debug.SetMemoryLimit(-1))}, creds.logFields()...)...)
+		zap.Duration("grace_period", cfg.GracePeriod), zap.Int64("memory_limit", debug.SetMemoryLimit(-1))},
+		append(branches.logFields(), creds.logFields()...)...)...)
 	if creds.openToAnyone(lis.Addr()) {
 		logger.Warn("serving without client authentication beyond loopback: any client that reaches this "+
 			"address can read and change every history; set --auth-tokens-file or --tls-client-ca",

@@ -152,7 +152,7 @@ func TestRunAddressInUse(t *testing.T) {
 	addr := taken.Addr().String()
 
 	var out strings.Builder
-	code := run(context.Background(), []string{"--listen", addr}, envOf(nil), &out)
+	code := run(context.Background(), []string{"--listen", addr, "--store", "memory"}, envOf(nil), &out)
 	if code != 1 {
 		t.Errorf("run on a taken address = %d, want 1", code)
 	}
@@ -177,7 +177,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	sink := newLogSink()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--grace-period", "5s"}, envOf(nil), sink)
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--grace-period", "5s", "--store", "memory"}, envOf(nil), sink)
 	}()
 
 	var addr string
@@ -202,6 +202,10 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		}
 	case <-time.After(testTimeout):
 		t.Fatal("run did not return after its context ended")
+	}
+	// Issue 14: the start line names the engine (and, for sqlite, the database file).
+	if log := strings.Join(sink.lines(), "\n"); !strings.Contains(log, `"store":"memory"`) || strings.Contains(log, `"data_file"`) {
+		t.Errorf("log %q, want the serving line to name store memory and no data file", log)
 	}
 	last := sink.lines()[len(sink.lines())-1]
 	if !strings.Contains(last, `"msg":"stopped"`) {

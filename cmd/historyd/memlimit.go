@@ -19,7 +19,7 @@ const memLimitHeadroom = 64 << 20
 // history). A soft limit at the sum of the budgets makes the collector run before that happens; it
 // is soft, so a live heap above it slows the collector's pace but never fails an allocation.
 var memLimitSetting = setting{"memory-limit", "HISTORYD_MEMORY_LIMIT", "auto",
-	"the Go runtime's soft memory limit (GOMEMLIMIT), so garbage from large reads is collected before the heap passes the budgets: a size with an optional KiB, MiB or GiB suffix, or off; auto = $GOMEMLIMIT when it is set, else --memory-budget + --exchange-max-bytes + twice --max-response-bytes + 64MiB (off when either budget is 0, unbounded)"}
+	"the Go runtime's soft memory limit (GOMEMLIMIT), so garbage from large reads is collected before the heap passes the budgets: a size with an optional KiB, MiB or GiB suffix, or off; auto = $GOMEMLIMIT when it is set, else the store's share (--memory-budget with --store memory; with sqlite, --sqlite-cache x (--sqlite-readers + 1)) + --exchange-max-bytes + twice --max-response-bytes + 64MiB (off when a budget is 0, unbounded)"}
 
 func init() { settings = append(settings, memLimitSetting) }
 
@@ -37,7 +37,12 @@ func memoryLimit(c config, getenv func(string) string) (limit int64, set bool, e
 		if getenv("GOMEMLIMIT") != "" {
 			return 0, false, nil
 		}
+		// The store's share: the memory engine's budget, or the sqlite engine's page caches
+		// (the database itself is on disk, and the OS's page cache is not the Go heap's).
 		history, exchange := int64(c.History.MemoryBudget), c.Exchange.MaxBytes
+		if c.Store.Engine != storeMemory {
+			history = c.Store.sqliteCacheBytes()
+		}
 		if history <= 0 || exchange <= 0 {
 			return 0, false, nil
 		}

@@ -16,6 +16,7 @@ func TestMemoryLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.MemoryLimit = limit
+		c.Store.Engine = storeMemory
 		c.History.MemoryBudget = 320 << 20
 		c.Exchange.MaxBytes = 16 << 20
 		c.Serving.Limits.MaxResponseBytes = 4 << 20
@@ -39,6 +40,18 @@ func TestMemoryLimit(t *testing.T) {
 		}, 0, false, false},
 		{"auto with an unbounded memory budget", func() config { c := base("auto"); c.History.MemoryBudget = 0; return c }(), noEnv, 0, false, false},
 		{"auto with an unbounded exchange", func() config { c := base("auto"); c.Exchange.MaxBytes = 0; return c }(), noEnv, 0, false, false},
+		// Issue 14: the sqlite engine's share is its page caches, one per reader and the writer;
+		// --memory-budget is the memory engine's and does not count (not even when it is 0).
+		{"auto with sqlite: its caches in place of the memory budget", func() config {
+			c := base("auto")
+			c.Store.Engine, c.Store.SQLiteCache, c.Store.SQLiteReaders = storeSQLite, 8<<20, 3
+			return c
+		}(), noEnv, 4*(8<<20) + 16<<20 + 2*(4<<20) + memLimitHeadroom, true, false},
+		{"auto with sqlite ignores an unbounded memory budget", func() config {
+			c := base("auto")
+			c.Store.Engine, c.History.MemoryBudget = storeSQLite, 0
+			return c
+		}(), noEnv, 5*(32<<20) + 16<<20 + 2*(4<<20) + memLimitHeadroom, true, false},
 		{"off", base("off"), noEnv, math.MaxInt64, true, false},
 		{"a size", base("512MiB"), noEnv, 512 << 20, true, false},
 		{"zero", base("0"), noEnv, 0, false, true},

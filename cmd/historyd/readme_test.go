@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -80,8 +81,8 @@ func TestREADMENamesSubcommands(t *testing.T) {
 	}
 }
 
-// TestREADMEMetricsExampleFreePort: the metrics example does not listen on 50051, which the quick
-// start's `make run` already holds (issue 19).
+// TestREADMEMetricsExampleFreePort: the metrics example does not listen on 50051 nor serve from
+// ./data, which the quick start's `make run` already holds (issues 19, 14).
 func TestREADMEMetricsExampleFreePort(t *testing.T) {
 	_, section, ok := strings.Cut(readREADME(t), "## Metrics")
 	if !ok {
@@ -102,6 +103,10 @@ func TestREADMEMetricsExampleFreePort(t *testing.T) {
 		}
 		if strings.HasSuffix(cfg.Listen, ":50051") {
 			t.Errorf("README's metrics command %q listens on %s, which make run holds", line, cfg.Listen)
+		}
+		// Issue 14: make run's sqlite engine also holds ./data; a second server there is refused.
+		if cfg.Store.Engine == storeSQLite && filepath.Clean(cfg.Store.DataDir) == "data" {
+			t.Errorf("README's metrics command %q serves from ./data, which make run holds", line)
 		}
 	}
 	if !found {

@@ -150,9 +150,13 @@ func startProcess(t *testing.T, args ...string) *proc {
 	return startBinary(t, historydBin, args...)
 }
 
-// startBinary is startProcess for another build of historyd (testhookBin).
+// startBinary is startProcess for another build of historyd (testhookBin). It serves with
+// --store memory unless args say otherwise (flags later on the line win): the tests were written
+// for the memory engine, and parallel servers must never share the default ./data (issue 14). The
+// durability tests (restart_test.go) pass --store sqlite and a temporary --data-dir.
 func startBinary(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
+	args = append([]string{"--store", "memory"}, args...)
 	cmd := exec.Command(bin, args...)
 	if as := os.Getenv("HISTORYD_E2E_AS_LIMIT"); as != "" {
 		// make hostile runs every server under an address-space limit (issue 11: "historyd under

@@ -74,7 +74,9 @@ func TestMakeRunCtrlC(t *testing.T) {
 	}
 	defer controller.Close()
 	bin := filepath.Join(t.TempDir(), "historyd")
-	cmd := exec.Command("make", "run", "BIN="+bin, "ARGS=--listen 127.0.0.1:0", "GO="+goCmd())
+	// --store memory: the test must not share the clone's ./data (make run's default) with a
+	// developer's make run or another test (issue 14).
+	cmd := exec.Command("make", "run", "BIN="+bin, "ARGS=--listen 127.0.0.1:0 --store memory", "GO="+goCmd())
 	cmd.Dir = root
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}

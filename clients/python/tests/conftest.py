@@ -32,7 +32,9 @@ class Server:
         if not os.path.exists(bin_path):
             raise RuntimeError(f"historyd binary not found at {bin_path}: run `make python-test` or set HISTORYD_BIN")
         self.proc = subprocess.Popen(
-            [bin_path, "--listen", "127.0.0.1:0", "--log-format", "json", *(extra_args or [])],
+            # --store memory: parallel servers must never share the default ./data (issue 14); extra_args
+            # come after and win.
+            [bin_path, "--listen", "127.0.0.1:0", "--log-format", "json", "--store", "memory", *(extra_args or [])],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

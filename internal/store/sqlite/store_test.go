@@ -36,5 +36,5 @@ func newTestStore(t testing.TB, opts storetest.Options) *Store {
 func TestConformance(t *testing.T) {
 	storetest.RunFor(t, func(t *testing.T, opts storetest.Options) store.Store {
 		return newTestStore(t, opts)
-	}, storetest.Capabilities{})
+	}, storetest.Capabilities{Elsewhere: raceElsewhere})
 }

@@ -7,7 +7,10 @@
 // memory-budget cases (MemoryBudget, RequestIDsWithinBudget,
 // RequestIDsNotEvictedByBudget) run only on an engine with a memory
 // budget (Memory), since an engine that keeps its data on disk (sqlite)
-// never refuses a write with ErrMemoryBudget.
+// never refuses a write with ErrMemoryBudget. Capabilities.Elsewhere moves
+// a case to another pass of the same make target: the sqlite engine runs
+// ScopesIsolated (130,000 sequential writes) without the race detector,
+// which instruments all of SQLite and makes it take minutes.
 //
 // Import rule: storetest imports internal/store and internal/envelope
 // (and the standard library's testing) only; never grpc, internal/server

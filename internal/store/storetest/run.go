@@ -43,6 +43,10 @@ type Capabilities struct {
 	// on disk never does (issue 14: "--memory-budget keeps its meaning for
 	// the memory engine").
 	MemoryBudget bool
+	// Elsewhere names cases that this run leaves to another run of the
+	// same target, with where: an engine whose case is too slow under the
+	// race detector runs it in a pass without it (the reason is printed).
+	Elsewhere map[string]string
 }
 
 // budgetCases are the cases gated on Capabilities.MemoryBudget.
@@ -111,6 +115,9 @@ func RunFor(t *testing.T, newStore Factory, caps Capabilities) {
 		t.Run(tc.name, func(t *testing.T) {
 			if budgetCases[tc.name] && !caps.MemoryBudget {
 				t.Skip("gated: the engine has no memory budget (storetest.Capabilities)")
+			}
+			if where, ok := caps.Elsewhere[tc.name]; ok {
+				t.Skip("runs elsewhere: " + where)
 			}
 			tc.fn(t, newStore)
 		})

@@ -39,7 +39,9 @@ export function historydBin(): string {
  * process exits first. */
 export function startHistoryd(extraArgs: string[] = []): Promise<Historyd> {
   const bin = historydBin();
-  const child = spawn(bin, ["--listen", "127.0.0.1:0", "--log-format", "json", ...extraArgs], {
+  // --store memory: parallel servers must never share the default ./data (issue 14); extraArgs
+  // come after and win.
+  const child = spawn(bin, ["--listen", "127.0.0.1:0", "--log-format", "json", "--store", "memory", ...extraArgs], {
     stdio: ["ignore", "ignore", "pipe"],
   });
   const logs: string[] = [];

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+
+	"github.com/historyd/historyd/internal/store/sqlite"
+)
+
+// The engines --store names (issue 14): the durable SQLite engine is the default; the memory engine
+// is for tests and throwaway use.
+const (
+	storeSQLite = "sqlite"
+	storeMemory = "memory"
+)
+
+// storeConfig chooses and configures the engine behind HistoryService (issue 14).
+type storeConfig struct {
+	Engine      string // --store: storeSQLite or storeMemory
+	DataDir     string // --data-dir: the SQLite engine's directory
+	Sync        string // --sync: normal or full (sqlite.ParseSync)
+	AutoMigrate bool   // --auto-migrate: apply pending migrations at start
+	// SQLiteCache is the page cache of each SQLite connection, and SQLiteReaders the number of read
+	// connections; the engine holds SQLiteReaders+1 caches (the readers and the one writer).
+	SQLiteCache   byteSize
+	SQLiteReaders int
+}
+
+// defaultSQLiteCache and defaultSQLiteReaders fit the Kubernetes manifest's 512 MiB
+// (deploy/kubernetes.yaml): 5 connections x 32 MiB = 160 MiB of page cache, which leaves the
+// exchange budget, the response buffers and the runtime their share.
+const (
+	defaultSQLiteCache   = "32MiB"
+	defaultSQLiteReaders = 4
+)
+
+// storeSettings are the engine's settings; init appends them to settings, so they get the
+// environment fallback, the usage lines and the README table like every other setting.
+var storeSettings = []setting{
+	{"store", "HISTORYD_STORE", storeSQLite, "the branch store's engine: sqlite (durable, in --data-dir) or memory (lost when historyd stops: tests and throwaway use)"},
+	{"data-dir", "HISTORYD_DATA_DIR", "./data", "directory of the sqlite engine's database (historyd.db), created 0700 when missing; one historyd at a time (a second one is refused)"},
+	{"sync", "HISTORYD_SYNC", string(sqlite.SyncNormal), "sqlite durability: normal (an acknowledged write survives kill -9 of historyd; an OS crash or power loss may lose the last moments) or full (an acknowledged write has been fsynced)"},
+	{"auto-migrate", "HISTORYD_AUTO_MIGRATE", "true", "apply the database's pending schema migrations at start; false refuses to start on a database that needs `historyd migrate`"},
+	{"sqlite-cache", "HISTORYD_SQLITE_CACHE", defaultSQLiteCache, "sqlite page cache per connection (each reader and the writer has one), a size with an optional KiB, MiB or GiB suffix (>= 1MiB)"},
+	{"sqlite-readers", "HISTORYD_SQLITE_READERS", strconv.Itoa(defaultSQLiteReaders), "sqlite read connections, each with its own --sqlite-cache (1 to 64)"},
+}
+
+func init() { settings = append(settings, storeSettings...) }
+
+// register defines the engine's flags on fs with their defaults.
+func (c *storeConfig) register(fs *flag.FlagSet) {
+	s := storeSettings
+	fs.StringVar(&c.Engine, s[0].flag, s[0].def, s[0].usage)
+	fs.StringVar(&c.DataDir, s[1].flag, s[1].def, s[1].usage)
+	fs.StringVar(&c.Sync, s[2].flag, s[2].def, s[2].usage)
+	fs.BoolVar(&c.AutoMigrate, s[3].flag, s[3].def == "true", s[3].usage)
+	c.SQLiteCache = mustByteSize(s[4].def)
+	fs.Var(&c.SQLiteCache, s[4].flag, s[4].usage)
+	fs.IntVar(&c.SQLiteReaders, s[5].flag, mustInt(s[5].def), s[5].usage)
+}
+
+// defaultStoreConfig is the configuration with every engine flag at its default.
+func defaultStoreConfig() storeConfig {
+	var c storeConfig
+	c.register(flag.NewFlagSet("defaults", flag.ContinueOnError))
+	return c
+}
+
+// validate checks the values that the flag types do not.
+func (c storeConfig) validate() error {
+	switch c.Engine {
+	case storeSQLite, storeMemory:
+	default:
+		return fmt.Errorf("store %q: want sqlite or memory", c.Engine)
+	}
+	if _, err := sqlite.ParseSync(c.Sync); err != nil || c.Sync == "" {
+		return fmt.Errorf("sync %q: want normal or full", c.Sync)
+	}
+	switch {
+	case c.DataDir == "":
+		return fmt.Errorf("data dir is empty: want a directory, such as ./data")
+	case c.SQLiteCache < 1<<20:
+		return fmt.Errorf("sqlite cache %s: must be at least 1MiB", &c.SQLiteCache)
+	case c.SQLiteReaders < 1 || c.SQLiteReaders > 64:
+		return fmt.Errorf("sqlite readers %d: want 1 to 64", c.SQLiteReaders)
+	}
+	return nil
+}
+
+// sqliteCacheBytes is the most page cache the sqlite engine holds: one cache per reader and one
+// for the writer. --memory-limit auto counts it in place of --memory-budget.
+func (c storeConfig) sqliteCacheBytes() int64 {
+	return int64(c.SQLiteCache) * int64(c.SQLiteReaders+1)
+}
+
+// sqliteConfig is the engine's sqlite.Config.
+func (c storeConfig) sqliteConfig() sqlite.Config {
+	sync, _ := sqlite.ParseSync(c.Sync) // validate has checked it
+	return sqlite.Config{
+		Dir:           c.DataDir,
+		Sync:          sync,
+		NoAutoMigrate: !c.AutoMigrate,
+		CacheKiB:      int(int64(c.SQLiteCache) / 1024),
+		Readers:       c.SQLiteReaders,
+	}
+}

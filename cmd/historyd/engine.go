@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/migrations"
+	"github.com/historyd/historyd/internal/store/sqlite"
+)
+
+// engine is the branch store --store chose, with what the start log line says about it and how to
+// close it once the server has stopped (issue 14).
+type engine struct {
+	store.Store
+	stats interface{ Stats() store.Stats } // what the metrics read
+	name  string                           // storeSQLite or storeMemory
+	file  string                           // the database file; "" for memory
+	close func() error
+}
+
+// logFields name the engine and its database file, for the "serving" line.
+func (e *engine) logFields() []zap.Field {
+	fields := []zap.Field{zap.String("store", e.name)}
+	if e.file != "" {
+		fields = append(fields, zap.String("data_file", e.file))
+	}
+	return fields
+}
+
+// openEngine builds the store c asks for: the memory engine as before issue 14, or the sqlite
+// engine over --data-dir, which takes the directory's lock and migrates the schema (unless
+// --auto-migrate=false). The error is one line for the log, naming the directory.
+func openEngine(ctx context.Context, c config) (*engine, error) {
+	if c.Store.Engine == storeMemory {
+		m := store.NewMemory(c.History.options()...)
+		return &engine{Store: m, stats: m, name: storeMemory, close: func() error { return nil }}, nil
+	}
+	s, err := sqlite.OpenStore(ctx, sqlite.StoreConfig{
+		Config:           c.Store.sqliteConfig(),
+		EventRetention:   c.History.EventRetention,
+		SubscriberBuffer: c.History.WatchBuffer,
+		MaxSubscriptions: c.History.WatchMaxStreams,
+	})
+	if err != nil {
+		return nil, storeError(c.Store.DataDir, err)
+	}
+	return &engine{Store: s, stats: s, name: storeSQLite, file: s.Path(), close: s.Close}, nil
+}
+
+// storeError words a failure to open the data directory as the one log line an operator needs:
+// which directory, and what to do about it.
+func storeError(dir string, err error) error {
+	var lockErr *sqlite.LockError
+	var versionErr *migrations.VersionError
+	var pendingErr *migrations.PendingError
+	switch {
+	case errors.As(err, &lockErr):
+		return fmt.Errorf("data directory %s is in use by another historyd; stop it or give this one another --data-dir", lockErr.Dir)
+	case errors.As(err, &versionErr):
+		return fmt.Errorf("data directory %s: database schema version %d is newer than this historyd supports (%d); run a newer historyd",
+			dir, versionErr.Database, versionErr.Supported)
+	case errors.As(err, &pendingErr):
+		return fmt.Errorf("data directory %s: database schema version %d is older than this historyd's (%d) and --auto-migrate is false; run `historyd migrate --data-dir %s` first",
+			dir, pendingErr.Database, pendingErr.Supported, dir)
+	}
+	return fmt.Errorf("data directory %s: %w", dir, err)
+}
