@@ -167,7 +167,7 @@ python-test: build ## Python client tests (clients/python): pytest with Debian's
 	echo "cd clients/python && HISTORYD_BIN=$$bin PYTHONPATH=src timeout 600 $(PYTHON) -m pytest"; \
 	cd clients/python && HISTORYD_BIN="$$bin" PYTHONPATH=src PYTHONDONTWRITEBYTECODE=1 timeout 600 $(PYTHON) -m pytest
 
-bench: ## Load benchmarks (cmd/historybench): builds and starts historyd, prints the table, writes bench/results.md (~3-5 min)
+bench: ## Load benchmarks (cmd/historybench): builds and starts historyd, prints the table, writes bench/results.md (~10 min; one row needs the local PostgreSQL, else it says skipped)
 	$(GO) run ./cmd/historybench -go $(GO) -out bench/results.md
 
 fuzz-smoke: ## Run each fuzz target for 5 seconds (the codecs and converters bring them)

@@ -8,7 +8,20 @@
 //     1.5);
 //   - AddMessage throughput with 100 watchers over none, every event delivered to every watcher;
 //   - Exchange Send+Collect messages/s, direct and broadcast to 100 owners;
-//   - resident memory (VmRSS) per stored 1 KB message (target at most 2.5 KB).
+//   - resident memory (VmRSS) per stored 1 KB message (target at most 2.5 KB);
+//
+// and for the durable sqlite engine (issue 14), each sqlite server on a temporary --data-dir:
+//
+//   - AddMessage throughput at concurrency 50, sqlite --sync=normal over the memory engine (two
+//     processes; target at least 0.7);
+//   - AddMessage throughput at concurrency 50, sqlite --sync=full over an INSERT of a 1 KB row into
+//     PostgreSQL with synchronous_commit on (-postgres-url; target at least 1.0; "skipped" without
+//     a PostgreSQL, never a figure);
+//   - the ListMessages ratio above, on a sqlite server;
+//   - resident memory growth while storing 200k 1 KB messages (target at most the page caches,
+//     --sqlite-cache x (--sqlite-readers + 1), + 32 MiB) and disk bytes per message after a
+//     checkpoint (target at most 2.5 KB);
+//   - time from start to SERVING on a 1M-message database over an empty one (reported).
 //
 // Every figure is the median of several runs, with their minimum and maximum. The table is printed
 // and written to bench/results.md with the machine's core count and the date. When a target is
@@ -16,5 +29,8 @@
 // memory) taken through historyd's --pprof-addr, and the profile's top entries go into the results.
 // docs/performance.md says what bounds the numbers.
 //
-// It is a main package: it imports the client package and the generated code, never internal/.
+// It is a main package: it imports the client package and the generated code, and internal/ in
+// one file only, dbgen.go, which writes the 1M-message database through the sqlite engine's Store
+// API and copies its rows (a fixture: writing it over gRPC would take minutes); nothing measured
+// goes through internal/.
 package main

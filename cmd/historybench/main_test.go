@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +48,13 @@ func TestQuickRun(t *testing.T) {
 		"Exchange Send+Collect, direct",
 		"Exchange Send+Collect, broadcast",
 		"resident memory per stored 1 KB message",
+		// issue 14's rows; the PostgreSQL one has a figure or says it was skipped, never neither.
+		"AddMessage throughput, sqlite --sync=normal / memory engine, concurrency 50",
+		"ListMessages page of 100 latency (p50), 2k-message branch / 200-message branch, sqlite engine",
+		"AddMessage throughput, sqlite --sync=full / PostgreSQL INSERT (synchronous_commit on), concurrency 50",
+		"sqlite resident memory growth storing 2k 1 KB messages",
+		"sqlite disk bytes per stored 1 KB message",
+		"sqlite start to SERVING, 2k-message database / empty database",
 		"cores (GOMAXPROCS",
 		"- date: ",
 	} {
@@ -55,6 +63,31 @@ func TestQuickRun(t *testing.T) {
 		}
 		if !strings.HasPrefix(want, "-") && !strings.Contains(want, "cores") && !strings.Contains(stdout.String(), want) {
 			t.Errorf("printed table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+// Without a PostgreSQL at -postgres-url, the sqlite --sync=full row says so and carries no figure
+// (issue 14's brief: never a made-up one); the table and the results file print the reason in the
+// figure's place and "skipped" in the met column.
+func TestPostgresRowSkippedWithoutServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"
+	b := &bench{cfg: config{PostgresURL: url}, log: io.Discard}
+	rows, err := benchSQLiteVsPostgres(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || len(rows[0].Runs) != 0 || rows[0].Met() != "skipped" {
+		t.Fatalf("rows = %+v, want one skipped row without runs", rows)
+	}
+	var table, md bytes.Buffer
+	printTable(&table, rows)
+	markdown(&md, machine{}, config{}, rows)
+	for name, out := range map[string]string{"table": table.String(), "results": md.String()} {
+		if !strings.Contains(out, "skipped: no PostgreSQL at "+url) || strings.Contains(out, "0.00") {
+			t.Errorf("%s lacks the skip, or shows a figure:\n%s", name, out)
 		}
 	}
 }

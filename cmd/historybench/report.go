@@ -22,9 +22,8 @@ func printTable(w io.Writer, rows []row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "measurement\tmedian\tmin-max\tunit\ttarget\tmet\tfrom")
 	for _, r := range rows {
-		s := r.Summary()
-		fmt.Fprintf(tw, "%s\t%s\t%s-%s\t%s\t%s\t%s\t%s\n", r.Name, format(s.Median, r.Unit), format(s.Min, r.Unit),
-			format(s.Max, r.Unit), r.Unit, dash(r.Target), dash(r.Met()), r.Detail)
+		median, lo, hi := r.figures()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, median, span(lo, hi, "-"), r.Unit, dash(r.Target), dash(r.Met()), r.Detail)
 	}
 	_ = tw.Flush()
 }
@@ -42,13 +41,15 @@ func markdown(w io.Writer, m machine, cfg config, rows []row) {
 	if len(cfg.ServerFlags) > 0 {
 		fmt.Fprintf(w, " and `%s`", strings.Join(cfg.ServerFlags, " "))
 	}
+	fmt.Fprintf(w, "; memory engine `--store memory`, sqlite engine `--store sqlite --data-dir <a temporary directory> --sqlite-cache %d --sqlite-readers %d` and `--sync normal` unless the row says full",
+		cfg.SQLiteCache, cfg.SQLiteReaders)
 	fmt.Fprintf(w, "\n- total time %s\n\n", m.Elapsed)
 	fmt.Fprintln(w, "| measurement | median | min – max | unit | target | met | from (medians) |")
 	fmt.Fprintln(w, "|---|---:|---:|---|---|---|---|")
 	for _, r := range rows {
-		s := r.Summary()
-		fmt.Fprintf(w, "| %s | %s | %s – %s | %s | %s | %s | %s |\n", r.Name, format(s.Median, r.Unit), format(s.Min, r.Unit),
-			format(s.Max, r.Unit), r.Unit, dash(r.Target), dash(r.Met()), r.Detail)
+		median, lo, hi := r.figures()
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Name, median, span(lo, hi, " – "),
+			r.Unit, dash(r.Target), dash(r.Met()), r.Detail)
 	}
 	fmt.Fprintln(w)
 	for _, r := range rows {
@@ -66,6 +67,23 @@ func markdown(w io.Writer, m machine, cfg config, rows []row) {
 			fmt.Fprintf(w, "\nThe same, by cumulative share:\n\n```\n%s\n```\n", r.Profile.Cum)
 		}
 	}
+}
+
+// figures are the median, minimum and maximum of a row; for a skipped row, the reason it has none.
+func (r row) figures() (median, lo, hi string) {
+	if r.Skipped != "" {
+		return r.Skipped, "", ""
+	}
+	s := r.Summary()
+	return format(s.Median, r.Unit), format(s.Min, r.Unit), format(s.Max, r.Unit)
+}
+
+// span writes "lo-hi" with sep, or a dash when there are no figures.
+func span(lo, hi, sep string) string {
+	if lo == "" {
+		return "—"
+	}
+	return lo + sep + hi
 }
 
 func dash(s string) string {

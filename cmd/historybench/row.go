@@ -14,6 +14,9 @@ type row struct {
 	meets func(median float64) bool
 	// Profile is the top of a profile taken because the target was missed; nil otherwise.
 	Profile *profileTop
+	// Skipped, when not empty, says why the row has no figure (no PostgreSQL to compare with):
+	// the table prints it instead of the figure, never a made-up one.
+	Skipped string
 }
 
 // profileTop is the top of a server profile.
@@ -29,6 +32,9 @@ func (r row) Summary() summary { return summarize(r.Runs) }
 
 // Met reports whether the target is met ("yes", "NO"), or "" when there is none.
 func (r row) Met() string {
+	if r.Skipped != "" {
+		return "skipped"
+	}
 	if r.meets == nil {
 		return ""
 	}

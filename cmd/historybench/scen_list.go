@@ -18,6 +18,12 @@ const listPage = 100
 // figure); the page tokens are collected by walking each branch once, and each sample picks one
 // at random. The two branches alternate which goes first, run after run.
 func benchList(ctx context.Context, b *bench, h *historyd) ([]row, error) {
+	return listRatio(ctx, b, h, "", b.cfg.ListSamples)
+}
+
+// listRatio is benchList on h with samples requests per branch and run; engine, when not empty,
+// names h's engine in the row (issue 14 measures the same on the sqlite engine).
+func listRatio(ctx context.Context, b *bench, h *historyd, engine string, samples int) ([]row, error) {
 	big, err := populate(ctx, h, b.cfg.BigBranch)
 	if err != nil {
 		return nil, err
@@ -26,7 +32,7 @@ func benchList(ctx context.Context, b *bench, h *historyd) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.progress("ListMessages: branches of %d and %d messages written", b.cfg.BigBranch, b.cfg.SmallBranch)
+	b.progress("ListMessages%s: branches of %d and %d messages written", engine, b.cfg.BigBranch, b.cfg.SmallBranch)
 	bigTokens, err := pageTokens(ctx, h, big)
 	if err != nil {
 		return nil, err
@@ -37,8 +43,8 @@ func benchList(ctx context.Context, b *bench, h *historyd) ([]row, error) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2)) // fixed seed: the same pages in every run of the tool
 	sample := func(branch string, tokens []string) (p50, p99 time.Duration, err error) {
-		lat := make([]time.Duration, 0, b.cfg.ListSamples)
-		for range b.cfg.ListSamples {
+		lat := make([]time.Duration, 0, samples)
+		for range samples {
 			req := &historyv1.ListMessagesRequest{BranchId: branch, PageSize: listPage, PageToken: tokens[rng.IntN(len(tokens))]}
 			t0 := time.Now()
 			resp, err := h.Client.History.ListMessages(ctx, req)
@@ -74,16 +80,16 @@ func benchList(ctx context.Context, b *bench, h *historyd) ([]row, error) {
 		ratios = append(ratios, float64(bp50)/float64(sp50))
 		bigP50, smallP50 = append(bigP50, micros(bp50)), append(smallP50, micros(sp50))
 		bigP99, smallP99 = append(bigP99, micros(bp99)), append(smallP99, micros(sp99))
-		b.progress("ListMessages run %d: p50 %v on %d, %v on %d", run+1, bp50, b.cfg.BigBranch, sp50, b.cfg.SmallBranch)
+		b.progress("ListMessages%s run %d: p50 %v on %d, %v on %d", engine, run+1, bp50, b.cfg.BigBranch, sp50, b.cfg.SmallBranch)
 	}
 	r := row{
-		Name: fmt.Sprintf("ListMessages page of %d latency (p50), %s-message branch / %s-message branch",
-			listPage, count(b.cfg.BigBranch), count(b.cfg.SmallBranch)),
+		Name: fmt.Sprintf("ListMessages page of %d latency (p50), %s-message branch / %s-message branch%s",
+			listPage, count(b.cfg.BigBranch), count(b.cfg.SmallBranch), engine),
 		Unit: "ratio",
 		Runs: ratios,
 		Detail: fmt.Sprintf("p50 %.0f µs / %.0f µs, p99 %.0f µs / %.0f µs", summarize(bigP50).Median, summarize(smallP50).Median,
 			summarize(bigP99).Median, summarize(smallP99).Median),
-		Note: fmt.Sprintf("1 KB instructions, %d sequential requests at random pages per branch and run", b.cfg.ListSamples),
+		Note: fmt.Sprintf("1 KB instructions, %d sequential requests at random pages per branch and run", samples),
 	}
 	r.Target, r.meets = atMost(1.5)
 	if r.Met() == "NO" && b.cfg.Profile {
@@ -151,8 +157,11 @@ func pageTokens(ctx context.Context, h *historyd, branch string) ([]string, erro
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// count writes 100000 as "100k" and 1000 as "1k".
+// count writes 1000000 as "1M", 100000 as "100k" and 1000 as "1k".
 func count(n int) string {
+	if n >= 1_000_000 && n%1_000_000 == 0 {
+		return fmt.Sprintf("%dM", n/1_000_000)
+	}
 	if n%1000 == 0 {
 		return fmt.Sprintf("%dk", n/1000)
 	}

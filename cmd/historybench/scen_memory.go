@@ -23,7 +23,7 @@ func benchMemory(ctx context.Context, b *bench) ([]row, error) {
 	var perMsg, heapPerMsg []float64
 	var profile *profileTop
 	for run := range b.cfg.Runs {
-		h, err := startHistoryd(ctx, b.bin, b.cfg.ServerFlags...)
+		h, err := startHistoryd(ctx, b.bin, b.memoryFlags()...)
 		if err != nil {
 			return nil, err
 		}

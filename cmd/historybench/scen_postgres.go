@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pgConnectTimeout bounds how long the bench looks for PostgreSQL before it skips the row.
+const pgConnectTimeout = 5 * time.Second
+
+// pgTable is the table the PostgreSQL load writes: the shape of the sqlite engine's messages table
+// (internal/store/migrations/postgres/00001_initial.sql: its primary key and its position index),
+// so that each INSERT maintains what a stored message's row maintains there.
+const pgTable = `CREATE TABLE %s.messages (
+	tenant    text    NOT NULL DEFAULT '',
+	branch_id uuid    NOT NULL,
+	id        uuid    NOT NULL,
+	pos       bigint  NOT NULL,
+	kind      integer NOT NULL,
+	rank      bigint  NOT NULL,
+	seq       bigint  NOT NULL,
+	body      text    NOT NULL,
+	PRIMARY KEY (tenant, branch_id, id)
+);
+CREATE UNIQUE INDEX ON %[1]s.messages (tenant, branch_id, pos)`
+
+// benchSQLiteVsPostgres measures AddMessage throughput at concurrency 50 on a sqlite-engine
+// historyd with --sync=full over INSERTs of a 1 KB message's row into PostgreSQL with
+// synchronous_commit on, from this process at the same concurrency (issue 14: target at least
+// 1.0; both acknowledge a write once it is fsynced). The PostgreSQL side has no gRPC hop and no
+// event row: it is the floor a PostgreSQL engine's write would stand on. Without a PostgreSQL at
+// -postgres-url the row says so, and has no figure.
+func benchSQLiteVsPostgres(ctx context.Context, b *bench) ([]row, error) {
+	name := "AddMessage throughput, sqlite --sync=full / PostgreSQL INSERT (synchronous_commit on), concurrency 50"
+	target, meets := atLeast(1.0)
+	pool, settings, err := connectPostgres(ctx, b.cfg.PostgresURL)
+	if err != nil {
+		b.progress("PostgreSQL row skipped: %v", err)
+		return []row{{Name: name, Unit: "ratio", Target: target, meets: meets,
+			Skipped: "skipped: no PostgreSQL at " + redactURL(b.cfg.PostgresURL), Detail: err.Error()}}, nil
+	}
+	defer pool.Close()
+	schema := fmt.Sprintf("historybench_%d_%d", os.Getpid(), time.Now().UnixNano())
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return nil, fmt.Errorf("PostgreSQL: %w", err)
+	}
+	defer func() { // a fresh context: the bench's may be cancelled, the schema must go anyway
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(dctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			b.progress("PostgreSQL: dropping schema %s: %v", schema, err)
+		}
+	}()
+	if _, err := pool.Exec(ctx, fmt.Sprintf(pgTable, schema)); err != nil {
+		return nil, fmt.Errorf("PostgreSQL: %w", err)
+	}
+	sq, err := b.startSQLite(ctx, "full")
+	if err != nil {
+		return nil, err
+	}
+	defer sq.stop()
+	xs, ys, err := alternate(b, "AddMessage/s on sqlite full over PostgreSQL INSERT/s, c=50,",
+		addLoad(ctx, sq.historyd, b.cfg.Duration), pgInsertLoad(ctx, pool, schema, b.cfg.Duration))
+	if err != nil {
+		return nil, err
+	}
+	rs, x, y, _, _ := ratios(xs, ys)
+	r := row{
+		Name: name, Unit: "ratio", Runs: rs, Target: target, meets: meets,
+		Detail: fmt.Sprintf("sqlite %.0f/s, PostgreSQL %.0f/s (%s)", x, y, settings),
+		Note:   "PostgreSQL " + redactURL(b.cfg.PostgresURL) + ", one INSERT of a 1 KB message's row (a table shaped as the engine's messages table, in a schema the bench creates and drops) per call, a pool of 50 connections; sqlite: one historyd, a branch per worker",
+	}
+	if r.Met() == "NO" && b.cfg.Profile {
+		r.Profile, err = b.cpuProfile(ctx, sq.historyd, func(context.Context) error {
+			_, err := addLoad(ctx, sq.historyd, b.profileDuration())()
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return []row{r}, nil
+}
+
+// connectPostgres opens a pool of engineConcurrency connections with synchronous_commit on and
+// returns the server's durability settings as the detail shows them.
+func connectPostgres(ctx context.Context, rawURL string) (*pgxpool.Pool, string, error) {
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg.MaxConns, cfg.MinConns = engineConcurrency, engineConcurrency
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	cctx, cancel := context.WithTimeout(ctx, pgConnectTimeout)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(cctx, cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	var settings []string
+	for _, s := range []string{"server_version", "synchronous_commit", "fsync", "wal_sync_method"} {
+		var v string
+		if err := pool.QueryRow(cctx, "SHOW "+s).Scan(&v); err != nil {
+			pool.Close()
+			return nil, "", err
+		}
+		settings = append(settings, s+" "+v)
+	}
+	return pool, strings.Join(settings, ", "), nil
+}
+
+// pgInsertLoad is the PostgreSQL side: engineConcurrency workers, each inserting rows of a branch
+// of its own, for d. The body is a 1 KB instruction as JSON, about the stored message's size.
+func pgInsertLoad(ctx context.Context, pool *pgxpool.Pool, schema string, d time.Duration) func() (measured, error) {
+	insert := "INSERT INTO " + schema + ".messages (branch_id, id, pos, kind, rank, seq, body) VALUES ($1, $2, $3, 1, $3, $3, $4)"
+	return func() (measured, error) {
+		branches := make([]uuid.UUID, engineConcurrency)
+		bodies := make([]string, engineConcurrency)
+		for w := range branches {
+			branches[w] = uuid.New()
+			bodies[w] = fmt.Sprintf(`{"role":"user","content":{"instruction":%q}}`, fmt.Sprint(w, " ", kilobyteText))
+		}
+		r, err := closedLoop(ctx, engineConcurrency, d, func(ctx context.Context, w, i int) (int, error) {
+			_, err := pool.Exec(ctx, insert, branches[w], uuid.New(), i, bodies[w])
+			return 1, err
+		})
+		if err != nil {
+			return measured{}, fmt.Errorf("PostgreSQL INSERT: %w", err)
+		}
+		// Keep the table small between runs, as the sqlite side deletes its branches.
+		if _, err := pool.Exec(ctx, "TRUNCATE "+schema+".messages"); err != nil {
+			return measured{}, err
+		}
+		return measured{PerSecond: r.PerSecond()}, nil
+	}
+}
+
+// redactURL hides a password in a connection URL.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
