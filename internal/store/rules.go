@@ -156,6 +156,13 @@ func PlanActionResponse(st BranchState, in ActionResponseInput) (Plan, error) {
 	return planCreated(st, c, "")
 }
 
+// PlanCreated plans what the factory made for an AddMessage whose inputs
+// name no message of the branch (no target, no action request): an engine
+// may run the factory (CreateMessage) before it reads the branch, outside
+// whatever orders the branch's writes, and plan its result here. The plan
+// is PlanAdd's for the same inputs.
+func PlanCreated(st BranchState, c Created) (Plan, error) { return planCreated(st, c, "") }
+
 // planCreated plans what the factory made: the message, then the request it
 // answered when that request is in the branch. field is the request field
 // that gave the message, when the caller gave it whole.

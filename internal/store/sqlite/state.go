@@ -20,12 +20,15 @@ type txState struct {
 	tx    *sql.Tx
 	row   *branchRow
 	cache map[uuid.UUID]*msgRow // read or written by this write; nil entries are misses
+	// encoded holds messages' stored text encoded before the write reached
+	// the writer.
+	encoded map[*envelope.Message]string
 }
 
 var _ store.BranchState = (*txState)(nil)
 
 func (s *Store) state(ctx context.Context, tx *sql.Tx, row *branchRow) *txState {
-	return &txState{s: s, ctx: ctx, tx: tx, row: row, cache: map[uuid.UUID]*msgRow{}}
+	return &txState{s: s, ctx: ctx, tx: tx, row: row, cache: map[uuid.UUID]*msgRow{}, encoded: map[*envelope.Message]string{}}
 }
 
 func (st *txState) BranchID() uuid.UUID  { return st.row.id }
@@ -66,10 +69,14 @@ func (st *txState) CurrentSystem() (*envelope.Message, error) {
 // wrote and the message's index after it (store.Memory's apply, over rows).
 func (st *txState) apply(p store.Placement, seq uint64) (*msgRow, int, error) {
 	msg := p.Message
-	body, err := encodeMessage(msg)
-	if err != nil {
-		return nil, 0, err
+	body, ok := st.encoded[msg]
+	if !ok {
+		var err error
+		if body, err = encodeMessage(msg); err != nil {
+			return nil, 0, err
+		}
 	}
+	var err error
 	var old *msgRow
 	if p.Replaces {
 		if old, err = st.lookup(msg.ID); err != nil {

@@ -121,6 +121,9 @@ func (s *Store) commitEvents(ctx context.Context, tx *sql.Tx, row *branchRow, c 
 	}
 	row.head = last
 	below := s.sweepBelow(row.id, row.incarnation, last)
+	if below <= 1 { // the log is within its retention: nothing to trim
+		return nil
+	}
 	_, err := s.wst.exec(ctx, tx, qTrimEvents, blob(row.incarnation), below)
 	return err
 }
@@ -171,15 +174,50 @@ func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Me
 	})
 }
 
-// AddMessage is add_message (store.Store).
+// AddMessage is add_message (store.Store). When the inputs name no message
+// of the branch, the factory runs here, before the write reaches the
+// writer, and the message's text is encoded here too: the one writer
+// goroutine bounds the engine's throughput, so what needs no branch state
+// is done by the caller's goroutine. A factory error is returned where
+// PlanAdd would return it, after the repeat and head checks.
 func (s *Store) AddMessage(ctx context.Context, id uuid.UUID, in store.AddInput, opts store.WriteOptions) (store.WriteResult, error) {
+	pre, body, prebuilt, preErr := prebuild(in)
 	return s.write(ctx, id, store.OpAddMessage, opts, func(st *txState) (written, error) {
-		plan, err := store.PlanAdd(st, in)
+		var (
+			plan store.Plan
+			err  error
+		)
+		if prebuilt {
+			if preErr != nil {
+				return written{}, preErr
+			}
+			st.cache[pre.Message.ID] = nil // the factory minted the id: it is no member
+			st.encoded[pre.Message] = body
+			plan, err = store.PlanCreated(st, pre)
+		} else {
+			plan, err = store.PlanAdd(st, in)
+		}
 		if err != nil {
 			return written{}, err
 		}
 		return st.commitPlan(plan)
 	})
+}
+
+// prebuild runs the factory for inputs that name no message of the branch
+// (no target, no action request, no message given whole or named in the
+// factory), and encodes what it made; prebuilt is false for the others.
+func prebuild(in store.AddInput) (c store.Created, body string, prebuilt bool, err error) {
+	f := in.Factory
+	if in.Message != nil || in.Target != nil || in.ActionRequest != nil ||
+		f.SystemMsg != nil || f.InstructionMsg != nil || f.AssistantMsg != nil || f.ActionRequestMsg != nil || f.ActionResponseMsg != nil {
+		return store.Created{}, "", false, nil
+	}
+	if c, err = store.CreateMessage(&f); err != nil || c.Request != nil {
+		return store.Created{}, "", err != nil, err // a created request would be a branch message: plan it in the writer
+	}
+	body, err = encodeMessage(c.Message)
+	return c, body, true, err
 }
 
 // CreateActionResponse answers an ActionRequest (store.Store).
