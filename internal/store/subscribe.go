@@ -182,6 +182,10 @@ type Feed struct {
 	mu   *sync.RWMutex
 	log  Log
 	subs map[*Subscription]struct{}
+	// onIdle, when set, runs after a Close leaves the feed without
+	// subscriptions, with no lock held: an engine that keeps a branch's
+	// feed only while it is watched lets it go there.
+	onIdle func()
 }
 
 // Log is a branch's retained event log as subscriptions read it, under the
@@ -208,6 +212,10 @@ type Log interface {
 func NewFeed(mu *sync.RWMutex, log Log) *Feed {
 	return &Feed{mu: mu, log: log, subs: map[*Subscription]struct{}{}}
 }
+
+// OnIdle sets the function a Close that leaves the feed without
+// subscriptions calls, with no lock held (set it before subscribing).
+func (f *Feed) OnIdle(fn func()) { f.onIdle = fn }
 
 // Watchers returns the number of open subscriptions (lock held).
 func (f *Feed) Watchers() int { return len(f.subs) }
@@ -331,21 +339,27 @@ func (s *Subscription) catchUp() {
 // under the branch's read lock; when the chunk reaches the head, it takes
 // the write lock, copies what was written since and, if that reaches the
 // head too, goes live (reader side).
+//
+// The locks are released by defer: a Log that panics (a database engine's
+// read error) ends this reader's call, never leaves the branch locked for
+// its writer.
 func (s *Subscription) fill() {
 	f := s.feed
-	f.mu.RLock()
-	atHead := s.copyChunk()
-	f.mu.RUnlock()
+	atHead := func() bool {
+		f.mu.RLock()
+		defer f.mu.RUnlock()
+		return s.copyChunk()
+	}()
 	if !atHead || !s.replaying {
 		return
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if s.copyChunk() && s.catching {
 		// publish runs under this lock: every commit after pushed is
 		// pushed from now on, and every one up to it is in the replay.
 		s.catching, s.replaying = false, false
 	}
-	f.mu.Unlock()
 }
 
 // copyChunk appends to the replay the next chunk of the log after pushed
@@ -399,6 +413,15 @@ func (s *Subscription) CaughtUp() (head uint64, ok bool) {
 // it is safe to call more than once.
 func (s *Subscription) Close() {
 	f := s.feed
+	if s.close() && f.onIdle != nil {
+		f.onIdle()
+	}
+}
+
+// close is Close under the feed's lock; it reports whether the feed is
+// left without subscriptions.
+func (s *Subscription) close() (idle bool) {
+	f := s.feed
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.endSub(s, ErrSubscriptionClosed)
@@ -412,6 +435,7 @@ func (s *Subscription) Close() {
 		s.closed = true
 		s.count.Add(-1)
 	}
+	return len(f.subs) == 0
 }
 
 // endSub unregisters s and closes its channel with reason (feed lock

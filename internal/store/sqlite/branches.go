@@ -82,7 +82,7 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 		kept.Messages = res.Messages[:1]
 	}
 	var first *store.BranchResult
-	err := s.w.do(ctx, func(tx *sql.Tx) error {
+	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if r, ok, err := s.recallCreated(ctx, &s.wst, tx, principal, op, requestID); err != nil || ok {
 			first = &r
 			return err
@@ -278,7 +278,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		row    *branchRow
 		c      store.Commit
 	)
-	err := s.w.do(ctx, func(tx *sql.Tx) error {
+	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if r, ok, err := s.recall(ctx, &s.wst, tx, scope, store.OpDeleteBranch, opts.RequestID); err != nil || ok {
 			if ok {
 				res, replay = r.(store.DeleteResult), true

@@ -189,6 +189,12 @@ func (s *Store) readEvents(ctx context.Context, branch, incarnation uuid.UUID, a
 			return nil, err
 		}
 		ev.Kind = store.EventKind(kind)
+		switch ev.Kind {
+		case store.EventMessageAdded, store.EventMessageReplaced, store.EventSystemSet:
+			if !body.Valid { // its message is neither in the event nor the current version
+				return nil, fmt.Errorf("sqlite: event %d of incarnation %s has lost the message it wrote", ev.Sequence, incarnation)
+			}
+		}
 		if err := decodeEvent(&ev, body); err != nil {
 			return nil, err
 		}

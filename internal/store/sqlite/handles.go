@@ -78,8 +78,10 @@ func (l *dbLog) Chunk(after uint64, n int, keep func(store.Commit) store.Commit)
 		// could not read. The server's recovery ends the stream.
 		panic(fmt.Sprintf("sqlite: reading the event log of incarnation %s after %d: %v", l.incarnation, after, err))
 	}
-	if after < l.last && (len(evs) == 0 || evs[0].Sequence != after+1) {
-		panic(fmt.Sprintf("sqlite: the event log of incarnation %s has no event %d", l.incarnation, after+1))
+	for i, want := 0, after+1; i < len(evs) || (i == 0 && after < l.last); i, want = i+1, want+1 {
+		if i == len(evs) || evs[i].Sequence != want {
+			panic(fmt.Sprintf("sqlite: the event log of incarnation %s has no event %d", l.incarnation, want))
+		}
 	}
 	through := after
 	var out []store.Commit
@@ -134,7 +136,7 @@ func (s *Store) runJanitor() {
 		case <-s.stop:
 			return
 		case inc := <-s.sweeps:
-			_ = s.w.do(context.Background(), func(tx *sql.Tx) error { return s.deleteLog(context.Background(), tx, inc) }, nil)
+			_ = s.w.do(context.Background(), func(ctx context.Context, tx *sql.Tx) error { return s.deleteLog(ctx, tx, inc) }, nil)
 		}
 	}
 }
@@ -208,7 +210,7 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (*handle, error) {
 		row *branchRow
 		min sql.NullInt64
 	)
-	err := s.w.do(ctx, func(tx *sql.Tx) error {
+	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		if row, err = s.loadBranch(ctx, &s.wst, tx, id); err != nil {
 			return err
@@ -239,6 +241,11 @@ func (s *Store) newHandle(row *branchRow, minSeq uint64) *handle {
 	}
 	h.log = &dbLog{s: s, branch: row.id, incarnation: row.incarnation, oldest: oldest, last: row.head, frozen: new(atomic.Int32)}
 	h.feed = store.NewFeed(&h.mu, h.log)
+	h.feed.OnIdle(func() { // the last subscription closed: let the handle go if nothing else uses it
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.release(h)
+	})
 	return h
 }
 

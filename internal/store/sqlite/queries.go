@@ -41,7 +41,7 @@ var (
 	// of its message.
 	qEvents = query(`SELECT e.seq, e.commit_first, e.commit_last, e.kind, e.msg_index,
 			COALESCE(e.body, '{"m":' || m.body || '}')
-		FROM events e LEFT JOIN messages m ON e.body IS NULL AND m.tenant = '' AND m.branch_id = ? AND m.id = e.msg_id
+		FROM events e LEFT JOIN messages m ON e.body IS NULL AND m.tenant = '' AND m.branch_id = ? AND m.id = e.msg_id AND m.seq = e.seq
 		WHERE e.tenant = '' AND e.incarnation = ? AND e.seq > ? AND e.seq <= ? ORDER BY e.seq LIMIT ?`)
 	// qKeepVersion copies a message version into its event before the
 	// version is rewritten or deleted.

@@ -252,7 +252,7 @@ func (c *stmtCache) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.St
 	if bound, ok := c.txm[query]; ok {
 		return bound, nil
 	}
-	bound := tx.StmtContext(ctx, st)
+	bound := tx.StmtContext(context.Background(), st) // kept for the batch: never bound to one caller's context
 	c.txm[query] = bound
 	return bound, nil
 }

@@ -36,7 +36,7 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 		replay *store.WriteResult
 		row    *branchRow
 	)
-	err := s.w.do(ctx, func(tx *sql.Tx) error {
+	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		if row, err = s.writerRow(ctx, tx, id); err != nil {
 			return err

@@ -46,9 +46,14 @@ type writer struct {
 // goroutine in commit order (publishing to subscribers goes there, so
 // subscribers see commits in sequence order).
 type job struct {
-	fn    func(tx *sql.Tx) error
-	after func()
-	err   chan error // cap 1
+	// fn gets the writer's context, never the caller's: a statement
+	// interrupted by a caller's cancellation would roll back the whole
+	// batch's transaction (SQLite's interrupt), and a statement bound to a
+	// cancelled context fails for every later job of the batch.
+	fn     func(ctx context.Context, tx *sql.Tx) error
+	after  func()
+	err    chan error      // cap 1
+	caller context.Context // checked once, before fn runs: a caller gone by then is not written for
 }
 
 func newWriter(db *sql.DB, maxBatch int) *writer {
@@ -63,8 +68,8 @@ func newWriter(db *sql.DB, maxBatch int) *writer {
 // do runs fn in the next batch and returns its error, or the commit's.
 // Once queued, a write is not abandoned: ctx only bounds the wait for a
 // place in the queue.
-func (w *writer) do(ctx context.Context, fn func(tx *sql.Tx) error, after func()) error {
-	j := &job{fn: fn, after: after, err: make(chan error, 1)}
+func (w *writer) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, after func()) error {
+	j := &job{fn: fn, after: after, err: make(chan error, 1), caller: ctx}
 	select {
 	case w.reqs <- j:
 	case <-w.stop:
@@ -130,7 +135,10 @@ func (w *writer) drain() {
 	}
 }
 
-// commit runs one batch in one transaction.
+// commit runs one batch in one transaction. A savepoint that cannot be
+// rolled back or released leaves the transaction in a state no later job
+// may build on: the batch ends there, is rolled back, and every job in it
+// gets the error.
 func (w *writer) commit(batch []*job) {
 	errs := make([]error, len(batch))
 	answer := func(err error) {
@@ -141,7 +149,7 @@ func (w *writer) commit(batch []*job) {
 			j.err <- errs[i]
 		}
 	}
-	ctx := context.Background() // a queued write is not abandoned
+	ctx := context.Background() // a queued write is not abandoned once it runs
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
 		answer(fmt.Errorf("sqlite: begin: %w", err))
@@ -149,7 +157,20 @@ func (w *writer) commit(batch []*job) {
 	}
 	ok := 0
 	for i, j := range batch {
-		if errs[i] = savepoint(ctx, tx, j.fn); errs[i] == nil {
+		if errs[i] = j.caller.Err(); errs[i] != nil {
+			continue
+		}
+		var fatal error
+		if errs[i], fatal = savepoint(ctx, tx, j.fn); fatal != nil {
+			_ = tx.Rollback()
+			if w.onAbort != nil {
+				w.onAbort()
+			}
+			clear(errs)
+			answer(fmt.Errorf("sqlite: a write's savepoint: %w", fatal))
+			return
+		}
+		if errs[i] == nil {
 			ok++
 		}
 	}
@@ -182,10 +203,12 @@ func (w *writer) commit(batch []*job) {
 }
 
 // savepoint runs fn under a savepoint of tx: on its error (or panic) what
-// it wrote is rolled back and the rest of the batch is untouched.
-func savepoint(ctx context.Context, tx *sql.Tx, fn func(tx *sql.Tx) error) (err error) {
+// it wrote is rolled back and the rest of the batch is untouched. fatal is
+// set when the savepoint itself could not be made, rolled back or
+// released: the transaction can no longer be trusted.
+func savepoint(ctx context.Context, tx *sql.Tx, fn func(ctx context.Context, tx *sql.Tx) error) (err, fatal error) {
 	if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
-		return err
+		return err, err
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -193,12 +216,12 @@ func savepoint(ctx context.Context, tx *sql.Tx, fn func(tx *sql.Tx) error) (err 
 		}
 		if err != nil {
 			if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO w"); rerr != nil {
-				err = errors.Join(err, rerr)
+				fatal = rerr
 			}
 		}
-		if _, rerr := tx.ExecContext(ctx, "RELEASE w"); rerr != nil && err == nil {
-			err = rerr
+		if _, rerr := tx.ExecContext(ctx, "RELEASE w"); rerr != nil && fatal == nil {
+			fatal = rerr
 		}
 	}()
-	return fn(tx)
+	return fn(ctx, tx), nil
 }

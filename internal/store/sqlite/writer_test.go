@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-func insert(key string) func(tx *sql.Tx) error {
-	return func(tx *sql.Tx) error {
+func insert(key string) func(_ context.Context, tx *sql.Tx) error {
+	return func(_ context.Context, tx *sql.Tx) error {
 		_, err := tx.Exec("INSERT INTO store_meta (key, value) VALUES (?, 'v')", key)
 		return err
 	}
@@ -48,10 +48,10 @@ func TestGroupCommit(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		err := w.do(ctx, func(tx *sql.Tx) error {
+		err := w.do(ctx, func(_ context.Context, tx *sql.Tx) error {
 			close(running)
 			<-release
-			return insert("blocker")(tx)
+			return insert("blocker")(context.Background(), tx)
 		}, nil)
 		if err != nil {
 			t.Error(err)
@@ -93,7 +93,7 @@ func TestGroupCommitFailureIsolated(t *testing.T) {
 	running, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- w.do(ctx, func(tx *sql.Tx) error { close(running); <-release; return nil }, nil)
+		done <- w.do(ctx, func(_ context.Context, tx *sql.Tx) error { close(running); <-release; return nil }, nil)
 	}()
 	<-running
 	var mu sync.Mutex
@@ -107,8 +107,8 @@ func TestGroupCommitFailureIsolated(t *testing.T) {
 		results[i] = make(chan error, 1)
 		fn := insert(j.key)
 		if j.fail {
-			fn = func(tx *sql.Tx) error {
-				if err := insert(j.key)(tx); err != nil {
+			fn = func(_ context.Context, tx *sql.Tx) error {
+				if err := insert(j.key)(context.Background(), tx); err != nil {
 					return err
 				}
 				return boom

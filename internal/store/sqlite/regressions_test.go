@@ -1,0 +1,196 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/storetest"
+)
+
+// Defects a review of the engine found, each with the test that showed it.
+
+func addInput(text string) store.AddInput {
+	return store.AddInput{Factory: store.Factory{Instruction: jsonv.StringValue(text)}}
+}
+
+func emptyBranch(t *testing.T, s *Store) uuid.UUID {
+	t.Helper()
+	r, err := s.CreateBranch(context.Background(), store.CreateBranchInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Branch.ID
+}
+
+// holdWriter blocks the writer with a job until release is closed.
+func holdWriter(t *testing.T, s *Store) (release, done chan struct{}) {
+	t.Helper()
+	running := make(chan struct{})
+	release, done = make(chan struct{}), make(chan struct{})
+	go func() { // owned here: ends when release is closed
+		defer close(done)
+		_ = s.w.do(context.Background(), func(context.Context, *sql.Tx) error { close(running); <-release; return nil }, nil)
+	}()
+	<-running
+	return release, done
+}
+
+// queued waits until n jobs wait for the held writer.
+func queued(s *Store, n int) {
+	for len(s.w.reqs) < n {
+		runtime.Gosched()
+	}
+}
+
+// A caller that gives up while its write is queued must not fail the
+// other writes of its batch: statements run under the writer's context,
+// not the caller's (a statement bound to a cancelled context failed for
+// every later job, and a cancellation mid-statement interrupted SQLite,
+// rolling the whole batch back).
+func TestCancelledCallerFailsAlone(t *testing.T) {
+	s := newTestStore(t, storetest.Options{})
+	a, b := emptyBranch(t, s), emptyBranch(t, s)
+	release, done := holdWriter(t, s)
+	ctxA, cancelA := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var errA, errB error
+	wg.Add(2)
+	go func() { defer wg.Done(); _, errA = s.AddMessage(ctxA, a, addInput("a"), store.WriteOptions{}) }()
+	queued(s, 1)
+	go func() {
+		defer wg.Done()
+		_, errB = s.AddMessage(context.Background(), b, addInput("b"), store.WriteOptions{})
+	}()
+	queued(s, 2)
+	cancelA()
+	close(release)
+	<-done
+	wg.Wait()
+	if errB != nil {
+		t.Errorf("a write batched with a cancelled caller's failed: %v", errB)
+	}
+	if !errors.Is(errA, context.Canceled) {
+		t.Errorf("the cancelled caller's write: %v, want context.Canceled (it was not run)", errA)
+	}
+	if info, err := s.GetBranch(context.Background(), a); err != nil || info.HeadSequence != 1 {
+		t.Errorf("the cancelled caller's branch: head %d, %v; want 1 (nothing written)", info.HeadSequence, err)
+	}
+}
+
+// A job that leaves the transaction unusable (here: it ends it) fails the
+// whole batch, and every job is told: no write is reported failed yet
+// committed, or reported committed yet rolled back.
+func TestBrokenSavepointFailsTheBatch(t *testing.T) {
+	s := newTestStore(t, storetest.Options{})
+	a, c := emptyBranch(t, s), emptyBranch(t, s)
+	release, done := holdWriter(t, s)
+	var wg sync.WaitGroup
+	var errA, errB, errC error
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		_, errA = s.AddMessage(context.Background(), a, addInput("a"), store.WriteOptions{})
+	}()
+	queued(s, 1)
+	go func() {
+		defer wg.Done()
+		errB = s.w.do(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, "ROLLBACK"); err != nil {
+				return err
+			}
+			return errors.New("the transaction was ended under the writer")
+		}, nil)
+	}()
+	queued(s, 2)
+	go func() {
+		defer wg.Done()
+		_, errC = s.AddMessage(context.Background(), c, addInput("c"), store.WriteOptions{})
+	}()
+	queued(s, 3)
+	close(release)
+	<-done
+	wg.Wait()
+	if errB == nil {
+		t.Error("the job that broke the transaction succeeded")
+	}
+	for _, x := range []struct {
+		name string
+		id   uuid.UUID
+		err  error
+	}{{"before it", a, errA}, {"after it", c, errC}} {
+		info, err := s.GetBranch(context.Background(), x.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored := info.HeadSequence > 1; (x.err == nil) != stored {
+			t.Errorf("the write %s: error %v, but stored %v (head %d)", x.name, x.err, stored, info.HeadSequence)
+		}
+	}
+}
+
+// A subscription whose log cannot be read ends that reader's call (the
+// server's recovery ends its stream), and never leaves its branch locked:
+// the writer's next publish to the branch waited for that lock forever,
+// and with it every write of the store.
+func TestUnreadableLogDoesNotStopWrites(t *testing.T) {
+	s := newTestStore(t, storetest.Options{})
+	id := emptyBranch(t, s)
+	for _, text := range []string{"a", "b", "c"} {
+		if _, err := s.AddMessage(context.Background(), id, addInput(text), store.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zero := uint64(0)
+	sub, err := s.Subscribe(context.Background(), id, store.SubscribeInput{After: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := s.w.do(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM events WHERE seq = 2`) // a damaged log
+		return err
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("reading past the missing event did not fail")
+			}
+		}()
+		_, _ = sub.Next(context.Background())
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang fails the test, not the run
+	defer cancel()
+	if _, err := s.AddMessage(ctx, id, addInput("x"), store.WriteOptions{}); err != nil {
+		t.Fatalf("a write to the branch after its reader failed: %v", err)
+	}
+}
+
+// A branch watched once and never written again costs no memory once its
+// subscription closes: the handle goes with the last subscription.
+func TestClosedSubscriptionLetsTheHandleGo(t *testing.T) {
+	s := newTestStore(t, storetest.Options{})
+	for range 100 {
+		sub, err := s.Subscribe(context.Background(), emptyBranch(t, s), store.SubscribeInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub.Close()
+	}
+	s.mu.Lock()
+	n := len(s.handles)
+	s.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d handles after every subscription closed, want 0", n)
+	}
+}
