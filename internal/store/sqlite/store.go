@@ -113,7 +113,8 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		sweeps:  make(chan uuid.UUID, 1024),
 		stop:    make(chan struct{}),
 	}
-	if err := s.wst.warm(ctx, false); err == nil {
+	err = s.wst.warm(ctx, false)
+	if err == nil {
 		err = s.rst.warm(ctx, true)
 	}
 	if err == nil {
