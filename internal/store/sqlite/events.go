@@ -28,7 +28,6 @@ type eventBody struct {
 	// Progression is set for PROGRESSION_SET: null when it unset the
 	// progression.
 	Progression *[]uuid.UUID `json:"p,omitempty"`
-	Unset       bool         `json:"u,omitempty"`
 }
 
 // infoJSON is a BranchInfo as an event body or a remembered result keeps it.
@@ -67,19 +66,14 @@ func (j *infoJSON) decode() (store.BranchInfo, error) {
 	}, nil
 }
 
-// encodeEvent writes an event's body column (nil when it has none).
+// encodeEvent writes the body column of an event that wrote no message row
+// (insertEvents): BRANCH_CREATED's branch and initial messages,
+// PROGRESSION_SET's progression; nil for the others.
 func encodeEvent(ev store.Event) (any, error) {
 	var b eventBody
-	empty := true
-	if ev.Message != nil {
-		m, err := ev.Message.MarshalJSON()
-		if err != nil {
-			return nil, err
-		}
-		b.Message, empty = m, false
-	}
-	if ev.Kind == store.EventBranchCreated && ev.Branch != nil {
-		b.Branch, empty = encodeInfo(*ev.Branch), false
+	switch {
+	case ev.Kind == store.EventBranchCreated && ev.Branch != nil:
+		b.Branch = encodeInfo(*ev.Branch)
 		b.Messages = make([]json.RawMessage, len(ev.Messages))
 		for i, m := range ev.Messages {
 			raw, err := m.MarshalJSON()
@@ -88,17 +82,12 @@ func encodeEvent(ev store.Event) (any, error) {
 			}
 			b.Messages[i] = raw
 		}
-	}
-	if ev.Kind == store.EventProgressionSet {
-		empty = false
-		if ev.Progression == nil {
-			b.Unset = true
-		} else {
-			p := ev.Progression
-			b.Progression = &p
-		}
-	}
-	if empty {
+	case ev.Kind == store.EventProgressionSet && ev.Progression != nil:
+		p := ev.Progression
+		b.Progression = &p
+	case ev.Kind == store.EventProgressionSet:
+		// unset: an empty body, which decodes to no progression
+	default:
 		return nil, nil
 	}
 	out, err := json.Marshal(b)

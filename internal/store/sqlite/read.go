@@ -322,7 +322,8 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 		switch {
 		case in.Order != nil:
 			ids = *in.Order
-			st := &readState{s: s, ctx: ctx, tx: tx, row: b}
+			st := s.state(ctx, tx, b)
+			st.c = &s.rst
 			if err := store.CheckMembers(st, "order.ids", ids, false); err != nil {
 				return err
 			}
@@ -404,30 +405,4 @@ func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, mode envelope.Mo
 		return store.Export{}, err
 	}
 	return store.Export{Data: data, Head: b.head}, nil
-}
-
-// readState is a branch as the rules read it in a read transaction
-// (store.CheckMembers of a chat order).
-type readState struct {
-	s   *Store
-	ctx context.Context
-	tx  *sql.Tx
-	row *branchRow
-}
-
-func (st *readState) BranchID() uuid.UUID  { return st.row.id }
-func (st *readState) HeadSequence() uint64 { return st.row.head }
-func (st *readState) Current(id uuid.UUID) (*envelope.Message, bool, error) {
-	m, ok, err := st.s.getMessage(st.ctx, &st.s.rst, st.tx, st.row.id, id)
-	if !ok || err != nil {
-		return nil, false, err
-	}
-	return m.msg, true, nil
-}
-func (st *readState) CurrentSystem() (*envelope.Message, error) {
-	if st.row.systemID == nil {
-		return nil, nil
-	}
-	m, _, err := st.Current(*st.row.systemID)
-	return m, err
 }

@@ -18,6 +18,7 @@ type txState struct {
 	s     *Store
 	ctx   context.Context
 	tx    *sql.Tx
+	c     *stmtCache // the write side's; the read pool's for a read (CheckMembers of a chat order)
 	row   *branchRow
 	cache map[uuid.UUID]*msgRow // read or written by this write; nil entries are misses
 	// encoded holds messages' stored text encoded before the write reached
@@ -28,7 +29,7 @@ type txState struct {
 var _ store.BranchState = (*txState)(nil)
 
 func (s *Store) state(ctx context.Context, tx *sql.Tx, row *branchRow) *txState {
-	return &txState{s: s, ctx: ctx, tx: tx, row: row, cache: map[uuid.UUID]*msgRow{}, encoded: map[*envelope.Message]string{}}
+	return &txState{s: s, ctx: ctx, tx: tx, c: &s.wst, row: row, cache: map[uuid.UUID]*msgRow{}, encoded: map[*envelope.Message]string{}}
 }
 
 func (st *txState) BranchID() uuid.UUID  { return st.row.id }
@@ -38,7 +39,7 @@ func (st *txState) lookup(id uuid.UUID) (*msgRow, error) {
 	if m, ok := st.cache[id]; ok {
 		return m, nil
 	}
-	m, _, err := st.s.getMessage(st.ctx, &st.s.wst, st.tx, st.row.id, id)
+	m, _, err := st.s.getMessage(st.ctx, st.c, st.tx, st.row.id, id)
 	if err != nil {
 		return nil, err
 	}

@@ -13,38 +13,49 @@ import (
 // with the commits published after it) registers it under the handle's
 // lock, as store.Memory's branch lock does; the replay is read from the
 // events table by the subscription's reader, a chunk at a time.
-func (s *Store) Subscribe(ctx context.Context, id uuid.UUID, in store.SubscribeInput) (*store.Subscription, error) {
+func (s *Store) Subscribe(ctx context.Context, id uuid.UUID, in store.SubscribeInput) (sub *store.Subscription, err error) {
+	err = s.withHandle(ctx, id, func(h *handle) error {
+		sub, err = h.feed.Subscribe(h.id, h.incarnation, in, store.SubscriptionLimits{
+			Buffer: s.cfg.SubscriberBuffer, Max: s.cfg.MaxSubscriptions, Open: &s.subsOpen,
+		})
+		return err
+	})
+	return sub, err
+}
+
+// withHandle runs fn with the branch's handle pinned and locked for
+// writing; a branch deleted meanwhile is ErrBranchNotFound.
+func (s *Store) withHandle(ctx context.Context, id uuid.UUID, fn func(h *handle) error) error {
 	h, err := s.pin(ctx, id)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer s.unpin(h)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.deleted {
-		return nil, &store.BranchError{Err: store.ErrBranchNotFound, BranchID: id}
+		return &store.BranchError{Err: store.ErrBranchNotFound, BranchID: id}
 	}
-	return h.feed.Subscribe(h.id, h.incarnation, in, store.SubscriptionLimits{
-		Buffer: s.cfg.SubscriberBuffer, Max: s.cfg.MaxSubscriptions, Open: &s.subsOpen,
-	})
+	return fn(h)
 }
 
 // Observe adds a message-added observer to a branch (store.Store,
 // ADR-0006 D4). Observers live in this process: they are code, not data.
 func (s *Store) Observe(id uuid.UUID, o store.Observer) (func(), error) {
-	h, err := s.pin(context.Background(), id)
+	var (
+		h   *handle
+		key uint64
+	)
+	err := s.withHandle(context.Background(), id, func(hd *handle) error {
+		h = hd
+		h.nextObs++
+		key = h.nextObs
+		h.observers = append(h.observers, observerEntry{id: key, fn: o})
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer s.unpin(h)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.deleted {
-		return nil, &store.BranchError{Err: store.ErrBranchNotFound, BranchID: id}
-	}
-	h.nextObs++
-	key := h.nextObs
-	h.observers = append(h.observers, observerEntry{id: key, fn: o})
 	return func() {
 		h.mu.Lock()
 		for i, e := range h.observers {

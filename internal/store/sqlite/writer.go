@@ -163,9 +163,7 @@ func (w *writer) commit(batch []*job) {
 		var fatal error
 		if errs[i], fatal = savepoint(ctx, tx, j.fn); fatal != nil {
 			_ = tx.Rollback()
-			if w.onAbort != nil {
-				w.onAbort()
-			}
+			w.aborted()
 			clear(errs)
 			answer(fmt.Errorf("sqlite: a write's savepoint: %w", fatal))
 			return
@@ -180,9 +178,7 @@ func (w *writer) commit(batch []*job) {
 		return
 	}
 	if err := tx.Commit(); err != nil {
-		if w.onAbort != nil {
-			w.onAbort()
-		}
+		w.aborted()
 		err = fmt.Errorf("sqlite: commit: %w", err)
 		for i := range errs {
 			if errs[i] == nil {
@@ -200,6 +196,13 @@ func (w *writer) commit(batch []*job) {
 		}
 	}
 	answer(nil)
+}
+
+// aborted tells the owner that a batch it may have seen apply did not.
+func (w *writer) aborted() {
+	if w.onAbort != nil {
+		w.onAbort()
+	}
 }
 
 // savepoint runs fn under a savepoint of tx: on its error (or panic) what
