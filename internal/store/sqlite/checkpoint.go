@@ -18,13 +18,13 @@ import (
 // (wal_autocheckpoint(0), db.go) and the writer checkpoints the WAL
 // itself, between batches, once the batch has been answered:
 //
-//   - passive, after a batch, once the WAL holds about checkpointPages
-//     pages (SQLite's own default, and like SQLite after every batch while
-//     it still does): it copies what no reader still needs and never
-//     waits, so a long reader makes the WAL grow (the metric shows it) but
-//     holds no write up. A WAL fully copied is reused from its start by
-//     the next commit that finds no reader on it;
-//   - restarting, when a passive one leaves the WAL over restartPages
+//   - passive, after a batch, once the batches have written about
+//     checkpointPages pages to the WAL since the last one (SQLite's own
+//     default): it copies what no reader still needs and never waits, so
+//     a long reader makes the WAL grow (the metric shows it) but holds no
+//     write up. A WAL fully copied is reused from its start by the next
+//     commit that finds no reader on it;
+//   - restarting, when a passive one finds the WAL over restartPages
 //     (at most once per restartEvery): readers that never pause (one
 //     always on the WAL when a commit would reuse it) starve the reuse,
 //     and the WAL then grows with the writes, with SQLite's own
@@ -60,7 +60,7 @@ type writerStats struct {
 	cacheHits    atomic.Int64
 	cacheMisses  atomic.Int64 // the write connection's page cache
 
-	pages       int       // WAL pages: as the last checkpoint found them, plus those written since
+	pages       int       // pages written to the WAL since the last passive checkpoint
 	lastCommit  time.Time // when the last batch committed
 	lastRestart time.Time // when the last restarting checkpoint ran
 	truncateDue bool      // the WAL may hold pages: idle is armed
@@ -129,10 +129,10 @@ func (w *writer) committed() {
 	if s.pages += pages; s.pages < checkpointPages {
 		return
 	}
-	s.pages, _ = w.checkpoint("PASSIVE", s.passive)
-	if s.pages >= restartPages && time.Since(s.lastRestart) >= restartEvery {
+	s.pages = 0
+	if wal, _ := w.checkpoint("PASSIVE", s.passive); wal >= restartPages && time.Since(s.lastRestart) >= restartEvery {
 		s.lastRestart = time.Now()
-		s.pages, _ = w.waitingCheckpoint("RESTART", restartWaitMS, s.restart)
+		w.waitingCheckpoint("RESTART", restartWaitMS, s.restart)
 	}
 }
 
@@ -144,7 +144,7 @@ func (w *writer) idle() {
 		s.idle.Reset(wait)
 		return
 	}
-	if _, complete := w.waitingCheckpoint("TRUNCATE", 0, s.truncate); complete {
+	if w.waitingCheckpoint("TRUNCATE", 0, s.truncate) {
 		s.truncateDue, s.pages = false, 0
 		return
 	}
@@ -154,14 +154,16 @@ func (w *writer) idle() {
 // waitingCheckpoint runs a checkpoint that waits for the readers on the
 // WAL (RESTART, TRUNCATE) with busy_timeout waitMS rather than the
 // connection's, so that a reader still on the WAL holds the writer, and
-// every write, no longer than that. It returns what checkpoint does.
-func (w *writer) waitingCheckpoint(mode string, waitMS int, h *histogram) (pages int, complete bool) {
+// every write, no longer than that. It says whether every WAL page was
+// copied.
+func (w *writer) waitingCheckpoint(mode string, waitMS int, h *histogram) bool {
 	ctx := context.Background()
 	if _, err := w.conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout(%d)", waitMS)); err != nil {
-		return 0, false
+		return false
 	}
 	defer w.conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout(%d)", busyTimeoutMS)) //nolint:errcheck // it was set at open; a connection that cannot run a pragma fails the next write anyway
-	return w.checkpoint(mode, h)
+	_, complete := w.checkpoint(mode, h)
+	return complete
 }
 
 // checkpoint runs one checkpoint in mode and records its time. It returns
