@@ -18,7 +18,7 @@ type StorageStats interface {
 // historyd_store_wal_bytes, historyd_store_cache_hits_total and historyd_store_cache_misses_total.
 // docs/operations.md#storage-metrics says how to read them.
 func (m *Metrics) WatchStorage(s StorageStats) error {
-	const checkpointHelp = "Seconds each WAL checkpoint took, by mode: passive (after a commit, once the WAL holds ~1000 pages), restart (readers kept the WAL from being reused), truncate (writes paused: the WAL file back to 0 bytes)."
+	const checkpointHelp = "Seconds each WAL checkpoint took, by mode: passive (after a commit, each ~1000 pages written to the WAL), restart (readers kept the WAL from being reused), truncate (writes paused: the WAL file back to 0 bytes)."
 	return m.reg.Register(&snapshotCollector[store.StorageStats]{
 		stats: s.StorageStats,
 		metrics: []snapshotMetric[store.StorageStats]{

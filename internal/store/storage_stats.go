@@ -13,8 +13,8 @@ type StorageStats struct {
 	// commit (the WAL is fsynced at checkpoints only).
 	CommitWrites Histogram
 	// CheckpointPassive, CheckpointRestart and CheckpointTruncate are the seconds each WAL
-	// checkpoint took, by mode: passive ones run after a commit once the WAL holds about a
-	// thousand pages; restarting ones when readers that never pause keep the WAL from being
+	// checkpoint took, by mode: passive ones run after a commit each time about a thousand
+	// pages have been written to the WAL; restarting ones when readers that never pause keep the WAL from being
 	// reused; truncating ones when writes have paused, to give the WAL file's space back.
 	CheckpointPassive  Histogram
 	CheckpointRestart  Histogram

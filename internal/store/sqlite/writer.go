@@ -116,7 +116,7 @@ func (w *writer) close() {
 
 func (w *writer) run() {
 	defer close(w.done)
-	defer w.conn.Close() // the last connection to close checkpoints the WAL and removes it
+	defer w.conn.Close() // back to the pool, which Close closes: the last connection closed checkpoints the WAL and removes it
 	defer w.storage.idle.Stop()
 	batch := make([]*job, 0, cap(w.reqs))
 	for {
