@@ -129,7 +129,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)
 	server.RegisterHistory(srv, branches.Store, cfg.History.streamOptions()...)
 	if metrics != nil {
-		ms, err := startMetrics(cfg.Serving.MetricsAddr, metrics, branches.stats, ex, logger)
+		ms, err := startMetrics(cfg.Serving.MetricsAddr, metrics, branches, ex, logger)
 		if err != nil {
 			lis.Close()
 			logger.Error("cannot listen on "+cfg.Serving.MetricsAddr+" for metrics",

@@ -117,11 +117,16 @@ const (
 	metricsIdleTimeout       = 2 * time.Minute
 )
 
-// startMetrics adds the metrics of the branch store and the Exchange to m, listens on addr and
-// serves m at /metrics until stopped.
-func startMetrics(addr string, m *server.Metrics, branches server.StoreStats, ex server.ExchangeStats, logger *zap.Logger) (*httpListener, error) {
-	if err := m.WatchStore(branches); err != nil {
+// startMetrics adds the metrics of the branch store (and of its storage, for the sqlite engine)
+// and the Exchange to m, listens on addr and serves m at /metrics until stopped.
+func startMetrics(addr string, m *server.Metrics, branches *engine, ex server.ExchangeStats, logger *zap.Logger) (*httpListener, error) {
+	if err := m.WatchStore(branches.stats); err != nil {
 		return nil, err
+	}
+	if branches.storage != nil {
+		if err := m.WatchStorage(branches.storage); err != nil {
+			return nil, err
+		}
 	}
 	if err := m.WatchExchange(ex); err != nil {
 		return nil, err

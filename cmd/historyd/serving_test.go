@@ -96,7 +96,7 @@ func TestMetricsListener(t *testing.T) {
 	m := server.NewMetrics()
 	ex := exchange.New()
 	defer ex.Close()
-	ms, err := startMetrics("127.0.0.1:0", m, store.NewMemory(), ex, zap.NewNop())
+	ms, err := startMetrics("127.0.0.1:0", m, &engine{stats: store.NewMemory()}, ex, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +115,9 @@ func TestMetricsListener(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 	code, body := get("/metrics")
+	if strings.Contains(body, "historyd_store_wal_bytes") {
+		t.Error("the memory engine has storage metrics (issue 15: sqlite only)")
+	}
 	for _, want := range []string{"go_memstats_heap_alloc_bytes", "historyd_branches 0", "historyd_exchange_owners 0"} {
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("/metrics = %d without %q", code, want)

@@ -55,19 +55,43 @@ func (m *Metrics) WatchExchange(x ExchangeStats) error {
 	})
 }
 
-// snapshotMetric is one metric of a snapshot: its description, type and how to read it.
+// snapshotMetric is one metric of a snapshot: its description and how to read it.
 type snapshotMetric[S any] struct {
-	desc  *prometheus.Desc
-	typ   prometheus.ValueType
-	value func(S) float64
+	desc   *prometheus.Desc
+	metric func(*prometheus.Desc, S) prometheus.Metric
 }
 
 func gauge[S any](name, help string, value func(S) float64) snapshotMetric[S] {
-	return snapshotMetric[S]{prometheus.NewDesc(metricsNamespace+"_"+name, help, nil, nil), prometheus.GaugeValue, value}
+	return scalar(name, help, prometheus.GaugeValue, value)
 }
 
 func counter[S any](name, help string, value func(S) float64) snapshotMetric[S] {
-	return snapshotMetric[S]{prometheus.NewDesc(metricsNamespace+"_"+name, help, nil, nil), prometheus.CounterValue, value}
+	return scalar(name, help, prometheus.CounterValue, value)
+}
+
+func scalar[S any](name, help string, typ prometheus.ValueType, value func(S) float64) snapshotMetric[S] {
+	return snapshotMetric[S]{
+		desc: prometheus.NewDesc(metricsNamespace+"_"+name, help, nil, nil),
+		metric: func(d *prometheus.Desc, st S) prometheus.Metric {
+			return prometheus.MustNewConstMetric(d, typ, value(st))
+		},
+	}
+}
+
+// histogram is a histogram of the snapshot; labels are constant, so that one name can have a
+// series per mode read from different fields.
+func histogram[S any](name, help string, labels prometheus.Labels, value func(S) store.Histogram) snapshotMetric[S] {
+	return snapshotMetric[S]{
+		desc: prometheus.NewDesc(metricsNamespace+"_"+name, help, nil, labels),
+		metric: func(d *prometheus.Desc, st S) prometheus.Metric {
+			h := value(st)
+			buckets := make(map[float64]uint64, len(h.Bounds))
+			for i, le := range h.Bounds {
+				buckets[le] = h.Buckets[i]
+			}
+			return prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets)
+		},
+	}
 }
 
 // snapshotCollector is a prometheus.Collector that takes one snapshot per scrape and reports its
@@ -88,6 +112,6 @@ func (c *snapshotCollector[S]) Describe(ch chan<- *prometheus.Desc) {
 func (c *snapshotCollector[S]) Collect(ch chan<- prometheus.Metric) {
 	st := c.stats()
 	for _, sm := range c.metrics {
-		ch <- prometheus.MustNewConstMetric(sm.desc, sm.typ, sm.value(st))
+		ch <- sm.metric(sm.desc, st)
 	}
 }

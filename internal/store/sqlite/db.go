@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"sync"
 
 	_ "modernc.org/sqlite" // the pure-Go driver, registered as "sqlite"
 
@@ -74,12 +75,20 @@ type DB struct {
 	read   *sql.DB
 	lock   *dirLock
 	closed bool
+
+	// The read pool's page cache counts so far (storage_stats.go).
+	cacheMu    sync.Mutex
+	readHits   int64
+	readMisses int64
 }
+
+// busyTimeoutMS is how long a connection waits for a lock another holds.
+const busyTimeoutMS = 10000
 
 // dsn returns the driver's data source name for the database file.
 func dsn(path string, sync Sync, cacheKiB int, readOnly bool) string {
 	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMS))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+sync.pragma()+")")
 	q.Add("_pragma", "foreign_keys(0)")
@@ -88,6 +97,8 @@ func dsn(path string, sync Sync, cacheKiB int, readOnly bool) string {
 		q.Add("_pragma", "query_only(1)")
 	} else {
 		q.Set("_txlock", "immediate")
+		// The writer checkpoints, between batches, to time it (checkpoint.go).
+		q.Add("_pragma", "wal_autocheckpoint(0)")
 	}
 	return "file:" + path + "?" + q.Encode()
 }

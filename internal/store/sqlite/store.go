@@ -127,7 +127,12 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		return nil, err
 	}
 	s.rows = map[uuid.UUID]*branchRow{}
-	s.w = newWriter(db.write, 0)
+	if s.w, err = newWriter(db.write, 0, nil); err != nil {
+		s.wst.close()
+		s.rst.close()
+		db.Close()
+		return nil, err
+	}
 	s.w.onAbort = func() { clear(s.rows) }
 	s.janitor.Add(1)
 	go s.runJanitor()

@@ -39,7 +39,10 @@ func keys(t *testing.T, db *DB) map[string]bool {
 // wait while a transaction runs are committed together, in one.
 func TestGroupCommit(t *testing.T) {
 	db := openT(t, Config{})
-	w := newWriter(db.write, 0)
+	w, err := newWriter(db.write, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer w.close()
 	ctx := context.Background()
 
@@ -85,7 +88,10 @@ func TestGroupCommit(t *testing.T) {
 // other writes commit, and after functions run only for those, in order.
 func TestGroupCommitFailureIsolated(t *testing.T) {
 	db := openT(t, Config{})
-	w := newWriter(db.write, 0)
+	w, err := newWriter(db.write, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer w.close()
 	ctx := context.Background()
 	boom := errors.New("boom")
@@ -145,7 +151,10 @@ func TestGroupCommitFailureIsolated(t *testing.T) {
 // The writer's stop path: close answers, and later writes are ErrClosed.
 func TestWriterClose(t *testing.T) {
 	db := openT(t, Config{})
-	w := newWriter(db.write, 0)
+	w, err := newWriter(db.write, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := w.do(context.Background(), insert("x"), nil); err != nil {
 		t.Fatal(err)
 	}
