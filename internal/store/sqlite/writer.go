@@ -39,6 +39,16 @@ type writer struct {
 	// onAbort, when set, runs on the writer goroutine when a batch's
 	// commit fails: what the batch's writes left in memory is void.
 	onAbort func()
+	// onCommit, when set, runs on the writer goroutine after a commit:
+	// the database took a write (the store's health).
+	onCommit func()
+	// fault, when set, sorts the error a write returns (storage faults
+	// name the file; faults.go).
+	fault func(error) error
+	// failCommit, when set, is asked before each commit and fails it with
+	// the error it returns (fault injection: tests and the
+	// historyd_testhook build, never production).
+	failCommit func() error
 }
 
 // job is one write: fn runs inside the batch's transaction; after, when
@@ -77,19 +87,22 @@ func (w *writer) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	var err error
 	select {
-	case err := <-j.err:
-		return err
+	case err = <-j.err:
 	case <-w.done:
 		// The writer answers every job it took before it closes done; one
 		// that is not answered was never run.
 		select {
-		case err := <-j.err:
-			return err
+		case err = <-j.err:
 		default:
 			return ErrClosed
 		}
 	}
+	if err != nil && w.fault != nil {
+		return w.fault(err)
+	}
+	return err
 }
 
 // close stops the writer and waits for it.
@@ -162,10 +175,18 @@ func (w *writer) commit(batch []*job) {
 		}
 		var fatal error
 		if errs[i], fatal = savepoint(ctx, tx, j.fn); fatal != nil {
+			// SQLite may have rolled the whole transaction back on the
+			// write's error (SQLITE_FULL and SQLITE_IOERR can): the
+			// savepoint is gone, and the write's error says why.
+			cause := errs[i]
 			_ = tx.Rollback()
 			w.aborted()
 			clear(errs)
-			answer(fmt.Errorf("sqlite: a write's savepoint: %w", fatal))
+			if cause != nil {
+				answer(fmt.Errorf("sqlite: a write's savepoint after %w: %w", cause, fatal))
+			} else {
+				answer(fmt.Errorf("sqlite: a write's savepoint: %w", fatal))
+			}
 			return
 		}
 		if errs[i] == nil {
@@ -177,7 +198,7 @@ func (w *writer) commit(batch []*job) {
 		answer(nil)
 		return
 	}
-	if err := tx.Commit(); err != nil {
+	if err := w.commitTx(ctx, tx); err != nil {
 		w.aborted()
 		err = fmt.Errorf("sqlite: commit: %w", err)
 		for i := range errs {
@@ -190,12 +211,34 @@ func (w *writer) commit(batch []*job) {
 	}
 	w.commits.Add(1)
 	w.writes.Add(int64(ok))
+	if w.onCommit != nil {
+		w.onCommit()
+	}
 	for i, j := range batch {
 		if errs[i] == nil && j.after != nil {
 			j.after()
 		}
 	}
 	answer(nil)
+}
+
+// commitTx commits tx; when that fails, nothing of it stays: SQLite may
+// leave the transaction open after a failed COMMIT (SQLITE_FULL,
+// SQLITE_IOERR), and the next BEGIN on the one write connection would
+// fail, so it is rolled back on the connection (an error there means it
+// was already rolled back).
+func (w *writer) commitTx(ctx context.Context, tx *sql.Tx) error {
+	if w.failCommit != nil {
+		if err := w.failCommit(); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	err := tx.Commit()
+	if err != nil {
+		_, _ = w.db.ExecContext(ctx, "ROLLBACK")
+	}
+	return err
 }
 
 // aborted tells the owner that a batch it may have seen apply did not.
