@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 
 	_ "modernc.org/sqlite" // the pure-Go driver, registered as "sqlite"
@@ -144,10 +146,10 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		}
 		return nil
 	}
-	if err := openWrite(0); err != nil {
+	if err := checkOwner(ctx, path); err != nil {
 		return fail(err)
 	}
-	if err := checkOwner(ctx, db.write, path); err != nil {
+	if err := openWrite(0); err != nil {
 		return fail(err)
 	}
 	if cfg.NoAutoMigrate {
@@ -182,11 +184,21 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 // checkOwner refuses a file that is not historyd's database: one SQLite
 // cannot read as a database (SQLITE_NOTADB), or another application's (it
 // has tables, and no goose_db_version table for migrations to continue
-// from). An empty database is a new one. Both read the schema page only:
-// the start does not grow with the database.
-func checkOwner(ctx context.Context, db *sql.DB, path string) error {
+// from). A missing or empty database is a new one. It reads the schema
+// only (the start does not grow with the database), over a read-only
+// connection without the write pool's pragmas, which would turn a foreign
+// database to WAL mode before it is refused.
+func checkOwner(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	var tables, goose int
-	err := db.QueryRowContext(ctx,
+	err = db.QueryRowContext(ctx,
 		"SELECT count(*), count(*) FILTER (WHERE name = 'goose_db_version') FROM sqlite_schema WHERE type = 'table'").Scan(&tables, &goose)
 	switch {
 	case err != nil:
@@ -206,15 +218,15 @@ func Migrate(ctx context.Context, dir string) ([]int64, error) {
 		return nil, err
 	}
 	defer lock.unlock()
+	if err := checkOwner(ctx, filepath.Join(dir, FileName)); err != nil {
+		return nil, openError(filepath.Join(dir, FileName), err)
+	}
 	db, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName), SyncFull, 2048, false, 0))
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	if err := checkOwner(ctx, db, filepath.Join(dir, FileName)); err != nil {
-		return nil, openError(filepath.Join(dir, FileName), err)
-	}
 	return migrations.Up(ctx, migrations.SQLite, db)
 }
 

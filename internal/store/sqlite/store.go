@@ -70,6 +70,10 @@ type Store struct {
 	// not from the database, and puts the row it wrote back once its
 	// write succeeded; a failed commit empties it.
 	rows map[uuid.UUID]*branchRow
+	// pinning counts the handles being made in the batch being written
+	// (writer goroutine only): a job of pin has read the branch, its after
+	// function has not yet made the handle; a failed commit empties it.
+	pinning map[uuid.UUID]int
 
 	health *health // whether the database is usable (health.go)
 
@@ -142,9 +146,9 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s.rows = map[uuid.UUID]*branchRow{}
+	s.rows, s.pinning = map[uuid.UUID]*branchRow{}, map[uuid.UUID]int{}
 	s.w = newWriter(db.write, 0)
-	s.w.onAbort = func() { clear(s.rows) }
+	s.w.onAbort = func() { clear(s.rows); clear(s.pinning) }
 	s.w.onCommit = func() { s.health.set(nil) }
 	s.w.fault = s.fault
 	s.w.failCommit = cfg.failCommit

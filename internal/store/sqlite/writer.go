@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -149,9 +150,10 @@ func (w *writer) drain() {
 }
 
 // commit runs one batch in one transaction. A savepoint that cannot be
-// rolled back or released leaves the transaction in a state no later job
-// may build on: the batch ends there, is rolled back, and every job in it
-// gets the error.
+// made, rolled back or released leaves the transaction in a state no later
+// job may build on: the batch ends there and is rolled back; when a job's
+// error ended the transaction, that job alone fails and the others run
+// again; otherwise every job in it gets the error.
 func (w *writer) commit(batch []*job) {
 	errs := make([]error, len(batch))
 	answer := func(err error) {
@@ -175,18 +177,22 @@ func (w *writer) commit(batch []*job) {
 		}
 		var fatal error
 		if errs[i], fatal = savepoint(ctx, tx, j.fn); fatal != nil {
-			// SQLite may have rolled the whole transaction back on the
-			// write's error (SQLITE_FULL and SQLITE_IOERR can): the
-			// savepoint is gone, and the write's error says why.
-			cause := errs[i]
 			_ = tx.Rollback()
 			w.aborted()
-			clear(errs)
-			if cause != nil {
-				answer(fmt.Errorf("sqlite: a write's savepoint after %w: %w", cause, fatal))
-			} else {
-				answer(fmt.Errorf("sqlite: a write's savepoint: %w", fatal))
+			if cause := errs[i]; cause != nil {
+				// The write's error ended the transaction: SQLite rolls the
+				// whole transaction back on SQLITE_FULL (issue 15) and may on
+				// SQLITE_IOERR, and the savepoint went with it. That write
+				// fails alone, with its error; the batch's other writes run
+				// again in a new transaction (their functions write only
+				// inside it, and what they left in memory went with
+				// aborted).
+				j.err <- cause
+				w.commit(slices.Concat(batch[:i], batch[i+1:]))
+				return
 			}
+			clear(errs)
+			answer(fmt.Errorf("sqlite: a write's savepoint: %w", fatal))
 			return
 		}
 		if errs[i] == nil {
