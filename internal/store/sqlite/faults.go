@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -105,6 +106,11 @@ func openError(path string, err error) error {
 		return &FileError{File: path, Problem: problemNotSQLite, Err: err}
 	case sqlite3.SQLITE_CORRUPT:
 		return &FileError{File: path, Problem: problemDamaged, Err: err}
+	case sqlite3.SQLITE_ERROR:
+		// A damaged header (its format bytes) has no code of its own.
+		if strings.Contains(err.Error(), "unsupported file format") {
+			return &FileError{File: path, Problem: problemDamaged, Err: err}
+		}
 	}
 	return err
 }
