@@ -269,7 +269,8 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 // event and ends its subscriptions; its messages, row and the records of
 // its writes go in the same transaction; its request id is remembered
 // under the branch id. The deleted incarnation's events stay until no
-// subscription reads them (handles.go).
+// subscription reads them (handles.go); a branch no one watches has its
+// events deleted with it (deleteUnwatched).
 func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.DeleteResult, error) {
 	scope := deleteScope(id)
 	var (

@@ -81,7 +81,9 @@ type Store struct {
 	closed   atomic.Bool
 
 	// The janitor deletes the event logs of deleted branches once no
-	// subscription reads them (handles.go); it stops at Close.
+	// subscription reads them (handles.go), and the prober probes an
+	// unusable database (health.go); both stop at Close, and janitor
+	// counts both.
 	sweeps  chan uuid.UUID
 	stop    chan struct{}
 	janitor sync.WaitGroup
