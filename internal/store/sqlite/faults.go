@@ -75,6 +75,17 @@ const (
 	problemDamaged   = "is damaged"
 )
 
+// damagedRowError is a stored value historyd wrote and cannot read back:
+// the page held other bytes than it wrote, a damage SQLite does not see in
+// an overflow page's content. It is SQLITE_CORRUPT to storageClass.
+type damagedRowError struct{ err error }
+
+func (e damagedRowError) Error() string {
+	return "database disk image is damaged: a stored row does not decode: " + e.err.Error()
+}
+func (e damagedRowError) Unwrap() error { return e.err }
+func (damagedRowError) Code() int       { return sqlite3.SQLITE_CORRUPT }
+
 // resultCode returns SQLite's primary result code in err's chain, or 0.
 func resultCode(err error) int {
 	var c interface{ Code() int }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
 )
 
@@ -378,14 +379,17 @@ func TestOpenRefusesDamagedDatabase(t *testing.T) {
 // issue 15: damage SQLite meets only when it reads the page (checking every
 // page at start would make the start grow with the database) is
 // UNAVAILABLE naming the file, and the database unusable, not a panic.
+// Whole pages in the middle of the file (the branch's messages and their
+// overflow pages) are overwritten: reading the branch meets them, as
+// SQLITE_CORRUPT or as a stored row that no longer decodes.
 func TestDamagedPageIsUnavailable(t *testing.T) {
 	dir, id := damagedStore(t, func(f *os.File, size int64) error {
-		_, err := f.WriteAt([]byte(strings.Repeat("\xde\xad", 4096*10)), size/2)
+		_, err := f.WriteAt([]byte(strings.Repeat("\xde\xad", 4096*10)), size/2/4096*4096)
 		return err
 	})
 	s := open(t, dir)
 	defer s.Close()
-	_, err := s.AddMessage(context.Background(), id, addInput("z"), store.WriteOptions{})
+	_, err := s.ExportBranch(context.Background(), id, envelope.ModeJSON, "")
 	wantStorageError(t, s, err, store.ErrStorageUnavailable)
 	if _, unusable := s.Health(); unusable == nil {
 		t.Fatal("a damaged page left the database usable")
