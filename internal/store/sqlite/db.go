@@ -78,9 +78,9 @@ type DB struct {
 	Path     string
 	maxBytes int64 // Config.MaxBytes
 	write    *sql.DB
-	read   *sql.DB
-	lock   *dirLock
-	closed bool
+	read     *sql.DB
+	lock     *dirLock
+	closed   bool
 }
 
 // dsn returns the driver's data source name for the database file;

@@ -362,8 +362,11 @@ func damagedStore(t *testing.T, damage func(f *os.File, size int64) error) (stri
 // a damaged header) is refused as damaged.
 func TestOpenRefusesDamagedDatabase(t *testing.T) {
 	for name, damage := range map[string]func(f *os.File, size int64) error{
-		"truncated":      func(f *os.File, size int64) error { return f.Truncate(size / 2) },
-		"damaged header": func(f *os.File, _ int64) error { _, err := f.WriteAt([]byte(strings.Repeat("\xde\xad", 30)), 40); return err },
+		"truncated": func(f *os.File, size int64) error { return f.Truncate(size / 2) },
+		"damaged header": func(f *os.File, _ int64) error {
+			_, err := f.WriteAt([]byte(strings.Repeat("\xde\xad", 30)), 40)
+			return err
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir, _ := damagedStore(t, damage)
