@@ -398,3 +398,44 @@ func TestDamagedPageIsUnavailable(t *testing.T) {
 		t.Fatal("a damaged page left the database usable")
 	}
 }
+
+// A delete that frees space skips the log's bookkeeping only when no
+// subscription can read the log: one being made in the same batch, before
+// the delete, still learns of the delete (the writer counts the handles its
+// batch is making) and is refused as a subscription to a deleted branch,
+// rather than left open on a branch that is gone.
+func TestDeleteSeesASubscriptionMadeInItsBatch(t *testing.T) {
+	s := faultStore(t, 0, nil)
+	ctx := context.Background()
+	id := emptyBranch(t, s)
+	if _, err := s.AddMessage(ctx, id, addInput("a"), store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	release, done := holdWriter(t, s)
+	var (
+		sub            *store.Subscription
+		subErr, delErr error
+		wg             sync.WaitGroup
+	)
+	zero := uint64(0)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		sub, subErr = s.Subscribe(ctx, id, store.SubscribeInput{After: &zero})
+	}()
+	queued(s, 1)
+	go func() {
+		defer wg.Done()
+		_, delErr = s.DeleteBranch(ctx, id, store.WriteOptions{})
+	}()
+	queued(s, 2)
+	close(release)
+	<-done
+	wg.Wait()
+	if sub != nil {
+		sub.Close()
+	}
+	if delErr != nil || !errors.Is(subErr, store.ErrBranchNotFound) {
+		t.Fatalf("Subscribe: %v, want ErrBranchNotFound; DeleteBranch: %v", subErr, delErr)
+	}
+}
