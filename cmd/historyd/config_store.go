@@ -25,6 +25,9 @@ type storeConfig struct {
 	// connections; the engine holds SQLiteReaders+1 caches (the readers and the one writer).
 	SQLiteCache   byteSize
 	SQLiteReaders int
+	// MaxDBBytes bounds the database file (--max-db-bytes; 0: no limit): a write that would grow it
+	// past the limit is RESOURCE_EXHAUSTED, like one on a full disk (issue 15).
+	MaxDBBytes byteSize
 }
 
 // defaultSQLiteCache and defaultSQLiteReaders fit the Kubernetes manifest's 512 MiB
@@ -44,6 +47,7 @@ var storeSettings = []setting{
 	{"auto-migrate", "HISTORYD_AUTO_MIGRATE", "true", "apply the database's pending schema migrations at start; false refuses to start on a database that needs `historyd migrate`"},
 	{"sqlite-cache", "HISTORYD_SQLITE_CACHE", defaultSQLiteCache, "sqlite page cache per connection (each reader and the writer has one), a size with an optional KiB, MiB or GiB suffix (>= 1MiB)"},
 	{"sqlite-readers", "HISTORYD_SQLITE_READERS", strconv.Itoa(defaultSQLiteReaders), "sqlite read connections, each with its own --sqlite-cache (1 to 64)"},
+	{"max-db-bytes", "HISTORYD_MAX_DB_BYTES", "0", "the largest the sqlite database file may grow, a size with an optional KiB, MiB or GiB suffix (0 = no limit, else at least 1MiB): a write past it is RESOURCE_EXHAUSTED (reason STORAGE_FULL) like one on a full disk, reads go on, and deleting branches makes room; the WAL beside it is not counted"},
 }
 
 func init() { settings = append(settings, storeSettings...) }
@@ -58,6 +62,8 @@ func (c *storeConfig) register(fs *flag.FlagSet) {
 	c.SQLiteCache = mustByteSize(s[4].def)
 	fs.Var(&c.SQLiteCache, s[4].flag, s[4].usage)
 	fs.IntVar(&c.SQLiteReaders, s[5].flag, mustInt(s[5].def), s[5].usage)
+	c.MaxDBBytes = mustByteSize(s[6].def)
+	fs.Var(&c.MaxDBBytes, s[6].flag, s[6].usage)
 }
 
 // defaultStoreConfig is the configuration with every engine flag at its default.
@@ -84,6 +90,8 @@ func (c storeConfig) validate() error {
 		return fmt.Errorf("sqlite cache %s: must be at least 1MiB", &c.SQLiteCache)
 	case c.SQLiteReaders < 1 || c.SQLiteReaders > 64:
 		return fmt.Errorf("sqlite readers %d: want 1 to 64", c.SQLiteReaders)
+	case c.MaxDBBytes != 0 && c.MaxDBBytes < 1<<20:
+		return fmt.Errorf("max db bytes %s: want 0 (no limit) or at least 1MiB", &c.MaxDBBytes)
 	}
 	return nil
 }
@@ -103,5 +111,6 @@ func (c storeConfig) sqliteConfig() sqlite.Config {
 		NoAutoMigrate: !c.AutoMigrate,
 		CacheKiB:      int(int64(c.SQLiteCache) / 1024),
 		Readers:       c.SQLiteReaders,
+		MaxBytes:      int64(c.MaxDBBytes),
 	}
 }

@@ -46,11 +46,12 @@ func TestStoreConfig(t *testing.T) {
 			}
 		})
 	}
-	cfg, err := parseConfig([]string{"--data-dir", "x", "--sync", "full", "--auto-migrate=false", "--sqlite-cache", "16MiB", "--sqlite-readers", "2"}, envOf(nil))
+	cfg, err := parseConfig([]string{"--data-dir", "x", "--sync", "full", "--auto-migrate=false", "--sqlite-cache", "16MiB", "--sqlite-readers", "2"},
+		envOf(map[string]string{"HISTORYD_MAX_DB_BYTES": "2GiB"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sqlite.Config{Dir: "x", Sync: sqlite.SyncFull, NoAutoMigrate: true, CacheKiB: 16 << 10, Readers: 2}
+	want := sqlite.Config{Dir: "x", Sync: sqlite.SyncFull, NoAutoMigrate: true, CacheKiB: 16 << 10, Readers: 2, MaxBytes: 2 << 30}
 	if got := cfg.Store.sqliteConfig(); got != want {
 		t.Errorf("sqliteConfig = %+v, want %+v", got, want)
 	}
@@ -77,6 +78,8 @@ func TestStoreConfigInvalid(t *testing.T) {
 		{args: []string{"--sqlite-readers", "0"}, mention: "1 to 64"},
 		{args: []string{"--sqlite-readers", "65"}, mention: "1 to 64"},
 		{args: []string{"--auto-migrate=maybe"}, mention: "true or false"},
+		{args: []string{"--max-db-bytes", "512KiB"}, mention: "at least 1MiB"},
+		{args: []string{"--max-db-bytes", "big"}, mention: "--max-db-bytes"},
 	} {
 		var stdout, stderr strings.Builder
 		code := runIO(context.Background(), signals{}, tc.args, envOf(tc.env), &stdout, &stderr)

@@ -58,7 +58,13 @@ func storeError(dir string, err error) error {
 	var lockErr *sqlite.LockError
 	var versionErr *migrations.VersionError
 	var pendingErr *migrations.PendingError
+	var dirErr *sqlite.DirError
+	var fileErr *sqlite.FileError
 	switch {
+	case errors.As(err, &dirErr):
+		return fmt.Errorf("%v; create it, or give historyd another --data-dir", dirErr)
+	case errors.As(err, &fileErr):
+		return fmt.Errorf("data directory %s: %v; historyd will not open it: move it away (or restore historyd's from a backup), or give historyd another --data-dir", dir, fileErr)
 	case errors.As(err, &lockErr):
 		return fmt.Errorf("data directory %s is in use by another historyd; stop it or give this one another --data-dir", lockErr.Dir)
 	case errors.As(err, &versionErr):

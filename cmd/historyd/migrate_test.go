@@ -84,9 +84,10 @@ func TestMigrateUsage(t *testing.T) {
 	}
 }
 
-// TestStoreErrorNamesTheDirectory: the start refusals of issue 14 are one line naming the data
-// directory: a lock another historyd holds, a schema newer than this server (both versions), and
-// pending migrations with --auto-migrate=false (both versions and the command to run).
+// TestStoreErrorNamesTheDirectory: the start refusals of issues 14 and 15 are one line naming the
+// data directory: a lock another historyd holds, a schema newer than this server (both versions),
+// pending migrations with --auto-migrate=false (both versions and the command to run), a directory
+// that cannot be created, and a file that is not historyd's database (naming the file).
 func TestStoreErrorNamesTheDirectory(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
@@ -96,6 +97,9 @@ func TestStoreErrorNamesTheDirectory(t *testing.T) {
 		{fmt.Errorf("open: %w", &migrations.VersionError{Database: 3, Supported: 2}), []string{"/srv/d", "version 3", "(2)"}},
 		{&migrations.PendingError{Database: 1, Supported: 2}, []string{"/srv/d", "version 1", "(2)", "historyd migrate --data-dir /srv/d"}},
 		{errors.New("disk full"), []string{"/srv/d", "disk full"}},
+		// Issue 15: a directory that cannot be created, a file that is not historyd's database.
+		{&sqlite.DirError{Dir: "/srv/d", Err: errors.New("mkdir /srv/d: not a directory")}, []string{"/srv/d", "cannot be created", "not a directory"}},
+		{&sqlite.FileError{File: "/srv/d/historyd.db", Problem: "is not an SQLite database"}, []string{"/srv/d/historyd.db", "is not an SQLite database", "move it away"}},
 	} {
 		msg := storeError("/srv/d", tc.err).Error()
 		for _, w := range tc.want {

@@ -78,6 +78,10 @@ var errorRules = []errorRule{
 	{store.ErrSubscriberTooSlow, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
 	{store.ErrBranchDeleted, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_DELETED},
 	{store.ErrTooManySubscriptions, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS},
+	// The durable engine's storage (issue 15): a full disk or --max-db-bytes, and an I/O error or a
+	// damaged file. The message names the database file. Metadata: file (and maxDbBytes, flag).
+	{store.ErrStorageFull, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_STORAGE_FULL},
+	{store.ErrStorageUnavailable, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE},
 	// The envelope (issue 3; ADR-0001 D1-D3). Other envelope errors are *envelope.FieldError and
 	// map to INVALID_FIELD through the fieldError rule below.
 	{envelope.ErrClassMismatch, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_LION_CLASS_MISMATCH},

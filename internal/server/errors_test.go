@@ -15,6 +15,7 @@ import (
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlite"
 )
 
 // TestErrorRules checks every row of the production table (docs/design.md#errors; docs/development.md#style-errors: a table
@@ -228,5 +229,27 @@ func checkStatus(t *testing.T, err error, code codes.Code, reason historyv1.Erro
 		if k == "" || !unicode.IsLower(rune(k[0])) || strings.ContainsAny(k, "_-. ") {
 			t.Errorf("metadata key %q is not lowerCamel", k)
 		}
+	}
+}
+
+// TestStorageFaultStatus: issue 15 "Faults, each with a clear error that names the file": the
+// sqlite engine's full disk (or --max-db-bytes) is RESOURCE_EXHAUSTED, STORAGE_FULL, and its I/O
+// error UNAVAILABLE, STORAGE_UNAVAILABLE, each naming the database file in the message and the
+// metadata.
+func TestStorageFaultStatus(t *testing.T) {
+	const file = "/data/historyd.db"
+	full := &sqlite.StorageError{File: file, MaxBytes: 1 << 20, Err: store.ErrStorageFull, Cause: errors.New("database or disk is full (13)")}
+	err := toStatus(fmt.Errorf("add: %w", full))
+	checkStatus(t, err, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_STORAGE_FULL, map[string]string{
+		"file": file, "maxDbBytes": "1048576", "flag": "--max-db-bytes",
+	})
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, file) || !strings.Contains(msg, "--max-db-bytes=1048576") {
+		t.Errorf("message %q does not name the file and the limit", msg)
+	}
+	io := &sqlite.StorageError{File: file, Err: store.ErrStorageUnavailable, Cause: errors.New("disk I/O error (778)")}
+	err = toStatus(io)
+	checkStatus(t, err, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE, map[string]string{"file": file})
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, file) || !strings.Contains(msg, "disk I/O error") {
+		t.Errorf("message %q does not name the file and the cause", msg)
 	}
 }

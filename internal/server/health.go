@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -79,4 +80,41 @@ func (s *healthWatchStream) Send(m *healthpb.HealthCheckResponse) error {
 	}
 	s.sent, s.last = true, m.GetStatus()
 	return nil
+}
+
+// storageHealth is implemented by a store whose storage can become unusable (the sqlite engine:
+// an I/O error or a damaged file; a full disk is not unusable, reads go on).
+type storageHealth interface {
+	// Health returns a channel closed at the next change, and why the storage is unusable (nil
+	// while it is usable).
+	Health() (changed <-chan struct{}, unusable error)
+}
+
+// followStorage keeps the overall status and service's at NOT_SERVING while st's storage is
+// unusable and SERVING while it is usable (issue 15: "the engine's health joins the health
+// service"), and logs each change, until shutdown, which sets every status NOT_SERVING for good
+// (health.Server ignores later changes).
+func (s *Server) followStorage(st storageHealth, service string) {
+	go func() {
+		wasUsable := true
+		for {
+			changed, unusable := st.Health()
+			status := healthpb.HealthCheckResponse_SERVING
+			switch {
+			case unusable != nil:
+				status = healthpb.HealthCheckResponse_NOT_SERVING
+				s.logger.Error("the database is unusable: health is NOT_SERVING until a probe succeeds", zap.Error(unusable))
+			case !wasUsable:
+				s.logger.Info("the database is usable again: health is SERVING")
+			}
+			wasUsable = unusable == nil
+			s.health.SetServingStatus("", status)
+			s.health.SetServingStatus(service, status)
+			select {
+			case <-changed:
+			case <-s.health.stopping.Done():
+				return
+			}
+		}
+	}()
 }

@@ -83,6 +83,9 @@ func RegisterHistory(s *Server, st store.Store, opts ...StreamOption) *HistorySe
 	// issue 19: the service has its own health status, SERVING from now until Shutdown sets every
 	// status to NOT_SERVING with the whole server's.
 	s.Health().SetServingStatus(historyv1.HistoryService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	if sh, ok := st.(storageHealth); ok {
+		s.followStorage(sh, historyv1.HistoryService_ServiceDesc.ServiceName)
+	}
 	return hs
 }
 

@@ -9,12 +9,15 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/historyd/historyd/internal/store/sqlite"
 )
 
 // This file exists only in binaries built with the historyd_testhook build tag (the end-to-end
 // tests build one; `make build` and releases never do). It registers historyd.testhook.TestHook,
-// whose methods let a test do what no client of a production build can: make a handler panic, and
-// force a garbage collection before reading the heap from the metrics endpoint. Its calls go through
+// whose methods let a test do what no client of a production build can: make a handler panic,
+// force a garbage collection before reading the heap from the metrics endpoint, and fail the sqlite
+// engine's next commit. Its calls go through
 // the production interceptor chain like any other, authentication included.
 
 // TestHookService is the name of the test-hook service.
@@ -33,6 +36,8 @@ var testHookDesc = grpc.ServiceDesc{
 			runtime.GC()
 			debug.FreeOSMemory()
 		})},
+		// Issue 15: the next commit of the sqlite engine fails as an I/O error on a write would.
+		{MethodName: "FailNextCommit", Handler: testHookUnary(func(context.Context) { sqlite.FailNextCommits(1) })},
 	},
 	Streams: []grpc.StreamDesc{{
 		StreamName:    "PanicStream",

@@ -94,6 +94,16 @@ var (
 	// ErrObserver: one or more message-added observers failed after the
 	// write was committed (ADR-0006 D4). The write stands.
 	ErrObserver = errors.New("on_message_added observers failed")
+
+	// ErrStorageFull: a durable engine's storage could not grow (the disk
+	// is full, or the database reached its configured size); the write
+	// changed nothing and reads go on (RESOURCE_EXHAUSTED; issue 15).
+	ErrStorageFull = errors.New("storage full")
+
+	// ErrStorageUnavailable: a durable engine's storage failed to read or
+	// write (an I/O error, a damaged file); the write changed nothing
+	// (UNAVAILABLE; issue 15).
+	ErrStorageUnavailable = errors.New("storage unavailable")
 )
 
 // The exact texts LionAGI raises, which historyd keeps (ADR-0006 D3).

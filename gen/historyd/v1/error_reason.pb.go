@@ -160,6 +160,16 @@ const (
 	// 256 MiB) (RESOURCE_EXHAUSTED); nothing was written. Metadata: importBytes (received so far),
 	// maxImportBytes, flag.
 	ErrorReason_ERROR_REASON_IMPORT_TOO_LARGE ErrorReason = 31
+	// ERROR_REASON_STORAGE_FULL: the database could not grow (RESOURCE_EXHAUSTED): the disk under
+	// --data-dir is full, or the database reached --max-db-bytes. The write changed nothing; reads go
+	// on. Retry once the operator has freed space (or deleted branches). The status message names the
+	// database file. Metadata: file, and maxDbBytes and flag ("--max-db-bytes") when the limit is set.
+	ErrorReason_ERROR_REASON_STORAGE_FULL ErrorReason = 32
+	// ERROR_REASON_STORAGE_UNAVAILABLE: the database failed to read or write (UNAVAILABLE): an I/O
+	// error, or a damaged file. The write changed nothing; the branch is as it was. Retry with backoff;
+	// the server's health reports NOT_SERVING until a probe of the database succeeds again. The status
+	// message names the database file and the cause. Metadata: file.
+	ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE ErrorReason = 33
 )
 
 // Enum value maps for ErrorReason.
@@ -197,6 +207,8 @@ var (
 		29: "ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED",
 		30: "ERROR_REASON_RENDER_TOO_LARGE",
 		31: "ERROR_REASON_IMPORT_TOO_LARGE",
+		32: "ERROR_REASON_STORAGE_FULL",
+		33: "ERROR_REASON_STORAGE_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -231,6 +243,8 @@ var (
 		"ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED": 29,
 		"ERROR_REASON_RENDER_TOO_LARGE":         30,
 		"ERROR_REASON_IMPORT_TOO_LARGE":         31,
+		"ERROR_REASON_STORAGE_FULL":             32,
+		"ERROR_REASON_STORAGE_UNAVAILABLE":      33,
 	}
 )
 
@@ -265,7 +279,7 @@ var File_historyd_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\x9f\t\n" +
+	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xe4\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_BRANCH_NOT_FOUND\x10\x01\x12&\n" +
@@ -299,7 +313,9 @@ const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"%ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED\x10\x1c\x12)\n" +
 	"%ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED\x10\x1d\x12!\n" +
 	"\x1dERROR_REASON_RENDER_TOO_LARGE\x10\x1e\x12!\n" +
-	"\x1dERROR_REASON_IMPORT_TOO_LARGE\x10\x1fB8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"\x1dERROR_REASON_IMPORT_TOO_LARGE\x10\x1f\x12\x1d\n" +
+	"\x19ERROR_REASON_STORAGE_FULL\x10 \x12$\n" +
+	" ERROR_REASON_STORAGE_UNAVAILABLE\x10!B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_error_reason_proto_rawDescOnce sync.Once

@@ -269,14 +269,16 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 // event and ends its subscriptions; its messages, row and the records of
 // its writes go in the same transaction; its request id is remembered
 // under the branch id. The deleted incarnation's events stay until no
-// subscription reads them (handles.go).
+// subscription reads them (handles.go); a branch no one watches has its
+// events deleted with it (deleteUnwatched).
 func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.DeleteResult, error) {
 	scope := deleteScope(id)
 	var (
-		res    store.DeleteResult
-		replay bool
-		row    *branchRow
-		c      store.Commit
+		res     store.DeleteResult
+		replay  bool
+		watched bool
+		row     *branchRow
+		c       store.Commit
 	)
 	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if r, ok, err := s.recall(ctx, &s.wst, tx, scope, store.OpDeleteBranch, opts.RequestID); err != nil || ok {
@@ -295,31 +297,17 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 			return err
 		}
 		c = store.Commit{nextEvent(row, nil, store.EventBranchDeleted)}
-		if err := s.commitEvents(ctx, tx, row, c); err != nil {
-			return err
-		}
-		// Subscribers still reading the deleted log read what it wrote.
-		if _, err := s.wst.exec(ctx, tx, qKeepVersions, blob(id), blob(row.incarnation), nil); err != nil {
-			return err
-		}
-		for _, q := range []string{
-			qDeleteMessages,
-			qDeleteBranch,
-		} {
-			if _, err := s.wst.exec(ctx, tx, q, blob(id)); err != nil {
+		if watched = s.watched(id); watched {
+			if err := s.deleteWatched(ctx, tx, row, c); err != nil {
 				return err
 			}
-		}
-		if err := s.forgetScope(ctx, tx, branchScope(row.incarnation)); err != nil {
-			return err
-		}
-		if _, err := s.wst.exec(ctx, tx, qMarkDead, deadMark(row.incarnation)); err != nil {
+		} else if err := s.deleteUnwatched(ctx, tx, row, c); err != nil {
 			return err
 		}
 		res = store.DeleteResult{BranchID: id, LastSequence: row.head}
 		return s.remember(ctx, tx, scope, store.OpDeleteBranch, opts.RequestID, res)
 	}, func() {
-		if replay {
+		if replay || !watched {
 			return
 		}
 		s.mu.Lock()
@@ -334,4 +322,57 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		return store.DeleteResult{}, err
 	}
 	return res, nil
+}
+
+// watched reports whether the branch has a handle, or one is being made
+// in the batch being written (writer goroutine): a subscription may read
+// its log.
+func (s *Store) watched(id uuid.UUID) bool {
+	if s.pinning[id] > 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handles[id] != nil
+}
+
+// deleteWatched deletes a branch whose log a subscription may still read:
+// the delete's event is logged, the log's events keep the message versions
+// they refer to, and the janitor deletes the log once no one reads it
+// (handles.go).
+func (s *Store) deleteWatched(ctx context.Context, tx *sql.Tx, row *branchRow, c store.Commit) error {
+	if err := s.commitEvents(ctx, tx, row, c); err != nil {
+		return err
+	}
+	if _, err := s.wst.exec(ctx, tx, qKeepVersions, blob(row.id), blob(row.incarnation), nil); err != nil {
+		return err
+	}
+	if err := s.deleteRows(ctx, tx, row); err != nil {
+		return err
+	}
+	_, err := s.wst.exec(ctx, tx, qMarkDead, deadMark(row.incarnation))
+	return err
+}
+
+// deleteUnwatched deletes a branch no subscription reads, its log with
+// it, and writes nothing first: so it frees space without needing any,
+// and deleting a branch makes room on a full disk or a database at
+// --max-db-bytes (issue 15).
+func (s *Store) deleteUnwatched(ctx context.Context, tx *sql.Tx, row *branchRow, c store.Commit) error {
+	if err := s.deleteRows(ctx, tx, row); err != nil {
+		return err
+	}
+	row.head = c[len(c)-1].Sequence
+	_, err := s.wst.exec(ctx, tx, qDeleteEvents, blob(row.incarnation))
+	return err
+}
+
+// deleteRows deletes a branch's messages, its row and its request records.
+func (s *Store) deleteRows(ctx context.Context, tx *sql.Tx, row *branchRow) error {
+	for _, q := range []string{qDeleteMessages, qDeleteBranch} {
+		if _, err := s.wst.exec(ctx, tx, q, blob(row.id)); err != nil {
+			return err
+		}
+	}
+	return s.forgetScope(ctx, tx, branchScope(row.incarnation))
 }

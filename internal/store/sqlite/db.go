@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -65,16 +67,21 @@ type Config struct {
 	CacheKiB int
 	// Readers is the number of read connections (0: 4).
 	Readers int
+	// MaxBytes bounds the database file's size (--max-db-bytes; 0: no
+	// limit): SQLite's max_page_count on the write connection, so a write
+	// that would grow it further fails with SQLITE_FULL, like a full disk.
+	MaxBytes int64
 }
 
 // DB is an open data directory: its lock, one write connection and a pool
 // of read connections over the same WAL database.
 type DB struct {
-	Path   string
-	write  *sql.DB
-	read   *sql.DB
-	lock   *dirLock
-	closed bool
+	Path     string
+	maxBytes int64 // Config.MaxBytes
+	write    *sql.DB
+	read     *sql.DB
+	lock     *dirLock
+	closed   bool
 
 	// The read pool's page cache counts so far (storage_stats.go).
 	cacheMu    sync.Mutex
@@ -85,14 +92,18 @@ type DB struct {
 // busyTimeoutMS is how long a connection waits for a lock another holds.
 const busyTimeoutMS = 10000
 
-// dsn returns the driver's data source name for the database file.
-func dsn(path string, sync Sync, cacheKiB int, readOnly bool) string {
+// dsn returns the driver's data source name for the database file;
+// maxPages > 0 sets max_page_count (on every connection the pool opens).
+func dsn(path string, sync Sync, cacheKiB int, readOnly bool, maxPages int64) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMS))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+sync.pragma()+")")
 	q.Add("_pragma", "foreign_keys(0)")
 	q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", cacheKiB))
+	if maxPages > 0 {
+		q.Add("_pragma", fmt.Sprintf("max_page_count(%d)", maxPages))
+	}
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	} else {
@@ -129,19 +140,28 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, err
 	}
 	path := filepath.Join(cfg.Dir, FileName)
-	db := &DB{Path: path, lock: lock}
+	db := &DB{Path: path, lock: lock, maxBytes: cfg.MaxBytes}
 	fail := func(err error) (*DB, error) {
 		db.Close()
-		return nil, err
+		return nil, openError(path, err)
 	}
-	if db.write, err = sql.Open("sqlite", dsn(path, sync, cache, false)); err != nil {
+	openWrite := func(maxPages int64) error {
+		if db.write, err = sql.Open("sqlite", dsn(path, sync, cache, false, maxPages)); err != nil {
+			return err
+		}
+		// One writer: SQLite has one, and the group-commit goroutine is it.
+		db.write.SetMaxOpenConns(1)
+		db.write.SetConnMaxIdleTime(0)
+		if err := db.write.PingContext(ctx); err != nil {
+			return fmt.Errorf("sqlite: open %s: %w", path, err)
+		}
+		return nil
+	}
+	if err := checkOwner(ctx, path); err != nil {
 		return fail(err)
 	}
-	// One writer: SQLite has one, and the group-commit goroutine is it.
-	db.write.SetMaxOpenConns(1)
-	db.write.SetConnMaxIdleTime(0)
-	if err := db.write.PingContext(ctx); err != nil {
-		return fail(fmt.Errorf("sqlite: open %s: %w", path, err))
+	if err := openWrite(0); err != nil {
+		return fail(err)
 	}
 	if cfg.NoAutoMigrate {
 		err = migrations.Check(ctx, migrations.SQLite, db.write)
@@ -151,12 +171,53 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if db.read, err = sql.Open("sqlite", dsn(path, sync, cache, true)); err != nil {
+	if cfg.MaxBytes > 0 {
+		// max_page_count counts pages of the file's page size, known once
+		// it is open; the write connection is reopened with it in the
+		// DSN, so a connection the pool replaces keeps the limit.
+		var pageSize int64
+		if err := db.write.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
+			return fail(err)
+		}
+		db.write.Close()
+		if err := openWrite(max(1, cfg.MaxBytes/pageSize)); err != nil {
+			return fail(err)
+		}
+	}
+	if db.read, err = sql.Open("sqlite", dsn(path, sync, cache, true, 0)); err != nil {
 		return fail(err)
 	}
 	db.read.SetMaxOpenConns(readers)
 	db.read.SetMaxIdleConns(readers)
 	return db, nil
+}
+
+// checkOwner refuses a file that is not historyd's database: one SQLite
+// cannot read as a database (SQLITE_NOTADB), or another application's (it
+// has tables, and no goose_db_version table for migrations to continue
+// from). A missing or empty database is a new one. It reads the schema
+// only (the start does not grow with the database), over a read-only
+// connection without the write pool's pragmas, which would turn a foreign
+// database to WAL mode before it is refused.
+func checkOwner(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var tables, goose int
+	err = db.QueryRowContext(ctx,
+		"SELECT count(*), count(*) FILTER (WHERE name = 'goose_db_version') FROM sqlite_schema WHERE type = 'table'").Scan(&tables, &goose)
+	switch {
+	case err != nil:
+		return err
+	case tables > 0 && goose == 0:
+		return &FileError{File: path, Problem: problemForeign}
+	}
+	return nil
 }
 
 // Migrate applies the pending migrations of the database in dir (historyd
@@ -168,7 +229,10 @@ func Migrate(ctx context.Context, dir string) ([]int64, error) {
 		return nil, err
 	}
 	defer lock.unlock()
-	db, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName), SyncFull, 2048, false))
+	if err := checkOwner(ctx, filepath.Join(dir, FileName)); err != nil {
+		return nil, openError(filepath.Join(dir, FileName), err)
+	}
+	db, err := sql.Open("sqlite", dsn(filepath.Join(dir, FileName), SyncFull, 2048, false, 0))
 	if err != nil {
 		return nil, err
 	}

@@ -215,8 +215,15 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (*handle, error) {
 		if row, err = s.loadBranch(ctx, &s.wst, tx, id); err != nil {
 			return err
 		}
-		return s.wst.queryRow(ctx, tx, qOldestEvent, blob(row.incarnation)).Scan(&min)
+		if err := s.wst.queryRow(ctx, tx, qOldestEvent, blob(row.incarnation)).Scan(&min); err != nil {
+			return err
+		}
+		s.pinning[id]++ // a delete later in the batch keeps the log (DeleteBranch)
+		return nil
 	}, func() {
+		if s.pinning[id]--; s.pinning[id] == 0 {
+			delete(s.pinning, id)
+		}
 		// After the commits before this job were published: the head read
 		// above is the head every later commit follows.
 		s.mu.Lock()

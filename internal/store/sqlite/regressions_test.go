@@ -86,9 +86,10 @@ func TestCancelledCallerFailsAlone(t *testing.T) {
 	}
 }
 
-// A job that leaves the transaction unusable (here: it ends it) fails the
-// whole batch, and every job is told: no write is reported failed yet
-// committed, or reported committed yet rolled back.
+// A job that leaves the transaction unusable (here: it ends it) rolls the
+// whole batch back; it fails, the others run again, and every job is told
+// what became of it: no write is reported failed yet committed, or
+// reported committed yet rolled back.
 func TestBrokenSavepointFailsTheBatch(t *testing.T) {
 	s := newTestStore(t, storetest.Options{})
 	a, c := emptyBranch(t, s), emptyBranch(t, s)

@@ -75,7 +75,7 @@ func optString(s *string) any {
 func toUUID(b []byte) (uuid.UUID, error) {
 	id, err := uuid.FromBytes(b)
 	if err != nil {
-		return uuid.UUID{}, fmt.Errorf("sqlite: a stored id: %w", err)
+		return uuid.UUID{}, damagedRowError{fmt.Errorf("a stored id: %w", err)}
 	}
 	return id, nil
 }
@@ -233,11 +233,11 @@ func encodeMessage(m *envelope.Message) (string, error) {
 func decodeMessage(body string) (*envelope.Message, error) {
 	v, err := jsonv.ParseDepth([]byte(body), storedDepth)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: a stored message: %w", err)
+		return nil, damagedRowError{fmt.Errorf("a stored message: %w", err)}
 	}
 	m, err := envelope.Decode(v)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: a stored message: %w", err)
+		return nil, damagedRowError{fmt.Errorf("a stored message: %w", err)}
 	}
 	return m, nil
 }

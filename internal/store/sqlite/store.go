@@ -33,6 +33,13 @@ type StoreConfig struct {
 	MaxSubscriptions int
 	// Clock is the idempotency window's clock (nil: time.Now).
 	Clock func() time.Time
+	// ProbeInterval is how often an unusable database is probed (0:
+	// DefaultProbeInterval; health.go).
+	ProbeInterval time.Duration
+
+	// failCommit, when set, fails commits with its error (fault
+	// injection: this package's tests and testhook_on.go).
+	failCommit func() error
 }
 
 // Store is the durable store.Store over one SQLite database (issue 14).
@@ -63,12 +70,20 @@ type Store struct {
 	// not from the database, and puts the row it wrote back once its
 	// write succeeded; a failed commit empties it.
 	rows map[uuid.UUID]*branchRow
+	// pinning counts the handles being made in the batch being written
+	// (writer goroutine only): a job of pin has read the branch, its after
+	// function has not yet made the handle; a failed commit empties it.
+	pinning map[uuid.UUID]int
+
+	health *health // whether the database is usable (health.go)
 
 	subsOpen atomic.Int64
 	closed   atomic.Bool
 
 	// The janitor deletes the event logs of deleted branches once no
-	// subscription reads them (handles.go); it stops at Close.
+	// subscription reads them (handles.go), and the prober probes an
+	// unusable database (health.go); both stop at Close, and janitor
+	// counts both.
 	sweeps  chan uuid.UUID
 	stop    chan struct{}
 	janitor sync.WaitGroup
@@ -102,6 +117,12 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.failCommit == nil {
+		cfg.failCommit = commitFault()
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
 	db, err := Open(ctx, cfg.Config)
 	if err != nil {
 		return nil, err
@@ -110,6 +131,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		db: db, cfg: cfg,
 		wst: stmtCache{db: db.write, perTx: true}, rst: stmtCache{db: db.read},
 		handles: map[uuid.UUID]*handle{},
+		health:  newHealth(),
 		sweeps:  make(chan uuid.UUID, 1024),
 		stop:    make(chan struct{}),
 	}
@@ -126,16 +148,20 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s.rows = map[uuid.UUID]*branchRow{}
+	s.rows, s.pinning = map[uuid.UUID]*branchRow{}, map[uuid.UUID]int{}
 	if s.w, err = newWriter(db.write, 0, nil); err != nil {
 		s.wst.close()
 		s.rst.close()
 		db.Close()
 		return nil, err
 	}
-	s.w.onAbort = func() { clear(s.rows) }
-	s.janitor.Add(1)
+	s.w.onAbort = func() { clear(s.rows); clear(s.pinning) }
+	s.w.onCommit = func() { s.health.set(nil) }
+	s.w.fault = s.fault
+	s.w.failCommit = cfg.failCommit
+	s.janitor.Add(2)
 	go s.runJanitor()
+	go s.runProber(cfg.ProbeInterval)
 	return s, nil
 }
 
@@ -302,8 +328,8 @@ func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	tx, err := s.db.read.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: begin read: %w", err)
+		return s.fault(fmt.Errorf("sqlite: begin read: %w", err))
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
-	return fn(tx)
+	return s.fault(fn(tx))
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,16 @@ type writer struct {
 	// onAbort, when set, runs on the writer goroutine when a batch's
 	// commit fails: what the batch's writes left in memory is void.
 	onAbort func()
+	// onCommit, when set, runs on the writer goroutine after a commit:
+	// the database took a write (the store's health).
+	onCommit func()
+	// fault, when set, sorts the error a write returns (storage faults
+	// name the file; faults.go).
+	fault func(error) error
+	// failCommit, when set, is asked before each commit and fails it with
+	// the error it returns (fault injection: tests and the
+	// historyd_testhook build, never production).
+	failCommit func() error
 }
 
 // job is one write: fn runs inside the batch's transaction; after, when
@@ -93,19 +104,22 @@ func (w *writer) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	var err error
 	select {
-	case err := <-j.err:
-		return err
+	case err = <-j.err:
 	case <-w.done:
 		// The writer answers every job it took before it closes done; one
 		// that is not answered was never run.
 		select {
-		case err := <-j.err:
-			return err
+		case err = <-j.err:
 		default:
 			return ErrClosed
 		}
 	}
+	if err != nil && w.fault != nil {
+		return w.fault(err)
+	}
+	return err
 }
 
 // close stops the writer and waits for it.
@@ -158,9 +172,10 @@ func (w *writer) drain() {
 }
 
 // commit runs one batch in one transaction. A savepoint that cannot be
-// rolled back or released leaves the transaction in a state no later job
-// may build on: the batch ends there, is rolled back, and every job in it
-// gets the error.
+// made, rolled back or released leaves the transaction in a state no later
+// job may build on: the batch ends there and is rolled back; when a job's
+// error ended the transaction, that job alone fails and the others run
+// again; otherwise every job in it gets the error.
 func (w *writer) commit(batch []*job) {
 	errs := make([]error, len(batch))
 	answer := func(err error) {
@@ -187,6 +202,18 @@ func (w *writer) commit(batch []*job) {
 		if errs[i], fatal = savepoint(ctx, tx, j.fn); fatal != nil {
 			_ = tx.Rollback()
 			w.aborted()
+			if cause := errs[i]; cause != nil {
+				// The write's error ended the transaction: SQLite rolls the
+				// whole transaction back on SQLITE_FULL (issue 15) and may on
+				// SQLITE_IOERR, and the savepoint went with it. That write
+				// fails alone, with its error; the batch's other writes run
+				// again in a new transaction (their functions write only
+				// inside it, and what they left in memory went with
+				// aborted).
+				j.err <- cause
+				w.commit(slices.Concat(batch[:i], batch[i+1:]))
+				return
+			}
 			clear(errs)
 			answer(fmt.Errorf("sqlite: a write's savepoint: %w", fatal))
 			return
@@ -200,7 +227,7 @@ func (w *writer) commit(batch []*job) {
 		answer(nil)
 		return
 	}
-	if err := tx.Commit(); err != nil {
+	if err := w.commitTx(ctx, tx); err != nil {
 		w.aborted()
 		err = fmt.Errorf("sqlite: commit: %w", err)
 		for i := range errs {
@@ -214,12 +241,34 @@ func (w *writer) commit(batch []*job) {
 	w.storage.recordCommit(begin, time.Now(), ok)
 	w.commits.Add(1)
 	w.writes.Add(int64(ok))
+	if w.onCommit != nil {
+		w.onCommit()
+	}
 	for i, j := range batch {
 		if errs[i] == nil && j.after != nil {
 			j.after()
 		}
 	}
 	answer(nil)
+}
+
+// commitTx commits tx; when that fails, nothing of it stays: SQLite may
+// leave the transaction open after a failed COMMIT (SQLITE_FULL,
+// SQLITE_IOERR), and the next BEGIN on the one write connection would
+// fail, so it is rolled back on the connection (an error there means it
+// was already rolled back).
+func (w *writer) commitTx(ctx context.Context, tx *sql.Tx) error {
+	if w.failCommit != nil {
+		if err := w.failCommit(); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	err := tx.Commit()
+	if err != nil {
+		_, _ = w.conn.ExecContext(ctx, "ROLLBACK")
+	}
+	return err
 }
 
 // aborted tells the owner that a batch it may have seen apply did not.

@@ -1,0 +1,99 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// fakeStorage is a store whose storage health the test sets, as the sqlite engine's Health
+// reports it.
+type fakeStorage struct {
+	*store.Memory
+	mu       sync.Mutex
+	unusable error
+	changed  chan struct{}
+}
+
+func (f *fakeStorage) Health() (<-chan struct{}, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed, f.unusable
+}
+
+func (f *fakeStorage) set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unusable = err
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// healthStream is a Health/Watch stream in process: it hands each status sent to the test.
+type healthStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	sent chan healthpb.HealthCheckResponse_ServingStatus
+}
+
+func (w *healthStream) Context() context.Context { return w.ctx }
+func (w *healthStream) Send(m *healthpb.HealthCheckResponse) error {
+	w.sent <- m.GetStatus()
+	return nil
+}
+
+// TestHealthFollowsStorage: issue 15 "the engine's health joins the health service (NOT_SERVING
+// when the database is unusable)": the overall and the HistoryService statuses go NOT_SERVING
+// when the store says its storage is unusable, SERVING again when it recovers, and stay
+// NOT_SERVING after shutdown.
+func TestHealthFollowsStorage(t *testing.T) {
+	srv := New(nil)
+	st := &fakeStorage{Memory: store.NewMemory(), changed: make(chan struct{})}
+	RegisterHistory(srv, st)
+	var streams []*healthStream
+	var wg sync.WaitGroup
+	for _, name := range []string{"", historyv1.HistoryService_ServiceDesc.ServiceName} {
+		ws := &healthStream{ctx: testContext(t), sent: make(chan healthpb.HealthCheckResponse_ServingStatus, 16)}
+		streams = append(streams, ws)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = srv.health.Watch(&healthpb.HealthCheckRequest{Service: name}, ws)
+		}()
+	}
+	expect := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		for i, ws := range streams {
+			select {
+			case got := <-ws.sent:
+				if got != want {
+					t.Fatalf("stream %d: %v, want %v", i, got, want)
+				}
+			case <-testContext(t).Done():
+				t.Fatalf("stream %d: no status, want %v", i, want)
+			}
+		}
+	}
+	expect(healthpb.HealthCheckResponse_SERVING)
+	st.set(errors.New("database file x is unavailable: disk I/O error"))
+	expect(healthpb.HealthCheckResponse_NOT_SERVING)
+	st.set(nil)
+	expect(healthpb.HealthCheckResponse_SERVING)
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	expect(healthpb.HealthCheckResponse_NOT_SERVING)
+	wg.Wait()
+	st.set(nil) // after shutdown: ignored
+	resp, err := srv.Health().Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("after shutdown: %v, %v; want NOT_SERVING", resp.GetStatus(), err)
+	}
+}

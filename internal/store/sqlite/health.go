@@ -1,0 +1,130 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/historyd/historyd/internal/store"
+)
+
+// Issue 15: "the engine's health joins the health service (NOT_SERVING when
+// the database is unusable)". An I/O error or a damaged page makes the
+// database unusable until a probe (a read and a write) succeeds again, or a
+// write commits; a full disk does not: reads go on, and space freed lets
+// writes resume.
+
+// DefaultProbeInterval is how often an unusable database is probed.
+const DefaultProbeInterval = 5 * time.Second
+
+// health is whether the database is usable, and a channel closed at the
+// next change.
+type health struct {
+	mu      sync.Mutex
+	err     error // nil: usable
+	changed chan struct{}
+	broken  chan struct{} // cap 1: wakes the prober when the database becomes unusable
+}
+
+func newHealth() *health {
+	return &health{changed: make(chan struct{}), broken: make(chan struct{}, 1)}
+}
+
+// set records err (nil: usable); a change of usability closes changed.
+func (h *health) set(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	was := h.err == nil
+	h.err = err
+	if was == (err == nil) {
+		return
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
+	if err != nil {
+		select {
+		case h.broken <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *health) get() (<-chan struct{}, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.changed, h.err
+}
+
+// Health returns a channel closed at the next change, and why the
+// database is unusable (nil while it is usable).
+func (s *Store) Health() (changed <-chan struct{}, unusable error) { return s.health.get() }
+
+// fault sorts err: a storage fault becomes a *StorageError naming the
+// file, and one that is not a full disk marks the database unusable.
+func (s *Store) fault(err error) error {
+	class := storageClass(err)
+	if class == nil {
+		return err
+	}
+	var se *StorageError
+	if errors.As(err, &se) {
+		return err
+	}
+	se = &StorageError{File: s.db.Path, MaxBytes: s.db.maxBytes, Err: class, Cause: err}
+	if class == store.ErrStorageUnavailable {
+		s.health.set(se)
+	}
+	return se
+}
+
+// Probe reads and writes the database once: the first page through a read
+// connection, and the header's user_version rewritten unchanged through
+// the writer (a real page write and commit). Success marks the database
+// usable; a storage fault marks it unusable.
+func (s *Store) Probe(ctx context.Context) error {
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var n int
+		return tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n)
+	})
+	if err == nil {
+		err = s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			var v int64
+			if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.FormatInt(v, 10))
+			return err
+		}, nil)
+	}
+	if err == nil || errors.Is(err, store.ErrStorageFull) { // a full disk reads on: usable
+		s.health.set(nil)
+	}
+	return err
+}
+
+// runProber probes an unusable database every interval until it is usable
+// again; it stops at Close.
+func (s *Store) runProber(interval time.Duration) {
+	defer s.janitor.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.health.broken:
+		}
+		t := time.NewTicker(interval)
+		for usable := false; !usable; {
+			select {
+			case <-s.stop:
+				t.Stop()
+				return
+			case <-t.C:
+				usable = s.Probe(context.Background()) == nil
+			}
+		}
+		t.Stop()
+	}
+}
