@@ -160,6 +160,13 @@ const (
 	// 256 MiB) (RESOURCE_EXHAUSTED); nothing was written. Metadata: importBytes (received so far),
 	// maxImportBytes, flag.
 	ErrorReason_ERROR_REASON_IMPORT_TOO_LARGE ErrorReason = 31
+	// ERROR_REASON_BACKUP_IN_PROGRESS: another Backup is running on this server (ABORTED): one runs at
+	// a time, because each writes a temporary copy of the database beside it. Retry once it ends.
+	ErrorReason_ERROR_REASON_BACKUP_IN_PROGRESS ErrorReason = 36
+	// ERROR_REASON_BACKUP_UNSUPPORTED: Backup on a server whose store keeps nothing on disk
+	// (FAILED_PRECONDITION): the memory engine (--store memory) loses its data at exit, so there is
+	// nothing to copy; run historyd with --store sqlite. Metadata: store.
+	ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED ErrorReason = 37
 )
 
 // Enum value maps for ErrorReason.
@@ -197,6 +204,8 @@ var (
 		29: "ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED",
 		30: "ERROR_REASON_RENDER_TOO_LARGE",
 		31: "ERROR_REASON_IMPORT_TOO_LARGE",
+		36: "ERROR_REASON_BACKUP_IN_PROGRESS",
+		37: "ERROR_REASON_BACKUP_UNSUPPORTED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -231,6 +240,8 @@ var (
 		"ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED": 29,
 		"ERROR_REASON_RENDER_TOO_LARGE":         30,
 		"ERROR_REASON_IMPORT_TOO_LARGE":         31,
+		"ERROR_REASON_BACKUP_IN_PROGRESS":       36,
+		"ERROR_REASON_BACKUP_UNSUPPORTED":       37,
 	}
 )
 
@@ -265,7 +276,7 @@ var File_historyd_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\x9f\t\n" +
+	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xe9\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_BRANCH_NOT_FOUND\x10\x01\x12&\n" +
@@ -299,7 +310,9 @@ const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"%ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED\x10\x1c\x12)\n" +
 	"%ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED\x10\x1d\x12!\n" +
 	"\x1dERROR_REASON_RENDER_TOO_LARGE\x10\x1e\x12!\n" +
-	"\x1dERROR_REASON_IMPORT_TOO_LARGE\x10\x1fB8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"\x1dERROR_REASON_IMPORT_TOO_LARGE\x10\x1f\x12#\n" +
+	"\x1fERROR_REASON_BACKUP_IN_PROGRESS\x10$\x12#\n" +
+	"\x1fERROR_REASON_BACKUP_UNSUPPORTED\x10%B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_error_reason_proto_rawDescOnce sync.Once
