@@ -156,10 +156,7 @@ type BackupSummary struct {
 	// size_bytes is the copy's size: the sum of the chunks' lengths.
 	SizeBytes int64 `protobuf:"varint,1,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	// sha256 is the SHA-256 digest of the copy (32 bytes).
-	Sha256 []byte `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
-	// file_name is the name the copy must have in a data directory for historyd to serve it
-	// ("historyd.db").
-	FileName      string `protobuf:"bytes,3,opt,name=file_name,json=fileName,proto3" json:"file_name,omitempty"`
+	Sha256        []byte `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -208,13 +205,6 @@ func (x *BackupSummary) GetSha256() []byte {
 	return nil
 }
 
-func (x *BackupSummary) GetFileName() string {
-	if x != nil {
-		return x.FileName
-	}
-	return ""
-}
-
 var File_historyd_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_admin_service_proto_rawDesc = "" +
@@ -224,12 +214,11 @@ const file_historyd_v1_admin_service_proto_rawDesc = "" +
 	"\x0eBackupResponse\x12\x16\n" +
 	"\x05chunk\x18\x01 \x01(\fH\x00R\x05chunk\x126\n" +
 	"\asummary\x18\x02 \x01(\v2\x1a.historyd.v1.BackupSummaryH\x00R\asummaryB\t\n" +
-	"\apayload\"c\n" +
+	"\apayload\"F\n" +
 	"\rBackupSummary\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x01 \x01(\x03R\tsizeBytes\x12\x16\n" +
-	"\x06sha256\x18\x02 \x01(\fR\x06sha256\x12\x1b\n" +
-	"\tfile_name\x18\x03 \x01(\tR\bfileName2S\n" +
+	"\x06sha256\x18\x02 \x01(\fR\x06sha2562S\n" +
 	"\fAdminService\x12C\n" +
 	"\x06Backup\x12\x1a.historyd.v1.BackupRequest\x1a\x1b.historyd.v1.BackupResponse0\x01B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 

@@ -32,7 +32,7 @@ const (
 //
 // AdminService serves operators' tasks on a running server. Errors carry a google.rpc.ErrorInfo
 // (domain "historyd"): Backup on a server whose store keeps nothing on disk (--store memory) is
-// FAILED_PRECONDITION (ERROR_REASON_BACKUP_UNSUPPORTED, metadata store); a Backup while another is
+// FAILED_PRECONDITION (ERROR_REASON_BACKUP_UNSUPPORTED); a Backup while another is
 // running is ABORTED (ERROR_REASON_BACKUP_IN_PROGRESS).
 type AdminServiceClient interface {
 	// Backup streams a consistent copy of the server's database while the server goes on serving:
@@ -79,7 +79,7 @@ type AdminService_BackupClient = grpc.ServerStreamingClient[BackupResponse]
 //
 // AdminService serves operators' tasks on a running server. Errors carry a google.rpc.ErrorInfo
 // (domain "historyd"): Backup on a server whose store keeps nothing on disk (--store memory) is
-// FAILED_PRECONDITION (ERROR_REASON_BACKUP_UNSUPPORTED, metadata store); a Backup while another is
+// FAILED_PRECONDITION (ERROR_REASON_BACKUP_UNSUPPORTED); a Backup while another is
 // running is ABORTED (ERROR_REASON_BACKUP_IN_PROGRESS).
 type AdminServiceServer interface {
 	// Backup streams a consistent copy of the server's database while the server goes on serving:

@@ -165,7 +165,7 @@ const (
 	ErrorReason_ERROR_REASON_BACKUP_IN_PROGRESS ErrorReason = 36
 	// ERROR_REASON_BACKUP_UNSUPPORTED: Backup on a server whose store keeps nothing on disk
 	// (FAILED_PRECONDITION): the memory engine (--store memory) loses its data at exit, so there is
-	// nothing to copy; run historyd with --store sqlite. Metadata: store.
+	// nothing to copy; run historyd with --store sqlite.
 	ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED ErrorReason = 37
 )
 
