@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/historyd/historyd/internal/server"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/migrations"
 	"github.com/historyd/historyd/internal/store/sqlite"
@@ -16,10 +17,11 @@ import (
 // close it once the server has stopped (issue 14).
 type engine struct {
 	store.Store
-	stats interface{ Stats() store.Stats } // what the metrics read
-	name  string                           // storeSQLite or storeMemory
-	file  string                           // the database file; "" for memory
-	close func() error
+	stats  interface{ Stats() store.Stats } // what the metrics read
+	backup server.Backuper                  // what AdminService.Backup copies; nil for memory
+	name   string                           // storeSQLite or storeMemory
+	file   string                           // the database file; "" for memory
+	close  func() error
 }
 
 // logFields name the engine and its database file, for the "serving" line.
@@ -48,7 +50,7 @@ func openEngine(ctx context.Context, c config) (*engine, error) {
 	if err != nil {
 		return nil, storeError(c.Store.DataDir, err)
 	}
-	return &engine{Store: s, stats: s, name: storeSQLite, file: s.Path(), close: s.Close}, nil
+	return &engine{Store: s, stats: s, backup: s, name: storeSQLite, file: s.Path(), close: s.Close}, nil
 }
 
 // storeError words a failure to open the data directory as the one log line an operator needs:

@@ -29,7 +29,7 @@ func main() {
 
 // run is the whole process: it serves until ctx ends (SIGINT or SIGTERM in production), then
 // shuts down, and returns the exit code. `historyd healthcheck ...` runs the health check instead
-// (healthcheck.go).
+// (healthcheck.go), and likewise the other subcommands.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	return runWithSignals(ctx, signals{}, args, getenv, stderr)
 }
@@ -49,6 +49,8 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 			return healthcheck(ctx, args[1:], getenv, stdout, stderr)
 		case "migrate":
 			return migrate(ctx, args[1:], getenv, stdout, stderr) // migrate.go
+		case "backup":
+			return backup(ctx, args[1:], getenv, stdout, stderr) // backup.go
 		case "version", "--version", "-version":
 			if len(args) > 1 {
 				fmt.Fprintf(stderr, "historyd: version takes no arguments, got %q\n", args[1:])
@@ -128,6 +130,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 	defer ex.Close() // after Shutdown: stops the background collector, if any
 	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)
 	server.RegisterHistory(srv, branches.Store, cfg.History.streamOptions()...)
+	server.RegisterAdmin(srv, branches.backup)
 	if metrics != nil {
 		ms, err := startMetrics(cfg.Serving.MetricsAddr, metrics, branches.stats, ex, logger)
 		if err != nil {
