@@ -87,7 +87,7 @@ func receiveBackup(stream grpc.ServerStreamingClient[historyv1.BackupResponse]) 
 // says its size and SHA-256.
 func TestBackupStreamsChunksAndSummary(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 200) // 3,200 bytes
-	const maxResponse = 1024 + responseFixedBytes          // chunks of 1 KiB
+	const maxResponse = 1024 + responseFixedBytes         // chunks of 1 KiB
 	c := adminClient(t, &fakeBackuper{data: data}, maxResponse)
 	stream, err := c.Backup(testContext(t), &historyv1.BackupRequest{})
 	if err != nil {
