@@ -37,7 +37,8 @@ It reads the server's own HISTORYD_* variables, so that it checks the server con
               server's own; no host name check), unless --tls-ca or --tls-server-name say otherwise
   mutual TLS  HISTORYD_TLS_CLIENT_CA set and no --tls-cert: present HISTORYD_TLS_CERT and
               HISTORYD_TLS_KEY as the client certificate (it must allow client authentication)
-Services: "" (the whole server), historyd.v1.HistoryService, historyd.v1.ExchangeService.
+Services: "" (the whole server), historyd.v1.HistoryService, historyd.v1.ExchangeService,
+historyd.v1.AdminService.
 `
 
 // healthcheckConfig is the configuration of `historyd healthcheck`.
