@@ -29,7 +29,7 @@ func main() {
 
 // run is the whole process: it serves until ctx ends (SIGINT or SIGTERM in production), then
 // shuts down, and returns the exit code. `historyd healthcheck ...` runs the health check instead
-// (healthcheck.go), and likewise the other subcommands.
+// (healthcheck.go).
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
 	return runWithSignals(ctx, signals{}, args, getenv, stderr)
 }
