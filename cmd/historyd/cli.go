@@ -27,6 +27,8 @@ var subcommands = []subcommand{
 		"call grpc.health.v1.Health/Check on a running historyd; exit 0 only when SERVING (historyd healthcheck --help)"},
 	{"migrate", "historyd migrate [--data-dir DIR]",
 		"apply the sqlite database's pending schema migrations in DIR and exit; refused while a historyd serves from it (historyd migrate --help)"},
+	{"backup", "historyd backup --to FILE [--force] [--token-file FILE] [--addr HOST:PORT] [--tls ...]",
+		"write a consistent copy of a running historyd's sqlite database to FILE; restore by serving it as historyd.db (historyd backup --help)"},
 	{"version", "historyd version", "print the version, the commit and the Go version (also --version)"},
 	{"help", "historyd help", "print this help on stdout (also --help, -h)"},
 }

@@ -13,6 +13,7 @@
 //	historyd [serve] [--listen ADDR] [--log-level LEVEL] [--log-format json|console] [--grace-period DURATION] [flags]
 //	historyd healthcheck [--addr HOST:PORT] [--service NAME] [--timeout DURATION] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]
 //	historyd migrate [--data-dir DIR]
+//	historyd backup --to FILE [--force] [--token-file FILE] [--addr HOST:PORT] [--tls ...]
 //	historyd version
 //	historyd help
 //
@@ -22,5 +23,7 @@
 // value (one line naming it, with a valid value). healthcheck exits 0 only when the server answers
 // SERVING, 1 otherwise, 2 for an invalid flag; without --addr it checks HISTORYD_LISTEN. migrate
 // applies the sqlite database's pending migrations (exit 0 when the schema is up to date, 1 when it
-// cannot, e.g. while a server holds the directory).
+// cannot, e.g. while a server holds the directory). backup writes a running server's consistent
+// copy of its database to FILE (AdminService.Backup; exit 0 when FILE holds it, 1 when it failed and
+// FILE is untouched, 2 for an invalid flag).
 package main

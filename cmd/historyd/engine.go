@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/historyd/historyd/internal/server"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/migrations"
 	"github.com/historyd/historyd/internal/store/sqlite"
@@ -18,6 +19,7 @@ type engine struct {
 	store.Store
 	stats   interface{ Stats() store.Stats }               // what the metrics read
 	storage interface{ StorageStats() store.StorageStats } // the storage metrics (issue 15); nil for memory
+	backup  server.Backuper                                // what AdminService.Backup copies; nil for memory
 	name    string                                         // storeSQLite or storeMemory
 	file    string                                         // the database file; "" for memory
 	close   func() error
@@ -49,7 +51,7 @@ func openEngine(ctx context.Context, c config) (*engine, error) {
 	if err != nil {
 		return nil, storeError(c.Store.DataDir, err)
 	}
-	return &engine{Store: s, stats: s, storage: s, name: storeSQLite, file: s.Path(), close: s.Close}, nil
+	return &engine{Store: s, stats: s, storage: s, backup: s, name: storeSQLite, file: s.Path(), close: s.Close}, nil
 }
 
 // storeError words a failure to open the data directory as the one log line an operator needs:

@@ -37,13 +37,21 @@ It reads the server's own HISTORYD_* variables, so that it checks the server con
               server's own; no host name check), unless --tls-ca or --tls-server-name say otherwise
   mutual TLS  HISTORYD_TLS_CLIENT_CA set and no --tls-cert: present HISTORYD_TLS_CERT and
               HISTORYD_TLS_KEY as the client certificate (it must allow client authentication)
-Services: "" (the whole server), historyd.v1.HistoryService, historyd.v1.ExchangeService.
+Services: "" (the whole server), historyd.v1.HistoryService, historyd.v1.ExchangeService,
+historyd.v1.AdminService.
 `
 
 // healthcheckConfig is the configuration of `historyd healthcheck`.
 type healthcheckConfig struct {
-	addr, service      string
-	timeout            time.Duration
+	connConfig
+	service string
+	timeout time.Duration
+}
+
+// connConfig is how a subcommand reaches the server configured beside it: the address and TLS
+// flags that healthcheck and backup share.
+type connConfig struct {
+	addr               string
 	useTLS             bool
 	caFile, serverName string
 	certFile, keyFile  string
@@ -85,20 +93,37 @@ func parseHealthcheck(args []string, getenv func(string) string) (healthcheckCon
 	var c healthcheckConfig
 	fs := flag.NewFlagSet("historyd healthcheck", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.addr, "addr", "", "address of the historyd to check (default: HISTORYD_LISTEN)")
+	c.connConfig.flags(fs)
 	fs.StringVar(&c.service, "service", "", `service whose status to ask for ("" = the whole server)`)
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Second, "how long to wait for the answer")
-	fs.BoolVar(&c.useTLS, "tls", false, "connect with TLS (implied by the other --tls-* flags)")
-	fs.StringVar(&c.caFile, "tls-ca", "", "PEM CA certificates to verify the server with (default: the system's)")
-	fs.StringVar(&c.serverName, "tls-server-name", "", "name to verify the server certificate against (default: the host of --addr)")
-	fs.StringVar(&c.certFile, "tls-cert", "", "PEM client certificate, for a server that requires mutual TLS")
-	fs.StringVar(&c.keyFile, "tls-key", "", "PEM private key of --tls-cert")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
 		}
 		return c, fmt.Errorf("%w: %s", errUsage, flagError(fs, err))
 	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if c.timeout <= 0 {
+		return c, fmt.Errorf("%w: timeout %v: must be positive", errUsage, c.timeout)
+	}
+	return c, c.connConfig.resolve(getenv)
+}
+
+// flags adds the connection flags to fs.
+func (c *connConfig) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.addr, "addr", "", "address of the historyd (default: HISTORYD_LISTEN)")
+	fs.BoolVar(&c.useTLS, "tls", false, "connect with TLS (implied by the other --tls-* flags)")
+	fs.StringVar(&c.caFile, "tls-ca", "", "PEM CA certificates to verify the server with (default: the system's)")
+	fs.StringVar(&c.serverName, "tls-server-name", "", "name to verify the server certificate against (default: the host of --addr)")
+	fs.StringVar(&c.certFile, "tls-cert", "", "PEM client certificate, for a server that requires mutual TLS")
+	fs.StringVar(&c.keyFile, "tls-key", "", "PEM private key of --tls-cert")
+}
+
+// resolve completes the parsed flags from the server's own HISTORYD_* variables: the address
+// defaults to HISTORYD_LISTEN, and without TLS flags HISTORYD_TLS_* say how to connect.
+func (c *connConfig) resolve(getenv func(string) string) error {
 	source := "--addr"
 	if c.addr == "" {
 		c.addr, source = defaultHealthcheckAddr(getenv), "HISTORYD_LISTEN"
@@ -108,16 +133,11 @@ func parseHealthcheck(args []string, getenv func(string) string) (healthcheckCon
 	}
 	addr, err := checkAddr(c.addr, source)
 	if err != nil {
-		return c, err
+		return err
 	}
 	c.addr = addr
-	switch {
-	case fs.NArg() > 0:
-		return c, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-	case c.timeout <= 0:
-		return c, fmt.Errorf("%w: timeout %v: must be positive", errUsage, c.timeout)
-	case (c.certFile == "") != (c.keyFile == ""):
-		return c, fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+	if (c.certFile == "") != (c.keyFile == "") {
+		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
 	}
 	c.useTLS = c.useTLS || c.caFile != "" || c.serverName != "" || c.certFile != ""
 	// The server's own TLS settings, when the flags do not say how to connect.
@@ -130,11 +150,11 @@ func parseHealthcheck(args []string, getenv func(string) string) (healthcheckCon
 			c.certFile, c.keyFile = serverCert, getenv("HISTORYD_TLS_KEY")
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // transport returns the dial option for c's transport security.
-func (c healthcheckConfig) transport() (grpc.DialOption, error) {
+func (c connConfig) transport() (grpc.DialOption, error) {
 	if !c.useTLS {
 		return grpc.WithTransportCredentials(insecure.NewCredentials()), nil
 	}

@@ -49,6 +49,8 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 			return healthcheck(ctx, args[1:], getenv, stdout, stderr)
 		case "migrate":
 			return migrate(ctx, args[1:], getenv, stdout, stderr) // migrate.go
+		case "backup":
+			return backup(ctx, args[1:], getenv, stdout, stderr) // backup.go
 		case "version", "--version", "-version":
 			if len(args) > 1 {
 				fmt.Fprintf(stderr, "historyd: version takes no arguments, got %q\n", args[1:])
@@ -128,6 +130,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 	defer ex.Close() // after Shutdown: stops the background collector, if any
 	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)
 	server.RegisterHistory(srv, branches.Store, cfg.History.streamOptions()...)
+	server.RegisterAdmin(srv, branches.backup)
 	if metrics != nil {
 		ms, err := startMetrics(cfg.Serving.MetricsAddr, metrics, branches, ex, logger)
 		if err != nil {

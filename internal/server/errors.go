@@ -82,6 +82,9 @@ var errorRules = []errorRule{
 	// damaged file. The message names the database file. Metadata: file (and maxDbBytes, flag).
 	{store.ErrStorageFull, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_STORAGE_FULL},
 	{store.ErrStorageUnavailable, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE},
+	// Backup (issue 15; admin_service.go): one at a time, and only of a store with a database.
+	{store.ErrBackupInProgress, codes.Aborted, historyv1.ErrorReason_ERROR_REASON_BACKUP_IN_PROGRESS},
+	{store.ErrBackupUnsupported, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED},
 	// The envelope (issue 3; ADR-0001 D1-D3). Other envelope errors are *envelope.FieldError and
 	// map to INVALID_FIELD through the fieldError rule below.
 	{envelope.ErrClassMismatch, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_LION_CLASS_MISMATCH},

@@ -170,6 +170,13 @@ const (
 	// the server's health reports NOT_SERVING until a probe of the database succeeds again. The status
 	// message names the database file and the cause. Metadata: file.
 	ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE ErrorReason = 33
+	// ERROR_REASON_BACKUP_IN_PROGRESS: another Backup is running on this server (ABORTED): one runs at
+	// a time, because each writes a temporary copy of the database beside it. Retry once it ends.
+	ErrorReason_ERROR_REASON_BACKUP_IN_PROGRESS ErrorReason = 34
+	// ERROR_REASON_BACKUP_UNSUPPORTED: Backup on a server whose store keeps nothing on disk
+	// (FAILED_PRECONDITION): the memory engine (--store memory) loses its data at exit, so there is
+	// nothing to copy; run historyd with --store sqlite.
+	ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED ErrorReason = 35
 )
 
 // Enum value maps for ErrorReason.
@@ -209,6 +216,8 @@ var (
 		31: "ERROR_REASON_IMPORT_TOO_LARGE",
 		32: "ERROR_REASON_STORAGE_FULL",
 		33: "ERROR_REASON_STORAGE_UNAVAILABLE",
+		34: "ERROR_REASON_BACKUP_IN_PROGRESS",
+		35: "ERROR_REASON_BACKUP_UNSUPPORTED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -245,6 +254,8 @@ var (
 		"ERROR_REASON_IMPORT_TOO_LARGE":         31,
 		"ERROR_REASON_STORAGE_FULL":             32,
 		"ERROR_REASON_STORAGE_UNAVAILABLE":      33,
+		"ERROR_REASON_BACKUP_IN_PROGRESS":       34,
+		"ERROR_REASON_BACKUP_UNSUPPORTED":       35,
 	}
 )
 
@@ -279,7 +290,8 @@ var File_historyd_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xe4\t\n" +
+	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xae\n" +
+	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dERROR_REASON_BRANCH_NOT_FOUND\x10\x01\x12&\n" +
@@ -315,7 +327,9 @@ const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\x1dERROR_REASON_RENDER_TOO_LARGE\x10\x1e\x12!\n" +
 	"\x1dERROR_REASON_IMPORT_TOO_LARGE\x10\x1f\x12\x1d\n" +
 	"\x19ERROR_REASON_STORAGE_FULL\x10 \x12$\n" +
-	" ERROR_REASON_STORAGE_UNAVAILABLE\x10!B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	" ERROR_REASON_STORAGE_UNAVAILABLE\x10!\x12#\n" +
+	"\x1fERROR_REASON_BACKUP_IN_PROGRESS\x10\"\x12#\n" +
+	"\x1fERROR_REASON_BACKUP_UNSUPPORTED\x10#B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_error_reason_proto_rawDescOnce sync.Once

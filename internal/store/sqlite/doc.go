@@ -9,6 +9,9 @@
 // fsync of --sync=full and the commit of --sync=normal. Reads come from the
 // database; nothing is replayed into memory at start.
 //
+// Backup (backup.go) copies the database while it serves, in one read
+// transaction (VACUUM INTO), for historyd backup (issue 15).
+//
 // Import rule (docs/design.md#layers): internal/store, internal/envelope,
 // internal/store/migrations, the SQLite driver and the standard library;
 // never grpc, internal/server or zap.

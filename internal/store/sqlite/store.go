@@ -80,6 +80,8 @@ type Store struct {
 	subsOpen atomic.Int64
 	closed   atomic.Bool
 
+	backup sync.Mutex // held by the one Backup that may run (backup.go)
+
 	// The janitor deletes the event logs of deleted branches once no
 	// subscription reads them (handles.go), and the prober probes an
 	// unusable database (health.go); both stop at Close, and janitor
