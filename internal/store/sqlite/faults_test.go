@@ -114,10 +114,10 @@ func TestMaxDBBytesFullThenFreed(t *testing.T) {
 		t.Fatalf("full after %d writes of 16 KiB under a 1 MiB limit", acked)
 	}
 	var pages, pageSize int64
-	if err := s.db.write.QueryRow("PRAGMA page_count").Scan(&pages); err != nil {
+	if err := s.db.read.QueryRow("PRAGMA page_count").Scan(&pages); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.db.write.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
+	if err := s.db.read.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
 		t.Fatal(err)
 	}
 	if pages*pageSize > limit {
