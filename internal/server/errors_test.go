@@ -253,3 +253,21 @@ func TestStorageFaultStatus(t *testing.T) {
 		t.Errorf("message %q does not name the file and the cause", msg)
 	}
 }
+
+// Review of issue 15, defect 4: a storage fault's message is worded for the client; the engine's
+// own error (SQLite's, with its result code) goes to the call's log line only.
+func TestStorageCauseIsLoggedNotSent(t *testing.T) {
+	err := &causedError{msg: "database file x had an I/O error", cause: errors.New("sqlite: commit: disk I/O error (778)")}
+	st := toStatus(&storageFault{causedError: err})
+	if s, _ := status.FromError(st); s.Code() != codes.Unavailable || strings.Contains(s.Message(), "778") {
+		t.Fatalf("status %v %q: want UNAVAILABLE without SQLite's error", s.Code(), s.Message())
+	}
+	if f := internalCause(st); len(f) != 2 || f[1] != err.cause.Error() {
+		t.Fatalf("log fields %v, want the cause", f)
+	}
+}
+
+// storageFault is a causedError of the storage-unavailable class.
+type storageFault struct{ *causedError }
+
+func (*storageFault) Unwrap() error { return store.ErrStorageUnavailable }

@@ -158,7 +158,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		return nil, err
 	}
 	s.w.onAbort = func() { clear(s.rows); clear(s.pinning) }
-	s.w.onCommit = func() { s.health.set(nil) }
+	s.w.onCommit = func() { s.health.set(nil) } // a commit clears an I/O error, never damage (health.go)
 	s.w.fault = s.fault
 	s.w.failCommit = cfg.failCommit
 	s.janitor.Add(2)

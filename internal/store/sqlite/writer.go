@@ -254,7 +254,7 @@ func (w *writer) commit(batch []*job) {
 	}
 	if err := w.commitTx(ctx, tx); err != nil {
 		w.aborted()
-		err = fmt.Errorf("sqlite: commit: %w", err)
+		err = commitError{err}
 		var reads []*job
 		for i, j := range batch {
 			switch {
