@@ -170,6 +170,9 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 // Path returns the database file's path.
 func (s *Store) Path() string { return s.db.Path }
 
+// OverMaxBytes is DB.OverMaxBytes of the store's database.
+func (s *Store) OverMaxBytes() (size, limit int64) { return s.db.OverMaxBytes() }
+
 // Close stops the writer (after the batch in progress) and the janitor,
 // then closes the database; it is safe to call more than once. Calls made
 // after it fail with ErrClosed.
