@@ -119,7 +119,8 @@ func newLogEntry(e loggedEvent) logEntry {
 		ev.Branch == nil && ev.Messages == nil && ev.Progression == nil &&
 		ev.Index >= math.MinInt32 && ev.Index <= math.MaxInt32 && toFirst <= math.MaxUint16 && toLast <= math.MaxUint16
 	if !compact {
-		return logEntry{seq: ev.Sequence, extra: &e}
+		x := e // a copy: taking e's address would move every call's e to the heap
+		return logEntry{seq: ev.Sequence, extra: &x}
 	}
 	return logEntry{seq: ev.Sequence, msg: e.versions[0], index: int32(ev.Index), toFirst: uint16(toFirst), toLast: uint16(toLast), kind: ev.Kind}
 }
