@@ -296,7 +296,7 @@ func TestScrapeDoesNotBlockReads(t *testing.T) {
 			scrapes.Add(1)
 		}
 	}()
-	const reads = 500
+	const reads = 2000
 	for i := 0; i < reads || scrapes.Load() < reads; i++ {
 		if _, err := s.ListMessages(ctx, res.Branch.ID, store.ListInput{}); err != nil {
 			t.Fatal(err)
