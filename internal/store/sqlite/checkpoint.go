@@ -223,9 +223,10 @@ func (w *writer) waitingCheckpoint(mode store.CheckpointMode, waitMS int) bool {
 
 // checkpoint runs one checkpoint in mode and records its time and, when it
 // failed or stopped short, that it did. It returns the pages the WAL holds,
-// those copied to the database so far and whether every one was. A failure is not the writes' concern
-// (they are in the WAL): the next checkpoint tries again, as SQLite's
-// auto-checkpoint would.
+// those copied to the database so far (both 0 after a truncating one that
+// completed) and whether every one was. A failure is not the writes'
+// concern (they are in the WAL): the next checkpoint tries again, as
+// SQLite's auto-checkpoint would.
 func (w *writer) checkpoint(mode store.CheckpointMode) (log, copied int, complete bool) {
 	c := &w.storage.checkpoints[mode]
 	begin := time.Now()
