@@ -151,7 +151,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		return nil, err
 	}
 	s.rows, s.pinning = map[uuid.UUID]*branchRow{}, map[uuid.UUID]int{}
-	if s.w, err = newWriter(db.write, 0, nil); err != nil {
+	if s.w, err = newWriter(ctx, db, 0, checkpointHooks{}); err != nil {
 		s.wst.close()
 		s.rst.close()
 		db.Close()
@@ -266,11 +266,19 @@ func (c *stmtCache) close() error {
 	return errors.Join(errs...)
 }
 
+// errWriteOutsideWriter is a write statement used outside the writer's
+// transaction: a bug.
+var errWriteOutsideWriter = errors.New("sqlite: a write statement outside the writer's transaction")
+
 // stmt returns query's statement, within tx when tx is not nil. A query
 // that was not warmed (none should be) is prepared for this use only.
 func (c *stmtCache) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
 	st := c.get(query)
 	switch {
+	case tx == nil && c.perTx:
+		// On the write pool it would wait forever for the connection the
+		// writer holds.
+		return nil, errWriteOutsideWriter
 	case st == nil && tx != nil:
 		return tx.PrepareContext(ctx, query)
 	case st == nil:
@@ -323,12 +331,18 @@ func (c *stmtCache) queryRow(ctx context.Context, tx *sql.Tx, query string, args
 }
 
 // read runs fn in one read transaction: every query it makes sees the
-// same committed state.
+// same committed state. Its connection's page cache counts are taken
+// after (countReads).
 func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	tx, err := s.db.read.BeginTx(ctx, nil)
+	conn, err := s.db.read.Conn(ctx)
+	if err != nil {
+		return s.fault(fmt.Errorf("sqlite: begin read: %w", err))
+	}
+	defer s.db.countReads(conn)
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return s.fault(fmt.Errorf("sqlite: begin read: %w", err))
 	}
