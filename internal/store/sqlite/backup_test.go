@@ -275,6 +275,7 @@ func TestBackupClosed(t *testing.T) {
 		t.Errorf("Backup on a closed store: %v, want ErrClosed", err)
 	}
 }
+
 // TestBackupFullDisk: issue 15 review, "a VACUUM that itself fails with SQLITE_FULL ... must map
 // through the same storage error classes": on a real full filesystem (a 2 MiB tmpfs a filler file
 // fills after the space check passed, as another process may), the backup fails with a
