@@ -27,7 +27,8 @@ const backupUsage = `usage: historyd backup --to FILE [--force] [--token-file FI
 Asks a running historyd (historyd.v1.AdminService/Backup) for a consistent copy of its sqlite
 database and writes it to FILE: the copy holds every write the server acknowledged before the
 backup began, and of the writes that raced it whole commits only. The server goes on serving; it
-needs free space beside its database about the database's size while it copies. FILE is written as
+needs free space beside its database of the database's live size plus the larger of 64 MiB and a
+tenth of it, and refuses the backup (RESOURCE_EXHAUSTED) without it. FILE is written as
 FILE.tmp, checked against the size and SHA-256 the server sends, synced, and only then named FILE,
 so FILE is never half written. An existing FILE is refused unless --force. On success it prints one
 line: the bytes written and FILE.
