@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,9 @@ type StoreConfig struct {
 	// failCommit, when set, fails commits with its error (fault
 	// injection: this package's tests and testhook_on.go).
 	failCommit func() error
+	// freeSpace, when set, replaces the statfs of the data directory that
+	// a backup checks its room against (backup.go; this package's tests).
+	freeSpace func(dir string) (int64, error)
 }
 
 // Store is the durable store.Store over one SQLite database (issue 14).
@@ -80,7 +84,7 @@ type Store struct {
 	subsOpen atomic.Int64
 	closed   atomic.Bool
 
-	backup sync.Mutex // held by the one Backup that may run (backup.go)
+	backup sync.Mutex // held by the one Backup that may run (backup.go), and by Close for good
 
 	// The janitor deletes the event logs of deleted branches once no
 	// subscription reads them (handles.go), and the prober probes an
@@ -125,8 +129,17 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = DefaultProbeInterval
 	}
+	if cfg.freeSpace == nil {
+		cfg.freeSpace = statfsFree
+	}
 	db, err := Open(ctx, cfg.Config)
 	if err != nil {
+		return nil, err
+	}
+	// This process holds the directory's lock, so a backup's temporary
+	// copy there is one a crash left behind (backup.go).
+	if err := removeBackups(filepath.Dir(db.Path)); err != nil {
+		db.Close()
 		return nil, err
 	}
 	s := &Store{
@@ -171,6 +184,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 func (s *Store) Path() string { return s.db.Path }
 
 // Close stops the writer (after the batch in progress) and the janitor,
+// cancels a running backup and waits for it to remove its temporary copy,
 // then closes the database; it is safe to call more than once. Calls made
 // after it fail with ErrClosed.
 func (s *Store) Close() error {
@@ -180,6 +194,7 @@ func (s *Store) Close() error {
 	s.w.close()
 	close(s.stop)
 	s.janitor.Wait()
+	s.backup.Lock() // never unlocked: a Backup after Close fails with ErrClosed
 	return errors.Join(s.wst.close(), s.rst.close(), s.db.Close())
 }
 
