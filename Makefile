@@ -151,7 +151,7 @@ vuln: .vulndb/index/db.json ## govulncheck with Go 1.27.3 (RELEASE_TOOLCHAIN) ag
 e2e: ## End-to-end tests: build the binary and grpcurl, drive the real process (prints the crash harness's line per --sync mode)
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 20m
 
-crash: ## The kill -9 crash harness at 200 cycles per --sync mode (minutes; HISTORYD_CRASH_SEED=S replays a run's choices): make e2e runs 30
+crash: ## The kill -9 crash harness at 200 cycles per --sync mode (minutes; HISTORYD_CRASH_SEED=S replays its kill schedule and writers' draws): make e2e runs 30
 	cd test/e2e && HISTORYD_CRASH_CYCLES=200 $(GO) test -tags e2e -count=1 -timeout 30m -run '^TestCrash$$' -v
 
 hostile: ## The hostile-client suite at full size, every server under prlimit --as=2147483648 (2 GiB; minutes): not in CI, make e2e runs it scaled down

@@ -27,7 +27,8 @@ const backupUsage = `usage: historyd backup --to FILE [--force] [--token-file FI
 Asks a running historyd (historyd.v1.AdminService/Backup) for a consistent copy of its sqlite
 database and writes it to FILE: the copy holds every write the server acknowledged before the
 backup began, and of the writes that raced it whole commits only. The server goes on serving; it
-needs free space beside its database about the database's size while it copies. FILE is written as
+needs free space beside its database of the database's live size plus the larger of 64 MiB and a
+tenth of it, and refuses the backup (RESOURCE_EXHAUSTED) without it. FILE is written as
 FILE.tmp, checked against the size and SHA-256 the server sends, synced, and only then named FILE,
 so FILE is never half written. An existing FILE is refused unless --force. On success it prints one
 line: the bytes written and FILE.
@@ -38,8 +39,8 @@ Bearer token, for a server with --auth-tokens-file: the first token of --token-f
 HISTORYD_TOKEN, else the first token of the server's own HISTORYD_AUTH_TOKENS_FILE.
 Address and TLS as for historyd healthcheck: --addr defaults to HISTORYD_LISTEN (default
 127.0.0.1:50051), and HISTORYD_TLS_CERT (and HISTORYD_TLS_CLIENT_CA) say how to reach a TLS server.
-Exit 0 when FILE holds the copy, 1 when the backup failed (FILE is then untouched), 2 for invalid
-flags.
+Exit 0 when FILE holds the copy (with a warning on stderr if FILE.tmp could not be removed after),
+1 when the backup failed (FILE is then untouched), 2 for invalid flags.
 `
 
 // backupConfig is the configuration of `historyd backup`.
@@ -131,22 +132,29 @@ func backup(ctx context.Context, args []string, getenv func(string) string, stdo
 	if c.token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
 	}
-	n, sum, err := backupTo(ctx, historyv1.NewAdminServiceClient(conn), c.to, c.force)
+	n, sum, warning, err := backupTo(ctx, historyv1.NewAdminServiceClient(conn), c.to, c.force)
 	if err != nil {
 		fmt.Fprintf(stderr, "historyd backup: %v\n", err)
 		return 1
+	}
+	if warning != nil {
+		fmt.Fprintf(stderr, "historyd backup: warning: %v\n", warning)
 	}
 	fmt.Fprintf(stdout, "historyd backup: wrote %d bytes to %s (sha256 %s)\n", n, c.to, hex.EncodeToString(sum))
 	return 0
 }
 
+// removeFile is os.Remove, a variable so that a test can make removing FILE.tmp fail.
+var removeFile = os.Remove
+
 // backupTo writes the server's copy to FILE.tmp, checks it against the summary, syncs it and names
 // it to; on any failure FILE.tmp is removed and to is untouched. It returns the copy's size and
-// SHA-256.
-func backupTo(ctx context.Context, client historyv1.AdminServiceClient, to string, force bool) (int64, []byte, error) {
+// SHA-256, and a warning when to holds the copy but FILE.tmp, its other name, could not be removed:
+// the backup succeeded, and the exit code says so.
+func backupTo(ctx context.Context, client historyv1.AdminServiceClient, to string, force bool) (n int64, sum []byte, warning, err error) {
 	if !force {
 		if _, err := os.Lstat(to); err == nil {
-			return 0, nil, fmt.Errorf("%s exists; give another --to, or --force to replace it", to)
+			return 0, nil, nil, fmt.Errorf("%s exists; give another --to, or --force to replace it", to)
 		}
 	}
 	tmp := to + ".tmp"
@@ -155,35 +163,38 @@ func backupTo(ctx context.Context, client historyv1.AdminServiceClient, to strin
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return 0, nil, fmt.Errorf("%s exists: another backup to %s is running, or one was interrupted (then remove it)", tmp, to)
+			return 0, nil, nil, fmt.Errorf("%s exists: another backup to %s is running, or one was interrupted (then remove it)", tmp, to)
 		}
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	done := false
 	defer func() {
 		if !done {
 			f.Close()
-			os.Remove(tmp) //nolint:errcheck // best effort: the error that brought us here is the one to report
+			removeFile(tmp) //nolint:errcheck // best effort: the error that brought us here is the one to report
 		}
 	}()
-	sum := sha256.New()
-	n, err := receiveCopy(ctx, client, io.MultiWriter(f, sum), sum)
+	h := sha256.New()
+	n, err = receiveCopy(ctx, client, io.MultiWriter(f, h), h)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if err := f.Sync(); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if err := f.Close(); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if force {
 		err = os.Rename(tmp, to)
 	} else if err = os.Link(tmp, to); err == nil { // a link refuses a FILE made since the check above
-		err = os.Remove(tmp)
+		// FILE holds the whole copy now: failing to remove its other name is not a failed backup.
+		if rmErr := removeFile(tmp); rmErr != nil {
+			warning = fmt.Errorf("%s holds the copy, but %s, its temporary name, could not be removed (remove it by hand): %w", to, tmp, rmErr)
+		}
 	}
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	done = true
 	// The new name must survive a crash too: sync the directory that holds it.
@@ -191,10 +202,10 @@ func backupTo(ctx context.Context, client historyv1.AdminServiceClient, to strin
 		err = d.Sync()
 		d.Close()
 		if err != nil {
-			return 0, nil, fmt.Errorf("%s: syncing its directory: %w", to, err)
+			return 0, nil, nil, fmt.Errorf("%s: syncing its directory: %w", to, err)
 		}
 	}
-	return n, sum.Sum(nil), nil
+	return n, h.Sum(nil), warning, nil
 }
 
 // receiveCopy calls Backup and writes the chunks to w, then checks the summary against what was

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -163,6 +164,35 @@ func TestBackupNeverClobbers(t *testing.T) {
 	}
 	if names := restoredNames(t, file); len(names) != 1 || names[0] != "new" {
 		t.Errorf("after --force FILE restores to %q, want [new]", names)
+	}
+}
+
+// TestBackupTmpNotRemoved: issue 15 review, "if Link succeeds and Remove(FILE.tmp) fails it exits 1
+// though FILE is complete, contradicting 'FILE is then untouched'": FILE holds the copy, so the
+// command warns on stderr, naming FILE.tmp and the cause, and exits 0.
+func TestBackupTmpNotRemoved(t *testing.T) {
+	addr := serveBackups(t, sqliteWithBranch(t, "kept"))
+	file := filepath.Join(t.TempDir(), "copy.db")
+	errRemove := errors.New("injected: the filesystem refused the unlink")
+	removeFile = func(name string) error {
+		if name == file+".tmp" {
+			return errRemove
+		}
+		return os.Remove(name)
+	}
+	t.Cleanup(func() { removeFile = os.Remove })
+	code, stdout, stderr := runBackup(t, nil, "--addr", addr, "--to", file)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q; want 0: FILE holds the copy", code, stderr)
+	}
+	if !strings.Contains(stderr, "warning") || !strings.Contains(stderr, file+".tmp") || !strings.Contains(stderr, errRemove.Error()) {
+		t.Errorf("stderr %q, want a warning naming %s.tmp and %q", stderr, file, errRemove)
+	}
+	if !strings.Contains(stdout, file) {
+		t.Errorf("stdout %q, want the line naming %s", stdout, file)
+	}
+	if names := restoredNames(t, file); len(names) != 1 || names[0] != "kept" {
+		t.Errorf("FILE restores to %q, want [kept]", names)
 	}
 }
 

@@ -5,9 +5,8 @@ import "github.com/historyd/historyd/internal/envelope/jsonv"
 // Heap estimates, in bytes, on the safe side, shared by the packages that charge what they hold
 // to a byte budget (the memory store's --memory-budget, the Exchange's --exchange-max-bytes).
 const (
-	// jsonValueOverhead is one jsonv.Value (32 bytes: kind, length, string header, element
-	// pointer).
-	jsonValueOverhead = 32
+	// jsonValueOverhead is one jsonv.Value (16 bytes: text or element pointer, length, kind).
+	jsonValueOverhead = 16
 	// jsonMemberOverhead is one object member beyond its value: the key header.
 	jsonMemberOverhead = 16
 )

@@ -6,13 +6,16 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlite"
 )
 
 // fakeBackuper writes data, or fails with err; with endless set it writes until the write fails or
@@ -126,6 +129,12 @@ func TestBackupErrors(t *testing.T) {
 		{"memory engine", nil, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED},
 		{"one at a time", &fakeBackuper{err: store.ErrBackupInProgress}, codes.Aborted, historyv1.ErrorReason_ERROR_REASON_BACKUP_IN_PROGRESS},
 		{"store failure", &fakeBackuper{err: errors.New("disk on fire")}, codes.Internal, historyv1.ErrorReason_ERROR_REASON_INTERNAL},
+		// Issue 15 review: a backup without room for its copy, or whose copy hit a full disk or an
+		// I/O error, is the storage error a write meets, not a redacted INTERNAL.
+		{"no room for the copy", &fakeBackuper{err: &sqlite.StorageError{File: "/data/historyd.db", Err: store.ErrStorageFull, Cause: errors.New("needs 80 bytes free in /data, 50 are free")}},
+			codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_STORAGE_FULL},
+		{"I/O error in the copy", &fakeBackuper{err: &sqlite.StorageError{File: "/data/historyd.db", Err: store.ErrStorageUnavailable, Cause: errors.New("disk I/O error")}},
+			codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stream, err := adminClient(t, tc.b, DefaultMaxResponseBytes).Backup(testContext(t), &historyv1.BackupRequest{})
@@ -133,7 +142,12 @@ func TestBackupErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, _, summary, err := receiveBackup(stream)
-			wantStatus(t, err, tc.code, tc.reason)
+			ei, _ := wantStatus(t, err, tc.code, tc.reason)
+			var se *sqlite.StorageError
+			if fb, ok := tc.b.(*fakeBackuper); ok && errors.As(fb.err, &se) &&
+				(ei.GetMetadata()["file"] != se.File || !strings.Contains(status.Convert(err).Message(), se.Cause.Error())) {
+				t.Errorf("status %v, ErrorInfo %v: want the message and metadata to name %s and the figures", err, ei, se.File)
+			}
 			if summary != nil {
 				t.Errorf("a failed backup sent a summary: %v", summary)
 			}

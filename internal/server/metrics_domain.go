@@ -62,16 +62,22 @@ type snapshotMetric[S any] struct {
 }
 
 func gauge[S any](name, help string, value func(S) float64) snapshotMetric[S] {
-	return scalar(name, help, prometheus.GaugeValue, value)
+	return scalar(name, help, prometheus.GaugeValue, nil, value)
 }
 
 func counter[S any](name, help string, value func(S) float64) snapshotMetric[S] {
-	return scalar(name, help, prometheus.CounterValue, value)
+	return scalar(name, help, prometheus.CounterValue, nil, value)
 }
 
-func scalar[S any](name, help string, typ prometheus.ValueType, value func(S) float64) snapshotMetric[S] {
+// labeledCounter is a counter with constant labels, so that one name can have a series per mode
+// read from different fields.
+func labeledCounter[S any](name, help string, labels prometheus.Labels, value func(S) float64) snapshotMetric[S] {
+	return scalar(name, help, prometheus.CounterValue, labels, value)
+}
+
+func scalar[S any](name, help string, typ prometheus.ValueType, labels prometheus.Labels, value func(S) float64) snapshotMetric[S] {
 	return snapshotMetric[S]{
-		desc: prometheus.NewDesc(metricsNamespace+"_"+name, help, nil, nil),
+		desc: prometheus.NewDesc(metricsNamespace+"_"+name, help, nil, labels),
 		metric: func(d *prometheus.Desc, st S) prometheus.Metric {
 			return prometheus.MustNewConstMetric(d, typ, value(st))
 		},

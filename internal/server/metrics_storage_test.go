@@ -51,6 +51,12 @@ func TestStorageMetrics(t *testing.T) {
 		if _, ok := metricValue(t, m, "historyd_store_checkpoint_seconds", map[string]string{"mode": mode}); !ok {
 			t.Errorf("no checkpoint histogram for mode %s", mode)
 		}
+		// issue 15 (review: "checkpoint failures are invisible"): counted by mode.
+		for _, name := range []string{"historyd_store_checkpoints_incomplete_total", "historyd_store_checkpoint_errors_total"} {
+			if got, ok := metricValue(t, m, name, map[string]string{"mode": mode}); !ok || got != 0 {
+				t.Errorf("%s{mode=%q} = %v (present %v), want 0 with no reader held", name, mode, got, ok)
+			}
+		}
 	}
 	for _, name := range []string{"historyd_store_database_bytes", "historyd_store_cache_hits_total", "historyd_store_cache_misses_total"} {
 		if got, ok := metricValue(t, m, name, nil); !ok || got <= 0 {
@@ -59,5 +65,39 @@ func TestStorageMetrics(t *testing.T) {
 	}
 	if _, ok := metricValue(t, m, "historyd_store_wal_bytes", nil); !ok {
 		t.Error("no historyd_store_wal_bytes")
+	}
+}
+
+// storageSnapshot is a StorageStats that reports a fixed snapshot.
+type storageSnapshot store.StorageStats
+
+func (s storageSnapshot) StorageStats() store.StorageStats { return store.StorageStats(s) }
+
+// issue 15 (review: "checkpoint failures are invisible"): each mode's series read that mode's
+// checkpoints: their seconds, those that stopped short and those that failed.
+func TestStorageMetricsCheckpointModes(t *testing.T) {
+	var st store.StorageStats
+	for mode := range store.CheckpointModes {
+		st.Checkpoints[mode] = store.CheckpointStats{
+			Seconds:    store.Histogram{Bounds: []float64{1}, Buckets: []uint64{uint64(mode) + 1}, Count: uint64(mode) + 1},
+			Incomplete: 10 + uint64(mode),
+			Errors:     20 + uint64(mode),
+		}
+	}
+	m := NewMetrics()
+	if err := m.WatchStorage(storageSnapshot(st)); err != nil {
+		t.Fatal(err)
+	}
+	for mode := range store.CheckpointModes {
+		labels := map[string]string{"mode": mode.String()}
+		for name, want := range map[string]float64{
+			"historyd_store_checkpoint_seconds":           float64(mode) + 1,
+			"historyd_store_checkpoints_incomplete_total": 10 + float64(mode),
+			"historyd_store_checkpoint_errors_total":      20 + float64(mode),
+		} {
+			if got, ok := metricValue(t, m, name, labels); !ok || got != want {
+				t.Errorf("%s{mode=%q} = %v (present %v), want %v", name, mode, got, ok, want)
+			}
+		}
 	}
 }

@@ -15,13 +15,22 @@ import (
 // retained event wrote, and a remembered response holds the versions it
 // carries; refs counts those holders, and the version's bytes go back to
 // the budget when the last one lets go. A version never changes once
-// made (its message is immutable), so it may be read without the branch
-// lock.
+// made (its message is immutable; an import sets the ranks before the
+// branch is visible), so it may be read without the branch lock.
 type version struct {
-	msg  *envelope.Message
-	seq  uint64 // the sequence of the write
-	pos  int32  // index in branch.entries; -1 for the system
+	msg *envelope.Message
+	seq uint64 // the sequence of the write
+	// rank orders the Pile's collections as LionAGI's dict does (issue 13
+	// item 1): a message gets the branch's next rank when it is inserted
+	// or re-inserted (add_message of a present message excludes and
+	// inserts it; set_system inserts the new System), and keeps it when
+	// changed in place (an ActionRequest linked to its response). Export
+	// writes collections by rank, the progression in conversation order.
+	// It lives here, not in a map of the branch, as the version is the
+	// one thing per message the branch holds anyway.
+	rank uint64
 	size int64
+	pos  int32 // index in branch.entries; -1 for the system
 	refs atomic.Int32
 }
 
@@ -56,16 +65,9 @@ type branch struct {
 	deleted bool
 	head    uint64
 
-	system *version
-	msgs   map[uuid.UUID]*version
-	// ranks order the Pile's collections as LionAGI's dict does (issue 13
-	// item 1): a message gets the next rank when it is inserted or
-	// re-inserted (add_message of a present message excludes and inserts
-	// it; set_system inserts the new System), and keeps it when changed in
-	// place (an ActionRequest linked to its response). Export writes
-	// collections by rank, the progression in conversation order.
-	ranks    map[uuid.UUID]uint64
-	nextRank uint64
+	system   *version
+	msgs     map[uuid.UUID]*version
+	nextRank uint64 // the rank (version.rank) of the next message inserted
 	entries  []uuid.UUID
 	views    [numViews][]int32 // positions into entries, per view (ViewAll unused)
 	epoch    uint64            // incremented by every clear
@@ -88,7 +90,6 @@ func newBranch(m *Memory, id uuid.UUID, createdAt float64) *branch {
 		pile:        elementID{uuid.New(), createdAt},
 		prog:        elementID{uuid.New(), createdAt},
 		msgs:        map[uuid.UUID]*version{},
-		ranks:       map[uuid.UUID]uint64{},
 		log:         eventLog{max: m.opts.retention},
 	}
 	b.feed = NewFeed(&b.mu, &b.log)
@@ -190,7 +191,6 @@ func (m *Memory) apply(b *branch, p Placement, seq uint64, size int64) *version 
 		if p.Excluded != nil {
 			excluded := b.msgs[p.Excluded.ID]
 			delete(b.msgs, p.Excluded.ID)
-			delete(b.ranks, p.Excluded.ID)
 			if b.selected != nil {
 				for i, id := range b.selected.Order {
 					if id == p.Excluded.ID {
@@ -214,21 +214,23 @@ func (m *Memory) apply(b *branch, p Placement, seq uint64, size int64) *version 
 			b.views[view] = append(b.views[view], v.pos)
 		}
 	}
-	b.msgs[msg.ID] = v
-	if _, ranked := b.ranks[msg.ID]; p.NewRank(ranked) {
-		b.ranks[msg.ID] = b.nextRank
+	if prior, ranked := b.msgs[msg.ID]; p.NewRank(ranked) {
+		v.rank = b.nextRank
 		b.nextRank++
+	} else {
+		v.rank = prior.rank
 	}
+	b.msgs[msg.ID] = v
 	return v
 }
 
 // unref drops one holder of v and releases its bytes with the last.
 func (m *Memory) unref(v *version) { m.budget.unref(v) }
 
-// record appends a commit's events to the log (each holding its version),
+// record appends a commit's events to the log (each holding its versions),
 // releases what the ring evicts, and publishes the commit to the branch's
 // subscribers. It returns the head sequence.
-func (m *Memory) record(b *branch, entries []logEntry) uint64 {
+func (m *Memory) record(b *branch, entries []loggedEvent) uint64 {
 	first, last := entries[0].ev.Sequence, entries[len(entries)-1].ev.Sequence
 	commit := make(Commit, len(entries))
 	for i := range entries {
@@ -236,15 +238,25 @@ func (m *Memory) record(b *branch, entries []logEntry) uint64 {
 		for _, v := range entries[i].versions {
 			v.refs.Add(1)
 		}
-		if evicted, ok := b.log.push(entries[i]); ok {
-			for _, v := range evicted.versions {
-				m.unref(v)
-			}
-			m.budget.release(evicted.size)
+		if evicted, ok := b.log.push(newLogEntry(entries[i])); ok {
+			m.drop(&evicted)
 		}
 		commit[i] = entries[i].ev
 	}
 	b.head = last
 	b.feed.Publish(commit)
 	return b.head
+}
+
+// drop lets go of what a log entry holds: its versions and the bytes of
+// the event itself.
+func (m *Memory) drop(e *logEntry) {
+	if e.msg != nil {
+		m.unref(e.msg)
+		return
+	}
+	for _, v := range e.extra.versions {
+		m.unref(v)
+	}
+	m.budget.release(e.extra.size)
 }

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"math"
+
 	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/envelope"
@@ -82,11 +84,64 @@ type Commit []Event
 // (docs/design.md#sequences: "default: the last 10,000 events").
 const DefaultEventRetention = 10_000
 
-// logEntry is an event with the message versions it keeps alive.
-type logEntry struct {
+// loggedEvent is an event as a commit hands it to the log: the event, the
+// message versions it keeps alive and the bytes charged for the event
+// itself.
+type loggedEvent struct {
 	ev       Event
 	versions []*version
-	size     int64 // bytes charged for the event itself
+	size     int64
+}
+
+// logEntry is a retained event, kept small: the log holds one per write, up
+// to the retention (10,000 by default) per branch, beside the message each
+// one wrote, so a full Event (over 100 bytes, most of them for the rare
+// kinds) per entry would cost about a tenth of a stored 1 KB message. The
+// common event, one message written by a commit of at most a few events,
+// is the version it wrote plus a few numbers; every other event keeps its
+// fields in extra.
+type logEntry struct {
+	seq   uint64
+	msg   *version     // the version a message event wrote; nil when extra holds the event
+	extra *loggedEvent // an event that is not one message written; nil when msg holds it
+	index int32        // Event.Index (a position in entries, which are int32)
+	// toFirst and toLast are the distances from seq to CommitFirst and
+	// CommitLast (a commit is one write: an event or a few).
+	toFirst, toLast uint16
+	kind            EventKind
+}
+
+// newLogEntry compacts e.
+func newLogEntry(e loggedEvent) logEntry {
+	ev := e.ev
+	toFirst, toLast := ev.Sequence-ev.CommitFirst, ev.CommitLast-ev.Sequence
+	compact := len(e.versions) == 1 && e.size == 0 && ev.Message == e.versions[0].msg &&
+		ev.Branch == nil && ev.Messages == nil && ev.Progression == nil &&
+		ev.Index >= math.MinInt32 && ev.Index <= math.MaxInt32 && toFirst <= math.MaxUint16 && toLast <= math.MaxUint16
+	if !compact {
+		x := e // a copy: taking e's address would move every call's e to the heap
+		return logEntry{seq: ev.Sequence, extra: &x}
+	}
+	return logEntry{seq: ev.Sequence, msg: e.versions[0], index: int32(ev.Index), toFirst: uint16(toFirst), toLast: uint16(toLast), kind: ev.Kind}
+}
+
+// commitFirst returns the first sequence of the entry's commit.
+func (e *logEntry) commitFirst() uint64 {
+	if e.extra != nil {
+		return e.extra.ev.CommitFirst
+	}
+	return e.seq - uint64(e.toFirst)
+}
+
+// event returns the event the entry holds.
+func (e *logEntry) event() Event {
+	if e.extra != nil {
+		return e.extra.ev
+	}
+	return Event{
+		Sequence: e.seq, CommitFirst: e.commitFirst(), CommitLast: e.seq + uint64(e.toLast),
+		Kind: e.kind, Message: e.msg.msg, Index: int(e.index),
+	}
 }
 
 // eventLog is a branch's bounded event log: a ring of the newest events.
@@ -123,7 +178,7 @@ func (l *eventLog) oldest() uint64 {
 	if len(l.buf) == 0 {
 		return 0
 	}
-	return l.at(0).ev.Sequence
+	return l.at(0).seq
 }
 
 // push appends e and returns the entry it evicted, if the ring was full.
@@ -143,7 +198,7 @@ func (l *eventLog) last() uint64 {
 	if len(l.buf) == 0 {
 		return 0
 	}
-	return l.at(len(l.buf) - 1).ev.Sequence
+	return l.at(len(l.buf) - 1).seq
 }
 
 // Chunk copies the retained events after after, grouped by commit, looking
@@ -163,8 +218,8 @@ func (l *eventLog) Chunk(after uint64, n int, keep func(Commit) Commit) (out []C
 	}
 	end, commits := first, 0
 	for end < len(l.buf) && commits < n {
-		c := l.at(end).ev.CommitFirst
-		for end++; end < len(l.buf) && l.at(end).ev.CommitFirst == c; end++ {
+		c := l.at(end).commitFirst()
+		for end++; end < len(l.buf) && l.at(end).commitFirst() == c; end++ {
 		}
 		commits++
 	}
@@ -173,7 +228,7 @@ func (l *eventLog) Chunk(after uint64, n int, keep func(Commit) Commit) (out []C
 	}
 	evs := make([]Event, end-first) // one allocation for the chunk's events
 	for i := range evs {
-		evs[i] = l.at(first + i).ev
+		evs[i] = l.at(first + i).event()
 	}
 	out = make([]Commit, 0, commits)
 	for len(evs) > 0 {
@@ -186,5 +241,5 @@ func (l *eventLog) Chunk(after uint64, n int, keep func(Commit) Commit) (out []C
 		}
 		evs = evs[k:]
 	}
-	return out, l.at(end - 1).ev.Sequence
+	return out, l.at(end - 1).seq
 }

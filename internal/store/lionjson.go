@@ -277,7 +277,7 @@ func (b *branch) exportSource() exportSource {
 		pile: b.pile, prog: b.prog, system: b.system, head: b.head, versions: b.versions(b.order()),
 	}
 	src.collections = slices.Clone(src.versions)
-	slices.SortStableFunc(src.collections, func(x, y *version) int { return cmp.Compare(b.ranks[x.msg.ID], b.ranks[y.msg.ID]) })
+	slices.SortStableFunc(src.collections, func(x, y *version) int { return cmp.Compare(x.rank, y.rank) })
 	if b.selected != nil {
 		src.selected = b.selected.Clone()
 	}

@@ -57,11 +57,7 @@ func (m *Memory) discard(b *branch) {
 		m.unref(v)
 	}
 	for i := 0; i < b.log.len(); i++ {
-		e := b.log.at(i)
-		for _, v := range e.versions {
-			m.unref(v)
-		}
-		m.budget.release(e.size)
+		m.drop(b.log.at(i))
 	}
 	m.budget.release(b.charge)
 	b.msgs, b.log = nil, eventLog{}
@@ -81,7 +77,7 @@ func (m *Memory) publish(b *branch, op Op, principal, requestID string) (BranchR
 	}
 	b.head = 1
 	info := b.info()
-	m.record(b, []logEntry{{ev: Event{Sequence: 1, Kind: EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}, versions: versions}})
+	m.record(b, []loggedEvent{{ev: Event{Sequence: 1, Kind: EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}, versions: versions}})
 	res.Branch = b.info()
 	kept := branchResponse(res, b.system) // before b is visible to others
 	scope := creatorScope(principal)
@@ -178,7 +174,14 @@ func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, 
 		}
 	}
 	if im.collRank != nil { // the collections order the import came with (issue 13 item 1)
-		b.nextRank = ImportRanks(b.ranks, im.collRank)
+		ranks := make(map[uuid.UUID]uint64, len(b.msgs))
+		for id, v := range b.msgs {
+			ranks[id] = v.rank
+		}
+		b.nextRank = ImportRanks(ranks, im.collRank)
+		for id, v := range b.msgs { // b is not visible yet: nobody reads these versions
+			v.rank = ranks[id]
+		}
 	}
 	if im.selected != nil {
 		if err := CheckMembers(b, "data.metadata.current_progression.order", im.selected.Order, true); err != nil {

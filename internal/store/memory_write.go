@@ -87,13 +87,13 @@ func (m *Memory) commitMessages(b *branch, ps []Placement) ([]*version, error) {
 		return nil, err
 	}
 	versions := make([]*version, len(ps))
-	entries := make([]logEntry, len(ps))
+	entries := make([]loggedEvent, len(ps))
 	for i, p := range ps {
 		seq := b.head + 1 + uint64(i)
 		kind := p.Kind()
 		v := m.apply(b, p, seq, sizes[i])
 		versions[i] = v
-		entries[i] = logEntry{ev: Event{Sequence: seq, Kind: kind, Message: p.Message, Index: b.index(v)}, versions: []*version{v}}
+		entries[i] = loggedEvent{ev: Event{Sequence: seq, Kind: kind, Message: p.Message, Index: b.index(v)}, versions: []*version{v}}
 	}
 	m.record(b, entries)
 	return versions, nil
@@ -104,7 +104,7 @@ func (m *Memory) commitMessages(b *branch, ps []Placement) ([]*version, error) {
 func (m *Memory) recordEvent(b *branch, ev Event, size int64) {
 	ev.Sequence = b.head + 1
 	ev.Index = -1
-	m.record(b, []logEntry{{ev: ev, size: size}})
+	m.record(b, []loggedEvent{{ev: ev, size: size}})
 }
 
 // SetSystem is set_system (Store.SetSystem).
@@ -172,11 +172,6 @@ func (m *Memory) ClearMessages(ctx context.Context, branchID uuid.UUID, opts Wri
 			}
 		}
 		b.msgs = kept
-		ranks := map[uuid.UUID]uint64{}
-		if b.system != nil {
-			ranks[b.system.msg.ID] = b.ranks[b.system.msg.ID]
-		}
-		b.ranks = ranks
 		b.entries = nil
 		b.views = [numViews][]int32{}
 		b.epoch++

@@ -9,15 +9,16 @@ import (
 // against BenchmarkHeapPerMessage (runtime heap growth per stored message),
 // on the safe side.
 const (
-	// messageOverhead covers the Message (192 bytes) and content (up to 208)
+	// messageOverhead covers the Message (176 bytes) and content (up to 160)
 	// structs, the version record, the id map entry, the order and view
-	// slots and the event.
+	// slots and the event's log entry (40).
 	messageOverhead = 560
 	// branchOverhead covers a branch's fixed state (maps, log ring header,
 	// locks).
 	branchOverhead = 2048
-	// eventOverhead is an event that carries no message.
-	eventOverhead = 160
+	// eventOverhead is an event that carries no message: its log entry (40
+	// bytes) and the loggedEvent that entry points to (144).
+	eventOverhead = 192
 )
 
 // messageSize estimates the heap bytes one stored message version holds.

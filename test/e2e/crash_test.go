@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,20 +40,28 @@ import (
 // flight at the last kill (crash_ops_test.go), which resolves it; check the server against the
 // model of acknowledged writes (crash_model_test.go, crash_check_test.go); resume each watcher from
 // its cursor and compare what it rebuilt with the branch (crash_watch_test.go); then writers and
-// watchers run for a random 50-400 ms and historyd is killed with SIGKILL. A last restart checks
-// the last kill.
+// watchers run as the cycle's schedule says (crash_schedule_test.go: most cycles a random 50-400 ms
+// of writes, some a pause or a longer burst, to kill around the WAL's checkpoints), historyd's
+// checkpoint counts are read from /metrics, and historyd is killed with SIGKILL. A last restart
+// checks the last kill.
 
-// The harness's knobs: HISTORYD_CRASH_SEED replays a run's random choices (which writes, where, and
-// when the kill comes; what was in flight at it depends on the scheduler too), HISTORYD_CRASH_CYCLES
-// sets the kills per sync mode.
+// The harness's knobs: HISTORYD_CRASH_SEED replays a run's random draws, each kind from a stream
+// of its own (crash_schedule_test.go). The kill schedule (each cycle's load, pause and kill delay)
+// replays exactly: nothing the server answers feeds it. Each writer, and the choice of branches to
+// watch, draws the same numbers again, but what a draw chooses depends on the acknowledged state,
+// and which writes are in flight at a kill (left unacknowledged, then retried) depends on how the
+// processes and goroutines were scheduled. So a replay kills at the same moments with the same
+// writers' draws; it reaches the same state only as far as the scheduling repeats.
+// HISTORYD_CRASH_CYCLES sets the kills per sync mode.
 const (
 	crashSeedEnv       = "HISTORYD_CRASH_SEED"
 	crashCyclesEnv     = "HISTORYD_CRASH_CYCLES"
-	crashDefaultCycles = 30 // about 0.35 s each on a loaded 2-core machine: some 11 s a mode, well within 90 s
+	crashDefaultCycles = 30 // about 0.65 s each on a loaded 2-core machine, pauses and bursts included: some 20 s a mode
+	crashBudget        = 90 * time.Second
+	crashMinCycles     = 20 // issue 15: "at least 20 cycles within 90 seconds"; fewer cannot show each outcome
 	crashWriters       = 4
 	crashWatchers      = 3
-	crashMinLoad       = 50 * time.Millisecond
-	crashMaxLoad       = 400 * time.Millisecond
+	crashReaders       = 2  // during a burst
 	crashMaxDetails    = 50 // violations described; the counts include every one
 )
 
@@ -73,8 +82,8 @@ func TestCrash(t *testing.T) {
 	}
 	for i, sync := range []string{"normal", "full"} {
 		t.Run(sync, func(t *testing.T) {
-			r := newCrashRun(t, sync, seed, uint64(i))
-			r.run(t.TempDir(), cycles)
+			r := newCrashRun(t, sync, seed, i, cycles)
+			r.run(t.TempDir())
 		})
 	}
 }
@@ -84,7 +93,9 @@ type crashRun struct {
 	t       *testing.T
 	sync    string
 	seed    uint64
-	rng     *rand.Rand
+	planned int // the kills the run is to make
+	sched   *crashSchedule
+	pick    *rand.Rand // which branches the watches follow
 	m       *crashModel
 	writers []*crashWriter
 	setupW  *crashWriter // makes and replaces the shared branch between cycles
@@ -93,17 +104,25 @@ type crashRun struct {
 	pending []*crashOp // in flight at the last kill: unknown until retried
 
 	mu                            sync.Mutex
-	cycles                        int
-	retried, replayed, resumed    int // retries; of them, first responses from before the kill; watch resumes
+	cycles                        int            // kills so far: the cycle under way
+	retried, replayed, resumed    int            // retries; of them, first responses from before the kill; watch resumes
+	pauses, bursts                int            // kills of those kinds
+	checkpoints                   map[string]int // by mode: those the killed servers had run before their kill
+	pausesTruncated               int            // pause kills after a truncating checkpoint
 	lost, duplicated, halfApplied int
 	details                       []string
 	failed                        bool // a violation or an unexpected error: the model no longer holds
 }
 
-func newCrashRun(t *testing.T, sync string, seed, stream uint64) *crashRun {
-	r := &crashRun{t: t, sync: sync, seed: seed, rng: rand.New(rand.NewPCG(seed, stream)), m: newCrashModel()}
+// newCrashRun makes the run of sync mode number mode: its random streams come from seed
+// (crash_schedule_test.go).
+func newCrashRun(t *testing.T, sync string, seed uint64, mode, cycles int) *crashRun {
+	r := &crashRun{
+		t: t, sync: sync, seed: seed, planned: cycles, sched: newCrashSchedule(seed, mode, cycles),
+		pick: rand.New(rand.NewPCG(seed, crashStream(mode, crashWatchStream))), m: newCrashModel(), checkpoints: map[string]int{},
+	}
 	for i := range crashWriters + 1 {
-		w := &crashWriter{id: i, rng: rand.New(rand.NewPCG(r.rng.Uint64(), r.rng.Uint64())), m: r.m}
+		w := &crashWriter{id: i, rng: rand.New(rand.NewPCG(seed, crashStream(mode, crashWriterStream+i))), m: r.m}
 		if i == crashWriters {
 			r.setupW = w
 		} else {
@@ -114,26 +133,65 @@ func newCrashRun(t *testing.T, sync string, seed, stream uint64) *crashRun {
 }
 
 // run runs the cycles on dir, then a last restart and check, and prints the crash line.
-func (r *crashRun) run(dir string, cycles int) {
+func (r *crashRun) run(dir string) {
 	begin := time.Now()
-	defer func() { // also after a t.Fatal: the line gives the seed to replay it
-		fmt.Printf("crash: %d cycles, %d acknowledged writes, %d lost, %d duplicated, %d half-applied (sync=%s, seed=%d)\n",
-			r.cycles, r.m.acked, r.lost, r.duplicated, r.halfApplied, r.sync, r.seed)
-		r.t.Logf("%d cycles in %v; %d writes in flight at the kills retried, %d of them answered with a first response "+
-			"from before the kill; %d watches resumed", r.cycles, time.Since(begin).Round(time.Millisecond), r.retried, r.replayed, r.resumed)
+	var budgeted time.Duration // the first crashDefaultCycles cycles' time (all of them, if fewer)
+	defer func() {             // also after a t.Fatal: the line gives the seed to replay it
+		elapsed := time.Since(begin)
+		fmt.Printf("crash: %d cycles in %.1fs, %d acknowledged writes, %d lost, %d duplicated, %d half-applied (sync=%s, seed=%d)\n",
+			r.cycles, elapsed.Seconds(), r.m.acked, r.lost, r.duplicated, r.halfApplied, r.sync, r.seed)
+		r.t.Logf("%d writes in flight at the kills retried, %d of them answered with a first response from before the kill; "+
+			"%d watches resumed; checkpoints before the kills: %d passive, %d restart, %d truncate; %d pauses (%d killed after "+
+			"a truncation), %d bursts", r.retried, r.replayed, r.resumed, r.checkpoints["passive"], r.checkpoints["restart"],
+			r.checkpoints["truncate"], r.pauses, r.pausesTruncated, r.bursts)
 		for _, d := range r.details {
 			r.t.Error(d)
 		}
 		if n := r.lost + r.duplicated + r.halfApplied; n > len(r.details) {
 			r.t.Errorf("... and %d more violations", n-len(r.details))
 		}
+		r.covered(budgeted)
 	}()
-	for r.cycles < cycles && !r.failed {
+	for r.cycles < r.planned && !r.failed {
 		r.cycle(dir, true)
 		r.cycles++
+		if r.cycles == min(r.planned, crashDefaultCycles) {
+			budgeted = time.Since(begin)
+		}
 	}
 	if !r.failed {
 		r.cycle(dir, false)
+	}
+}
+
+// covered fails a run of at least crashMinCycles whose checks could have passed without testing
+// anything, or whose first crashDefaultCycles cycles took more than make e2e's budget.
+func (r *crashRun) covered(budgeted time.Duration) {
+	if budgeted > crashBudget {
+		r.t.Errorf("issue 15: make e2e runs at least %d cycles within %v a sync mode; %d took %v (sync=%s, seed=%d)",
+			crashMinCycles, crashBudget, min(r.planned, crashDefaultCycles), budgeted.Round(time.Millisecond), r.sync, r.seed)
+	}
+	if r.cycles < crashMinCycles {
+		return
+	}
+	if r.retried == 0 {
+		r.t.Errorf("%d cycles and no write in flight at a kill: \"a retried unacknowledged request_id writes at most once\" was not tested", r.cycles)
+	}
+	if r.replayed == 0 {
+		r.t.Errorf("%d cycles and no retried write had committed before its kill (all %d retries wrote afresh): "+
+			"\"a retried unacknowledged request_id writes at most once\" was not tested against a committed first try", r.cycles, r.retried)
+	}
+	if r.resumed == 0 {
+		r.t.Errorf("%d cycles and no watch resumed after a kill: \"each watcher resumes from its cursor\" was not tested", r.cycles)
+	}
+	if r.checkpoints["passive"] == 0 {
+		r.t.Errorf("%d cycles (%d of them bursts) and no passive checkpoint ran before a kill: the kills never came "+
+			"after the WAL was copied into the database", r.cycles, r.bursts)
+	}
+	if r.pausesTruncated == 0 {
+		r.t.Errorf("%d cycles, %d of them pauses, and no pause's server had run a truncating checkpoint before its kill "+
+			"(%d truncations before any kill): the kills never came around the WAL's truncation at a pause in the writes",
+			r.cycles, r.pauses, r.checkpoints["truncate"])
 	}
 }
 
@@ -170,7 +228,8 @@ func (r *crashRun) watchFailed(err error) {
 // cycle restarts historyd on dir, resolves and checks, then (kill) loads it and kills it, or stops
 // it: after a violation the model no longer says what the server must hold, so the run ends.
 func (r *crashRun) cycle(dir string, kill bool) {
-	p := startSQLite(r.t, dir, "--sync", r.sync)
+	p := startSQLite(r.t, dir, "--sync", r.sync, "--metrics-addr", "127.0.0.1:0")
+	metricsAddr := logAddress(r.t, p, "serving metrics")
 	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		r.t.Fatal(err)
@@ -189,7 +248,7 @@ func (r *crashRun) cycle(dir string, kill bool) {
 		return
 	}
 	r.setup(ctx, c)
-	r.load(ctx, c, p)
+	r.load(ctx, c, p, metricsAddr)
 }
 
 // retry sends again each write that was in flight at the kill, with its request id: whether or not
@@ -309,7 +368,7 @@ func (r *crashRun) unwatched(watched map[string]bool) *mBranch {
 		return nil
 	}
 	sortBranches(free)
-	return free[r.rng.IntN(len(free))]
+	return free[r.pick.IntN(len(free))]
 }
 
 // do sends a write outside the load, which must succeed.
@@ -323,35 +382,81 @@ func (r *crashRun) do(ctx context.Context, c historyv1.HistoryServiceClient, op 
 	}
 }
 
-// load runs the writers and watches, then kills historyd after a random delay; the writes in
-// flight at the kill become pending.
-func (r *crashRun) load(ctx context.Context, c historyv1.HistoryServiceClient, p *proc) {
+// load runs the writers and watches as the cycle's schedule says, reads the server's checkpoint
+// counts, then kills it; the writes in flight at the kill become pending.
+func (r *crashRun) load(ctx context.Context, c historyv1.HistoryServiceClient, p *proc, metricsAddr string) {
+	k := r.sched.next(r.cycles)
+	r.t.Logf("cycle %d (sync=%s): %v", r.cycles, r.sync, k)
 	var killed atomic.Bool
+	var hold crashHold
 	var wg sync.WaitGroup
 	for _, w := range r.watches {
 		wg.Go(func() { r.follow(w, &killed) })
 	}
 	inFlight := make([]*crashOp, len(r.writers))
 	for i, w := range r.writers {
-		wg.Go(func() { inFlight[i] = r.write(ctx, c, w, &killed) })
+		wg.Go(func() { inFlight[i] = r.write(ctx, c, w, &killed, &hold) })
 	}
-	// The kill's moment is the point of the harness, not a synchronisation: a timer draws it.
-	delay := crashMinLoad + time.Duration(r.rng.Int64N(int64(crashMaxLoad-crashMinLoad)))
-	timer := time.NewTimer(delay)
-	<-timer.C
+	if k.kind == crashBurst {
+		for range crashReaders {
+			wg.Go(func() { r.read(ctx, c, &killed) })
+		}
+	}
+	crashWait(k.load)
+	if k.kind == crashPause {
+		hold.hold()
+		crashWait(k.pause)
+		if k.after > 0 {
+			hold.release()
+			crashWait(k.after)
+		}
+	}
+	m, err := readMetrics(metricsAddr)
 	killed.Store(true)
 	stop(r.t, p, syscall.SIGKILL, startTimeout)
+	hold.release()
 	wg.Wait()
 	for _, op := range inFlight {
 		if op != nil {
 			r.pending = append(r.pending, op)
 		}
 	}
+	if err != nil {
+		r.fail("before the kill: %v", err)
+		return
+	}
+	r.countCheckpoints(m, k)
 }
 
-// write runs one writer until the kill and returns its write in flight at the kill, or nil.
-func (r *crashRun) write(ctx context.Context, c historyv1.HistoryServiceClient, w *crashWriter, killed *atomic.Bool) *crashOp {
+// countCheckpoints adds the checkpoints a killed server had run, read from its
+// historyd_store_checkpoint_seconds_count just before the kill (one that ran since is not counted).
+func (r *crashRun) countCheckpoints(m series, k crashKill) {
+	var counts []string
+	for _, mode := range []string{"passive", "restart", "truncate"} {
+		n, _ := m.get("historyd_store_checkpoint_seconds_count", `mode="`+mode+`"`)
+		r.checkpoints[mode] += int(n)
+		counts = append(counts, fmt.Sprintf("%s %d", mode, int(n)))
+	}
+	switch k.kind {
+	case crashPause:
+		r.pauses++
+		if n, _ := m.get("historyd_store_checkpoint_seconds_count", `mode="truncate"`); n > 0 {
+			r.pausesTruncated++
+		}
+	case crashBurst:
+		r.bursts++
+	}
+	r.t.Logf("cycle %d (sync=%s): checkpoints before the kill: %s", r.cycles, r.sync, strings.Join(counts, ", "))
+}
+
+// write runs one writer until the kill, waiting while hold holds it, and returns its write in
+// flight at the kill, or nil.
+func (r *crashRun) write(ctx context.Context, c historyv1.HistoryServiceClient, w *crashWriter, killed *atomic.Bool, hold *crashHold) *crashOp {
 	for !killed.Load() {
+		hold.wait()
+		if killed.Load() {
+			return nil
+		}
 		r.m.mu.Lock()
 		op := w.next(r.shared)
 		r.m.mu.Unlock()
@@ -368,6 +473,19 @@ func (r *crashRun) write(ctx context.Context, c historyv1.HistoryServiceClient, 
 		}
 	}
 	return nil
+}
+
+// read lists the shared branch over and over until the kill: readers that never pause keep the
+// WAL from being reused, so that a burst's WAL grows to the writer's restarting checkpoint.
+func (r *crashRun) read(ctx context.Context, c historyv1.HistoryServiceClient, killed *atomic.Bool) {
+	for !killed.Load() {
+		if _, err := c.ListMessages(ctx, &historyv1.ListMessagesRequest{BranchId: r.shared.id, PageSize: 1000, OmitRendered: true}); err != nil {
+			if !killed.Load() {
+				r.fail("ListMessages(%s), before the kill: %v", r.shared.name, err)
+			}
+			return
+		}
+	}
 }
 
 // follow reads a watch's live commits until the kill ends its stream (or its branch is deleted).

@@ -53,7 +53,8 @@ func TestMetricsStorageSQLite(t *testing.T) {
 		}
 		shown := strings.Join(grep, "\n")
 		for _, name := range []string{"historyd_store_write_transaction_seconds_bucket", "historyd_store_commit_writes_bucket",
-			"historyd_store_checkpoint_seconds_bucket", "historyd_store_database_bytes", "historyd_store_wal_bytes",
+			"historyd_store_checkpoint_seconds_bucket", "historyd_store_checkpoints_incomplete_total",
+			"historyd_store_checkpoint_errors_total", "historyd_store_database_bytes", "historyd_store_wal_bytes",
 			"historyd_store_cache_hits_total", "historyd_store_cache_misses_total"} {
 			if !strings.Contains(shown, name) {
 				t.Errorf("curl -s /metrics | grep historyd_store_ shows no %s", name)

@@ -94,25 +94,43 @@ type series map[string]float64
 // scrape fetches http://addr/metrics and parses the Prometheus text format.
 func scrape(t *testing.T, addr string) series {
 	t.Helper()
+	s, err := readMetrics(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// readMetrics is scrape for a caller that cannot stop the test at a failure (the crash harness,
+// with writers running).
+func readMetrics(addr string) (series, error) {
 	client := &http.Client{Timeout: startTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Get("http://" + addr + "/metrics")
 	if err != nil {
-		t.Fatalf("scraping %s: %v", addr, err)
+		return nil, fmt.Errorf("scraping %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("scraping %s: %w", addr, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scraping %s: %s", addr, resp.Status)
+		return nil, fmt.Errorf("scraping %s: %s", addr, resp.Status)
 	}
-	return parseMetrics(t, string(body))
+	return parseSeries(string(body))
 }
 
 // parseMetrics parses the samples of the Prometheus text format.
 func parseMetrics(t *testing.T, body string) series {
 	t.Helper()
+	s, err := parseSeries(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func parseSeries(body string) (series, error) {
 	s := series{}
 	sc := bufio.NewScanner(strings.NewReader(body))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
@@ -124,11 +142,11 @@ func parseMetrics(t *testing.T, body string) series {
 		i := strings.LastIndexByte(line, ' ')
 		v, err := strconv.ParseFloat(line[i+1:], 64)
 		if i < 0 || err != nil {
-			t.Fatalf("metrics line %q: %v", line, err)
+			return nil, fmt.Errorf("metrics line %q: %v", line, err)
 		}
 		s[line[:i]] = v
 	}
-	return s
+	return s, sc.Err()
 }
 
 // get returns the sum of the samples of metric name whose labels include every `k="v"` of labels,

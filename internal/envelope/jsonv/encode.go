@@ -19,9 +19,9 @@ func AppendJSON(buf []byte, v Value) []byte {
 		}
 		return append(buf, "false"...)
 	case Number:
-		return append(buf, v.s...)
+		return append(buf, v.text()...)
 	case String:
-		return AppendQuoted(buf, v.s)
+		return AppendQuoted(buf, v.text())
 	case Array:
 		buf = append(buf, '[')
 		for i, e := range v.arr() {

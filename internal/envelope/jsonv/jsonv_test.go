@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestParseKeepsOrderAndLiterals(t *testing.T) {
@@ -184,5 +185,31 @@ func TestEncodedLen(t *testing.T) {
 		if got, want := EncodedLen(v), len(Marshal(v)); got != want {
 			t.Errorf("EncodedLen(%s) = %d, want %d", text, got, want)
 		}
+	}
+}
+
+// TestValueSize: a Value is 16 bytes, an object member 32 (issue 8: resident memory per stored 1 KB
+// message at most 2.5 KB; an Instruction's content holds three Values and every message one), and
+// a string or number read back is the text it was made from, empty ones included.
+func TestValueSize(t *testing.T) {
+	if got := unsafe.Sizeof(Value{}); got != 16 {
+		t.Errorf("a Value is %d bytes, want 16", got)
+	}
+	if got := unsafe.Sizeof(Member{}); got != 32 {
+		t.Errorf("a Member is %d bytes, want 32", got)
+	}
+	for _, s := range []string{"", "x", strings.Repeat("é", 600)} {
+		if got, ok := StringValue(s).Str(); !ok || got != s {
+			t.Errorf("StringValue(%.10q).Str() = %.10q, %v", s, got, ok)
+		}
+	}
+	if got, ok := IntValue(0).Str(); ok || got != "" {
+		t.Errorf("a number's Str() = %q, %v; want \"\", false", got, ok)
+	}
+	if got := IntValue(-12).Literal(); got != "-12" {
+		t.Errorf("IntValue(-12).Literal() = %q", got)
+	}
+	if got := StringValue("7").Literal(); got != "" {
+		t.Errorf("a string's Literal() = %q, want empty", got)
 	}
 }

@@ -92,7 +92,7 @@ func (p *parser) value(depth int) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
-		return Value{kind: String, s: s}, nil
+		return StringValue(s), nil
 	case c == 't':
 		return p.literal("true", Value{kind: Bool, n: 1})
 	case c == 'f':
@@ -147,7 +147,7 @@ func (p *parser) number() (Value, error) {
 			return Value{}, p.errf("invalid number: no digits in the exponent")
 		}
 	}
-	return Value{kind: Number, s: string(p.data[start:p.pos])}, nil
+	return text(Number, string(p.data[start:p.pos])), nil
 }
 
 func (p *parser) str() (string, error) {

@@ -44,15 +44,16 @@ func (k Kind) String() string {
 // a Value build a new one; slices returned by Elems and Members must not be
 // modified (copy them first), because Values share structure freely.
 //
-// A Value is 32 bytes: the store keeps several per message, and LionAGI
-// payloads are mostly small scalars, so the layout is packed. An array or
-// object keeps a pointer to its first element and its length instead of a
-// slice header (the capacity is never needed: values are not appended to).
+// A Value is 16 bytes: the store keeps several per message (an
+// Instruction's content holds three beside the message's metadata), and
+// LionAGI payloads are mostly small scalars, so the layout is packed. Every
+// kind keeps a pointer and a length instead of a string or slice header:
+// the text of a string or number, the first element of an array or object
+// (the capacity is never needed: values are not appended to).
 type Value struct {
+	p    unsafe.Pointer // String: the text; Number: the JSON literal; Array: the first Value; Object: the first Member
+	n    uint32         // Bool: 1 for true; String, Number: the text's length; Array, Object: the length
 	kind Kind
-	n    int32          // Bool: 1 for true; Array, Object: the length
-	s    string         // String: the text; Number: the JSON literal
-	p    unsafe.Pointer // Array: the first Value; Object: the first Member
 }
 
 // Member is one key/value pair of an Object, in insertion order.
@@ -73,10 +74,10 @@ func BoolValue(b bool) Value {
 }
 
 // StringValue returns a JSON string.
-func StringValue(s string) Value { return Value{kind: String, s: s} }
+func StringValue(s string) Value { return text(String, s) }
 
 // IntValue returns a JSON integer.
-func IntValue(i int64) Value { return Value{kind: Number, s: strconv.FormatInt(i, 10)} }
+func IntValue(i int64) Value { return text(Number, strconv.FormatInt(i, 10)) }
 
 // FloatValue returns a JSON float written as Python's repr would write it
 // (so 1.0 stays "1.0", never "1"). NaN and infinities have no JSON form and
@@ -85,7 +86,7 @@ func FloatValue(f float64) Value {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return Value{}
 	}
-	return Value{kind: Number, s: FormatFloat(f)}
+	return text(Number, FormatFloat(f))
 }
 
 // NumberLiteral returns a JSON number holding lit exactly. It reports false
@@ -94,11 +95,19 @@ func NumberLiteral(lit string) (Value, bool) {
 	if !validNumber(lit) {
 		return Value{}, false
 	}
-	return Value{kind: Number, s: lit}, true
+	return text(Number, lit), true
 }
 
 // ArrayValue returns a JSON array of elems. The slice is kept, not copied.
 func ArrayValue(elems ...Value) Value { return collection(Array, elems) }
+
+// text returns a Value of kind k (String or Number) holding s.
+func text(k Kind, s string) Value {
+	return Value{kind: k, n: length(len(s)), p: unsafe.Pointer(unsafe.StringData(s))}
+}
+
+// text returns the text of a String or Number (kind checked by the caller).
+func (v Value) text() string { return unsafe.String((*byte)(v.p), v.n) }
 
 // collection returns a Value of kind k (Array or Object) over s: a pointer
 // to its first element and its length.
@@ -110,14 +119,14 @@ func collection[T Value | Member](k Kind, s []T) Value {
 	return v
 }
 
-// length checks that a collection fits the int32 length of a Value; a
-// slice of 2^31 elements cannot come from a request (they are bounded by
-// the server's maximum message size), only from a programming error.
-func length(n int) int32 {
-	if n > math.MaxInt32 {
-		panic("jsonv: collection of more than 2^31-1 elements")
+// length checks that a text or collection fits the uint32 length of a
+// Value; 2^32 bytes or elements cannot come from a request (a gRPC
+// message's length is a uint32), only from a programming error.
+func length(n int) uint32 {
+	if n > math.MaxUint32 {
+		panic("jsonv: text or collection of 2^32 or more bytes or elements")
 	}
-	return int32(n)
+	return uint32(n)
 }
 
 // emptyValues and emptyMembers are what Elems and Members return for an
@@ -160,25 +169,30 @@ func (v Value) IsNull() bool { return v.kind == Null }
 func (v Value) Bool() (bool, bool) { return v.kind == Bool && v.n != 0, v.kind == Bool }
 
 // Str returns the string and whether v is one.
-func (v Value) Str() (string, bool) { return v.s, v.kind == String }
+func (v Value) Str() (string, bool) {
+	if v.kind != String {
+		return "", false
+	}
+	return v.text(), true
+}
 
 // Literal returns a number's JSON text as written (empty for non-numbers).
 func (v Value) Literal() string {
 	if v.kind != Number {
 		return ""
 	}
-	return v.s
+	return v.text()
 }
 
 // IsInteger reports whether v is a number written without a fraction or an
 // exponent, which Python's json module reads as int.
 func (v Value) IsInteger() bool {
-	return v.kind == Number && !strings.ContainsAny(v.s, ".eE")
+	return v.kind == Number && !strings.ContainsAny(v.text(), ".eE")
 }
 
 // IsFloat reports whether v is a number that Python reads as float.
 func (v Value) IsFloat() bool {
-	return v.kind == Number && strings.ContainsAny(v.s, ".eE")
+	return v.kind == Number && strings.ContainsAny(v.text(), ".eE")
 }
 
 // Float64 returns the number as a float64 (Python's float(x)); integers too
@@ -187,7 +201,7 @@ func (v Value) Float64() (float64, bool) {
 	if v.kind != Number {
 		return 0, false
 	}
-	f, err := strconv.ParseFloat(v.s, 64)
+	f, err := strconv.ParseFloat(v.text(), 64)
 	if err != nil {
 		// ParseFloat returns ±Inf with a range error for huge literals.
 		return f, true
@@ -200,7 +214,7 @@ func (v Value) Int() (*big.Int, bool) {
 	if !v.IsInteger() {
 		return nil, false
 	}
-	n, ok := new(big.Int).SetString(v.s, 10)
+	n, ok := new(big.Int).SetString(v.text(), 10)
 	return n, ok
 }
 
@@ -209,7 +223,7 @@ func (v Value) Int64() (int64, bool) {
 	if !v.IsInteger() {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(v.s, 10, 64)
+	n, err := strconv.ParseInt(v.text(), 10, 64)
 	return n, err == nil
 }
 
@@ -295,7 +309,7 @@ func (v Value) Truthy() bool {
 		f, _ := v.Float64()
 		return f != 0
 	case String:
-		return v.s != ""
+		return v.n != 0
 	case Array, Object:
 		return v.n > 0
 	}
@@ -316,9 +330,9 @@ func Equal(a, b Value) bool {
 	case Bool:
 		return a.n == b.n
 	case String:
-		return a.s == b.s
+		return a.text() == b.text()
 	case Number:
-		if a.s == b.s {
+		if a.text() == b.text() {
 			return true
 		}
 		return numbersEqual(a, b)
@@ -355,8 +369,8 @@ func numbersEqual(a, b Value) bool {
 		return ok1 && ok2 && x.Cmp(y) == 0
 	}
 	// Python compares int and float exactly; big.Float does too.
-	x, _, err1 := big.ParseFloat(a.s, 10, 2048, big.ToNearestEven)
-	y, _, err2 := big.ParseFloat(b.s, 10, 2048, big.ToNearestEven)
+	x, _, err1 := big.ParseFloat(a.text(), 10, 2048, big.ToNearestEven)
+	y, _, err2 := big.ParseFloat(b.text(), 10, 2048, big.ToNearestEven)
 	if err1 != nil || err2 != nil {
 		return false
 	}

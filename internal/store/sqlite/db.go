@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
+	"sync/atomic"
 
 	_ "modernc.org/sqlite" // the pure-Go driver, registered as "sqlite"
 
@@ -81,15 +81,17 @@ type DB struct {
 	// sizeAtOpen is the database's size when it opened, measured only
 	// when MaxBytes is set (OverMaxBytes).
 	sizeAtOpen int64
-	write    *sql.DB
-	read     *sql.DB
-	lock     *dirLock
-	closed   bool
+	// write is the write pool, of one connection, until the writer takes
+	// that connection (takeWrite); nil from then on.
+	write      *sql.DB
+	closeWrite func() error // closes the write pool once the writer took it
+	read       *sql.DB
+	lock       *dirLock
+	closed     bool
 
-	// The read pool's page cache counts so far (storage_stats.go).
-	cacheMu    sync.Mutex
-	readHits   int64
-	readMisses int64
+	// The read connections' page cache counts so far (storage_stats.go).
+	readHits   atomic.Int64
+	readMisses atomic.Int64
 }
 
 // busyTimeoutMS is how long a connection waits for a lock another holds.
@@ -248,6 +250,22 @@ func Migrate(ctx context.Context, dir string) ([]int64, error) {
 	return migrations.Up(ctx, migrations.SQLite, db)
 }
 
+// takeWrite takes the write pool's one connection, for the writer. A later
+// use of the pool would wait forever for that connection, so db.write is
+// nil from then on: such a use fails at once, loudly. Close still closes
+// the pool (the connection goes back to it when the writer stops).
+func (db *DB) takeWrite(ctx context.Context) (*sql.Conn, error) {
+	if db.write == nil {
+		return nil, errors.New("sqlite: the write connection is taken or closed")
+	}
+	conn, err := db.write.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	db.closeWrite, db.write = db.write.Close, nil
+	return conn, nil
+}
+
 // Close closes the connections (checkpointing the WAL) and releases the
 // directory's lock; it is safe to call more than once.
 func (db *DB) Close() error {
@@ -259,8 +277,13 @@ func (db *DB) Close() error {
 	if db.read != nil {
 		errs = append(errs, db.read.Close())
 	}
-	if db.write != nil {
+	// The write pool after the read pool: the last connection closed
+	// checkpoints the WAL and removes it.
+	switch {
+	case db.write != nil:
 		errs = append(errs, db.write.Close())
+	case db.closeWrite != nil:
+		errs = append(errs, db.closeWrite())
 	}
 	if db.lock != nil {
 		errs = append(errs, db.lock.unlock())

@@ -1,10 +1,8 @@
 package sqlite
 
 import (
-	"context"
 	"database/sql"
 	"os"
-	"time"
 
 	"github.com/historyd/historyd/internal/store"
 )
@@ -16,9 +14,8 @@ import (
 func (s *Store) StorageStats() store.StorageStats {
 	var st store.StorageStats
 	s.w.storage.snapshot(&st)
-	hits, misses := s.db.readCacheCounters()
-	st.CacheHits += hits
-	st.CacheMisses += misses
+	st.CacheHits += s.db.readHits.Load()
+	st.CacheMisses += s.db.readMisses.Load()
 	st.DatabaseBytes = fileSize(s.db.Path)
 	st.WALBytes = fileSize(s.db.Path + "-wal")
 	return st
@@ -34,41 +31,23 @@ func fileSize(path string) int64 {
 	return fi.Size()
 }
 
-// cacheReadWait bounds how long a scrape waits for the read pool's idle
-// connections.
-const cacheReadWait = 10 * time.Millisecond
-
-// readCacheCounters adds what the read pool's idle connections counted
-// since they were last read to the pool's totals, and returns the totals.
-// Each connection is held while the next is taken, so each is read once;
-// one in use keeps its counts for a later scrape: a scrape neither waits
-// for a long read nor holds the readers up for more than cacheReadWait.
-// The counts of a connection the pool closes since its last read are
-// lost (the pool keeps its connections open: none in normal running).
-func (db *DB) readCacheCounters() (hits, misses int64) {
-	db.cacheMu.Lock()
-	defer db.cacheMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), cacheReadWait)
-	defer cancel()
-	idle := db.read.Stats().Idle
-	conns := make([]*sql.Conn, 0, idle)
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	for range idle {
-		c, err := db.read.Conn(ctx)
-		if err != nil {
-			break
-		}
-		conns = append(conns, c)
-		_ = c.Raw(func(dc any) error {
-			h, m, _ := pageCounters(dc)
-			db.readHits += int64(h)
-			db.readMisses += int64(m)
-			return nil
-		})
-	}
-	return db.readHits, db.readMisses
+// countReads adds the page cache counts of conn, a read connection, to
+// the read pool's totals, and gives conn back to the pool. Every read
+// transaction ends with it (Store.read), so the counts are taken where the
+// reads ran and a scrape only loads the totals. A scrape that took the
+// pool's connections to read their counters instead would hold each one
+// it took while taking the next, so a read would wait for the scrape, and
+// the scrape for a long read. It costs each read transaction three
+// sqlite3_db_status calls. Reads outside a transaction (a single
+// statement on the pool) are counted by the next transaction on their
+// connection; a connection the pool closes loses what it counted since
+// (the pool keeps its connections open: none in normal running).
+func (db *DB) countReads(conn *sql.Conn) {
+	_ = conn.Raw(func(dc any) error {
+		hits, misses, _ := pageCounters(dc)
+		db.readHits.Add(int64(hits))
+		db.readMisses.Add(int64(misses))
+		return nil
+	})
+	conn.Close()
 }

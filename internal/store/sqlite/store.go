@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,9 @@ type StoreConfig struct {
 	// failCommit, when set, fails commits with its error (fault
 	// injection: this package's tests and testhook_on.go).
 	failCommit func() error
+	// freeSpace, when set, replaces the statfs of the data directory that
+	// a backup checks its room against (backup.go; this package's tests).
+	freeSpace func(dir string) (int64, error)
 }
 
 // Store is the durable store.Store over one SQLite database (issue 14).
@@ -80,7 +84,7 @@ type Store struct {
 	subsOpen atomic.Int64
 	closed   atomic.Bool
 
-	backup sync.Mutex // held by the one Backup that may run (backup.go)
+	backup sync.Mutex // held by the one Backup that may run (backup.go), and by Close for good
 
 	// The janitor deletes the event logs of deleted branches once no
 	// subscription reads them (handles.go), and the prober probes an
@@ -125,8 +129,17 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = DefaultProbeInterval
 	}
+	if cfg.freeSpace == nil {
+		cfg.freeSpace = statfsFree
+	}
 	db, err := Open(ctx, cfg.Config)
 	if err != nil {
+		return nil, err
+	}
+	// This process holds the directory's lock, so a backup's temporary
+	// copy there is one a crash left behind (backup.go).
+	if err := removeBackups(filepath.Dir(db.Path)); err != nil {
+		db.Close()
 		return nil, err
 	}
 	s := &Store{
@@ -151,7 +164,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		return nil, err
 	}
 	s.rows, s.pinning = map[uuid.UUID]*branchRow{}, map[uuid.UUID]int{}
-	if s.w, err = newWriter(db.write, 0, nil); err != nil {
+	if s.w, err = newWriter(ctx, db, 0, checkpointHooks{}); err != nil {
 		s.wst.close()
 		s.rst.close()
 		db.Close()
@@ -174,6 +187,7 @@ func (s *Store) Path() string { return s.db.Path }
 func (s *Store) OverMaxBytes() (size, limit int64) { return s.db.OverMaxBytes() }
 
 // Close stops the writer (after the batch in progress) and the janitor,
+// cancels a running backup and waits for it to remove its temporary copy,
 // then closes the database; it is safe to call more than once. Calls made
 // after it fail with ErrClosed.
 func (s *Store) Close() error {
@@ -183,6 +197,7 @@ func (s *Store) Close() error {
 	s.w.close()
 	close(s.stop)
 	s.janitor.Wait()
+	s.backup.Lock() // never unlocked: a Backup after Close fails with ErrClosed
 	return errors.Join(s.wst.close(), s.rst.close(), s.db.Close())
 }
 
@@ -269,11 +284,19 @@ func (c *stmtCache) close() error {
 	return errors.Join(errs...)
 }
 
+// errWriteOutsideWriter is a write statement used outside the writer's
+// transaction: a bug.
+var errWriteOutsideWriter = errors.New("sqlite: a write statement outside the writer's transaction")
+
 // stmt returns query's statement, within tx when tx is not nil. A query
 // that was not warmed (none should be) is prepared for this use only.
 func (c *stmtCache) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
 	st := c.get(query)
 	switch {
+	case tx == nil && c.perTx:
+		// On the write pool it would wait forever for the connection the
+		// writer holds.
+		return nil, errWriteOutsideWriter
 	case st == nil && tx != nil:
 		return tx.PrepareContext(ctx, query)
 	case st == nil:
@@ -326,12 +349,18 @@ func (c *stmtCache) queryRow(ctx context.Context, tx *sql.Tx, query string, args
 }
 
 // read runs fn in one read transaction: every query it makes sees the
-// same committed state.
+// same committed state. Its connection's page cache counts are taken
+// after (countReads).
 func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	tx, err := s.db.read.BeginTx(ctx, nil)
+	conn, err := s.db.read.Conn(ctx)
+	if err != nil {
+		return s.fault(fmt.Errorf("sqlite: begin read: %w", err))
+	}
+	defer s.db.countReads(conn)
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return s.fault(fmt.Errorf("sqlite: begin read: %w", err))
 	}

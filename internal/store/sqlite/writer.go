@@ -79,20 +79,19 @@ type job struct {
 	readOnly bool
 }
 
-// newWriter takes db's connection (db has one: SQLite has one writer)
-// and starts the writer on it. onCheckpoint, when not nil (tests), is
-// told of each checkpoint.
-func newWriter(db *sql.DB, maxBatch int, onCheckpoint func(mode string, complete bool)) (*writer, error) {
+// newWriter takes db's write connection (db has one: SQLite has one
+// writer; db.write is nil from then on) and starts the writer on it.
+// hooks are the tests' (none in production).
+func newWriter(ctx context.Context, db *DB, maxBatch int, hooks checkpointHooks) (*writer, error) {
 	if maxBatch <= 0 {
 		maxBatch = DefaultMaxBatch
 	}
-	conn, err := db.Conn(context.Background())
+	conn, err := db.takeWrite(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: the write connection: %w", err)
 	}
 	w := &writer{conn: conn, reqs: make(chan *job, maxBatch), stop: make(chan struct{}), done: make(chan struct{})}
-	w.storage.init()
-	w.storage.onCheckpoint = onCheckpoint
+	w.storage.init(hooks)
 	go w.run()
 	return w, nil
 }

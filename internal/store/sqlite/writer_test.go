@@ -8,6 +8,9 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/historyd/historyd/internal/store/storetest"
 )
 
 func insert(key string) func(_ context.Context, tx *sql.Tx) error {
@@ -39,7 +42,7 @@ func keys(t *testing.T, db *DB) map[string]bool {
 // wait while a transaction runs are committed together, in one.
 func TestGroupCommit(t *testing.T) {
 	db := openT(t, Config{})
-	w, err := newWriter(db.write, 0, nil)
+	w, err := newWriter(context.Background(), db, 0, checkpointHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +91,7 @@ func TestGroupCommit(t *testing.T) {
 // other writes commit, and after functions run only for those, in order.
 func TestGroupCommitFailureIsolated(t *testing.T) {
 	db := openT(t, Config{})
-	w, err := newWriter(db.write, 0, nil)
+	w, err := newWriter(context.Background(), db, 0, checkpointHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +154,7 @@ func TestGroupCommitFailureIsolated(t *testing.T) {
 // The writer's stop path: close answers, and later writes are ErrClosed.
 func TestWriterClose(t *testing.T) {
 	db := openT(t, Config{})
-	w, err := newWriter(db.write, 0, nil)
+	w, err := newWriter(context.Background(), db, 0, checkpointHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,5 +165,55 @@ func TestWriterClose(t *testing.T) {
 	w.close()
 	if err := w.do(context.Background(), insert("y"), nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("do after close = %v, want ErrClosed", err)
+	}
+}
+
+// issue 15 (review: "after the writer takes the only write connection, any
+// later use of db.write blocks forever"): newWriter waits for the write
+// connection no longer than its ctx; once the writer has it, the pool is
+// not there to use (db.write is nil, a second writer is refused at once,
+// a write statement outside the writer's transaction fails), and Close
+// still closes it.
+func TestWriterOwnsTheWriteConnection(t *testing.T) {
+	ctx := context.Background()
+	db := openT(t, Config{})
+	held, err := db.write.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if w, err := newWriter(short, db, 0, checkpointHooks{}); !errors.Is(err, context.DeadlineExceeded) {
+		if w != nil {
+			w.close()
+		}
+		t.Fatalf("newWriter while the connection is held: %v, want its ctx's deadline", err)
+	}
+	held.Close()
+	w, err := newWriter(ctx, db, 0, checkpointHooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	if db.write != nil {
+		t.Error("db.write still usable after the writer took its connection")
+	}
+	if _, err := newWriter(ctx, db, 0, checkpointHooks{}); err == nil {
+		t.Error("a second writer took the write connection")
+	}
+	if err := w.do(ctx, insert("k"), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// issue 15 (review): the store's write statements used outside the
+// writer's transaction fail at once instead of waiting forever for the
+// connection the writer holds.
+func TestWriteStatementOutsideWriterFails(t *testing.T) {
+	s := newTestStore(t, storetest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.wst.exec(ctx, nil, qUnmarkDead, "x"); !errors.Is(err, errWriteOutsideWriter) {
+		t.Fatalf("a write statement on the write pool: %v, want %v", err, errWriteOutsideWriter)
 	}
 }
