@@ -21,7 +21,7 @@ import (
 // --max-db-bytes), store.ErrStorageUnavailable (an I/O error) or
 // store.ErrStorageDamaged (a damaged page or row); Cause is SQLite's error.
 // Its message is the client's, worded from the class (the file, the
-// limit); Cause is for the server log only (LogCause).
+// limit); SQLite's Cause is for the server log only (LogCause).
 type StorageError struct {
 	File     string
 	MaxBytes int64 // the configured limit, 0 when none
@@ -33,17 +33,24 @@ type StorageError struct {
 }
 
 func (e *StorageError) Error() string {
+	// SQLite's error names its internals: the log carries it (LogCause).
+	// A cause in historyd's own words (the backup's space check) is the
+	// client's too.
+	own := ""
+	if e.Cause != nil && resultCode(e.Cause) == 0 {
+		own = " (" + e.Cause.Error() + ")"
+	}
 	switch {
 	case e.Err == store.ErrStorageFull && e.MaxBytes > 0:
-		return fmt.Sprintf("database file %s is full: it reached --max-db-bytes=%d or the disk under it is full; the write was not applied", e.File, e.MaxBytes)
+		return fmt.Sprintf("database file %s is full: it reached --max-db-bytes=%d or the disk under it is full%s; nothing was changed", e.File, e.MaxBytes, own)
 	case e.Err == store.ErrStorageFull:
-		return fmt.Sprintf("database file %s is full: the disk under it has no space left; the write was not applied", e.File)
+		return fmt.Sprintf("database file %s is full: the disk under it has no space left%s; nothing was changed", e.File, own)
 	case e.Err == store.ErrStorageDamaged:
-		return fmt.Sprintf("database file %s is damaged; the server's log says where, and an operator must restore it from a backup", e.File)
+		return fmt.Sprintf("database file %s is damaged%s; the server's log says where, and an operator must restore it from a backup", e.File, own)
 	case e.AtCommit:
-		return fmt.Sprintf("database file %s had an I/O error while committing: the write may or may not have been applied; retry with the same request_id", e.File)
+		return fmt.Sprintf("database file %s had an I/O error while committing%s: the write may or may not have been applied; retry with the same request_id", e.File, own)
 	}
-	return fmt.Sprintf("database file %s had an I/O error; retry with backoff (a write with the same request_id)", e.File)
+	return fmt.Sprintf("database file %s had an I/O error%s; retry with backoff (a write with the same request_id)", e.File, own)
 }
 
 // LogCause returns SQLite's error, for the server's log line of the call.
