@@ -21,6 +21,7 @@ type engine struct {
 	storage interface{ StorageStats() store.StorageStats } // the storage metrics (issue 15); nil for memory
 	backup  server.Backuper                                // what AdminService.Backup copies; nil for memory
 	name    string                                         // storeSQLite or storeMemory
+	warning string                                         // what the start logs as a warning, or ""
 	file    string                                         // the database file; "" for memory
 	close   func() error
 }
@@ -51,7 +52,13 @@ func openEngine(ctx context.Context, c config) (*engine, error) {
 	if err != nil {
 		return nil, storeError(c.Store.DataDir, err)
 	}
-	return &engine{Store: s, stats: s, storage: s, backup: s, name: storeSQLite, file: s.Path(), close: s.Close}, nil
+	e := &engine{Store: s, stats: s, storage: s, backup: s, name: storeSQLite, file: s.Path(), close: s.Close}
+	if size, limit := s.OverMaxBytes(); size > 0 {
+		// A warning, not a refusal: reads, and deletes that make room, go on, and lowering the
+		// limit below the size is how an operator stops a database's growth while trimming it.
+		e.warning = fmt.Sprintf("database file %s is %d bytes, over --max-db-bytes=%d: it cannot grow, so every write that needs a new page fails with STORAGE_FULL until branches are deleted (their pages are reused) or the limit is raised", s.Path(), size, limit)
+	}
+	return e, nil
 }
 
 // storeError words a failure to open the data directory as the one log line an operator needs:

@@ -104,6 +104,9 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 		logger.Error(err.Error(), zap.String("store", cfg.Store.Engine), zap.String("data_dir", cfg.Store.DataDir))
 		return 1
 	}
+	if branches.warning != "" {
+		logger.Warn(branches.warning, zap.String("store", cfg.Store.Engine), zap.String("data_dir", cfg.Store.DataDir))
+	}
 	// Deferred first, so it runs last: after the server has shut down and the metrics have stopped
 	// reading the store's stats.
 	defer func() {

@@ -78,10 +78,14 @@ var errorRules = []errorRule{
 	{store.ErrSubscriberTooSlow, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
 	{store.ErrBranchDeleted, codes.NotFound, historyv1.ErrorReason_ERROR_REASON_BRANCH_DELETED},
 	{store.ErrTooManySubscriptions, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS},
-	// The durable engine's storage (issue 15): a full disk or --max-db-bytes, and an I/O error or a
-	// damaged file. The message names the database file. Metadata: file (and maxDbBytes, flag).
+	// The durable engine's storage (issue 15): a full disk or --max-db-bytes, an I/O error, and a
+	// damaged page (DATA_LOSS, not UNAVAILABLE: clients retry UNAVAILABLE, and a retry cannot mend
+	// a damaged page; the reason stays STORAGE_UNAVAILABLE, the database being unusable). The
+	// message names the database file; SQLite's error goes to the log only (causeError). Metadata:
+	// file (and maxDbBytes, flag).
 	{store.ErrStorageFull, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_STORAGE_FULL},
 	{store.ErrStorageUnavailable, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE},
+	{store.ErrStorageDamaged, codes.DataLoss, historyv1.ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE},
 	// Backup (issue 15; admin_service.go): one at a time, and only of a store with a database.
 	{store.ErrBackupInProgress, codes.Aborted, historyv1.ErrorReason_ERROR_REASON_BACKUP_IN_PROGRESS},
 	{store.ErrBackupUnsupported, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED},
@@ -98,6 +102,14 @@ var errorRules = []errorRule{
 type metadataError interface {
 	error
 	ErrorMetadata() map[string]string
+}
+
+// causeError is implemented by domain errors whose message is worded for the client and whose
+// cause (an engine's own error, naming its internals) is for the server's log only: the call's log
+// line carries it as grpc.error_cause (internalCause).
+type causeError interface {
+	error
+	LogCause() error
 }
 
 // fieldError is implemented by errors that reject one input field: toStatus turns them into
@@ -190,7 +202,11 @@ func statusFrom(rules []errorRule, err error) error {
 		matched = true
 	}
 	if matched {
-		return withErrorInfo(st, reason, md).Err()
+		st = withErrorInfo(st, reason, md)
+		if ce, ok := errors.AsType[causeError](err); ok && ce.LogCause() != nil {
+			return &redactedError{cause: ce.LogCause(), st: st}
+		}
+		return st.Err()
 	}
 	switch {
 	case errors.Is(err, context.Canceled):

@@ -246,10 +246,31 @@ func TestStorageFaultStatus(t *testing.T) {
 	if msg := status.Convert(err).Message(); !strings.Contains(msg, file) || !strings.Contains(msg, "--max-db-bytes=1048576") {
 		t.Errorf("message %q does not name the file and the limit", msg)
 	}
-	io := &sqlite.StorageError{File: file, Err: store.ErrStorageUnavailable, Cause: errors.New("disk I/O error (778)")}
+	// Review of issue 15, defect 4: the message is worded from the fault for the client; SQLite's
+	// error (with its result code) goes to the call's log line only.
+	io := &sqlite.StorageError{File: file, Err: store.ErrStorageUnavailable, Cause: sqliteError{"disk I/O error (778)", 778}, AtCommit: true}
 	err = toStatus(io)
 	checkStatus(t, err, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE, map[string]string{"file": file})
-	if msg := status.Convert(err).Message(); !strings.Contains(msg, file) || !strings.Contains(msg, "disk I/O error") {
-		t.Errorf("message %q does not name the file and the cause", msg)
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, file) || !strings.Contains(msg, "I/O error") ||
+		!strings.Contains(msg, "may or may not have been applied") || strings.Contains(msg, "778") {
+		t.Errorf("message %q does not name the file and what to do, or leaks SQLite's error", msg)
+	}
+	if f := internalCause(err); len(f) != 2 || f[1] != "disk I/O error (778)" {
+		t.Errorf("log fields %v, want SQLite's error", f)
+	}
+	damaged := &sqlite.StorageError{File: file, Err: store.ErrStorageDamaged, Cause: sqliteError{"database disk image is malformed (11)", 11}}
+	err = toStatus(damaged)
+	checkStatus(t, err, codes.DataLoss, historyv1.ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE, map[string]string{"file": file})
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, file) || !strings.Contains(msg, "damaged") || strings.Contains(msg, "malformed") {
+		t.Errorf("message %q does not name the file and the damage, or leaks SQLite's error", msg)
 	}
 }
+
+// sqliteError is an error of SQLite's, with its result code.
+type sqliteError struct {
+	msg  string
+	code int
+}
+
+func (e sqliteError) Error() string { return e.msg }
+func (e sqliteError) Code() int     { return e.code }

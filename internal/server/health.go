@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/health"
@@ -92,20 +94,23 @@ type storageHealth interface {
 
 // followStorage keeps the overall status and service's at NOT_SERVING while st's storage is
 // unusable and SERVING while it is usable (issue 15: "the engine's health joins the health
-// service"), and logs each change, until shutdown, which sets every status NOT_SERVING for good
-// (health.Server ignores later changes).
+// service"), and logs the changes (storageLog), until shutdown, which sets every status NOT_SERVING
+// for good (health.Server ignores later changes).
 func (s *Server) followStorage(st storageHealth, service string) {
+	log := &storageLog{logger: s.logger, every: storageLogEvery, now: time.Now}
 	go func() {
 		wasUsable := true
 		for {
 			changed, unusable := st.Health()
 			status := healthpb.HealthCheckResponse_SERVING
-			switch {
-			case unusable != nil:
+			if unusable != nil {
 				status = healthpb.HealthCheckResponse_NOT_SERVING
-				s.logger.Error("the database is unusable: health is NOT_SERVING until a probe succeeds", zap.Error(unusable))
-			case !wasUsable:
-				s.logger.Info("the database is usable again: health is SERVING")
+			}
+			switch usable := unusable == nil; {
+			case usable && !wasUsable:
+				log.usable()
+			case !usable && wasUsable:
+				log.unusable(unusable)
 			}
 			wasUsable = unusable == nil
 			s.health.SetServingStatus("", status)
@@ -117,4 +122,41 @@ func (s *Server) followStorage(st storageHealth, service string) {
 			}
 		}
 	}()
+}
+
+// storageLogEvery is how often at most the storage's health logs that it became unusable.
+const storageLogEvery = time.Minute
+
+// storageLog logs the storage's health changes, the change to unusable at most once per every: an
+// I/O error that the next commit clears can flip the health at the request rate, and a line per
+// flip would flood the log. The flips not logged are counted in the next line. Only followStorage's
+// goroutine uses it.
+type storageLog struct {
+	logger *zap.Logger
+	every  time.Duration
+	now    func() time.Time
+	last   time.Time // when the last "unusable" line was logged
+	down   bool      // the last line logged said unusable
+	missed int       // changes to unusable since then, not logged
+}
+
+func (l *storageLog) unusable(err error) {
+	t := l.now()
+	if !l.last.IsZero() && t.Sub(l.last) < l.every {
+		l.missed++
+		return
+	}
+	fields := []zap.Field{zap.Error(err), zap.Int("unlogged_failures", l.missed)}
+	if ce, ok := errors.AsType[causeError](err); ok && ce.LogCause() != nil {
+		fields = append(fields, zap.NamedError("cause", ce.LogCause()))
+	}
+	l.logger.Error("the database is unusable: health is NOT_SERVING", fields...)
+	l.last, l.down, l.missed = t, true, 0
+}
+
+func (l *storageLog) usable() {
+	if l.down {
+		l.logger.Info("the database is usable again: health is SERVING")
+		l.down = false
+	}
 }

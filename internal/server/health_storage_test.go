@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -97,3 +99,57 @@ func TestHealthFollowsStorage(t *testing.T) {
 		t.Fatalf("after shutdown: %v, %v; want NOT_SERVING", resp.GetStatus(), err)
 	}
 }
+
+// Review of issue 15, defect 3: an I/O error that the next commit clears flips the health at the
+// request rate; the log says so once a minute, not once per flip (each flip logged an Error and an
+// Info line), and names SQLite's error as the cause.
+func TestHealthLogsStorageFlipsOncePerInterval(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	srv := New(zap.New(core))
+	st := &fakeStorage{Memory: store.NewMemory(), changed: make(chan struct{})}
+	RegisterHistory(srv, st)
+	ws := &healthStream{ctx: testContext(t), sent: make(chan healthpb.HealthCheckResponse_ServingStatus, 16)}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = srv.health.Watch(&healthpb.HealthCheckRequest{}, ws) }()
+	expect := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		select {
+		case got := <-ws.sent:
+			if got != want {
+				t.Fatalf("%v, want %v", got, want)
+			}
+		case <-testContext(t).Done():
+			t.Fatalf("no status, want %v", want)
+		}
+	}
+	expect(healthpb.HealthCheckResponse_SERVING)
+	const flips = 20
+	for range flips {
+		st.set(&causedError{msg: "database file x had an I/O error", cause: errors.New("disk I/O error (10)")})
+		expect(healthpb.HealthCheckResponse_NOT_SERVING)
+		st.set(nil)
+		expect(healthpb.HealthCheckResponse_SERVING)
+	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	down := logs.FilterMessageSnippet("unusable").All()
+	up := logs.FilterMessageSnippet("usable again").Len()
+	if len(down) != 1 || up != 1 {
+		t.Fatalf("%d flips logged %d unusable and %d usable lines, want 1 and 1", flips, len(down), up)
+	}
+	if cause := down[0].ContextMap()["cause"]; cause != "disk I/O error (10)" {
+		t.Fatalf("the unusable line's cause is %v", cause)
+	}
+}
+
+// causedError is a storage error with a cause for the log only, as the sqlite engine's.
+type causedError struct {
+	msg   string
+	cause error
+}
+
+func (e *causedError) Error() string   { return e.msg }
+func (e *causedError) LogCause() error { return e.cause }

@@ -101,9 +101,13 @@ var (
 	ErrStorageFull = errors.New("storage full")
 
 	// ErrStorageUnavailable: a durable engine's storage failed to read or
-	// write (an I/O error, a damaged file); the write changed nothing
-	// (UNAVAILABLE; issue 15).
+	// write (an I/O error); a retry may succeed (UNAVAILABLE; issue 15).
 	ErrStorageUnavailable = errors.New("storage unavailable")
+
+	// ErrStorageDamaged: a durable engine's storage holds a damaged page or
+	// row; a retry will not help until an operator restores the database
+	// (DATA_LOSS; issue 15).
+	ErrStorageDamaged = errors.New("storage damaged")
 )
 
 // The exact texts LionAGI raises, which historyd keeps (ADR-0006 D3).

@@ -83,6 +83,7 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 	}
 	var first *store.BranchResult
 	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		first = nil // a re-run of the batch starts afresh (writer.do)
 		if r, ok, err := s.recallCreated(ctx, &s.wst, tx, principal, op, requestID); err != nil || ok {
 			first = &r
 			return err
@@ -281,6 +282,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		c       store.Commit
 	)
 	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, replay, watched, row, c = store.DeleteResult{}, false, false, nil, nil // a re-run of the batch starts afresh (writer.do)
 		if r, ok, err := s.recall(ctx, &s.wst, tx, scope, store.OpDeleteBranch, opts.RequestID); err != nil || ok {
 			if ok {
 				res, replay = r.(store.DeleteResult), true

@@ -78,6 +78,9 @@ type Config struct {
 type DB struct {
 	Path     string
 	maxBytes int64 // Config.MaxBytes
+	// sizeAtOpen is the database's size when it opened, measured only
+	// when MaxBytes is set (OverMaxBytes).
+	sizeAtOpen int64
 	// write is the write pool, of one connection, until the writer takes
 	// that connection (takeWrite); nil from then on.
 	write      *sql.DB
@@ -177,10 +180,14 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		// max_page_count counts pages of the file's page size, known once
 		// it is open; the write connection is reopened with it in the
 		// DSN, so a connection the pool replaces keeps the limit.
-		var pageSize int64
+		var pageSize, pages int64
 		if err := db.write.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
 			return fail(err)
 		}
+		if err := db.write.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+			return fail(err)
+		}
+		db.sizeAtOpen = pages * pageSize
 		db.write.Close()
 		if err := openWrite(max(1, cfg.MaxBytes/pageSize)); err != nil {
 			return fail(err)
@@ -289,4 +296,16 @@ func (db *DB) pragma(ctx context.Context, name string) (string, error) {
 	var v string
 	err := db.read.QueryRowContext(ctx, "PRAGMA "+name).Scan(&v)
 	return v, err
+}
+
+// OverMaxBytes returns the database's size at open and the limit when the
+// size passes the limit (else 0, 0). SQLite keeps max_page_count at the page
+// count at least, so such a database cannot grow at all: every write that
+// needs a new page fails as full; writes that fit in pages freed by deletes
+// go on. The caller warns the operator (historyd logs it at start).
+func (db *DB) OverMaxBytes() (size, limit int64) {
+	if db.maxBytes > 0 && db.sizeAtOpen > db.maxBytes {
+		return db.sizeAtOpen, db.maxBytes
+	}
+	return 0, 0
 }

@@ -18,24 +18,43 @@ import (
 
 // StorageError is a fault of the database file: its Err is
 // store.ErrStorageFull (the disk is full, or the database reached
-// --max-db-bytes) or store.ErrStorageUnavailable (an I/O error, a damaged
-// file); Cause is SQLite's error.
+// --max-db-bytes), store.ErrStorageUnavailable (an I/O error) or
+// store.ErrStorageDamaged (a damaged page or row); Cause is SQLite's error.
+// Its message is the client's, worded from the class (the file, the
+// limit); SQLite's Cause is for the server log only (LogCause).
 type StorageError struct {
 	File     string
 	MaxBytes int64 // the configured limit, 0 when none
 	Err      error
 	Cause    error
+	// AtCommit: the error came at COMMIT, when the WAL frames may already
+	// be written: after an I/O error there, recovery may yet apply them.
+	AtCommit bool
 }
 
 func (e *StorageError) Error() string {
+	// SQLite's error names its internals: the log carries it (LogCause).
+	// A cause in historyd's own words (the backup's space check) is the
+	// client's too.
+	own := ""
+	if e.Cause != nil && resultCode(e.Cause) == 0 {
+		own = " (" + e.Cause.Error() + ")"
+	}
 	switch {
 	case e.Err == store.ErrStorageFull && e.MaxBytes > 0:
-		return fmt.Sprintf("database file %s is full: the disk under it is full or the database reached --max-db-bytes=%d (%v); nothing was written", e.File, e.MaxBytes, e.Cause)
+		return fmt.Sprintf("database file %s is full: it reached --max-db-bytes=%d or the disk under it is full%s; nothing was changed", e.File, e.MaxBytes, own)
 	case e.Err == store.ErrStorageFull:
-		return fmt.Sprintf("database file %s is full: the disk under it has no space left (%v); nothing was written", e.File, e.Cause)
+		return fmt.Sprintf("database file %s is full: the disk under it has no space left%s; nothing was changed", e.File, own)
+	case e.Err == store.ErrStorageDamaged:
+		return fmt.Sprintf("database file %s is damaged%s; the server's log says where, and an operator must restore it from a backup", e.File, own)
+	case e.AtCommit:
+		return fmt.Sprintf("database file %s had an I/O error while committing%s: the write may or may not have been applied; retry with the same request_id", e.File, own)
 	}
-	return fmt.Sprintf("database file %s is unavailable: %v; nothing was written", e.File, e.Cause)
+	return fmt.Sprintf("database file %s had an I/O error%s; retry with backoff (a write with the same request_id)", e.File, own)
 }
+
+// LogCause returns SQLite's error, for the server's log line of the call.
+func (e *StorageError) LogCause() error { return e.Cause }
 
 // Unwrap returns the sentinel and SQLite's error.
 func (e *StorageError) Unwrap() []error { return []error{e.Err, e.Cause} }
@@ -97,17 +116,26 @@ func resultCode(err error) int {
 
 // storageClass returns the storage sentinel err belongs to, or nil: a full
 // disk or max_page_count (SQLITE_FULL) is store.ErrStorageFull; an I/O
-// error, a damaged or replaced file, or one SQLite cannot open is
-// store.ErrStorageUnavailable.
+// error, or a file SQLite cannot open, is store.ErrStorageUnavailable; a
+// damaged page or row, or a file replaced by one that is not a database,
+// is store.ErrStorageDamaged.
 func storageClass(err error) error {
 	switch resultCode(err) {
 	case sqlite3.SQLITE_FULL:
 		return store.ErrStorageFull
-	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CANTOPEN:
+	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
 		return store.ErrStorageUnavailable
+	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return store.ErrStorageDamaged
 	}
 	return nil
 }
+
+// commitError is the error of a batch's COMMIT.
+type commitError struct{ err error }
+
+func (e commitError) Error() string { return "sqlite: commit: " + e.err.Error() }
+func (e commitError) Unwrap() error { return e.err }
 
 // openError words an error met while opening the database: a file that is
 // not a database, or a damaged one, as a FileError; anything else as it is.

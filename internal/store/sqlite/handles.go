@@ -210,7 +210,9 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (*handle, error) {
 		row *branchRow
 		min sql.NullInt64
 	)
-	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	// Read-only: a pin goes on when the disk is full (writer.commit).
+	err := s.w.doReadOnly(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		row, min = nil, sql.NullInt64{} // a re-run of the batch starts afresh (writer.do)
 		var err error
 		if row, err = s.loadBranch(ctx, &s.wst, tx, id); err != nil {
 			return err

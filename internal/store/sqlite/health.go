@@ -12,10 +12,13 @@ import (
 )
 
 // Issue 15: "the engine's health joins the health service (NOT_SERVING when
-// the database is unusable)". An I/O error or a damaged page makes the
-// database unusable until a probe (a read and a write) succeeds again, or a
-// write commits; a full disk does not: reads go on, and space freed lets
-// writes resume.
+// the database is unusable)". An I/O error makes the database unusable
+// until a probe (a read and a write) succeeds again, or a write commits; a
+// damaged page or row keeps it unusable until restart (a probe reads and
+// writes page 1 and a commit touches other pages: neither shows the damage
+// gone, and clearing on them made health flap at the request rate); a full
+// disk does not make it unusable: reads go on, and space freed lets writes
+// resume.
 
 // DefaultProbeInterval is how often an unusable database is probed.
 const DefaultProbeInterval = 5 * time.Second
@@ -25,6 +28,7 @@ const DefaultProbeInterval = 5 * time.Second
 type health struct {
 	mu      sync.Mutex
 	err     error // nil: usable
+	damaged bool  // err is damage: only a restart clears it
 	changed chan struct{}
 	broken  chan struct{} // cap 1: wakes the prober when the database becomes unusable
 }
@@ -33,10 +37,30 @@ func newHealth() *health {
 	return &health{changed: make(chan struct{}), broken: make(chan struct{}, 1)}
 }
 
-// set records err (nil: usable); a change of usability closes changed.
+// set records an I/O error (nil: usable again); a change of usability
+// closes changed. It changes nothing once the database is damaged.
 func (h *health) set(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.damaged {
+		return
+	}
+	h.change(err)
+}
+
+// damage records damage: the database stays unusable until restart.
+func (h *health) damage(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.damaged {
+		return
+	}
+	h.damaged = true
+	h.change(err)
+}
+
+// change records err, closing changed when usability changes (h.mu held).
+func (h *health) change(err error) {
 	was := h.err == nil
 	h.err = err
 	if was == (err == nil) {
@@ -52,6 +76,12 @@ func (h *health) set(err error) {
 	}
 }
 
+func (h *health) isDamaged() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.damaged
+}
+
 func (h *health) get() (<-chan struct{}, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -63,7 +93,8 @@ func (h *health) get() (<-chan struct{}, error) {
 func (s *Store) Health() (changed <-chan struct{}, unusable error) { return s.health.get() }
 
 // fault sorts err: a storage fault becomes a *StorageError naming the
-// file, and one that is not a full disk marks the database unusable.
+// file; an I/O error marks the database unusable until the next commit or
+// probe, damage until restart.
 func (s *Store) fault(err error) error {
 	class := storageClass(err)
 	if class == nil {
@@ -73,9 +104,12 @@ func (s *Store) fault(err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
-	se = &StorageError{File: s.db.Path, MaxBytes: s.db.maxBytes, Err: class, Cause: err}
-	if class == store.ErrStorageUnavailable {
+	se = &StorageError{File: s.db.Path, MaxBytes: s.db.maxBytes, Err: class, Cause: err, AtCommit: errors.As(err, new(commitError))}
+	switch class {
+	case store.ErrStorageUnavailable:
 		s.health.set(se)
+	case store.ErrStorageDamaged:
+		s.health.damage(se)
 	}
 	return se
 }
@@ -106,7 +140,7 @@ func (s *Store) Probe(ctx context.Context) error {
 }
 
 // runProber probes an unusable database every interval until it is usable
-// again; it stops at Close.
+// again, or damaged (no probe mends that); it stops at Close.
 func (s *Store) runProber(interval time.Duration) {
 	defer s.janitor.Done()
 	for {
@@ -122,7 +156,7 @@ func (s *Store) runProber(interval time.Duration) {
 				t.Stop()
 				return
 			case <-t.C:
-				usable = s.Probe(context.Background()) == nil
+				usable = s.Probe(context.Background()) == nil || s.health.isDamaged()
 			}
 		}
 		t.Stop()

@@ -171,7 +171,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		return nil, err
 	}
 	s.w.onAbort = func() { clear(s.rows); clear(s.pinning) }
-	s.w.onCommit = func() { s.health.set(nil) }
+	s.w.onCommit = func() { s.health.set(nil) } // a commit clears an I/O error, never damage (health.go)
 	s.w.fault = s.fault
 	s.w.failCommit = cfg.failCommit
 	s.janitor.Add(2)
@@ -182,6 +182,9 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 
 // Path returns the database file's path.
 func (s *Store) Path() string { return s.db.Path }
+
+// OverMaxBytes is DB.OverMaxBytes of the store's database.
+func (s *Store) OverMaxBytes() (size, limit int64) { return s.db.OverMaxBytes() }
 
 // Close stops the writer (after the batch in progress) and the janitor,
 // cancels a running backup and waits for it to remove its temporary copy,

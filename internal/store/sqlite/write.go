@@ -37,6 +37,7 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 		row    *branchRow
 	)
 	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		w, replay, row = written{}, nil, nil // a re-run of the batch starts afresh (writer.do)
 		var err error
 		if row, err = s.writerRow(ctx, tx, id); err != nil {
 			return err

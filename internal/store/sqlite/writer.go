@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ErrClosed is a write to a closed store.
@@ -72,6 +74,9 @@ type job struct {
 	after  func()
 	err    chan error      // cap 1
 	caller context.Context // checked once, before fn runs: a caller gone by then is not written for
+	// readOnly marks a job whose fn writes nothing (a pin): a batch whose
+	// commit fails for want of space runs it again alone (commit).
+	readOnly bool
 }
 
 // newWriter takes db's write connection (db has one: SQLite has one
@@ -94,8 +99,21 @@ func newWriter(ctx context.Context, db *DB, maxBatch int, hooks checkpointHooks)
 // do runs fn in the next batch and returns its error, or the commit's.
 // Once queued, a write is not abandoned: ctx only bounds the wait for a
 // place in the queue.
+//
+// fn may run more than once (commit re-runs a batch's other writes when
+// one of them fills the disk): it must set whatever it tells after or its
+// caller afresh on every run.
 func (w *writer) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, after func()) error {
-	j := &job{fn: fn, after: after, err: make(chan error, 1), caller: ctx}
+	return w.submit(ctx, &job{fn: fn, after: after, err: make(chan error, 1), caller: ctx})
+}
+
+// doReadOnly is do for an fn that only reads: it goes on when the disk is
+// full (issue 15: "reads go on").
+func (w *writer) doReadOnly(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, after func()) error {
+	return w.submit(ctx, &job{fn: fn, after: after, err: make(chan error, 1), caller: ctx, readOnly: true})
+}
+
+func (w *writer) submit(ctx context.Context, j *job) error {
 	select {
 	case w.reqs <- j:
 	case <-w.stop:
@@ -172,9 +190,10 @@ func (w *writer) drain() {
 
 // commit runs one batch in one transaction. A savepoint that cannot be
 // made, rolled back or released leaves the transaction in a state no later
-// job may build on: the batch ends there and is rolled back; when a job's
-// error ended the transaction, that job alone fails and the others run
-// again; otherwise every job in it gets the error.
+// job may build on: the batch ends there and is rolled back. When a job's
+// SQLITE_FULL ended the transaction, that job alone fails and the others
+// run again; any other error fails every job in the batch (an I/O error
+// or a damaged page would most likely fail the re-run too).
 func (w *writer) commit(batch []*job) {
 	errs := make([]error, len(batch))
 	answer := func(err error) {
@@ -201,20 +220,26 @@ func (w *writer) commit(batch []*job) {
 		if errs[i], fatal = savepoint(ctx, tx, j.fn); fatal != nil {
 			_ = tx.Rollback()
 			w.aborted()
-			if cause := errs[i]; cause != nil {
+			cause := errs[i]
+			if cause != nil && resultCode(cause) == sqlite3.SQLITE_FULL {
 				// The write's error ended the transaction: SQLite rolls the
-				// whole transaction back on SQLITE_FULL (issue 15) and may on
-				// SQLITE_IOERR, and the savepoint went with it. That write
-				// fails alone, with its error; the batch's other writes run
-				// again in a new transaction (their functions write only
-				// inside it, and what they left in memory went with
-				// aborted).
+				// whole transaction back on SQLITE_FULL (issue 15), and the
+				// savepoint went with it. That write fails alone, with its
+				// error; the batch's other writes run again in a new
+				// transaction (their functions write only inside it, set
+				// what they answer afresh on each run, and what they left in
+				// memory went with aborted).
 				j.err <- cause
 				w.commit(slices.Concat(batch[:i], batch[i+1:]))
 				return
 			}
 			clear(errs)
-			answer(fmt.Errorf("sqlite: a write's savepoint: %w", fatal))
+			if cause != nil {
+				errs[i] = cause // the batch's other writes are told why
+			} else {
+				cause = fatal
+			}
+			answer(fmt.Errorf("sqlite: a write's savepoint: %w", cause))
 			return
 		}
 		if errs[i] == nil {
@@ -228,13 +253,29 @@ func (w *writer) commit(batch []*job) {
 	}
 	if err := w.commitTx(ctx, tx); err != nil {
 		w.aborted()
-		err = fmt.Errorf("sqlite: commit: %w", err)
-		for i := range errs {
-			if errs[i] == nil {
-				errs[i] = err
+		err = commitError{err}
+		var reads []*job
+		for i, j := range batch {
+			switch {
+			case errs[i] != nil:
+				j.err <- errs[i]
+			case j.readOnly && resultCode(err) == sqlite3.SQLITE_FULL:
+				reads = append(reads, j)
+			default:
+				j.err <- err
 			}
 		}
-		answer(nil)
+		if len(reads) > 0 && len(reads) < ok {
+			// On a real full disk SQLITE_FULL comes at COMMIT (the WAL
+			// cannot grow), so it fails every job of the batch: the
+			// read-only ones (pins) need no space and run again in a
+			// transaction of their own (issue 15: "reads go on").
+			w.commit(reads)
+		} else {
+			for _, j := range reads {
+				j.err <- err
+			}
+		}
 		return
 	}
 	w.storage.recordCommit(begin, time.Now(), ok)

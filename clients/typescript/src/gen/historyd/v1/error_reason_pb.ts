@@ -323,10 +323,13 @@ export enum ErrorReason {
   STORAGE_FULL = 32,
 
   /**
-   * ERROR_REASON_STORAGE_UNAVAILABLE: the database failed to read or write (UNAVAILABLE): an I/O
-   * error, or a damaged file. The write changed nothing; the branch is as it was. Retry with backoff;
-   * the server's health reports NOT_SERVING until a probe of the database succeeds again. The status
-   * message names the database file and the cause. Metadata: file.
+   * ERROR_REASON_STORAGE_UNAVAILABLE: the database failed to read or write. An I/O error is
+   * UNAVAILABLE: retry with backoff and the same request_id (after an I/O error at commit the write
+   * may or may not have been applied, and the message says so; the request_id makes the retry write
+   * at most once); the server's health reports NOT_SERVING until a write commits or a probe of the
+   * database succeeds. A damaged page is DATA_LOSS: no retry helps, the health stays NOT_SERVING
+   * until an operator restores the database and restarts. The status message names the database
+   * file; SQLite's own error goes to the server's log only. Metadata: file.
    *
    * @generated from enum value: ERROR_REASON_STORAGE_UNAVAILABLE = 33;
    */
