@@ -9,6 +9,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/historyd/historyd/internal/store"
 )
 
 // healthServer is grpc-go's health server with one change: Watch streams end when the server shuts
@@ -99,24 +101,26 @@ type storageHealth interface {
 func (s *Server) followStorage(st storageHealth, service string) {
 	log := &storageLog{logger: s.logger, every: storageLogEvery, now: time.Now}
 	go func() {
-		wasUsable := true
+		// recheck fires when a change to unusable was not logged (the rate limit): if the storage
+		// is still unusable then, that is logged, so the log never ends on "usable again" while
+		// the health is NOT_SERVING.
+		recheck := time.NewTimer(time.Hour)
+		recheck.Stop()
+		defer recheck.Stop()
 		for {
 			changed, unusable := st.Health()
 			status := healthpb.HealthCheckResponse_SERVING
 			if unusable != nil {
 				status = healthpb.HealthCheckResponse_NOT_SERVING
 			}
-			switch usable := unusable == nil; {
-			case usable && !wasUsable:
-				log.usable()
-			case !usable && wasUsable:
-				log.unusable(unusable)
+			if wait := log.observe(unusable); wait > 0 {
+				recheck.Reset(wait)
 			}
-			wasUsable = unusable == nil
 			s.health.SetServingStatus("", status)
 			s.health.SetServingStatus(service, status)
 			select {
 			case <-changed:
+			case <-recheck.C:
 			case <-s.health.stopping.Done():
 				return
 			}
@@ -129,34 +133,44 @@ const storageLogEvery = time.Minute
 
 // storageLog logs the storage's health changes, the change to unusable at most once per every: an
 // I/O error that the next commit clears can flip the health at the request rate, and a line per
-// flip would flood the log. The flips not logged are counted in the next line. Only followStorage's
-// goroutine uses it.
+// flip would flood the log. The flips not logged are counted in the next line; a storage still
+// unusable when the window ends is logged then; damage (store.ErrStorageDamaged, which lasts until
+// restart) is always logged. Only followStorage's goroutine uses it.
 type storageLog struct {
-	logger *zap.Logger
-	every  time.Duration
-	now    func() time.Time
-	last   time.Time // when the last "unusable" line was logged
-	down   bool      // the last line logged said unusable
-	missed int       // changes to unusable since then, not logged
+	logger  *zap.Logger
+	every   time.Duration
+	now     func() time.Time
+	last    time.Time // when the last "unusable" line was logged
+	down    bool      // the last line logged said unusable
+	damaged bool      // the damage has been logged
+	missed  int       // changes to unusable since then, not logged
 }
 
-func (l *storageLog) unusable(err error) {
-	t := l.now()
-	if !l.last.IsZero() && t.Sub(l.last) < l.every {
-		l.missed++
-		return
+// observe logs what the storage's state unusable (nil: usable) changes in the log's account, and
+// returns how long to wait before observing again when a change to unusable went unlogged (0:
+// no need).
+func (l *storageLog) observe(unusable error) time.Duration {
+	if unusable == nil {
+		if l.down {
+			l.logger.Info("the database is usable again: health is SERVING")
+			l.down = false
+		}
+		return 0
 	}
-	fields := []zap.Field{zap.Error(err), zap.Int("unlogged_failures", l.missed)}
-	if ce, ok := errors.AsType[causeError](err); ok && ce.LogCause() != nil {
+	damaged := errors.Is(unusable, store.ErrStorageDamaged)
+	if l.down && (l.damaged || !damaged) {
+		return 0 // already logged as unusable, and no news
+	}
+	t := l.now()
+	if !damaged && !l.last.IsZero() && t.Sub(l.last) < l.every {
+		l.missed++
+		return l.every - t.Sub(l.last)
+	}
+	fields := []zap.Field{zap.Error(unusable), zap.Int("unlogged_failures", l.missed)}
+	if ce, ok := errors.AsType[causeError](unusable); ok && ce.LogCause() != nil {
 		fields = append(fields, zap.NamedError("cause", ce.LogCause()))
 	}
 	l.logger.Error("the database is unusable: health is NOT_SERVING", fields...)
-	l.last, l.down, l.missed = t, true, 0
-}
-
-func (l *storageLog) usable() {
-	if l.down {
-		l.logger.Info("the database is usable again: health is SERVING")
-		l.down = false
-	}
+	l.last, l.down, l.damaged, l.missed = t, true, damaged, 0
+	return 0
 }

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -153,3 +155,43 @@ type causedError struct {
 
 func (e *causedError) Error() string   { return e.msg }
 func (e *causedError) LogCause() error { return e.cause }
+
+// Issue 15, health follows the storage: the log must not end on "usable again" while the storage
+// is unusable (a change to unusable the rate limit held back is logged once the window ends), and
+// damage, which lasts until restart, is logged even inside the window and after an I/O error.
+func TestStorageLogNeverEndsOnAStaleState(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	now := time.Unix(0, 0)
+	l := &storageLog{logger: zap.New(core), every: time.Minute, now: func() time.Time { return now }}
+	ioErr := errors.New("database file x had an I/O error")
+	if wait := l.observe(ioErr); wait != 0 {
+		t.Fatalf("the first failure waits %v", wait)
+	}
+	l.observe(nil)
+	now = now.Add(time.Second)
+	wait := l.observe(ioErr) // inside the window: held back
+	if wait != 59*time.Second {
+		t.Fatalf("a held-back failure waits %v, want 59s", wait)
+	}
+	if n := logs.FilterMessageSnippet("unusable").Len(); n != 1 {
+		t.Fatalf("%d unusable lines inside the window, want 1", n)
+	}
+	now = now.Add(wait) // the recheck: still unusable
+	if wait := l.observe(ioErr); wait != 0 {
+		t.Fatalf("the recheck waits again %v", wait)
+	}
+	down := logs.FilterMessageSnippet("unusable").All()
+	if len(down) != 2 || down[1].ContextMap()["unlogged_failures"] != int64(1) {
+		t.Fatalf("after the window: %d unusable lines (%v), want 2, the last counting 1 unlogged", len(down), down)
+	}
+	damage := fmt.Errorf("database file x is damaged: %w", store.ErrStorageDamaged)
+	now = now.Add(time.Second)
+	l.observe(damage) // already down with an I/O error, inside the window: damage is news
+	if n := logs.FilterMessageSnippet("unusable").Len(); n != 3 {
+		t.Fatalf("damage after an I/O error: %d unusable lines, want 3", n)
+	}
+	l.observe(damage)
+	if n := logs.FilterMessageSnippet("unusable").Len(); n != 3 {
+		t.Fatalf("damage seen again: %d unusable lines, want still 3", n)
+	}
+}

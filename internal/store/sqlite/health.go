@@ -56,6 +56,14 @@ func (h *health) damage(err error) {
 		return
 	}
 	h.damaged = true
+	if h.err != nil {
+		// Unusable already (an I/O error): usability does not change, but
+		// the cause does, and the damage lasts; the followers are told.
+		h.err = err
+		close(h.changed)
+		h.changed = make(chan struct{})
+		return
+	}
 	h.change(err)
 }
 
