@@ -169,3 +169,38 @@ func TestIOErrorEndingTheBatchFailsItWhole(t *testing.T) {
 		t.Fatalf("the other job's error %v does not say why", other)
 	}
 }
+
+// A write whose error was worked out over an earlier write of its batch
+// is not answered with that error when the commit fails: the batch
+// [DeleteBranch X, AddMessage X] with SQLITE_FULL at COMMIT leaves X in
+// place, so the add's NOT_FOUND would be false (and clients do not retry
+// it); it gets the commit's storage error, which they do (review of issue
+// 15).
+func TestStaleErrorsOfAFailedCommitAreNotAnswered(t *testing.T) {
+	var faults commitFaults
+	s := faultStore(t, 0, &faults)
+	ctx := tctx(t)
+	branch := emptyBranch(t, s)
+	release, done := holdWriter(t, s)
+	faults.inject(2, fullError{}) // the hold's batch's commit, then the batch under test's
+	var (
+		wg             sync.WaitGroup
+		delErr, addErr error
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); _, delErr = s.DeleteBranch(ctx, branch, store.WriteOptions{}) }()
+	queued(s, 1)
+	go func() { defer wg.Done(); _, addErr = s.AddMessage(ctx, branch, addInput("a"), store.WriteOptions{}) }()
+	queued(s, 2)
+	close(release)
+	<-done
+	wg.Wait()
+	wantStorageError(t, s, delErr, store.ErrStorageFull)
+	if errors.Is(addErr, store.ErrBranchNotFound) || errors.Is(addErr, store.ErrBranchDeleted) {
+		t.Fatalf("the add was answered %v over a delete that was rolled back", addErr)
+	}
+	wantStorageError(t, s, addErr, store.ErrStorageFull)
+	if _, err := s.GetBranch(ctx, branch); err != nil {
+		t.Fatalf("the branch after the failed commit: %v", err)
+	}
+}

@@ -211,7 +211,8 @@ func (w *writer) commit(batch []*job) {
 		answer(fmt.Errorf("sqlite: begin: %w", err))
 		return
 	}
-	ok := 0
+	ok, firstOK := 0, len(batch)
+	stale := make([]bool, len(batch)) // an error worked out over an earlier write of the batch
 	for i, j := range batch {
 		if errs[i] = j.caller.Err(); errs[i] != nil {
 			continue
@@ -242,8 +243,12 @@ func (w *writer) commit(batch []*job) {
 			answer(fmt.Errorf("sqlite: a write's savepoint: %w", cause))
 			return
 		}
-		if errs[i] == nil {
+		switch {
+		case errs[i] == nil:
 			ok++
+			firstOK = min(firstOK, i)
+		case i > firstOK:
+			stale[i] = true
 		}
 	}
 	if ok == 0 {
@@ -257,8 +262,15 @@ func (w *writer) commit(batch []*job) {
 		var reads []*job
 		for i, j := range batch {
 			switch {
-			case errs[i] != nil:
+			case errs[i] != nil && !stale[i]:
 				j.err <- errs[i]
+			case errs[i] != nil:
+				// Its error was worked out over an earlier write of the
+				// batch, now rolled back (a DeleteBranch before an
+				// AddMessage's NOT_FOUND, a head a SEQUENCE_MISMATCH
+				// names): the commit's error, which is retryable, is the
+				// true answer.
+				j.err <- err
 			case j.readOnly && resultCode(err) == sqlite3.SQLITE_FULL:
 				reads = append(reads, j)
 			default:
