@@ -83,6 +83,9 @@ var errorRules = []errorRule{
 	// a damaged page; the reason stays STORAGE_UNAVAILABLE, the database being unusable). The
 	// message names the database file; SQLite's error goes to the log only (causeError). Metadata:
 	// file (and maxDbBytes, flag).
+	// A call that raced the store's close at shutdown (a backup Close cancelled, a write queued
+	// behind the last batch).
+	{store.ErrClosed, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN},
 	{store.ErrStorageFull, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_STORAGE_FULL},
 	{store.ErrStorageUnavailable, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE},
 	{store.ErrStorageDamaged, codes.DataLoss, historyv1.ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE},

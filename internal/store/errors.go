@@ -108,6 +108,10 @@ var (
 	// row; a retry will not help until an operator restores the database
 	// (DATA_LOSS; issue 15).
 	ErrStorageDamaged = errors.New("storage damaged")
+
+	// ErrClosed: the call raced the store's close at shutdown (UNAVAILABLE,
+	// SERVER_SHUTTING_DOWN: retry against a server that is up).
+	ErrClosed = errors.New("store closed")
 )
 
 // The exact texts LionAGI raises, which historyd keeps (ADR-0006 D3).

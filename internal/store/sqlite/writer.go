@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,10 +10,12 @@ import (
 	"time"
 
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/historyd/historyd/internal/store"
 )
 
 // ErrClosed is a write to a closed store.
-var ErrClosed = errors.New("sqlite: store closed")
+var ErrClosed = fmt.Errorf("sqlite: %w", store.ErrClosed)
 
 // DefaultMaxBatch is how many writes one transaction takes at most.
 const DefaultMaxBatch = 256
