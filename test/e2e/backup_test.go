@@ -178,7 +178,7 @@ func TestBackupUnderWriteLoad(t *testing.T) {
 	if !strings.Contains(stdout, file) || strings.Count(stdout, "\n") != 1 {
 		t.Errorf("historyd backup printed %q, want one line naming %s", stdout, file)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "historyd-backup-*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, ".historyd-backup-*")); len(left) != 0 {
 		t.Errorf("the server left its temporary copy: %v", left)
 	}
 
@@ -287,7 +287,7 @@ func TestBackupRefusedWithoutRoom(t *testing.T) {
 	if msg := status.Convert(err).Message(); !strings.Contains(msg, "temporary copy in "+dir+" needs") || !strings.Contains(msg, "bytes are free") {
 		t.Errorf("the refusal %q does not name the directory %s and the figures", msg, dir)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "historyd-backup-*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, ".historyd-backup-*")); len(left) != 0 {
 		t.Errorf("a refused backup left a temporary copy: %v", left)
 	}
 

@@ -17,8 +17,9 @@ import (
 // backupPattern names the temporary copies Backup writes in the data
 // directory (os.CreateTemp's pattern): beside the database, so that the
 // copy needs no other volume, and recognisable, so that one a crash left
-// behind is removed when the store next opens (OpenStore).
-const backupPattern = "historyd-backup-*.db"
+// behind is removed when the store next opens (OpenStore): hidden, and a
+// name no operator gives a backup of their own, which that would delete.
+const backupPattern = ".historyd-backup-*.tmp"
 
 // backupMarginMin is the least free space a backup leaves for live writes
 // (backupSpace).

@@ -142,14 +142,23 @@ func TestOpenStoreRemovesBackupLeftovers(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	crashed := filepath.Join(dir, "historyd-backup-123.db")
+	crashed := filepath.Join(dir, ".historyd-backup-123.tmp")
 	if err := os.WriteFile(crashed, []byte("half a copy"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// An operator's own backup in the data directory, named as the docs
+	// name backups, is theirs: OpenStore must not take it for a leftover.
+	mine := filepath.Join(dir, "historyd-backup-2026-12-03.db")
+	if err := os.WriteFile(mine, []byte("an operator's backup"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s = open(t, dir)
 	defer s.Close()
 	if left := leftovers(t, dir); len(left) != 0 {
 		t.Errorf("after OpenStore, a crash's leftover copy is still there: %v", left)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Errorf("OpenStore removed an operator's backup: %v", err)
 	}
 }
 
