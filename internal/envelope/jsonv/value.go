@@ -123,7 +123,7 @@ func collection[T Value | Member](k Kind, s []T) Value {
 // Value; 2^32 bytes or elements cannot come from a request (a gRPC
 // message's length is a uint32), only from a programming error.
 func length(n int) uint32 {
-	if n > math.MaxUint32 {
+	if uint64(n) > math.MaxUint32 {
 		panic("jsonv: text or collection of 2^32 or more bytes or elements")
 	}
 	return uint32(n)
