@@ -11,7 +11,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -257,18 +256,7 @@ func heads(ctx context.Context, t *testing.T, c historyv1.HistoryServiceClient, 
 // is refused before it writes a byte, through the RPC and the CLI (exit 1, no FILE), and writes
 // go on.
 func TestBackupRefusedWithoutRoom(t *testing.T) {
-	mnt := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(mnt, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("skipped: mounting a 16 MiB tmpfs needs root with CAP_SYS_ADMIN (CI runs as root): mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() { // registered first, so it runs after the server's cleanup has stopped it
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
+	mnt := mountTmpfs(t, "16m")
 	dir := filepath.Join(mnt, "data")
 	file := filepath.Join(dir, "historyd.db")
 	p := startSQLite(t, dir)

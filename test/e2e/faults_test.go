@@ -134,18 +134,7 @@ func health(ctx context.Context, t *testing.T, c healthpb.HealthClient) healthpb
 // answer, health stays SERVING (a full disk is not an unusable database); with the filler removed
 // writes resume, and after a restart every acknowledged write is there.
 func TestFaultFullDisk(t *testing.T) {
-	mnt := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(mnt, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("skipped: mounting a 4 MiB tmpfs needs root with CAP_SYS_ADMIN (CI runs as root): mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() { // registered first, so it runs after the server's cleanup has stopped it
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
+	mnt := mountTmpfs(t, "4m")
 	dir := filepath.Join(mnt, "data")
 	file := filepath.Join(dir, "historyd.db")
 	p := startSQLite(t, dir)
@@ -398,4 +387,25 @@ func TestFaultForeignOrCorruptFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mountTmpfs mounts a tmpfs of size (mount's -o size=, e.g. "4m") in a temporary directory and
+// returns it; the test skips, saying why, where mounting is not permitted (it needs root with
+// CAP_SYS_ADMIN; CI runs as root). Call it before starting a server on it: its cleanup, registered
+// first, unmounts after the server's has stopped it.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	mnt := filepath.Join(t.TempDir(), "tmpfs")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("skipped: mounting a %s tmpfs needs root with CAP_SYS_ADMIN (CI runs as root): mount: %v: %s", size, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+	return mnt
 }
