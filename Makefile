@@ -145,9 +145,10 @@ vuln: .vulndb/index/db.json ## govulncheck with Go 1.27.3 (RELEASE_TOOLCHAIN) ag
 	rm -rf .vulndb.new && (cd "$$dir" && $(GO) run ./cmd/indexdb -vulns data/osv -out "$(CURDIR)/.vulndb.new") && \
 	rm -rf .vulndb && mv .vulndb.new .vulndb
 
-# e2e and crash run go test inside test/e2e with no package argument (local directory mode): only
-# then does go test pass on what a passing test prints, and the crash harness's line (issue 15:
-# "crash: N cycles, W acknowledged writes, 0 lost, ...") must show. test/e2e is one package.
+# e2e and crash run the tests from inside test/e2e with no package argument (local directory
+# mode, each with its -timeout): only in that mode is what a passing test prints passed on, and the
+# crash harness's line (issue 15: "crash: N cycles, W acknowledged writes, 0 lost, ...") must show.
+# test/e2e is one package.
 e2e: ## End-to-end tests: build the binary and grpcurl, drive the real process (prints the crash harness's line per --sync mode)
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 20m
 
