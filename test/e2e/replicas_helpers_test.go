@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -44,6 +46,16 @@ func startReplicas(t *testing.T, url string, n int) []*proc {
 func startReplicaProcess(t *testing.T, url string, extra ...string) *proc {
 	t.Helper()
 	return startProcess(t, append([]string{"--listen", "127.0.0.1:0", "--log-format", "json"}, replicaArgs(url, extra...)...)...)
+}
+
+// stopReplicas stops each replica with SIGTERM, which must end it with exit status 0.
+func stopReplicas(t *testing.T, ps ...*proc) {
+	t.Helper()
+	for _, p := range ps {
+		if code, _ := stop(t, p, syscall.SIGTERM, startTimeout); code != 0 {
+			t.Errorf("a replica exited %d after SIGTERM; log:\n%s", code, strings.Join(p.stderr.Lines(), "\n"))
+		}
+	}
 }
 
 // historyClient is a HistoryService client of p, closed when t ends.

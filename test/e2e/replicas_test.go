@@ -148,6 +148,7 @@ func TestReplicas(t *testing.T) {
 	if acks.writes == 0 || len(watchers) == 0 || reads == 0 {
 		t.Fatalf("%d writes, %d watchers, %d reads back: nothing was tested", acks.writes, len(watchers), reads)
 	}
+	stopReplicas(t, ps...)
 }
 
 // replicaAcks is what the replicas acknowledged: per branch, the message each acknowledged write's
