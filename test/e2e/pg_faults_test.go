@@ -115,12 +115,13 @@ func waitLogWhere(t *testing.T, p *proc, what string, match func(string) bool) s
 	}
 }
 
-// The connection-lost test's sizes: acknowledged writes before the cut, failed attempts during
-// it, acknowledged writes after the restore; and a writer's pause between two attempts of a
+// The connection-lost test's sizes: acknowledged writes before the cut, failed attempts and
+// refused reconnections during it, acknowledged writes after the restore; and a writer's pause between two attempts of a
 // failed write (a client's retry backoff).
 const (
 	faultAcksBefore = 20
 	faultFailures   = 8
+	faultReconnects = 3
 	faultAcksAfter  = 20
 	faultRetryPause = 50 * time.Millisecond
 )
@@ -193,6 +194,7 @@ func TestPGFaultConnectionLost(t *testing.T) {
 
 	proxy.cut()
 	cutAt := time.Now()
+	_, refusedAtCut := proxy.counts()
 	waitHealth(t, healthCh, healthpb.HealthCheckResponse_NOT_SERVING, "after the cut")
 	select {
 	case err := <-rawEnd:
@@ -203,7 +205,12 @@ func TestPGFaultConnectionLost(t *testing.T) {
 	case <-time.After(startTimeout):
 		t.Fatalf("the WatchBranch stream open at the cut had not ended %v later", startTimeout)
 	}
-	waitFor(t, progress, fmt.Sprintf("%d failed attempts during the cut", faultFailures), func() bool { return st.get().failed >= faultFailures })
+	// The cut lasts until the writers have failed faultFailures times and historyd has tried to
+	// reconnect (the proxy refused it) faultReconnects times: its retries, not one lucky attempt.
+	waitFor(t, progress, fmt.Sprintf("%d failed attempts and %d refused reconnections during the cut", faultFailures, faultReconnects), func() bool {
+		_, refused := proxy.counts()
+		return st.get().failed >= faultFailures && refused-refusedAtCut >= faultReconnects
+	})
 	if _, err := c.GetBranch(ctx, &historyv1.GetBranchRequest{BranchId: shared.id}); !isStorageUnavailable(err) {
 		t.Errorf("GetBranch during the cut: %v, want UNAVAILABLE (STORAGE_UNAVAILABLE)", err)
 	}
@@ -235,8 +242,9 @@ func TestPGFaultConnectionLost(t *testing.T) {
 	wg.Wait()
 
 	final := st.get()
-	fmt.Printf("pg faults: connection cut for %.1fs: %d attempts failed, %d writes landed when retried with their request ids, %d acknowledged, "+
-		"the client's watch resumed %d times, %d lost, %d duplicated, %d half-applied (seed=%d)\n", cutFor.Seconds(), final.failed, final.recovered,
+	_, refused := proxy.counts()
+	fmt.Printf("pg faults: connection cut for %.1fs (%d reconnections refused): %d attempts failed, %d writes landed when retried with their request ids, %d acknowledged, "+
+		"the client's watch resumed %d times, %d lost, %d duplicated, %d half-applied (seed=%d)\n", cutFor.Seconds(), refused-refusedAtCut, final.failed, final.recovered,
 		r.m.acked, len(gw.resumes), r.lost, r.duplicated, r.halfApplied, r.seed)
 	r.reportViolations()
 	for _, e := range final.wrong[:min(len(final.wrong), 10)] {

@@ -53,9 +53,21 @@ func stopReplicas(t *testing.T, ps ...*proc) {
 	t.Helper()
 	for _, p := range ps {
 		if code, _ := stop(t, p, syscall.SIGTERM, startTimeout); code != 0 {
-			t.Errorf("a replica exited %d after SIGTERM; log:\n%s", code, strings.Join(p.stderr.Lines(), "\n"))
+			t.Errorf("a replica exited %d after SIGTERM; the end of its log:\n%s", code, logTail(p))
 		}
 	}
+}
+
+// logTail is the last lines of p's log that are not a call's access line ("finished call": a
+// replica under load writes thousands), for a failure's message.
+func logTail(p *proc) string {
+	var kept []string
+	for _, l := range p.stderr.Lines() {
+		if !strings.Contains(l, `"msg":"finished call"`) {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept[max(0, len(kept)-40):], "\n")
 }
 
 // historyClient is a HistoryService client of p, closed when t ends.
