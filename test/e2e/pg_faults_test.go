@@ -195,6 +195,7 @@ func TestPGFaultConnectionLost(t *testing.T) {
 	proxy.cut()
 	cutAt := time.Now()
 	_, refusedAtCut := proxy.counts()
+	beforeCut := st.get().last // acknowledged before the cut: its request id must survive it
 	waitHealth(t, healthCh, healthpb.HealthCheckResponse_NOT_SERVING, "after the cut")
 	select {
 	case err := <-rawEnd:
@@ -222,6 +223,14 @@ func TestPGFaultConnectionLost(t *testing.T) {
 		func() bool { return st.get().acked >= atRestore.acked+faultAcksAfter })
 	stopWriters()
 	writing.Wait()
+	// A late retry (a client whose deadline ran out before the answer came) of a write acknowledged
+	// before the cut gets the first response and writes nothing; the checker below counts a second
+	// copy. It needs no luck, where a write that committed just as the cut came needs the cut to
+	// fall between PostgreSQL's commit and its answer.
+	if again, err := beforeCut.op.call(ctx, c); err != nil || !proto.Equal(again, beforeCut.resp) {
+		t.Errorf("%s, acknowledged before the cut, sent again with its request id after the restore: %v, %v; want the first response %v",
+			beforeCut.op.desc, again, err, beforeCut.resp)
+	}
 	for _, op := range inFlight {
 		if op != nil {
 			r.pending = append(r.pending, op)
@@ -270,12 +279,19 @@ type faultStats struct {
 	failed    int      // failed attempts
 	recovered int      // writes acknowledged after a failed attempt
 	wrong     []string // failed attempts that were not UNAVAILABLE with STORAGE_UNAVAILABLE
+	last      ackedOp  // the last write acknowledged
+}
+
+// ackedOp is a write and its response.
+type ackedOp struct {
+	op   *crashOp
+	resp proto.Message
 }
 
 func (s *faultStats) get() faultStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return faultStats{acked: s.acked, failed: s.failed, recovered: s.recovered, wrong: append([]string(nil), s.wrong...)}
+	return faultStats{acked: s.acked, failed: s.failed, recovered: s.recovered, wrong: append([]string(nil), s.wrong...), last: s.last}
 }
 
 func (s *faultStats) update(f func(s *faultStats)) {
@@ -305,6 +321,7 @@ func (r *crashRun) writeRetrying(ctx context.Context, c historyv1.HistoryService
 				}
 				st.update(func(s *faultStats) {
 					s.acked++
+					s.last = ackedOp{op, resp}
 					if failures > 0 {
 						s.recovered++
 					}
