@@ -167,8 +167,8 @@ func extendBranch(ctx context.Context, pool *pgxpool.Pool, schema string, branch
 	}
 	insertMessages := copySelect(msgCols, "messages", "t.tenant = '' AND t.branch_id = $1", map[string]string{
 		"id":   pgNewID("t.id"),
-		"pos":  "t.pos + g.c * $3",
-		"rank": "t.rank + g.c * $4",
+		"pos":  "t.pos + g.c * $3::bigint",
+		"rank": "t.rank + g.c * $4::bigint",
 		"seq":  "t.seq + g.c * $3",
 		"body": "replace(t.body, t.id::text, (" + pgNewID("t.id") + ")::text)",
 	})
@@ -191,8 +191,8 @@ func extendBranch(ctx context.Context, pool *pgxpool.Pool, schema string, branch
 	if _, err := tx.Exec(ctx, "DELETE FROM events WHERE tenant = '' AND incarnation = $1 AND seq < $2", s.incarnation, retained); err != nil {
 		return 0, fmt.Errorf("trimming the events: %w", err)
 	}
-	tag, err := tx.Exec(ctx, `UPDATE branches SET head = $2, next_pos = next_pos + $3 * $4, next_rank = next_rank + $3 * $5,
-		message_count = message_count + $3 * $4 WHERE tenant = '' AND id = $1`, branch, head, copies, k, dRank)
+	tag, err := tx.Exec(ctx, `UPDATE branches SET head = $2, next_pos = next_pos + $3::bigint * $4::bigint,
+		next_rank = next_rank + $3::bigint * $5::bigint, message_count = message_count + $3::bigint * $4::bigint WHERE tenant = '' AND id = $1`, branch, head, copies, k, dRank)
 	if err != nil {
 		return 0, fmt.Errorf("updating the branch's row: %w", err)
 	}
