@@ -21,9 +21,9 @@ import (
 //   - messages: the block's rows, each copy c with a new id (derived from the old one and c, so
 //     that the events can name it), pos, rank and seq shifted by c blocks, and the id inside the
 //     body (LionAGI's to_dict) replaced by the new one;
-//   - events: the block's events shifted the same way, only those the log retains at the new head
-//     (store.DefaultEventRetention, historyd's default), the block's own older ones deleted, as
-//     the engine trims its log on every write: so the first measured write finds no backlog;
+//   - events: the block's events shifted the same way, only those the engine's log holds at the
+//     new head (pgEventsKept), the block's own older ones deleted, as the engine trims its log on
+//     every write: so the first measured write finds no backlog to delete;
 //   - the branch row: head, next_pos, next_rank and message_count as the engine keeps them.
 //
 // Every other column is copied as it is, read from information_schema, so a later migration's
@@ -32,9 +32,11 @@ import (
 // write rows the engine would misread; the row then checks the result through historyd
 // (scen_pg_convoy.go). A fixture, built with synchronous_commit off; nothing here is measured.
 
-// pgEventRetention is the events each branch's log keeps: store.DefaultEventRetention, historyd's
-// default (the bench does not import internal/ outside dbgen.go).
-const pgEventRetention = 10_000
+// pgEventsKept is the events a branch's log holds in the PostgreSQL engine at any head past it:
+// twice store.DefaultEventRetention (10,000, historyd's default), as its writes sweep only below
+// the retention's start less one retention (internal/store/postgres, sweepBelow). The bench does
+// not import internal/ outside dbgen.go, so the figure is written here.
+const pgEventsKept = 2 * 10_000
 
 // pgNewID is the SQL of copy g.c's id for the id col: a version 4 UUID made from md5 of the old
 // id and the copy's number, so that a message's row and its event's msg_id agree.
@@ -176,7 +178,7 @@ func extendBranch(ctx context.Context, pool *pgxpool.Pool, schema string, branch
 		return 0, fmt.Errorf("copying the messages: %w", err)
 	}
 	// Only the events the log retains at the new head, from $5 on; $4 to $6 are the block's.
-	retained := max(head-pgEventRetention+1, 1)
+	retained := max(head-pgEventsKept+1, 1)
 	insertEvents := copySelect(evCols, "events",
 		"t.tenant = '' AND t.incarnation = $1 AND t.seq BETWEEN $4 AND $6 AND t.seq + g.c * $3 >= $5", map[string]string{
 			"seq":          "t.seq + g.c * $3",

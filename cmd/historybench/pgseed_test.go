@@ -75,7 +75,7 @@ func TestExtendBranch(t *testing.T) {
 	}
 	defer pool.Close()
 	migrateSchema(t, ctx, pool, schema)
-	const k, want = 50, 12_000 // 240 blocks: past the retention of 10,000 events
+	const k, want = 50, 25_000 // 500 blocks: past the 20,000 events the log holds
 	branch, inc := uuid.New(), uuid.New()
 	other, otherInc := uuid.New(), uuid.New()
 	writeBlock(t, ctx, pool, schema, branch, inc, k)
@@ -113,13 +113,13 @@ func TestExtendBranch(t *testing.T) {
 		{"next_pos", one(`SELECT next_pos FROM S.branches WHERE id = $1`, branch), want},
 		{"next_rank", one(`SELECT next_rank FROM S.branches WHERE id = $1`, branch), want},
 		{"message_count", one(`SELECT message_count FROM S.branches WHERE id = $1`, branch), want},
-		{"retained events", one(`SELECT count(*) FROM S.events WHERE incarnation = $1`, inc), pgEventRetention},
-		{"oldest retained event", one(`SELECT min(seq) FROM S.events WHERE incarnation = $1`, inc), head - pgEventRetention + 1},
+		{"retained events", one(`SELECT count(*) FROM S.events WHERE incarnation = $1`, inc), pgEventsKept},
+		{"oldest retained event", one(`SELECT min(seq) FROM S.events WHERE incarnation = $1`, inc), head - pgEventsKept + 1},
 		{"newest event", one(`SELECT max(seq) FROM S.events WHERE incarnation = $1`, inc), head},
 		// Every retained event names the message written at its sequence and index.
 		{"events matching their message", one(`SELECT count(*) FROM S.events e JOIN S.messages m
-			ON m.branch_id = $1 AND m.id = e.msg_id AND m.seq = e.seq AND m.pos = e.msg_index AND e.commit_first = e.seq AND e.commit_last = e.seq
-			WHERE e.incarnation = $2 AND e.body IS NULL`, branch, inc), pgEventRetention},
+			ON m.tenant = '' AND m.branch_id = $1 AND m.id = e.msg_id AND m.seq = e.seq AND m.pos = e.msg_index AND e.commit_first = e.seq AND e.commit_last = e.seq
+			WHERE e.incarnation = $2 AND e.body IS NULL`, branch, inc), pgEventsKept},
 		{"other branch's messages", one(`SELECT count(*) FROM S.messages WHERE branch_id = $1`, other), 3},
 		{"other branch's events", one(`SELECT count(*) FROM S.events WHERE incarnation = $1`, otherInc), 4},
 		{"other branch's head", one(`SELECT head FROM S.branches WHERE id = $1`, other), 4},
