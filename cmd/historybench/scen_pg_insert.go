@@ -54,7 +54,8 @@ func benchPGInsert(ctx context.Context, b *bench, e *pgEnv) ([]row, error) {
 		return pgInsertLoad(ctx, pool, schema, d)()
 	}
 	t0 := time.Now()
-	xs, ys, err := alternate(b, "AddMessage/s on PostgreSQL over PostgreSQL INSERT/s, c=50,", historydRun, insertRun)
+	// No warm-up runs before the first: every run warms its own server and pool up.
+	xs, ys, err := alternateRuns(b, "AddMessage/s on PostgreSQL over PostgreSQL INSERT/s, c=50,", historydRun, insertRun)
 	if err != nil {
 		return nil, err
 	}
