@@ -62,7 +62,9 @@ func (c *config) quick() {
 	c.BigBranch, c.SmallBranch, c.ListSamples = 2_000, 200, 50
 	c.Watchers, c.Owners, c.MemMessages = 5, 5, 2_000
 	c.SQLiteMessages, c.StartMessages, c.SQLiteListSamples = 2_000, 2_000, 50
-	c.ConvoyMessages = 2_000
+	// The smoke test shares the PostgreSQL with every other package's tests: small pools (the
+	// brief: 2-4 connections a test store).
+	c.ConvoyMessages, c.PostgresMaxConns, c.PostgresReplicaConns = 2_000, 4, 2
 }
 
 // bench is one run of the tool.
