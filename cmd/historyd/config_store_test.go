@@ -68,8 +68,12 @@ func TestStoreConfigInvalid(t *testing.T) {
 		env     map[string]string
 		mention string
 	}{
-		{args: []string{"--store", "postgres"}, mention: "sqlite or memory"},
-		{env: map[string]string{"HISTORYD_STORE": "disk"}, mention: "sqlite or memory"},
+		{args: []string{"--store", "postgres"}, mention: "--postgres-url"},
+		{args: []string{"--store", "oracle"}, mention: "sqlite, postgres or memory"},
+		{env: map[string]string{"HISTORYD_STORE": "disk"}, mention: "sqlite, postgres or memory"},
+		{args: []string{"--postgres-max-conns", "0"}, mention: "1 to 1000"},
+		{args: []string{"--postgres-statement-timeout", "-1s"}, mention: "0s (none) or more"},
+		{args: []string{"--postgres-statement-timeout", "soon"}, mention: "--postgres-statement-timeout"},
 		{env: map[string]string{"HISTORYD_SQLITE_READERS": "many"}, mention: "HISTORYD_SQLITE_READERS"},
 		{args: []string{"--sync", "always"}, mention: "normal or full"},
 		{args: []string{"--data-dir", ""}, mention: "data dir"},
