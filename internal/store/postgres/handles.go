@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +36,9 @@ type handle struct {
 	// lagging by more than the rows the writers keep): the next advance
 	// ends the subscribers as too slow.
 	gap atomic.Bool
+	// broken is set by a reader that could not read the log (the server
+	// unreachable): the puller ends the subscribers with it.
+	broken atomic.Pointer[StorageError]
 }
 
 type observerEntry struct {
@@ -61,12 +63,16 @@ var _ store.Log = (*dbLog)(nil)
 func (l *dbLog) Oldest() uint64 { return l.oldest }
 func (l *dbLog) Last() uint64   { return l.last }
 
-// chunkRetries bounds how long a reader retries a failed read of the log
-// before it gives up (a panic the server's recovery turns into the end of
-// the stream: store.Log has no error path).
-const chunkRetries = 8
+// chunkRetries is how many times a reader tries a read of the log before
+// it gives up on the server: then the handle's subscribers are ended with
+// store.ErrStorageUnavailable (retryable) by the puller, which can take
+// the handle's write lock the reader holds for reading.
+const chunkRetries = 3
 
-// Chunk reads the events after after from the table (store.Log).
+// Chunk reads the events after after from the table (store.Log). It never
+// panics: a read that keeps failing, or rows found gone, end the branch's
+// subscribers through the puller (endFlagged), and meanwhile the reader
+// copies nothing.
 func (l *dbLog) Chunk(after uint64, n int, keep func(store.Commit) store.Commit) ([]store.Commit, uint64) {
 	// A commit has at most two events (CreateActionResponse), so 2n rows
 	// hold n commits.
@@ -83,17 +89,23 @@ func (l *dbLog) Chunk(after uint64, n int, keep func(store.Commit) store.Commit)
 		}
 		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond) // a backoff, not synchronisation
 	}
-	if err != nil {
-		panic(fmt.Sprintf("postgres: reading the event log of incarnation %s after %d: %v", l.incarnation, after, err))
-	}
-	if after < l.last && (len(evs) == 0 || evs[0].Sequence != after+1) {
+	switch {
+	case err != nil:
+		l.h.broken.Store(&StorageError{Target: l.s.target, Err: store.ErrStorageUnavailable, Cause: err})
+	case after < l.last && (len(evs) == 0 || evs[0].Sequence != after+1):
 		// Trimmed by writers on other replicas while this one lagged: the
-		// next advance ends the subscribers as too slow (never a panic).
+		// subscribers are too slow.
 		l.h.gap.Store(true)
-		l.s.wake.pull(l.branch, l.incarnation, 0)
-		time.Sleep(10 * time.Millisecond) // a backoff while the puller takes the lock
-		return nil, after
+	default:
+		return l.chunk(after, n, evs, keep)
 	}
+	l.s.wake.pull(l.branch, l.incarnation, 0)
+	time.Sleep(10 * time.Millisecond) // a backoff while the puller takes the lock
+	return nil, after
+}
+
+// chunk groups the events read into at most n commits.
+func (l *dbLog) chunk(after uint64, n int, evs []store.Event, keep func(store.Commit) store.Commit) ([]store.Commit, uint64) {
 	through := after
 	var out []store.Commit
 	commits := 0
@@ -206,9 +218,7 @@ func (s *Store) advanceLocked(h *handle, head uint64, c store.Commit) {
 	if h.deleted {
 		return
 	}
-	if h.gap.Swap(false) {
-		s.lost(h, 0)
-	}
+	s.endFlagged(h)
 	if h.log.last >= head {
 		return
 	}
@@ -238,6 +248,18 @@ func (s *Store) advanceLocked(h *handle, head uint64, c store.Commit) {
 			s.publish(h, store.Commit(evs[:k:k]))
 			evs = evs[k:]
 		}
+	}
+}
+
+// endFlagged ends the subscribers as a reader flagged (handle locked for
+// writing): too slow when it found rows gone, unavailable when it could
+// not read them.
+func (s *Store) endFlagged(h *handle) {
+	if h.gap.Swap(false) {
+		s.lost(h, 0)
+	}
+	if err := h.broken.Swap(nil); err != nil {
+		h.feed.EndAll(err)
 	}
 }
 
