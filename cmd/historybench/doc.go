@@ -33,7 +33,7 @@
 //     starts a historyd on a fresh schema, and opens the INSERT pool, and closes it;
 //   - convoy: the p99 AddMessage latency of 50 appenders on one branch of 100k messages over the
 //     p99 of the same on a fresh branch (target at most 2.0). The branch is seeded by historyd
-//     writing 500 messages, then SQL copying them onto the same branch (pgseed.go: rows,
+//     writing 100 messages, then SQL copying them onto the same branch (pgseed.go: rows,
 //     retained events, the branch's counters), checked through a server that did not write it;
 //   - watch across two replicas on one schema (-postgres-replica-conns each, 25): delivery
 //     latency from AddMessage on A to the event at a watcher on B, p50 and p99 in ms, each write

@@ -12,7 +12,7 @@ import (
 
 // pgConvoySeedBlock is how many messages historyd writes itself on the convoy's branch before SQL
 // copies them (pgseed.go).
-const pgConvoySeedBlock = 500
+const pgConvoySeedBlock = 100
 
 // pgConvoyRowName names issue 16's convoy row.
 func pgConvoyRowName(n int) string {
