@@ -180,7 +180,7 @@ python-test: build ## Python client tests (clients/python): pytest with Debian's
 	echo "cd clients/python && HISTORYD_BIN=$$bin PYTHONPATH=src timeout 600 $(PYTHON) -m pytest"; \
 	cd clients/python && HISTORYD_BIN="$$bin" PYTHONPATH=src PYTHONDONTWRITEBYTECODE=1 timeout 600 $(PYTHON) -m pytest
 
-bench: ## Load benchmarks (cmd/historybench): builds and starts historyd, prints the table, writes bench/results.md (~10 min; one row needs the local PostgreSQL, else it says skipped)
+bench: ## Load benchmarks (cmd/historybench): builds and starts historyd, prints the table, writes bench/results.md (~13 min; the sqlite-vs-PostgreSQL row and issue 16's PostgreSQL engine rows need the local PostgreSQL, else they say skipped; -engines postgres runs only the latter)
 	$(GO) run ./cmd/historybench -go $(GO) -out bench/results.md
 
 fuzz-smoke: ## Run each fuzz target for 5 seconds (the codecs and converters bring them)

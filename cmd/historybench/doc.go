@@ -21,7 +21,28 @@
 //   - resident memory growth while storing 200k 1 KB messages (target at most the page caches,
 //     --sqlite-cache x (--sqlite-readers + 1), + 32 MiB) and disk bytes per message after a
 //     checkpoint (target at most 2.5 KB);
-//   - time from start to SERVING on a 1M-message database over an empty one (reported).
+//   - time from start to SERVING on a 1M-message database over an empty one (reported);
+//
+// and for the PostgreSQL engine (issue 16, -postgres-url; -engines postgres runs only these), each
+// historyd on a schema the bench makes and drops, named by the URL's search_path parameter:
+//
+//   - AddMessage throughput at concurrency 50, a branch per worker, over a raw pgx INSERT of the
+//     same 1 KB message's row by the same harness, synchronous_commit on (target at least 0.5;
+//     both figures reported). Both sides get -postgres-max-conns connections (50: one per worker,
+//     so the pool is not the limit) and never hold them at once (the server allows 100): each run
+//     starts a historyd on a fresh schema, and opens the INSERT pool, and closes it;
+//   - convoy: the p99 AddMessage latency of 50 appenders on one branch of 100k messages over the
+//     p99 of the same on a fresh branch (target at most 2.0). The branch is seeded by historyd
+//     writing 100 messages, then SQL copying them onto the same branch (pgseed.go: rows,
+//     retained events, the branch's counters), checked through a server that did not write it;
+//   - watch across two replicas on one schema (-postgres-replica-conns each, 25): delivery
+//     latency from AddMessage on A to the event at a watcher on B, p50 and p99 in ms, each write
+//     waiting for the previous event (reported); and AddMessage throughput on A with 100 watchers
+//     on B over the branches being written, every event delivered, over none (reported: issue 16
+//     names no target).
+//
+// Until historyd serves PostgreSQL (its help lists no --postgres-url), or without a PostgreSQL,
+// these rows say "skipped: ..." and have no figure.
 //
 // Every figure is the median of several runs, with their minimum and maximum. The table is printed
 // and written to bench/results.md with the machine's core count and the date. When a target is
@@ -29,8 +50,8 @@
 // memory) taken through historyd's --pprof-addr, and the profile's top entries go into the results.
 // docs/performance.md says what bounds the numbers.
 //
-// It is a main package: it imports the client package and the generated code, and internal/ in
-// one file only, dbgen.go, which writes the 1M-message database through the sqlite engine's Store
+// It is a main package: it imports the client package, the generated code and pgx, and internal/
+// in one file only, dbgen.go, which writes the 1M-message database through the sqlite engine's Store
 // API and copies its rows (a fixture: writing it over gRPC would take minutes); nothing measured
 // goes through internal/.
 package main

@@ -139,14 +139,33 @@ func startHistoryd(ctx context.Context, bin string, extra ...string) (*historyd,
 		return nil, err
 	}
 	h.Client = c
-	cctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	resp, err := c.Health.Check(cctx, &healthpb.HealthCheckRequest{}, waitForReady())
-	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+	if err := waitServing(ctx, c); err != nil {
 		_ = h.stop()
-		return nil, fmt.Errorf("historyd at %s not SERVING (%v, %v)", h.Addr, resp.GetStatus(), err)
+		return nil, fmt.Errorf("historyd at %s: %w", h.Addr, err)
 	}
 	return h, nil
+}
+
+// waitServing watches the server's health until it is SERVING, for at most startTimeout: a
+// PostgreSQL engine may log "serving" while its pool still connects (issue 16: "health
+// NOT_SERVING until it connects").
+func waitServing(ctx context.Context, c *client.Client) error {
+	cctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	stream, err := c.Health.Watch(cctx, &healthpb.HealthCheckRequest{}, waitForReady())
+	if err != nil {
+		return fmt.Errorf("not SERVING: %w", err)
+	}
+	last := healthpb.HealthCheckResponse_UNKNOWN
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return fmt.Errorf("not SERVING (last %v): %w", last, err)
+		}
+		if last = resp.GetStatus(); last == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+	}
 }
 
 // readLog reads the JSON log lines of the process; it sends the gRPC and pprof addresses once both

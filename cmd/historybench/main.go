@@ -46,10 +46,14 @@ type config struct {
 	FootprintRuns  int    // runs of the sqlite footprint rows (each stores SQLiteMessages)
 	// SQLiteListSamples is ListSamples on the sqlite server, whose pages take twice as long.
 	SQLiteListSamples int
-	StartMessages     int      // messages of the database the start time is measured on
-	Engines           string   // "all", or only the scenarios of "memory" or of "sqlite"
-	Profile           bool     // profile the server when a target is missed
-	ServerFlags       []string // extra historyd flags (the bench's own settings)
+	StartMessages     int // messages of the database the start time is measured on
+	// The PostgreSQL engine's rows (issue 16), on -postgres-url.
+	PostgresMaxConns     int      // --postgres-max-conns of the AddMessage and convoy servers
+	PostgresReplicaConns int      // --postgres-max-conns of each of the two replicas of the watch rows
+	ConvoyMessages       int      // messages of the convoy's branch
+	Engines              string   // "all", or only the scenarios of "memory", "sqlite" or "postgres"
+	Profile              bool     // profile the server when a target is missed
+	ServerFlags          []string // extra historyd flags (the bench's own settings)
 }
 
 // quick is the configuration of -quick: every scenario, tiny, for the smoke test.
@@ -58,6 +62,9 @@ func (c *config) quick() {
 	c.BigBranch, c.SmallBranch, c.ListSamples = 2_000, 200, 50
 	c.Watchers, c.Owners, c.MemMessages = 5, 5, 2_000
 	c.SQLiteMessages, c.StartMessages, c.SQLiteListSamples = 2_000, 2_000, 50
+	// The smoke test shares the PostgreSQL with every other package's tests: small pools (the
+	// brief: 2-4 connections a test store).
+	c.ConvoyMessages, c.PostgresMaxConns, c.PostgresReplicaConns = 2_000, 4, 2
 }
 
 // bench is one run of the tool.
@@ -115,7 +122,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.SQLiteListSamples, "sqlite-list-samples", 500, "ListMessages requests per branch and run on the sqlite server (its pages take about twice as long)")
 	fs.IntVar(&cfg.FootprintRuns, "footprint-runs", 1, "runs of the sqlite footprint rows: each writes -sqlite-messages through a fresh server, about a minute at 200k on 2 cores")
 	fs.IntVar(&cfg.StartMessages, "start-messages", 1_000_000, "messages of the sqlite database the start time is measured on")
-	fs.StringVar(&cfg.Engines, "engines", "all", "the scenarios to run: all, memory (issue 8's, on the memory engine) or sqlite (issue 14's; the sqlite-versus-memory row still starts a memory server)")
+	fs.IntVar(&cfg.PostgresMaxConns, "postgres-max-conns", engineConcurrency,
+		"--postgres-max-conns of the PostgreSQL engine's AddMessage and convoy servers, and the pool of the INSERT they are compared with (one connection per worker: the pool is not the limit)")
+	fs.IntVar(&cfg.PostgresReplicaConns, "postgres-replica-conns", 25,
+		"--postgres-max-conns of each of the two replicas of the PostgreSQL watch rows (both connected at once: 50 of the server's connections)")
+	fs.IntVar(&cfg.ConvoyMessages, "convoy-messages", 100_000, "messages of the branch the PostgreSQL convoy row appends to")
+	fs.StringVar(&cfg.Engines, "engines", "all", "the scenarios to run: all, memory (issue 8's, on the memory engine), sqlite (issue 14's; the sqlite-versus-memory row still starts a memory server) or postgres (issue 16's, on -postgres-url)")
 	fs.BoolVar(&cfg.Profile, "profile", true, "when a target is missed, profile the server during a further run and add the top entries to the results")
 	quick := fs.Bool("quick", false, "every scenario with tiny sizes and one short run (a smoke test, not figures)")
 	if err := fs.Parse(args); err != nil {
@@ -124,13 +136,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *quick {
 		cfg.quick()
 	}
-	if cfg.Engines != "all" && cfg.Engines != "memory" && cfg.Engines != "sqlite" {
-		fmt.Fprintln(stderr, "historybench: -engines: want all, memory or sqlite")
+	if cfg.Engines != "all" && cfg.Engines != "memory" && cfg.Engines != "sqlite" && cfg.Engines != "postgres" {
+		fmt.Fprintln(stderr, "historybench: -engines: want all, memory, sqlite or postgres")
 		return 2
 	}
 	if cfg.Runs < 1 || cfg.Duration <= 0 || cfg.SmallBranch < listPage || cfg.BigBranch < cfg.SmallBranch || cfg.Owners < 2 ||
-		cfg.SQLiteCache < 1<<20 || cfg.SQLiteReaders < 1 || cfg.SQLiteMessages < 1 || cfg.StartMessages < 1 || cfg.FootprintRuns < 1 || cfg.SQLiteListSamples < 1 {
-		fmt.Fprintln(stderr, "historybench: need runs >= 1, duration > 0, small-branch >= 100, big-branch >= small-branch, owners >= 2, sqlite-cache >= 1 MiB, sqlite-readers, sqlite-messages, footprint-runs and start-messages >= 1")
+		cfg.SQLiteCache < 1<<20 || cfg.SQLiteReaders < 1 || cfg.SQLiteMessages < 1 || cfg.StartMessages < 1 || cfg.FootprintRuns < 1 || cfg.SQLiteListSamples < 1 ||
+		cfg.PostgresMaxConns < 1 || cfg.PostgresReplicaConns < 1 || cfg.ConvoyMessages < 1 || cfg.Watchers < 1 {
+		fmt.Fprintln(stderr, "historybench: need runs >= 1, duration > 0, small-branch >= 100, big-branch >= small-branch, owners >= 2, sqlite-cache >= 1 MiB, sqlite-readers, sqlite-messages, footprint-runs, start-messages, watchers, postgres-max-conns, postgres-replica-conns and convoy-messages >= 1")
 		return 2
 	}
 	// The store's budget is lifted so that the 100k-message branch and the throughput runs never
@@ -169,7 +182,7 @@ func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	var rows []row
 	memKB := 0.0 // the memory engine's resident KB per message, unknown with -engines sqlite
-	if cfg.Engines != "sqlite" {
+	if cfg.Engines == "all" || cfg.Engines == "memory" {
 		mem, err := benchMemoryEngine(ctx, b)
 		if err != nil {
 			return err
@@ -177,12 +190,19 @@ func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		rows = append(rows, mem...)
 		memKB = summarize(mem[len(mem)-1].Runs).Median
 	}
-	if cfg.Engines != "memory" {
+	if cfg.Engines == "all" || cfg.Engines == "sqlite" {
 		sqliteRows, err := benchSQLite(ctx, b, memKB)
 		if err != nil {
 			return err
 		}
 		rows = append(rows, sqliteRows...)
+	}
+	if cfg.Engines == "all" || cfg.Engines == "postgres" {
+		pgRows, err := benchPostgresEngine(ctx, b)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, pgRows...)
 	}
 
 	m := describeMachine(ctx, cfg.Go, b.bin)

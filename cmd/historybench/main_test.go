@@ -55,6 +55,12 @@ func TestQuickRun(t *testing.T) {
 		"sqlite resident memory growth storing 2k 1 KB messages",
 		"sqlite disk bytes per stored 1 KB message",
 		"sqlite start to SERVING, 2k-message database / empty database",
+		// issue 16's rows: figures with a historyd that serves PostgreSQL, else each says skipped.
+		pgInsertRowName,
+		"AddMessage latency (p99), 50 appenders on one branch of 2k messages / on a fresh branch, PostgreSQL engine",
+		pgWatchLatencyName + " p50",
+		pgWatchLatencyName + " p99",
+		"AddMessage throughput on replica A with 5 watchers on replica B / with none, PostgreSQL engine",
 		"cores (GOMAXPROCS",
 		"- date: ",
 	} {

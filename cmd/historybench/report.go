@@ -43,6 +43,7 @@ func markdown(w io.Writer, m machine, cfg config, rows []row) {
 	}
 	fmt.Fprintf(w, "; memory engine `--store memory`, sqlite engine `--store sqlite --data-dir <a temporary directory> --sqlite-cache %d --sqlite-readers %d` and `--sync normal` unless the row says full",
 		cfg.SQLiteCache, cfg.SQLiteReaders)
+	fmt.Fprintf(w, "; PostgreSQL engine `--store postgres --postgres-url <-postgres-url>&search_path=<a schema the bench makes and drops>` with the row's `--postgres-max-conns`")
 	fmt.Fprintf(w, "\n- total time %s\n\n", m.Elapsed)
 	fmt.Fprintln(w, "| measurement | median | min – max | unit | target | met | from (medians) |")
 	fmt.Fprintln(w, "|---|---:|---:|---|---|---|---|")

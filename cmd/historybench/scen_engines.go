@@ -41,6 +41,11 @@ func alternate(b *bench, name string, x, y func() (measured, error)) (xs, ys []m
 	if _, err := y(); err != nil {
 		return nil, nil, err
 	}
+	return alternateRuns(b, name, x, y)
+}
+
+// alternateRuns is alternate without the warm-up, for loads that warm up in every run.
+func alternateRuns(b *bench, name string, x, y func() (measured, error)) (xs, ys []measured, err error) {
 	for run := range b.cfg.Runs {
 		var mx, my measured
 		if run%2 == 0 {

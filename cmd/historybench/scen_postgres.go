@@ -92,11 +92,16 @@ func benchSQLiteVsPostgres(ctx context.Context, b *bench) ([]row, error) {
 // connectPostgres opens a pool of engineConcurrency connections with synchronous_commit on and
 // returns the server's durability settings as the detail shows them.
 func connectPostgres(ctx context.Context, rawURL string) (*pgxpool.Pool, string, error) {
+	return connectPostgresConns(ctx, rawURL, engineConcurrency)
+}
+
+// connectPostgresConns is connectPostgres with a pool of conns connections.
+func connectPostgresConns(ctx context.Context, rawURL string, conns int) (*pgxpool.Pool, string, error) {
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
 		return nil, "", err
 	}
-	cfg.MaxConns, cfg.MinConns = engineConcurrency, engineConcurrency
+	cfg.MaxConns, cfg.MinConns = int32(conns), int32(conns)
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	cctx, cancel := context.WithTimeout(ctx, pgConnectTimeout)
 	defer cancel()

@@ -154,6 +154,9 @@ type measured struct {
 	PerSecond float64 // operations (units) per second
 	ServerCPU float64 // historyd's CPU time per operation, in µs
 	ClientCPU float64 // the load generator's CPU time per operation, in µs
+	// The PostgreSQL watch row's (scen_pg_watch.go): ms from the end of the writes until every
+	// watcher had its branch's head, and the watchers' replica's CPU time a write, in µs.
+	CatchUp, OtherCPU float64
 }
 
 // measure runs a closed loop and reads the CPU time of the server and of the load generator around

@@ -200,6 +200,12 @@ func (st *watchState) watch(ctx context.Context, c *client.Client, branch string
 
 // waitAll waits until every watcher has received sequence seq, a watcher failed, or ctx ends.
 func (st *watchState) waitAll(ctx context.Context, seq uint64) error {
+	return st.waitFor(ctx, func(int) uint64 { return seq })
+}
+
+// waitFor waits until every watcher i has received sequence want(i), a watcher failed, or ctx
+// ends (the PostgreSQL rows' watchers watch branches of different heads).
+func (st *watchState) waitFor(ctx context.Context, want func(i int) uint64) error {
 	stop := context.AfterFunc(ctx, func() {
 		st.mu.Lock()
 		st.cond.Broadcast()
@@ -213,8 +219,8 @@ func (st *watchState) waitAll(ctx context.Context, seq uint64) error {
 			return st.err
 		}
 		behind := 0
-		for _, last := range st.last {
-			if last < seq {
+		for i, last := range st.last {
+			if last < want(i) {
 				behind++
 			}
 		}
@@ -222,7 +228,7 @@ func (st *watchState) waitAll(ctx context.Context, seq uint64) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%d watchers short of sequence %d: %w", behind, seq, ctx.Err())
+			return fmt.Errorf("%d watchers short of their sequences: %w", behind, ctx.Err())
 		}
 		st.cond.Wait()
 	}

@@ -4,20 +4,26 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+
+	"github.com/historyd/historyd/internal/store/postgres"
 	"github.com/historyd/historyd/internal/store/sqlite"
 )
 
 // The engines --store names (issue 14): the durable SQLite engine is the default; the memory engine
-// is for tests and throwaway use.
+// is for tests and throwaway use; PostgreSQL lets any number of replicas serve one history (issue 16).
 const (
-	storeSQLite = "sqlite"
-	storeMemory = "memory"
+	storeSQLite   = "sqlite"
+	storeMemory   = "memory"
+	storePostgres = "postgres"
 )
 
 // storeConfig chooses and configures the engine behind HistoryService (issue 14).
 type storeConfig struct {
-	Engine      string // --store: storeSQLite or storeMemory
+	Engine      string // --store: storeSQLite, storeMemory or storePostgres
 	DataDir     string // --data-dir: the SQLite engine's directory
 	Sync        string // --sync: normal or full (sqlite.ParseSync)
 	AutoMigrate bool   // --auto-migrate: apply pending migrations at start
@@ -28,6 +34,11 @@ type storeConfig struct {
 	// MaxDBBytes bounds the database file (--max-db-bytes; 0: no limit): a write that would grow it
 	// past the limit is RESOURCE_EXHAUSTED, like one on a full disk (issue 15).
 	MaxDBBytes byteSize
+	// PostgresURL is the database of --store postgres; PostgresMaxConns its pool's size per replica,
+	// and PostgresStatementTimeout its sessions' statement_timeout (0: none) (issue 16).
+	PostgresURL              string
+	PostgresMaxConns         int
+	PostgresStatementTimeout time.Duration
 }
 
 // defaultSQLiteCache and defaultSQLiteReaders fit the Kubernetes manifest's 512 MiB
@@ -41,13 +52,16 @@ const (
 // storeSettings are the engine's settings; init appends them to settings, so they get the
 // environment fallback, the usage lines and the README table like every other setting.
 var storeSettings = []setting{
-	{"store", "HISTORYD_STORE", storeSQLite, "the branch store's engine: sqlite (durable, in --data-dir) or memory (lost when historyd stops: tests and throwaway use)"},
+	{"store", "HISTORYD_STORE", storeSQLite, "the branch store's engine: sqlite (durable, in --data-dir), postgres (durable, in --postgres-url; any number of replicas may share it) or memory (lost when historyd stops: tests and throwaway use)"},
 	{"data-dir", "HISTORYD_DATA_DIR", "./data", "directory of the sqlite engine's database (historyd.db), created 0700 when missing; one historyd at a time (a second one is refused)"},
 	{"sync", "HISTORYD_SYNC", string(sqlite.SyncNormal), "sqlite durability: normal (an acknowledged write survives kill -9 of historyd; an OS crash or power loss may lose the last moments) or full (an acknowledged write has been fsynced)"},
 	{"auto-migrate", "HISTORYD_AUTO_MIGRATE", "true", "apply the database's pending schema migrations at start; false refuses to start on a database that needs `historyd migrate`"},
 	{"sqlite-cache", "HISTORYD_SQLITE_CACHE", defaultSQLiteCache, "sqlite page cache per connection (each reader and the writer has one), a size with an optional KiB, MiB or GiB suffix (>= 1MiB)"},
 	{"sqlite-readers", "HISTORYD_SQLITE_READERS", strconv.Itoa(defaultSQLiteReaders), "sqlite read connections, each with its own --sqlite-cache (1 to 64)"},
 	{"max-db-bytes", "HISTORYD_MAX_DB_BYTES", "0", "the largest the sqlite database file may grow, a size with an optional KiB, MiB or GiB suffix (0 = no limit, else at least 1MiB): a write past it is RESOURCE_EXHAUSTED (reason STORAGE_FULL) like one on a full disk, reads go on, and deleting branches makes room; the WAL beside it is not counted"},
+	{"postgres-url", "HISTORYD_POSTGRES_URL", "", "the database of --store postgres, a libpq URL (postgres://user:password@host:5432/db?sslmode=verify-full) or key=value DSN; historyd replicas that share it serve one history"},
+	{"postgres-max-conns", "HISTORYD_POSTGRES_MAX_CONNS", strconv.Itoa(int(postgres.DefaultMaxConns)), "connections this historyd's pool opens to PostgreSQL at most (1 to 1000), plus one that listens for the other replicas' commits; replicas x (this + 1) must stay under the server's max_connections"},
+	{"postgres-statement-timeout", "HISTORYD_POSTGRES_STATEMENT_TIMEOUT", "0s", "PostgreSQL's statement_timeout for historyd's sessions (0s = none: each call's deadline still bounds its statements); a statement past it fails the call UNAVAILABLE"},
 }
 
 func init() { settings = append(settings, storeSettings...) }
@@ -64,6 +78,9 @@ func (c *storeConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.SQLiteReaders, s[5].flag, mustInt(s[5].def), s[5].usage)
 	c.MaxDBBytes = mustByteSize(s[6].def)
 	fs.Var(&c.MaxDBBytes, s[6].flag, s[6].usage)
+	fs.StringVar(&c.PostgresURL, s[7].flag, s[7].def, s[7].usage)
+	fs.IntVar(&c.PostgresMaxConns, s[8].flag, mustInt(s[8].def), s[8].usage)
+	fs.DurationVar(&c.PostgresStatementTimeout, s[9].flag, mustDuration(s[9].def), s[9].usage)
 }
 
 // defaultStoreConfig is the configuration with every engine flag at its default.
@@ -77,8 +94,18 @@ func defaultStoreConfig() storeConfig {
 func (c storeConfig) validate() error {
 	switch c.Engine {
 	case storeSQLite, storeMemory:
+	case storePostgres:
+		if c.PostgresURL == "" {
+			return fmt.Errorf("store postgres needs --postgres-url (or HISTORYD_POSTGRES_URL), such as postgres://historyd@127.0.0.1:5432/historyd")
+		}
 	default:
-		return fmt.Errorf("store %q: want sqlite or memory", c.Engine)
+		return fmt.Errorf("store %q: want sqlite, postgres or memory", c.Engine)
+	}
+	switch {
+	case c.PostgresMaxConns < 1 || c.PostgresMaxConns > 1000:
+		return fmt.Errorf("postgres max conns %d: want 1 to 1000", c.PostgresMaxConns)
+	case c.PostgresStatementTimeout < 0:
+		return fmt.Errorf("postgres statement timeout %s: want 0s (none) or more", c.PostgresStatementTimeout)
 	}
 	if _, err := sqlite.ParseSync(c.Sync); err != nil || c.Sync == "" {
 		return fmt.Errorf("sync %q: want normal or full", c.Sync)
@@ -113,4 +140,35 @@ func (c storeConfig) sqliteConfig() sqlite.Config {
 		Readers:       c.SQLiteReaders,
 		MaxBytes:      int64(c.MaxDBBytes),
 	}
+}
+
+// postgresConfig is the engine's postgres.Config, without the history bounds openEngine adds.
+func (c storeConfig) postgresConfig() postgres.Config {
+	return postgres.Config{
+		URL:              c.PostgresURL,
+		MaxConns:         int32(c.PostgresMaxConns),
+		StatementTimeout: c.PostgresStatementTimeout,
+		NoAutoMigrate:    !c.AutoMigrate,
+	}
+}
+
+// logFields name the engine and where its data is, for a line logged before the engine opened.
+func (c storeConfig) logFields() []zap.Field {
+	switch c.Engine {
+	case storeMemory:
+		return []zap.Field{zap.String("store", c.Engine)}
+	case storePostgres:
+		return []zap.Field{zap.String("store", c.Engine), zap.String("postgres", postgresTarget(c.PostgresURL))}
+	}
+	return []zap.Field{zap.String("store", c.Engine), zap.String("data_dir", c.DataDir)}
+}
+
+// postgresTarget is where a PostgreSQL URL or DSN points, host:port/database, without its user or
+// password: what log lines may show.
+func postgresTarget(url string) string {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return "(an invalid PostgreSQL URL)"
+	}
+	return fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
 }

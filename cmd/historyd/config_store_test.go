@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/historyd/historyd/internal/store/sqlite"
 )
@@ -14,7 +15,7 @@ import (
 // mapped onto sqlite.Config.
 func TestStoreConfig(t *testing.T) {
 	def := storeConfig{Engine: storeSQLite, DataDir: "./data", Sync: "normal", AutoMigrate: true,
-		SQLiteCache: 32 << 20, SQLiteReaders: 4}
+		SQLiteCache: 32 << 20, SQLiteReaders: 4, PostgresMaxConns: 10}
 	with := func(f func(*storeConfig)) storeConfig {
 		c := def
 		f(&c)
@@ -35,6 +36,11 @@ func TestStoreConfig(t *testing.T) {
 		{"flags win", []string{"--store", "sqlite", "--data-dir", "d", "--sync", "normal", "--auto-migrate=true"},
 			map[string]string{"HISTORYD_STORE": "memory", "HISTORYD_DATA_DIR": "e", "HISTORYD_SYNC": "full", "HISTORYD_AUTO_MIGRATE": "false"},
 			with(func(c *storeConfig) { c.DataDir = "d" })},
+		{"postgres (issue 16)", []string{"--store", "postgres", "--postgres-max-conns", "25"},
+			map[string]string{"HISTORYD_POSTGRES_URL": "postgres://h/db", "HISTORYD_POSTGRES_STATEMENT_TIMEOUT": "30s", "HISTORYD_POSTGRES_MAX_CONNS": "3"},
+			with(func(c *storeConfig) {
+				c.Engine, c.PostgresURL, c.PostgresMaxConns, c.PostgresStatementTimeout = storePostgres, "postgres://h/db", 25, 30*time.Second
+			})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := parseConfig(tc.args, envOf(tc.env))
@@ -68,8 +74,12 @@ func TestStoreConfigInvalid(t *testing.T) {
 		env     map[string]string
 		mention string
 	}{
-		{args: []string{"--store", "postgres"}, mention: "sqlite or memory"},
-		{env: map[string]string{"HISTORYD_STORE": "disk"}, mention: "sqlite or memory"},
+		{args: []string{"--store", "postgres"}, mention: "--postgres-url"},
+		{args: []string{"--store", "oracle"}, mention: "sqlite, postgres or memory"},
+		{env: map[string]string{"HISTORYD_STORE": "disk"}, mention: "sqlite, postgres or memory"},
+		{args: []string{"--postgres-max-conns", "0"}, mention: "1 to 1000"},
+		{args: []string{"--postgres-statement-timeout", "-1s"}, mention: "0s (none) or more"},
+		{args: []string{"--postgres-statement-timeout", "soon"}, mention: "--postgres-statement-timeout"},
 		{env: map[string]string{"HISTORYD_SQLITE_READERS": "many"}, mention: "HISTORYD_SQLITE_READERS"},
 		{args: []string{"--sync", "always"}, mention: "normal or full"},
 		{args: []string{"--data-dir", ""}, mention: "data dir"},

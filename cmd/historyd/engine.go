@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"go.uber.org/zap"
 
 	"github.com/historyd/historyd/internal/server"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/migrations"
+	"github.com/historyd/historyd/internal/store/postgres"
 	"github.com/historyd/historyd/internal/store/sqlite"
 )
 
@@ -20,9 +22,10 @@ type engine struct {
 	stats   interface{ Stats() store.Stats }               // what the metrics read
 	storage interface{ StorageStats() store.StorageStats } // the storage metrics (issue 15); nil for memory
 	backup  server.Backuper                                // what AdminService.Backup copies; nil for memory
-	name    string                                         // storeSQLite or storeMemory
+	name    string                                         // storeSQLite, storePostgres or storeMemory
 	warning string                                         // what the start logs as a warning, or ""
-	file    string                                         // the database file; "" for memory
+	file    string                                         // the database file; "" for memory and postgres
+	target  string                                         // the PostgreSQL server and database (no password); "" for the others
 	close   func() error
 }
 
@@ -31,6 +34,9 @@ func (e *engine) logFields() []zap.Field {
 	fields := []zap.Field{zap.String("store", e.name)}
 	if e.file != "" {
 		fields = append(fields, zap.String("data_file", e.file))
+	}
+	if e.target != "" {
+		fields = append(fields, zap.String("postgres", e.target))
 	}
 	return fields
 }
@@ -42,6 +48,9 @@ func openEngine(ctx context.Context, c config) (*engine, error) {
 	if c.Store.Engine == storeMemory {
 		m := store.NewMemory(c.History.options()...)
 		return &engine{Store: m, stats: m, name: storeMemory, close: func() error { return nil }}, nil
+	}
+	if c.Store.Engine == storePostgres {
+		return openPostgres(ctx, c)
 	}
 	s, err := sqlite.OpenStore(ctx, sqlite.StoreConfig{
 		Config:           c.Store.sqliteConfig(),
@@ -84,4 +93,43 @@ func storeError(dir string, err error) error {
 			dir, pendingErr.Database, pendingErr.Supported, dir)
 	}
 	return fmt.Errorf("data directory %s: %w", dir, err)
+}
+
+// openPostgres opens the PostgreSQL engine (issue 16). An unreachable server is no error here: the
+// engine keeps connecting with backoff while historyd serves with health NOT_SERVING (the engine's
+// Health, which the server follows, says why and that it is retrying); a schema this historyd cannot
+// serve is refused at start.
+func openPostgres(ctx context.Context, c config) (*engine, error) {
+	cfg := c.Store.postgresConfig()
+	cfg.EventRetention = c.History.EventRetention
+	cfg.SubscriberBuffer = c.History.WatchBuffer
+	cfg.MaxSubscriptions = c.History.WatchMaxStreams
+	s, err := postgres.Open(ctx, cfg)
+	if err != nil {
+		return nil, postgresError(err)
+	}
+	return &engine{Store: s, stats: s, backup: databaseBackup{}, name: storePostgres, target: s.Target(), close: s.Close}, nil
+}
+
+// databaseBackup answers AdminService.Backup for the PostgreSQL engine: the database is backed up
+// with its own tools, which see every replica's writes and can restore to a point in time.
+type databaseBackup struct{}
+
+func (databaseBackup) Backup(context.Context, io.Writer) (int64, error) {
+	return 0, &store.BackupUnsupportedError{Why: "this historyd keeps its data in PostgreSQL: back it up with the database's own tools (pg_dump, or continuous archiving for point-in-time recovery; docs/operations.md#postgresql)"}
+}
+
+// postgresError words a refused PostgreSQL database as the one log line an operator needs.
+func postgresError(err error) error {
+	var versionErr *migrations.VersionError
+	var pendingErr *migrations.PendingError
+	switch {
+	case errors.As(err, &versionErr):
+		return fmt.Errorf("PostgreSQL: database schema version %d is newer than this historyd supports (%d); run a newer historyd",
+			versionErr.Database, versionErr.Supported)
+	case errors.As(err, &pendingErr):
+		return fmt.Errorf("PostgreSQL: database schema version %d is older than this historyd's (%d) and --auto-migrate is false; run `historyd migrate --store postgres --postgres-url URL` first",
+			pendingErr.Database, pendingErr.Supported)
+	}
+	return fmt.Errorf("PostgreSQL: %w", err)
 }

@@ -101,11 +101,11 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 	// cannot serve, is refused before anything listens (issue 14).
 	branches, err := openEngine(ctx, cfg) // engine.go
 	if err != nil {
-		logger.Error(err.Error(), zap.String("store", cfg.Store.Engine), zap.String("data_dir", cfg.Store.DataDir))
+		logger.Error(err.Error(), cfg.Store.logFields()...)
 		return 1
 	}
 	if branches.warning != "" {
-		logger.Warn(branches.warning, zap.String("store", cfg.Store.Engine), zap.String("data_dir", cfg.Store.DataDir))
+		logger.Warn(branches.warning, cfg.Store.logFields()...)
 	}
 	// Deferred first, so it runs last: after the server has shut down and the metrics have stopped
 	// reading the store's stats.

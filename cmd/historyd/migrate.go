@@ -8,15 +8,22 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/historyd/historyd/internal/store/migrations"
+	"github.com/historyd/historyd/internal/store/postgres"
 	"github.com/historyd/historyd/internal/store/sqlite"
 )
 
 // migrateUsage is the usage text of `historyd migrate`.
 const migrateUsage = `usage: historyd migrate [--data-dir DIR]
+       historyd migrate --store postgres --postgres-url URL
 Applies the pending schema migrations of the sqlite database in DIR (default: HISTORYD_DATA_DIR,
-else ./data; created when missing) and prints the versions it applied, or that the schema is up to
-date. It takes the directory's lock, so it is refused while a historyd serves from it. Migrations
+else ./data; created when missing), or of the PostgreSQL database at URL (default:
+HISTORYD_POSTGRES_URL), and prints the versions it applied, or that the schema is up to date. On
+sqlite it takes the directory's lock, so it is refused while a historyd serves from it; on
+PostgreSQL it takes an advisory lock, so replicas and this command starting together migrate once,
+and historyd replicas may keep serving while it runs. Migrations
 are additive: a historyd one version older keeps working on the migrated database, so a rolling
 upgrade can migrate first and then replace the servers. A database whose schema is newer than this
 historyd is refused, naming both versions. Exit 0 when the schema is up to date, 1 when it cannot
@@ -28,11 +35,16 @@ be migrated, 2 for invalid flags.
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("historyd migrate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	dir := storeSettings[1].def
-	if v := getenv(storeSettings[1].env); v != "" {
-		dir = v
+	fromEnv := func(s setting) string {
+		if v := getenv(s.env); v != "" {
+			return v
+		}
+		return s.def
 	}
-	fs.StringVar(&dir, storeSettings[1].flag, dir, storeSettings[1].usage)
+	var dir, engine, url string
+	fs.StringVar(&engine, storeSettings[0].flag, fromEnv(storeSettings[0]), storeSettings[0].usage)
+	fs.StringVar(&dir, storeSettings[1].flag, fromEnv(storeSettings[1]), storeSettings[1].usage)
+	fs.StringVar(&url, storeSettings[7].flag, fromEnv(storeSettings[7]), storeSettings[7].usage)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, migrateUsage)
@@ -45,20 +57,49 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "historyd migrate: unexpected arguments %q (historyd migrate --help)\n", fs.Args())
 		return 2
+	case engine == storePostgres:
+		if url == "" {
+			fmt.Fprintln(stderr, "historyd migrate: --store postgres needs --postgres-url (or HISTORYD_POSTGRES_URL) (historyd migrate --help)")
+			return 2
+		}
+		return migratePostgres(ctx, url, stdout, stderr)
+	case engine == storeMemory:
+		fmt.Fprintln(stderr, "historyd migrate: --store memory keeps no schema to migrate (historyd migrate --help)")
+		return 2
+	case engine != storeSQLite:
+		fmt.Fprintf(stderr, "historyd migrate: store %q: want sqlite or postgres (historyd migrate --help)\n", engine)
+		return 2
 	case dir == "":
 		fmt.Fprintln(stderr, "historyd migrate: --data-dir is empty: want a directory, such as ./data (historyd migrate --help)")
 		return 2
 	}
 	file := filepath.Join(dir, sqlite.FileName)
 	applied, err := sqlite.Migrate(ctx, dir)
+	if err != nil {
+		err = storeError(dir, err)
+	}
+	return reportMigration(file, migrations.SQLite, applied, err, stdout, stderr)
+}
+
+// migratePostgres migrates the PostgreSQL database at url (issue 16).
+func migratePostgres(ctx context.Context, url string, stdout, stderr io.Writer) int {
+	applied, err := postgres.Migrate(ctx, url)
+	if err != nil {
+		err = postgresError(err)
+	}
+	return reportMigration("PostgreSQL "+postgresTarget(url), migrations.Postgres, applied, err, stdout, stderr)
+}
+
+// reportMigration prints what a migration of the database file names applied, and its error.
+func reportMigration(file string, dialect goose.Dialect, applied []int64, err error, stdout, stderr io.Writer) int {
 	for _, v := range applied { // a failure part-way still reports what was applied
 		fmt.Fprintf(stdout, "%s: applied migration %d\n", file, v)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "historyd migrate: %v\n", storeError(dir, err))
+		fmt.Fprintf(stderr, "historyd migrate: %v\n", err)
 		return 1
 	}
-	supported, err := migrations.Supported(migrations.SQLite)
+	supported, err := migrations.Supported(dialect)
 	if err != nil {
 		fmt.Fprintf(stderr, "historyd migrate: %v\n", err)
 		return 1

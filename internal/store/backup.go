@@ -15,3 +15,13 @@ var (
 	// (FAILED_PRECONDITION): the memory engine.
 	ErrBackupUnsupported = errors.New("this store keeps its data in memory only, so there is nothing to back up; run historyd with --store sqlite")
 )
+
+// BackupUnsupportedError is ErrBackupUnsupported for a store whose data
+// is backed up some other way (PostgreSQL's: with the database's own
+// tools); Why says how, for the client.
+type BackupUnsupportedError struct{ Why string }
+
+func (e *BackupUnsupportedError) Error() string { return e.Why }
+
+// Unwrap makes errors.Is(err, ErrBackupUnsupported) hold.
+func (e *BackupUnsupportedError) Unwrap() error { return ErrBackupUnsupported }

@@ -450,6 +450,20 @@ func (f *Feed) endSub(s *Subscription, reason error) {
 	close(s.ch)
 }
 
+// EndAll ends every open subscription of the feed with reason (feed lock
+// held for writing), as a buffer overflow ends one: each delivers what it
+// holds, then Err returns reason as a *SequenceError whose Last is the
+// cursor to resume from. A database engine calls it when it can no longer
+// vouch for the live feed: rows it had not published were deleted
+// (ErrSubscriberTooSlow), or its wake-ups from other processes were cut
+// (ErrStorageUnavailable, which the server answers UNAVAILABLE: the client
+// resumes from its cursor).
+func (f *Feed) EndAll(reason error) {
+	for s := range f.subs {
+		f.endSub(s, reason)
+	}
+}
+
 // Publish offers a commit to every subscriber without blocking; one whose
 // buffer is full is ended as too slow (feed lock held for writing; the
 // commit is in the log). BRANCH_DELETED

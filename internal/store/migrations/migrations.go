@@ -8,7 +8,7 @@
 // migrated database during a rolling upgrade. A database whose schema is
 // newer than the server knows is refused (ErrSchemaTooNew).
 //
-// Import rule: the standard library and goose only.
+// Import rule: the standard library and goose (with its lock package) only.
 package migrations
 
 import (
@@ -20,6 +20,7 @@ import (
 	"io/fs"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 )
 
 //go:embed sqlite/*.sql postgres/*.sql
@@ -56,13 +57,40 @@ func dir(d goose.Dialect) (fs.FS, error) {
 	return nil, fmt.Errorf("migrations: unknown dialect %q", d)
 }
 
+// Option changes how Up runs.
+type Option func(*options)
+
+type options struct{ sessionLock bool }
+
+// SessionLock makes Up hold a PostgreSQL session advisory lock (goose's
+// lock.NewPostgresSessionLocker) while it reads the version and applies
+// the pending migrations, so replicas that start together against one
+// database migrate it once (issue 16); the others wait, then find nothing
+// pending. Only the postgres dialect has it: with another, Up fails.
+func SessionLock() Option { return func(o *options) { o.sessionLock = true } }
+
 // provider returns a goose provider over db's dialect migrations.
-func provider(d goose.Dialect, db *sql.DB) (*goose.Provider, error) {
+func provider(d goose.Dialect, db *sql.DB, opts ...Option) (*goose.Provider, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	fsys, err := dir(d)
 	if err != nil {
 		return nil, err
 	}
-	return goose.NewProvider(d, db, fsys, goose.WithDisableGlobalRegistry(true))
+	popts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true)}
+	if o.sessionLock {
+		if d != Postgres {
+			return nil, fmt.Errorf("migrations: a session lock needs the postgres dialect, not %q", d)
+		}
+		l, err := lock.NewPostgresSessionLocker()
+		if err != nil {
+			return nil, fmt.Errorf("migrations: %w", err)
+		}
+		popts = append(popts, goose.WithSessionLocker(l))
+	}
+	return goose.NewProvider(d, db, fsys, popts...)
 }
 
 // Supported returns the newest schema version this server knows.
@@ -88,8 +116,8 @@ func Supported(d goose.Dialect) (int64, error) {
 
 // Up applies the pending migrations and returns the versions it applied.
 // A database newer than this server is refused before anything is done.
-func Up(ctx context.Context, d goose.Dialect, db *sql.DB) ([]int64, error) {
-	p, err := provider(d, db)
+func Up(ctx context.Context, d goose.Dialect, db *sql.DB, opts ...Option) ([]int64, error) {
+	p, err := provider(d, db, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,358 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// prepare starts a new branch's row: its identity and metadata, after
+// checking that the id is free (the insert checks again: a unique
+// violation), in store.Memory's order of checks.
+func prepare(ctx context.Context, q querier, id uuid.UUID, createdAt *float64, meta jsonv.Value) (*seedState, error) {
+	if id == (uuid.UUID{}) {
+		id = uuid.New()
+	} else if taken, err := exists(ctx, q, id); err != nil || taken {
+		if err == nil {
+			err = &store.BranchError{Err: store.ErrBranchExists, BranchID: id}
+		}
+		return nil, err
+	}
+	meta, err := store.BranchMetadata(meta)
+	if err != nil {
+		return nil, err
+	}
+	created := store.NowSeconds()
+	if createdAt != nil {
+		created = *createdAt
+	}
+	return newSeed(&branchRow{
+		id: id, incarnation: uuid.New(), createdAt: created, metadata: meta,
+		pile: store.ElementID{ID: uuid.New(), CreatedAt: created},
+		prog: store.ElementID{ID: uuid.New(), CreatedAt: created},
+	}), nil
+}
+
+func exists(ctx context.Context, q querier, id uuid.UUID) (bool, error) {
+	var one int
+	err := q.QueryRow(ctx, qBranchExists, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// recallCreated returns a remembered result of a principal's
+// branch-creating calls, marked as replayed.
+func (s *Store) recallCreated(ctx context.Context, q querier, principal string, op store.Op, requestID string) (store.BranchResult, bool, error) {
+	r, ok, err := s.recall(ctx, q, creatorScope(principal), op, requestID)
+	if err != nil || !ok {
+		return store.BranchResult{}, false, err
+	}
+	res := r.(store.BranchResult)
+	res.Replayed = true
+	return res, true, nil
+}
+
+// publishNew writes a new branch in one transaction: with a request id,
+// the advisory lock of the principal's scope and that id first (so the
+// same id sent to two replicas at once writes once), then the repeat
+// check; then build, when given, makes the branch inside the transaction
+// (a fork, from its source's rows); an id taken in the meantime is
+// ErrBranchExists. The branch's BRANCH_CREATED is sequence 1; the deletes
+// remembered for an earlier branch of its id are forgotten (issue 13 item
+// 13), as store.Memory's register does.
+func (s *Store) publishNew(ctx context.Context, b *seedState, build func(tx pgx.Tx) (*seedState, error), op store.Op, principal, requestID string) (store.BranchResult, error) {
+	var (
+		res   store.BranchResult
+		first *store.BranchResult
+	)
+	scope := creatorScope(principal)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		first, res = nil, store.BranchResult{} // a retried transaction starts afresh
+		if requestID != "" {
+			if _, err := tx.Exec(ctx, qCreateLock, lockKey(scope, requestID)); err != nil {
+				return err
+			}
+			if r, ok, err := s.recallCreated(ctx, tx, principal, op, requestID); err != nil || ok {
+				first = &r
+				return err
+			}
+		}
+		seed := b
+		if build != nil {
+			var err error
+			if seed, err = build(tx); err != nil {
+				return err
+			}
+		}
+		seed.finish()
+		row := seed.row
+		ordered := seed.ordered()
+		res = store.BranchResult{Messages: make([]store.StoredMessage, len(ordered))}
+		msgs := make([]*envelope.Message, len(ordered))
+		for i, m := range ordered {
+			res.Messages[i], msgs[i] = m.stored(), m.msg
+		}
+		res.Branch = row.info()
+		info := row.info()
+		c := store.Commit{{Sequence: 1, CommitFirst: 1, CommitLast: 1, Kind: store.EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}}
+		kept := store.BranchResult{Branch: res.Branch}
+		if row.systemID != nil {
+			kept.Messages = res.Messages[:1]
+		}
+		st := newState(ctx, tx, row)
+		queueInsertBranch(st.b, row)
+		for _, m := range ordered {
+			body, err := encodeMessage(m.msg)
+			if err != nil {
+				return err
+			}
+			if err := st.insert(m, body); err != nil {
+				return err
+			}
+		}
+		if err := insertEvents(st.b, row.incarnation, c); err != nil {
+			return err
+		}
+		forgetScope(st.b, deleteScope(row.id))
+		if err := s.remember(st.b, scope, op, requestID, kept); err != nil {
+			return err
+		}
+		err := st.flush()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "branches_pkey" {
+			return &store.BranchError{Err: store.ErrBranchExists, BranchID: row.id}
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return store.BranchResult{}, err
+	case first != nil:
+		return *first, nil
+	}
+	return res, nil
+}
+
+// CreateBranch creates a branch (store.Store), as store.Memory does: the
+// messages with D3's add-or-replace rule, then the system through the
+// factory, then a pre-built system with set_system (store.CreateSeeds).
+func (s *Store) CreateBranch(ctx context.Context, in store.CreateBranchInput) (store.BranchResult, error) {
+	if err := s.usable(); err != nil {
+		return store.BranchResult{}, err
+	}
+	if r, ok, err := s.recallCreated(ctx, s.pool, in.Principal, store.OpCreateBranch, in.RequestID); err != nil || ok {
+		return r, s.fault(ctx, err)
+	}
+	if err := store.CheckCreate(in); err != nil {
+		return store.BranchResult{}, err
+	}
+	b, err := prepare(ctx, s.pool, in.ID, in.CreatedAt, in.Metadata)
+	if err != nil {
+		return store.BranchResult{}, s.fault(ctx, err)
+	}
+	b.row.name, b.row.user = in.Name, in.User
+	if err := store.CreateSeeds(b.row.id, in, func(sd store.Seed) error { return b.seed(sd.Message, sd.Field) }); err != nil {
+		return store.BranchResult{}, err
+	}
+	return s.publishNew(ctx, b, nil, store.OpCreateBranch, in.Principal, in.RequestID)
+}
+
+// ImportBranch creates a branch from LionAGI JSON (store.Store).
+func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.BranchResult, error) {
+	if err := s.usable(); err != nil {
+		return store.BranchResult{}, err
+	}
+	if r, ok, err := s.recallCreated(ctx, s.pool, in.Principal, store.OpImportBranch, in.RequestID); err != nil || ok {
+		return r, s.fault(ctx, err)
+	}
+	im, err := store.ParseImport(in.Data, in.DBMetaKey)
+	if err != nil {
+		return store.BranchResult{}, err
+	}
+	id := in.ID
+	if id == (uuid.UUID{}) && !in.NewID && im.ID != nil {
+		id = *im.ID
+	}
+	b, err := prepare(ctx, s.pool, id, im.CreatedAt, im.Metadata)
+	if err != nil {
+		return store.BranchResult{}, s.fault(ctx, err)
+	}
+	b.row.name, b.row.user = im.Name, im.User
+	if im.Pile != nil {
+		b.row.pile = *im.Pile
+	}
+	if im.Prog != nil {
+		b.row.prog = *im.Prog
+	}
+	for i, msg := range im.Messages {
+		if err := b.seed(msg, im.Paths[i]); err != nil {
+			return store.BranchResult{}, err
+		}
+	}
+	if im.CollRank != nil { // the collections order the import came with (issue 13 item 1)
+		ranks := make(map[uuid.UUID]uint64, len(b.msgs))
+		for id, m := range b.msgs {
+			ranks[id] = uint64(m.rank)
+		}
+		b.row.nextRank = int64(store.ImportRanks(ranks, im.CollRank))
+		for id, r := range ranks {
+			b.msgs[id].rank = int64(r)
+		}
+	}
+	if im.Selected != nil {
+		if err := store.CheckMembers(b, "data.metadata.current_progression.order", im.Selected.Order, true); err != nil {
+			return store.BranchResult{}, err
+		}
+		b.row.selected = im.Selected
+	}
+	return s.publishNew(ctx, b, nil, store.OpImportBranch, in.Principal, in.RequestID)
+}
+
+// ForkBranch copies a branch up to and including a message (store.Store;
+// store.Memory's ForkBranch). The source's row is held FOR SHARE in the
+// transaction that writes the copy, so no write lands between the read
+// and the copy.
+func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.BranchResult, error) {
+	if err := s.usable(); err != nil {
+		return store.BranchResult{}, err
+	}
+	if r, ok, err := s.recallCreated(ctx, s.pool, in.Principal, store.OpForkBranch, in.RequestID); err != nil || ok {
+		return r, s.fault(ctx, err)
+	}
+	build := func(tx pgx.Tx) (*seedState, error) {
+		src, err := loadBranch(ctx, tx, qBranchForShare, in.Source)
+		if err != nil {
+			return nil, err
+		}
+		if in.ExpectedHead != nil && *in.ExpectedHead != src.head {
+			return nil, &store.SequenceError{Err: store.ErrSequenceMismatch, BranchID: src.id, Head: src.head}
+		}
+		through := src.nextPos - 1
+		if in.At != nil {
+			at, ok, err := getMessage(ctx, tx, src.id, *in.At)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, &store.MessageError{Err: store.ErrMessageNotFound, BranchID: src.id, MessageID: *in.At, Field: "message_id"}
+			}
+			through = at.pos
+		}
+		rows, err := scanMsgs(tx.Query(ctx, qMessagesThrough, src.id, through))
+		if err != nil {
+			return nil, err
+		}
+		msgs := make([]*envelope.Message, len(rows))
+		for i, m := range rows {
+			msgs[i] = m.msg
+		}
+		var selected []uuid.UUID
+		if src.selected != nil {
+			selected = src.selected.Order
+		}
+		copies, sel, err := store.ForkCopies(msgs, selected, src.selected != nil)
+		if err != nil {
+			return nil, err
+		}
+		b, err := prepare(ctx, tx, in.ID, nil, src.metadata)
+		if err != nil {
+			return nil, err
+		}
+		b.row.name, b.row.user = src.name, src.user
+		if in.Name != nil {
+			b.row.name = in.Name
+		}
+		parent := src.id
+		b.row.parent = &parent
+		b.row.fork = store.ForkPoint(in.At, copies)
+		for _, msg := range copies {
+			if err := b.seed(msg, ""); err != nil { // a clone has a new id: it replaces nothing
+				return nil, err
+			}
+		}
+		if sel != nil {
+			b.row.selected = store.NewProgression(sel, nil)
+		}
+		return b, nil
+	}
+	return s.publishNew(ctx, nil, build, store.OpForkBranch, in.Principal, in.RequestID)
+}
+
+// DeleteBranch deletes a branch (store.Store): BRANCH_DELETED is its last
+// event and ends its subscriptions, on every replica; its messages, row
+// and the records of its writes go in the same transaction; its request
+// id is remembered under the branch id. The deleted incarnation's events
+// stay, marked dead with the time, so every replica's subscribers read
+// through BRANCH_DELETED; a janitor deletes them past deadGrace.
+func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.DeleteResult, error) {
+	scope := deleteScope(id)
+	var (
+		res    store.DeleteResult
+		replay bool
+		row    *branchRow
+		c      store.Commit
+	)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res, replay, row, c = store.DeleteResult{}, false, nil, nil // a retried transaction starts afresh
+		var err error
+		// The row lock first, as every write of the branch: a delete and
+		// a repeat of it on another replica are ordered by it.
+		row, err = loadBranch(ctx, tx, qBranchForUpdate, id)
+		var be *store.BranchError
+		if errors.As(err, &be) && opts.RequestID != "" {
+			// Gone: a repeat of the delete that removed it answers as it did.
+			if r, ok, rerr := s.recall(ctx, tx, scope, store.OpDeleteBranch, opts.RequestID); rerr != nil || ok {
+				if ok {
+					res, replay = r.(store.DeleteResult), true
+					res.Replayed = true
+				}
+				return rerr
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if r, ok, err := s.recall(ctx, tx, scope, store.OpDeleteBranch, opts.RequestID); err != nil || ok {
+			if ok {
+				res, replay = r.(store.DeleteResult), true
+				res.Replayed = true
+			}
+			return err
+		}
+		st := newState(ctx, tx, row)
+		if err := store.CheckHead(st, opts); err != nil {
+			return err
+		}
+		c = store.Commit{nextEvent(row, nil, store.EventBranchDeleted)}
+		if err := s.commitEvents(st.b, row, c); err != nil {
+			return err
+		}
+		st.b.Queue(qKeepVersions, row.id, row.incarnation, nil)
+		st.b.Queue(qDeleteMessages, row.id)
+		st.b.Queue(qDeleteBranch, row.id)
+		forgetScope(st.b, branchScope(row.incarnation))
+		st.b.Queue(qMarkDead, deadMark(row.incarnation), strconv.FormatInt(s.now().UnixNano(), 10))
+		res = store.DeleteResult{BranchID: id, LastSequence: row.head}
+		if err := s.remember(st.b, scope, store.OpDeleteBranch, opts.RequestID, res); err != nil {
+			return err
+		}
+		return st.flush()
+	})
+	if err != nil {
+		return store.DeleteResult{}, err
+	}
+	if !replay {
+		s.committed(id, row.incarnation, c)
+	}
+	return res, nil
+}

@@ -1,0 +1,161 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/historyd/historyd/internal/store"
+)
+
+// Issue 16's faults, sorted as the SQLite engine sorts its own
+// (sqlite/faults.go) into the store's storage sentinels:
+//
+//   - the connection lost or refused, the server shutting down (57P01..
+//     57P03), a connection exception (class 08), too many connections
+//     (53300), a COMMIT whose outcome is unknown: store.ErrStorageUnavailable
+//     (UNAVAILABLE: the client retries with its request_id and writes once);
+//   - statement_timeout (57014) is store.ErrStorageUnavailable too: the
+//     statement was cancelled and its transaction rolled back, so a retry
+//     is safe, and the server is busy rather than the request wrong;
+//   - disk full (53100): store.ErrStorageFull;
+//   - data corrupted (XX001, XX002): store.ErrStorageDamaged.
+
+// StorageError is a fault of the database server: its Err is one of the
+// store's storage sentinels, Cause is pgx's error (for the server's log).
+type StorageError struct {
+	Target string // host:port/dbname
+	Err    error
+	Cause  error
+	// AtCommit: the connection failed at COMMIT, so the write may or may
+	// not have been applied.
+	AtCommit bool
+	// Refused: the database's schema cannot be served (too new, or
+	// pending with NoAutoMigrate); no retry mends it.
+	Refused bool
+	// Connecting: the server has not been reached yet since the start.
+	Connecting bool
+}
+
+func (e *StorageError) Error() string {
+	switch {
+	case e.Refused:
+		return fmt.Sprintf("PostgreSQL at %s: %v", e.Target, e.Cause)
+	case e.Connecting:
+		return fmt.Sprintf("PostgreSQL at %s unreachable: %v; retrying", e.Target, e.Cause)
+	case e.Err == store.ErrStorageFull:
+		return fmt.Sprintf("PostgreSQL at %s is out of disk space; nothing was changed", e.Target)
+	case e.Err == store.ErrStorageDamaged:
+		return fmt.Sprintf("PostgreSQL at %s reports damaged data; the server's log says where, and an operator must restore it", e.Target)
+	case e.AtCommit:
+		return fmt.Sprintf("PostgreSQL at %s: the connection failed while committing: the write may or may not have been applied; retry with the same request_id", e.Target)
+	}
+	return fmt.Sprintf("PostgreSQL at %s is unavailable (%s); retry with backoff (a write with the same request_id)", e.Target, shortCause(e.Cause))
+}
+
+// shortCause words a cause without the server's internals.
+func shortCause(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		if pe.Code == "57014" {
+			return "statement timeout"
+		}
+		return "SQLSTATE " + pe.Code
+	}
+	return "connection lost"
+}
+
+// LogCause returns pgx's error, for the server's log line of the call.
+func (e *StorageError) LogCause() error { return e.Cause }
+
+// Unwrap returns the sentinel and pgx's error.
+func (e *StorageError) Unwrap() []error { return []error{e.Err, e.Cause} }
+
+// commitError is a COMMIT that failed without the server's answer.
+type commitError struct{ err error }
+
+func (e commitError) Error() string { return "postgres: commit: " + e.err.Error() }
+func (e commitError) Unwrap() error { return e.err }
+
+// damagedRowError is a stored value historyd wrote and cannot read back.
+type damagedRowError struct{ err error }
+
+func (e damagedRowError) Error() string {
+	return "a stored row does not decode: " + e.err.Error()
+}
+func (e damagedRowError) Unwrap() error { return e.err }
+
+// connectionClass reports an error that says the server cannot be reached
+// or the connection was lost: the call may succeed on another connection,
+// later.
+func connectionClass(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "53300"
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.As(err, new(commitError)) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "conn closed")
+}
+
+// storageClass returns the storage sentinel err belongs to, or nil.
+func storageClass(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "53100":
+			return store.ErrStorageFull
+		case "XX001", "XX002":
+			return store.ErrStorageDamaged
+		case "57014":
+			return store.ErrStorageUnavailable
+		}
+	}
+	if errors.As(err, new(damagedRowError)) {
+		return store.ErrStorageDamaged
+	}
+	if connectionClass(err) {
+		return store.ErrStorageUnavailable
+	}
+	return nil
+}
+
+// fault sorts a call's error: a storage fault becomes a *StorageError; a
+// lost connection marks the Store unusable until the prober reaches the
+// server again. The caller's own cancellation is returned as it is.
+func (s *Store) fault(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return err
+	}
+	if errors.As(err, new(*StorageError)) {
+		return err
+	}
+	class := storageClass(err)
+	if class == nil {
+		return err
+	}
+	se := &StorageError{Target: s.target, Err: class, Cause: err, AtCommit: errors.As(err, new(commitError))}
+	if class == store.ErrStorageUnavailable && connectionClass(err) {
+		s.health.set(se)
+	}
+	return se
+}
+
+// unreachable is the error of the calls (and Health) while the server has
+// not been reached.
+func (s *Store) unreachable(cause error) *StorageError {
+	return &StorageError{Target: s.target, Err: store.ErrStorageUnavailable, Cause: cause, Connecting: true}
+}

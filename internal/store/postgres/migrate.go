@@ -1,0 +1,43 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/historyd/historyd/internal/store/migrations"
+)
+
+// Migrate applies the pending migrations to the database at url (historyd
+// migrate --store postgres) and returns the versions it applied. It holds
+// goose's session advisory lock while it does, so replicas starting
+// together migrate once.
+func Migrate(ctx context.Context, url string) (applied []int64, err error) {
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: the URL does not parse: %w", err)
+	}
+	pcfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	return migrations.Up(ctx, migrations.Postgres, db, migrations.SessionLock())
+}
+
+// migrate brings the Store's database to this server's schema, or with
+// NoAutoMigrate checks that it is there.
+func (s *Store) migrate(ctx context.Context) error {
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	if s.cfg.NoAutoMigrate {
+		return migrations.Check(ctx, migrations.Postgres, db)
+	}
+	_, err := migrations.Up(ctx, migrations.Postgres, db, migrations.SessionLock())
+	return err
+}

@@ -1,0 +1,405 @@
+package postgres
+
+import (
+	"context"
+	"sort"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// The reads: each in one read transaction, so what it returns (a page and
+// the head, say) is one committed state. Pages cost O(page): the full
+// order and the views are ranges of the messages_by_pos and
+// messages_by_kind indexes.
+
+// GetBranch describes a branch (store.Store).
+func (s *Store) GetBranch(ctx context.Context, id uuid.UUID) (store.BranchInfo, error) {
+	var info store.BranchInfo
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		b, err := loadBranch(ctx, tx, qBranch, id)
+		if err == nil {
+			info = b.info()
+		}
+		return err
+	})
+	return info, err
+}
+
+// ListBranches pages through the branches in id order (store.Store), with
+// store.Memory's tokens.
+func (s *Store) ListBranches(ctx context.Context, size int, token string) (store.BranchPage, error) {
+	size, err := store.PageSize(size)
+	if err != nil {
+		return store.BranchPage{}, err
+	}
+	var after *uuid.UUID
+	if token != "" {
+		t, err := store.DecodePageToken(token, "branches", "id")
+		if err != nil {
+			return store.BranchPage{}, err
+		}
+		id, err := uuid.Parse(t.After)
+		if err != nil {
+			return store.BranchPage{}, store.FieldError("page_token", store.ErrStalePageToken, "page_token does not continue this listing")
+		}
+		after = &id
+	}
+	var out store.BranchPage
+	err = s.read(ctx, func(tx pgx.Tx) error {
+		q := qBranchesFirst
+		args := []any{size + 1}
+		if after != nil {
+			q = qBranchesAfter
+			args = []any{*after, size + 1}
+		}
+		rows, err := tx.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			b, err := scanBranch(rows)
+			if err != nil {
+				return err
+			}
+			out.Branches = append(out.Branches, b.info())
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return store.BranchPage{}, err
+	}
+	tokenAfter := func(n int) string {
+		return store.EncodePageToken(store.PageToken{Scope: "branches", Query: "id", After: out.Branches[n-1].ID.String()})
+	}
+	if len(out.Branches) > size {
+		out.Branches = out.Branches[:size]
+		out.NextPageToken = tokenAfter(size)
+	}
+	if len(out.Branches) > 0 {
+		out.TokenAfter = tokenAfter
+	}
+	return out, nil
+}
+
+// GetMessage returns one message and the head (store.Store).
+func (s *Store) GetMessage(ctx context.Context, branchID, msgID uuid.UUID) (store.MessageRead, error) {
+	var out store.MessageRead
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		b, err := loadBranch(ctx, tx, qBranch, branchID)
+		if err != nil {
+			return err
+		}
+		m, ok, err := getMessage(ctx, tx, branchID, msgID)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return &store.MessageError{Err: store.ErrMessageNotFound, BranchID: branchID, MessageID: msgID}
+		}
+		out = store.MessageRead{StoredMessage: m.stored(), Head: b.head}
+		return nil
+	})
+	return out, err
+}
+
+// viewKinds returns the message kinds of a view.
+func viewKinds(v store.View) []envelope.Kind {
+	var out []envelope.Kind
+	for _, k := range []envelope.Kind{envelope.KindInstruction, envelope.KindAssistantResponse, envelope.KindActionRequest, envelope.KindActionResponse} {
+		for _, kv := range store.ViewsOf(k) {
+			if kv == v {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// ListMessages pages through the full order, a view, or the selected
+// progression (store.Store). A token holds the next position: an entry's
+// position for the full order and the views (the system is -1), an index
+// into the selected progression for it; the epoch makes tokens stale
+// across a clear or a new selected progression, as store.Memory's do.
+func (s *Store) ListMessages(ctx context.Context, branchID uuid.UUID, in store.ListInput) (store.MessagePage, error) {
+	size, err := store.PageSize(in.PageSize)
+	if err != nil {
+		return store.MessagePage{}, err
+	}
+	if in.View >= store.NumViews {
+		return store.MessagePage{}, store.FieldError("view", envelope.ErrInvalid, "unknown view %d", in.View)
+	}
+	if in.Selected && in.View != store.ViewAll {
+		return store.MessagePage{}, store.FieldError("view", envelope.ErrInvalid, "a view cannot be combined with the selected progression")
+	}
+	var page store.MessagePage
+	err = s.read(ctx, func(tx pgx.Tx) error {
+		b, err := loadBranch(ctx, tx, qBranch, branchID)
+		if err != nil {
+			return err
+		}
+		page, err = s.listPage(ctx, tx, b, in, size)
+		return err
+	})
+	return page, err
+}
+
+func (s *Store) listPage(ctx context.Context, tx pgx.Tx, b *branchRow, in store.ListInput, size int) (store.MessagePage, error) {
+	query, epoch := in.View.String(), b.epoch
+	selected := in.Selected && b.selected != nil
+	if selected {
+		query, epoch = "selected", b.selEpoch
+	}
+	if in.Descending {
+		query += ",desc"
+	}
+	scope := b.incarnation.String() // the branch id is not enough: a deleted branch's id can come back
+	var next *int64
+	if in.PageToken != "" {
+		t, err := store.DecodePageToken(in.PageToken, scope, query)
+		if err != nil {
+			return store.MessagePage{}, err
+		}
+		if t.Epoch != epoch {
+			return store.MessagePage{}, store.FieldError("page_token", store.ErrStalePageToken, "the listing changed since the token was made (cleared, or a new selected progression)")
+		}
+		next = &t.Next
+	}
+	var (
+		rows []*msgRow
+		at   []int64 // at[i]: the position of rows[i]
+		err  error
+	)
+	if selected {
+		rows, at, err = s.selectedRows(ctx, tx, b, next, in.Descending, size+1)
+	} else {
+		rows, err = s.positionRows(ctx, tx, b.id, viewKinds(in.View), in.View == store.ViewAll, next, in.Descending, size+1)
+		at = make([]int64, len(rows))
+		for i, m := range rows {
+			at[i] = m.pos
+		}
+	}
+	if err != nil {
+		return store.MessagePage{}, err
+	}
+	step := int64(1)
+	if in.Descending {
+		step = -1
+	}
+	token := func(pos int64) string {
+		return store.EncodePageToken(store.PageToken{Scope: scope, Query: query, Epoch: epoch, Next: pos})
+	}
+	page := store.MessagePage{Head: b.head}
+	if len(rows) > size {
+		page.NextPageToken = token(at[size])
+		rows, at = rows[:size], at[:size]
+	}
+	page.Messages = make([]store.StoredMessage, len(rows))
+	for i, m := range rows {
+		page.Messages[i] = m.stored()
+	}
+	if len(rows) > 0 {
+		page.TokenAfter = func(n int) string { return token(at[n-1] + step) }
+	}
+	return page, nil
+}
+
+// positionRows reads up to limit messages of a branch by position from
+// next (inclusive; nil: the start), ascending or descending: every
+// message (all, the system at -1 included) or those of kinds. A view of
+// two kinds is read as two index ranges and merged, so the page stays
+// O(page) whatever the branch's size.
+func (s *Store) positionRows(ctx context.Context, tx pgx.Tx, branch uuid.UUID, kinds []envelope.Kind, all bool, next *int64, desc bool, limit int) ([]*msgRow, error) {
+	all1, kind1 := qPosAsc, qKindPosAsc
+	if desc {
+		all1, kind1 = qPosDesc, qKindPosDesc
+	}
+	var from any
+	if next != nil {
+		from = *next
+	} else if desc {
+		from = int64(1) << 62
+	} else {
+		from = int64(-1)
+	}
+	if all {
+		return scanMsgs(tx.Query(ctx, all1, branch, from, limit))
+	}
+	var out []*msgRow
+	for _, k := range kinds {
+		rows, err := scanMsgs(tx.Query(ctx, kind1, branch, int(k), from, limit))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if desc {
+			return out[i].pos > out[j].pos
+		}
+		return out[i].pos < out[j].pos
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// selectedRows reads up to limit members of the selected progression from
+// index next (inclusive), skipping ids that are no longer members, as
+// store.Memory's listing does.
+func (s *Store) selectedRows(ctx context.Context, tx pgx.Tx, b *branchRow, next *int64, desc bool, limit int) ([]*msgRow, []int64, error) {
+	order := b.selected.Order
+	p, step := int64(0), int64(1)
+	if desc {
+		p, step = int64(len(order))-1, -1
+	}
+	if next != nil {
+		p = *next
+	}
+	var (
+		rows []*msgRow
+		at   []int64
+	)
+	for ; p >= 0 && p < int64(len(order)) && len(rows) < limit; p += step {
+		m, ok, err := getMessage(ctx, tx, b.id, order[p])
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			rows, at = append(rows, m), append(at, p)
+		}
+	}
+	return rows, at, nil
+}
+
+// LastMessage returns the last message of a view, and the head (store.Store).
+func (s *Store) LastMessage(ctx context.Context, branchID uuid.UUID, view store.View) (store.MessageRead, bool, error) {
+	if view >= store.NumViews {
+		return store.MessageRead{}, false, store.FieldError("view", envelope.ErrInvalid, "unknown view %d", view)
+	}
+	var (
+		out   store.MessageRead
+		found bool
+	)
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		b, err := loadBranch(ctx, tx, qBranch, branchID)
+		if err != nil {
+			return err
+		}
+		out.Head = b.head
+		rows, err := s.positionRows(ctx, tx, b.id, viewKinds(view), view == store.ViewAll, nil, true, 1)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		out.StoredMessage, found = rows[0].stored(), true
+		return nil
+	})
+	return out, found, err
+}
+
+// ToChatMessages is to_chat_msgs (store.Store): the order given (every id
+// a member), the selected progression, or the full order, rendered after
+// the read.
+func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store.ChatInput) (store.ChatResult, error) {
+	var (
+		msgs []*envelope.Message
+		head uint64
+	)
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		b, err := loadBranch(ctx, tx, qBranch, branchID)
+		if err != nil {
+			return err
+		}
+		head = b.head
+		var ids []uuid.UUID
+		switch {
+		case in.Order != nil:
+			ids = *in.Order
+			st := newState(ctx, tx, b)
+			if err := store.CheckMembers(st, "order.ids", ids, false); err != nil {
+				return err
+			}
+		case in.Selected && b.selected != nil:
+			ids = b.selected.Order
+		default:
+			rows, err := s.fullOrder(ctx, tx, b.id)
+			if err != nil {
+				return err
+			}
+			for _, m := range rows {
+				msgs = append(msgs, m.msg)
+			}
+			return nil
+		}
+		for _, id := range ids {
+			m, ok, err := getMessage(ctx, tx, b.id, id)
+			if err != nil {
+				return err
+			}
+			if ok {
+				msgs = append(msgs, m.msg)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return store.ChatResult{}, err
+	}
+	out := store.ChatResult{Head: head, Entries: make([]store.ChatEntry, len(msgs))}
+	for i, m := range msgs {
+		out.Entries[i] = store.ChatEntry{MessageID: m.ID, Message: m}
+		if !in.Unrendered {
+			out.Entries[i].Chat, out.Entries[i].Err = m.ChatMsg()
+		}
+	}
+	return out, nil
+}
+
+// fullOrder reads every message of a branch in the full order.
+func (s *Store) fullOrder(ctx context.Context, tx pgx.Tx, branch uuid.UUID) ([]*msgRow, error) {
+	return scanMsgs(tx.Query(ctx, qFullOrder, branch))
+}
+
+// ExportBranch writes the branch as LionAGI JSON (store.Store).
+func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, mode envelope.Mode, dbMetaKey string) (store.Export, error) {
+	var (
+		b    *branchRow
+		rows []*msgRow
+	)
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		var err error
+		if b, err = loadBranch(ctx, tx, qBranch, id); err != nil {
+			return err
+		}
+		rows, err = s.fullOrder(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return store.Export{}, err
+	}
+	d := store.ExportData{
+		ID: b.id, CreatedAt: b.createdAt, Metadata: b.metadata, Name: b.name, User: b.user,
+		Pile: b.pile, Prog: b.prog, Selected: b.selected,
+		Order: make([]*envelope.Message, len(rows)),
+	}
+	byRank := make([]*msgRow, len(rows))
+	copy(byRank, rows)
+	sort.Slice(byRank, func(i, j int) bool { return byRank[i].rank < byRank[j].rank })
+	d.Collections = make([]*envelope.Message, len(rows))
+	for i, m := range rows {
+		d.Order[i], d.Collections[i] = m.msg, byRank[i].msg
+		if m.pos < 0 {
+			d.System = m.msg
+		}
+	}
+	data, err := store.EncodeBranch(d, mode, dbMetaKey)
+	if err != nil {
+		return store.Export{}, err
+	}
+	return store.Export{Data: data, Head: b.head}, nil
+}

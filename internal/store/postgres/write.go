@@ -1,0 +1,268 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// written is what a branch write did: its result, its commit (sequences
+// set), and the message the observers are told about (nil for writes that
+// fire none).
+type written struct {
+	res    store.WriteResult
+	commit store.Commit
+	added  *envelope.Message
+}
+
+// mutation is the body of a branch write, run in the write transaction
+// after the repeat and head checks.
+type mutation func(st *txState) (written, error)
+
+// write runs one branch write as one READ COMMITTED transaction (issue
+// 16): the branch's row locked FOR UPDATE first (it orders the branch's
+// writers across replicas, and is held only for this write), then the
+// repeat check (docs/design.md#idempotency), the head check, fn (which
+// reads messages by id only), and the events, row and request record in
+// one batch; after the COMMIT, the publication to this replica's
+// subscribers and the wake-up of the others (wake.go); then, outside, the
+// observers (ADR-0006 D4). A failed write changes nothing.
+func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store.WriteOptions, fn mutation) (store.WriteResult, error) {
+	var (
+		w      written
+		replay *store.WriteResult
+		row    *branchRow
+	)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		w, replay, row = written{}, nil, nil // a retried transaction starts afresh
+		var err error
+		if row, err = loadBranch(ctx, tx, qBranchForUpdate, id); err != nil {
+			return err
+		}
+		scope := branchScope(row.incarnation)
+		if r, ok, err := s.recall(ctx, tx, scope, op, opts.RequestID); err != nil || ok {
+			if ok {
+				res := r.(store.WriteResult)
+				res.Replayed = true
+				replay = &res
+			}
+			return err
+		}
+		st := newState(ctx, tx, row)
+		if err := store.CheckHead(st, opts); err != nil {
+			return err
+		}
+		if w, err = fn(st); err != nil {
+			return err
+		}
+		if err := s.commitEvents(st.b, row, w.commit); err != nil {
+			return err
+		}
+		queueUpdateBranch(st.b, row)
+		if err := s.remember(st.b, scope, op, opts.RequestID, w.res); err != nil {
+			return err
+		}
+		return st.flush()
+	})
+	switch {
+	case err != nil:
+		return store.WriteResult{}, err
+	case replay != nil:
+		return *replay, nil
+	}
+	s.committed(id, row.incarnation, w.commit)
+	if w.added == nil {
+		return w.res, nil
+	}
+	obs := s.observersOf(id, row.incarnation)
+	if len(obs) == 0 {
+		return w.res, nil
+	}
+	return w.res, store.Notify(ctx, id, obs, w.added)
+}
+
+// commitEvents queues a commit's events, brings the branch's head to its
+// last, and deletes what no replica's log needs any more: the log keeps
+// twice the retention (issue 16), so a replica whose subscribers lag the
+// head by up to the retention still finds the rows they read; and never
+// what this replica's subscribers were told is retained.
+func (s *Store) commitEvents(b *pgx.Batch, row *branchRow, c store.Commit) error {
+	first, last := c[0].Sequence, c[len(c)-1].Sequence
+	for i := range c {
+		c[i].CommitFirst, c[i].CommitLast = first, last
+	}
+	if err := insertEvents(b, row.incarnation, c); err != nil {
+		return err
+	}
+	row.head = last
+	below := s.sweepBelow(row.id, row.incarnation, last)
+	if below <= 1 {
+		return nil
+	}
+	b.Queue(qTrimEvents, row.incarnation, int64(below))
+	return nil
+}
+
+// queueUpdateBranch queues the write-back of what a write changes of a
+// branch's row.
+func queueUpdateBranch(b *pgx.Batch, r *branchRow) {
+	b.Queue(qUpdateBranch, int64(r.head), int64(r.epoch), int64(r.selEpoch), encodeSelected(r.selected), optID(r.systemID), r.nextPos, r.nextRank, r.count, r.id)
+}
+
+// nextEvent returns the next event of a branch being written: its
+// sequence follows the head and the events already in c.
+func nextEvent(row *branchRow, c store.Commit, kind store.EventKind) store.Event {
+	return store.Event{Sequence: row.head + 1 + uint64(len(c)), Kind: kind, Index: -1}
+}
+
+// commitPlan applies a plan's placements as one commit; the result names
+// the first message and, when the plan also linked a request, the request
+// as Updated.
+func (st *txState) commitPlan(plan store.Plan) (written, error) {
+	var (
+		c      store.Commit
+		stored []store.StoredMessage
+		first  int
+	)
+	for i, p := range plan.Placements {
+		ev := nextEvent(st.row, c, p.Kind())
+		m, index, err := st.apply(p, ev.Sequence)
+		if err != nil {
+			return written{}, err
+		}
+		ev.Message, ev.Index = p.Message, index
+		c = append(c, ev)
+		stored = append(stored, m.stored())
+		if i == 0 {
+			first = index
+		}
+	}
+	res := store.WriteResult{Message: stored[0], Index: first, Head: c[len(c)-1].Sequence}
+	if len(stored) > 1 {
+		res.Updated = &stored[1]
+	}
+	return written{res: res, commit: c, added: plan.Added}, nil
+}
+
+// SetSystem is set_system (store.Store).
+func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Message, opts store.WriteOptions) (store.WriteResult, error) {
+	return s.write(ctx, id, store.OpSetSystem, opts, func(st *txState) (written, error) {
+		plan, err := store.PlanSetSystem(st, system)
+		if err != nil {
+			return written{}, err
+		}
+		return st.commitPlan(plan)
+	})
+}
+
+// AddMessage is add_message (store.Store). When the inputs name no message
+// of the branch, the factory runs and the message is encoded before the
+// transaction, so the branch's row lock is held for the statements only.
+func (s *Store) AddMessage(ctx context.Context, id uuid.UUID, in store.AddInput, opts store.WriteOptions) (store.WriteResult, error) {
+	pre, body, prebuilt, preErr := prebuild(in)
+	return s.write(ctx, id, store.OpAddMessage, opts, func(st *txState) (written, error) {
+		var (
+			plan store.Plan
+			err  error
+		)
+		if prebuilt {
+			if preErr != nil {
+				return written{}, preErr
+			}
+			st.cache[pre.Message.ID] = nil // the factory minted the id: it is no member
+			st.encoded[pre.Message] = body
+			plan, err = store.PlanCreated(st, pre)
+		} else {
+			plan, err = store.PlanAdd(st, in)
+		}
+		if err != nil {
+			return written{}, err
+		}
+		return st.commitPlan(plan)
+	})
+}
+
+// prebuild runs the factory for inputs that name no message of the branch
+// (no target, no action request, no message given whole or named in the
+// factory), and encodes what it made; prebuilt is false for the others.
+func prebuild(in store.AddInput) (c store.Created, body string, prebuilt bool, err error) {
+	f := in.Factory
+	if in.Message != nil || in.Target != nil || in.ActionRequest != nil ||
+		f.SystemMsg != nil || f.InstructionMsg != nil || f.AssistantMsg != nil || f.ActionRequestMsg != nil || f.ActionResponseMsg != nil {
+		return store.Created{}, "", false, nil
+	}
+	if c, err = store.CreateMessage(&f); err != nil || c.Request != nil {
+		return store.Created{}, "", err != nil, err // a created request would be a branch message: plan it in the transaction
+	}
+	body, err = encodeMessage(c.Message)
+	return c, body, true, err
+}
+
+// CreateActionResponse answers an ActionRequest (store.Store).
+func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store.ActionResponseInput, opts store.WriteOptions) (store.WriteResult, error) {
+	return s.write(ctx, id, store.OpCreateActionResponse, opts, func(st *txState) (written, error) {
+		plan, err := store.PlanActionResponse(st, in)
+		if err != nil {
+			return written{}, err
+		}
+		return st.commitPlan(plan)
+	})
+}
+
+// ClearMessages is clear_messages (store.Store): the system stays at index
+// 0; the selected progression keeps only what survives; the entries start
+// again at position 0 in a new epoch, so older page tokens are stale.
+func (s *Store) ClearMessages(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
+	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (written, error) {
+		row := st.row
+		st.b.Queue(qKeepVersions, row.id, row.incarnation, optID(row.systemID))
+		st.b.Queue(qClearMessages, row.id)
+		clear(st.cache)
+		row.count, row.nextPos = 0, 0
+		if row.hasSystem() {
+			row.count = 1
+		}
+		row.epoch++
+		if sel := row.selected; sel != nil {
+			if kept, changed := store.ClearedOrder(sel.Order, row.systemID); changed {
+				sel = sel.Clone()
+				sel.Order = kept
+				row.selected = sel
+				row.selEpoch++
+			}
+		}
+		c := store.Commit{nextEvent(row, nil, store.EventMessagesCleared)}
+		return written{res: store.WriteResult{Head: c[0].Sequence, Index: -1}, commit: c}, nil
+	})
+}
+
+// SetProgression sets or unsets the selected progression (store.Store).
+// Every id must be a member, once.
+func (s *Store) SetProgression(ctx context.Context, id uuid.UUID, order *[]uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
+	return s.write(ctx, id, store.OpSetProgression, opts, func(st *txState) (written, error) {
+		ids, err := store.PlanProgression(st, order)
+		if err != nil {
+			return written{}, err
+		}
+		row := st.row
+		switch {
+		case order == nil:
+			row.selected = nil
+		case row.selected == nil:
+			row.selected = store.NewProgression(ids, nil)
+		default:
+			sel := row.selected.Clone()
+			sel.Order = ids
+			row.selected = sel
+		}
+		row.selEpoch++
+		ev := nextEvent(row, nil, store.EventProgressionSet)
+		ev.Progression = slices.Clone(ids)
+		return written{res: store.WriteResult{Head: ev.Sequence, Index: -1}, commit: store.Commit{ev}}, nil
+	})
+}
