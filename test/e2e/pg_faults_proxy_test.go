@@ -25,9 +25,10 @@ import (
 // rather than hang; restore relays again. The listener stays bound throughout, so the URL keeps
 // naming the same port.
 type pgProxy struct {
-	ln     net.Listener
-	target string         // PostgreSQL's host:port
-	wg     sync.WaitGroup // the accept loop and every relay: close waits for them
+	ln       net.Listener
+	target   string         // PostgreSQL's host:port
+	wg       sync.WaitGroup // the accept loop and every relay: close waits for them
+	arrivals chan struct{}  // cap 1: nudged at each connection accepted, for waitFor
 
 	mu      sync.Mutex
 	open    bool                  // relaying (restore) or refusing (cut)
@@ -45,7 +46,7 @@ func newPGProxy(t *testing.T, target string, open bool) *pgProxy {
 	if err != nil {
 		t.Fatalf("proxy: %v", err)
 	}
-	p := &pgProxy{ln: ln, target: target, open: open, conns: map[net.Conn]struct{}{}}
+	p := &pgProxy{ln: ln, target: target, open: open, conns: map[net.Conn]struct{}{}, arrivals: make(chan struct{}, 1)}
 	p.wg.Go(p.accept)
 	t.Cleanup(p.close)
 	return p
@@ -62,16 +63,23 @@ func (p *pgProxy) accept() {
 			return
 		}
 		p.mu.Lock()
-		if !p.open {
+		open := p.open
+		if open {
+			p.conns[c] = struct{}{}
+			p.relayed++
+		} else {
 			p.refused++
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
 		}
-		p.conns[c] = struct{}{}
-		p.relayed++
 		p.mu.Unlock()
-		p.wg.Go(func() { p.relay(c) })
+		if open {
+			p.wg.Go(func() { p.relay(c) })
+		} else {
+			_ = c.Close()
+		}
+		select {
+		case p.arrivals <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -63,6 +63,11 @@ func TestPGFaultUnreachableAtStart(t *testing.T) {
 		t.Logf("CreateBranch with PostgreSQL unreachable: %v (reason %s)", err, reasonOf(err))
 	}
 
+	// "retries with backoff": it keeps trying, not once.
+	waitFor(t, proxy.arrivals, fmt.Sprintf("%d connection attempts refused", faultReconnects), func() bool {
+		_, refused := proxy.counts()
+		return refused >= faultReconnects
+	})
 	proxy.restore()
 	waitServing(t, p)
 	a := acked{}
@@ -115,8 +120,9 @@ func waitLogWhere(t *testing.T, p *proc, what string, match func(string) bool) s
 	}
 }
 
-// The connection-lost test's sizes: acknowledged writes before the cut, failed attempts and
-// refused reconnections during it, acknowledged writes after the restore; and a writer's pause between two attempts of a
+// The fault tests' sizes: acknowledged writes before the cut, failed attempts and refused
+// reconnections during it (and refused connections at a start), acknowledged writes after the
+// restore; and a writer's pause between two attempts of a
 // failed write (a client's retry backoff).
 const (
 	faultAcksBefore = 20
@@ -208,6 +214,7 @@ func TestPGFaultConnectionLost(t *testing.T) {
 	}
 	// The cut lasts until the writers have failed faultFailures times and historyd has tried to
 	// reconnect (the proxy refused it) faultReconnects times: its retries, not one lucky attempt.
+	// The writers' failures nudge progress every faultRetryPause, so both counts are looked at.
 	waitFor(t, progress, fmt.Sprintf("%d failed attempts and %d refused reconnections during the cut", faultFailures, faultReconnects), func() bool {
 		_, refused := proxy.counts()
 		return st.get().failed >= faultFailures && refused-refusedAtCut >= faultReconnects
