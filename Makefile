@@ -149,8 +149,8 @@ vuln: .vulndb/index/db.json ## govulncheck with Go 1.27.3 (RELEASE_TOOLCHAIN) ag
 # directory mode, each with its -timeout): only in that mode is what a passing test prints passed
 # on, and the crash harness's line (issue 15: "crash: N cycles, W acknowledged writes, 0 lost, ...")
 # and the replicas' line (issue 16: "replicas: 3, W writes, K watchers, 0 gaps, 0 duplicates, 0
-# lost") must show. test/e2e is one package. Its PostgreSQL tests (replicas_*_test.go,
-# pg_faults_test.go) use HISTORYD_TEST_POSTGRES_URL or the local server, and skip with a line that
+# lost") must show. test/e2e is one package. Its PostgreSQL tests (replicas*_test.go,
+# pg_faults*_test.go) use HISTORYD_TEST_POSTGRES_URL or the local server, and skip with a line that
 # says how when neither answers; e2e-pg sets HISTORYD_REQUIRE_POSTGRES=1, so they fail instead.
 e2e: ## End-to-end tests: build the binary and grpcurl, drive the real process (prints the crash harness's line per --sync mode, and with PostgreSQL the replicas' line)
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 20m
