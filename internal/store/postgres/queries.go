@@ -70,12 +70,11 @@ const (
 		ON CONFLICT (tenant, scope, request_id) DO UPDATE SET op = EXCLUDED.op, n = EXCLUDED.n, created_ns = EXCLUDED.created_ns, result = EXCLUDED.result`
 	qForgetOldest = `DELETE FROM requests WHERE tenant = '' AND scope = $1
 		AND n <= (SELECT MAX(n) FROM requests WHERE tenant = '' AND scope = $1) - $2`
-	// A write forgets its own scope's expired ids; the janitor every
-	// scope's (qForgetExpired): two writes deleting the same rows of other
-	// scopes would wait on each other.
-	qForgetScopeExpired = `DELETE FROM requests WHERE tenant = '' AND scope = $1 AND created_ns <= $2`
-	qForgetExpired      = `DELETE FROM requests WHERE tenant = '' AND created_ns <= $1`
-	qForgetScope        = `DELETE FROM requests WHERE tenant = '' AND scope = $1`
+	// The janitor forgets the ids past the window (a write, its scope's
+	// oldest past the bound only: two writes deleting the same rows of
+	// other scopes would wait on each other).
+	qForgetExpired = `DELETE FROM requests WHERE tenant = '' AND created_ns <= $1`
+	qForgetScope   = `DELETE FROM requests WHERE tenant = '' AND scope = $1`
 
 	// qCreateLock orders a principal's branch-creating calls of one request
 	// id across replicas (the scope and id hashed to the lock's key).

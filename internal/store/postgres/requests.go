@@ -63,9 +63,10 @@ func (s *Store) recall(ctx context.Context, q querier, scope string, op store.Op
 
 // remember queues, in the write's batch, the record of a successful
 // write's result under its request id, forgetting its scope's oldest id
-// past the bound and its scope's ids past the window (the janitor forgets
-// the others'). The ordinal is the scope's next, worked out by the
-// statement itself.
+// past the bound (a range of requests_by_scope). Ids past the window are
+// forgotten by the janitor: recall already ignores them, and a write
+// filtering its scope's records by age would read the whole scope. The
+// ordinal is the scope's next, worked out by the statement itself.
 func (s *Store) remember(b *pgx.Batch, scope string, op store.Op, requestID string, result any) error {
 	if requestID == "" {
 		return nil
@@ -77,7 +78,6 @@ func (s *Store) remember(b *pgx.Batch, scope string, op store.Op, requestID stri
 	now := s.now().UnixNano()
 	b.Queue(qRemember, scope, requestID, string(op), now, text)
 	b.Queue(qForgetOldest, scope, int64(s.cfg.RequestMax))
-	b.Queue(qForgetScopeExpired, scope, now-int64(s.cfg.RequestTTL))
 	return nil
 }
 
