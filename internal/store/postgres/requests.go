@@ -41,12 +41,17 @@ func (s *Store) recall(ctx context.Context, q querier, scope string, op store.Op
 	if requestID == "" {
 		return nil, false, nil
 	}
+	return s.recalled(q.QueryRow(ctx, qRequest, scope, requestID), op, requestID)
+}
+
+// recalled reads a row of qRequest (or qBranchRequest) as recall answers.
+func (s *Store) recalled(r pgx.Row, op store.Op, requestID string) (any, bool, error) {
 	var (
 		gotOp  string
 		at     int64
 		result string
 	)
-	err := q.QueryRow(ctx, qRequest, scope, requestID).Scan(&gotOp, &at, &result)
+	err := r.Scan(&gotOp, &at, &result)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, false, nil
@@ -57,8 +62,8 @@ func (s *Store) recall(ctx context.Context, q querier, scope string, op store.Op
 	case store.Op(gotOp) != op:
 		return nil, false, store.FieldError("request_id", store.ErrRequestIDReused, "request_id %q was used by %s, not %s", requestID, gotOp, op)
 	}
-	r, err := decodeResult(op, result)
-	return r, err == nil, err
+	r2, err := decodeResult(op, result)
+	return r2, err == nil, err
 }
 
 // remember queues, in the write's batch, the record of a successful
