@@ -84,7 +84,9 @@ func provider(d goose.Dialect, db *sql.DB, opts ...Option) (*goose.Provider, err
 		if d != Postgres {
 			return nil, fmt.Errorf("migrations: a session lock needs the postgres dialect, not %q", d)
 		}
-		l, err := lock.NewPostgresSessionLocker()
+		// Probe every second (goose's default is 5 s) for up to 5 minutes:
+		// a replica waiting behind another's migration starts soon after.
+		l, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
 		if err != nil {
 			return nil, fmt.Errorf("migrations: %w", err)
 		}
