@@ -123,7 +123,7 @@ func TestDialectsInStep(t *testing.T) {
 func TestSessionLockPostgresOnly(t *testing.T) {
 	ctx := context.Background()
 	db := open(t)
-	if applied, err := migrations.Up(ctx, migrations.SQLite, db, migrations.SessionLock()); err == nil || len(applied) != 0 {
+	if applied, err := migrations.Up(ctx, migrations.SQLite, db, migrations.SessionLock(1)); err == nil || len(applied) != 0 {
 		t.Fatalf("Up with a session lock on SQLite = %v, %v; want an error and nothing applied", applied, err)
 	}
 	if err := migrations.Check(ctx, migrations.SQLite, db); !errors.Is(err, migrations.ErrPending) {

@@ -54,7 +54,7 @@ func TestStorageClass(t *testing.T) {
 func TestStatementTimeout(t *testing.T) {
 	cfg := testConfig(pgtest.New(t), storetest.Options{})
 	cfg.StatementTimeout = 50 * time.Millisecond
-	s := openTest(t, cfg)
+	s := openReady(t, cfg)
 	var v string
 	if err := s.pool.QueryRow(tctx(t), "SHOW statement_timeout").Scan(&v); err != nil || v != "50ms" {
 		t.Fatalf("statement_timeout = %q, %v; want 50ms", v, err)
