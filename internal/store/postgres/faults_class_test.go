@@ -23,8 +23,8 @@ func TestStorageClass(t *testing.T) {
 		{"57P01", store.ErrStorageUnavailable, true}, // admin shutdown
 		{"57P02", store.ErrStorageUnavailable, true},
 		{"57P03", store.ErrStorageUnavailable, true},
-		{"08006", store.ErrStorageUnavailable, true}, // connection failure
-		{"53300", store.ErrStorageUnavailable, true}, // too many connections
+		{"08006", store.ErrStorageUnavailable, true},  // connection failure
+		{"53300", store.ErrStorageUnavailable, true},  // too many connections
 		{"57014", store.ErrStorageUnavailable, false}, // statement timeout: retryable, the server is fine
 		{"53100", store.ErrStorageFull, false},
 		{"XX001", store.ErrStorageDamaged, false},

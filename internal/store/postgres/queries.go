@@ -64,7 +64,7 @@ const (
 	qDeadMarks  = `SELECT key, value FROM store_meta WHERE tenant = '' AND key LIKE 'dead-incarnation:%'`
 
 	// requests (idempotency records)
-	qRequest     = `SELECT op, created_ns, result FROM requests WHERE tenant = '' AND scope = $1 AND request_id = $2`
+	qRequest = `SELECT op, created_ns, result FROM requests WHERE tenant = '' AND scope = $1 AND request_id = $2`
 	// qBranchRequest is qRequest in the scope of the branch's incarnation:
 	// a write sends it in one round trip after qBranchForUpdate, so it runs
 	// (and takes its snapshot) once the row lock is held.
