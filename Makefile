@@ -50,16 +50,18 @@ build: ## Build bin/historyd, static, version and commit stamped from git (BIN=p
 release: ## Static build (CGO_ENABLED=0) of bin/historyd with Go 1.27.3 (RELEASE_TOOLCHAIN): what deploy/Dockerfile ships
 	CGO_ENABLED=0 GOTOOLCHAIN=$(RELEASE_TOOLCHAIN) $(MAKE) build
 
-# The storetest case the race detector makes too slow on the sqlite engine (race_on_test.go): under
-# -race it is skipped, naming this pass, which runs it without.
-SQLITE_NO_RACE = TestConformance/ScopesIsolated$$
+# The storetest case the race detector makes too slow on the durable engines (race_on_test.go in
+# internal/store/sqlite and internal/store/postgres): under -race it is skipped, naming this pass,
+# which runs it without, on both engines at once.
+NO_RACE_CASES = TestConformance/ScopesIsolated$$
+NO_RACE_PKGS = ./internal/store/sqlite/ ./internal/store/postgres/
 
 test: ## Unit tests, with the race detector wherever cgo has a C compiler
 	@if [ "$$($(GO) env CGO_ENABLED)" = 1 ] && command -v "$$($(GO) env CC)" >/dev/null 2>&1; then \
 		echo '$(GO) test -race -count=1 -timeout 20m ./...'; \
 		$(GO) test -race -count=1 -timeout 20m ./... || exit 1; \
-		echo '$(GO) test -count=1 -timeout 10m -run $(SQLITE_NO_RACE) ./internal/store/sqlite/'; \
-		$(GO) test -count=1 -timeout 10m -run '$(SQLITE_NO_RACE)' ./internal/store/sqlite/; \
+		echo '$(GO) test -count=1 -timeout 15m -run $(NO_RACE_CASES) $(NO_RACE_PKGS)'; \
+		$(GO) test -count=1 -timeout 15m -run '$(NO_RACE_CASES)' $(NO_RACE_PKGS); \
 	else \
 		echo 'make test: no C compiler for cgo, so running WITHOUT -race (install gcc to get the race detector)'; \
 		echo '$(GO) test -count=1 -timeout 20m ./...'; \

@@ -58,7 +58,7 @@ func TestMigratePostgresUsage(t *testing.T) {
 // credentials.
 func TestPostgresTargetHidesThePassword(t *testing.T) {
 	for in, want := range map[string]string{
-		"postgres://bob:s3cret@db.example:6543/hist?sslmode=disable": "db.example:6543/hist",
+		"postgres://bob:s3cret@db.example:6543/hist?sslmode=disable":  "db.example:6543/hist",
 		"host=db.example port=5433 user=bob password=s3cret dbname=h": "db.example:5433/h",
 	} {
 		if got := postgresTarget(in); got != want || strings.Contains(got, "s3cret") {

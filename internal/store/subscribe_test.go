@@ -179,3 +179,57 @@ func TestSubscribeCatchUpOvertakenLast(t *testing.T) {
 		t.Errorf("resume after %d: %v, want HISTORY_COMPACTED, oldest %d", got, err, replayChunk+2)
 	}
 }
+
+// TestFeedEndAll: a database engine ends every subscriber of a branch when
+// it can no longer vouch for the live feed (issue 16: rows it had not
+// published were deleted, or its wake-ups were cut). Each subscription, a
+// live one and one still catching up, delivers what it holds, then ends
+// with the reason as a *SequenceError carrying the cursor to resume from;
+// a later Publish reaches none of them.
+func TestFeedEndAll(t *testing.T) {
+	m := NewMemory()
+	b := deepBranch(t, m, 5)
+	ctx := context.Background()
+	live, err := m.Subscribe(ctx, b, SubscribeInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	catching, err := m.Subscribe(ctx, b, SubscribeInput{After: new(uint64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer catching.Close()
+	res, err := m.AddMessage(ctx, b, AddInput{Factory: Factory{Instruction: jsonv.StringValue("held")}}, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := m.writeLocked(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason := errors.Join(errors.New("the LISTEN connection was lost"), ErrStorageUnavailable)
+	br.feed.EndAll(reason)
+	br.mu.Unlock()
+	if _, err := m.AddMessage(ctx, b, AddInput{Factory: Factory{Instruction: jsonv.StringValue("after")}}, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	c, err := live.Next(ctx)
+	if err != nil || c[0].Sequence != res.Head {
+		t.Fatalf("live subscriber's held commit: %v, %v; want sequence %d", c, err, res.Head)
+	}
+	for i, s := range []*Subscription{live, catching} {
+		var err error
+		for err == nil {
+			_, err = s.Next(ctx)
+		}
+		var se *SequenceError
+		if !errors.Is(err, ErrStorageUnavailable) || !errors.As(err, &se) || se.Last != s.Last() {
+			t.Fatalf("subscriber %d ended with %v (cursor %d), want the reason and its cursor", i, err, s.Last())
+		}
+		if s.Last() > res.Head {
+			t.Fatalf("subscriber %d got sequence %d, published after EndAll", i, s.Last())
+		}
+	}
+}

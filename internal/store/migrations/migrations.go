@@ -17,6 +17,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 
 	"github.com/pressly/goose/v3"
@@ -60,14 +61,30 @@ func dir(d goose.Dialect) (fs.FS, error) {
 // Option changes how Up runs.
 type Option func(*options)
 
-type options struct{ sessionLock bool }
+type options struct {
+	sessionLock bool
+	lockID      int64
+}
 
 // SessionLock makes Up hold a PostgreSQL session advisory lock (goose's
-// lock.NewPostgresSessionLocker) while it reads the version and applies
-// the pending migrations, so replicas that start together against one
-// database migrate it once (issue 16); the others wait, then find nothing
-// pending. Only the postgres dialect has it: with another, Up fails.
-func SessionLock() Option { return func(o *options) { o.sessionLock = true } }
+// lock.NewPostgresSessionLocker) with key id while it reads the version
+// and applies the pending migrations, so replicas that start together
+// against one schema migrate it once (issue 16); the others wait, then
+// find nothing pending. The key names the schema (LockID): servers on
+// other schemas of the database, or other applications' goose, never wait
+// for it. Only the postgres dialect has it: with another, Up fails.
+func SessionLock(id int64) Option {
+	return func(o *options) { o.sessionLock, o.lockID = true, id }
+}
+
+// LockID is SessionLock's key for historyd's schema in a database: a
+// 64-bit FNV-1a hash of both names, so that every replica of one schema
+// computes the same key and no two schemas share one but by chance.
+func LockID(database, schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("historyd migrations\x00" + database + "\x00" + schema))
+	return int64(h.Sum64())
+}
 
 // provider returns a goose provider over db's dialect migrations.
 func provider(d goose.Dialect, db *sql.DB, opts ...Option) (*goose.Provider, error) {
@@ -84,7 +101,9 @@ func provider(d goose.Dialect, db *sql.DB, opts ...Option) (*goose.Provider, err
 		if d != Postgres {
 			return nil, fmt.Errorf("migrations: a session lock needs the postgres dialect, not %q", d)
 		}
-		l, err := lock.NewPostgresSessionLocker()
+		// Probe every second (goose's default is 5 s) for up to 5 minutes:
+		// a replica waiting behind another's migration starts soon after.
+		l, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300), lock.WithLockID(o.lockID))
 		if err != nil {
 			return nil, fmt.Errorf("migrations: %w", err)
 		}

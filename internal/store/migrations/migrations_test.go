@@ -116,3 +116,17 @@ func TestDialectsInStep(t *testing.T) {
 		t.Fatalf("Supported: sqlite %d, postgres %d", s, p)
 	}
 }
+
+// SessionLock is PostgreSQL's advisory lock (issue 16: replicas starting
+// together migrate once; internal/store/postgres tests it against a
+// server): asked of SQLite, Up refuses and applies nothing.
+func TestSessionLockPostgresOnly(t *testing.T) {
+	ctx := context.Background()
+	db := open(t)
+	if applied, err := migrations.Up(ctx, migrations.SQLite, db, migrations.SessionLock(1)); err == nil || len(applied) != 0 {
+		t.Fatalf("Up with a session lock on SQLite = %v, %v; want an error and nothing applied", applied, err)
+	}
+	if err := migrations.Check(ctx, migrations.SQLite, db); !errors.Is(err, migrations.ErrPending) {
+		t.Fatalf("Check after the refused Up = %v, want ErrPending", err)
+	}
+}

@@ -25,7 +25,7 @@ func TestConvoy(t *testing.T) {
 	url := pgtest.New(t)
 	cfg := testConfig(url, storetest.Options{})
 	cfg.MaxConns = 8
-	s := openTest(t, cfg)
+	s := openReady(t, cfg)
 	br := newBranch(t, s)
 	seed(t, s, br, seeded)
 

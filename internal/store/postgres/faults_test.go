@@ -168,7 +168,7 @@ func TestOpenRefuses(t *testing.T) {
 		t.Fatal("Open of a URL that does not parse succeeded")
 	}
 	u := pgtest.New(t)
-	s := openTest(t, testConfig(u, storetest.Options{}))
+	s := openReady(t, testConfig(u, storetest.Options{}))
 	if _, err := s.pool.Exec(tctx(t), `INSERT INTO goose_db_version (version_id, is_applied) VALUES (999, true)`); err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,10 @@ type handle struct {
 	// broken is set by a reader that could not read the log (the server
 	// unreachable): the puller ends the subscribers with it.
 	broken atomic.Pointer[StorageError]
+	// oldest mirrors log.oldest for the writers' trim (sweepBelow), which
+	// runs inside a write transaction and so never waits for the handle's
+	// lock (a reader may hold it across a read of the log).
+	oldest atomic.Uint64
 }
 
 type observerEntry struct {
@@ -155,9 +159,7 @@ func (s *Store) sweepBelow(id, incarnation uuid.UUID, head uint64) uint64 {
 		below = 1
 	}
 	if h := s.handleOf(id, incarnation); h != nil {
-		h.mu.RLock()
-		below = min(below, h.log.oldest)
-		h.mu.RUnlock()
+		below = min(below, h.oldest.Load())
 	}
 	return below
 }
@@ -269,6 +271,7 @@ func (s *Store) publish(h *handle, c store.Commit) {
 	last := c[len(c)-1].Sequence
 	h.log.last = last
 	h.log.oldest = max(h.log.oldest, s.retainedFrom(last))
+	h.oldest.Store(h.log.oldest)
 	h.feed.Publish(c)
 	if c[0].Kind == store.EventBranchDeleted {
 		h.deleted = true
@@ -294,6 +297,7 @@ func (s *Store) lost(h *handle, head uint64) {
 	if h.log.oldest > h.log.last && h.log.last > 0 {
 		h.log.oldest = h.log.last
 	}
+	h.oldest.Store(h.log.oldest)
 }
 
 // catchUp brings a handle to what the database says of its branch: the
@@ -386,6 +390,7 @@ func (s *Store) newHandle(row *branchRow, minSeq uint64) *handle {
 		oldest = max(minSeq, s.retainedFrom(row.head), 1)
 	}
 	h.log = &dbLog{s: s, h: h, branch: row.id, incarnation: row.incarnation, oldest: oldest, last: row.head}
+	h.oldest.Store(oldest)
 	h.feed = store.NewFeed(&h.mu, h.log)
 	h.feed.OnIdle(func() { // the last subscription closed: let the handle go if nothing else uses it
 		s.mu.Lock()

@@ -32,7 +32,7 @@ func replicas(t testing.TB, n int, mod func(*Config)) []*Store {
 		if mod != nil {
 			mod(&cfg)
 		}
-		out[i] = openTest(t, cfg)
+		out[i] = openReady(t, cfg)
 	}
 	return out
 }

@@ -27,7 +27,22 @@ func Migrate(ctx context.Context, url string) (applied []int64, err error) {
 	defer pool.Close()
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	return migrations.Up(ctx, migrations.Postgres, db, migrations.SessionLock())
+	id, err := lockID(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	return migrations.Up(ctx, migrations.Postgres, db, migrations.SessionLock(id))
+}
+
+// lockID is the migrations' advisory lock key for the schema the pool's
+// sessions work in (their search_path's first): one migration at a time
+// per schema, while other schemas of the database migrate freely.
+func lockID(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	var database, schema string
+	if err := pool.QueryRow(ctx, "SELECT current_database(), coalesce(current_schema(), '')").Scan(&database, &schema); err != nil {
+		return 0, err
+	}
+	return migrations.LockID(database, schema), nil
 }
 
 // migrate brings the Store's database to this server's schema, or with
@@ -38,6 +53,10 @@ func (s *Store) migrate(ctx context.Context) error {
 	if s.cfg.NoAutoMigrate {
 		return migrations.Check(ctx, migrations.Postgres, db)
 	}
-	_, err := migrations.Up(ctx, migrations.Postgres, db, migrations.SessionLock())
+	id, err := lockID(ctx, s.pool)
+	if err != nil {
+		return err
+	}
+	_, err = migrations.Up(ctx, migrations.Postgres, db, migrations.SessionLock(id))
 	return err
 }

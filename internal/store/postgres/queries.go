@@ -64,18 +64,22 @@ const (
 	qDeadMarks  = `SELECT key, value FROM store_meta WHERE tenant = '' AND key LIKE 'dead-incarnation:%'`
 
 	// requests (idempotency records)
-	qRequest     = `SELECT op, created_ns, result FROM requests WHERE tenant = '' AND scope = $1 AND request_id = $2`
+	qRequest = `SELECT op, created_ns, result FROM requests WHERE tenant = '' AND scope = $1 AND request_id = $2`
+	// qBranchRequest is qRequest in the scope of the branch's incarnation:
+	// a write sends it in one round trip after qBranchForUpdate, so it runs
+	// (and takes its snapshot) once the row lock is held.
+	qBranchRequest = `SELECT op, created_ns, result FROM requests WHERE tenant = '' AND request_id = $2
+		AND scope = (SELECT 'i:' || incarnation::text FROM branches WHERE tenant = '' AND id = $1)`
 	qRemember = `INSERT INTO requests (tenant, scope, request_id, op, n, created_ns, result)
 		VALUES ('', $1, $2, $3, (SELECT COALESCE(MAX(n), 0) + 1 FROM requests WHERE tenant = '' AND scope = $1), $4, $5)
 		ON CONFLICT (tenant, scope, request_id) DO UPDATE SET op = EXCLUDED.op, n = EXCLUDED.n, created_ns = EXCLUDED.created_ns, result = EXCLUDED.result`
 	qForgetOldest = `DELETE FROM requests WHERE tenant = '' AND scope = $1
 		AND n <= (SELECT MAX(n) FROM requests WHERE tenant = '' AND scope = $1) - $2`
-	// A write forgets its own scope's expired ids; the janitor every
-	// scope's (qForgetExpired): two writes deleting the same rows of other
-	// scopes would wait on each other.
-	qForgetScopeExpired = `DELETE FROM requests WHERE tenant = '' AND scope = $1 AND created_ns <= $2`
-	qForgetExpired      = `DELETE FROM requests WHERE tenant = '' AND created_ns <= $1`
-	qForgetScope        = `DELETE FROM requests WHERE tenant = '' AND scope = $1`
+	// The janitor forgets the ids past the window (a write, its scope's
+	// oldest past the bound only: two writes deleting the same rows of
+	// other scopes would wait on each other).
+	qForgetExpired = `DELETE FROM requests WHERE tenant = '' AND created_ns <= $1`
+	qForgetScope   = `DELETE FROM requests WHERE tenant = '' AND scope = $1`
 
 	// qCreateLock orders a principal's branch-creating calls of one request
 	// id across replicas (the scope and id hashed to the lock's key).

@@ -41,12 +41,17 @@ func (s *Store) recall(ctx context.Context, q querier, scope string, op store.Op
 	if requestID == "" {
 		return nil, false, nil
 	}
+	return s.recalled(q.QueryRow(ctx, qRequest, scope, requestID), op, requestID)
+}
+
+// recalled reads a row of qRequest (or qBranchRequest) as recall answers.
+func (s *Store) recalled(r pgx.Row, op store.Op, requestID string) (any, bool, error) {
 	var (
 		gotOp  string
 		at     int64
 		result string
 	)
-	err := q.QueryRow(ctx, qRequest, scope, requestID).Scan(&gotOp, &at, &result)
+	err := r.Scan(&gotOp, &at, &result)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, false, nil
@@ -57,15 +62,16 @@ func (s *Store) recall(ctx context.Context, q querier, scope string, op store.Op
 	case store.Op(gotOp) != op:
 		return nil, false, store.FieldError("request_id", store.ErrRequestIDReused, "request_id %q was used by %s, not %s", requestID, gotOp, op)
 	}
-	r, err := decodeResult(op, result)
-	return r, err == nil, err
+	r2, err := decodeResult(op, result)
+	return r2, err == nil, err
 }
 
 // remember queues, in the write's batch, the record of a successful
 // write's result under its request id, forgetting its scope's oldest id
-// past the bound and its scope's ids past the window (the janitor forgets
-// the others'). The ordinal is the scope's next, worked out by the
-// statement itself.
+// past the bound (a range of requests_by_scope). Ids past the window are
+// forgotten by the janitor: recall already ignores them, and a write
+// filtering its scope's records by age would read the whole scope. The
+// ordinal is the scope's next, worked out by the statement itself.
 func (s *Store) remember(b *pgx.Batch, scope string, op store.Op, requestID string, result any) error {
 	if requestID == "" {
 		return nil
@@ -77,7 +83,6 @@ func (s *Store) remember(b *pgx.Batch, scope string, op store.Op, requestID stri
 	now := s.now().UnixNano()
 	b.Queue(qRemember, scope, requestID, string(op), now, text)
 	b.Queue(qForgetOldest, scope, int64(s.cfg.RequestMax))
-	b.Queue(qForgetScopeExpired, scope, now-int64(s.cfg.RequestTTL))
 	return nil
 }
 

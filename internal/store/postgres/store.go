@@ -211,13 +211,15 @@ func (s *Store) runConnector() {
 	}
 }
 
-// Close stops the Store's goroutines and closes its connections; it is
-// safe to call more than once. Calls made after it fail with
-// store.ErrClosed.
+// Close ends this replica's subscriptions (store.ErrClosed: their readers
+// would otherwise read a closed pool), stops the Store's goroutines and
+// closes its connections; it is safe to call more than once. Calls made
+// after it fail with store.ErrClosed.
 func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	s.endAll(store.ErrClosed)
 	s.stop()
 	s.wg.Wait()
 	s.pool.Close()

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/google/uuid"
@@ -40,12 +41,12 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 	)
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		w, replay, row = written{}, nil, nil // a retried transaction starts afresh
-		var err error
-		if row, err = loadBranch(ctx, tx, qBranchForUpdate, id); err != nil {
-			return err
-		}
-		scope := branchScope(row.incarnation)
-		if r, ok, err := s.recall(ctx, tx, scope, op, opts.RequestID); err != nil || ok {
+		var (
+			r   any
+			ok  bool
+			err error
+		)
+		if row, r, ok, err = s.lockBranch(ctx, tx, id, op, opts.RequestID); err != nil || ok {
 			if ok {
 				res := r.(store.WriteResult)
 				res.Replayed = true
@@ -53,6 +54,7 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 			}
 			return err
 		}
+		scope := branchScope(row.incarnation)
 		st := newState(ctx, tx, row)
 		if err := store.CheckHead(st, opts); err != nil {
 			return err
@@ -84,6 +86,31 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 		return w.res, nil
 	}
 	return w.res, store.Notify(ctx, id, obs, w.added)
+}
+
+// lockBranch is a write's first round trip: the branch's row locked FOR
+// UPDATE and, with a request id, the recall in the scope of its
+// incarnation, which runs once the lock is held.
+func (s *Store) lockBranch(ctx context.Context, tx pgx.Tx, id uuid.UUID, op store.Op, requestID string) (*branchRow, any, bool, error) {
+	b := &pgx.Batch{}
+	b.Queue(qBranchForUpdate, id)
+	if requestID != "" {
+		b.Queue(qBranchRequest, id, requestID)
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	row, err := scanBranch(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, false, &store.BranchError{Err: store.ErrBranchNotFound, BranchID: id}
+	}
+	if err != nil || requestID == "" {
+		return row, nil, false, err
+	}
+	r, ok, err := s.recalled(br.QueryRow(), op, requestID)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return row, r, ok, br.Close()
 }
 
 // commitEvents queues a commit's events, brings the branch's head to its
