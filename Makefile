@@ -24,7 +24,7 @@ PYTHON_STUBS_PROTOC = libprotoc 3.21.12
 # The offline vulnerability database's source (vuln.go.dev is not reachable; docs/development.md#govulncheck).
 VULNDB_MODULE = golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
 
-.PHONY: help run build release test gen gen-clients gen-python gen-ts proto-check lint e2e crash hostile ts-test python-test bench vuln fuzz-smoke clean
+.PHONY: help run build release test gen gen-clients gen-python gen-ts proto-check lint e2e e2e-pg crash hostile ts-test python-test bench vuln fuzz-smoke clean
 
 help: ## Show this help
 	@echo 'usage: make TARGET'
@@ -147,12 +147,18 @@ vuln: .vulndb/index/db.json ## govulncheck with Go 1.27.3 (RELEASE_TOOLCHAIN) ag
 	rm -rf .vulndb.new && (cd "$$dir" && $(GO) run ./cmd/indexdb -vulns data/osv -out "$(CURDIR)/.vulndb.new") && \
 	rm -rf .vulndb && mv .vulndb.new .vulndb
 
-# e2e and crash run the tests from inside test/e2e with no package argument (local directory
-# mode, each with its -timeout): only in that mode is what a passing test prints passed on, and the
-# crash harness's line (issue 15: "crash: N cycles, W acknowledged writes, 0 lost, ...") must show.
-# test/e2e is one package.
-e2e: ## End-to-end tests: build the binary and grpcurl, drive the real process (prints the crash harness's line per --sync mode)
+# e2e, e2e-pg and crash run the tests from inside test/e2e with no package argument (local
+# directory mode, each with its -timeout): only in that mode is what a passing test prints passed
+# on, and the crash harness's line (issue 15: "crash: N cycles, W acknowledged writes, 0 lost, ...")
+# and the replicas' line (issue 16: "replicas: 3, W writes, K watchers, 0 gaps, 0 duplicates, 0
+# lost") must show. test/e2e is one package. Its PostgreSQL tests (replicas*_test.go,
+# pg_faults*_test.go) use HISTORYD_TEST_POSTGRES_URL or the local server, and skip with a line that
+# says how when neither answers; e2e-pg sets HISTORYD_REQUIRE_POSTGRES=1, so they fail instead.
+e2e: ## End-to-end tests: build the binary and grpcurl, drive the real process (prints the crash harness's line per --sync mode, and with PostgreSQL the replicas' line)
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 20m
+
+e2e-pg: ## Issue 16's end-to-end tests alone: 3 replicas on one PostgreSQL, conversation.sh on each, kill -9 of a replica, the connection cut (needs PostgreSQL)
+	cd test/e2e && HISTORYD_REQUIRE_POSTGRES=1 $(GO) test -tags e2e -count=1 -timeout 10m -run '^(TestReplicas.*|TestPG.*)$$' -v
 
 crash: ## The kill -9 crash harness at 200 cycles per --sync mode (minutes; HISTORYD_CRASH_SEED=S replays its kill schedule and writers' draws): make e2e runs 30
 	cd test/e2e && HISTORYD_CRASH_CYCLES=200 $(GO) test -tags e2e -count=1 -timeout 30m -run '^TestCrash$$' -v

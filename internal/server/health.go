@@ -100,6 +100,13 @@ type storageHealth interface {
 // for good (health.Server ignores later changes).
 func (s *Server) followStorage(st storageHealth, service string) {
 	log := &storageLog{logger: s.logger, every: storageLogEvery, now: time.Now}
+	// A store unusable from the start (issue 16: PostgreSQL unreachable, historyd serving and
+	// retrying) is NOT_SERVING from the first Check, not once the goroutine below has first run:
+	// the overall status starts SERVING, and RegisterHistory has just set the service's SERVING.
+	if _, unusable := st.Health(); unusable != nil {
+		s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+		s.health.SetServingStatus(service, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
 	go func() {
 		// recheck fires when a change to unusable was not logged (the rate limit): if the storage
 		// is still unusable then, that is logged, so the log never ends on "usable again" while

@@ -102,6 +102,25 @@ func TestHealthFollowsStorage(t *testing.T) {
 	}
 }
 
+// TestHealthNotServingFromTheStart: issue 16 "PostgreSQL unreachable at start: historyd retries
+// with backoff, health NOT_SERVING until it connects": a store unusable when the service is
+// registered answers NOT_SERVING (overall and HistoryService) to the very first Check, with no
+// window of SERVING before the follower's goroutine has run (the e2e test saw one).
+func TestHealthNotServingFromTheStart(t *testing.T) {
+	srv := New(nil)
+	st := &fakeStorage{Memory: store.NewMemory(), changed: make(chan struct{}), unusable: errors.New("PostgreSQL at h:5432/db unreachable; retrying")}
+	RegisterHistory(srv, st)
+	for _, name := range []string{"", historyv1.HistoryService_ServiceDesc.ServiceName} {
+		resp, err := srv.Health().Check(context.Background(), &healthpb.HealthCheckRequest{Service: name})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Errorf("health of %q right after RegisterHistory over an unusable store: %v, %v; want NOT_SERVING", name, resp.GetStatus(), err)
+		}
+	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Review of issue 15, defect 3: an I/O error that the next commit clears flips the health at the
 // request rate; the log says so once a minute, not once per flip (each flip logged an Error and an
 // Info line), and names SQLite's error as the cause.

@@ -66,13 +66,7 @@ const (
 )
 
 func TestCrash(t *testing.T) {
-	seed := rand.Uint64()
-	if s := os.Getenv(crashSeedEnv); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("%s=%q: %v", crashSeedEnv, s, err)
-		}
-	}
+	seed := crashSeed(t)
 	cycles := crashDefaultCycles
 	if s := os.Getenv(crashCyclesEnv); s != "" {
 		var err error
@@ -86,6 +80,20 @@ func TestCrash(t *testing.T) {
 			r.run(t.TempDir())
 		})
 	}
+}
+
+// crashSeed is HISTORYD_CRASH_SEED, or a random seed without it.
+func crashSeed(t *testing.T) uint64 {
+	t.Helper()
+	s := os.Getenv(crashSeedEnv)
+	if s == "" {
+		return rand.Uint64()
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", crashSeedEnv, s, err)
+	}
+	return seed
 }
 
 // crashRun is one sync mode's run: the model, the writers and watchers, and the violations found.
@@ -144,12 +152,7 @@ func (r *crashRun) run(dir string) {
 			"%d watches resumed; checkpoints before the kills: %d passive, %d restart, %d truncate; %d pauses (%d killed after "+
 			"a truncation), %d bursts", r.retried, r.replayed, r.resumed, r.checkpoints["passive"], r.checkpoints["restart"],
 			r.checkpoints["truncate"], r.pauses, r.pausesTruncated, r.bursts)
-		for _, d := range r.details {
-			r.t.Error(d)
-		}
-		if n := r.lost + r.duplicated + r.halfApplied; n > len(r.details) {
-			r.t.Errorf("... and %d more violations", n-len(r.details))
-		}
+		r.reportViolations()
 		r.covered(budgeted)
 	}()
 	for r.cycles < r.planned && !r.failed {
@@ -192,6 +195,16 @@ func (r *crashRun) covered(budgeted time.Duration) {
 		r.t.Errorf("%d cycles, %d of them pauses, and no pause's server had run a truncating checkpoint before its kill "+
 			"(%d truncations before any kill): the kills never came around the WAL's truncation at a pause in the writes",
 			r.cycles, r.pauses, r.checkpoints["truncate"])
+	}
+}
+
+// reportViolations fails the test with each violation described, and the count of the rest.
+func (r *crashRun) reportViolations() {
+	for _, d := range r.details {
+		r.t.Error(d)
+	}
+	if n := r.lost + r.duplicated + r.halfApplied; n > len(r.details) {
+		r.t.Errorf("... and %d more violations", n-len(r.details))
 	}
 }
 

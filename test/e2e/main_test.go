@@ -202,6 +202,23 @@ func startServerBinary(t *testing.T, bin string, extraArgs ...string) *proc {
 	t.Helper()
 	args := append([]string{"--listen", "127.0.0.1:0", "--log-format", "json"}, extraArgs...)
 	p := startBinary(t, bin, args...)
+	awaitServing(t, p)
+	return p
+}
+
+// awaitServing waits for a process started with --listen and --log-format json to log its serving
+// line (setting p.addr), then for SERVING: startServer's second half, for tests that start several
+// processes at once (the PostgreSQL replicas migrate together) before waiting for any.
+func awaitServing(t *testing.T, p *proc) {
+	t.Helper()
+	awaitServingLine(t, p)
+	waitServing(t, p)
+}
+
+// awaitServingLine waits for p's serving line and sets p.addr; health may still be NOT_SERVING (a
+// replica whose database does not answer yet serves, NOT_SERVING, and retries).
+func awaitServingLine(t *testing.T, p *proc) {
+	t.Helper()
 	deadline := time.NewTimer(startTimeout)
 	defer deadline.Stop()
 	select {
@@ -211,8 +228,6 @@ func startServerBinary(t *testing.T, bin string, extraArgs ...string) *proc {
 	case <-deadline.C:
 		t.Fatalf("historyd did not log a serving line within %v:\n%s", startTimeout, strings.Join(p.stderr.Lines(), "\n"))
 	}
-	waitServing(t, p)
-	return p
 }
 
 // dial returns a client connection to p, closed at the end of the test.
