@@ -214,7 +214,7 @@ func (e *SequenceError) Error() string {
 	switch {
 	case errors.Is(e.Err, ErrHistoryCompacted):
 		return fmt.Sprintf("%v: oldest available sequence is %d (head %d)", e.Err, e.Oldest, e.Head)
-	case errors.Is(e.Err, ErrSubscriberTooSlow), errors.Is(e.Err, ErrBranchDeleted):
+	case e.endedStream():
 		return fmt.Sprintf("%v: last delivered sequence %d", e.Err, e.Last)
 	}
 	return fmt.Sprintf("%v: head sequence is %d", e.Err, e.Head)
@@ -223,6 +223,18 @@ func (e *SequenceError) Error() string {
 // Unwrap returns the sentinel.
 func (e *SequenceError) Unwrap() error { return e.Err }
 
+// endedStream reports whether e ended an open subscription, whose cursor
+// to resume from is Last: too slow, deleted, or its storage lost (a
+// database engine's connection, issue 16) or closed under it.
+func (e *SequenceError) endedStream() bool {
+	for _, reason := range []error{ErrSubscriberTooSlow, ErrBranchDeleted, ErrStorageUnavailable, ErrClosed} {
+		if errors.Is(e.Err, reason) {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrorMetadata returns branchId and the sequences that apply, under the
 // keys of docs/design.md#wire-model.
 func (e *SequenceError) ErrorMetadata() map[string]string {
@@ -230,7 +242,7 @@ func (e *SequenceError) ErrorMetadata() map[string]string {
 	switch {
 	case errors.Is(e.Err, ErrHistoryCompacted):
 		md["oldestSequence"] = strconv.FormatUint(e.Oldest, 10)
-	case errors.Is(e.Err, ErrSubscriberTooSlow), errors.Is(e.Err, ErrBranchDeleted):
+	case e.endedStream():
 		md["lastSequence"] = strconv.FormatUint(e.Last, 10)
 		delete(md, "headSequence")
 	}

@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -227,6 +229,12 @@ func TestFeedEndAll(t *testing.T) {
 		var se *SequenceError
 		if !errors.Is(err, ErrStorageUnavailable) || !errors.As(err, &se) || se.Last != s.Last() {
 			t.Fatalf("subscriber %d ended with %v (cursor %d), want the reason and its cursor", i, err, s.Last())
+		}
+		// The message and the metadata name the cursor to resume from, not a head the stream
+		// never knew.
+		if want := fmt.Sprintf("last delivered sequence %d", s.Last()); !strings.Contains(err.Error(), want) ||
+			se.ErrorMetadata()["lastSequence"] != fmt.Sprint(s.Last()) {
+			t.Fatalf("subscriber %d ended with %q, metadata %v; want %q and lastSequence", i, err, se.ErrorMetadata(), want)
 		}
 		if s.Last() > res.Head {
 			t.Fatalf("subscriber %d got sequence %d, published after EndAll", i, s.Last())
