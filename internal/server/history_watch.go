@@ -45,12 +45,18 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 	defer sub.Close()
 
 	w := watch{sender: newStreamSender(stream, s.streams.sendTimeout), sub: sub, branch: id.String(), delivered: sub.After, s: s,
-		render: req.GetIncludeRendered()}
+		render: req.GetIncludeRendered(), batch: req.GetBatchCommits()}
 	defer w.sender.close()
 	if err := w.send(startFrame(sub), sub.After); err != nil {
 		return err
 	}
 	for replay := sub.Replay(); replay != nil; replay = sub.Replay() { // a chunk at a time, until live
+		if w.batch {
+			if err := w.sendCommits(replay, false); err != nil {
+				return err
+			}
+			continue
+		}
 		for _, c := range replay {
 			if err := w.sendCommit(c, false); err != nil {
 				return err
@@ -69,8 +75,12 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 			if !ok {
 				return w.subscriptionEnd()
 			}
-			if err := w.sendCommit(c, s.encodeFrames); err != nil {
+			closed, err := w.sendLive(c)
+			if err != nil {
 				return err
+			}
+			if closed {
+				return w.subscriptionEnd()
 			}
 			hb.Reset()
 		case <-hb.C():
@@ -92,6 +102,7 @@ type watch struct {
 	sub    *store.Subscription
 	branch string
 	render bool // the request's include_rendered
+	batch  bool // the request's batch_commits: commits waiting go out several to a frame
 	// delivered is the stream's cursor: every event up to it was sent (or filtered out). It only
 	// moves once a frame's send has returned, so it is never ahead of what the client received.
 	delivered uint64

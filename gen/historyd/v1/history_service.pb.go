@@ -3931,8 +3931,13 @@ type WatchBranchRequest struct {
 	// include_rendered asks for each streamed message's `rendered` field. Frames carry none by
 	// default: rendering costs more than sending, and it about doubles a frame's size.
 	IncludeRendered bool `protobuf:"varint,5,opt,name=include_rendered,json=includeRendered,proto3" json:"include_rendered,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// batch_commits asks for `commits` frames (issue 21): when the stream is behind (commits are
+	// waiting for it), one frame carries as many of them as fit the response budget, in order, so a
+	// lagging watcher costs one send per batch rather than one per commit. Without it every commit is
+	// a `commit` frame of its own.
+	BatchCommits  bool `protobuf:"varint,6,opt,name=batch_commits,json=batchCommits,proto3" json:"batch_commits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchBranchRequest) Reset() {
@@ -4000,6 +4005,13 @@ func (x *WatchBranchRequest) GetIncludeRendered() bool {
 	return false
 }
 
+func (x *WatchBranchRequest) GetBatchCommits() bool {
+	if x != nil {
+		return x.BatchCommits
+	}
+	return false
+}
+
 // WatchBranchResponse is one frame of a WatchBranch stream.
 type WatchBranchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4010,6 +4022,7 @@ type WatchBranchResponse struct {
 	//	*WatchBranchResponse_Start
 	//	*WatchBranchResponse_Commit
 	//	*WatchBranchResponse_Heartbeat
+	//	*WatchBranchResponse_Commits
 	Frame         isWatchBranchResponse_Frame `protobuf_oneof:"frame"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4079,6 +4092,15 @@ func (x *WatchBranchResponse) GetHeartbeat() *WatchHeartbeat {
 	return nil
 }
 
+func (x *WatchBranchResponse) GetCommits() *BranchCommits {
+	if x != nil {
+		if x, ok := x.Frame.(*WatchBranchResponse_Commits); ok {
+			return x.Commits
+		}
+	}
+	return nil
+}
+
 type isWatchBranchResponse_Frame interface {
 	isWatchBranchResponse_Frame()
 }
@@ -4098,11 +4120,66 @@ type WatchBranchResponse_Heartbeat struct {
 	Heartbeat *WatchHeartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
+type WatchBranchResponse_Commits struct {
+	// commits are consecutive commits in sequence order, each whole, with batch_commits only (a
+	// frame of one commit may be a `commit` frame or a `commits` frame of one); the batch is at
+	// most the response budget, and the guarantees of `commit` hold for each.
+	Commits *BranchCommits `protobuf:"bytes,4,opt,name=commits,proto3,oneof"`
+}
+
 func (*WatchBranchResponse_Start) isWatchBranchResponse_Frame() {}
 
 func (*WatchBranchResponse_Commit) isWatchBranchResponse_Frame() {}
 
 func (*WatchBranchResponse_Heartbeat) isWatchBranchResponse_Frame() {}
+
+func (*WatchBranchResponse_Commits) isWatchBranchResponse_Frame() {}
+
+// BranchCommits is a batch of commits in sequence order (WatchBranchRequest.batch_commits).
+type BranchCommits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// commits are the batch's commits; the last one's last_sequence is the cursor to resume from.
+	Commits       []*BranchCommit `protobuf:"bytes,1,rep,name=commits,proto3" json:"commits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BranchCommits) Reset() {
+	*x = BranchCommits{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BranchCommits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BranchCommits) ProtoMessage() {}
+
+func (x *BranchCommits) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BranchCommits.ProtoReflect.Descriptor instead.
+func (*BranchCommits) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *BranchCommits) GetCommits() []*BranchCommit {
+	if x != nil {
+		return x.Commits
+	}
+	return nil
+}
 
 // WatchStart is the first frame of a WatchBranch stream: from it on, the stream is live.
 type WatchStart struct {
@@ -4126,7 +4203,7 @@ type WatchStart struct {
 
 func (x *WatchStart) Reset() {
 	*x = WatchStart{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[49]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4138,7 +4215,7 @@ func (x *WatchStart) String() string {
 func (*WatchStart) ProtoMessage() {}
 
 func (x *WatchStart) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[49]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4151,7 +4228,7 @@ func (x *WatchStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchStart.ProtoReflect.Descriptor instead.
 func (*WatchStart) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{49}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WatchStart) GetBranchId() string {
@@ -4206,7 +4283,7 @@ type BranchCommit struct {
 
 func (x *BranchCommit) Reset() {
 	*x = BranchCommit{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[50]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4218,7 +4295,7 @@ func (x *BranchCommit) String() string {
 func (*BranchCommit) ProtoMessage() {}
 
 func (x *BranchCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[50]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4231,7 +4308,7 @@ func (x *BranchCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchCommit.ProtoReflect.Descriptor instead.
 func (*BranchCommit) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{50}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *BranchCommit) GetFirstSequence() uint64 {
@@ -4282,7 +4359,7 @@ type BranchEvent struct {
 
 func (x *BranchEvent) Reset() {
 	*x = BranchEvent{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[51]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4294,7 +4371,7 @@ func (x *BranchEvent) String() string {
 func (*BranchEvent) ProtoMessage() {}
 
 func (x *BranchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[51]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4307,7 +4384,7 @@ func (x *BranchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchEvent.ProtoReflect.Descriptor instead.
 func (*BranchEvent) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{51}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *BranchEvent) GetSequence() uint64 {
@@ -4373,7 +4450,7 @@ type WatchHeartbeat struct {
 
 func (x *WatchHeartbeat) Reset() {
 	*x = WatchHeartbeat{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[52]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4385,7 +4462,7 @@ func (x *WatchHeartbeat) String() string {
 func (*WatchHeartbeat) ProtoMessage() {}
 
 func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[52]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4398,7 +4475,7 @@ func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchHeartbeat.ProtoReflect.Descriptor instead.
 func (*WatchHeartbeat) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{52}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WatchHeartbeat) GetHeadSequence() uint64 {
@@ -4696,20 +4773,24 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\rnew_branch_id\x18\x04 \x01(\bR\vnewBranchId\x12\x1e\n" +
 	"\vdb_meta_key\x18\x05 \x01(\tR\tdbMetaKey\"I\n" +
 	"\x1aImportBranchStreamResponse\x12+\n" +
-	"\x06branch\x18\x01 \x01(\v2\x13.historyd.v1.BranchR\x06branch\"\x80\x02\n" +
+	"\x06branch\x18\x01 \x01(\v2\x13.historyd.v1.BranchR\x06branch\"\xa5\x02\n" +
 	"\x12WatchBranchRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12*\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x12%\n" +
 	"\vincarnation\x18\x03 \x01(\tH\x01R\vincarnation\x88\x01\x01\x12,\n" +
 	"\x05kinds\x18\x04 \x03(\x0e2\x16.historyd.v1.EventKindR\x05kinds\x12)\n" +
-	"\x10include_rendered\x18\x05 \x01(\bR\x0fincludeRenderedB\x11\n" +
+	"\x10include_rendered\x18\x05 \x01(\bR\x0fincludeRendered\x12#\n" +
+	"\rbatch_commits\x18\x06 \x01(\bR\fbatchCommitsB\x11\n" +
 	"\x0f_after_sequenceB\x0e\n" +
-	"\f_incarnation\"\xc1\x01\n" +
+	"\f_incarnation\"\xf9\x01\n" +
 	"\x13WatchBranchResponse\x12/\n" +
 	"\x05start\x18\x01 \x01(\v2\x17.historyd.v1.WatchStartH\x00R\x05start\x123\n" +
 	"\x06commit\x18\x02 \x01(\v2\x19.historyd.v1.BranchCommitH\x00R\x06commit\x12;\n" +
-	"\theartbeat\x18\x03 \x01(\v2\x1b.historyd.v1.WatchHeartbeatH\x00R\theartbeatB\a\n" +
-	"\x05frame\"\xc0\x01\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x1b.historyd.v1.WatchHeartbeatH\x00R\theartbeat\x126\n" +
+	"\acommits\x18\x04 \x01(\v2\x1a.historyd.v1.BranchCommitsH\x00R\acommitsB\a\n" +
+	"\x05frame\"D\n" +
+	"\rBranchCommits\x123\n" +
+	"\acommits\x18\x01 \x03(\v2\x19.historyd.v1.BranchCommitR\acommits\"\xc0\x01\n" +
 	"\n" +
 	"WatchStart\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12 \n" +
@@ -4801,7 +4882,7 @@ func file_historyd_v1_history_service_proto_rawDescGZIP() []byte {
 }
 
 var file_historyd_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_historyd_v1_history_service_proto_goTypes = []any{
 	(MessageView)(0),                     // 0: historyd.v1.MessageView
 	(SerializationMode)(0),               // 1: historyd.v1.SerializationMode
@@ -4857,120 +4938,123 @@ var file_historyd_v1_history_service_proto_goTypes = []any{
 	(*ImportBranchStreamResponse)(nil),   // 51: historyd.v1.ImportBranchStreamResponse
 	(*WatchBranchRequest)(nil),           // 52: historyd.v1.WatchBranchRequest
 	(*WatchBranchResponse)(nil),          // 53: historyd.v1.WatchBranchResponse
-	(*WatchStart)(nil),                   // 54: historyd.v1.WatchStart
-	(*BranchCommit)(nil),                 // 55: historyd.v1.BranchCommit
-	(*BranchEvent)(nil),                  // 56: historyd.v1.BranchEvent
-	(*WatchHeartbeat)(nil),               // 57: historyd.v1.WatchHeartbeat
-	(*structpb.Struct)(nil),              // 58: google.protobuf.Struct
-	(*Message)(nil),                      // 59: historyd.v1.Message
-	(*structpb.Value)(nil),               // 60: google.protobuf.Value
-	(*anypb.Any)(nil),                    // 61: google.protobuf.Any
-	(*ChatMessage)(nil),                  // 62: historyd.v1.ChatMessage
-	(*timestamppb.Timestamp)(nil),        // 63: google.protobuf.Timestamp
+	(*BranchCommits)(nil),                // 54: historyd.v1.BranchCommits
+	(*WatchStart)(nil),                   // 55: historyd.v1.WatchStart
+	(*BranchCommit)(nil),                 // 56: historyd.v1.BranchCommit
+	(*BranchEvent)(nil),                  // 57: historyd.v1.BranchEvent
+	(*WatchHeartbeat)(nil),               // 58: historyd.v1.WatchHeartbeat
+	(*structpb.Struct)(nil),              // 59: google.protobuf.Struct
+	(*Message)(nil),                      // 60: historyd.v1.Message
+	(*structpb.Value)(nil),               // 61: google.protobuf.Value
+	(*anypb.Any)(nil),                    // 62: google.protobuf.Any
+	(*ChatMessage)(nil),                  // 63: historyd.v1.ChatMessage
+	(*timestamppb.Timestamp)(nil),        // 64: google.protobuf.Timestamp
 }
 var file_historyd_v1_history_service_proto_depIdxs = []int32{
-	58, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
+	59, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
 	2,  // 1: historyd.v1.InstructionInput.handle_context:type_name -> historyd.v1.ContextMode
 	9,  // 2: historyd.v1.InstructionInput.context_json_list:type_name -> historyd.v1.StringList
 	9,  // 3: historyd.v1.InstructionInput.tool_schemas_json_list:type_name -> historyd.v1.StringList
 	9,  // 4: historyd.v1.InstructionInput.images_list:type_name -> historyd.v1.StringList
-	58, // 5: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
+	59, // 5: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
 	7,  // 6: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
 	5,  // 7: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
-	59, // 8: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
+	60, // 8: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
 	5,  // 9: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
 	5,  // 10: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
 	5,  // 11: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
-	59, // 12: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
-	59, // 13: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
-	60, // 14: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
-	60, // 15: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
-	58, // 16: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
+	60, // 12: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
+	60, // 13: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
+	61, // 14: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
+	61, // 15: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
+	59, // 16: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
 	8,  // 17: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
 	10, // 18: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
 	7,  // 19: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
 	11, // 20: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
 	12, // 21: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
-	59, // 22: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
-	59, // 23: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
-	59, // 24: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
+	60, // 22: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
+	60, // 23: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
+	60, // 24: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
 	25, // 25: historyd.v1.AppendMessagesRequest.item:type_name -> historyd.v1.AddMessageRequest
 	26, // 26: historyd.v1.AppendMessagesResponse.response:type_name -> historyd.v1.AddMessageResponse
 	29, // 27: historyd.v1.AppendMessagesResponse.error:type_name -> historyd.v1.ItemStatus
-	61, // 28: historyd.v1.ItemStatus.details:type_name -> google.protobuf.Any
-	60, // 29: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
-	60, // 30: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
-	59, // 31: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
-	59, // 32: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
-	59, // 33: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
+	62, // 28: historyd.v1.ItemStatus.details:type_name -> google.protobuf.Any
+	61, // 29: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
+	61, // 30: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
+	60, // 31: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
+	60, // 32: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
+	60, // 33: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
 	0,  // 34: historyd.v1.ListMessagesRequest.view:type_name -> historyd.v1.MessageView
-	59, // 35: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
+	60, // 35: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
 	0,  // 36: historyd.v1.GetLastMessageRequest.view:type_name -> historyd.v1.MessageView
-	59, // 37: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
+	60, // 37: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
 	6,  // 38: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
 	3,  // 39: historyd.v1.ToChatMessagesRequest.format:type_name -> historyd.v1.ChatFormat
-	62, // 40: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
+	63, // 40: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
 	6,  // 41: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
 	5,  // 42: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
 	1,  // 43: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
 	1,  // 44: historyd.v1.ExportBranchStreamRequest.mode:type_name -> historyd.v1.SerializationMode
 	5,  // 45: historyd.v1.ImportBranchStreamResponse.branch:type_name -> historyd.v1.Branch
 	4,  // 46: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
-	54, // 47: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
-	55, // 48: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
-	57, // 49: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
-	56, // 50: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
-	4,  // 51: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
-	59, // 52: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
-	5,  // 53: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
-	59, // 54: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
-	6,  // 55: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
-	63, // 56: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	13, // 57: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
-	15, // 58: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
-	17, // 59: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
-	19, // 60: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
-	21, // 61: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
-	23, // 62: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
-	25, // 63: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
-	27, // 64: historyd.v1.HistoryService.AppendMessages:input_type -> historyd.v1.AppendMessagesRequest
-	30, // 65: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
-	32, // 66: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
-	34, // 67: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
-	36, // 68: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
-	38, // 69: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
-	40, // 70: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
-	42, // 71: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
-	44, // 72: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
-	46, // 73: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
-	48, // 74: historyd.v1.HistoryService.ExportBranchStream:input_type -> historyd.v1.ExportBranchStreamRequest
-	50, // 75: historyd.v1.HistoryService.ImportBranchStream:input_type -> historyd.v1.ImportBranchStreamRequest
-	52, // 76: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
-	14, // 77: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
-	16, // 78: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
-	18, // 79: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
-	20, // 80: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
-	22, // 81: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
-	24, // 82: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
-	26, // 83: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
-	28, // 84: historyd.v1.HistoryService.AppendMessages:output_type -> historyd.v1.AppendMessagesResponse
-	31, // 85: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
-	33, // 86: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
-	35, // 87: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
-	37, // 88: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
-	39, // 89: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
-	41, // 90: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
-	43, // 91: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
-	45, // 92: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
-	47, // 93: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
-	49, // 94: historyd.v1.HistoryService.ExportBranchStream:output_type -> historyd.v1.ExportBranchStreamResponse
-	51, // 95: historyd.v1.HistoryService.ImportBranchStream:output_type -> historyd.v1.ImportBranchStreamResponse
-	53, // 96: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
-	77, // [77:97] is the sub-list for method output_type
-	57, // [57:77] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	55, // 47: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
+	56, // 48: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
+	58, // 49: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
+	54, // 50: historyd.v1.WatchBranchResponse.commits:type_name -> historyd.v1.BranchCommits
+	56, // 51: historyd.v1.BranchCommits.commits:type_name -> historyd.v1.BranchCommit
+	57, // 52: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
+	4,  // 53: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
+	60, // 54: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
+	5,  // 55: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
+	60, // 56: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
+	6,  // 57: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
+	64, // 58: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	13, // 59: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
+	15, // 60: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
+	17, // 61: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
+	19, // 62: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
+	21, // 63: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
+	23, // 64: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
+	25, // 65: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
+	27, // 66: historyd.v1.HistoryService.AppendMessages:input_type -> historyd.v1.AppendMessagesRequest
+	30, // 67: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
+	32, // 68: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
+	34, // 69: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
+	36, // 70: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
+	38, // 71: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
+	40, // 72: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
+	42, // 73: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
+	44, // 74: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
+	46, // 75: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
+	48, // 76: historyd.v1.HistoryService.ExportBranchStream:input_type -> historyd.v1.ExportBranchStreamRequest
+	50, // 77: historyd.v1.HistoryService.ImportBranchStream:input_type -> historyd.v1.ImportBranchStreamRequest
+	52, // 78: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
+	14, // 79: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
+	16, // 80: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
+	18, // 81: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
+	20, // 82: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
+	22, // 83: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
+	24, // 84: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
+	26, // 85: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
+	28, // 86: historyd.v1.HistoryService.AppendMessages:output_type -> historyd.v1.AppendMessagesResponse
+	31, // 87: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
+	33, // 88: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
+	35, // 89: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
+	37, // 90: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
+	39, // 91: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
+	41, // 92: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
+	43, // 93: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
+	45, // 94: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
+	47, // 95: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
+	49, // 96: historyd.v1.HistoryService.ExportBranchStream:output_type -> historyd.v1.ExportBranchStreamResponse
+	51, // 97: historyd.v1.HistoryService.ImportBranchStream:output_type -> historyd.v1.ImportBranchStreamResponse
+	53, // 98: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
+	79, // [79:99] is the sub-list for method output_type
+	59, // [59:79] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_service_proto_init() }
@@ -5019,15 +5103,16 @@ func file_historyd_v1_history_service_proto_init() {
 		(*WatchBranchResponse_Start)(nil),
 		(*WatchBranchResponse_Commit)(nil),
 		(*WatchBranchResponse_Heartbeat)(nil),
+		(*WatchBranchResponse_Commits)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[51].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[52].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_service_proto_rawDesc), len(file_historyd_v1_history_service_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
