@@ -115,7 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.SQLiteListSamples, "sqlite-list-samples", 500, "ListMessages requests per branch and run on the sqlite server (its pages take about twice as long)")
 	fs.IntVar(&cfg.FootprintRuns, "footprint-runs", 1, "runs of the sqlite footprint rows: each writes -sqlite-messages through a fresh server, about a minute at 200k on 2 cores")
 	fs.IntVar(&cfg.StartMessages, "start-messages", 1_000_000, "messages of the sqlite database the start time is measured on")
-	fs.StringVar(&cfg.Engines, "engines", "all", "the scenarios to run: all, memory (issue 8's, on the memory engine) or sqlite (issue 14's; the sqlite-versus-memory row still starts a memory server)")
+	fs.StringVar(&cfg.Engines, "engines", "all", "the scenarios to run: all, memory (issue 8's, on the memory engine), sqlite (issue 14's; the sqlite-versus-memory row still starts a memory server) or append (issue 21's rows alone: AppendMessages against AddMessage and Redis, batched watch frames)")
 	fs.BoolVar(&cfg.Profile, "profile", true, "when a target is missed, profile the server during a further run and add the top entries to the results")
 	quick := fs.Bool("quick", false, "every scenario with tiny sizes and one short run (a smoke test, not figures)")
 	if err := fs.Parse(args); err != nil {
@@ -124,8 +124,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *quick {
 		cfg.quick()
 	}
-	if cfg.Engines != "all" && cfg.Engines != "memory" && cfg.Engines != "sqlite" {
-		fmt.Fprintln(stderr, "historybench: -engines: want all, memory or sqlite")
+	if cfg.Engines != "all" && cfg.Engines != "memory" && cfg.Engines != "sqlite" && cfg.Engines != "append" {
+		fmt.Fprintln(stderr, "historybench: -engines: want all, memory, sqlite or append")
 		return 2
 	}
 	if cfg.Runs < 1 || cfg.Duration <= 0 || cfg.SmallBranch < listPage || cfg.BigBranch < cfg.SmallBranch || cfg.Owners < 2 ||
@@ -169,7 +169,14 @@ func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	var rows []row
 	memKB := 0.0 // the memory engine's resident KB per message, unknown with -engines sqlite
-	if cfg.Engines != "sqlite" {
+	if cfg.Engines == "all" || cfg.Engines == "append" {
+		rs, err := benchAppendRows(ctx, b)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, rs...)
+	}
+	if cfg.Engines == "all" || cfg.Engines == "memory" {
 		mem, err := benchMemoryEngine(ctx, b)
 		if err != nil {
 			return err
@@ -177,7 +184,7 @@ func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		rows = append(rows, mem...)
 		memKB = summarize(mem[len(mem)-1].Runs).Median
 	}
-	if cfg.Engines != "memory" {
+	if cfg.Engines == "all" || cfg.Engines == "sqlite" {
 		sqliteRows, err := benchSQLite(ctx, b, memKB)
 		if err != nil {
 			return err
