@@ -198,7 +198,7 @@ func (r *appendReceiver) answer(it appendItem, sendErr error) error {
 // conversion run here, in order; the write runs on the store's ordered queue, or on its lane.
 func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) func() *historyv1.AppendMessagesResponse {
 	s := r.s
-	p, resp, err := s.prepareAdd(r.ctx, req)
+	p, resp, err := s.prepareAppend(r.ctx, req)
 	switch {
 	case resp != nil:
 		return func() *historyv1.AppendMessagesResponse { return appendOK(resp) }
@@ -326,4 +326,24 @@ func isMalformed(err error) bool {
 		}
 	}
 	return false
+}
+
+// prepareAppend is prepareAdd for an item, with the repeat check left to the write when the
+// request converts: the store checks a request id again, atomically, in the write itself
+// (store.Store.Recall), and answers a repeat with the first result, so the check before it only
+// matters for a request that does not convert, whose repeat must still get the first response
+// (docs/design.md#branches: the repeat check comes before any other). Skipping it saves the
+// stream a read per item before its write is queued, which on the sqlite engine kept the writer
+// waiting for the receiver instead of gathering a window per commit.
+func (s *HistoryServer) prepareAppend(ctx context.Context, req *historyv1.AddMessageRequest) (p addPrep, resp *historyv1.AddMessageResponse, err error) {
+	p.req = req
+	if p.branch, err = parseID("branch_id", req.GetBranchId()); err != nil {
+		return p, nil, err
+	}
+	if p.in, err = addInputFromProto(req); err != nil {
+		return s.prepareAdd(ctx, req) // the repeat check first, as the unary call does it
+	}
+	p.opts = writeOptions(req.GetRequestId(), req.ExpectedHeadSequence)
+	p.recalled = true
+	return p, nil, nil
 }

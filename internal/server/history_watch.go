@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -101,8 +102,9 @@ type watch struct {
 	sender *streamSender
 	sub    *store.Subscription
 	branch string
-	render bool // the request's include_rendered
-	batch  bool // the request's batch_commits: commits waiting go out several to a frame
+	render bool        // the request's include_rendered
+	batch  bool        // the request's batch_commits: commits waiting go out several to a frame
+	linger *time.Timer // batchLinger's timer, made at the first batch
 	// delivered is the stream's cursor: every event up to it was sent (or filtered out). It only
 	// moves once a frame's send has returned, so it is never ahead of what the client received.
 	delivered uint64

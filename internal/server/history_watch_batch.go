@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -31,14 +33,28 @@ var (
 // maxBatchTag is the most bytes a batch frame spends beyond its entries: its tag and its length.
 const maxBatchTag = 1 + 5 // a frame is under 2 GiB: its length is a varint of at most 5 bytes
 
-// sendLive sends the live commit c and, with batch_commits, the commits waiting behind it in the
-// subscription's buffer, as few frames as the response budget allows. closed reports that the
-// subscription's channel closed while it looked for more (the caller ends the stream after).
+// batchLinger is how long a watcher that asked for batches waits after a live commit for more
+// before it sends: a watcher that keeps up would otherwise send every commit alone, and the fan-out
+// of one send per commit per watcher is what cut the writer to 0.11 of its speed under 100
+// watchers. 2 ms gathers about ten commits at a few thousand commits a second, and is well below
+// what a person or an agent notices; a watcher that did not ask is sent each commit at once.
+const batchLinger = 2 * time.Millisecond
+
+// sendLive sends the live commit c and, with batch_commits, the commits that follow within
+// batchLinger (those waiting in the subscription's buffer first), as few frames as the response
+// budget allows. closed reports that the subscription's channel closed while it looked for more
+// (the caller ends the stream after).
 func (w *watch) sendLive(c store.Commit) (closed bool, err error) {
 	if !w.batch {
 		return false, w.sendCommit(c, w.s.encodeFrames)
 	}
 	batch := []store.Commit{c}
+	if w.linger == nil {
+		w.linger = time.NewTimer(batchLinger)
+	} else {
+		w.linger.Reset(batchLinger) // since Go 1.23, Reset also drains a fired timer
+	}
+	defer w.linger.Stop()
 more:
 	for len(batch) < cap(w.sub.Events())+1 {
 		select {
@@ -48,7 +64,9 @@ more:
 				break more
 			}
 			batch = append(batch, next)
-		default:
+		case <-w.linger.C:
+			break more
+		case <-w.s.stopping:
 			break more
 		}
 	}
