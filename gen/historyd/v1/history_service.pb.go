@@ -3931,10 +3931,11 @@ type WatchBranchRequest struct {
 	// include_rendered asks for each streamed message's `rendered` field. Frames carry none by
 	// default: rendering costs more than sending, and it about doubles a frame's size.
 	IncludeRendered bool `protobuf:"varint,5,opt,name=include_rendered,json=includeRendered,proto3" json:"include_rendered,omitempty"`
-	// batch_commits asks for `commits` frames (issue 21): when the stream is behind (commits are
-	// waiting for it), one frame carries as many of them as fit the response budget, in order, so a
-	// lagging watcher costs one send per batch rather than one per commit. Without it every commit is
-	// a `commit` frame of its own.
+	// batch_commits asks for `commits` frames (issue 21): after a live commit the stream gathers the
+	// commits that follow for up to 2 ms (and those already waiting for it), and one frame carries
+	// as many of them as fit the response budget, in order, so a busy branch costs a watcher one send
+	// per batch rather than one per commit. Without it every commit is a `commit` frame of its own,
+	// sent at once.
 	BatchCommits  bool `protobuf:"varint,6,opt,name=batch_commits,json=batchCommits,proto3" json:"batch_commits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

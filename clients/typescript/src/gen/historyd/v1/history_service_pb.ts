@@ -2040,10 +2040,11 @@ export type WatchBranchRequest = Message<"historyd.v1.WatchBranchRequest"> & {
   includeRendered: boolean;
 
   /**
-   * batch_commits asks for `commits` frames (issue 21): when the stream is behind (commits are
-   * waiting for it), one frame carries as many of them as fit the response budget, in order, so a
-   * lagging watcher costs one send per batch rather than one per commit. Without it every commit is
-   * a `commit` frame of its own.
+   * batch_commits asks for `commits` frames (issue 21): after a live commit the stream gathers the
+   * commits that follow for up to 2 ms (and those already waiting for it), and one frame carries
+   * as many of them as fit the response budget, in order, so a busy branch costs a watcher one send
+   * per batch rather than one per commit. Without it every commit is a `commit` frame of its own,
+   * sent at once.
    *
    * @generated from field: bool batch_commits = 6;
    */
