@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -72,8 +73,8 @@ func benchWatch(ctx context.Context, b *bench, h *historyd) ([]row, error) {
 		catchUps = append(catchUps, float64(w.catchUp)/float64(time.Millisecond))
 		resumes += w.resumes
 		events += w.events
-		b.progress("watch run %d: %.0f/s with %d watchers, %.0f/s without (server CPU %.0f µs / %.0f µs a write); %d events to each, %d resumes, caught up %v after the writes",
-			run+1, w.perSecond, len(watchers), plain.PerSecond, w.serverCPU, plain.ServerCPU, w.events, w.resumes, w.catchUp.Round(time.Millisecond))
+		b.progress("watch run %d: %.0f/s with %d watchers, %.0f/s without (server CPU %.0f µs / %.0f µs a write, load generator with its watchers %.0f µs / %.0f µs); %d events to each, %d resumes, caught up %v after the writes",
+			run+1, w.perSecond, len(watchers), plain.PerSecond, w.serverCPU, plain.ServerCPU, w.clientCPU, plain.ClientCPU, w.events, w.resumes, w.catchUp.Round(time.Millisecond))
 	}
 	target, meets := atLeast(0.5) // issue 21: "with 100 watchers asking for batches >= 0.5x with none"
 	return []row{{
@@ -92,6 +93,7 @@ func benchWatch(ctx context.Context, b *bench, h *historyd) ([]row, error) {
 type watchRun struct {
 	perSecond float64       // AddMessage calls per second
 	serverCPU float64       // the server's CPU time per write, from the writes' start to the catch-up, in µs
+	clientCPU float64       // the bench process's (writers' and watchers') CPU time per write, the same span, in µs
 	events    int           // events each watcher received (all of them)
 	resumes   int           // resumptions, all watchers together
 	catchUp   time.Duration // from the end of the writes until every watcher had the head
@@ -126,6 +128,10 @@ func watchedWrites(ctx context.Context, b *bench, h *historyd, watchers []*clien
 	if err != nil {
 		return watchRun{}, err
 	}
+	self0, err := cpuTimeOf(os.Getpid())
+	if err != nil {
+		return watchRun{}, err
+	}
 	r, err := closedLoop(ctx, watchWriters, b.cfg.Duration, func(ctx context.Context, _, i int) (int, error) {
 		_, err := h.Client.History.AddMessage(ctx, addRequest(branch, i))
 		return 1, err
@@ -147,6 +153,10 @@ func watchedWrites(ctx context.Context, b *bench, h *historyd, watchers []*clien
 	if err != nil {
 		return watchRun{}, err
 	}
+	self1, err := cpuTimeOf(os.Getpid())
+	if err != nil {
+		return watchRun{}, err
+	}
 	deleteBranches(ctx, h, ids) // ends every watch after its BRANCH_DELETED commit
 	wg.Wait()
 	st.mu.Lock()
@@ -159,7 +169,7 @@ func watchedWrites(ctx context.Context, b *bench, h *historyd, watchers []*clien
 			return watchRun{}, fmt.Errorf("watcher %d ended at sequence %d, want %d (the deletion)", i, last, head+1)
 		}
 	}
-	return watchRun{perSecond: r.PerSecond(), serverCPU: micros(cpu1-cpu0) / float64(r.Ops),
+	return watchRun{perSecond: r.PerSecond(), serverCPU: micros(cpu1-cpu0) / float64(r.Ops), clientCPU: micros(self1-self0) / float64(r.Ops),
 		events: int(head + 1), resumes: st.resumes, catchUp: catchUp}, nil
 }
 
