@@ -74,9 +74,27 @@ func newAppendFixture(t *testing.T, st store.Store, opts ...Option) *historyFixt
 // answer, then reads the answers; it fails the test unless the stream ends OK after them.
 func pipeline(t *testing.T, c historyv1.HistoryServiceClient, window uint32, reqs []*historyv1.AddMessageRequest) []*historyv1.AppendMessagesResponse {
 	t.Helper()
-	stream, err := c.AppendMessages(testContext(t))
+	out, err := pipelineErr(testContext(t), c, window, reqs)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// pipelineResult is what pipelineErr returned, for a test that runs it on a goroutine of its own
+// (which must not call t.Fatal).
+type pipelineResult struct {
+	out []*historyv1.AppendMessagesResponse
+	err error
+}
+
+// pipelineErr is pipeline's work, returning its failure.
+func pipelineErr(ctx context.Context, c historyv1.HistoryServiceClient, window uint32, reqs []*historyv1.AddMessageRequest) ([]*historyv1.AppendMessagesResponse, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.AppendMessages(ctx)
+	if err != nil {
+		return nil, err
 	}
 	sent := make(chan error, 1)
 	go func() { // the client's own sender: it blocks in flow control while the window is full
@@ -99,22 +117,24 @@ func pipeline(t *testing.T, c historyv1.HistoryServiceClient, window uint32, req
 			break
 		}
 		if err != nil {
-			t.Fatalf("AppendMessages ended with %v after %d answers", err, len(out))
+			cancel()
+			<-sent
+			return nil, fmt.Errorf("AppendMessages ended with %v after %d answers", err, len(out))
 		}
 		out = append(out, resp)
 	}
 	if err := <-sent; err != nil {
-		t.Fatalf("sending: %v", err)
+		return nil, fmt.Errorf("sending: %v", err)
 	}
 	if len(out) != len(reqs) {
-		t.Fatalf("%d answers to %d items", len(out), len(reqs))
+		return nil, fmt.Errorf("%d answers to %d items", len(out), len(reqs))
 	}
 	for i, r := range out {
 		if r.GetIndex() != uint64(i) {
-			t.Fatalf("answer %d has index %d: answers must come in the order sent", i, r.GetIndex())
+			return nil, fmt.Errorf("answer %d has index %d: answers must come in the order sent", i, r.GetIndex())
 		}
 	}
-	return out
+	return out, nil
 }
 
 func instructionReq(branch, text string) *historyv1.AddMessageRequest {
@@ -312,8 +332,11 @@ func TestAppendWindowBoundsInFlight(t *testing.T) {
 				}
 				reqs = append(reqs, instructionReq(resp.GetBranch().GetId(), "x"))
 			}
-			done := make(chan []*historyv1.AppendMessagesResponse, 1)
-			go func() { done <- pipeline(t, c, tc.window, reqs) }()
+			done := make(chan pipelineResult, 1)
+			go func() {
+				out, err := pipelineErr(testContext(t), c, tc.window, reqs)
+				done <- pipelineResult{out, err}
+			}()
 			for range tc.wantRuning {
 				<-g.started
 			}
@@ -322,8 +345,11 @@ func TestAppendWindowBoundsInFlight(t *testing.T) {
 			for range 8 {
 				g.gate <- struct{}{}
 			}
-			out := <-done
-			for i, r := range out {
+			res := <-done
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			for i, r := range res.out {
 				if r.GetError() != nil {
 					t.Fatalf("item %d: %v", i, r.GetError())
 				}
@@ -356,14 +382,26 @@ func TestAppendInflightBudget(t *testing.T) {
 	b := resp.GetBranch().GetId()
 	big := strings.Repeat("x", 60<<10)
 	reqs := []*historyv1.AddMessageRequest{instructionReq(b, big), instructionReq(b, big), instructionReq(b, "small")}
-	done := make(chan []*historyv1.AppendMessagesResponse, 1)
-	go func() { done <- pipeline(t, c, 4, reqs) }()
+	// The unary calls' reservations are given back when their contexts end, just after they return.
+	eventually(t, "CreateBranch's reservation given back", func() bool { return ts.tap.budget.reserved() == 0 })
+	done := make(chan pipelineResult, 1)
+	go func() {
+		out, err := pipelineErr(testContext(t), c, 4, reqs)
+		done <- pipelineResult{out, err}
+	}()
 	<-g.started // the first item holds its 60 KiB; the second cannot fit beside it
-	eventually(t, "the third item taken", func() bool { return ts.tap.budget.reserved() > per+60<<10 })
+	// The third item is taken once the stream holds its message's share, the first item and the
+	// third (the second, refused, holds nothing).
+	held := int64(per + proto.Size(reqs[0]) + proto.Size(reqs[2]))
+	eventually(t, "the third item taken", func() bool { return ts.tap.budget.reserved() == held })
 	g.gate <- struct{}{}
 	<-g.started
 	g.gate <- struct{}{}
-	out := <-done
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	out := res.out
 	if out[0].GetError() != nil || out[2].GetError() != nil {
 		t.Fatalf("items 0 and 2: %v, %v; want written", out[0].GetError(), out[2].GetError())
 	}
