@@ -147,19 +147,33 @@ func (w *watcher) stream(ctx context.Context) error {
 			w.progressed = true
 			w.advance(f.Heartbeat.GetHeadSequence())
 		case *historyv1.WatchBranchResponse_Commit:
-			w.progressed = true
-			w.advance(f.Commit.GetLastSequence())
-			for _, ev := range f.Commit.GetEvents() {
-				if ev.GetKind() == historyv1.EventKind_EVENT_KIND_BRANCH_DELETED {
-					w.deleted = true
-				}
-			}
-			if !w.yield(f.Commit, nil) {
-				w.stopped = true
+			if !w.commit(f.Commit) {
 				return nil
+			}
+		case *historyv1.WatchBranchResponse_Commits: // batch_commits (issue 21): each in order
+			for _, c := range f.Commits.GetCommits() {
+				if !w.commit(c) {
+					return nil
+				}
 			}
 		}
 	}
+}
+
+// commit yields one commit and moves the cursor past it; false when the caller stopped ranging.
+func (w *watcher) commit(c *historyv1.BranchCommit) bool {
+	w.progressed = true
+	w.advance(c.GetLastSequence())
+	for _, ev := range c.GetEvents() {
+		if ev.GetKind() == historyv1.EventKind_EVENT_KIND_BRANCH_DELETED {
+			w.deleted = true
+		}
+	}
+	if !w.yield(c, nil) {
+		w.stopped = true
+		return false
+	}
+	return true
 }
 
 // advance moves the cursor to seq (never back).

@@ -229,3 +229,23 @@ func TestWatchUnknownBranch(t *testing.T) {
 		t.Errorf("%d yields, want the one error", n)
 	}
 }
+
+// Issue 21: with batch_commits the server sends the commits a watcher is behind on in `commits`
+// frames; Watch yields them one at a time, in order, as it yields `commit` frames.
+func TestWatchBatchedCommits(t *testing.T) {
+	c := dial(t, startServer(t))
+	branch := newBranch(t, c)
+	add(t, c, branch, 30, "m")
+	seqs := &sequences{t: t}
+	for commit, err := range c.Watch(testContext(t), &historyv1.WatchBranchRequest{BranchId: branch, AfterSequence: proto.Uint64(0), BatchCommits: true}) {
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		if seqs.add(commit) == 31 {
+			break
+		}
+	}
+	if len(seqs.seen) != 31 {
+		t.Fatalf("watch yielded %d events, want 31", len(seqs.seen))
+	}
+}

@@ -45,6 +45,7 @@ var servingSettings = func() []setting {
 		{"max-response-bytes", "HISTORYD_MAX_RESPONSE_BYTES", "4MiB", "response budget: the largest unary response and stream frame; pages come back shorter to fit, a response that cannot is RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE); also bounds WatchBranch frames (FRAME_TOO_LARGE) (a number with an optional KiB, MiB or GiB suffix)"},
 		{"max-rendered-bytes", "HISTORYD_MAX_RENDERED_BYTES", "1MiB", "cap on one message's rendered text, checked while rendering: a read returns a message past it with a render error, ToChatMessages fails RESOURCE_EXHAUSTED (RENDER_TOO_LARGE); at most --max-response-bytes"},
 		{"max-import-bytes", "HISTORYD_MAX_IMPORT_BYTES", "256MiB", "largest ImportBranchStream payload; past it the call is RESOURCE_EXHAUSTED (IMPORT_TOO_LARGE) and nothing is written"},
+		{"append-max-window", "HISTORYD_APPEND_MAX_WINDOW", strconv.Itoa(d.MaxAppendWindow), "most items an AppendMessages stream may have in flight: a client's larger window is lowered to it, and past it the server stops reading the stream until it has answered one"},
 	}
 }()
 
@@ -96,6 +97,7 @@ func (c *servingConfig) register(fs *flag.FlagSet) {
 			return nil
 		})
 	}
+	fs.IntVar(&c.Limits.MaxAppendWindow, s[20].flag, mustInt(s[20].def), s[20].usage)
 }
 
 // defaultServingConfig is the configuration with every flag of servingConfig at its default.

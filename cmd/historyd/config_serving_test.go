@@ -34,6 +34,7 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 		"--max-connection-idle", "1h", "--max-connection-age", "2h", "--max-connection-age-grace", "1m",
 		"--stream-workers", "16", "--max-connections", "64", "--max-inflight-bytes", "64MiB",
 		"--max-response-bytes", "8MiB", "--max-rendered-bytes", "512KiB", "--max-import-bytes", "1GiB",
+		"--append-max-window", "64",
 	}
 	want := servingConfig{
 		AuthTokensFile: "/etc/historyd/tokens", TLSCert: "c.pem", TLSKey: "k.pem", TLSClientCA: "ca.pem",
@@ -43,7 +44,7 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 			KeepalivePermitWithoutStream: true, KeepaliveTime: time.Minute, KeepaliveTimeout: 5 * time.Second,
 			MaxConnectionIdle: time.Hour, MaxConnectionAge: 2 * time.Hour, MaxConnectionAgeGrace: time.Minute,
 			StreamWorkers: 16, MaxConnections: 64, MaxInflightBytes: 64 << 20, MaxResponseBytes: 8 << 20,
-			MaxRenderedBytes: 512 << 10, MaxImportBytes: 1 << 30,
+			MaxRenderedBytes: 512 << 10, MaxImportBytes: 1 << 30, MaxAppendWindow: 64,
 		},
 	}
 	cfg, err := parseConfig(args, envOf(nil))

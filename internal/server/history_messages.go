@@ -44,24 +44,59 @@ func setSystemResponse(r store.WriteResult, out messageOut) *historyv1.SetSystem
 
 // AddMessage is add_message (HistoryService.AddMessage).
 func (s *HistoryServer) AddMessage(ctx context.Context, req *historyv1.AddMessageRequest) (*historyv1.AddMessageResponse, error) {
-	b, err := parseID("branch_id", req.GetBranchId())
-	if err != nil {
+	p, resp, err := s.prepareAdd(ctx, req)
+	if resp != nil || err != nil {
+		return resp, err
+	}
+	res, err := s.store.AddMessage(ctx, p.branch, p.in, p.opts)
+	return s.addResult(p, res, err)
+}
+
+// addPrep is an AddMessage request worked out up to the store call: what AddMessage and each item
+// of AppendMessages share, so that an item is answered as the unary call would be.
+type addPrep struct {
+	req    *historyv1.AddMessageRequest
+	branch uuid.UUID
+	in     store.AddInput
+	opts   store.WriteOptions
+	// recalled is set once the repeat check missed: an error after it is the request's own (a
+	// field), which a stream's earlier item with the same request id may yet pre-empt.
+	recalled bool
+}
+
+// prepareAdd parses the branch, answers a repeated request id from the store's record (resp set),
+// then converts the request (docs/design.md#branches: the repeat check comes before any other).
+func (s *HistoryServer) prepareAdd(ctx context.Context, req *historyv1.AddMessageRequest) (p addPrep, resp *historyv1.AddMessageResponse, err error) {
+	p.req = req
+	if p.branch, err = parseID("branch_id", req.GetBranchId()); err != nil {
+		return p, nil, err
+	}
+	if resp, err = s.recallAdd(ctx, p); resp != nil || err != nil {
+		return p, resp, err
+	}
+	p.recalled = true
+	if p.in, err = addInputFromProto(req); err != nil {
+		return p, nil, err
+	}
+	p.opts = writeOptions(req.GetRequestId(), req.ExpectedHeadSequence)
+	return p, nil, nil
+}
+
+// recallAdd is the repeat check of p's request: its first response, or nil.
+func (s *HistoryServer) recallAdd(ctx context.Context, p addPrep) (*historyv1.AddMessageResponse, error) {
+	r, ok, err := recall[store.WriteResult](ctx, s.store, &p.branch, store.OpAddMessage, p.req.GetRequestId())
+	if err != nil || !ok {
 		return nil, err
 	}
-	if r, ok, err := recall[store.WriteResult](ctx, s.store, &b, store.OpAddMessage, req.GetRequestId()); err != nil {
-		return nil, err
-	} else if ok {
-		return addMessageResponse(r, s.out(!req.GetIncludeRendered())), nil
-	}
-	in, err := addInputFromProto(req)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.store.AddMessage(ctx, b, in, writeOptions(req.GetRequestId(), req.ExpectedHeadSequence))
+	return addMessageResponse(r, s.out(!p.req.GetIncludeRendered())), nil
+}
+
+// addResult is the response of p's write, or its error as AddMessage returns it.
+func (s *HistoryServer) addResult(p addPrep, res store.WriteResult, err error) (*historyv1.AddMessageResponse, error) {
 	if err = s.committed("AddMessage", err); err != nil {
-		return nil, factoryError(inputField(req), err)
+		return nil, factoryError(inputField(p.req), err)
 	}
-	return addMessageResponse(res, s.out(!req.GetIncludeRendered())), nil
+	return addMessageResponse(res, s.out(!p.req.GetIncludeRendered())), nil
 }
 
 func addMessageResponse(r store.WriteResult, out messageOut) *historyv1.AddMessageResponse {

@@ -41,6 +41,8 @@ type HistoryServer struct {
 	// The byte bounds of issue 11 (history_budget.go), from the Server's Limits: the response
 	// budget of unary responses, the render cap of one message, the ImportBranchStream limit.
 	maxResponse, maxRendered, maxImport int
+	// maxAppendWindow caps an AppendMessages stream's window (Limits.MaxAppendWindow).
+	maxAppendWindow int
 
 	// streamEnded, when set, is called with the error each WatchBranch handler returns; tests use
 	// it to know that a stream has ended on the server side.
@@ -57,6 +59,7 @@ func NewHistoryServer(st store.Store, logger *zap.Logger, opts ...StreamOption) 
 	}
 	hs := &HistoryServer{store: st, logger: logger, streams: newStreamConfig(opts), now: time.Now, stopping: make(chan struct{})}
 	hs.setBounds(DefaultMaxResponseBytes, DefaultMaxRenderedBytes, DefaultMaxImportBytes)
+	hs.maxAppendWindow = DefaultAppendMaxWindow
 	return hs
 }
 
@@ -77,6 +80,7 @@ func (s *HistoryServer) out(omit bool) messageOut {
 func RegisterHistory(s *Server, st store.Store, opts ...StreamOption) *HistoryServer {
 	hs := NewHistoryServer(st, s.logger, opts...)
 	hs.setBounds(s.limits.MaxResponseBytes, s.limits.MaxRenderedBytes, s.limits.MaxImportBytes)
+	hs.maxAppendWindow = s.limits.MaxAppendWindow
 	hs.encodeFrames = true // New installs requestCodec
 	historyv1.RegisterHistoryServiceServer(s.GRPCServer(), hs)
 	s.OnShutdown(hs.EndStreams)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -45,12 +46,18 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 	defer sub.Close()
 
 	w := watch{sender: newStreamSender(stream, s.streams.sendTimeout), sub: sub, branch: id.String(), delivered: sub.After, s: s,
-		render: req.GetIncludeRendered()}
+		render: req.GetIncludeRendered(), batch: req.GetBatchCommits()}
 	defer w.sender.close()
 	if err := w.send(startFrame(sub), sub.After); err != nil {
 		return err
 	}
 	for replay := sub.Replay(); replay != nil; replay = sub.Replay() { // a chunk at a time, until live
+		if w.batch {
+			if err := w.sendCommits(replay, false); err != nil {
+				return err
+			}
+			continue
+		}
 		for _, c := range replay {
 			if err := w.sendCommit(c, false); err != nil {
 				return err
@@ -69,8 +76,12 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 			if !ok {
 				return w.subscriptionEnd()
 			}
-			if err := w.sendCommit(c, s.encodeFrames); err != nil {
+			closed, err := w.sendLive(c)
+			if err != nil {
 				return err
+			}
+			if closed {
+				return w.subscriptionEnd()
 			}
 			hb.Reset()
 		case <-hb.C():
@@ -91,7 +102,9 @@ type watch struct {
 	sender *streamSender
 	sub    *store.Subscription
 	branch string
-	render bool // the request's include_rendered
+	render bool        // the request's include_rendered
+	batch  bool        // the request's batch_commits: commits waiting go out several to a frame
+	linger *time.Timer // batchLinger's timer, made at the first batch
 	// delivered is the stream's cursor: every event up to it was sent (or filtered out). It only
 	// moves once a frame's send has returned, so it is never ahead of what the client received.
 	delivered uint64

@@ -22,8 +22,9 @@ import (
 // field breaks this test until history_watch*.go handles it.
 func TestWatchConvertedMessagesFieldCount(t *testing.T) {
 	checkFieldCounts(t, "history_watch*.go", []fieldCount{
-		{&historyv1.WatchBranchRequest{}, 5},
-		{&historyv1.WatchBranchResponse{}, 3},
+		{&historyv1.WatchBranchRequest{}, 6},
+		{&historyv1.WatchBranchResponse{}, 4},
+		{&historyv1.BranchCommits{}, 1},
 		{&historyv1.WatchStart{}, 5},
 		{&historyv1.BranchCommit{}, 3},
 		{&historyv1.BranchEvent{}, 7},

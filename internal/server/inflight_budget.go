@@ -84,6 +84,9 @@ func (r *reservation) release() {
 // (held tells the refusal what the call holds already); a refusal takes nothing. ImportBranchStream
 // grows its reservation as its payload arrives: a call holds what it buffers (issue 11 review).
 func (r *reservation) grow(delta int64) error {
+	if r == nil {
+		return nil // a call without the tap holds no reservation
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done || delta <= 0 {
@@ -94,6 +97,23 @@ func (r *reservation) grow(delta int64) error {
 	}
 	r.n += delta
 	return nil
+}
+
+// shrink gives delta bytes of what grow took back, while the call goes on: an AppendMessages item
+// answered no longer holds its request. Safe on a nil reservation (a call without the tap) and
+// after the release, which gave everything back already.
+func (r *reservation) shrink(delta int64) {
+	if r == nil || delta <= 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return
+	}
+	delta = min(delta, r.n)
+	r.n -= delta
+	r.b.give(delta)
 }
 
 // held is the number of bytes the reservation holds.

@@ -92,6 +92,9 @@ type Limits struct {
 	// MaxImportBytes bounds one ImportBranchStream payload (--max-import-bytes). 0:
 	// DefaultMaxImportBytes.
 	MaxImportBytes int
+	// MaxAppendWindow caps the window of an AppendMessages stream, the items it may have in flight
+	// (--append-max-window). 0: DefaultAppendMaxWindow.
+	MaxAppendWindow int
 }
 
 // DefaultLimits returns the limits a Server has unless WithLimits says otherwise.
@@ -109,6 +112,7 @@ func DefaultLimits() Limits {
 		MaxResponseBytes:     DefaultMaxResponseBytes,
 		MaxRenderedBytes:     DefaultMaxRenderedBytes,
 		MaxImportBytes:       DefaultMaxImportBytes,
+		MaxAppendWindow:      DefaultAppendMaxWindow,
 	}
 }
 
@@ -135,6 +139,8 @@ func (l Limits) Validate() error {
 	case l.MaxInflightBytes < int64(l.MaxRecvMsgSize):
 		return fmt.Errorf("%w: max in-flight bytes %d is below the max receive message size %d: no call could start (each reserves the max receive message size)",
 			ErrInvalidLimits, l.MaxInflightBytes, l.MaxRecvMsgSize)
+	case l.MaxAppendWindow < 0:
+		return fmt.Errorf("%w: max append window %d: must not be negative", ErrInvalidLimits, l.MaxAppendWindow)
 	case l.MaxResponseBytes < 0 || l.MaxRenderedBytes < 0 || l.MaxImportBytes < 0:
 		return fmt.Errorf("%w: max response bytes %d, max rendered bytes %d and max import bytes %d: must not be negative",
 			ErrInvalidLimits, l.MaxResponseBytes, l.MaxRenderedBytes, l.MaxImportBytes)
@@ -218,6 +224,9 @@ func (l Limits) orDefaults() Limits {
 	}
 	if l.MaxImportBytes <= 0 {
 		l.MaxImportBytes = d.MaxImportBytes
+	}
+	if l.MaxAppendWindow <= 0 {
+		l.MaxAppendWindow = d.MaxAppendWindow
 	}
 	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
 	l.MaxConnectionAgeGrace = max(l.MaxConnectionAgeGrace, 0)

@@ -8,6 +8,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
+import { Appender } from "./appender.js";
 import { Branch, type CreateBranchOptions, type ImportOptions } from "./branch.js";
 import { toHistorydError } from "./errors.js";
 import { Exchange } from "./exchange.js";
@@ -122,6 +123,12 @@ export class HistorydClient {
       this.callOptions(options.signal),
     );
     return new Branch(this, resp.branch!.id, resp.branch);
+  }
+
+  /** An Appender: AddMessage pipelined over one AppendMessages stream, up to `window` items in
+   * flight (issue 21). */
+  appender(window?: number): Appender {
+    return new Appender(this, window);
   }
 
   /** Closes the connection; calls in flight fail. */

@@ -22,6 +22,9 @@ export interface WatchOptions {
   kinds?: EventKind[];
   /** Ask for each message's `rendered` field. */
   includeRendered?: boolean;
+  /** Let the server send the commits a lagging watch is behind on several to a frame (issue 21);
+   * they are yielded one at a time all the same. */
+  batchCommits?: boolean;
   /** Yield heartbeats too (each one moves the cursor). */
   heartbeats?: boolean;
   /** Resumes in a row, without a commit or heartbeat in between, before the watch gives up and
@@ -94,6 +97,7 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
               incarnation: this.incarnation,
               kinds: this.options.kinds ?? [],
               includeRendered: this.options.includeRendered ?? false,
+              batchCommits: this.options.batchCommits ?? false,
             },
             { signal },
           );
@@ -108,6 +112,13 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
                 failures = 0; // progress: the next disconnect starts the backoff over
                 this.cursor = frame.frame.value.lastSequence;
                 yield { case: "commit", value: frame.frame.value };
+                break;
+              case "commits": // batchCommits (issue 21): each in order, as a commit frame
+                for (const c of frame.frame.value.commits) {
+                  failures = 0;
+                  this.cursor = c.lastSequence;
+                  yield { case: "commit", value: c };
+                }
                 break;
               case "heartbeat":
                 failures = 0;

@@ -37,6 +37,7 @@ package historyv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	anypb "google.golang.org/protobuf/types/known/anypb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -2211,6 +2212,226 @@ func (x *AddMessageResponse) GetUpdatedRequest() *Message {
 	return nil
 }
 
+// AppendMessagesRequest is one message of AppendMessages.
+type AppendMessagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// window is read from the stream's first message only: how many items may be in flight at once.
+	// 0 means the server's cap (--append-max-window, default 256); a larger value is lowered to it.
+	Window uint32 `protobuf:"varint,1,opt,name=window,proto3" json:"window,omitempty"`
+	// item is one AddMessage. A message without one (a first message that carries only the window)
+	// is not an item and gets no response.
+	Item          *AddMessageRequest `protobuf:"bytes,2,opt,name=item,proto3" json:"item,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendMessagesRequest) Reset() {
+	*x = AppendMessagesRequest{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendMessagesRequest) ProtoMessage() {}
+
+func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendMessagesRequest.ProtoReflect.Descriptor instead.
+func (*AppendMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AppendMessagesRequest) GetWindow() uint32 {
+	if x != nil {
+		return x.Window
+	}
+	return 0
+}
+
+func (x *AppendMessagesRequest) GetItem() *AddMessageRequest {
+	if x != nil {
+		return x.Item
+	}
+	return nil
+}
+
+// AppendMessagesResponse answers one item of AppendMessages, in the order the items were sent.
+type AppendMessagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// index is the item's position among the stream's items, from 0.
+	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// result is the item's AddMessage response or its status.
+	//
+	// Types that are valid to be assigned to Result:
+	//
+	//	*AppendMessagesResponse_Response
+	//	*AppendMessagesResponse_Error
+	Result        isAppendMessagesResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendMessagesResponse) Reset() {
+	*x = AppendMessagesResponse{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendMessagesResponse) ProtoMessage() {}
+
+func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendMessagesResponse.ProtoReflect.Descriptor instead.
+func (*AppendMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AppendMessagesResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *AppendMessagesResponse) GetResult() isAppendMessagesResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *AppendMessagesResponse) GetResponse() *AddMessageResponse {
+	if x != nil {
+		if x, ok := x.Result.(*AppendMessagesResponse_Response); ok {
+			return x.Response
+		}
+	}
+	return nil
+}
+
+func (x *AppendMessagesResponse) GetError() *ItemStatus {
+	if x != nil {
+		if x, ok := x.Result.(*AppendMessagesResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isAppendMessagesResponse_Result interface {
+	isAppendMessagesResponse_Result()
+}
+
+type AppendMessagesResponse_Response struct {
+	// response is what a unary AddMessage would have returned.
+	Response *AddMessageResponse `protobuf:"bytes,2,opt,name=response,proto3,oneof"`
+}
+
+type AppendMessagesResponse_Error struct {
+	// error is the status a unary AddMessage would have failed with.
+	Error *ItemStatus `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
+}
+
+func (*AppendMessagesResponse_Response) isAppendMessagesResponse_Result() {}
+
+func (*AppendMessagesResponse_Error) isAppendMessagesResponse_Result() {}
+
+// ItemStatus is the status of one failed item of a stream. It has google.rpc.Status's fields, with
+// the same numbers and types, so its bytes decode as a google.rpc.Status (historyd's proto module
+// imports no googleapis file): the code (a google.rpc.Code), the message, and the details, among
+// them historyd's google.rpc.ErrorInfo (docs/design.md#errors).
+type ItemStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is the status code, a google.rpc.Code value; never 0 (OK).
+	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// message is the status message, for people; clients switch on the ErrorInfo reason.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// details are the status details: google.rpc.ErrorInfo, google.rpc.BadRequest, ...
+	Details       []*anypb.Any `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ItemStatus) Reset() {
+	*x = ItemStatus{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ItemStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ItemStatus) ProtoMessage() {}
+
+func (x *ItemStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ItemStatus.ProtoReflect.Descriptor instead.
+func (*ItemStatus) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ItemStatus) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ItemStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ItemStatus) GetDetails() []*anypb.Any {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
 // CreateActionResponseRequest is the request of CreateActionResponse.
 type CreateActionResponseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2241,7 +2462,7 @@ type CreateActionResponseRequest struct {
 
 func (x *CreateActionResponseRequest) Reset() {
 	*x = CreateActionResponseRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[22]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2474,7 @@ func (x *CreateActionResponseRequest) String() string {
 func (*CreateActionResponseRequest) ProtoMessage() {}
 
 func (x *CreateActionResponseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[22]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2487,7 @@ func (x *CreateActionResponseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateActionResponseRequest.ProtoReflect.Descriptor instead.
 func (*CreateActionResponseRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{22}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateActionResponseRequest) GetBranchId() string {
@@ -2347,7 +2568,7 @@ type CreateActionResponseResponse struct {
 
 func (x *CreateActionResponseResponse) Reset() {
 	*x = CreateActionResponseResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[23]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2359,7 +2580,7 @@ func (x *CreateActionResponseResponse) String() string {
 func (*CreateActionResponseResponse) ProtoMessage() {}
 
 func (x *CreateActionResponseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[23]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2372,7 +2593,7 @@ func (x *CreateActionResponseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateActionResponseResponse.ProtoReflect.Descriptor instead.
 func (*CreateActionResponseResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{23}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateActionResponseResponse) GetActionResponse() *Message {
@@ -2412,7 +2633,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[24]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2424,7 +2645,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[24]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +2658,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{24}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetMessageRequest) GetBranchId() string {
@@ -2474,7 +2695,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[25]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2707,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[25]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2720,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{25}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetMessageResponse) GetMessage() *Message {
@@ -2540,7 +2761,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[26]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2773,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[26]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2786,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{26}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListMessagesRequest) GetBranchId() string {
@@ -2632,7 +2853,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[27]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +2865,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[27]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2878,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{27}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2698,7 +2919,7 @@ type GetLastMessageRequest struct {
 
 func (x *GetLastMessageRequest) Reset() {
 	*x = GetLastMessageRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[28]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2710,7 +2931,7 @@ func (x *GetLastMessageRequest) String() string {
 func (*GetLastMessageRequest) ProtoMessage() {}
 
 func (x *GetLastMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[28]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2723,7 +2944,7 @@ func (x *GetLastMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLastMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetLastMessageRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{28}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetLastMessageRequest) GetBranchId() string {
@@ -2760,7 +2981,7 @@ type GetLastMessageResponse struct {
 
 func (x *GetLastMessageResponse) Reset() {
 	*x = GetLastMessageResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[29]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +2993,7 @@ func (x *GetLastMessageResponse) String() string {
 func (*GetLastMessageResponse) ProtoMessage() {}
 
 func (x *GetLastMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[29]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +3006,7 @@ func (x *GetLastMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLastMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetLastMessageResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{29}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetLastMessageResponse) GetMessage() *Message {
@@ -2823,7 +3044,7 @@ type ToChatMessagesRequest struct {
 
 func (x *ToChatMessagesRequest) Reset() {
 	*x = ToChatMessagesRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[30]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2835,7 +3056,7 @@ func (x *ToChatMessagesRequest) String() string {
 func (*ToChatMessagesRequest) ProtoMessage() {}
 
 func (x *ToChatMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[30]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2848,7 +3069,7 @@ func (x *ToChatMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToChatMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ToChatMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{30}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ToChatMessagesRequest) GetBranchId() string {
@@ -2900,7 +3121,7 @@ type ToChatMessagesResponse struct {
 
 func (x *ToChatMessagesResponse) Reset() {
 	*x = ToChatMessagesResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[31]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3133,7 @@ func (x *ToChatMessagesResponse) String() string {
 func (*ToChatMessagesResponse) ProtoMessage() {}
 
 func (x *ToChatMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[31]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3146,7 @@ func (x *ToChatMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToChatMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ToChatMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{31}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ToChatMessagesResponse) GetMessages() []*ChatMessage {
@@ -2978,7 +3199,7 @@ type ClearMessagesRequest struct {
 
 func (x *ClearMessagesRequest) Reset() {
 	*x = ClearMessagesRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[32]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3211,7 @@ func (x *ClearMessagesRequest) String() string {
 func (*ClearMessagesRequest) ProtoMessage() {}
 
 func (x *ClearMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[32]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3224,7 @@ func (x *ClearMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ClearMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{32}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ClearMessagesRequest) GetBranchId() string {
@@ -3038,7 +3259,7 @@ type ClearMessagesResponse struct {
 
 func (x *ClearMessagesResponse) Reset() {
 	*x = ClearMessagesResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[33]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3271,7 @@ func (x *ClearMessagesResponse) String() string {
 func (*ClearMessagesResponse) ProtoMessage() {}
 
 func (x *ClearMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[33]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3284,7 @@ func (x *ClearMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ClearMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{33}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ClearMessagesResponse) GetHeadSequence() uint64 {
@@ -3090,7 +3311,7 @@ type SetProgressionRequest struct {
 
 func (x *SetProgressionRequest) Reset() {
 	*x = SetProgressionRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[34]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3102,7 +3323,7 @@ func (x *SetProgressionRequest) String() string {
 func (*SetProgressionRequest) ProtoMessage() {}
 
 func (x *SetProgressionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[34]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3115,7 +3336,7 @@ func (x *SetProgressionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProgressionRequest.ProtoReflect.Descriptor instead.
 func (*SetProgressionRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{34}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetProgressionRequest) GetBranchId() string {
@@ -3157,7 +3378,7 @@ type SetProgressionResponse struct {
 
 func (x *SetProgressionResponse) Reset() {
 	*x = SetProgressionResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[35]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3390,7 @@ func (x *SetProgressionResponse) String() string {
 func (*SetProgressionResponse) ProtoMessage() {}
 
 func (x *SetProgressionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[35]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3403,7 @@ func (x *SetProgressionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetProgressionResponse.ProtoReflect.Descriptor instead.
 func (*SetProgressionResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{35}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetProgressionResponse) GetHeadSequence() uint64 {
@@ -3212,7 +3433,7 @@ type ImportBranchRequest struct {
 
 func (x *ImportBranchRequest) Reset() {
 	*x = ImportBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[36]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3224,7 +3445,7 @@ func (x *ImportBranchRequest) String() string {
 func (*ImportBranchRequest) ProtoMessage() {}
 
 func (x *ImportBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[36]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3237,7 +3458,7 @@ func (x *ImportBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportBranchRequest.ProtoReflect.Descriptor instead.
 func (*ImportBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{36}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ImportBranchRequest) GetRequestId() string {
@@ -3286,7 +3507,7 @@ type ImportBranchResponse struct {
 
 func (x *ImportBranchResponse) Reset() {
 	*x = ImportBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[37]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3298,7 +3519,7 @@ func (x *ImportBranchResponse) String() string {
 func (*ImportBranchResponse) ProtoMessage() {}
 
 func (x *ImportBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[37]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3311,7 +3532,7 @@ func (x *ImportBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportBranchResponse.ProtoReflect.Descriptor instead.
 func (*ImportBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{37}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ImportBranchResponse) GetBranch() *Branch {
@@ -3336,7 +3557,7 @@ type ExportBranchRequest struct {
 
 func (x *ExportBranchRequest) Reset() {
 	*x = ExportBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[38]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3348,7 +3569,7 @@ func (x *ExportBranchRequest) String() string {
 func (*ExportBranchRequest) ProtoMessage() {}
 
 func (x *ExportBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[38]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3361,7 +3582,7 @@ func (x *ExportBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportBranchRequest.ProtoReflect.Descriptor instead.
 func (*ExportBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{38}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExportBranchRequest) GetBranchId() string {
@@ -3398,7 +3619,7 @@ type ExportBranchResponse struct {
 
 func (x *ExportBranchResponse) Reset() {
 	*x = ExportBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3410,7 +3631,7 @@ func (x *ExportBranchResponse) String() string {
 func (*ExportBranchResponse) ProtoMessage() {}
 
 func (x *ExportBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[39]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3423,7 +3644,7 @@ func (x *ExportBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportBranchResponse.ProtoReflect.Descriptor instead.
 func (*ExportBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{39}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ExportBranchResponse) GetData() string {
@@ -3455,7 +3676,7 @@ type ExportBranchStreamRequest struct {
 
 func (x *ExportBranchStreamRequest) Reset() {
 	*x = ExportBranchStreamRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3688,7 @@ func (x *ExportBranchStreamRequest) String() string {
 func (*ExportBranchStreamRequest) ProtoMessage() {}
 
 func (x *ExportBranchStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[40]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3701,7 @@ func (x *ExportBranchStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportBranchStreamRequest.ProtoReflect.Descriptor instead.
 func (*ExportBranchStreamRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{40}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ExportBranchStreamRequest) GetBranchId() string {
@@ -3518,7 +3739,7 @@ type ExportBranchStreamResponse struct {
 
 func (x *ExportBranchStreamResponse) Reset() {
 	*x = ExportBranchStreamResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3530,7 +3751,7 @@ func (x *ExportBranchStreamResponse) String() string {
 func (*ExportBranchStreamResponse) ProtoMessage() {}
 
 func (x *ExportBranchStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[41]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3543,7 +3764,7 @@ func (x *ExportBranchStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportBranchStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExportBranchStreamResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{41}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ExportBranchStreamResponse) GetData() []byte {
@@ -3580,7 +3801,7 @@ type ImportBranchStreamRequest struct {
 
 func (x *ImportBranchStreamRequest) Reset() {
 	*x = ImportBranchStreamRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3592,7 +3813,7 @@ func (x *ImportBranchStreamRequest) String() string {
 func (*ImportBranchStreamRequest) ProtoMessage() {}
 
 func (x *ImportBranchStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[42]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3605,7 +3826,7 @@ func (x *ImportBranchStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportBranchStreamRequest.ProtoReflect.Descriptor instead.
 func (*ImportBranchStreamRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{42}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ImportBranchStreamRequest) GetRequestId() string {
@@ -3654,7 +3875,7 @@ type ImportBranchStreamResponse struct {
 
 func (x *ImportBranchStreamResponse) Reset() {
 	*x = ImportBranchStreamResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3666,7 +3887,7 @@ func (x *ImportBranchStreamResponse) String() string {
 func (*ImportBranchStreamResponse) ProtoMessage() {}
 
 func (x *ImportBranchStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[43]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3679,7 +3900,7 @@ func (x *ImportBranchStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportBranchStreamResponse.ProtoReflect.Descriptor instead.
 func (*ImportBranchStreamResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{43}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ImportBranchStreamResponse) GetBranch() *Branch {
@@ -3710,13 +3931,19 @@ type WatchBranchRequest struct {
 	// include_rendered asks for each streamed message's `rendered` field. Frames carry none by
 	// default: rendering costs more than sending, and it about doubles a frame's size.
 	IncludeRendered bool `protobuf:"varint,5,opt,name=include_rendered,json=includeRendered,proto3" json:"include_rendered,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// batch_commits asks for `commits` frames (issue 21): after a live commit the stream gathers the
+	// commits that follow for up to 2 ms (and those already waiting for it), and one frame carries
+	// as many of them as fit the response budget, in order, so a busy branch costs a watcher one send
+	// per batch rather than one per commit. Without it every commit is a `commit` frame of its own,
+	// sent at once.
+	BatchCommits  bool `protobuf:"varint,6,opt,name=batch_commits,json=batchCommits,proto3" json:"batch_commits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchBranchRequest) Reset() {
 	*x = WatchBranchRequest{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3728,7 +3955,7 @@ func (x *WatchBranchRequest) String() string {
 func (*WatchBranchRequest) ProtoMessage() {}
 
 func (x *WatchBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[44]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3741,7 +3968,7 @@ func (x *WatchBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBranchRequest.ProtoReflect.Descriptor instead.
 func (*WatchBranchRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{44}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WatchBranchRequest) GetBranchId() string {
@@ -3779,6 +4006,13 @@ func (x *WatchBranchRequest) GetIncludeRendered() bool {
 	return false
 }
 
+func (x *WatchBranchRequest) GetBatchCommits() bool {
+	if x != nil {
+		return x.BatchCommits
+	}
+	return false
+}
+
 // WatchBranchResponse is one frame of a WatchBranch stream.
 type WatchBranchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3789,6 +4023,7 @@ type WatchBranchResponse struct {
 	//	*WatchBranchResponse_Start
 	//	*WatchBranchResponse_Commit
 	//	*WatchBranchResponse_Heartbeat
+	//	*WatchBranchResponse_Commits
 	Frame         isWatchBranchResponse_Frame `protobuf_oneof:"frame"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3796,7 +4031,7 @@ type WatchBranchResponse struct {
 
 func (x *WatchBranchResponse) Reset() {
 	*x = WatchBranchResponse{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +4043,7 @@ func (x *WatchBranchResponse) String() string {
 func (*WatchBranchResponse) ProtoMessage() {}
 
 func (x *WatchBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[45]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +4056,7 @@ func (x *WatchBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBranchResponse.ProtoReflect.Descriptor instead.
 func (*WatchBranchResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{45}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WatchBranchResponse) GetFrame() isWatchBranchResponse_Frame {
@@ -3858,6 +4093,15 @@ func (x *WatchBranchResponse) GetHeartbeat() *WatchHeartbeat {
 	return nil
 }
 
+func (x *WatchBranchResponse) GetCommits() *BranchCommits {
+	if x != nil {
+		if x, ok := x.Frame.(*WatchBranchResponse_Commits); ok {
+			return x.Commits
+		}
+	}
+	return nil
+}
+
 type isWatchBranchResponse_Frame interface {
 	isWatchBranchResponse_Frame()
 }
@@ -3877,11 +4121,66 @@ type WatchBranchResponse_Heartbeat struct {
 	Heartbeat *WatchHeartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
+type WatchBranchResponse_Commits struct {
+	// commits are consecutive commits in sequence order, each whole, with batch_commits only (a
+	// frame of one commit may be a `commit` frame or a `commits` frame of one); the batch is at
+	// most the response budget, and the guarantees of `commit` hold for each.
+	Commits *BranchCommits `protobuf:"bytes,4,opt,name=commits,proto3,oneof"`
+}
+
 func (*WatchBranchResponse_Start) isWatchBranchResponse_Frame() {}
 
 func (*WatchBranchResponse_Commit) isWatchBranchResponse_Frame() {}
 
 func (*WatchBranchResponse_Heartbeat) isWatchBranchResponse_Frame() {}
+
+func (*WatchBranchResponse_Commits) isWatchBranchResponse_Frame() {}
+
+// BranchCommits is a batch of commits in sequence order (WatchBranchRequest.batch_commits).
+type BranchCommits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// commits are the batch's commits; the last one's last_sequence is the cursor to resume from.
+	Commits       []*BranchCommit `protobuf:"bytes,1,rep,name=commits,proto3" json:"commits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BranchCommits) Reset() {
+	*x = BranchCommits{}
+	mi := &file_historyd_v1_history_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BranchCommits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BranchCommits) ProtoMessage() {}
+
+func (x *BranchCommits) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_history_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BranchCommits.ProtoReflect.Descriptor instead.
+func (*BranchCommits) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *BranchCommits) GetCommits() []*BranchCommit {
+	if x != nil {
+		return x.Commits
+	}
+	return nil
+}
 
 // WatchStart is the first frame of a WatchBranch stream: from it on, the stream is live.
 type WatchStart struct {
@@ -3905,7 +4204,7 @@ type WatchStart struct {
 
 func (x *WatchStart) Reset() {
 	*x = WatchStart{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[46]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3917,7 +4216,7 @@ func (x *WatchStart) String() string {
 func (*WatchStart) ProtoMessage() {}
 
 func (x *WatchStart) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[46]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3930,7 +4229,7 @@ func (x *WatchStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchStart.ProtoReflect.Descriptor instead.
 func (*WatchStart) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{46}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WatchStart) GetBranchId() string {
@@ -3985,7 +4284,7 @@ type BranchCommit struct {
 
 func (x *BranchCommit) Reset() {
 	*x = BranchCommit{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[47]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3997,7 +4296,7 @@ func (x *BranchCommit) String() string {
 func (*BranchCommit) ProtoMessage() {}
 
 func (x *BranchCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[47]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4010,7 +4309,7 @@ func (x *BranchCommit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchCommit.ProtoReflect.Descriptor instead.
 func (*BranchCommit) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{47}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *BranchCommit) GetFirstSequence() uint64 {
@@ -4061,7 +4360,7 @@ type BranchEvent struct {
 
 func (x *BranchEvent) Reset() {
 	*x = BranchEvent{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[48]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +4372,7 @@ func (x *BranchEvent) String() string {
 func (*BranchEvent) ProtoMessage() {}
 
 func (x *BranchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[48]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +4385,7 @@ func (x *BranchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchEvent.ProtoReflect.Descriptor instead.
 func (*BranchEvent) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{48}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *BranchEvent) GetSequence() uint64 {
@@ -4152,7 +4451,7 @@ type WatchHeartbeat struct {
 
 func (x *WatchHeartbeat) Reset() {
 	*x = WatchHeartbeat{}
-	mi := &file_historyd_v1_history_service_proto_msgTypes[49]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4164,7 +4463,7 @@ func (x *WatchHeartbeat) String() string {
 func (*WatchHeartbeat) ProtoMessage() {}
 
 func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_history_service_proto_msgTypes[49]
+	mi := &file_historyd_v1_history_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4177,7 +4476,7 @@ func (x *WatchHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchHeartbeat.ProtoReflect.Descriptor instead.
 func (*WatchHeartbeat) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{49}
+	return file_historyd_v1_history_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WatchHeartbeat) GetHeadSequence() uint64 {
@@ -4198,7 +4497,7 @@ var File_historyd_v1_history_service_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\n" +
-	"!historyd/v1/history_service.proto\x12\vhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahistoryd/v1/envelope.proto\"\xf6\x03\n" +
+	"!historyd/v1/history_service.proto\x12\vhistoryd.v1\x1a\x19google/protobuf/any.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahistoryd/v1/envelope.proto\"\xf6\x03\n" +
 	"\x06Branch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -4352,7 +4651,20 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12#\n" +
 	"\rhead_sequence\x18\x03 \x01(\x04R\fheadSequence\x12=\n" +
-	"\x0fupdated_request\x18\x04 \x01(\v2\x14.historyd.v1.MessageR\x0eupdatedRequest\"\xc7\x03\n" +
+	"\x0fupdated_request\x18\x04 \x01(\v2\x14.historyd.v1.MessageR\x0eupdatedRequest\"c\n" +
+	"\x15AppendMessagesRequest\x12\x16\n" +
+	"\x06window\x18\x01 \x01(\rR\x06window\x122\n" +
+	"\x04item\x18\x02 \x01(\v2\x1e.historyd.v1.AddMessageRequestR\x04item\"\xa8\x01\n" +
+	"\x16AppendMessagesResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12=\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1f.historyd.v1.AddMessageResponseH\x00R\bresponse\x12/\n" +
+	"\x05error\x18\x03 \x01(\v2\x17.historyd.v1.ItemStatusH\x00R\x05errorB\b\n" +
+	"\x06result\"j\n" +
+	"\n" +
+	"ItemStatus\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails\"\xc7\x03\n" +
 	"\x1bCreateActionResponseRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1d\n" +
 	"\n" +
@@ -4462,20 +4774,24 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\rnew_branch_id\x18\x04 \x01(\bR\vnewBranchId\x12\x1e\n" +
 	"\vdb_meta_key\x18\x05 \x01(\tR\tdbMetaKey\"I\n" +
 	"\x1aImportBranchStreamResponse\x12+\n" +
-	"\x06branch\x18\x01 \x01(\v2\x13.historyd.v1.BranchR\x06branch\"\x80\x02\n" +
+	"\x06branch\x18\x01 \x01(\v2\x13.historyd.v1.BranchR\x06branch\"\xa5\x02\n" +
 	"\x12WatchBranchRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12*\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x04H\x00R\rafterSequence\x88\x01\x01\x12%\n" +
 	"\vincarnation\x18\x03 \x01(\tH\x01R\vincarnation\x88\x01\x01\x12,\n" +
 	"\x05kinds\x18\x04 \x03(\x0e2\x16.historyd.v1.EventKindR\x05kinds\x12)\n" +
-	"\x10include_rendered\x18\x05 \x01(\bR\x0fincludeRenderedB\x11\n" +
+	"\x10include_rendered\x18\x05 \x01(\bR\x0fincludeRendered\x12#\n" +
+	"\rbatch_commits\x18\x06 \x01(\bR\fbatchCommitsB\x11\n" +
 	"\x0f_after_sequenceB\x0e\n" +
-	"\f_incarnation\"\xc1\x01\n" +
+	"\f_incarnation\"\xf9\x01\n" +
 	"\x13WatchBranchResponse\x12/\n" +
 	"\x05start\x18\x01 \x01(\v2\x17.historyd.v1.WatchStartH\x00R\x05start\x123\n" +
 	"\x06commit\x18\x02 \x01(\v2\x19.historyd.v1.BranchCommitH\x00R\x06commit\x12;\n" +
-	"\theartbeat\x18\x03 \x01(\v2\x1b.historyd.v1.WatchHeartbeatH\x00R\theartbeatB\a\n" +
-	"\x05frame\"\xc0\x01\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x1b.historyd.v1.WatchHeartbeatH\x00R\theartbeat\x126\n" +
+	"\acommits\x18\x04 \x01(\v2\x1a.historyd.v1.BranchCommitsH\x00R\acommitsB\a\n" +
+	"\x05frame\"D\n" +
+	"\rBranchCommits\x123\n" +
+	"\acommits\x18\x01 \x03(\v2\x19.historyd.v1.BranchCommitR\acommits\"\xc0\x01\n" +
 	"\n" +
 	"WatchStart\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12 \n" +
@@ -4528,7 +4844,7 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x15EVENT_KIND_SYSTEM_SET\x10\x04\x12\x1f\n" +
 	"\x1bEVENT_KIND_MESSAGES_CLEARED\x10\x05\x12\x1e\n" +
 	"\x1aEVENT_KIND_PROGRESSION_SET\x10\x06\x12\x1d\n" +
-	"\x19EVENT_KIND_BRANCH_DELETED\x10\a2\x8f\r\n" +
+	"\x19EVENT_KIND_BRANCH_DELETED\x10\a2\xee\r\n" +
 	"\x0eHistoryService\x12S\n" +
 	"\fCreateBranch\x12 .historyd.v1.CreateBranchRequest\x1a!.historyd.v1.CreateBranchResponse\x12J\n" +
 	"\tGetBranch\x12\x1d.historyd.v1.GetBranchRequest\x1a\x1e.historyd.v1.GetBranchResponse\x12S\n" +
@@ -4538,7 +4854,8 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"ForkBranch\x12\x1e.historyd.v1.ForkBranchRequest\x1a\x1f.historyd.v1.ForkBranchResponse\x12J\n" +
 	"\tSetSystem\x12\x1d.historyd.v1.SetSystemRequest\x1a\x1e.historyd.v1.SetSystemResponse\x12M\n" +
 	"\n" +
-	"AddMessage\x12\x1e.historyd.v1.AddMessageRequest\x1a\x1f.historyd.v1.AddMessageResponse\x12k\n" +
+	"AddMessage\x12\x1e.historyd.v1.AddMessageRequest\x1a\x1f.historyd.v1.AddMessageResponse\x12]\n" +
+	"\x0eAppendMessages\x12\".historyd.v1.AppendMessagesRequest\x1a#.historyd.v1.AppendMessagesResponse(\x010\x01\x12k\n" +
 	"\x14CreateActionResponse\x12(.historyd.v1.CreateActionResponseRequest\x1a).historyd.v1.CreateActionResponseResponse\x12M\n" +
 	"\n" +
 	"GetMessage\x12\x1e.historyd.v1.GetMessageRequest\x1a\x1f.historyd.v1.GetMessageResponse\x12S\n" +
@@ -4566,7 +4883,7 @@ func file_historyd_v1_history_service_proto_rawDescGZIP() []byte {
 }
 
 var file_historyd_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_historyd_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_historyd_v1_history_service_proto_goTypes = []any{
 	(MessageView)(0),                     // 0: historyd.v1.MessageView
 	(SerializationMode)(0),               // 1: historyd.v1.SerializationMode
@@ -4595,137 +4912,150 @@ var file_historyd_v1_history_service_proto_goTypes = []any{
 	(*SetSystemResponse)(nil),            // 24: historyd.v1.SetSystemResponse
 	(*AddMessageRequest)(nil),            // 25: historyd.v1.AddMessageRequest
 	(*AddMessageResponse)(nil),           // 26: historyd.v1.AddMessageResponse
-	(*CreateActionResponseRequest)(nil),  // 27: historyd.v1.CreateActionResponseRequest
-	(*CreateActionResponseResponse)(nil), // 28: historyd.v1.CreateActionResponseResponse
-	(*GetMessageRequest)(nil),            // 29: historyd.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),           // 30: historyd.v1.GetMessageResponse
-	(*ListMessagesRequest)(nil),          // 31: historyd.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),         // 32: historyd.v1.ListMessagesResponse
-	(*GetLastMessageRequest)(nil),        // 33: historyd.v1.GetLastMessageRequest
-	(*GetLastMessageResponse)(nil),       // 34: historyd.v1.GetLastMessageResponse
-	(*ToChatMessagesRequest)(nil),        // 35: historyd.v1.ToChatMessagesRequest
-	(*ToChatMessagesResponse)(nil),       // 36: historyd.v1.ToChatMessagesResponse
-	(*ClearMessagesRequest)(nil),         // 37: historyd.v1.ClearMessagesRequest
-	(*ClearMessagesResponse)(nil),        // 38: historyd.v1.ClearMessagesResponse
-	(*SetProgressionRequest)(nil),        // 39: historyd.v1.SetProgressionRequest
-	(*SetProgressionResponse)(nil),       // 40: historyd.v1.SetProgressionResponse
-	(*ImportBranchRequest)(nil),          // 41: historyd.v1.ImportBranchRequest
-	(*ImportBranchResponse)(nil),         // 42: historyd.v1.ImportBranchResponse
-	(*ExportBranchRequest)(nil),          // 43: historyd.v1.ExportBranchRequest
-	(*ExportBranchResponse)(nil),         // 44: historyd.v1.ExportBranchResponse
-	(*ExportBranchStreamRequest)(nil),    // 45: historyd.v1.ExportBranchStreamRequest
-	(*ExportBranchStreamResponse)(nil),   // 46: historyd.v1.ExportBranchStreamResponse
-	(*ImportBranchStreamRequest)(nil),    // 47: historyd.v1.ImportBranchStreamRequest
-	(*ImportBranchStreamResponse)(nil),   // 48: historyd.v1.ImportBranchStreamResponse
-	(*WatchBranchRequest)(nil),           // 49: historyd.v1.WatchBranchRequest
-	(*WatchBranchResponse)(nil),          // 50: historyd.v1.WatchBranchResponse
-	(*WatchStart)(nil),                   // 51: historyd.v1.WatchStart
-	(*BranchCommit)(nil),                 // 52: historyd.v1.BranchCommit
-	(*BranchEvent)(nil),                  // 53: historyd.v1.BranchEvent
-	(*WatchHeartbeat)(nil),               // 54: historyd.v1.WatchHeartbeat
-	(*structpb.Struct)(nil),              // 55: google.protobuf.Struct
-	(*Message)(nil),                      // 56: historyd.v1.Message
-	(*structpb.Value)(nil),               // 57: google.protobuf.Value
-	(*ChatMessage)(nil),                  // 58: historyd.v1.ChatMessage
-	(*timestamppb.Timestamp)(nil),        // 59: google.protobuf.Timestamp
+	(*AppendMessagesRequest)(nil),        // 27: historyd.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),       // 28: historyd.v1.AppendMessagesResponse
+	(*ItemStatus)(nil),                   // 29: historyd.v1.ItemStatus
+	(*CreateActionResponseRequest)(nil),  // 30: historyd.v1.CreateActionResponseRequest
+	(*CreateActionResponseResponse)(nil), // 31: historyd.v1.CreateActionResponseResponse
+	(*GetMessageRequest)(nil),            // 32: historyd.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),           // 33: historyd.v1.GetMessageResponse
+	(*ListMessagesRequest)(nil),          // 34: historyd.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),         // 35: historyd.v1.ListMessagesResponse
+	(*GetLastMessageRequest)(nil),        // 36: historyd.v1.GetLastMessageRequest
+	(*GetLastMessageResponse)(nil),       // 37: historyd.v1.GetLastMessageResponse
+	(*ToChatMessagesRequest)(nil),        // 38: historyd.v1.ToChatMessagesRequest
+	(*ToChatMessagesResponse)(nil),       // 39: historyd.v1.ToChatMessagesResponse
+	(*ClearMessagesRequest)(nil),         // 40: historyd.v1.ClearMessagesRequest
+	(*ClearMessagesResponse)(nil),        // 41: historyd.v1.ClearMessagesResponse
+	(*SetProgressionRequest)(nil),        // 42: historyd.v1.SetProgressionRequest
+	(*SetProgressionResponse)(nil),       // 43: historyd.v1.SetProgressionResponse
+	(*ImportBranchRequest)(nil),          // 44: historyd.v1.ImportBranchRequest
+	(*ImportBranchResponse)(nil),         // 45: historyd.v1.ImportBranchResponse
+	(*ExportBranchRequest)(nil),          // 46: historyd.v1.ExportBranchRequest
+	(*ExportBranchResponse)(nil),         // 47: historyd.v1.ExportBranchResponse
+	(*ExportBranchStreamRequest)(nil),    // 48: historyd.v1.ExportBranchStreamRequest
+	(*ExportBranchStreamResponse)(nil),   // 49: historyd.v1.ExportBranchStreamResponse
+	(*ImportBranchStreamRequest)(nil),    // 50: historyd.v1.ImportBranchStreamRequest
+	(*ImportBranchStreamResponse)(nil),   // 51: historyd.v1.ImportBranchStreamResponse
+	(*WatchBranchRequest)(nil),           // 52: historyd.v1.WatchBranchRequest
+	(*WatchBranchResponse)(nil),          // 53: historyd.v1.WatchBranchResponse
+	(*BranchCommits)(nil),                // 54: historyd.v1.BranchCommits
+	(*WatchStart)(nil),                   // 55: historyd.v1.WatchStart
+	(*BranchCommit)(nil),                 // 56: historyd.v1.BranchCommit
+	(*BranchEvent)(nil),                  // 57: historyd.v1.BranchEvent
+	(*WatchHeartbeat)(nil),               // 58: historyd.v1.WatchHeartbeat
+	(*structpb.Struct)(nil),              // 59: google.protobuf.Struct
+	(*Message)(nil),                      // 60: historyd.v1.Message
+	(*structpb.Value)(nil),               // 61: google.protobuf.Value
+	(*anypb.Any)(nil),                    // 62: google.protobuf.Any
+	(*ChatMessage)(nil),                  // 63: historyd.v1.ChatMessage
+	(*timestamppb.Timestamp)(nil),        // 64: google.protobuf.Timestamp
 }
 var file_historyd_v1_history_service_proto_depIdxs = []int32{
-	55, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
+	59, // 0: historyd.v1.Branch.metadata:type_name -> google.protobuf.Struct
 	2,  // 1: historyd.v1.InstructionInput.handle_context:type_name -> historyd.v1.ContextMode
 	9,  // 2: historyd.v1.InstructionInput.context_json_list:type_name -> historyd.v1.StringList
 	9,  // 3: historyd.v1.InstructionInput.tool_schemas_json_list:type_name -> historyd.v1.StringList
 	9,  // 4: historyd.v1.InstructionInput.images_list:type_name -> historyd.v1.StringList
-	55, // 5: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
+	59, // 5: historyd.v1.CreateBranchRequest.metadata:type_name -> google.protobuf.Struct
 	7,  // 6: historyd.v1.CreateBranchRequest.system:type_name -> historyd.v1.SystemInput
 	5,  // 7: historyd.v1.CreateBranchResponse.branch:type_name -> historyd.v1.Branch
-	56, // 8: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
+	60, // 8: historyd.v1.CreateBranchResponse.system:type_name -> historyd.v1.Message
 	5,  // 9: historyd.v1.GetBranchResponse.branch:type_name -> historyd.v1.Branch
 	5,  // 10: historyd.v1.ListBranchesResponse.branches:type_name -> historyd.v1.Branch
 	5,  // 11: historyd.v1.ForkBranchResponse.branch:type_name -> historyd.v1.Branch
-	56, // 12: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
-	56, // 13: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
-	57, // 14: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
-	57, // 15: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
-	55, // 16: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
+	60, // 12: historyd.v1.SetSystemRequest.system:type_name -> historyd.v1.Message
+	60, // 13: historyd.v1.SetSystemResponse.system:type_name -> historyd.v1.Message
+	61, // 14: historyd.v1.AddMessageRequest.sender:type_name -> google.protobuf.Value
+	61, // 15: historyd.v1.AddMessageRequest.recipient:type_name -> google.protobuf.Value
+	59, // 16: historyd.v1.AddMessageRequest.metadata:type_name -> google.protobuf.Struct
 	8,  // 17: historyd.v1.AddMessageRequest.instruction:type_name -> historyd.v1.InstructionInput
 	10, // 18: historyd.v1.AddMessageRequest.assistant_response:type_name -> historyd.v1.AssistantResponseInput
 	7,  // 19: historyd.v1.AddMessageRequest.system:type_name -> historyd.v1.SystemInput
 	11, // 20: historyd.v1.AddMessageRequest.action_request:type_name -> historyd.v1.ActionRequestInput
 	12, // 21: historyd.v1.AddMessageRequest.action_output:type_name -> historyd.v1.ActionOutputInput
-	56, // 22: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
-	56, // 23: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
-	56, // 24: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
-	57, // 25: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
-	57, // 26: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
-	56, // 27: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
-	56, // 28: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
-	56, // 29: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
-	0,  // 30: historyd.v1.ListMessagesRequest.view:type_name -> historyd.v1.MessageView
-	56, // 31: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
-	0,  // 32: historyd.v1.GetLastMessageRequest.view:type_name -> historyd.v1.MessageView
-	56, // 33: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
-	6,  // 34: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
-	3,  // 35: historyd.v1.ToChatMessagesRequest.format:type_name -> historyd.v1.ChatFormat
-	58, // 36: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
-	6,  // 37: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
-	5,  // 38: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
-	1,  // 39: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
-	1,  // 40: historyd.v1.ExportBranchStreamRequest.mode:type_name -> historyd.v1.SerializationMode
-	5,  // 41: historyd.v1.ImportBranchStreamResponse.branch:type_name -> historyd.v1.Branch
-	4,  // 42: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
-	51, // 43: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
-	52, // 44: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
-	54, // 45: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
-	53, // 46: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
-	4,  // 47: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
-	56, // 48: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
-	5,  // 49: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
-	56, // 50: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
-	6,  // 51: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
-	59, // 52: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
-	13, // 53: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
-	15, // 54: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
-	17, // 55: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
-	19, // 56: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
-	21, // 57: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
-	23, // 58: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
-	25, // 59: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
-	27, // 60: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
-	29, // 61: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
-	31, // 62: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
-	33, // 63: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
-	35, // 64: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
-	37, // 65: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
-	39, // 66: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
-	41, // 67: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
-	43, // 68: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
-	45, // 69: historyd.v1.HistoryService.ExportBranchStream:input_type -> historyd.v1.ExportBranchStreamRequest
-	47, // 70: historyd.v1.HistoryService.ImportBranchStream:input_type -> historyd.v1.ImportBranchStreamRequest
-	49, // 71: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
-	14, // 72: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
-	16, // 73: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
-	18, // 74: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
-	20, // 75: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
-	22, // 76: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
-	24, // 77: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
-	26, // 78: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
-	28, // 79: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
-	30, // 80: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
-	32, // 81: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
-	34, // 82: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
-	36, // 83: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
-	38, // 84: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
-	40, // 85: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
-	42, // 86: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
-	44, // 87: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
-	46, // 88: historyd.v1.HistoryService.ExportBranchStream:output_type -> historyd.v1.ExportBranchStreamResponse
-	48, // 89: historyd.v1.HistoryService.ImportBranchStream:output_type -> historyd.v1.ImportBranchStreamResponse
-	50, // 90: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
-	72, // [72:91] is the sub-list for method output_type
-	53, // [53:72] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	60, // 22: historyd.v1.AddMessageRequest.message:type_name -> historyd.v1.Message
+	60, // 23: historyd.v1.AddMessageResponse.message:type_name -> historyd.v1.Message
+	60, // 24: historyd.v1.AddMessageResponse.updated_request:type_name -> historyd.v1.Message
+	25, // 25: historyd.v1.AppendMessagesRequest.item:type_name -> historyd.v1.AddMessageRequest
+	26, // 26: historyd.v1.AppendMessagesResponse.response:type_name -> historyd.v1.AddMessageResponse
+	29, // 27: historyd.v1.AppendMessagesResponse.error:type_name -> historyd.v1.ItemStatus
+	62, // 28: historyd.v1.ItemStatus.details:type_name -> google.protobuf.Any
+	61, // 29: historyd.v1.CreateActionResponseRequest.sender:type_name -> google.protobuf.Value
+	61, // 30: historyd.v1.CreateActionResponseRequest.recipient:type_name -> google.protobuf.Value
+	60, // 31: historyd.v1.CreateActionResponseResponse.action_response:type_name -> historyd.v1.Message
+	60, // 32: historyd.v1.CreateActionResponseResponse.action_request:type_name -> historyd.v1.Message
+	60, // 33: historyd.v1.GetMessageResponse.message:type_name -> historyd.v1.Message
+	0,  // 34: historyd.v1.ListMessagesRequest.view:type_name -> historyd.v1.MessageView
+	60, // 35: historyd.v1.ListMessagesResponse.messages:type_name -> historyd.v1.Message
+	0,  // 36: historyd.v1.GetLastMessageRequest.view:type_name -> historyd.v1.MessageView
+	60, // 37: historyd.v1.GetLastMessageResponse.message:type_name -> historyd.v1.Message
+	6,  // 38: historyd.v1.ToChatMessagesRequest.order:type_name -> historyd.v1.MessageIds
+	3,  // 39: historyd.v1.ToChatMessagesRequest.format:type_name -> historyd.v1.ChatFormat
+	63, // 40: historyd.v1.ToChatMessagesResponse.messages:type_name -> historyd.v1.ChatMessage
+	6,  // 41: historyd.v1.SetProgressionRequest.progression:type_name -> historyd.v1.MessageIds
+	5,  // 42: historyd.v1.ImportBranchResponse.branch:type_name -> historyd.v1.Branch
+	1,  // 43: historyd.v1.ExportBranchRequest.mode:type_name -> historyd.v1.SerializationMode
+	1,  // 44: historyd.v1.ExportBranchStreamRequest.mode:type_name -> historyd.v1.SerializationMode
+	5,  // 45: historyd.v1.ImportBranchStreamResponse.branch:type_name -> historyd.v1.Branch
+	4,  // 46: historyd.v1.WatchBranchRequest.kinds:type_name -> historyd.v1.EventKind
+	55, // 47: historyd.v1.WatchBranchResponse.start:type_name -> historyd.v1.WatchStart
+	56, // 48: historyd.v1.WatchBranchResponse.commit:type_name -> historyd.v1.BranchCommit
+	58, // 49: historyd.v1.WatchBranchResponse.heartbeat:type_name -> historyd.v1.WatchHeartbeat
+	54, // 50: historyd.v1.WatchBranchResponse.commits:type_name -> historyd.v1.BranchCommits
+	56, // 51: historyd.v1.BranchCommits.commits:type_name -> historyd.v1.BranchCommit
+	57, // 52: historyd.v1.BranchCommit.events:type_name -> historyd.v1.BranchEvent
+	4,  // 53: historyd.v1.BranchEvent.kind:type_name -> historyd.v1.EventKind
+	60, // 54: historyd.v1.BranchEvent.message:type_name -> historyd.v1.Message
+	5,  // 55: historyd.v1.BranchEvent.branch:type_name -> historyd.v1.Branch
+	60, // 56: historyd.v1.BranchEvent.messages:type_name -> historyd.v1.Message
+	6,  // 57: historyd.v1.BranchEvent.progression:type_name -> historyd.v1.MessageIds
+	64, // 58: historyd.v1.WatchHeartbeat.time:type_name -> google.protobuf.Timestamp
+	13, // 59: historyd.v1.HistoryService.CreateBranch:input_type -> historyd.v1.CreateBranchRequest
+	15, // 60: historyd.v1.HistoryService.GetBranch:input_type -> historyd.v1.GetBranchRequest
+	17, // 61: historyd.v1.HistoryService.ListBranches:input_type -> historyd.v1.ListBranchesRequest
+	19, // 62: historyd.v1.HistoryService.DeleteBranch:input_type -> historyd.v1.DeleteBranchRequest
+	21, // 63: historyd.v1.HistoryService.ForkBranch:input_type -> historyd.v1.ForkBranchRequest
+	23, // 64: historyd.v1.HistoryService.SetSystem:input_type -> historyd.v1.SetSystemRequest
+	25, // 65: historyd.v1.HistoryService.AddMessage:input_type -> historyd.v1.AddMessageRequest
+	27, // 66: historyd.v1.HistoryService.AppendMessages:input_type -> historyd.v1.AppendMessagesRequest
+	30, // 67: historyd.v1.HistoryService.CreateActionResponse:input_type -> historyd.v1.CreateActionResponseRequest
+	32, // 68: historyd.v1.HistoryService.GetMessage:input_type -> historyd.v1.GetMessageRequest
+	34, // 69: historyd.v1.HistoryService.ListMessages:input_type -> historyd.v1.ListMessagesRequest
+	36, // 70: historyd.v1.HistoryService.GetLastMessage:input_type -> historyd.v1.GetLastMessageRequest
+	38, // 71: historyd.v1.HistoryService.ToChatMessages:input_type -> historyd.v1.ToChatMessagesRequest
+	40, // 72: historyd.v1.HistoryService.ClearMessages:input_type -> historyd.v1.ClearMessagesRequest
+	42, // 73: historyd.v1.HistoryService.SetProgression:input_type -> historyd.v1.SetProgressionRequest
+	44, // 74: historyd.v1.HistoryService.ImportBranch:input_type -> historyd.v1.ImportBranchRequest
+	46, // 75: historyd.v1.HistoryService.ExportBranch:input_type -> historyd.v1.ExportBranchRequest
+	48, // 76: historyd.v1.HistoryService.ExportBranchStream:input_type -> historyd.v1.ExportBranchStreamRequest
+	50, // 77: historyd.v1.HistoryService.ImportBranchStream:input_type -> historyd.v1.ImportBranchStreamRequest
+	52, // 78: historyd.v1.HistoryService.WatchBranch:input_type -> historyd.v1.WatchBranchRequest
+	14, // 79: historyd.v1.HistoryService.CreateBranch:output_type -> historyd.v1.CreateBranchResponse
+	16, // 80: historyd.v1.HistoryService.GetBranch:output_type -> historyd.v1.GetBranchResponse
+	18, // 81: historyd.v1.HistoryService.ListBranches:output_type -> historyd.v1.ListBranchesResponse
+	20, // 82: historyd.v1.HistoryService.DeleteBranch:output_type -> historyd.v1.DeleteBranchResponse
+	22, // 83: historyd.v1.HistoryService.ForkBranch:output_type -> historyd.v1.ForkBranchResponse
+	24, // 84: historyd.v1.HistoryService.SetSystem:output_type -> historyd.v1.SetSystemResponse
+	26, // 85: historyd.v1.HistoryService.AddMessage:output_type -> historyd.v1.AddMessageResponse
+	28, // 86: historyd.v1.HistoryService.AppendMessages:output_type -> historyd.v1.AppendMessagesResponse
+	31, // 87: historyd.v1.HistoryService.CreateActionResponse:output_type -> historyd.v1.CreateActionResponseResponse
+	33, // 88: historyd.v1.HistoryService.GetMessage:output_type -> historyd.v1.GetMessageResponse
+	35, // 89: historyd.v1.HistoryService.ListMessages:output_type -> historyd.v1.ListMessagesResponse
+	37, // 90: historyd.v1.HistoryService.GetLastMessage:output_type -> historyd.v1.GetLastMessageResponse
+	39, // 91: historyd.v1.HistoryService.ToChatMessages:output_type -> historyd.v1.ToChatMessagesResponse
+	41, // 92: historyd.v1.HistoryService.ClearMessages:output_type -> historyd.v1.ClearMessagesResponse
+	43, // 93: historyd.v1.HistoryService.SetProgression:output_type -> historyd.v1.SetProgressionResponse
+	45, // 94: historyd.v1.HistoryService.ImportBranch:output_type -> historyd.v1.ImportBranchResponse
+	47, // 95: historyd.v1.HistoryService.ExportBranch:output_type -> historyd.v1.ExportBranchResponse
+	49, // 96: historyd.v1.HistoryService.ExportBranchStream:output_type -> historyd.v1.ExportBranchStreamResponse
+	51, // 97: historyd.v1.HistoryService.ImportBranchStream:output_type -> historyd.v1.ImportBranchStreamResponse
+	53, // 98: historyd.v1.HistoryService.WatchBranch:output_type -> historyd.v1.WatchBranchResponse
+	79, // [79:99] is the sub-list for method output_type
+	59, // [59:79] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_history_service_proto_init() }
@@ -4762,23 +5092,28 @@ func file_historyd_v1_history_service_proto_init() {
 		(*AddMessageRequest_ActionOutput)(nil),
 		(*AddMessageRequest_Message)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[22].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[32].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[34].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[44].OneofWrappers = []any{}
-	file_historyd_v1_history_service_proto_msgTypes[45].OneofWrappers = []any{
+	file_historyd_v1_history_service_proto_msgTypes[23].OneofWrappers = []any{
+		(*AppendMessagesResponse_Response)(nil),
+		(*AppendMessagesResponse_Error)(nil),
+	}
+	file_historyd_v1_history_service_proto_msgTypes[25].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[35].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[37].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[47].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[48].OneofWrappers = []any{
 		(*WatchBranchResponse_Start)(nil),
 		(*WatchBranchResponse_Commit)(nil),
 		(*WatchBranchResponse_Heartbeat)(nil),
+		(*WatchBranchResponse_Commits)(nil),
 	}
-	file_historyd_v1_history_service_proto_msgTypes[48].OneofWrappers = []any{}
+	file_historyd_v1_history_service_proto_msgTypes[52].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_history_service_proto_rawDesc), len(file_historyd_v1_history_service_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   50,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

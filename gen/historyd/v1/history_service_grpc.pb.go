@@ -54,6 +54,7 @@ const (
 	HistoryService_ForkBranch_FullMethodName           = "/historyd.v1.HistoryService/ForkBranch"
 	HistoryService_SetSystem_FullMethodName            = "/historyd.v1.HistoryService/SetSystem"
 	HistoryService_AddMessage_FullMethodName           = "/historyd.v1.HistoryService/AddMessage"
+	HistoryService_AppendMessages_FullMethodName       = "/historyd.v1.HistoryService/AppendMessages"
 	HistoryService_CreateActionResponse_FullMethodName = "/historyd.v1.HistoryService/CreateActionResponse"
 	HistoryService_GetMessage_FullMethodName           = "/historyd.v1.HistoryService/GetMessage"
 	HistoryService_ListMessages_FullMethodName         = "/historyd.v1.HistoryService/ListMessages"
@@ -107,6 +108,31 @@ type HistoryServiceClient interface {
 	// kind; a System goes to index 0. Message-added observers run after the write (ADR-0006 D4); gRPC
 	// callers are never told that a committed write failed.
 	AddMessage(ctx context.Context, in *AddMessageRequest, opts ...grpc.CallOption) (*AddMessageResponse, error)
+	// AppendMessages is AddMessage pipelined (issue 21): the client sends AddMessage requests (items,
+	// each with its own branch_id, request_id and expected_head_sequence) without waiting for their
+	// answers, and the server answers every item, in the order sent, with its AddMessageResponse or its
+	// status. Every rule of AddMessage holds per item, the repeat check and durability included: an
+	// item is answered once it is as durable as a unary AddMessage would be, so the sqlite engine
+	// commits a window's items together (one fsync with --sync=full, not one each).
+	//
+	//   - Order: items on one branch are applied in the order sent; items on different branches may be
+	//     applied concurrently. An item's expected_head_sequence is checked when it is applied, after
+	//     the stream's earlier items on its branch.
+	//   - A failed item fails alone: its response carries its status (the code, message and details
+	//     a unary AddMessage would have returned), and the stream goes on.
+	//   - Flow control: at most `window` items are in flight (received and not yet answered); the
+	//     first message's window, capped by the server's --append-max-window (default 256), 0 meaning
+	//     that cap. Past it the server stops reading until an answer is sent, and the client's sends
+	//     block in HTTP/2 flow control. The items in flight count against the in-flight budget
+	//     (--max-inflight-bytes): an item that does not fit fails alone, RESOURCE_EXHAUSTED
+	//     (ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED).
+	//   - End: the client closes its side when done; the server answers what it received, then ends the
+	//     stream with OK. A request that does not decode fails as an item (INVALID_ARGUMENT,
+	//     ERROR_REASON_MALFORMED_REQUEST). The stream ends with an error only when it cannot go on
+	//     (the client cancelled, the server is shutting down, a message past --max-recv-msg-size); the
+	//     items answered before the end stand, and the items not answered may or may not have been
+	//     applied: resend them with the same request_id.
+	AppendMessages(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendMessagesRequest, AppendMessagesResponse], error)
 	// CreateActionResponse answers an ActionRequest (ADR-0006 D2 "New response correlation"): the
 	// response copies the request's function and arguments and stores its id; the request gets the
 	// response's id. Two events with consecutive sequences, committed together. A message that is not
@@ -281,6 +307,19 @@ func (c *historyServiceClient) AddMessage(ctx context.Context, in *AddMessageReq
 	return out, nil
 }
 
+func (c *historyServiceClient) AppendMessages(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AppendMessagesRequest, AppendMessagesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[0], HistoryService_AppendMessages_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AppendMessagesRequest, AppendMessagesResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HistoryService_AppendMessagesClient = grpc.BidiStreamingClient[AppendMessagesRequest, AppendMessagesResponse]
+
 func (c *historyServiceClient) CreateActionResponse(ctx context.Context, in *CreateActionResponseRequest, opts ...grpc.CallOption) (*CreateActionResponseResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateActionResponseResponse)
@@ -373,7 +412,7 @@ func (c *historyServiceClient) ExportBranch(ctx context.Context, in *ExportBranc
 
 func (c *historyServiceClient) ExportBranchStream(ctx context.Context, in *ExportBranchStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportBranchStreamResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[0], HistoryService_ExportBranchStream_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[1], HistoryService_ExportBranchStream_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -392,7 +431,7 @@ type HistoryService_ExportBranchStreamClient = grpc.ServerStreamingClient[Export
 
 func (c *historyServiceClient) ImportBranchStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportBranchStreamRequest, ImportBranchStreamResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[1], HistoryService_ImportBranchStream_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[2], HistoryService_ImportBranchStream_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +444,7 @@ type HistoryService_ImportBranchStreamClient = grpc.ClientStreamingClient[Import
 
 func (c *historyServiceClient) WatchBranch(ctx context.Context, in *WatchBranchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchBranchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[2], HistoryService_WatchBranch_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[3], HistoryService_WatchBranch_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -461,6 +500,31 @@ type HistoryServiceServer interface {
 	// kind; a System goes to index 0. Message-added observers run after the write (ADR-0006 D4); gRPC
 	// callers are never told that a committed write failed.
 	AddMessage(context.Context, *AddMessageRequest) (*AddMessageResponse, error)
+	// AppendMessages is AddMessage pipelined (issue 21): the client sends AddMessage requests (items,
+	// each with its own branch_id, request_id and expected_head_sequence) without waiting for their
+	// answers, and the server answers every item, in the order sent, with its AddMessageResponse or its
+	// status. Every rule of AddMessage holds per item, the repeat check and durability included: an
+	// item is answered once it is as durable as a unary AddMessage would be, so the sqlite engine
+	// commits a window's items together (one fsync with --sync=full, not one each).
+	//
+	//   - Order: items on one branch are applied in the order sent; items on different branches may be
+	//     applied concurrently. An item's expected_head_sequence is checked when it is applied, after
+	//     the stream's earlier items on its branch.
+	//   - A failed item fails alone: its response carries its status (the code, message and details
+	//     a unary AddMessage would have returned), and the stream goes on.
+	//   - Flow control: at most `window` items are in flight (received and not yet answered); the
+	//     first message's window, capped by the server's --append-max-window (default 256), 0 meaning
+	//     that cap. Past it the server stops reading until an answer is sent, and the client's sends
+	//     block in HTTP/2 flow control. The items in flight count against the in-flight budget
+	//     (--max-inflight-bytes): an item that does not fit fails alone, RESOURCE_EXHAUSTED
+	//     (ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED).
+	//   - End: the client closes its side when done; the server answers what it received, then ends the
+	//     stream with OK. A request that does not decode fails as an item (INVALID_ARGUMENT,
+	//     ERROR_REASON_MALFORMED_REQUEST). The stream ends with an error only when it cannot go on
+	//     (the client cancelled, the server is shutting down, a message past --max-recv-msg-size); the
+	//     items answered before the end stand, and the items not answered may or may not have been
+	//     applied: resend them with the same request_id.
+	AppendMessages(grpc.BidiStreamingServer[AppendMessagesRequest, AppendMessagesResponse]) error
 	// CreateActionResponse answers an ActionRequest (ADR-0006 D2 "New response correlation"): the
 	// response copies the request's function and arguments and stores its id; the request gets the
 	// response's id. Two events with consecutive sequences, committed together. A message that is not
@@ -585,6 +649,9 @@ func (UnimplementedHistoryServiceServer) SetSystem(context.Context, *SetSystemRe
 }
 func (UnimplementedHistoryServiceServer) AddMessage(context.Context, *AddMessageRequest) (*AddMessageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AddMessage not implemented")
+}
+func (UnimplementedHistoryServiceServer) AppendMessages(grpc.BidiStreamingServer[AppendMessagesRequest, AppendMessagesResponse]) error {
+	return status.Error(codes.Unimplemented, "method AppendMessages not implemented")
 }
 func (UnimplementedHistoryServiceServer) CreateActionResponse(context.Context, *CreateActionResponseRequest) (*CreateActionResponseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateActionResponse not implemented")
@@ -768,6 +835,13 @@ func _HistoryService_AddMessage_Handler(srv interface{}, ctx context.Context, de
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _HistoryService_AppendMessages_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(HistoryServiceServer).AppendMessages(&grpc.GenericServerStream[AppendMessagesRequest, AppendMessagesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HistoryService_AppendMessagesServer = grpc.BidiStreamingServer[AppendMessagesRequest, AppendMessagesResponse]
 
 func _HistoryService_CreateActionResponse_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateActionResponseRequest)
@@ -1033,6 +1107,12 @@ var HistoryService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "AppendMessages",
+			Handler:       _HistoryService_AppendMessages_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "ExportBranchStream",
 			Handler:       _HistoryService_ExportBranchStream_Handler,

@@ -31,12 +31,19 @@ type mutation func(st *txState) (written, error)
 // (ADR-0006 D4). A failed write changes nothing (its savepoint is rolled
 // back).
 func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store.WriteOptions, fn mutation) (store.WriteResult, error) {
+	return s.writeAsync(ctx, id, op, opts, fn)()
+}
+
+// writeAsync is write, queued without waiting (writer.doAsync): wait
+// returns what write would have. What the writer goroutine sets is read
+// after wait's receive of the job's answer, which orders the two.
+func (s *Store) writeAsync(ctx context.Context, id uuid.UUID, op store.Op, opts store.WriteOptions, fn mutation) (wait func() (store.WriteResult, error)) {
 	var (
 		w      written
 		replay *store.WriteResult
 		row    *branchRow
 	)
-	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	done := s.w.doAsync(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		w, replay, row = written{}, nil, nil // a re-run of the batch starts afresh (writer.do)
 		var err error
 		if row, err = s.writerRow(ctx, tx, id); err != nil {
@@ -74,19 +81,22 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 			s.publish(id, row.incarnation, w.commit)
 		}
 	})
-	switch {
-	case err != nil:
-		return store.WriteResult{}, err
-	case replay != nil:
-		return *replay, nil
-	case w.added == nil:
-		return w.res, nil
+	return func() (store.WriteResult, error) {
+		err := done()
+		switch {
+		case err != nil:
+			return store.WriteResult{}, err
+		case replay != nil:
+			return *replay, nil
+		case w.added == nil:
+			return w.res, nil
+		}
+		obs := s.observersOf(id, row.incarnation)
+		if len(obs) == 0 {
+			return w.res, nil
+		}
+		return w.res, store.Notify(ctx, id, obs, w.added)
 	}
-	obs := s.observersOf(id, row.incarnation)
-	if len(obs) == 0 {
-		return w.res, nil
-	}
-	return w.res, store.Notify(ctx, id, obs, w.added)
 }
 
 // maxCachedRows bounds the writer's cache of branch rows.
@@ -182,8 +192,20 @@ func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Me
 // is done by the caller's goroutine. A factory error is returned where
 // PlanAdd would return it, after the repeat and head checks.
 func (s *Store) AddMessage(ctx context.Context, id uuid.UUID, in store.AddInput, opts store.WriteOptions) (store.WriteResult, error) {
+	return s.AddMessageAsync(ctx, id, in, opts)()
+}
+
+var _ store.Pipeliner = (*Store)(nil)
+
+// AddMessageAsync is AddMessage queued on the writer without waiting
+// (store.Pipeliner, issue 21): the factory and encoding run here, on the
+// caller's goroutine, then the write joins the writer's queue behind the
+// ones queued before it, so a stream's window of items on one branch
+// apply in order and usually commit together (one fsync with
+// --sync=full).
+func (s *Store) AddMessageAsync(ctx context.Context, id uuid.UUID, in store.AddInput, opts store.WriteOptions) func() (store.WriteResult, error) {
 	pre, body, prebuilt, preErr := prebuild(in)
-	return s.write(ctx, id, store.OpAddMessage, opts, func(st *txState) (written, error) {
+	return s.writeAsync(ctx, id, store.OpAddMessage, opts, func(st *txState) (written, error) {
 		var (
 			plan store.Plan
 			err  error

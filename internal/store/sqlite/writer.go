@@ -114,14 +114,41 @@ func (w *writer) doReadOnly(ctx context.Context, fn func(ctx context.Context, tx
 	return w.submit(ctx, &job{fn: fn, after: after, err: make(chan error, 1), caller: ctx, readOnly: true})
 }
 
+// doAsync queues fn as do does and returns at once; wait returns what do
+// would have, and must be called once. Jobs queued one after another by
+// one goroutine run in the order queued (the queue is FIFO and batches run
+// in turn), usually in one transaction: AppendMessages pipelines a window
+// of items through it, so they cost one commit (issue 21).
+func (w *writer) doAsync(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, after func()) (wait func() error) {
+	j := &job{fn: fn, after: after, err: make(chan error, 1), caller: ctx}
+	if err := w.enqueue(ctx, j); err != nil {
+		return func() error { return err }
+	}
+	return func() error { return w.await(j) }
+}
+
 func (w *writer) submit(ctx context.Context, j *job) error {
+	if err := w.enqueue(ctx, j); err != nil {
+		return err
+	}
+	return w.await(j)
+}
+
+// enqueue puts j on the writer's queue, waiting for a place at most as
+// long as ctx.
+func (w *writer) enqueue(ctx context.Context, j *job) error {
 	select {
 	case w.reqs <- j:
+		return nil
 	case <-w.stop:
 		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// await waits for a queued job's answer.
+func (w *writer) await(j *job) error {
 	var err error
 	select {
 	case err = <-j.err:

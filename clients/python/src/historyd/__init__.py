@@ -45,6 +45,8 @@ from .errors import (
     from_rpc_error,
 )
 
+from .appender import Appender, AppendStreamBrokenError
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -94,4 +96,6 @@ __all__ = [
     "OwnerHoldsTooMuchError",
     "FrameTooLargeError",
     "from_rpc_error",
+    "Appender",
+    "AppendStreamBrokenError",
 ]

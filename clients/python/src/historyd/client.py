@@ -153,6 +153,13 @@ class Client:
         b.system = Message.from_proto(resp.system) if resp.HasField("system") else None
         return b
 
+    def appender(self, window: int = 64) -> "Appender":
+        """An :class:`~historyd.appender.Appender`: AddMessage pipelined over one AppendMessages
+        stream, up to ``window`` items in flight (issue 21)."""
+        from .appender import Appender
+
+        return Appender(self, window)
+
     def branch(self, branch_id: str) -> "Branch":
         """A handle on an existing branch (no call is made)."""
         return Branch(self, str(branch_id))
@@ -522,6 +529,7 @@ class Branch:
         kinds: Optional[Iterable[str]] = None,
         include_rendered: bool = False,
         heartbeats: bool = False,
+        batch_commits: bool = False,
         retry: RetryPolicy = DEFAULT_WATCH_RETRY,
         on_resume: Optional[Callable[[int, HistorydError], None]] = None,
     ) -> Iterator[Union[Commit, Heartbeat]]:
@@ -533,6 +541,8 @@ class Branch:
         the branch's incarnation, so each event comes exactly once, in order; ``retry`` bounds
         reconnections in a row that deliver nothing, and ``on_resume(cursor, error)`` is called
         before each. ``heartbeats=True`` also yields the :class:`Heartbeat` bookmarks.
+        ``batch_commits=True`` lets the server send the commits a lagging watcher is behind on
+        several to a frame (issue 21); they are yielded one at a time all the same.
 
         Raises :class:`HistoryCompactedError` when the cursor is no longer retained (or the branch
         was re-created under its id: re-read it and watch from its head), and
@@ -544,7 +554,7 @@ class Branch:
         kind_numbers = rq.kinds_numbers(kinds)
         cursor, inc, attempt = after, incarnation, 0
         while True:
-            req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered)
+            req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered, batch_commits=batch_commits)
             if cursor is not None:
                 req.after_sequence = cursor
             if inc:
@@ -561,6 +571,11 @@ class Branch:
                         cursor, attempt = frame.commit.last_sequence, 0
                         self._seen(cursor)
                         yield Commit.from_proto(frame.commit)
+                    elif which == "commits":  # batch_commits (issue 21): each in order
+                        for c in frame.commits.commits:
+                            cursor, attempt = c.last_sequence, 0
+                            self._seen(cursor)
+                            yield Commit.from_proto(c)
                     elif which == "heartbeat":
                         cursor, attempt = frame.heartbeat.head_sequence, 0
                         if heartbeats:

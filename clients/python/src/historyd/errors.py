@@ -46,6 +46,7 @@ __all__ = [
     "OwnerHoldsTooMuchError",
     "FrameTooLargeError",
     "from_rpc_error",
+    "from_item_status",
 ]
 
 _DETAILS_KEY = "grpc-status-details-bin"
@@ -288,15 +289,28 @@ def from_rpc_error(err: grpc.RpcError) -> HistorydError:
     grpc-status-details-bin trailer."""
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     message = err.details() if hasattr(err, "details") else str(err)
-    reason = None
-    metadata: Dict[str, str] = {}
-    violations: List[tuple] = []
     try:
         raw = _details(err.trailing_metadata()) if hasattr(err, "trailing_metadata") else None
     except Exception:  # a call that never started has no trailers
         raw = None
-    if raw:
-        st = status_pb2.Status.FromString(raw)
+    return _typed(code, message or "", status_pb2.Status.FromString(raw) if raw else None)
+
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def from_item_status(item_status: Any) -> HistorydError:
+    """The typed exception of a failed AppendMessages item: its ItemStatus has google.rpc.Status's
+    fields and numbers (history_service.proto), so its bytes decode as one."""
+    st = status_pb2.Status.FromString(item_status.SerializeToString())
+    return _typed(_CODES.get(st.code, grpc.StatusCode.UNKNOWN), st.message, st)
+
+
+def _typed(code: Any, message: str, st: Any) -> HistorydError:
+    reason = None
+    metadata: Dict[str, str] = {}
+    violations: List[tuple] = []
+    if st is not None:
         for any_ in st.details:
             if any_.type_url == _ERROR_INFO:
                 info = error_details_pb2.ErrorInfo.FromString(any_.value)
@@ -305,4 +319,4 @@ def from_rpc_error(err: grpc.RpcError) -> HistorydError:
                 br = error_details_pb2.BadRequest.FromString(any_.value)
                 violations = [(v.field, v.description) for v in br.field_violations]
     cls = _BY_REASON.get(reason or "", HistorydError)
-    return cls(message or "", code=code, reason=reason, metadata=metadata, field_violations=violations)
+    return cls(message, code=code, reason=reason, metadata=metadata, field_violations=violations)

@@ -59,6 +59,11 @@ class HistoryServiceStub(object):
                 request_serializer=historyd_dot_v1_dot_history__service__pb2.AddMessageRequest.SerializeToString,
                 response_deserializer=historyd_dot_v1_dot_history__service__pb2.AddMessageResponse.FromString,
                 )
+        self.AppendMessages = channel.stream_stream(
+                '/historyd.v1.HistoryService/AppendMessages',
+                request_serializer=historyd_dot_v1_dot_history__service__pb2.AppendMessagesRequest.SerializeToString,
+                response_deserializer=historyd_dot_v1_dot_history__service__pb2.AppendMessagesResponse.FromString,
+                )
         self.CreateActionResponse = channel.unary_unary(
                 '/historyd.v1.HistoryService/CreateActionResponse',
                 request_serializer=historyd_dot_v1_dot_history__service__pb2.CreateActionResponseRequest.SerializeToString,
@@ -188,6 +193,36 @@ class HistoryServiceServicer(object):
         kind's input; a message id already in the branch is replaced at its index and cannot change
         kind; a System goes to index 0. Message-added observers run after the write (ADR-0006 D4); gRPC
         callers are never told that a committed write failed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AppendMessages(self, request_iterator, context):
+        """AppendMessages is AddMessage pipelined (issue 21): the client sends AddMessage requests (items,
+        each with its own branch_id, request_id and expected_head_sequence) without waiting for their
+        answers, and the server answers every item, in the order sent, with its AddMessageResponse or its
+        status. Every rule of AddMessage holds per item, the repeat check and durability included: an
+        item is answered once it is as durable as a unary AddMessage would be, so the sqlite engine
+        commits a window's items together (one fsync with --sync=full, not one each).
+
+        - Order: items on one branch are applied in the order sent; items on different branches may be
+        applied concurrently. An item's expected_head_sequence is checked when it is applied, after
+        the stream's earlier items on its branch.
+        - A failed item fails alone: its response carries its status (the code, message and details
+        a unary AddMessage would have returned), and the stream goes on.
+        - Flow control: at most `window` items are in flight (received and not yet answered); the
+        first message's window, capped by the server's --append-max-window (default 256), 0 meaning
+        that cap. Past it the server stops reading until an answer is sent, and the client's sends
+        block in HTTP/2 flow control. The items in flight count against the in-flight budget
+        (--max-inflight-bytes): an item that does not fit fails alone, RESOURCE_EXHAUSTED
+        (ERROR_REASON_INFLIGHT_BUDGET_EXCEEDED).
+        - End: the client closes its side when done; the server answers what it received, then ends the
+        stream with OK. A request that does not decode fails as an item (INVALID_ARGUMENT,
+        ERROR_REASON_MALFORMED_REQUEST). The stream ends with an error only when it cannot go on
+        (the client cancelled, the server is shutting down, a message past --max-recv-msg-size); the
+        items answered before the end stand, and the items not answered may or may not have been
+        applied: resend them with the same request_id.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -385,6 +420,11 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     request_deserializer=historyd_dot_v1_dot_history__service__pb2.AddMessageRequest.FromString,
                     response_serializer=historyd_dot_v1_dot_history__service__pb2.AddMessageResponse.SerializeToString,
             ),
+            'AppendMessages': grpc.stream_stream_rpc_method_handler(
+                    servicer.AppendMessages,
+                    request_deserializer=historyd_dot_v1_dot_history__service__pb2.AppendMessagesRequest.FromString,
+                    response_serializer=historyd_dot_v1_dot_history__service__pb2.AppendMessagesResponse.SerializeToString,
+            ),
             'CreateActionResponse': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateActionResponse,
                     request_deserializer=historyd_dot_v1_dot_history__service__pb2.CreateActionResponseRequest.FromString,
@@ -581,6 +621,23 @@ class HistoryService(object):
         return grpc.experimental.unary_unary(request, target, '/historyd.v1.HistoryService/AddMessage',
             historyd_dot_v1_dot_history__service__pb2.AddMessageRequest.SerializeToString,
             historyd_dot_v1_dot_history__service__pb2.AddMessageResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AppendMessages(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(request_iterator, target, '/historyd.v1.HistoryService/AppendMessages',
+            historyd_dot_v1_dot_history__service__pb2.AppendMessagesRequest.SerializeToString,
+            historyd_dot_v1_dot_history__service__pb2.AppendMessagesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -1,0 +1,255 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/google/uuid"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+)
+
+// DefaultAppendWindow is the Appender's default window: 64 items in flight is where the sqlite
+// engine's group commit has most of its gain (one commit for the window), and what issue 21's
+// benchmark uses.
+const DefaultAppendWindow = 64
+
+// ErrAppenderClosed is the result of an Append after Close.
+var ErrAppenderClosed = errors.New("client: appender closed")
+
+// AppendResult is the answer to one Append: the AddMessage response, or the item's error (a
+// gRPC status error, with historyd's ErrorInfo: Reason works on it).
+type AppendResult struct {
+	Response *historyv1.AddMessageResponse
+	Err      error
+}
+
+// StreamBrokenError is the error of an item whose AppendMessages stream ended before its answer
+// came (the server shut down, the connection broke, the context ended): the item may or may not
+// have been applied. Its request_id is set (the Appender fills one in), so Append it again to have
+// it applied exactly once (docs/design.md#idempotency).
+type StreamBrokenError struct {
+	// RequestID is the item's request_id, to resend it with.
+	RequestID string
+	// Err is the stream's end: a gRPC status error, or io.ErrUnexpectedEOF when the server closed
+	// the stream OK without answering every item.
+	Err error
+}
+
+// Error implements error.
+func (e *StreamBrokenError) Error() string {
+	return fmt.Sprintf("client: the append stream ended before item %s was answered (it may or may not be applied; append it again): %v", e.RequestID, e.Err)
+}
+
+// Unwrap returns the stream's end.
+func (e *StreamBrokenError) Unwrap() error { return e.Err }
+
+// Appender sends AddMessage requests as the items of an AppendMessages stream (issue 21), keeping
+// up to a window of them in flight, so that a client that writes many messages is not bound by one
+// round trip per message. Results come back on the channel Append returns, in the order the items
+// were appended; items on one branch are applied in that order. A failed item fails alone.
+//
+// When the stream breaks, every item in flight gets a *StreamBrokenError and the next Append opens
+// a new stream. An Appender is safe for concurrent use; Close it to wait for the last answers.
+//
+// Owner and stop path: the Appender owns one goroutine per stream, which reads its answers; it
+// ends when the stream ends, and Close waits for it.
+type Appender struct {
+	c      historyv1.HistoryServiceClient
+	ctx    context.Context
+	window int
+
+	slots chan struct{} // a place per item in flight
+
+	mu     sync.Mutex // orders sends: an item's place in pending is its place on the stream
+	cur    *appendSession
+	closed bool
+	wg     sync.WaitGroup // the sessions' readers
+}
+
+// appendSession is one AppendMessages stream and the items it has in flight.
+type appendSession struct {
+	stream  historyv1.HistoryService_AppendMessagesClient
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	pending []appendWaiter // in the order sent
+	broken  bool           // the stream ended: no more sends
+}
+
+type appendWaiter struct {
+	requestID string
+	out       chan AppendResult // cap 1
+}
+
+// AppenderOption configures an Appender.
+type AppenderOption func(*Appender)
+
+// WithAppendWindow sets how many items may be in flight (default DefaultAppendWindow); the server
+// lowers a window above its --append-max-window. n < 1 means the default.
+func WithAppendWindow(n int) AppenderOption {
+	return func(a *Appender) {
+		if n >= 1 {
+			a.window = n
+		}
+	}
+}
+
+// NewAppender returns an Appender over c's connection; its streams live at most as long as ctx.
+func (c *Client) NewAppender(ctx context.Context, opts ...AppenderOption) *Appender {
+	return NewAppender(ctx, c.History, opts...)
+}
+
+// NewAppender returns an Appender over a HistoryService stub; its streams live at most as long as
+// ctx.
+func NewAppender(ctx context.Context, c historyv1.HistoryServiceClient, opts ...AppenderOption) *Appender {
+	a := &Appender{c: c, ctx: ctx, window: DefaultAppendWindow}
+	for _, o := range opts {
+		o(a)
+	}
+	a.slots = make(chan struct{}, a.window)
+	return a
+}
+
+// Append sends req as the next item and returns the channel its result will come on (buffered:
+// the Appender never waits for the caller to read it). It waits while the window is full, at most
+// as long as ctx; req must not be changed until the result has come. An empty request_id is filled
+// in (a fresh UUID; req is copied, not changed), so that an item whose stream broke can be
+// appended again safely.
+func (a *Appender) Append(ctx context.Context, req *historyv1.AddMessageRequest) <-chan AppendResult {
+	out := make(chan AppendResult, 1)
+	if req.GetRequestId() == "" {
+		req = proto.CloneOf(req)
+		req.RequestId = uuid.NewString()
+	}
+	select {
+	case a.slots <- struct{}{}:
+	case <-ctx.Done():
+		out <- AppendResult{Err: status.FromContextError(ctx.Err()).Err()}
+		return out
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		<-a.slots
+		out <- AppendResult{Err: ErrAppenderClosed}
+		return out
+	}
+	s, err := a.session()
+	if err == nil {
+		err = s.send(req, out)
+	}
+	if err != nil {
+		<-a.slots
+		out <- AppendResult{Err: &StreamBrokenError{RequestID: req.GetRequestId(), Err: err}}
+	}
+	return out
+}
+
+// session returns the open stream, opening a new one when there is none or it broke (a.mu held).
+func (a *Appender) session() (*appendSession, error) {
+	if a.cur != nil && !a.cur.isBroken() {
+		return a.cur, nil
+	}
+	ctx, cancel := context.WithCancel(a.ctx)
+	stream, err := a.c.AppendMessages(ctx)
+	if err == nil {
+		err = stream.Send(&historyv1.AppendMessagesRequest{Window: uint32(a.window)})
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &appendSession{stream: stream, cancel: cancel}
+	a.cur = s
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		s.read(a.slots)
+	}()
+	return s, nil
+}
+
+// send sends one item and records its waiter, unless the stream broke.
+func (s *appendSession) send(req *historyv1.AddMessageRequest, out chan AppendResult) error {
+	s.mu.Lock()
+	if s.broken {
+		s.mu.Unlock()
+		return io.ErrUnexpectedEOF
+	}
+	s.pending = append(s.pending, appendWaiter{requestID: req.GetRequestId(), out: out})
+	s.mu.Unlock()
+	// A failed Send means the stream is over (Send returns io.EOF; the status comes from Recv): the
+	// reader fails every pending item, this one included, with the stream's status.
+	_ = s.stream.Send(&historyv1.AppendMessagesRequest{Item: req})
+	return nil
+}
+
+func (s *appendSession) isBroken() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.broken
+}
+
+// read delivers the stream's answers to the pending items in order; when the stream ends it fails
+// the items left and marks the session broken.
+func (s *appendSession) read(slots chan struct{}) {
+	defer s.cancel()
+	for {
+		resp, err := s.stream.Recv()
+		s.mu.Lock()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			s.broken = true
+			left := s.pending
+			s.pending = nil
+			s.mu.Unlock()
+			for _, w := range left {
+				w.out <- AppendResult{Err: &StreamBrokenError{RequestID: w.requestID, Err: err}}
+				<-slots
+			}
+			return
+		}
+		if len(s.pending) == 0 {
+			s.broken = true // an answer to nothing: the stream cannot be trusted
+			s.mu.Unlock()
+			s.cancel()
+			continue
+		}
+		w := s.pending[0]
+		s.pending = s.pending[1:]
+		s.mu.Unlock()
+		w.out <- itemResult(resp)
+		<-slots
+	}
+}
+
+// itemResult is an answer as an AppendResult: the ItemStatus is a google.rpc.Status.
+func itemResult(resp *historyv1.AppendMessagesResponse) AppendResult {
+	if e := resp.GetError(); e != nil {
+		return AppendResult{Err: status.FromProto(&spb.Status{Code: e.GetCode(), Message: e.GetMessage(), Details: e.GetDetails()}).Err()}
+	}
+	return AppendResult{Response: resp.GetResponse()}
+}
+
+// Close stops taking items, waits for the answers of the items in flight (at most as long as the
+// Appender's context), and ends the stream. Appends after Close fail with ErrAppenderClosed.
+func (a *Appender) Close() error {
+	a.mu.Lock()
+	a.closed = true
+	s := a.cur
+	a.mu.Unlock()
+	var err error
+	if s != nil {
+		err = s.stream.CloseSend() // the server answers what it has, then ends the stream OK
+	}
+	a.wg.Wait()
+	return err
+}

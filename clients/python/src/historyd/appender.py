@@ -1,0 +1,171 @@
+"""The pipelined append stream (issue 21): :class:`Appender` sends AddMessage requests as the items
+of one ``HistoryService.AppendMessages`` stream without waiting for each answer, so a client that
+writes many messages is not bound by one round trip per message.
+
+    with client.appender(window=64) as ap:
+        futures = [ap.append_instruction(branch_id, f"step {i}") for i in range(1000)]
+        messages = [f.result() for f in futures]
+
+Answers come back in the order appended, and items on one branch are applied in that order. A
+failed item fails alone: its future raises the typed :class:`~historyd.errors.HistorydError` a
+unary AddMessage would have raised. When the stream breaks, the items in flight raise
+:class:`AppendStreamBrokenError` (with their ``request_id``, filled in when empty, so they can be
+appended again safely) and the next append opens a new stream.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import uuid
+from collections import deque
+from concurrent.futures import Future
+from typing import Any, Deque, Optional, Tuple
+
+import grpc
+
+from . import _requests as rq
+from ._convert import Message
+from .errors import HistorydError, from_item_status, from_rpc_error
+from .v1 import history_service_pb2 as hs
+
+__all__ = ["Appender", "AppendStreamBrokenError", "DEFAULT_APPEND_WINDOW"]
+
+#: The default window: 64 items in flight, where the server's group commit has most of its gain.
+DEFAULT_APPEND_WINDOW = 64
+
+_END = object()
+_INSTRUCTION_ARGS = ("context", "guidance", "handle_context", "plain_content", "tool_schemas", "response_format", "images", "image_detail")
+
+
+class AppendStreamBrokenError(HistorydError):
+    """The stream ended before the item's answer came: it may or may not have been applied.
+    Append it again with the same ``request_id`` to have it applied exactly once."""
+
+    def __init__(self, request_id: str, cause: HistorydError) -> None:
+        super().__init__(
+            f"the append stream ended before item {request_id} was answered (append it again): {cause}",
+            code=cause.code,
+            reason=cause.reason,
+            metadata=cause.metadata,
+        )
+        self.request_id = request_id
+        self.cause = cause
+
+
+class _Stream:
+    """One AppendMessages call: its request queue, its futures in order, and its reader thread."""
+
+    def __init__(self, stub: Any, metadata: Any, window: int, slots: threading.Semaphore) -> None:
+        self.requests: "queue.Queue[Any]" = queue.Queue()
+        self.pending: Deque[Tuple[str, Future]] = deque()
+        self.lock = threading.Lock()
+        self.broken = False
+        self.slots = slots
+        self.requests.put(hs.AppendMessagesRequest(window=window))
+        self.call = stub.AppendMessages(self._requests(), metadata=metadata)
+        self.reader = threading.Thread(target=self._read, name="historyd-appender", daemon=True)
+        self.reader.start()
+
+    def _requests(self) -> Any:
+        while True:
+            r = self.requests.get()
+            if r is _END:
+                return
+            yield r
+
+    def send(self, req: hs.AddMessageRequest, fut: Future) -> bool:
+        with self.lock:
+            if self.broken:
+                return False
+            self.pending.append((req.request_id, fut))
+            self.requests.put(hs.AppendMessagesRequest(item=req))
+            return True
+
+    def _read(self) -> None:
+        err: HistorydError
+        try:
+            for resp in self.call:
+                with self.lock:
+                    request_id, fut = self.pending.popleft()
+                if resp.WhichOneof("result") == "error":
+                    fut.set_exception(from_item_status(resp.error))
+                else:
+                    fut.set_result(Message.from_proto(resp.response.message))
+                self.slots.release()
+            err = HistorydError("the append stream ended with OK before every answer", code=grpc.StatusCode.UNAVAILABLE)
+        except grpc.RpcError as e:
+            err = from_rpc_error(e)
+        with self.lock:
+            self.broken = True
+            left = list(self.pending)
+            self.pending.clear()
+        self.requests.put(_END)
+        for request_id, fut in left:
+            fut.set_exception(AppendStreamBrokenError(request_id, err))
+            self.slots.release()
+
+    def close(self) -> None:
+        self.requests.put(_END)  # the server answers what it has, then ends the stream
+        self.reader.join()
+
+
+class Appender:
+    """Appends messages over one AppendMessages stream; see the module's doc. Thread-safe. Use as a
+    context manager, or call :meth:`close`, which waits for the answers in flight."""
+
+    def __init__(self, client: Any, window: int = DEFAULT_APPEND_WINDOW) -> None:
+        self._client = client
+        self._window = max(1, window)
+        self._slots = threading.Semaphore(self._window)
+        self._lock = threading.Lock()
+        self._stream: Optional[_Stream] = None
+        self._closed = False
+
+    def append(self, req: hs.AddMessageRequest) -> "Future[Message]":
+        """Sends req as the next item (waiting while the window is full); its future gives the
+        message as written, or raises the item's error. An empty ``request_id`` is filled in."""
+        if not req.request_id:
+            cp = hs.AddMessageRequest()
+            cp.CopyFrom(req)
+            cp.request_id = str(uuid.uuid4())
+            req = cp
+        fut: "Future[Message]" = Future()
+        self._slots.acquire()
+        with self._lock:
+            if self._closed:
+                self._slots.release()
+                raise RuntimeError("historyd: the appender is closed")
+            if self._stream is None or self._stream.broken:
+                self._stream = _Stream(self._client.history_stub, self._client._metadata, self._window, self._slots)
+            if not self._stream.send(req, fut):
+                self._slots.release()
+                fut.set_exception(
+                    AppendStreamBrokenError(req.request_id, HistorydError("the append stream ended", code=grpc.StatusCode.UNAVAILABLE))
+                )
+        return fut
+
+    def append_instruction(self, branch_id: str, instruction: Any, **kwargs: Any) -> "Future[Message]":
+        """Appends an Instruction (the keyword arguments of Branch.add_instruction's input:
+        context, guidance, ...; and request_id, expected_head_sequence)."""
+        head = {k: kwargs.pop(k, None) for k in ("request_id", "expected_head_sequence", "sender", "recipient", "metadata")}
+        req = rq.add_message(branch_id, include_rendered=kwargs.pop("include_rendered", False), **head)
+        body = {k: kwargs.pop(k, None) for k in _INSTRUCTION_ARGS}
+        if kwargs:
+            raise TypeError(f"append_instruction: unknown arguments {sorted(kwargs)}")
+        req.instruction.CopyFrom(rq.instruction_input(instruction, **body))
+        return self.append(req)
+
+    def close(self) -> None:
+        """Stops taking items and waits for the answers of the ones in flight."""
+        with self._lock:
+            self._closed = True
+            s = self._stream
+        if s is not None:
+            s.close()
+
+    def __enter__(self) -> "Appender":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

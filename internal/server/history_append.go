@@ -1,0 +1,349 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// DefaultAppendMaxWindow is the default cap on an AppendMessages window (--append-max-window): 256
+// items is four windows of 64, the size at which the sqlite engine's group commit has most of its
+// gain (docs/development.md#toolchain: ≈18k writes/s in transactions of 64 against ≈1.5k alone),
+// and at most 256 requests held per stream, each already counted in the in-flight budget.
+const DefaultAppendMaxWindow = 256
+
+// AppendMessages is AddMessage pipelined (HistoryService.AppendMessages, issue 21). Three
+// goroutines, all owned by the handler:
+//
+//   - the receiver (appendReceiver.run) reads items, takes a place in the window for each, starts
+//     it (on the store's ordered queue when the store is a store.Pipeliner, else on a goroutine
+//     that waits for the stream's previous item on the same branch), and queues its answer;
+//   - the handler's own goroutine answers the queued items in the order received: it waits for
+//     each item's result, sends it, and frees its place in the window;
+//   - per item, on a store that is no Pipeliner, one goroutine (appendLanes).
+//
+// The receiver stops reading while the window is full, so the client's sends block in HTTP/2 flow
+// control: memory is bounded by the window, and the requests held count against the in-flight
+// budget. The handler returns once every item it took has been answered (or could not be sent), so
+// no item's goroutine outlives it; the receiver ends at its next Recv, which the handler's return
+// unblocks (as streamSender's goroutine does).
+func (s *HistoryServer) AppendMessages(stream historyv1.HistoryService_AppendMessagesServer) error {
+	select {
+	case <-s.stopping: // a stream opened after EndStreams ends at once, as a watch does
+		return errShuttingDown
+	default:
+	}
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil && !isMalformed(err):
+		return err
+	}
+	window := s.maxAppendWindow
+	if w := int(first.GetWindow()); w > 0 && w < window {
+		window = w
+	}
+	r := &appendReceiver{
+		s: s, stream: stream, ctx: ctx, res: reservationFrom(ctx),
+		slots: make(chan struct{}, window), queue: make(chan appendItem, window), stop: make(chan struct{}),
+	}
+	if _, ok := s.store.(store.Pipeliner); !ok {
+		r.lanes = appendLanes{}
+	}
+	go r.run(first, err)
+
+	var sendErr error
+	for {
+		select {
+		case it, ok := <-r.queue:
+			if !ok {
+				if sendErr != nil {
+					return sendErr
+				}
+				return r.recvErr
+			}
+			sendErr = r.answer(it, sendErr)
+		case <-s.stopping:
+			// Shutdown: take no more items, answer the ones taken, end UNAVAILABLE
+			// (SERVER_SHUTTING_DOWN): the client resends what got no answer.
+			r.halt()
+			for len(r.queue) > 0 { // after halt, nothing more is queued
+				sendErr = r.answer(<-r.queue, sendErr)
+			}
+			if sendErr != nil {
+				return sendErr
+			}
+			return errShuttingDown
+		}
+	}
+}
+
+// appendItem is one item taken: its answer, waited for in order.
+type appendItem struct {
+	index uint64
+	bytes int64 // what it holds of the call's in-flight reservation
+	wait  func() *historyv1.AppendMessagesResponse
+}
+
+// appendReceiver is the receiving side of one AppendMessages stream.
+type appendReceiver struct {
+	s      *HistoryServer
+	stream historyv1.HistoryService_AppendMessagesServer
+	ctx    context.Context
+	res    *reservation // the call's in-flight reservation, grown by the items held; nil without the tap
+
+	slots chan struct{}   // the window: a place per item in flight
+	queue chan appendItem // the items taken, in order; closed when the receiver ends
+	lanes appendLanes     // nil when the store is a Pipeliner
+
+	mu      sync.Mutex // orders halt against queueing an item
+	halted  bool
+	stop    chan struct{} // closed by halt
+	recvErr error         // why the receiver ended (nil: the client closed its side); read after queue closes
+}
+
+// run reads and starts items until the client closes its side, Recv fails or halt; first is the
+// stream's first message (and the error its Recv returned).
+func (r *appendReceiver) run(first *historyv1.AppendMessagesRequest, firstErr error) {
+	defer close(r.queue)
+	var index uint64
+	msg, err := first, firstErr
+	for {
+		if err != nil && !isMalformed(err) {
+			if !errors.Is(err, io.EOF) {
+				r.recvErr = err
+			}
+			return
+		}
+		if err != nil || msg.GetItem() != nil { // a message without an item is the window only
+			select {
+			case r.slots <- struct{}{}:
+			case <-r.stop:
+				return
+			}
+			if !r.take(index, msg.GetItem(), err) {
+				return
+			}
+			index++
+		}
+		msg, err = r.stream.Recv()
+	}
+}
+
+// take starts one item (or answers a request that did not decode, malformed) and queues it; false
+// once halted, when the item is dropped unstarted.
+func (r *appendReceiver) take(index uint64, req *historyv1.AddMessageRequest, malformed error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.halted {
+		<-r.slots
+		return false
+	}
+	it := appendItem{index: index}
+	switch {
+	case malformed != nil:
+		it.wait = r.failed(index, malformed)
+	default:
+		if r.res != nil {
+			it.bytes = int64(proto.Size(req))
+		}
+		if err := r.res.grow(it.bytes); err != nil {
+			it.bytes, it.wait = 0, r.failed(index, err)
+			break
+		}
+		it.wait = r.start(index, req)
+	}
+	r.queue <- it // room: the queue is as long as the window
+	return true
+}
+
+// halt stops the receiver taking items; once it returns, the queue holds every item taken.
+func (r *appendReceiver) halt() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.halted {
+		r.halted = true
+		close(r.stop)
+	}
+}
+
+// answer waits for an item's result and sends it, unless a send failed already (the stream is
+// over: the item is waited for, not sent); it frees the item's place and bytes.
+func (r *appendReceiver) answer(it appendItem, sendErr error) error {
+	resp := it.wait()
+	resp.Index = it.index
+	if sendErr == nil {
+		sendErr = r.stream.Send(resp)
+	}
+	r.res.shrink(it.bytes)
+	<-r.slots
+	return sendErr
+}
+
+// start starts one decoded item and returns the wait for its answer. The repeat check and the
+// conversion run here, in order; the write runs on the store's ordered queue, or on its lane.
+func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) func() *historyv1.AppendMessagesResponse {
+	s := r.s
+	p, resp, err := s.prepareAppend(r.ctx, req)
+	switch {
+	case resp != nil:
+		return func() *historyv1.AppendMessagesResponse { return appendOK(resp) }
+	case err != nil && p.recalled && req.GetRequestId() != "":
+		// The request is invalid, but an earlier item of the stream with the same request id may
+		// not be written yet: a unary AddMessage sent after it would get its first response. The
+		// answer waits until every earlier item is answered (answers go in order) and looks again.
+		return func() *historyv1.AppendMessagesResponse {
+			if again, rerr := s.recallAdd(r.ctx, p); again != nil {
+				return appendOK(again)
+			} else if rerr != nil {
+				err = rerr
+			}
+			return r.itemError(index, err)
+		}
+	case err != nil:
+		return r.failed(index, err)
+	}
+	if pl, ok := s.store.(store.Pipeliner); ok {
+		wait := pl.AddMessageAsync(r.ctx, p.branch, p.in, p.opts)
+		return func() *historyv1.AppendMessagesResponse {
+			res, err := wait()
+			return r.result(index, p, res, err)
+		}
+	}
+	done := r.lanes.run(p.branch, func() (store.WriteResult, error) {
+		return s.store.AddMessage(r.ctx, p.branch, p.in, p.opts)
+	})
+	return func() *historyv1.AppendMessagesResponse {
+		o := <-done
+		return r.result(index, p, o.res, o.err)
+	}
+}
+
+// result is an item's answer from its write's result.
+func (r *appendReceiver) result(index uint64, p addPrep, res store.WriteResult, err error) *historyv1.AppendMessagesResponse {
+	resp, err := r.s.addResult(p, res, err)
+	if err != nil {
+		return r.itemError(index, err)
+	}
+	return appendOK(resp)
+}
+
+// failed is the wait of an item that failed before it started.
+func (r *appendReceiver) failed(index uint64, err error) func() *historyv1.AppendMessagesResponse {
+	return func() *historyv1.AppendMessagesResponse { return r.itemError(index, err) }
+}
+
+// itemError is an item's answer with err's status, as toStatus maps it for a unary call. The
+// logging interceptor sees only the stream's end, so an error with a cause kept from the client
+// (INTERNAL, a storage fault) is logged here, with the call's request id.
+func (r *appendReceiver) itemError(index uint64, err error) *historyv1.AppendMessagesResponse {
+	serr := toStatus(err)
+	if re, ok := errors.AsType[*redactedError](serr); ok {
+		r.s.logger.Error("AppendMessages item failed", zap.String("request_id", RequestID(r.ctx)),
+			zap.Uint64("item", index), zap.String("grpc.code", re.st.Code().String()), zap.Error(re.cause))
+	}
+	st := statusProto(serr)
+	return &historyv1.AppendMessagesResponse{Result: &historyv1.AppendMessagesResponse_Error{Error: &historyv1.ItemStatus{
+		Code: st.GetCode(), Message: st.GetMessage(), Details: st.GetDetails(),
+	}}}
+}
+
+func appendOK(resp *historyv1.AddMessageResponse) *historyv1.AppendMessagesResponse {
+	return &historyv1.AppendMessagesResponse{Result: &historyv1.AppendMessagesResponse_Response{Response: resp}}
+}
+
+// appendLanes orders a stream's items by branch on a store that is no Pipeliner: an item's write
+// starts once the stream's previous item on its branch has finished, and items on different
+// branches run at once. It maps a branch to the done channel of its last item; the receiver
+// alone uses it. At most a window of items run, each on a goroutine that ends with its write (the
+// handler waits for every item before it returns).
+type appendLanes map[uuid.UUID]chan struct{}
+
+type appendOutcome struct {
+	res store.WriteResult
+	err error
+}
+
+// run starts fn after the branch's previous item and returns where its outcome will be.
+func (l appendLanes) run(branch uuid.UUID, fn func() (store.WriteResult, error)) <-chan appendOutcome {
+	prev := l[branch]
+	done, out := make(chan struct{}), make(chan appendOutcome, 1)
+	l[branch] = done
+	l.prune()
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		res, err := fn()
+		out <- appendOutcome{res, err}
+	}()
+	return out
+}
+
+// prune forgets the branches whose last item has finished, once the map holds more than a few:
+// a stream over many branches must not grow it without bound.
+func (l appendLanes) prune() {
+	if len(l) < 64 {
+		return
+	}
+	for b, done := range l {
+		select {
+		case <-done:
+			delete(l, b)
+		default:
+		}
+	}
+}
+
+// statusProto is err's status as a google.rpc.Status message.
+func statusProto(err error) *spb.Status { return status.Convert(err).Proto() }
+
+// isMalformed reports whether a Recv failed on a message that did not decode (malformed.go): the
+// stream goes on, and the message fails as an item.
+func isMalformed(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.InvalidArgument {
+		return false
+	}
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() == historyv1.ErrorReason_ERROR_REASON_MALFORMED_REQUEST.String() {
+			return true
+		}
+	}
+	return false
+}
+
+// prepareAppend is prepareAdd for an item, with the repeat check left to the write when the
+// request converts: the store checks a request id again, atomically, in the write itself
+// (store.Store.Recall), and answers a repeat with the first result, so the check before it only
+// matters for a request that does not convert, whose repeat must still get the first response
+// (docs/design.md#branches: the repeat check comes before any other). Skipping it saves the
+// stream a read per item before its write is queued, which on the sqlite engine kept the writer
+// waiting for the receiver instead of gathering a window per commit.
+func (s *HistoryServer) prepareAppend(ctx context.Context, req *historyv1.AddMessageRequest) (p addPrep, resp *historyv1.AddMessageResponse, err error) {
+	p.req = req
+	if p.branch, err = parseID("branch_id", req.GetBranchId()); err != nil {
+		return p, nil, err
+	}
+	if p.in, err = addInputFromProto(req); err != nil {
+		return s.prepareAdd(ctx, req) // the repeat check first, as the unary call does it
+	}
+	p.opts = writeOptions(req.GetRequestId(), req.ExpectedHeadSequence)
+	p.recalled = true
+	return p, nil, nil
+}

@@ -1,0 +1,157 @@
+package server
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// Batched watch frames (issue 21, WatchBranchRequest.batch_commits). A watcher that is behind has
+// commits waiting in its subscription's buffer; sending them one frame each costs the server a send
+// (an HTTP/2 frame, a flow-control round, a write) per commit per watcher, which with 100 watchers
+// on a branch cut the writer to 0.11 of its speed. With batch_commits, the commits waiting are sent
+// as one `commits` frame, up to the response budget, so a lagging watcher costs one send per batch.
+//
+// Each commit is still converted and marshalled once for all its watchers (frameCache): its shared
+// frame is the bytes of WatchBranchResponse{commit: c}, field 2, and a BranchCommits entry is the
+// same BranchCommit bytes under field 1, so a batch is spliced from the shared frames by rewriting
+// one tag byte each, with no conversion or marshalling per watcher.
+
+var (
+	// commitFrameTag is the tag of WatchBranchResponse.commit (field 2, length-delimited).
+	commitFrameTag = protowire.AppendTag(nil, 2, protowire.BytesType)
+	// batchEntryTag is the tag of BranchCommits.commits (field 1, length-delimited).
+	batchEntryTag = protowire.AppendTag(nil, 1, protowire.BytesType)
+	// batchFrameTag is the tag of WatchBranchResponse.commits (field 4, length-delimited).
+	batchFrameTag = protowire.AppendTag(nil, 4, protowire.BytesType)
+)
+
+// maxBatchTag is the most bytes a batch frame spends beyond its entries: its tag and its length.
+const maxBatchTag = 1 + 5 // a frame is under 2 GiB: its length is a varint of at most 5 bytes
+
+// batchLinger is how long a watcher that asked for batches waits after a live commit for more
+// before it sends: a watcher that keeps up would otherwise send every commit alone, and the fan-out
+// of one send per commit per watcher is what cut the writer to 0.11 of its speed under 100
+// watchers. 2 ms gathers about ten commits at a few thousand commits a second, and is well below
+// what a person or an agent notices; a watcher that did not ask is sent each commit at once.
+const batchLinger = 2 * time.Millisecond
+
+// sendLive sends the live commit c and, with batch_commits, the commits that follow within
+// batchLinger (those waiting in the subscription's buffer first), as few frames as the response
+// budget allows. closed reports that the subscription's channel closed while it looked for more
+// (the caller ends the stream after).
+func (w *watch) sendLive(c store.Commit) (closed bool, err error) {
+	if !w.batch {
+		return false, w.sendCommit(c, w.s.encodeFrames)
+	}
+	batch := []store.Commit{c}
+	if w.linger == nil {
+		w.linger = time.NewTimer(batchLinger)
+	} else {
+		w.linger.Reset(batchLinger) // since Go 1.23, Reset also drains a fired timer
+	}
+	defer w.linger.Stop()
+more:
+	for len(batch) < cap(w.sub.Events())+1 {
+		select {
+		case next, ok := <-w.sub.Events():
+			if !ok {
+				closed = true
+				break more
+			}
+			batch = append(batch, next)
+		case <-w.linger.C:
+			break more
+		case <-w.s.stopping:
+			break more
+		}
+	}
+	return closed, w.sendCommits(batch, w.s.encodeFrames)
+}
+
+// sendCommits sends commits in order, several to a frame when they fit the response budget. A
+// commit that does not fit a frame of its own ends the stream as sendCommit says, after the frames
+// before it.
+func (w *watch) sendCommits(commits []store.Commit, shared bool) error {
+	if len(commits) == 1 {
+		return w.sendCommit(commits[0], shared)
+	}
+	var (
+		entries []byte
+		n       int
+		last    uint64
+	)
+	flush := func() error {
+		defer func() { entries, n = entries[:0], 0 }()
+		switch n {
+		case 0:
+			return nil
+		case 1: // a batch of one is a commit frame: the shared bytes as they are
+			frame := append(append([]byte(nil), commitFrameTag...), entries[len(batchEntryTag):]...)
+			return w.send(w.bytesFrame(frame), last)
+		}
+		frame := make([]byte, 0, maxBatchTag+len(entries))
+		frame = append(frame, batchFrameTag...)
+		frame = protowire.AppendVarint(frame, uint64(len(entries)))
+		frame = append(frame, entries...)
+		return w.send(w.bytesFrame(frame), last)
+	}
+	for _, c := range commits {
+		b, size := w.commitBytes(c, shared)
+		if b == nil { // over the limit on its own: sendCommit ends the stream, naming it
+			if err := flush(); err != nil {
+				return err
+			}
+			return w.sendCommit(c, shared)
+		}
+		if maxBatchTag+len(entries)+size > w.s.maxFrame {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		// b is the commit's frame, WatchBranchResponse{commit}: its entry in a batch is the same
+		// length-delimited BranchCommit under BranchCommits' field 1.
+		entries = append(entries, batchEntryTag...)
+		entries = append(entries, b[len(commitFrameTag):]...)
+		n++
+		last = commitLast(c)
+	}
+	return flush()
+}
+
+// commitBytes is c's commit frame as bytes (shared by its watchers when shared) and its size; nil
+// when it does not fit in a frame.
+func (w *watch) commitBytes(c store.Commit, shared bool) ([]byte, int) {
+	frame, size := w.s.frames[b2i(w.render)].frame(c, w.render, shared, w.s.maxFrame)
+	switch f := frame.(type) {
+	case nil:
+		return nil, size
+	case *preEncoded:
+		return f.b, len(f.b)
+	case *historyv1.WatchBranchResponse:
+		b, err := proto.Marshal(f)
+		if err != nil || len(b) > w.s.maxFrame {
+			return nil, max(size, len(b))
+		}
+		return b, len(b)
+	}
+	return nil, size
+}
+
+// bytesFrame is a marshalled frame as the stream sends it: as it is through requestCodec (every
+// Server built by New), else decoded again for the default codec (handlers registered directly,
+// in tests).
+func (w *watch) bytesFrame(b []byte) any {
+	if w.s.encodeFrames {
+		return &preEncoded{b: b}
+	}
+	var resp historyv1.WatchBranchResponse
+	if err := proto.Unmarshal(b, &resp); err != nil {
+		panic("server: a batch frame spliced from valid frames does not decode: " + err.Error())
+	}
+	return &resp
+}
