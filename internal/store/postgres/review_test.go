@@ -152,15 +152,23 @@ func TestReviewReleaseNeverHoldsStoreLockForHandle(t *testing.T) {
 		defer close(done)
 		s.unpin(h)
 	}()
-	waitFor(t, 10*time.Second, "s.mu free after unpin let go of its pin, while the handle is locked", func() bool {
+	free := func() bool {
 		if !s.mu.TryLock() {
 			return false
 		}
 		defer s.mu.Unlock()
 		return h.pins == 0
-	})
-	h.mu.Unlock()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !free() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // a poll of a condition, with a deadline
+	}
+	ok := free()
+	h.mu.Unlock() // before failing: the Store's Close needs both locks
 	<-done
+	if !ok {
+		t.Fatal("unpin held s.mu while waiting for the handle's lock")
+	}
 	if _, ok := s.handles.Load(br); ok {
 		t.Fatal("the idle handle was kept")
 	}
