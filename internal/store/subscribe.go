@@ -143,6 +143,7 @@ type Subscription struct {
 	replay    []Commit // copied from the log, not yet returned
 	replaying bool     // the log may still have commits to copy for it
 	last      uint64   // the last sequence Next delivered
+	failed    error    // a FallibleLog's read error, not yet acted on (fill)
 }
 
 // Subscribe opens a subscription (Store.Subscribe). It validates the
@@ -206,6 +207,20 @@ type Log interface {
 	// Frozen returns the log as the branch's delete left it, which a
 	// subscription ended while catching up reads through BRANCH_DELETED.
 	Frozen() Log
+}
+
+// FallibleLog is a Log whose reads can fail: a database's table, whose
+// rows another process may have deleted and whose server may be down.
+// ChunkErr is Chunk that returns an error instead of looping or panicking;
+// the one subscription whose reader got it ends with it (issue 16): the
+// replay copied so far is delivered, then Err returns the error as a
+// *SequenceError whose Last is the cursor to resume from. An engine
+// returns a store sentinel: ErrSubscriberTooSlow when the rows it needs
+// are gone, ErrStorageUnavailable when they cannot be read, ErrClosed when
+// the store is closed. Memory's log cannot fail and is a plain Log.
+type FallibleLog interface {
+	Log
+	ChunkErr(after uint64, n int, keep func(Commit) Commit) (out []Commit, through uint64, err error)
 }
 
 // NewFeed returns a branch's feed over its lock and its log.
@@ -350,6 +365,12 @@ func (s *Subscription) fill() {
 		defer f.mu.RUnlock()
 		return s.copyChunk()
 	}()
+	if s.failed != nil {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		s.fail()
+		return
+	}
 	if !atHead || !s.replaying {
 		return
 	}
@@ -359,6 +380,26 @@ func (s *Subscription) fill() {
 		// publish runs under this lock: every commit after pushed is
 		// pushed from now on, and every one up to it is in the replay.
 		s.catching, s.replaying = false, false
+	}
+	if s.failed != nil {
+		s.fail()
+	}
+}
+
+// fail ends the subscription with the error its reader got from a
+// FallibleLog (feed lock held for writing): unregistered if it is still
+// registered; if the branch's delete had already ended it and it was
+// reading the frozen log, it did not get BRANCH_DELETED, so that is not
+// its end any more. A Close that came first stays the end.
+func (s *Subscription) fail() {
+	err := s.failed
+	s.failed, s.replaying = nil, false
+	if _, ok := s.feed.subs[s]; ok {
+		s.feed.endSub(s, err)
+		return
+	}
+	if s.frozen != nil {
+		s.frozen, s.reason = nil, err
 	}
 }
 
@@ -376,7 +417,20 @@ func (s *Subscription) copyChunk() (atEnd bool) {
 		}
 		log = s.feed.log
 	}
-	cs, through := log.Chunk(s.pushed, replayChunk, s.kinds.filter)
+	var (
+		cs      []Commit
+		through uint64
+	)
+	if fl, ok := log.(FallibleLog); ok {
+		var err error
+		if cs, through, err = fl.ChunkErr(s.pushed, replayChunk, s.kinds.filter); err != nil {
+			// fill ends it under the write lock; nothing more to copy.
+			s.failed, s.replaying = err, false
+			return false
+		}
+	} else {
+		cs, through = log.Chunk(s.pushed, replayChunk, s.kinds.filter)
+	}
 	s.replay = append(s.replay, cs...)
 	s.pushed = through
 	atEnd = through == log.Last()

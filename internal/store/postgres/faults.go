@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -23,6 +24,13 @@ import (
 //   - statement_timeout (57014) is store.ErrStorageUnavailable too: the
 //     statement was cancelled and its transaction rolled back, so a retry
 //     is safe, and the server is busy rather than the request wrong;
+//   - a failover and the server's trouble (issue 16 review 7): 25006 (a
+//     read-only standby now), 57P04 (the database dropped), 58030 (an I/O
+//     error) mark the health unusable until the prober finds a writable
+//     primary; 53200 (out of memory), 55P03 (a lock timeout), and a
+//     deadlock or serialization failure left after runTx's retries
+//     (40P01, 40001) do not, since the server is fine: all are
+//     store.ErrStorageUnavailable, retryable, never INTERNAL;
 //   - disk full (53100): store.ErrStorageFull;
 //   - data corrupted (XX001, XX002): store.ErrStorageDamaged.
 
@@ -43,11 +51,17 @@ type StorageError struct {
 }
 
 func (e *StorageError) Error() string {
+	// The message reaches every client: it names Target and a short cause,
+	// never pgconn's text, which carries the user, the database and the
+	// addresses dialled (issue 16 review 6); LogCause has it all.
 	switch {
 	case e.Refused:
-		return fmt.Sprintf("PostgreSQL at %s: %v", e.Target, e.Cause)
+		if pgFault(e.Cause) {
+			return fmt.Sprintf("PostgreSQL at %s refused the connection (%s)", e.Target, shortCause(e.Cause))
+		}
+		return fmt.Sprintf("PostgreSQL at %s: %v", e.Target, e.Cause) // the schema's: historyd's own words
 	case e.Connecting:
-		return fmt.Sprintf("PostgreSQL at %s unreachable: %v; retrying", e.Target, e.Cause)
+		return fmt.Sprintf("PostgreSQL at %s unreachable (%s); retrying", e.Target, shortCause(e.Cause))
 	case e.Err == store.ErrStorageFull:
 		return fmt.Sprintf("PostgreSQL at %s is out of disk space; nothing was changed", e.Target)
 	case e.Err == store.ErrStorageDamaged:
@@ -62,12 +76,48 @@ func (e *StorageError) Error() string {
 func shortCause(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		if pe.Code == "57014" {
-			return "statement timeout"
+		if w, ok := sqlstateWords[pe.Code]; ok {
+			return w + " (SQLSTATE " + pe.Code + ")"
 		}
 		return "SQLSTATE " + pe.Code
 	}
+	var (
+		ne  net.Error
+		dns *net.DNSError
+	)
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.As(err, &dns):
+		return "host not found"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.As(err, new(*pgconn.ConnectError)):
+		return "connection failed"
+	}
 	return "connection lost"
+}
+
+// sqlstateWords names the SQLSTATEs a client may meet in a message.
+var sqlstateWords = map[string]string{
+	"57014": "statement timeout",
+	"25006": "read-only: a standby",
+	"57P01": "server shutting down", "57P02": "server crashed", "57P03": "server starting up",
+	"57P04": "database dropped",
+	"58030": "I/O error",
+	"53200": "out of memory",
+	"53300": "too many connections",
+	"55P03": "lock not available",
+	"40P01": "deadlock",
+	"40001": "serialization failure",
+	"28P01": "authentication failed", "28000": "authentication failed",
+	"3D000": "no such database",
+}
+
+// pgFault reports an error of the server or the connection, whose text
+// is pgx's (not historyd's own).
+func pgFault(err error) bool {
+	return errors.As(err, new(*pgconn.PgError)) || errors.As(err, new(*pgconn.ConnectError)) || connectionClass(err)
 }
 
 // LogCause returns pgx's error, for the server's log line of the call.
@@ -108,6 +158,18 @@ func connectionClass(err error) bool {
 		errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "conn closed")
 }
 
+// marksUnusable reports a fault after which the Store is unusable until
+// the prober reaches a writable primary: the connection class, and a
+// failover (25006: the server is a standby now; 57P04: the database was
+// dropped) or an I/O error of the server (58030).
+func marksUnusable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "25006" || pe.Code == "57P04" || pe.Code == "58030") {
+		return true
+	}
+	return connectionClass(err)
+}
+
 // storageClass returns the storage sentinel err belongs to, or nil.
 func storageClass(err error) error {
 	var pe *pgconn.PgError
@@ -117,7 +179,7 @@ func storageClass(err error) error {
 			return store.ErrStorageFull
 		case "XX001", "XX002":
 			return store.ErrStorageDamaged
-		case "57014":
+		case "57014", "25006", "57P04", "58030", "53200", "55P03", "40P01", "40001":
 			return store.ErrStorageUnavailable
 		}
 	}
@@ -148,7 +210,7 @@ func (s *Store) fault(ctx context.Context, err error) error {
 		return err
 	}
 	se := &StorageError{Target: s.target, Err: class, Cause: err, AtCommit: errors.As(err, new(commitError))}
-	if class == store.ErrStorageUnavailable && connectionClass(err) {
+	if class == store.ErrStorageUnavailable && marksUnusable(err) {
 		s.health.set(se)
 	}
 	return se

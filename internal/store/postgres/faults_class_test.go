@@ -30,7 +30,7 @@ func TestStorageClass(t *testing.T) {
 		{"XX001", store.ErrStorageDamaged, false},
 		{"XX002", store.ErrStorageDamaged, false},
 		{"23505", nil, false},
-		{"40P01", nil, false},
+		{"40P01", store.ErrStorageUnavailable, false}, // after runTx's retries (issue 16 review 7)
 	} {
 		err := &pgconn.PgError{Code: tc.code}
 		if got := storageClass(err); got != tc.want {

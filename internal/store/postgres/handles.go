@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,11 +15,11 @@ import (
 // A handle is what this replica holds of a branch that has subscribers or
 // observers here: its lock, its store.Feed, and the head and oldest
 // sequence of its log as published to them. Publication has ONE path,
-// advance (under the handle's write lock): it publishes the commits after
-// the log's last up to a head, in order, taking them from the caller's
-// hands (a local write, right after its COMMIT) or reading them from the
-// events table (a write made elsewhere, or one this replica's writer has
-// not published yet). So commits reach subscribers in sequence order with
+// advance: it publishes the commits after the log's last up to a head, in
+// order, taking them from the caller's hands (a local write, right after
+// its COMMIT) or reading them from the events table (a write made
+// elsewhere, or one this replica's writer has not published yet) before
+// it takes the handle's write lock to publish them. So commits reach subscribers in sequence order with
 // no gap, whichever replica wrote them and in whatever order the wake-ups
 // come. A branch nobody watches here costs nothing.
 type handle struct {
@@ -30,15 +31,14 @@ type handle struct {
 
 	observers []observerEntry
 	nextObs   uint64
-	pins      int  // calls between getting the handle and using it (Store.mu)
-	deleted   bool // BRANCH_DELETED published (h.mu)
-	// gap is set by a reader that found rows of the log gone (a replica
-	// lagging by more than the rows the writers keep): the next advance
-	// ends the subscribers as too slow.
-	gap atomic.Bool
-	// broken is set by a reader that could not read the log (the server
-	// unreachable): the puller ends the subscribers with it.
-	broken atomic.Pointer[StorageError]
+	pins      int    // calls between getting the handle and using it (Store.mu)
+	gen       uint64 // pins ever taken (Store.mu): release drops the handle only if none came meanwhile
+	deleted   bool   // BRANCH_DELETED published (h.mu)
+	// floor is the oldest row a reader found left of the log when rows it
+	// needed were gone (trimmed by writers on other replicas while this
+	// one lagged): the log reports no older sequence retained, so a new
+	// cursor below it is told the history is compacted.
+	floor atomic.Uint64
 	// oldest mirrors log.oldest for the writers' trim (sweepBelow), which
 	// runs inside a write transaction and so never waits for the handle's
 	// lock (a reader may hold it across a read of the log).
@@ -62,50 +62,65 @@ type dbLog struct {
 	last        uint64
 }
 
-var _ store.Log = (*dbLog)(nil)
+var _ store.FallibleLog = (*dbLog)(nil)
 
-func (l *dbLog) Oldest() uint64 { return l.oldest }
+func (l *dbLog) Oldest() uint64 { return max(l.oldest, l.h.floor.Load()) }
 func (l *dbLog) Last() uint64   { return l.last }
 
-// chunkRetries is how many times a reader tries a read of the log before
-// it gives up on the server: then the handle's subscribers are ended with
-// store.ErrStorageUnavailable (retryable) by the puller, which can take
-// the handle's write lock the reader holds for reading.
-const chunkRetries = 3
-
-// Chunk reads the events after after from the table (store.Log). It never
-// panics: a read that keeps failing, or rows found gone, end the branch's
-// subscribers through the puller (endFlagged), and meanwhile the reader
-// copies nothing.
+// Chunk is ChunkErr without its error (store.Log); store.Feed reads a
+// FallibleLog through ChunkErr, so nothing calls it.
 func (l *dbLog) Chunk(after uint64, n int, keep func(store.Commit) store.Commit) ([]store.Commit, uint64) {
+	out, through, _ := l.ChunkErr(after, n, keep)
+	return out, through
+}
+
+// ChunkErr reads the events after after from the table (store.FallibleLog),
+// once, under the handle's read lock: no retry and no sleep there (issue
+// 16 review 2). A read that fails ends the one subscription reading it
+// (issue 16 review 1: the puller cannot, once the branch's delete or Close
+// let go of the handle): ErrStorageUnavailable (it resumes from its
+// cursor), or ErrClosed after Close. Rows gone (trimmed while this replica
+// lagged, or the deleted branch's log past deadGrace) end it as too slow,
+// it alone (issue 16 review 4): the live subscribers lack nothing.
+func (l *dbLog) ChunkErr(after uint64, n int, keep func(store.Commit) store.Commit) ([]store.Commit, uint64, error) {
+	if l.s.closed.Load() {
+		return nil, after, store.ErrClosed
+	}
 	// A commit has at most two events (CreateActionResponse), so 2n rows
 	// hold n commits.
-	var (
-		evs []store.Event
-		err error
-	)
-	for attempt := range chunkRetries {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		evs, err = readEvents(ctx, l.s.pool, l.branch, l.incarnation, after, l.last, 2*n)
-		cancel()
-		if err == nil || l.s.closed.Load() {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond) // a backoff, not synchronisation
-	}
+	ctx, cancel := context.WithTimeout(l.s.ctx, 10*time.Second)
+	defer cancel()
+	evs, err := readEvents(ctx, l.s.pool, l.branch, l.incarnation, after, l.last, 2*n)
 	switch {
 	case err != nil:
-		l.h.broken.Store(&StorageError{Target: l.s.target, Err: store.ErrStorageUnavailable, Cause: err})
+		return nil, after, l.s.unavailable(ctx, err)
 	case after < l.last && (len(evs) == 0 || evs[0].Sequence != after+1):
-		// Trimmed by writers on other replicas while this one lagged: the
-		// subscribers are too slow.
-		l.h.gap.Store(true)
-	default:
-		return l.chunk(after, n, evs, keep)
+		if len(evs) > 0 {
+			raise(&l.h.floor, evs[0].Sequence)
+		}
+		return nil, after, store.ErrSubscriberTooSlow
 	}
-	l.s.wake.pull(l.branch, l.incarnation, 0)
-	time.Sleep(10 * time.Millisecond) // a backoff while the puller takes the lock
-	return nil, after
+	out, through := l.chunk(after, n, evs, keep)
+	return out, through, nil
+}
+
+// raise sets a to v if v is higher.
+func raise(a *atomic.Uint64, v uint64) {
+	for old := a.Load(); v > old && !a.CompareAndSwap(old, v); old = a.Load() {
+	}
+}
+
+// unavailable is a failed read of the log as its subscribers are told: a
+// *StorageError (ErrStorageUnavailable unless fault sorts it otherwise),
+// or ErrClosed once the Store is closed.
+func (s *Store) unavailable(ctx context.Context, err error) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if se := new(*StorageError); errors.As(s.fault(ctx, err), se) {
+		return *se
+	}
+	return &StorageError{Target: s.target, Err: store.ErrStorageUnavailable, Cause: err}
 }
 
 // chunk groups the events read into at most n commits.
@@ -150,7 +165,10 @@ func (s *Store) retainedFrom(head uint64) uint64 {
 // sweepBelow is the sequence below which a write bringing a branch's head
 // to head deletes its events: a retention below what the log reports
 // retained (twice the retention is kept), and never what this replica's
-// subscribers were told is retained.
+// subscribers were told is retained. It runs inside the write's
+// transaction, holding its branch's row lock, so it takes no lock (issue
+// 16 review 2): the handle map is a sync.Map, the handle's oldest an
+// atomic.
 func (s *Store) sweepBelow(id, incarnation uuid.UUID, head uint64) uint64 {
 	below := s.retainedFrom(head)
 	if r := uint64(s.cfg.EventRetention); below > r {
@@ -164,24 +182,31 @@ func (s *Store) sweepBelow(id, incarnation uuid.UUID, head uint64) uint64 {
 	return below
 }
 
-// handleOf returns the branch's handle if it is of incarnation.
+// handleOf returns the branch's handle if it is of incarnation, without
+// a lock.
 func (s *Store) handleOf(id, incarnation uuid.UUID) *handle {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h := s.handles[id]; h != nil && h.incarnation == incarnation {
-		return h
+	if v, ok := s.handles.Load(id); ok {
+		if h := v.(*handle); h.incarnation == incarnation {
+			return h
+		}
 	}
 	return nil
 }
 
 func (s *Store) allHandles() []*handle {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*handle, 0, len(s.handles))
-	for _, h := range s.handles {
-		out = append(out, h)
-	}
+	var out []*handle
+	s.handles.Range(func(_, v any) bool {
+		out = append(out, v.(*handle))
+		return true
+	})
 	return out
+}
+
+// forget drops a deleted branch's handle from the map.
+func (s *Store) forget(h *handle) {
+	s.mu.Lock()
+	s.handles.CompareAndDelete(h.id, h)
+	s.mu.Unlock()
 }
 
 // committed follows a local write's COMMIT: the other replicas are woken
@@ -190,7 +215,7 @@ func (s *Store) committed(id, incarnation uuid.UUID, c store.Commit) {
 	head := c[len(c)-1].Sequence
 	s.wake.notify(id, incarnation, head)
 	if h := s.handleOf(id, incarnation); h != nil {
-		s.advance(h, head, c)
+		s.advance(h, head, c) //nolint:errcheck // the commit is published from its hands, or by the next wake-up or sweep
 	}
 }
 
@@ -198,70 +223,105 @@ func (s *Store) committed(id, incarnation uuid.UUID, c store.Commit) {
 const advanceBatch = 512
 
 // advance publishes the branch's commits after the log's last through
-// head (handle locked for writing): c, when it is the next commit, from
-// the caller's hands; otherwise from the events table. A read that fails
-// leaves the log where it is (the next wake-up or sweep retries); rows
-// found gone end the subscribers as too slow.
-func (s *Store) advance(h *handle, head uint64, c store.Commit) {
-	h.mu.Lock()
-	s.advanceLocked(h, head, c)
+// head: c, when it is the next commit, from the caller's hands; otherwise
+// from the events table. The read runs without the handle's lock, which
+// is taken only to publish, skipping what another caller published
+// meanwhile (issue 16 review 2: a read waiting for a pool connection held
+// it, stalling the local acks, the listener and release). A read that
+// fails is returned, a *StorageError (issue 16 review 3): the log stays
+// where it is, and the next wake-up or sweep retries. Rows found gone end
+// the subscribers as too slow.
+func (s *Store) advance(h *handle, head uint64, c store.Commit) error {
+	err := s.advanceTo(h, head, c)
+	h.mu.RLock()
 	deleted := h.deleted
-	h.mu.Unlock()
+	h.mu.RUnlock()
 	if deleted {
-		s.mu.Lock()
-		if s.handles[h.id] == h {
-			delete(s.handles, h.id)
-		}
-		s.mu.Unlock()
+		s.forget(h)
 	}
+	return err
 }
 
-func (s *Store) advanceLocked(h *handle, head uint64, c store.Commit) {
-	if h.deleted {
-		return
+func (s *Store) advanceTo(h *handle, head uint64, c store.Commit) error {
+	if c != nil {
+		h.mu.Lock()
+		next := !h.deleted && c[0].Sequence == h.log.last+1
+		if next {
+			s.publish(h, c)
+		}
+		h.mu.Unlock()
+		if next {
+			return nil
+		}
 	}
-	s.endFlagged(h)
-	if h.log.last >= head {
-		return
-	}
-	if c != nil && c[0].Sequence == h.log.last+1 {
-		s.publish(h, c)
-		return
-	}
-	for h.log.last < head && !h.deleted {
-		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-		evs, err := readEvents(ctx, s.pool, h.id, h.incarnation, h.log.last, head, advanceBatch)
-		cancel()
+	for {
+		h.mu.RLock()
+		last, done := h.log.last, h.deleted || h.log.last >= head
+		h.mu.RUnlock()
+		if done {
+			return nil
+		}
+		evs, oldest, err := s.readAfter(h, last, head)
 		if err != nil {
-			return
+			return err
 		}
-		if len(evs) == 0 || evs[0].Sequence != h.log.last+1 {
-			s.lost(h, head)
-			return
+		h.mu.Lock()
+		switch {
+		case h.deleted || h.log.last != last && evs == nil:
+			// Published or lost meanwhile: read again from there.
+		case evs == nil:
+			s.lost(h, head, oldest)
+		default:
+			s.publishRead(h, evs)
 		}
-		for len(evs) > 0 {
-			k := 1
-			for k < len(evs) && evs[k].CommitFirst == evs[0].CommitFirst {
-				k++
-			}
-			if k == len(evs) && evs[k-1].Sequence < evs[k-1].CommitLast {
-				break // cut by the batch: read again from its first event
-			}
-			s.publish(h, store.Commit(evs[:k:k]))
-			evs = evs[k:]
+		progressed := h.log.last != last
+		h.mu.Unlock()
+		if !progressed {
+			return nil // nothing to publish yet (a commit cut by the batch and no more): the sweep retries
 		}
 	}
 }
 
-// endFlagged ends the subscribers as a reader flagged (handle locked for
-// writing): too slow when it found rows gone, unavailable when it could
-// not read them.
-func (s *Store) endFlagged(h *handle) {
-	if h.gap.Swap(false) {
-		s.lost(h, 0)
+// readAfter reads the events after last through head (no lock held);
+// when the first is gone (trimmed), evs is nil and oldest the oldest left.
+func (s *Store) readAfter(h *handle, last, head uint64) (evs []store.Event, oldest uint64, err error) {
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	evs, err = readEvents(ctx, s.pool, h.id, h.incarnation, last, head, advanceBatch)
+	if err != nil {
+		return nil, 0, s.unavailable(ctx, err)
 	}
-	if err := h.broken.Swap(nil); err != nil {
-		h.feed.EndAll(err)
+	if len(evs) > 0 && evs[0].Sequence == last+1 {
+		return evs, 0, nil
+	}
+	var o int64
+	if err := s.pool.QueryRow(ctx, qOldestEvent, h.incarnation).Scan(&o); err != nil {
+		return nil, 0, s.unavailable(ctx, err)
+	}
+	return nil, uint64(o), nil
+}
+
+// publishRead publishes the whole commits of evs that follow the log's
+// last (handle locked for writing); those another caller published since
+// the read are passed over.
+func (s *Store) publishRead(h *handle, evs []store.Event) {
+	for len(evs) > 0 && !h.deleted {
+		k := 1
+		for k < len(evs) && evs[k].CommitFirst == evs[0].CommitFirst {
+			k++
+		}
+		if k == len(evs) && evs[k-1].Sequence < evs[k-1].CommitLast {
+			return // cut by the batch: read again from its first event
+		}
+		c := store.Commit(evs[:k:k])
+		evs = evs[k:]
+		switch {
+		case c[len(c)-1].Sequence <= h.log.last:
+			continue // published meanwhile
+		case c[0].Sequence != h.log.last+1:
+			return // cannot happen: the log moves by whole commits
+		}
+		s.publish(h, c)
 	}
 }
 
@@ -278,22 +338,17 @@ func (s *Store) publish(h *handle, c store.Commit) {
 	}
 }
 
-// lost ends the branch's subscribers as too slow: rows of its log were
-// deleted before this replica published them (it lagged the writers by
-// more than twice the retention). The log starts again at head (0: where
-// it is), from rows that exist.
-func (s *Store) lost(h *handle, head uint64) {
+// lost ends the branch's subscribers as too slow (handle locked for
+// writing): rows of its log were deleted before this replica published
+// them (it lagged the writers by more than twice the retention). The log
+// starts again at head, from rows that exist (oldest, read by the caller
+// before it locked).
+func (s *Store) lost(h *handle, head, oldest uint64) {
 	h.feed.EndAll(store.ErrSubscriberTooSlow)
 	if head > h.log.last {
 		h.log.last = head
 	}
-	h.log.oldest = max(h.log.oldest, s.retainedFrom(h.log.last))
-	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-	defer cancel()
-	var oldest int64
-	if err := s.pool.QueryRow(ctx, qOldestEvent, h.incarnation).Scan(&oldest); err == nil {
-		h.log.oldest = max(h.log.oldest, uint64(oldest))
-	}
+	h.log.oldest = max(h.log.oldest, s.retainedFrom(h.log.last), oldest)
 	if h.log.oldest > h.log.last && h.log.last > 0 {
 		h.log.oldest = h.log.last
 	}
@@ -303,17 +358,20 @@ func (s *Store) lost(h *handle, head uint64) {
 // catchUp brings a handle to what the database says of its branch: the
 // head of its incarnation, or, when the branch is gone or of another
 // incarnation, through the old incarnation's BRANCH_DELETED. found, inc
-// and head are the branch's row as read.
+// and head are the branch's row as read. A read that fails is its error
+// (ErrStorageUnavailable); the handle is marked deleted only after a
+// read that succeeded (issue 16 review 3).
 func (s *Store) catchUp(ctx context.Context, h *handle, found bool, inc uuid.UUID, head uint64) error {
 	if found && inc == h.incarnation {
-		s.advance(h, head, nil)
-		return nil
+		return s.advance(h, head, nil)
 	}
 	var last int64
 	if err := s.pool.QueryRow(ctx, qLastEvent, h.incarnation).Scan(&last); err != nil {
-		return s.fault(ctx, err)
+		return s.unavailable(ctx, err)
 	}
-	s.advance(h, uint64(last), nil)
+	if err := s.advance(h, uint64(last), nil); err != nil {
+		return err
+	}
 	h.mu.Lock()
 	if !h.deleted {
 		// Its log is gone too (past the grace): nothing to read through.
@@ -321,16 +379,12 @@ func (s *Store) catchUp(ctx context.Context, h *handle, found bool, inc uuid.UUI
 		h.deleted = true
 	}
 	h.mu.Unlock()
-	s.mu.Lock()
-	if s.handles[h.id] == h {
-		delete(s.handles, h.id)
-	}
-	s.mu.Unlock()
+	s.forget(h)
 	return nil
 }
 
 // sync reads the branch's row and catches the handle up to it: a write
-// acknowledged by any replica is then published here.
+// acknowledged by any replica is then published here, or sync fails.
 func (s *Store) sync(ctx context.Context, h *handle) error {
 	var (
 		inc   uuid.UUID
@@ -342,7 +396,7 @@ func (s *Store) sync(ctx context.Context, h *handle) error {
 	case isNoRows(err):
 		found = false
 	case err != nil:
-		return s.fault(ctx, err)
+		return s.unavailable(ctx, err)
 	}
 	return s.catchUp(ctx, h, found, inc, uint64(head))
 }
@@ -353,8 +407,10 @@ func (s *Store) sync(ctx context.Context, h *handle) error {
 // database's head). An unknown branch is ErrBranchNotFound.
 func (s *Store) pin(ctx context.Context, id uuid.UUID) (h *handle, fresh bool, err error) {
 	s.mu.Lock()
-	if h := s.handles[id]; h != nil {
+	if v, ok := s.handles.Load(id); ok {
+		h := v.(*handle)
 		h.pins++
+		h.gen++
 		s.mu.Unlock()
 		return h, false, nil
 	}
@@ -375,11 +431,14 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (h *handle, fresh bool, e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h = s.handles[id]; h == nil {
+	if v, ok := s.handles.Load(id); ok {
+		h = v.(*handle)
+	} else {
 		h, fresh = s.newHandle(row, uint64(oldest)), true
-		s.handles[id] = h
+		s.handles.Store(id, h)
 	}
 	h.pins++
+	h.gen++
 	return h, fresh, nil
 }
 
@@ -392,33 +451,44 @@ func (s *Store) newHandle(row *branchRow, minSeq uint64) *handle {
 	h.log = &dbLog{s: s, h: h, branch: row.id, incarnation: row.incarnation, oldest: oldest, last: row.head}
 	h.oldest.Store(oldest)
 	h.feed = store.NewFeed(&h.mu, h.log)
-	h.feed.OnIdle(func() { // the last subscription closed: let the handle go if nothing else uses it
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.release(h)
-	})
+	// The last subscription closed: let the handle go if nothing else uses it.
+	h.feed.OnIdle(func() { s.release(h) })
 	return h
 }
 
 // unpin lets go of a pin, and of the handle once nothing uses it.
 func (s *Store) unpin(h *handle) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	h.pins--
+	s.mu.Unlock()
 	s.release(h)
 }
 
-// release drops the handle from the map when nothing uses it (s.mu held).
+// release drops the handle from the map when nothing uses it (no lock
+// held). It never waits for the handle's lock holding s.mu (issue 16
+// review 2: a publisher holds it): it reads the handle's use under h.mu
+// alone, then drops it under s.mu only if no pin was taken meanwhile
+// (gen), since every subscriber and observer is added under a pin.
 func (s *Store) release(h *handle) {
-	if h.pins > 0 || s.handles[h.id] != h {
+	s.mu.Lock()
+	v, _ := s.handles.Load(h.id)
+	if h.pins > 0 || v != h {
+		s.mu.Unlock()
 		return
 	}
+	gen := h.gen
+	s.mu.Unlock()
 	h.mu.RLock()
 	idle := h.feed.Watchers() == 0 && len(h.observers) == 0
 	h.mu.RUnlock()
-	if idle {
-		delete(s.handles, h.id)
+	if !idle {
+		return
 	}
+	s.mu.Lock()
+	if h.pins == 0 && h.gen == gen {
+		s.handles.CompareAndDelete(h.id, h)
+	}
+	s.mu.Unlock()
 }
 
 // endAll ends every subscriber of this replica with err (the LISTEN

@@ -64,9 +64,9 @@ func (h *health) get() (<-chan struct{}, error) {
 // database is unusable (nil while it is usable).
 func (s *Store) Health() (changed <-chan struct{}, unusable error) { return s.health.get() }
 
-// runProber probes the server (SELECT 1) after a call lost its connection,
-// with backoff (100 ms doubling to 5 s), until it answers; then the Store
-// is usable again. Owner: the Store; stopped by Close.
+// runProber probes the server after a call lost its connection or met a
+// standby, with backoff (100 ms doubling to 5 s), until a writable primary
+// answers; then the Store is usable again. Owner: the Store; stopped by Close.
 func (s *Store) runProber() {
 	defer s.wg.Done()
 	for {
@@ -80,10 +80,12 @@ func (s *Store) runProber() {
 				break // the connector reaches the server first
 			}
 			ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
-			var one int
-			err := s.pool.QueryRow(ctx, "SELECT 1").Scan(&one)
+			// A writable primary: after a failover the old address may
+			// answer as a standby (25006), which serves no write.
+			var primary bool
+			err := s.pool.QueryRow(ctx, "SELECT NOT pg_is_in_recovery()").Scan(&primary)
 			cancel()
-			if err == nil {
+			if err == nil && primary {
 				s.health.set(nil)
 				break
 			}

@@ -15,14 +15,9 @@ import (
 // goose's session advisory lock while it does, so replicas starting
 // together migrate once.
 func Migrate(ctx context.Context, url string) (applied []int64, err error) {
-	pcfg, err := pgxpool.ParseConfig(url)
+	pool, err := migrationPool(ctx, url)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: the URL does not parse: %w", err)
-	}
-	pcfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, err
 	}
 	defer pool.Close()
 	db := stdlib.OpenDBFromPool(pool)
@@ -32,6 +27,25 @@ func Migrate(ctx context.Context, url string) (applied []int64, err error) {
 		return nil, err
 	}
 	return migrations.Up(ctx, migrations.Postgres, db, migrations.SessionLock(id))
+}
+
+// migrationPool is a pool of two connections for the migrations (goose's
+// lock holds one) with statement_timeout 0, whatever the URL or
+// --postgres-statement-timeout says: a migration statement may take
+// longer than any call, and cancelling it would fail Open every time
+// (issue 16 review 5).
+func migrationPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: the URL does not parse: %w", err)
+	}
+	pcfg.MaxConns = 2
+	pcfg.ConnConfig.RuntimeParams["statement_timeout"] = "0"
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return pool, nil
 }
 
 // lockID is the migrations' advisory lock key for the schema the pool's
@@ -47,13 +61,20 @@ func lockID(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 
 // migrate brings the Store's database to this server's schema, or with
 // NoAutoMigrate checks that it is there.
+// It runs on a pool of its own (migrationPool), not bounded by the
+// Store's statement timeout.
 func (s *Store) migrate(ctx context.Context) error {
-	db := stdlib.OpenDBFromPool(s.pool)
+	pool, err := migrationPool(ctx, s.cfg.URL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	if s.cfg.NoAutoMigrate {
 		return migrations.Check(ctx, migrations.Postgres, db)
 	}
-	id, err := lockID(ctx, s.pool)
+	id, err := lockID(ctx, pool)
 	if err != nil {
 		return err
 	}

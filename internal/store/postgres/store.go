@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -63,8 +62,16 @@ type Store struct {
 	ready  atomic.Bool // connected and migrated: calls may run
 	health *health
 
+	// handles holds the branches with subscribers or observers here
+	// (uuid.UUID -> *handle, handles.go): read without a lock, since a
+	// write's transaction looks its branch up (sweepBelow); mu orders its
+	// changes with the handles' pins.
 	mu      sync.Mutex
-	handles map[uuid.UUID]*handle // the branches with subscribers or observers (handles.go)
+	handles sync.Map
+
+	// hookBeforeLock, a test hook, runs in withHandle before it locks the
+	// handle (a race with Close is forced there).
+	hookBeforeLock func()
 
 	subsOpen atomic.Int64
 	closed   atomic.Bool
@@ -129,7 +136,6 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		cfg: cfg, pool: pool, conn: pcfg.ConnConfig.Copy(), target: target(pcfg.ConnConfig),
-		handles: map[uuid.UUID]*handle{},
 	}
 	s.health = newHealth()
 	s.ctx, s.stop = context.WithCancel(context.Background())
@@ -168,15 +174,22 @@ func target(c *pgx.ConnConfig) string {
 // Target returns host:port/dbname (no password), for log lines.
 func (s *Store) Target() string { return s.target }
 
+// connectTimeout bounds reaching the server (the ping), never the
+// migration after it (issue 16 review 5: a replica waits for another's
+// migration lock up to 5 minutes by design, and a migration may be long).
+// A var: tests lower it.
+var connectTimeout = 10 * time.Second
+
 // connect reaches the server and migrates (or checks) its schema; then
 // the Store is ready.
 func (s *Store) connect(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := s.pool.Ping(cctx); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	err := s.pool.Ping(pctx)
+	cancel()
+	if err != nil {
 		return err
 	}
-	if err := s.migrate(cctx); err != nil {
+	if err := s.migrate(ctx); err != nil {
 		return err
 	}
 	s.ready.Store(true)

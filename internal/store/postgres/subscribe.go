@@ -50,7 +50,18 @@ func (s *Store) withHandle(ctx context.Context, id uuid.UUID, fn func(h *handle)
 				return err
 			}
 		}
+		if s.hookBeforeLock != nil {
+			s.hookBeforeLock()
+		}
 		h.mu.Lock()
+		if s.closed.Load() {
+			// Close's endAll, which ends every subscriber under this
+			// lock, has run or will find this handle: a subscription
+			// registered now would outlive it (issue 16 review 1).
+			h.mu.Unlock()
+			s.unpin(h)
+			return store.ErrClosed
+		}
 		if h.deleted {
 			h.mu.Unlock()
 			s.unpin(h)
@@ -93,9 +104,7 @@ func (s *Store) Observe(id uuid.UUID, o store.Observer) (func(), error) {
 			}
 		}
 		h.mu.Unlock()
-		s.mu.Lock()
 		s.release(h)
-		s.mu.Unlock()
 	}, nil
 }
 

@@ -251,15 +251,12 @@ func (s *Store) runPuller() {
 				continue
 			}
 			if head == 0 {
-				h.mu.Lock()
-				s.endFlagged(h) // first: the sync below may fail for the same reason
-				h.mu.Unlock()
 				ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 				s.sync(ctx, h) //nolint:errcheck // a failure leaves it to the sweep
 				cancel()
 				continue
 			}
-			s.advance(h, head, nil)
+			s.advance(h, head, nil) //nolint:errcheck // a failure leaves it to the sweep
 		}
 	}
 }
