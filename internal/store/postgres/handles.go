@@ -149,8 +149,9 @@ func (s *Store) retainedFrom(head uint64) uint64 {
 
 // sweepBelow is the sequence below which a write bringing a branch's head
 // to head deletes its events: a retention below what the log reports
-// retained (twice the retention is kept), and never what this replica's
-// subscribers were told is retained.
+// retained (twice the retention is kept; commitEvents deletes only every
+// trimEvery events, so up to trimEvery-1 more), and never what this
+// replica's subscribers were told is retained.
 func (s *Store) sweepBelow(id, incarnation uuid.UUID, head uint64) uint64 {
 	below := s.retainedFrom(head)
 	if r := uint64(s.cfg.EventRetention); below > r {
