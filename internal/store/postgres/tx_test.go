@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -128,5 +130,38 @@ func TestWriteFailingAtCommitAppliesNothing(t *testing.T) {
 	}
 	if head := add(t, s, br, "after", store.WriteOptions{}).Head; head != before+1 {
 		t.Fatalf("the next write's head is %d, want %d", head, before+1)
+	}
+}
+
+// Issue 16 benchmark (fewer statements): an append's three writes become
+// qAppend, whose parameters are theirs in order; anything queued after
+// them stays, and a batch of another shape is left alone.
+func TestMergeAppend(t *testing.T) {
+	b := &pgx.Batch{}
+	b.Queue(qInsertMessage, 1, 2, 3, 4, 5, 6, 7)
+	b.Queue(qInsertEvent, 8, 9, 10, 11, 12, 13, 14, 15)
+	b.Queue(qUpdateBranch, 16, 17, 18, 19, 20, 21, 22, 23, 24)
+	b.Queue(qRemember, "x")
+	mergeAppend(b)
+	if b.Len() != 2 || b.QueuedQueries[0].SQL != qAppend || b.QueuedQueries[1].SQL != qRemember {
+		t.Fatalf("merged batch %v, want qAppend then qRemember", b.QueuedQueries)
+	}
+	args := b.QueuedQueries[0].Arguments
+	for i, a := range args {
+		if a != i+1 {
+			t.Fatalf("argument %d is %v, want %d", i, a, i+1)
+		}
+	}
+	if !strings.Contains(qAppend, fmt.Sprintf("$%d", len(args))) || strings.Contains(qAppend, fmt.Sprintf("$%d", len(args)+1)) {
+		t.Fatalf("qAppend does not take exactly %d parameters", len(args))
+	}
+	other := &pgx.Batch{}
+	other.Queue(qInsertMessage, 1)
+	other.Queue(qInsertEvent, 2)
+	other.Queue(qTrimEvents, 3)
+	other.Queue(qUpdateBranch, 4)
+	mergeAppend(other)
+	if other.Len() != 4 {
+		t.Fatalf("a batch with a trim between was merged: %d statements", other.Len())
 	}
 }

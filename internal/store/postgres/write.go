@@ -66,6 +66,7 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 			return err
 		}
 		queueUpdateBranch(st.b, row)
+		mergeAppend(st.b)
 		if err := s.remember(st.b, scope, op, opts.RequestID, w.res); err != nil {
 			return err
 		}
@@ -156,6 +157,21 @@ func (s *Store) trimEvery() uint64 {
 // branch's row.
 func queueUpdateBranch(b *pgx.Batch, r *branchRow) {
 	b.Queue(qUpdateBranch, int64(r.head), int64(r.epoch), int64(r.selEpoch), encodeSelected(r.selected), optID(r.systemID), r.nextPos, r.nextRank, r.count, r.id)
+}
+
+// mergeAppend replaces an append's insert of the message, insert of its
+// event and update of the branch, queued in that order first in b, by
+// qAppend: one statement for the three.
+func mergeAppend(b *pgx.Batch) {
+	q := b.QueuedQueries
+	if len(q) < 3 || q[0].SQL != qInsertMessage || q[1].SQL != qInsertEvent || q[2].SQL != qUpdateBranch {
+		return
+	}
+	args := make([]any, 0, len(q[0].Arguments)+len(q[1].Arguments)+len(q[2].Arguments))
+	args = append(append(append(args, q[0].Arguments...), q[1].Arguments...), q[2].Arguments...)
+	merged := &pgx.Batch{}
+	merged.Queue(qAppend, args...)
+	b.QueuedQueries = append(merged.QueuedQueries, q[3:]...)
 }
 
 // nextEvent returns the next event of a branch being written: its
