@@ -30,9 +30,10 @@ type mutation func(st *txState) (written, error)
 // writers across replicas, and is held only for this write), then the
 // repeat check (docs/design.md#idempotency), the head check, fn (which
 // reads messages by id only), and the events, row and request record in
-// one batch; after the COMMIT, the publication to this replica's
-// subscribers and the wake-up of the others (wake.go); then, outside, the
-// observers (ADR-0006 D4). A failed write changes nothing.
+// one batch with the COMMIT (two round trips in all: tx.go); after it,
+// the publication to this replica's subscribers and the wake-up of the
+// others (wake.go); then, outside, the observers (ADR-0006 D4). A failed
+// write changes nothing.
 func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store.WriteOptions, fn mutation) (store.WriteResult, error) {
 	var (
 		w      written
