@@ -127,7 +127,9 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, build func(tx pgx.
 		if err := s.remember(st.b, scope, op, requestID, kept); err != nil {
 			return err
 		}
-		err := st.flush()
+		// Sent now, not with the COMMIT (flush): a branch id taken
+		// meanwhile must be told from other failures here.
+		err := tx.SendBatch(ctx, st.b).Close()
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "branches_pkey" {
 			return &store.BranchError{Err: store.ErrBranchExists, BranchID: row.id}

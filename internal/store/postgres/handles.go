@@ -164,8 +164,9 @@ func (s *Store) retainedFrom(head uint64) uint64 {
 
 // sweepBelow is the sequence below which a write bringing a branch's head
 // to head deletes its events: a retention below what the log reports
-// retained (twice the retention is kept), and never what this replica's
-// subscribers were told is retained. It runs inside the write's
+// retained (twice the retention is kept; commitEvents deletes only every
+// trimEvery events, so up to trimEvery-1 more), and never what this
+// replica's subscribers were told is retained. It runs inside the write's
 // transaction, holding its branch's row lock, so it takes no lock (issue
 // 16 review 2): the handle map is a sync.Map, the handle's oldest an
 // atomic.

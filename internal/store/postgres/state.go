@@ -23,8 +23,8 @@ type txState struct {
 	cache map[uuid.UUID]*msgRow // read or written by this write; nil entries are misses
 	// encoded holds messages' stored text encoded before the transaction.
 	encoded map[*envelope.Message]string
-	// b queues the write's statements, sent in one round trip before the
-	// commit (flush): the reads a plan makes never need them, since what
+	// b queues the write's statements, sent in one round trip with the
+	// COMMIT (flush): the reads a plan makes never need them, since what
 	// the write changed is in cache.
 	b *pgx.Batch
 }
@@ -142,14 +142,12 @@ func (st *txState) insert(m *msgRow, body string) error {
 	return nil
 }
 
-// flush sends the queued statements.
+// flush hands the queued statements to the COMMIT (commitWith): they go
+// out with it in one round trip.
 func (st *txState) flush() error {
-	if st.b.Len() == 0 {
-		return nil
-	}
 	b := st.b
 	st.b = &pgx.Batch{}
-	return st.tx.SendBatch(st.ctx, b).Close()
+	return commitWith(st.ctx, st.tx, b)
 }
 
 // keepVersion copies a message version about to be rewritten or deleted

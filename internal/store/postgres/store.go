@@ -310,11 +310,14 @@ func (s *Store) runTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx
 	return s.fault(ctx, err)
 }
 
+// tryTx runs fn in a lazyTx (tx.go): BEGIN rides with fn's first batch,
+// and the statements fn hands to the commit (commitWith) ride with COMMIT.
 func (s *Store) tryTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, opts)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
+	tx := newLazyTx(conn, opts)
 	if err := fn(tx); err != nil {
 		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		tx.Rollback(rbCtx) //nolint:errcheck // the error that ended fn is the one to report
@@ -324,9 +327,22 @@ func (s *Store) tryTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx
 	if err := tx.Commit(ctx); err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) {
-			return err // the server refused it: nothing was applied
+			return err // the server refused a statement or the COMMIT: nothing was applied
 		}
 		return commitError{err}
 	}
 	return nil
+}
+
+// commitWith hands b's statements to tx's COMMIT, to be sent with it in
+// one batch (a lazyTx), or sends them now (any other pgx.Tx).
+func commitWith(ctx context.Context, tx pgx.Tx, b *pgx.Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	if lt, ok := tx.(*lazyTx); ok {
+		lt.commitWith(b)
+		return nil
+	}
+	return tx.SendBatch(ctx, b).Close()
 }
