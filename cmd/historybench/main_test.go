@@ -44,7 +44,11 @@ func TestQuickRun(t *testing.T) {
 		"AddMessage / Health.Check throughput, concurrency 1",
 		"AddMessage / Health.Check throughput, concurrency 50",
 		"ListMessages page of 100 latency",
-		"AddMessage throughput with 5 watchers / with none",
+		"AddMessage throughput with 5 watchers asking for batches / with none",
+		// issue 21's rows.
+		"AppendMessages (one stream, window 64) / unary AddMessage c=50, memory",
+		"AppendMessages (window 64) / Redis XADD c=50, memory",
+		"AppendMessages (window 64), sqlite --sync=full / Redis XADD c=50, appendfsync always",
 		"Exchange Send+Collect, direct",
 		"Exchange Send+Collect, broadcast",
 		"resident memory per stored 1 KB message",
