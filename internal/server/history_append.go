@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"runtime/debug"
 	"sync"
 
 	"github.com/google/uuid"
@@ -188,7 +190,7 @@ func (r *appendReceiver) take(index uint64, req *historyv1.AddMessageRequest, ma
 			it.bytes, it.wait = 0, r.failed(index, err)
 			break
 		}
-		it.wait = r.start(index, req)
+		it.wait = r.startSafe(index, req)
 	}
 	r.queue <- it // room: the queue is as long as the window
 	return true
@@ -278,6 +280,26 @@ func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) f
 	}
 }
 
+// startSafe is start, with a panic in it (conversion, the repeat check, the store's queueing)
+// answered as the item's INTERNAL status: start runs on the receiver's goroutine, which the
+// recovery interceptor does not cover, so an unrecovered panic would end the process (issue 21
+// review, finding B).
+func (r *appendReceiver) startSafe(index uint64, req *historyv1.AddMessageRequest) (wait func() *historyv1.AppendMessagesResponse) {
+	defer func() {
+		if p := recover(); p != nil {
+			wait = r.failed(index, panicError(p))
+		}
+	}()
+	return r.start(index, req)
+}
+
+// panicError is a recovered panic as an error with no status of its own, so toStatus answers it
+// with the fixed INTERNAL status the recovery interceptor gives (internalStatus) and itemError
+// logs it, with the stack, as the cause kept from the client.
+func panicError(p any) error {
+	return fmt.Errorf("panic in AppendMessages item: %v\n%s", p, debug.Stack())
+}
+
 // result is an item's answer from its write's result.
 func (r *appendReceiver) result(index uint64, p addPrep, res store.WriteResult, err error) *historyv1.AppendMessagesResponse {
 	resp, err := r.s.addResult(p, res, err)
@@ -334,10 +356,21 @@ func (l appendLanes) run(branch uuid.UUID, fn func() (store.WriteResult, error))
 		if prev != nil {
 			<-prev
 		}
-		res, err := fn()
-		out <- appendOutcome{res, err}
+		out <- safeWrite(fn)
 	}()
 	return out
+}
+
+// safeWrite runs fn, with a panic in it (the store's AddMessage) turned into its error: fn runs on a
+// lane goroutine, which the recovery interceptor does not cover (issue 21 review, finding B).
+func safeWrite(fn func() (store.WriteResult, error)) (o appendOutcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			o = appendOutcome{err: panicError(p)}
+		}
+	}()
+	res, err := fn()
+	return appendOutcome{res, err}
 }
 
 // prune forgets the branches whose last item has finished, once the map holds more than a few:
