@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"runtime/debug"
 	"sync"
 
 	"github.com/google/uuid"
@@ -36,9 +38,13 @@ const DefaultAppendMaxWindow = 256
 //
 // The receiver stops reading while the window is full, so the client's sends block in HTTP/2 flow
 // control: memory is bounded by the window, and the requests held count against the in-flight
-// budget. The handler returns once every item it took has been answered (or could not be sent), so
-// no item's goroutine outlives it; the receiver ends at its next Recv, which the handler's return
-// unblocks (as streamSender's goroutine does).
+// budget. Answers go out through a streamSender (stream.go), as the watch streams' frames do: a
+// client that keeps sending but stops reading cannot hold the handler in Send, which ends the
+// stream too slow (RESOURCE_EXHAUSTED SUBSCRIBER_TOO_SLOW) after the send timeout, or at shutdown
+// (UNAVAILABLE SERVER_SHUTTING_DOWN) at once. The handler returns once every item it took has been
+// answered (or waited for, when the stream is over), so no item's goroutine outlives it; the
+// receiver, and a first Recv given up on at shutdown, end at their next Recv, which the handler's
+// return unblocks (as streamSender's goroutine does).
 func (s *HistoryServer) AppendMessages(stream historyv1.HistoryService_AppendMessagesServer) error {
 	select {
 	case <-s.stopping: // a stream opened after EndStreams ends at once, as a watch does
@@ -46,8 +52,10 @@ func (s *HistoryServer) AppendMessages(stream historyv1.HistoryService_AppendMes
 	default:
 	}
 	ctx := stream.Context()
-	first, err := stream.Recv()
+	first, err, ok := s.firstAppend(stream)
 	switch {
+	case !ok:
+		return errShuttingDown
 	case errors.Is(err, io.EOF):
 		return nil
 	case err != nil && !isMalformed(err):
@@ -57,8 +65,10 @@ func (s *HistoryServer) AppendMessages(stream historyv1.HistoryService_AppendMes
 	if w := int(first.GetWindow()); w > 0 && w < window {
 		window = w
 	}
+	out := newStreamSender(stream, s.streams.sendTimeout)
+	defer out.close()
 	r := &appendReceiver{
-		s: s, stream: stream, ctx: ctx, res: reservationFrom(ctx),
+		s: s, stream: stream, out: out, ctx: ctx, res: reservationFrom(ctx),
 		slots: make(chan struct{}, window), queue: make(chan appendItem, window), stop: make(chan struct{}),
 	}
 	if _, ok := s.store.(store.Pipeliner); !ok {
@@ -66,29 +76,43 @@ func (s *HistoryServer) AppendMessages(stream historyv1.HistoryService_AppendMes
 	}
 	go r.run(first, err)
 
-	var sendErr error
 	for {
 		select {
 		case it, ok := <-r.queue:
 			if !ok {
-				if sendErr != nil {
-					return sendErr
-				}
 				return r.recvErr
 			}
-			sendErr = r.answer(it, sendErr)
+			if err := r.answer(it); err != nil {
+				return r.end(err)
+			}
 		case <-s.stopping:
-			// Shutdown: take no more items, answer the ones taken, end UNAVAILABLE
-			// (SERVER_SHUTTING_DOWN): the client resends what got no answer.
-			r.halt()
-			for len(r.queue) > 0 { // after halt, nothing more is queued
-				sendErr = r.answer(<-r.queue, sendErr)
-			}
-			if sendErr != nil {
-				return sendErr
-			}
-			return errShuttingDown
+			// Shutdown: take no more items, wait for the ones taken, end UNAVAILABLE
+			// (SERVER_SHUTTING_DOWN): the client resends what got no answer. Answers still
+			// queued are not sent: a send could block on a client that stopped reading.
+			return r.end(errSendAborted)
 		}
+	}
+}
+
+// firstAppend is the stream's first Recv, on a goroutine of its own so that shutdown ends a stream
+// whose client opened it and sent nothing (issue 21 review: the handler blocked in Recv could not
+// see s.stopping). ok is false when shutdown came first; the goroutine then ends at once, as the
+// handler's return ends the stream and so unblocks Recv.
+func (s *HistoryServer) firstAppend(stream historyv1.HistoryService_AppendMessagesServer) (msg *historyv1.AppendMessagesRequest, err error, ok bool) {
+	type recvd struct {
+		msg *historyv1.AppendMessagesRequest
+		err error
+	}
+	got := make(chan recvd, 1) // room: the goroutine never waits for a handler that left
+	go func() {
+		m, err := stream.Recv()
+		got <- recvd{m, err}
+	}()
+	select {
+	case g := <-got:
+		return g.msg, g.err, true
+	case <-s.stopping:
+		return nil, nil, false
 	}
 }
 
@@ -103,6 +127,7 @@ type appendItem struct {
 type appendReceiver struct {
 	s      *HistoryServer
 	stream historyv1.HistoryService_AppendMessagesServer
+	out    *streamSender // sends the answers, bounded by the send timeout and cut short by shutdown
 	ctx    context.Context
 	res    *reservation // the call's in-flight reservation, grown by the items held; nil without the tap
 
@@ -165,7 +190,7 @@ func (r *appendReceiver) take(index uint64, req *historyv1.AddMessageRequest, ma
 			it.bytes, it.wait = 0, r.failed(index, err)
 			break
 		}
-		it.wait = r.start(index, req)
+		it.wait = r.startSafe(index, req)
 	}
 	r.queue <- it // room: the queue is as long as the window
 	return true
@@ -181,16 +206,38 @@ func (r *appendReceiver) halt() {
 	}
 }
 
-// answer waits for an item's result and sends it, unless a send failed already (the stream is
-// over: the item is waited for, not sent); it frees the item's place and bytes.
-func (r *appendReceiver) answer(it appendItem, sendErr error) error {
+// answer waits for an item's result and sends it; it frees the item's place and bytes. After an
+// error the stream is over: the handler must not send again (streamSender).
+func (r *appendReceiver) answer(it appendItem) error {
 	resp := it.wait()
 	resp.Index = it.index
-	if sendErr == nil {
-		sendErr = r.stream.Send(resp)
-	}
+	err := r.out.send(resp, nil, r.s.stopping)
+	r.release(it)
+	return err
+}
+
+// release frees an answered item's place in the window and its bytes.
+func (r *appendReceiver) release(it appendItem) {
 	r.res.shrink(it.bytes)
 	<-r.slots
+}
+
+// end ends a stream that cannot send again (a send failed, timed out or was aborted) or is shutting
+// down: it halts the receiver and waits for every item taken, unsent, so that no item's write
+// outlives the handler; it returns the stream's end for the send's error.
+func (r *appendReceiver) end(sendErr error) error {
+	r.halt()
+	for len(r.queue) > 0 { // after halt, nothing more is queued
+		it := <-r.queue
+		it.wait()
+		r.release(it)
+	}
+	switch {
+	case errors.Is(sendErr, errSendTimeout):
+		return tooSlow(sendErr, nil) // the watch streams' end for a client that does not read
+	case errors.Is(sendErr, errSendAborted):
+		return errShuttingDown
+	}
 	return sendErr
 }
 
@@ -231,6 +278,26 @@ func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) f
 		o := <-done
 		return r.result(index, p, o.res, o.err)
 	}
+}
+
+// startSafe is start, with a panic in it (conversion, the repeat check, the store's queueing)
+// answered as the item's INTERNAL status: start runs on the receiver's goroutine, which the
+// recovery interceptor does not cover, so an unrecovered panic would end the process (issue 21
+// review, finding B).
+func (r *appendReceiver) startSafe(index uint64, req *historyv1.AddMessageRequest) (wait func() *historyv1.AppendMessagesResponse) {
+	defer func() {
+		if p := recover(); p != nil {
+			wait = r.failed(index, panicError(p))
+		}
+	}()
+	return r.start(index, req)
+}
+
+// panicError is a recovered panic as an error with no status of its own, so toStatus answers it
+// with the fixed INTERNAL status the recovery interceptor gives (internalStatus) and itemError
+// logs it, with the stack, as the cause kept from the client.
+func panicError(p any) error {
+	return fmt.Errorf("panic in AppendMessages item: %v\n%s", p, debug.Stack())
 }
 
 // result is an item's answer from its write's result.
@@ -289,10 +356,21 @@ func (l appendLanes) run(branch uuid.UUID, fn func() (store.WriteResult, error))
 		if prev != nil {
 			<-prev
 		}
-		res, err := fn()
-		out <- appendOutcome{res, err}
+		out <- safeWrite(fn)
 	}()
 	return out
+}
+
+// safeWrite runs fn, with a panic in it (the store's AddMessage) turned into its error: fn runs on a
+// lane goroutine, which the recovery interceptor does not cover (issue 21 review, finding B).
+func safeWrite(fn func() (store.WriteResult, error)) (o appendOutcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			o = appendOutcome{err: panicError(p)}
+		}
+	}()
+	res, err := fn()
+	return appendOutcome{res, err}
 }
 
 // prune forgets the branches whose last item has finished, once the map holds more than a few:

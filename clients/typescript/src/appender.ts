@@ -59,9 +59,17 @@ class AppendStream {
       let err: HistorydError;
       try {
         for await (const resp of responses) {
+          // The answer is checked before its waiter is taken, and a malformed one rejects the
+          // waiter: a throw between the two lost the waiter, whose promise never settled and whose
+          // slot was never given back (issue 21 review, finding D).
+          const malformed =
+            resp.result.case === "error" || resp.result.value?.message !== undefined
+              ? undefined
+              : new HistorydError(new ConnectError("a malformed answer: neither a response with its message nor an error", Code.Internal), undefined);
           const w = this.pending.shift();
           if (w === undefined) throw new ConnectError("an answer to no item", Code.Internal);
-          if (resp.result.case === "error") w.reject(itemError(resp.result.value));
+          if (malformed !== undefined) w.reject(malformed);
+          else if (resp.result.case === "error") w.reject(itemError(resp.result.value));
           else w.resolve(resp.result.value!.message!);
           onAnswer();
         }
@@ -140,7 +148,7 @@ export class Appender {
    * as written, or rejects with the item's error. An empty requestId is filled in. */
   async append(req: AddMessageInit): Promise<Message> {
     const item = { ...req, requestId: req.requestId || randomUUID() };
-    while (this.#inFlight >= this.#window) await new Promise<void>((r) => this.#slotWaiters.push(r));
+    while (!this.#closed && this.#inFlight >= this.#window) await new Promise<void>((r) => this.#slotWaiters.push(r));
     if (this.#closed) throw new Error("historyd: the appender is closed");
     this.#inFlight++;
     if (this.#stream === undefined || this.#stream.broken) {
@@ -162,6 +170,10 @@ export class Appender {
   /** Stops taking items and waits for the answers of the ones in flight. */
   async close(): Promise<void> {
     this.#closed = true;
+    // Every append waiting for a slot wakes now and rejects (closed): a release wakes only one, and
+    // one that wakes to a closed appender takes no slot and so passes the wake on to none, which
+    // left the rest waiting forever (issue 21 review, finding D).
+    for (const wake of this.#slotWaiters.splice(0)) wake();
     const s = this.#stream;
     if (s === undefined) return;
     s.close();

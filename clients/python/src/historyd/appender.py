@@ -19,7 +19,7 @@ import queue
 import threading
 import uuid
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, Deque, Optional, Tuple
 
 import grpc
@@ -83,31 +83,67 @@ class _Stream:
             return True
 
     def _read(self) -> None:
-        err: HistorydError
+        # Any exit, not only an RpcError, breaks the stream: a reader that died silently would leave
+        # its futures unsettled and its slots held, and every later append would hang (issue 21
+        # review, finding C).
+        err: HistorydError = HistorydError("the append stream's reader ended", code=grpc.StatusCode.INTERNAL)
         try:
             for resp in self.call:
                 with self.lock:
-                    request_id, fut = self.pending.popleft()
-                if resp.WhichOneof("result") == "error":
-                    fut.set_exception(from_item_status(resp.error))
-                else:
-                    fut.set_result(Message.from_proto(resp.response.message))
-                self.slots.release()
+                    request_id, fut = self.pending.popleft()  # IndexError on an answer to no item: broken
+                try:
+                    if resp.WhichOneof("result") == "error":
+                        _settle(fut, exc=from_item_status(resp.error))
+                    else:
+                        _settle(fut, result=Message.from_proto(resp.response.message))
+                except Exception as e:  # an answer that does not convert fails its item, and the stream
+                    _settle(fut, exc=AppendStreamBrokenError(request_id, _reader_error(e)))
+                    raise
+                finally:
+                    self.slots.release()
             err = HistorydError("the append stream ended with OK before every answer", code=grpc.StatusCode.UNAVAILABLE)
         except grpc.RpcError as e:
             err = from_rpc_error(e)
+        except Exception as e:
+            err = _reader_error(e)
+            self.call.cancel()  # the server need not answer a reader that is gone
+        finally:
+            self._break(err)
+
+    def _break(self, err: HistorydError) -> None:
+        """Marks the stream broken, ends its requests and fails the items in flight, releasing
+        their slots."""
         with self.lock:
             self.broken = True
             left = list(self.pending)
             self.pending.clear()
         self.requests.put(_END)
         for request_id, fut in left:
-            fut.set_exception(AppendStreamBrokenError(request_id, err))
+            _settle(fut, exc=AppendStreamBrokenError(request_id, err))
             self.slots.release()
 
     def close(self) -> None:
         self.requests.put(_END)  # the server answers what it has, then ends the stream
         self.reader.join()
+
+
+def _settle(fut: Future, result: Any = None, exc: Optional[BaseException] = None) -> None:
+    """Settles fut, unless its caller cancelled it: set_result on a cancelled future raises
+    InvalidStateError, which killed the reader thread (issue 21 review, finding C). The check and
+    the set race with a cancel, hence the except too."""
+    if fut.cancelled():
+        return
+    try:
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)
+    except InvalidStateError:
+        pass
+
+
+def _reader_error(e: BaseException) -> HistorydError:
+    return HistorydError(f"the append stream's reader failed: {e!r}", code=grpc.StatusCode.INTERNAL)
 
 
 class Appender:

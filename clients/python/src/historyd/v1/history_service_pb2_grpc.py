@@ -211,6 +211,11 @@ class HistoryServiceServicer(object):
         the stream's earlier items on its branch.
         - A failed item fails alone: its response carries its status (the code, message and details
         a unary AddMessage would have returned), and the stream goes on.
+        It does not hold back the later items of its branch: when an item fails for a reason worth
+        retrying (RESOURCE_EXHAUSTED, a failed commit), resending it lands it after the items sent
+        after it. A client that needs strict order across failures sends expected_head_sequence with
+        each item: every later item of the branch then fails FAILED_PRECONDITION, and the client
+        resends them in order (docs/decisions/0018-append-stream.md).
         - Flow control: at most `window` items are in flight (received and not yet answered); the
         first message's window, capped by the server's --append-max-window (default 256), 0 meaning
         that cap. Past it the server stops reading until an answer is sent, and the client's sends

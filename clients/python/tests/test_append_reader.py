@@ -1,0 +1,117 @@
+"""The append stream's reader thread (issue 21 review, finding C), against a fake call so that the
+order of answers and cancels is the test's: a cancelled future is skipped, and any end of the
+reader breaks the stream, fails the items in flight, releases their slots and ends the requests."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any, List
+
+import pytest
+
+from historyd.appender import AppendStreamBrokenError, _Stream
+from historyd.v1 import history_service_pb2 as hs
+
+_DONE = object()
+
+
+class FakeCall:
+    """An AppendMessages call whose answers the test feeds: a response, an exception to raise, or
+    _DONE to end OK. It reads the request iterator on a thread of its own, as gRPC does."""
+
+    def __init__(self, requests: Any) -> None:
+        self.answers: "queue.Queue[Any]" = queue.Queue()
+        self.sent: List[Any] = []
+        self.requests_ended = threading.Event()
+        self.cancelled = False
+        threading.Thread(target=self._drain, args=(requests,), daemon=True).start()
+
+    def _drain(self, requests: Any) -> None:
+        for r in requests:
+            self.sent.append(r)
+        self.requests_ended.set()
+
+    def __iter__(self) -> Any:
+        while True:
+            a = self.answers.get(timeout=30)
+            if a is _DONE:
+                return
+            if isinstance(a, BaseException):
+                raise a
+            yield a
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.answers.put(_DONE)
+
+
+class FakeStub:
+    def __init__(self) -> None:
+        self.call: Any = None
+
+    def AppendMessages(self, requests: Any, metadata: Any = None) -> FakeCall:  # noqa: N802 (gRPC's name)
+        self.call = FakeCall(requests)
+        return self.call
+
+
+def ok_answer(index: int, text: str) -> hs.AppendMessagesResponse:
+    resp = hs.AppendMessagesResponse(index=index)
+    resp.response.message.id = f"00000000-0000-4000-8000-{index:012d}"
+    resp.response.message.instruction.instruction = text
+    return resp
+
+
+def start(window: int = 4):
+    stub = FakeStub()
+    slots = threading.Semaphore(window)
+    return _Stream(stub, None, window, slots), stub.call, slots
+
+
+def send(s: _Stream, slots: threading.Semaphore, rid: str):
+    from concurrent.futures import Future
+
+    assert slots.acquire(timeout=5), "a slot was never released"
+    fut: Future = Future()
+    assert s.send(hs.AddMessageRequest(branch_id="b", request_id=rid), fut)
+    return fut
+
+
+def test_cancelled_future_is_skipped() -> None:
+    s, call, slots = start()
+    first = send(s, slots, "r0")
+    assert first.cancel(), "a pending future can be cancelled"
+    call.answers.put(ok_answer(0, "zero"))
+    second = send(s, slots, "r1")
+    call.answers.put(ok_answer(1, "one"))
+    # Before the fix the reader died on InvalidStateError and this waited forever.
+    msg = second.result(timeout=10)
+    assert msg.content["instruction"] == "one"
+    assert not s.broken
+    call.answers.put(_DONE)
+    s.close()
+
+
+@pytest.mark.parametrize("failure", [ValueError("decoder fault"), "answer to no item"])
+def test_any_reader_exit_breaks_the_stream(failure: Any) -> None:
+    s, call, slots = start(window=2)
+    futs = [send(s, slots, "r0"), send(s, slots, "r1")]
+    if failure == "answer to no item":
+        call.answers.put(ok_answer(0, "zero"))
+        call.answers.put(ok_answer(1, "one"))
+        call.answers.put(ok_answer(2, "extra"))  # no item in flight: the reader's popleft fails
+        assert futs[0].result(timeout=10).content["instruction"] == "zero"
+        assert futs[1].result(timeout=10).content["instruction"] == "one"
+    else:
+        call.answers.put(failure)
+        for i, f in enumerate(futs):
+            with pytest.raises(AppendStreamBrokenError) as e:
+                f.result(timeout=10)
+            assert e.value.request_id == f"r{i}"
+    s.reader.join(timeout=10)
+    assert not s.reader.is_alive()
+    assert s.broken
+    assert call.requests_ended.wait(timeout=10), "the request stream was not ended"
+    assert call.cancelled, "the call was not cancelled"
+    for _ in range(2):  # every slot given back
+        assert slots.acquire(timeout=5)

@@ -1,0 +1,90 @@
+// The Appender's slot waiters and answer checks (issue 21 review, finding D), against a fake
+// AppendMessages call whose answers the test gives, so the order of answers and closes is the
+// test's own: close() rejects every append waiting for a slot, and a malformed answer rejects its
+// item's promise instead of losing it.
+
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+
+import { create } from "@bufbuild/protobuf";
+
+import { Appender, type HistorydClient } from "../src/index.js";
+import { MessageSchema } from "../src/gen/historyd/v1/envelope_pb.js";
+import { AppendMessagesResponseSchema, type AppendMessagesResponse } from "../src/gen/historyd/v1/history_service_pb.js";
+
+/** A fake AppendMessages call: answers are given by answer(); the stream ends OK with end(). It
+ * reads the request iterable as Connect does, so the appender's sends never block. */
+function fakeClient() {
+  const answers: (AppendMessagesResponse | null)[] = [];
+  let wake: (() => void) | undefined;
+  const push = (a: AppendMessagesResponse | null) => {
+    answers.push(a);
+    wake?.();
+  };
+  const client = {
+    history: {
+      appendMessages(reqs: AsyncIterable<unknown>) {
+        void (async () => {
+          for await (const _ of reqs); // drain the requests
+        })();
+        return (async function* () {
+          for (;;) {
+            while (answers.length === 0) await new Promise<void>((r) => (wake = r));
+            const a = answers.shift()!;
+            if (a === null) return;
+            yield a;
+          }
+        })();
+      },
+    },
+  } as unknown as HistorydClient;
+  return {
+    client,
+    answer: (index: number, ok: boolean) =>
+      push(create(AppendMessagesResponseSchema, {
+        index: BigInt(index),
+        result: ok ? { case: "response", value: { message: create(MessageSchema, {}) } } : { case: undefined },
+      })),
+    end: () => push(null),
+  };
+}
+
+/** p, or a rejection after ms: a promise that never settles fails the test instead of hanging it. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+describe("appender slots and answers", () => {
+  test("close() rejects every append waiting for a slot (finding D)", async () => {
+    const f = fakeClient();
+    const ap = new Appender(f.client, 1);
+    const first = ap.append({ branchId: "b" });
+    const waiting = [ap.append({ branchId: "b" }), ap.append({ branchId: "b" }), ap.append({ branchId: "b" })];
+    const closed = ap.close();
+    f.answer(0, true);
+    f.end();
+    await within(first, 5000, "the item in flight");
+    const settled = await within(Promise.allSettled(waiting), 5000, "the appends waiting for a slot");
+    for (const s of settled) {
+      assert.equal(s.status, "rejected");
+      assert.match(String((s as PromiseRejectedResult).reason), /closed/);
+    }
+    await within(closed, 5000, "close()");
+  });
+
+  test("a malformed answer rejects its item, and the stream goes on (finding D)", async () => {
+    const f = fakeClient();
+    const ap = new Appender(f.client, 4);
+    const bad = ap.append({ branchId: "b" });
+    const good = ap.append({ branchId: "b" });
+    f.answer(0, false);
+    f.answer(1, true);
+    await assert.rejects(within(bad, 5000, "the malformed answer's item"), /malformed/);
+    await within(good, 5000, "the next item");
+    const closed = ap.close();
+    f.end();
+    await within(closed, 5000, "close()");
+  });
+});
