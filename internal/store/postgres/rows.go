@@ -12,16 +12,13 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/rowjson"
 )
 
 // The rows of the schema (migrations/postgres/00001_initial.sql) as Go
 // values, as the SQLite engine keeps them (its rows.go): ids are uuid
 // columns here, JSON is TEXT written by jsonv, so a message read back is
 // the message written, byte for byte.
-
-// storedDepth is the nesting a stored JSON value is read back with: it was
-// accepted once, so it is read whatever its depth.
-const storedDepth = 1 << 20
 
 // querier is what a statement runs on: the pool, or a transaction.
 type querier interface {
@@ -88,10 +85,10 @@ func scanBranch(r pgx.Row) (*branchRow, error) {
 	}
 	b.head, b.epoch, b.selEpoch = uint64(head), uint64(ep), uint64(selEp)
 	var errs []error
-	b.metadata, err = jsonv.ParseDepth([]byte(meta), storedDepth)
+	b.metadata, err = jsonv.ParseDepth([]byte(meta), rowjson.Depth)
 	errs = append(errs, err)
 	if sel != nil {
-		v, err := jsonv.ParseDepth([]byte(*sel), storedDepth)
+		v, err := jsonv.ParseDepth([]byte(*sel), rowjson.Depth)
 		errs = append(errs, err)
 		if err == nil {
 			b.selected, err = store.ParseProgression(v)
@@ -186,7 +183,7 @@ func encodeMessage(m *envelope.Message) (string, error) {
 }
 
 func decodeMessage(body string) (*envelope.Message, error) {
-	v, err := jsonv.ParseDepth([]byte(body), storedDepth)
+	v, err := jsonv.ParseDepth([]byte(body), rowjson.Depth)
 	if err != nil {
 		return nil, damagedRowError{fmt.Errorf("a stored message: %w", err)}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/rowjson"
 )
 
 // txState is a branch as the rules read it (store.BranchState) inside the
@@ -154,7 +155,7 @@ func (st *txState) flush() error {
 // into the event that wrote it, if that event is retained and still reads
 // it from messages.
 func (st *txState) keepVersion(old *msgRow) error {
-	st.b.Queue(qKeepVersion, messageEventBody(old.body), st.row.incarnation, int64(old.seq), old.msg.ID)
+	st.b.Queue(qKeepVersion, rowjson.MessageEventBody(old.body), st.row.incarnation, int64(old.seq), old.msg.ID)
 	return nil
 }
 

@@ -3,14 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 
 	"github.com/google/uuid"
 
-	"github.com/historyd/historyd/internal/envelope"
-	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/rowjson"
 )
 
 // The retained event log's rows (docs/design.md#sequences): keyed by the
@@ -20,78 +18,10 @@ import (
 // (MESSAGE_ADDED, MESSAGE_REPLACED, SYSTEM_SET), the branch and its initial
 // messages (BRANCH_CREATED), the progression (PROGRESSION_SET).
 
-// eventBody is an event's body column.
-type eventBody struct {
-	Message  json.RawMessage   `json:"m,omitempty"`
-	Branch   *infoJSON         `json:"b,omitempty"`
-	Messages []json.RawMessage `json:"ms,omitempty"`
-	// Progression is set for PROGRESSION_SET: null when it unset the
-	// progression.
-	Progression *[]uuid.UUID `json:"p,omitempty"`
-}
-
-// infoJSON is a BranchInfo as an event body or a remembered result keeps it.
-type infoJSON struct {
-	ID          uuid.UUID       `json:"id"`
-	Incarnation uuid.UUID       `json:"inc"`
-	CreatedAt   float64         `json:"created_at"`
-	Metadata    json.RawMessage `json:"metadata"`
-	Name        *string         `json:"name,omitempty"`
-	User        *string         `json:"user,omitempty"`
-	Parent      *uuid.UUID      `json:"parent,omitempty"`
-	ForkPoint   *uuid.UUID      `json:"fork_point,omitempty"`
-	Head        uint64          `json:"head"`
-	Count       int             `json:"count"`
-	SystemID    *uuid.UUID      `json:"system_id,omitempty"`
-	Selected    bool            `json:"selected,omitempty"`
-}
-
-func encodeInfo(in store.BranchInfo) *infoJSON {
-	return &infoJSON{
-		ID: in.ID, Incarnation: in.Incarnation, CreatedAt: in.CreatedAt, Metadata: jsonv.Marshal(in.Metadata),
-		Name: in.Name, User: in.User, Parent: in.ParentBranchID, ForkPoint: in.ForkPoint,
-		Head: in.HeadSequence, Count: in.MessageCount, SystemID: in.SystemID, Selected: in.Selected,
-	}
-}
-
-func (j *infoJSON) decode() (store.BranchInfo, error) {
-	meta, err := jsonv.ParseDepth(j.Metadata, storedDepth)
-	if err != nil {
-		return store.BranchInfo{}, err
-	}
-	return store.BranchInfo{
-		ID: j.ID, Incarnation: j.Incarnation, CreatedAt: j.CreatedAt, Metadata: meta,
-		Name: j.Name, User: j.User, ParentBranchID: j.Parent, ForkPoint: j.ForkPoint,
-		HeadSequence: j.Head, MessageCount: j.Count, SystemID: j.SystemID, Selected: j.Selected,
-	}, nil
-}
-
-// encodeEvent writes the body column of an event that wrote no message row
-// (insertEvents): BRANCH_CREATED's branch and initial messages,
-// PROGRESSION_SET's progression; nil for the others.
-func encodeEvent(ev store.Event) (any, error) {
-	var b eventBody
-	switch {
-	case ev.Kind == store.EventBranchCreated && ev.Branch != nil:
-		b.Branch = encodeInfo(*ev.Branch)
-		b.Messages = make([]json.RawMessage, len(ev.Messages))
-		for i, m := range ev.Messages {
-			raw, err := m.MarshalJSON()
-			if err != nil {
-				return nil, err
-			}
-			b.Messages[i] = raw
-		}
-	case ev.Kind == store.EventProgressionSet && ev.Progression != nil:
-		p := ev.Progression
-		b.Progression = &p
-	case ev.Kind == store.EventProgressionSet:
-		// unset: an empty body, which decodes to no progression
-	default:
-		return nil, nil
-	}
-	out, err := json.Marshal(b)
-	return string(out), err
+// codec reads the JSON this engine stores (internal/store/rowjson).
+var codec = rowjson.Codec{
+	Name: "sqlite", DecodeMessage: decodeMessage,
+	BodyError: func(err error) error { return fmt.Errorf("sqlite: %w", err) },
 }
 
 // decodeEvent reads an event row's body into ev.
@@ -99,42 +29,8 @@ func decodeEvent(ev *store.Event, body sql.NullString) error {
 	if !body.Valid {
 		return nil
 	}
-	var b eventBody
-	if err := json.Unmarshal([]byte(body.String), &b); err != nil {
-		return fmt.Errorf("sqlite: an event body: %w", err)
-	}
-	if b.Message != nil {
-		m, err := decodeMessage(string(b.Message))
-		if err != nil {
-			return err
-		}
-		ev.Message = m
-	}
-	if b.Branch != nil {
-		info, err := b.Branch.decode()
-		if err != nil {
-			return err
-		}
-		ev.Branch = &info
-		ev.Messages = make([]*envelope.Message, len(b.Messages))
-		for i, raw := range b.Messages {
-			if ev.Messages[i], err = decodeMessage(string(raw)); err != nil {
-				return err
-			}
-		}
-	}
-	if b.Progression != nil {
-		ev.Progression = *b.Progression
-		if ev.Progression == nil {
-			ev.Progression = []uuid.UUID{}
-		}
-	}
-	return nil
+	return codec.DecodeEvent(ev, body.String)
 }
-
-// messageEventBody is the body of an event that wrote the message stored
-// as body.
-func messageEventBody(body string) string { return `{"m":` + body + `}` }
 
 // insertEvents writes a commit's events (their sequences, commit bounds
 // and indexes set) to the log of incarnation. An event that wrote a
@@ -149,7 +45,7 @@ func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, incarnation uuid.U
 		)
 		if ev.Message != nil && ev.Kind != store.EventBranchCreated {
 			msgID = blob(ev.Message.ID)
-		} else if body, err = encodeEvent(ev); err != nil {
+		} else if body, err = rowjson.EncodeEvent(ev); err != nil {
 			return err
 		}
 		if _, err := s.wst.exec(ctx, tx, qInsertEvent, blob(incarnation), ev.Sequence, ev.CommitFirst, ev.CommitLast, int(ev.Kind), ev.Index, msgID, body); err != nil {

@@ -3,13 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/rowjson"
 )
 
 // The idempotency records (docs/design.md#idempotency, ADR-0010) in the
@@ -49,7 +48,7 @@ func (s *Store) recall(ctx context.Context, c *stmtCache, tx *sql.Tx, scope stri
 	case store.Op(gotOp) != op:
 		return nil, false, store.FieldError("request_id", store.ErrRequestIDReused, "request_id %q was used by %s, not %s", requestID, gotOp, op)
 	}
-	r, err := decodeResult(op, result)
+	r, err := codec.DecodeResult(op, result)
 	return r, err == nil, err
 }
 
@@ -60,7 +59,7 @@ func (s *Store) remember(ctx context.Context, tx *sql.Tx, scope string, op store
 	if requestID == "" {
 		return nil
 	}
-	text, err := encodeResult(result)
+	text, err := rowjson.EncodeResult(result)
 	if err != nil {
 		return err
 	}
@@ -85,114 +84,6 @@ func (s *Store) remember(ctx context.Context, tx *sql.Tx, scope string, op store
 func (s *Store) forgetScope(ctx context.Context, tx *sql.Tx, scope string) error {
 	_, err := s.wst.exec(ctx, tx, qForgetScope, scope)
 	return err
-}
-
-// resultJSON is a remembered result: one of a write's, a branch-creating
-// call's (the branch and its system, the one message a response carries)
-// or a delete's.
-type resultJSON struct {
-	Message  *storedJSON `json:"m,omitempty"`
-	Index    int         `json:"i,omitempty"`
-	Updated  *storedJSON `json:"u,omitempty"`
-	Head     uint64      `json:"h,omitempty"`
-	Branch   *infoJSON   `json:"b,omitempty"`
-	System   *storedJSON `json:"s,omitempty"`
-	BranchID *uuid.UUID  `json:"d,omitempty"`
-	Last     uint64      `json:"l,omitempty"`
-}
-
-type storedJSON struct {
-	Message  json.RawMessage `json:"m"`
-	Sequence uint64          `json:"s"`
-}
-
-func encodeStored(m store.StoredMessage) (*storedJSON, error) {
-	if m.Message == nil {
-		return nil, nil
-	}
-	raw, err := m.Message.MarshalJSON()
-	return &storedJSON{Message: raw, Sequence: m.Sequence}, err
-}
-
-func (j *storedJSON) decode() (store.StoredMessage, error) {
-	if j == nil {
-		return store.StoredMessage{}, nil
-	}
-	m, err := decodeMessage(string(j.Message))
-	return store.StoredMessage{Message: m, Sequence: j.Sequence}, err
-}
-
-func encodeResult(result any) (string, error) {
-	var (
-		j   resultJSON
-		err error
-	)
-	switch r := result.(type) {
-	case store.WriteResult:
-		j.Index, j.Head = r.Index, r.Head
-		if j.Message, err = encodeStored(r.Message); err == nil && r.Updated != nil {
-			j.Updated, err = encodeStored(*r.Updated)
-		}
-	case store.BranchResult:
-		j.Branch = encodeInfo(r.Branch)
-		if len(r.Messages) > 0 {
-			j.System, err = encodeStored(r.Messages[0])
-		}
-	case store.DeleteResult:
-		j.BranchID, j.Last = &r.BranchID, r.LastSequence
-	default:
-		return "", fmt.Errorf("sqlite: cannot remember a %T", result)
-	}
-	if err != nil {
-		return "", err
-	}
-	out, err := json.Marshal(j)
-	return string(out), err
-}
-
-func decodeResult(op store.Op, text string) (any, error) {
-	var j resultJSON
-	if err := json.Unmarshal([]byte(text), &j); err != nil {
-		return nil, fmt.Errorf("sqlite: a remembered result: %w", err)
-	}
-	switch op {
-	case store.OpCreateBranch, store.OpImportBranch, store.OpForkBranch:
-		if j.Branch == nil {
-			return nil, errors.New("sqlite: a remembered branch result without its branch")
-		}
-		info, err := j.Branch.decode()
-		if err != nil {
-			return nil, err
-		}
-		res := store.BranchResult{Branch: info}
-		if j.System != nil {
-			sys, err := j.System.decode()
-			if err != nil {
-				return nil, err
-			}
-			res.Messages = []store.StoredMessage{sys}
-		}
-		return res, nil
-	case store.OpDeleteBranch:
-		res := store.DeleteResult{LastSequence: j.Last}
-		if j.BranchID != nil {
-			res.BranchID = *j.BranchID
-		}
-		return res, nil
-	}
-	res := store.WriteResult{Index: j.Index, Head: j.Head}
-	var err error
-	if res.Message, err = j.Message.decode(); err != nil {
-		return nil, err
-	}
-	if j.Updated != nil {
-		u, err := j.Updated.decode()
-		if err != nil {
-			return nil, err
-		}
-		res.Updated = &u
-	}
-	return res, nil
 }
 
 // Recall returns a remembered result (Store.Recall).

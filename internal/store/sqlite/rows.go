@@ -11,6 +11,7 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/rowjson"
 )
 
 // The rows of the schema (migrations/sqlite/00001_initial.sql) as Go
@@ -18,10 +19,6 @@ import (
 // by jsonv, which keeps every member and number literal as it came, so a
 // message read back is the message written (ExportBranch after a restart
 // is byte-identical).
-
-// storedDepth is the nesting a stored JSON value is read back with: it was
-// accepted once, so it is read whatever its depth.
-const storedDepth = 1 << 20
 
 // branchRow is one row of branches.
 type branchRow struct {
@@ -126,11 +123,11 @@ func scanBranch(r scanner) (*branchRow, error) {
 	add(err)
 	b.systemID, err = toOptUUID(sys)
 	add(err)
-	b.metadata, err = jsonv.ParseDepth([]byte(meta), storedDepth)
+	b.metadata, err = jsonv.ParseDepth([]byte(meta), rowjson.Depth)
 	add(err)
 	b.name, b.user = toOptString(name), toOptString(user)
 	if sel.Valid {
-		v, err := jsonv.ParseDepth([]byte(sel.String), storedDepth)
+		v, err := jsonv.ParseDepth([]byte(sel.String), rowjson.Depth)
 		add(err)
 		if err == nil {
 			b.selected, err = store.ParseProgression(v)
@@ -231,7 +228,7 @@ func encodeMessage(m *envelope.Message) (string, error) {
 }
 
 func decodeMessage(body string) (*envelope.Message, error) {
-	v, err := jsonv.ParseDepth([]byte(body), storedDepth)
+	v, err := jsonv.ParseDepth([]byte(body), rowjson.Depth)
 	if err != nil {
 		return nil, damagedRowError{fmt.Errorf("a stored message: %w", err)}
 	}

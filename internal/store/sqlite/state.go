@@ -8,6 +8,7 @@ import (
 
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/rowjson"
 )
 
 // txState is a branch as the rules read it (store.BranchState) inside the
@@ -144,7 +145,7 @@ func (st *txState) insert(m *msgRow, body string) error {
 // into the event that wrote it, if that event is retained and still reads
 // it from messages.
 func (st *txState) keepVersion(old *msgRow) error {
-	_, err := st.s.wst.exec(st.ctx, st.tx, qKeepVersion, messageEventBody(old.body), blob(st.row.incarnation), old.seq, blob(old.msg.ID))
+	_, err := st.s.wst.exec(st.ctx, st.tx, qKeepVersion, rowjson.MessageEventBody(old.body), blob(st.row.incarnation), old.seq, blob(old.msg.ID))
 	return err
 }
 

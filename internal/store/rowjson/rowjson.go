@@ -1,0 +1,257 @@
+// Package rowjson is the JSON the SQL engines (internal/store/sqlite and
+// internal/store/postgres) store in their TEXT columns, one schema in two
+// dialects: an event's body, a branch's description in it, and the result
+// a request id remembers. Kept here once so that both engines write and
+// read the same bytes.
+//
+// Import rule: internal/store, internal/envelope and the standard library.
+package rowjson
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+	"github.com/historyd/historyd/internal/store"
+)
+
+// Depth is the nesting a stored JSON value is read back with: it was
+// checked against the request's limits when it was written.
+const Depth = 1 << 20
+
+// Codec reads what an engine stored, with the engine's own reading of a
+// message's text (which words a damaged row as the engine does).
+type Codec struct {
+	// Name prefixes errors ("sqlite", "postgres").
+	Name string
+	// DecodeMessage reads a message's stored text.
+	DecodeMessage func(body string) (*envelope.Message, error)
+	// BodyError wraps an event body that is not JSON.
+	BodyError func(error) error
+}
+
+// eventBody is an event's body column.
+type eventBody struct {
+	Message  json.RawMessage   `json:"m,omitempty"`
+	Branch   *infoJSON         `json:"b,omitempty"`
+	Messages []json.RawMessage `json:"ms,omitempty"`
+	// Progression is set for PROGRESSION_SET: null when it unset the
+	// progression.
+	Progression *[]uuid.UUID `json:"p,omitempty"`
+}
+
+// infoJSON is a BranchInfo as an event body or a remembered result keeps it.
+type infoJSON struct {
+	ID          uuid.UUID       `json:"id"`
+	Incarnation uuid.UUID       `json:"inc"`
+	CreatedAt   float64         `json:"created_at"`
+	Metadata    json.RawMessage `json:"metadata"`
+	Name        *string         `json:"name,omitempty"`
+	User        *string         `json:"user,omitempty"`
+	Parent      *uuid.UUID      `json:"parent,omitempty"`
+	ForkPoint   *uuid.UUID      `json:"fork_point,omitempty"`
+	Head        uint64          `json:"head"`
+	Count       int             `json:"count"`
+	SystemID    *uuid.UUID      `json:"system_id,omitempty"`
+	Selected    bool            `json:"selected,omitempty"`
+}
+
+func encodeInfo(in store.BranchInfo) *infoJSON {
+	return &infoJSON{
+		ID: in.ID, Incarnation: in.Incarnation, CreatedAt: in.CreatedAt, Metadata: jsonv.Marshal(in.Metadata),
+		Name: in.Name, User: in.User, Parent: in.ParentBranchID, ForkPoint: in.ForkPoint,
+		Head: in.HeadSequence, Count: in.MessageCount, SystemID: in.SystemID, Selected: in.Selected,
+	}
+}
+
+func (j *infoJSON) decode() (store.BranchInfo, error) {
+	meta, err := jsonv.ParseDepth(j.Metadata, Depth)
+	if err != nil {
+		return store.BranchInfo{}, err
+	}
+	return store.BranchInfo{
+		ID: j.ID, Incarnation: j.Incarnation, CreatedAt: j.CreatedAt, Metadata: meta,
+		Name: j.Name, User: j.User, ParentBranchID: j.Parent, ForkPoint: j.ForkPoint,
+		HeadSequence: j.Head, MessageCount: j.Count, SystemID: j.SystemID, Selected: j.Selected,
+	}, nil
+}
+
+// EncodeEvent writes the body column of an event that wrote no message row
+// (insertEvents): BRANCH_CREATED's branch and initial messages,
+// PROGRESSION_SET's progression; nil for the others.
+func EncodeEvent(ev store.Event) (any, error) {
+	var b eventBody
+	switch {
+	case ev.Kind == store.EventBranchCreated && ev.Branch != nil:
+		b.Branch = encodeInfo(*ev.Branch)
+		b.Messages = make([]json.RawMessage, len(ev.Messages))
+		for i, m := range ev.Messages {
+			raw, err := m.MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			b.Messages[i] = raw
+		}
+	case ev.Kind == store.EventProgressionSet && ev.Progression != nil:
+		p := ev.Progression
+		b.Progression = &p
+	case ev.Kind == store.EventProgressionSet:
+		// unset: an empty body, which decodes to no progression
+	default:
+		return nil, nil
+	}
+	out, err := json.Marshal(b)
+	return string(out), err
+}
+
+// MessageEventBody is the body of an event that wrote the message stored
+// as body.
+func MessageEventBody(body string) string { return `{"m":` + body + `}` }
+
+// DecodeEvent reads an event row's body (not NULL) into ev.
+func (c Codec) DecodeEvent(ev *store.Event, body string) error {
+	var b eventBody
+	if err := json.Unmarshal([]byte(body), &b); err != nil {
+		return c.BodyError(fmt.Errorf("an event body: %w", err))
+	}
+	if b.Message != nil {
+		m, err := c.DecodeMessage(string(b.Message))
+		if err != nil {
+			return err
+		}
+		ev.Message = m
+	}
+	if b.Branch != nil {
+		info, err := b.Branch.decode()
+		if err != nil {
+			return err
+		}
+		ev.Branch = &info
+		ev.Messages = make([]*envelope.Message, len(b.Messages))
+		for i, raw := range b.Messages {
+			if ev.Messages[i], err = c.DecodeMessage(string(raw)); err != nil {
+				return err
+			}
+		}
+	}
+	if b.Progression != nil {
+		ev.Progression = *b.Progression
+		if ev.Progression == nil {
+			ev.Progression = []uuid.UUID{}
+		}
+	}
+	return nil
+}
+
+// resultJSON is a remembered result: one of a write's, a branch-creating
+// call's (the branch and its system, the one message a response carries)
+// or a delete's.
+type resultJSON struct {
+	Message  *storedJSON `json:"m,omitempty"`
+	Index    int         `json:"i,omitempty"`
+	Updated  *storedJSON `json:"u,omitempty"`
+	Head     uint64      `json:"h,omitempty"`
+	Branch   *infoJSON   `json:"b,omitempty"`
+	System   *storedJSON `json:"s,omitempty"`
+	BranchID *uuid.UUID  `json:"d,omitempty"`
+	Last     uint64      `json:"l,omitempty"`
+}
+
+type storedJSON struct {
+	Message  json.RawMessage `json:"m"`
+	Sequence uint64          `json:"s"`
+}
+
+func encodeStored(m store.StoredMessage) (*storedJSON, error) {
+	if m.Message == nil {
+		return nil, nil
+	}
+	raw, err := m.Message.MarshalJSON()
+	return &storedJSON{Message: raw, Sequence: m.Sequence}, err
+}
+
+func (c Codec) decodeStored(j *storedJSON) (store.StoredMessage, error) {
+	if j == nil {
+		return store.StoredMessage{}, nil
+	}
+	m, err := c.DecodeMessage(string(j.Message))
+	return store.StoredMessage{Message: m, Sequence: j.Sequence}, err
+}
+
+// EncodeResult writes a result a request id remembers.
+func EncodeResult(result any) (string, error) {
+	var (
+		j   resultJSON
+		err error
+	)
+	switch r := result.(type) {
+	case store.WriteResult:
+		j.Index, j.Head = r.Index, r.Head
+		if j.Message, err = encodeStored(r.Message); err == nil && r.Updated != nil {
+			j.Updated, err = encodeStored(*r.Updated)
+		}
+	case store.BranchResult:
+		j.Branch = encodeInfo(r.Branch)
+		if len(r.Messages) > 0 {
+			j.System, err = encodeStored(r.Messages[0])
+		}
+	case store.DeleteResult:
+		j.BranchID, j.Last = &r.BranchID, r.LastSequence
+	default:
+		return "", fmt.Errorf("rowjson: cannot remember a %T", result)
+	}
+	if err != nil {
+		return "", err
+	}
+	out, err := json.Marshal(j)
+	return string(out), err
+}
+
+// DecodeResult reads a remembered result of op.
+func (c Codec) DecodeResult(op store.Op, text string) (any, error) {
+	var j resultJSON
+	if err := json.Unmarshal([]byte(text), &j); err != nil {
+		return nil, fmt.Errorf("%s: a remembered result: %w", c.Name, err)
+	}
+	switch op {
+	case store.OpCreateBranch, store.OpImportBranch, store.OpForkBranch:
+		if j.Branch == nil {
+			return nil, fmt.Errorf("%s: a remembered branch result without its branch", c.Name)
+		}
+		info, err := j.Branch.decode()
+		if err != nil {
+			return nil, err
+		}
+		res := store.BranchResult{Branch: info}
+		if j.System != nil {
+			sys, err := c.decodeStored(j.System)
+			if err != nil {
+				return nil, err
+			}
+			res.Messages = []store.StoredMessage{sys}
+		}
+		return res, nil
+	case store.OpDeleteBranch:
+		res := store.DeleteResult{LastSequence: j.Last}
+		if j.BranchID != nil {
+			res.BranchID = *j.BranchID
+		}
+		return res, nil
+	}
+	res := store.WriteResult{Index: j.Index, Head: j.Head}
+	var err error
+	if res.Message, err = c.decodeStored(j.Message); err != nil {
+		return nil, err
+	}
+	if j.Updated != nil {
+		u, err := c.decodeStored(j.Updated)
+		if err != nil {
+			return nil, err
+		}
+		res.Updated = &u
+	}
+	return res, nil
+}
