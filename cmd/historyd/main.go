@@ -129,7 +129,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 	}
 	srv := server.New(logger, append(creds.options(), server.WithGracePeriod(cfg.GracePeriod),
 		server.WithLimits(cfg.Serving.Limits), server.WithMetrics(metrics))...)
-	ex := exchange.New(cfg.Exchange.options(logger)...)
+	ex := exchange.Memory(cfg.Exchange.options(logger)...)
 	defer ex.Close() // after Shutdown: stops the background collector, if any
 	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)
 	server.RegisterHistory(srv, branches.Store, cfg.History.streamOptions()...)

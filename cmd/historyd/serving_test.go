@@ -94,7 +94,7 @@ func TestReloadLogs(t *testing.T) {
 // cleanly (issue 7: "Prometheus on a separate HTTP listener").
 func TestMetricsListener(t *testing.T) {
 	m := server.NewMetrics()
-	ex := exchange.New()
+	ex := exchange.Memory()
 	defer ex.Close()
 	ms, err := startMetrics("127.0.0.1:0", m, &engine{stats: store.NewMemory()}, ex, zap.NewNop())
 	if err != nil {

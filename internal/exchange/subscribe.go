@@ -118,3 +118,40 @@ func (f *flow) publish(sender uuid.UUID, m *envelope.Message) {
 		}
 	}
 }
+
+// NewSubscription returns a live subscription with room for buffer pending messages (at least 1),
+// matching only sender's inbox when sender is not nil. Database engines build their subscriptions
+// with it and feed them with Offer; the memory engine builds its own in Subscribe.
+func NewSubscription(sender *uuid.UUID, buffer int) *Subscription {
+	s := &Subscription{events: make(chan *envelope.Message, max(buffer, 1)), done: make(chan struct{})}
+	if sender != nil {
+		id := *sender
+		s.sender = &id
+	}
+	return s
+}
+
+// Matches reports whether a message landing in sender's inbox is for s.
+func (s *Subscription) Matches(sender uuid.UUID) bool { return s.sender == nil || *s.sender == sender }
+
+// Offer hands m to s without blocking; when s's buffer is full it ends s with
+// ErrSubscriberTooSlow and reports false (the publisher never waits for a subscriber). Offering
+// to an ended subscription is a no-op that reports false. One goroutine at a time offers to a
+// subscription, so it sees the inbox's order.
+func (s *Subscription) Offer(m *envelope.Message) bool {
+	select {
+	case <-s.done:
+		return false
+	default:
+	}
+	select {
+	case s.events <- m:
+		return true
+	default:
+		s.end(ErrSubscriberTooSlow)
+		return false
+	}
+}
+
+// End ends s with err (nil for an unsubscribe), once; later calls do nothing.
+func (s *Subscription) End(err error) { s.end(err) }

@@ -18,13 +18,13 @@ import (
 	"github.com/historyd/historyd/internal/exchange"
 )
 
-// ExchangeServer serves historyd.v1.ExchangeService over an *exchange.Exchange (ADR-0006 D5). The
+// ExchangeServer serves historyd.v1.ExchangeService over an exchange.Service, whichever engine keeps the mail (ADR-0006 D5). The
 // handlers are thin: validate and convert the request, call the Exchange, convert the result; the
 // status interceptor maps domain errors (errors.go).
 type ExchangeServer struct {
 	historyv1.UnsafeExchangeServiceServer
 
-	ex      *exchange.Exchange
+	ex      exchange.Service
 	streams streamConfig
 	now     func() time.Time
 	// maxResponse bounds the responses the owners' data sizes: exchangeMaxResponseBytes; tests
@@ -45,14 +45,14 @@ type ExchangeServer struct {
 var _ historyv1.ExchangeServiceServer = (*ExchangeServer)(nil)
 
 // NewExchangeServer returns the ExchangeService handlers over ex; opts configure SubscribeInbox.
-func NewExchangeServer(ex *exchange.Exchange, opts ...StreamOption) *ExchangeServer {
+func NewExchangeServer(ex exchange.Service, opts ...StreamOption) *ExchangeServer {
 	return &ExchangeServer{ex: ex, streams: newStreamConfig(opts), now: time.Now, maxResponse: exchangeMaxResponseBytes,
 		stopping: make(chan struct{})}
 }
 
 // RegisterExchange registers the ExchangeService handlers over ex on s and ends their streams when
 // s shuts down. Call it before s.Serve.
-func RegisterExchange(s *Server, ex *exchange.Exchange, opts ...StreamOption) *ExchangeServer {
+func RegisterExchange(s *Server, ex exchange.Service, opts ...StreamOption) *ExchangeServer {
 	es := NewExchangeServer(ex, opts...)
 	es.maxResponse = s.limits.MaxResponseBytes
 	es.maxRendered = s.limits.MaxRenderedBytes
@@ -70,12 +70,12 @@ func RegisterExchange(s *Server, ex *exchange.Exchange, opts ...StreamOption) *E
 func (s *ExchangeServer) EndStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // Register creates an owner's flow (ADR-0006 D5: register).
-func (s *ExchangeServer) Register(_ context.Context, req *historyv1.RegisterRequest) (*historyv1.RegisterResponse, error) {
+func (s *ExchangeServer) Register(ctx context.Context, req *historyv1.RegisterRequest) (*historyv1.RegisterResponse, error) {
 	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.ex.Register(owner)
+	snap, err := s.ex.Register(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
@@ -87,13 +87,13 @@ func (s *ExchangeServer) Register(_ context.Context, req *historyv1.RegisterRequ
 // owner's locks, before the removal, so an owner that holds too much stays registered with all it
 // held (FAILED_PRECONDITION, OWNER_HOLDS_TOO_MUCH) instead of being lost with a response the client
 // cannot read.
-func (s *ExchangeServer) Unregister(_ context.Context, req *historyv1.UnregisterRequest) (*historyv1.UnregisterResponse, error) {
+func (s *ExchangeServer) Unregister(ctx context.Context, req *historyv1.UnregisterRequest) (*historyv1.UnregisterResponse, error) {
 	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
 	if err != nil {
 		return nil, err
 	}
 	var resp *historyv1.UnregisterResponse
-	_, ok, err := s.ex.UnregisterIf(owner, unregisterResponse(&resp, req.GetOmitDeadLetters(), s.messageOut(req.GetOmitRendered()), s.maxResponse))
+	_, ok, err := s.ex.UnregisterIf(ctx, owner, unregisterResponse(&resp, req.GetOmitDeadLetters(), s.messageOut(req.GetOmitRendered()), s.maxResponse))
 	switch {
 	case err != nil:
 		return nil, err
@@ -104,7 +104,7 @@ func (s *ExchangeServer) Unregister(_ context.Context, req *historyv1.Unregister
 }
 
 // ListOwners lists registered owners in registration order.
-func (s *ExchangeServer) ListOwners(_ context.Context, req *historyv1.ListOwnersRequest) (*historyv1.ListOwnersResponse, error) {
+func (s *ExchangeServer) ListOwners(ctx context.Context, req *historyv1.ListOwnersRequest) (*historyv1.ListOwnersResponse, error) {
 	size, err := exchangePageSize("page_size", req.GetPageSize())
 	if err != nil {
 		return nil, err
@@ -113,7 +113,10 @@ func (s *ExchangeServer) ListOwners(_ context.Context, req *historyv1.ListOwners
 	if err != nil {
 		return nil, err
 	}
-	page := s.ex.Owners(after, size)
+	page, err := s.ex.Owners(ctx, after, size)
+	if err != nil {
+		return nil, err
+	}
 	resp := &historyv1.ListOwnersResponse{}
 	var overflow int
 	resp.Owners, overflow = fitPage(page.Owners, ownerToProto, s.maxResponse)
@@ -134,7 +137,7 @@ func (s *ExchangeServer) ListOwners(_ context.Context, req *historyv1.ListOwners
 // Send queues a base Message in the sender's outbox (ADR-0006 D5: send), idempotent with a
 // request_id: the repeat check comes right after the sender is read, before any other check
 // (docs/design.md#branches, the idempotency rule).
-func (s *ExchangeServer) Send(_ context.Context, req *historyv1.SendRequest) (*historyv1.SendResponse, error) {
+func (s *ExchangeServer) Send(ctx context.Context, req *historyv1.SendRequest) (*historyv1.SendResponse, error) {
 	sender, err := parseOwnerID("sender", req.GetSender())
 	if err != nil {
 		return nil, err
@@ -143,7 +146,11 @@ func (s *ExchangeServer) Send(_ context.Context, req *historyv1.SendRequest) (*h
 	// answered whatever the rest says, and from it when it builds the first message exactly
 	// (exchange.Exchange.Remembered).
 	sr, readErr := sendRequestFromProto(sender, req)
-	if m, ok := s.ex.Remembered(sender, req.GetRequestId(), &sr); ok {
+	m, ok, err := s.ex.Remembered(ctx, sender, req.GetRequestId(), &sr)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok:
 		return s.sendResponse(m), nil
 	}
 	if readErr != nil {
@@ -154,7 +161,7 @@ func (s *ExchangeServer) Send(_ context.Context, req *historyv1.SendRequest) (*h
 		// with an acknowledgement the client never reads, and retried.
 		return nil, &exchangeResponseTooLargeError{size: n, limit: s.maxResponse, what: "Send's response"}
 	}
-	m, err := s.ex.Send(sr)
+	m, err = s.ex.Send(ctx, sr)
 	switch {
 	case errors.Is(err, exchange.ErrInvalidRequestID):
 		return nil, &FieldError{Field: "request_id", Err: fmt.Errorf("%w: %v", envelope.ErrInvalid, err)}
@@ -220,12 +227,12 @@ func recipientFromProto(v *structpb.Value) (envelope.Participant, error) {
 // Collect routes an owner's outbox and reports what happened to each message (ADR-0006 D5): counts
 // and drops, the reached owners' ids on request, within s.maxResponse (report_truncated past it),
 // so that the report of a collect that has happened is never lost to a response too large to read.
-func (s *ExchangeServer) Collect(_ context.Context, req *historyv1.CollectRequest) (*historyv1.CollectResponse, error) {
+func (s *ExchangeServer) Collect(ctx context.Context, req *historyv1.CollectRequest) (*historyv1.CollectResponse, error) {
 	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
 	if err != nil {
 		return nil, err
 	}
-	rep, err := s.ex.CollectWith(owner, exchange.ReportOptions{OwnerIDs: req.GetIncludeReachedOwnerIds()})
+	rep, err := s.ex.Collect(ctx, owner, exchange.ReportOptions{OwnerIDs: req.GetIncludeReachedOwnerIds()})
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +251,7 @@ func (s *ExchangeServer) CollectAll(ctx context.Context, req *historyv1.CollectA
 }
 
 // Receive returns one page of an owner's inboxes without removing anything (ADR-0006 D5: receive).
-func (s *ExchangeServer) Receive(_ context.Context, req *historyv1.ReceiveRequest) (*historyv1.ReceiveResponse, error) {
+func (s *ExchangeServer) Receive(ctx context.Context, req *historyv1.ReceiveRequest) (*historyv1.ReceiveResponse, error) {
 	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
 	if err != nil {
 		return nil, err
@@ -261,7 +268,10 @@ func (s *ExchangeServer) Receive(_ context.Context, req *historyv1.ReceiveReques
 	if err != nil {
 		return nil, err
 	}
-	page := s.ex.ReceivePage(owner, sender, exchange.Cursor{Inbox: inbox, Seq: seq}, size)
+	page, err := s.ex.ReceivePage(ctx, owner, sender, exchange.Cursor{Inbox: inbox, Seq: seq}, size)
+	if err != nil {
+		return nil, err
+	}
 	omit := req.GetOmitRendered()
 	resp := &historyv1.ReceiveResponse{}
 	var overflow int
@@ -288,7 +298,7 @@ func (s *ExchangeServer) Receive(_ context.Context, req *historyv1.ReceiveReques
 // the removal, so a message the client could not be sent stays at the head of its inbox
 // (RESOURCE_EXHAUSTED, RESPONSE_TOO_LARGE; issue 11: a destructive read never loses what it could
 // not deliver).
-func (s *ExchangeServer) PopMessage(_ context.Context, req *historyv1.PopMessageRequest) (*historyv1.PopMessageResponse, error) {
+func (s *ExchangeServer) PopMessage(ctx context.Context, req *historyv1.PopMessageRequest) (*historyv1.PopMessageResponse, error) {
 	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
 	if err != nil {
 		return nil, err
@@ -298,7 +308,7 @@ func (s *ExchangeServer) PopMessage(_ context.Context, req *historyv1.PopMessage
 		return nil, err
 	}
 	var resp *historyv1.PopMessageResponse
-	_, ok, err := s.ex.PopIf(owner, sender, func(m *envelope.Message) error {
+	_, ok, err := s.ex.PopIf(ctx, owner, sender, func(m *envelope.Message) error {
 		r := &historyv1.PopMessageResponse{Message: s.messageOut(req.GetOmitRendered()).message(m)}
 		if n := proto.Size(r); n > s.maxResponse {
 			return &exchangeResponseTooLargeError{size: n, limit: s.maxResponse, messageID: m.ID.String(), what: "PopMessage's response"}
@@ -316,7 +326,7 @@ func (s *ExchangeServer) PopMessage(_ context.Context, req *historyv1.PopMessage
 }
 
 // ListDeadLetters lists one page of an owner's dead letters, oldest first.
-func (s *ExchangeServer) ListDeadLetters(_ context.Context, req *historyv1.ListDeadLettersRequest) (*historyv1.ListDeadLettersResponse, error) {
+func (s *ExchangeServer) ListDeadLetters(ctx context.Context, req *historyv1.ListDeadLettersRequest) (*historyv1.ListDeadLettersResponse, error) {
 	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
 	if err != nil {
 		return nil, err
@@ -329,7 +339,10 @@ func (s *ExchangeServer) ListDeadLetters(_ context.Context, req *historyv1.ListD
 	if err != nil {
 		return nil, err
 	}
-	page := s.ex.DeadLetters(owner, after, size)
+	page, err := s.ex.DeadLetters(ctx, owner, after, size)
+	if err != nil {
+		return nil, err
+	}
 	resp := &historyv1.ListDeadLettersResponse{EvictedCount: page.Evicted}
 	var overflow int
 	o := s.messageOut(req.GetOmitRendered())

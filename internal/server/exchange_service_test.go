@@ -41,7 +41,7 @@ func newExchangeFixture(t *testing.T, exOpts []exchange.Option, streamOpts ...St
 	t.Helper()
 	ex := exchange.New(exOpts...)
 	t.Cleanup(ex.Close)
-	es := NewExchangeServer(ex, streamOpts...)
+	es := NewExchangeServer(&exchange.MemoryService{X: ex}, streamOpts...)
 	ts := newTestServer(t, func(gs *grpc.Server) { historyv1.RegisterExchangeServiceServer(gs, es) })
 	ts.OnShutdown(es.EndStreams) // as RegisterExchange does
 	return &exchangeFixture{testServer: ts, ex: ex, es: es, client: historyv1.NewExchangeServiceClient(ts.conn)}

@@ -28,7 +28,7 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 	if err != nil {
 		return err
 	}
-	sub, unsubscribe, err := s.ex.Subscribe(owner, sender)
+	sub, unsubscribe, err := s.ex.Subscribe(stream.Context(), owner, sender)
 	if errors.Is(err, exchange.ErrTooManySubscriptions) {
 		return &flagError{err: err, flag: inboxMaxStreamsFlag}
 	}

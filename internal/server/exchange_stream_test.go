@@ -186,7 +186,7 @@ func TestSubscribeInboxShutdown(t *testing.T) {
 	t.Cleanup(ex.Close)
 	var es *ExchangeServer
 	ts := newTestServer(t, func(gs *grpc.Server) {
-		es = NewExchangeServer(ex)
+		es = NewExchangeServer(&exchange.MemoryService{X: ex})
 		historyv1.RegisterExchangeServiceServer(gs, es)
 	}, WithGracePeriod(time.Hour))
 	ts.OnShutdown(es.EndStreams)

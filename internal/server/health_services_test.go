@@ -20,7 +20,7 @@ import (
 func TestHealthPerService(t *testing.T) {
 	srv := New(nil)
 	RegisterHistory(srv, store.NewMemory())
-	ex := exchange.New()
+	ex := exchange.Memory()
 	defer ex.Close()
 	RegisterExchange(srv, ex)
 	services := []string{"", historyv1.HistoryService_ServiceDesc.ServiceName, historyv1.ExchangeService_ServiceDesc.ServiceName}

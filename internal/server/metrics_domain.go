@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/historyd/historyd/internal/exchange"
@@ -13,9 +16,11 @@ type StoreStats interface {
 	Stats() store.Stats
 }
 
-// ExchangeStats is what the Exchange metrics read (exchange.Exchange implements it).
+// ExchangeStats is what the Exchange metrics read (every exchange.Service implements it). A
+// database engine's Stats can fail; the scrape then reports the Exchange's metrics as invalid with
+// the error rather than zeros that look like an empty Exchange.
 type ExchangeStats interface {
-	Stats() exchange.Stats
+	Stats(ctx context.Context) (exchange.Stats, error)
 }
 
 // WatchStore adds the branch metrics of s: historyd_branches, historyd_messages,
@@ -23,7 +28,7 @@ type ExchangeStats interface {
 // historyd_store_memory_budget_bytes, read from s.Stats() at each scrape.
 func (m *Metrics) WatchStore(s StoreStats) error {
 	return m.reg.Register(&snapshotCollector[store.Stats]{
-		stats: s.Stats,
+		stats: infallible(s.Stats),
 		metrics: []snapshotMetric[store.Stats]{
 			gauge("branches", "Branches in the store.", func(st store.Stats) float64 { return float64(st.Branches) }),
 			gauge("messages", "Messages in the store's branches, systems included.", func(st store.Stats) float64 { return float64(st.Messages) }),
@@ -41,7 +46,11 @@ func (m *Metrics) WatchStore(s StoreStats) error {
 // read from x.Stats() at each scrape.
 func (m *Metrics) WatchExchange(x ExchangeStats) error {
 	return m.reg.Register(&snapshotCollector[exchange.Stats]{
-		stats: x.Stats,
+		stats: func() (exchange.Stats, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), exchangeStatsTimeout)
+			defer cancel()
+			return x.Stats(ctx)
+		},
 		metrics: []snapshotMetric[exchange.Stats]{
 			gauge("exchange_owners", "Owners registered with the Exchange.", func(st exchange.Stats) float64 { return float64(st.Owners) }),
 			gauge("exchange_queued_messages", "Messages in outboxes, waiting to be collected.", func(st exchange.Stats) float64 { return float64(st.Queued) }),
@@ -103,7 +112,7 @@ func histogram[S any](name, help string, labels prometheus.Labels, value func(S)
 // snapshotCollector is a prometheus.Collector that takes one snapshot per scrape and reports its
 // metrics from it, so the domain needs no Prometheus types and no counters kept twice.
 type snapshotCollector[S any] struct {
-	stats   func() S
+	stats   func() (S, error)
 	metrics []snapshotMetric[S]
 }
 
@@ -116,8 +125,21 @@ func (c *snapshotCollector[S]) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect takes a snapshot and sends every metric read from it.
 func (c *snapshotCollector[S]) Collect(ch chan<- prometheus.Metric) {
-	st := c.stats()
+	st, err := c.stats()
 	for _, sm := range c.metrics {
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(sm.desc, err)
+			continue
+		}
 		ch <- sm.metric(sm.desc, st)
 	}
+}
+
+// exchangeStatsTimeout bounds the Exchange's part of a scrape: a database engine counts with a
+// query, and a scrape must not hang on a database that does not answer.
+const exchangeStatsTimeout = 5 * time.Second
+
+// infallible adapts a snapshot function that cannot fail to snapshotCollector's.
+func infallible[S any](f func() S) func() (S, error) {
+	return func() (S, error) { return f(), nil }
 }

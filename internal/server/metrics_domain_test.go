@@ -1,6 +1,9 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/historyd/historyd/internal/exchange"
@@ -11,9 +14,12 @@ type fakeStore struct{ st store.Stats }
 
 func (f *fakeStore) Stats() store.Stats { return f.st }
 
-type fakeExchange struct{ st exchange.Stats }
+type fakeExchange struct {
+	st  exchange.Stats
+	err error
+}
 
-func (f *fakeExchange) Stats() exchange.Stats { return f.st }
+func (f *fakeExchange) Stats(context.Context) (exchange.Stats, error) { return f.st, f.err }
 
 // TestDomainMetrics: the branch and Exchange metrics report the domain's snapshot as it is at each
 // scrape (issue 7: gauges/counters for branches, messages, watchers, owners, queued and
@@ -56,7 +62,7 @@ func TestDomainMetrics(t *testing.T) {
 // TestDomainMetricsReal: the real store and Exchange satisfy the interfaces the metrics read.
 func TestDomainMetricsReal(t *testing.T) {
 	m := NewMetrics()
-	x := exchange.New()
+	x := exchange.Memory()
 	defer x.Close()
 	if err := m.WatchStore(store.NewMemory()); err != nil {
 		t.Fatal(err)
@@ -66,5 +72,23 @@ func TestDomainMetricsReal(t *testing.T) {
 	}
 	if got, ok := metricValue(t, m, "historyd_exchange_owners", nil); !ok || got != 0 {
 		t.Errorf("historyd_exchange_owners = %v (present %v), want 0", got, ok)
+	}
+}
+
+// TestExchangeMetricsFailure: when a database engine cannot count what the Exchange holds, the
+// scrape fails for those metrics with the error instead of reporting an empty Exchange.
+func TestExchangeMetricsFailure(t *testing.T) {
+	m := NewMetrics()
+	fx := &fakeExchange{st: exchange.Stats{Owners: 3}, err: errors.New("database unreachable")}
+	if err := m.WatchExchange(fx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.reg.Gather()
+	if err == nil || !strings.Contains(err.Error(), "database unreachable") {
+		t.Fatalf("Gather = %v, want the Exchange's error", err)
+	}
+	fx.err = nil
+	if got, ok := metricValue(t, m, "historyd_exchange_owners", nil); !ok || got != 3 {
+		t.Errorf("after recovery historyd_exchange_owners = %v (present %v), want 3", got, ok)
 	}
 }

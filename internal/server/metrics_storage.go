@@ -47,5 +47,5 @@ func (m *Metrics) WatchStorage(s StorageStats) error {
 				labels, func(st store.StorageStats) float64 { return float64(st.Checkpoints[mode].Errors) }),
 		)
 	}
-	return m.reg.Register(&snapshotCollector[store.StorageStats]{stats: s.StorageStats, metrics: metrics})
+	return m.reg.Register(&snapshotCollector[store.StorageStats]{stats: infallible(s.StorageStats), metrics: metrics})
 }
