@@ -52,17 +52,19 @@ func testConcurrency(t *testing.T, f Factory, caps Capabilities) {
 		ids[i] = uuid.New()
 		x.register(ids[i])
 	}
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var errs errList
-	var wg sync.WaitGroup
+	var workers, readers sync.WaitGroup
 	var popped sync.Map // message id -> popper
 	var poppedN, sentN atomic.Int64
 	total := int64(owners * perOwner)
 
 	for i := range owners {
 		from, rcpt := ids[i], ids[(i+1)%owners]
-		wg.Go(func() { // the sender, collecting its own outbox as it goes
+		var sent atomic.Bool // set once every message of from is in rcpt's inbox
+		workers.Go(func() { // the sender, collecting its own outbox as it goes
+			defer sent.Store(true)
 			for n := range perOwner {
 				if _, err := x.svc.Send(c, exchange.SendRequest{Sender: from, Recipient: to(rcpt), Content: text(fmt.Sprint(n))}); err != nil {
 					errs.add(fmt.Errorf("Send: %w", err))
@@ -78,15 +80,19 @@ func testConcurrency(t *testing.T, f Factory, caps Capabilities) {
 			}
 		})
 		for p := range 2 {
-			wg.Go(func() { // two poppers of the same inbox
+			workers.Go(func() { // two poppers of the same inbox, until it is empty for good
 				last := -1
-				for poppedN.Load() < total && c.Err() == nil {
+				for c.Err() == nil {
+					done := sent.Load() // read before the pop: an empty inbox after it is final
 					m, ok, err := x.svc.PopIf(c, rcpt, from, nil)
 					if err != nil {
 						errs.add(fmt.Errorf("PopIf: %w", err))
 						return
 					}
 					if !ok {
+						if done {
+							return
+						}
 						continue
 					}
 					poppedN.Add(1)
@@ -94,7 +100,7 @@ func testConcurrency(t *testing.T, f Factory, caps Capabilities) {
 						errs.add(fmt.Errorf("message %s popped twice (poppers %v and %d)", m.ID, prev, p))
 					}
 					var n int
-					fmt.Sscan(content(m), &n)
+					_, _ = fmt.Sscan(content(m), &n)
 					if sender, _ := m.Sender.ID(); sender != from || n <= last {
 						errs.add(fmt.Errorf("popper %d of %s's inbox got %d from %s after %d", p, from, n, sender, last))
 					}
@@ -103,8 +109,14 @@ func testConcurrency(t *testing.T, f Factory, caps Capabilities) {
 			})
 		}
 	}
-	wg.Go(func() { // readers and a collect-all beside the writers
-		for poppedN.Load() < total && c.Err() == nil {
+	stop := make(chan struct{})
+	readers.Go(func() { // readers and a collect-all beside the writers
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
 			if _, err := x.svc.CollectAll(c, exchange.ReportOptions{}); err != nil {
 				errs.add(fmt.Errorf("CollectAll: %w", err))
 				return
@@ -131,7 +143,9 @@ func testConcurrency(t *testing.T, f Factory, caps Capabilities) {
 			}
 		}
 	})
-	wg.Wait()
+	workers.Wait()
+	close(stop)
+	readers.Wait()
 	errs.report(t)
 	if c.Err() != nil {
 		t.Fatalf("popped %d of %d messages before the deadline", poppedN.Load(), total)
