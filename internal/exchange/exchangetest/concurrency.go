@@ -67,13 +67,13 @@ func testConcurrency(t *testing.T, f Factory, caps Capabilities) {
 			defer sent.Store(true)
 			for n := range perOwner {
 				if _, err := x.svc.Send(c, exchange.SendRequest{Sender: from, Recipient: to(rcpt), Content: text(fmt.Sprint(n))}); err != nil {
-					errs.add(fmt.Errorf("Send: %w", err))
+					errs.add(fmt.Errorf("send: %w", err))
 					return
 				}
 				sentN.Add(1)
 				if n%5 == 4 || n == perOwner-1 {
 					if _, err := x.svc.Collect(c, from, exchange.ReportOptions{}); err != nil {
-						errs.add(fmt.Errorf("Collect: %w", err))
+						errs.add(fmt.Errorf("collect: %w", err))
 						return
 					}
 				}
@@ -86,7 +86,7 @@ func testConcurrency(t *testing.T, f Factory, caps Capabilities) {
 					done := sent.Load() // read before the pop: an empty inbox after it is final
 					m, ok, err := x.svc.PopIf(c, rcpt, from, nil)
 					if err != nil {
-						errs.add(fmt.Errorf("PopIf: %w", err))
+						errs.add(fmt.Errorf("pop: %w", err))
 						return
 					}
 					if !ok {
@@ -118,28 +118,28 @@ func testConcurrency(t *testing.T, f Factory, caps Capabilities) {
 			default:
 			}
 			if _, err := x.svc.CollectAll(c, exchange.ReportOptions{}); err != nil {
-				errs.add(fmt.Errorf("CollectAll: %w", err))
+				errs.add(fmt.Errorf("collect all: %w", err))
 				return
 			}
 			for _, o := range ids[:2] {
 				p, err := x.svc.ReceivePage(c, o, nil, exchange.Cursor{}, 16)
 				if err != nil {
-					errs.add(fmt.Errorf("ReceivePage: %w", err))
+					errs.add(fmt.Errorf("receive: %w", err))
 					return
 				}
 				seen := map[uuid.UUID]bool{}
 				for _, m := range p.Messages {
 					if seen[m.ID] {
-						errs.add(fmt.Errorf("Receive returned %s twice", m.ID))
+						errs.add(fmt.Errorf("receive returned %s twice", m.ID))
 					}
 					seen[m.ID] = true
 				}
 			}
 			if _, err := x.svc.Stats(c); err != nil {
-				errs.add(fmt.Errorf("Stats: %w", err))
+				errs.add(fmt.Errorf("stats: %w", err))
 			}
 			if _, err := x.svc.Owners(c, 0, 3); err != nil {
-				errs.add(fmt.Errorf("Owners: %w", err))
+				errs.add(fmt.Errorf("owners: %w", err))
 			}
 		}
 	})

@@ -195,7 +195,7 @@ func testConservation(t *testing.T, f Factory, caps Capabilities) {
 			seen := map[uuid.UUID]bool{}
 			for _, m := range p.Messages {
 				if seen[m.ID] {
-					l.errs = append(l.errs, fmt.Errorf("Receive returned %s twice", m.ID))
+					l.errs = append(l.errs, fmt.Errorf("receive returned %s twice", m.ID))
 				}
 				seen[m.ID] = true
 			}
