@@ -63,7 +63,7 @@ func testConcurrency(t *testing.T, f Factory, caps Capabilities) {
 	for i := range owners {
 		from, rcpt := ids[i], ids[(i+1)%owners]
 		var sent atomic.Bool // set once every message of from is in rcpt's inbox
-		workers.Go(func() { // the sender, collecting its own outbox as it goes
+		workers.Go(func() {  // the sender, collecting its own outbox as it goes
 			defer sent.Store(true)
 			for n := range perOwner {
 				if _, err := x.svc.Send(c, exchange.SendRequest{Sender: from, Recipient: to(rcpt), Content: text(fmt.Sprint(n))}); err != nil {
