@@ -166,7 +166,8 @@ func testCollectReportAndDeadLetters(t *testing.T, f Factory, _ Capabilities) {
 
 // testCollectRecipientLeft: a message sent to a registered owner that unregisters before the
 // collect is dropped with reason "recipient left" (ADR-0006 D5: a recipient that unregisters
-// before delivery receives nothing; vector step "then unregister B").
+// before delivery receives nothing; vector step "then unregister B"); one registered at the
+// collect is reached whatever happened in between (docs/decisions/0002: left vs unknown).
 func testCollectRecipientLeft(t *testing.T, f Factory, _ Capabilities) {
 	x := newFx(t, f, Options{}, ownerA, ownerB)
 	m := x.send(ownerA, to(ownerB), "then unregister B")
@@ -178,6 +179,20 @@ func testCollectRecipientLeft(t *testing.T, f Factory, _ Capabilities) {
 	}
 	if dl := x.deadLetters(ownerA, 0, 0).Letters; len(dl) != 1 || !same(dl[0].Message, m) || dl[0].Reason != exchange.ReasonRecipientLeft {
 		t.Errorf("dead letters %+v", dl)
+	}
+
+	// What counts is registration at delivery: a recipient registered after the send, or back
+	// before the collect, is reached (ADR-0006 D5: the recipient need not be registered yet).
+	later := x.send(ownerA, to(ownerC), "C registers later")
+	x.register(ownerC)
+	back := x.send(ownerA, to(ownerC), "C leaves and comes back")
+	x.unregister(ownerC)
+	x.register(ownerC)
+	if rep := x.collect(ownerA); rep.Delivered != 2 || rep.Drops != 0 {
+		t.Errorf("report %+v, want both messages delivered to C", rep.Deliveries)
+	}
+	if got := x.receive(ownerC, nil); !sameAll(got, []*envelope.Message{later, back}) {
+		t.Errorf("C received %v", contents(got))
 	}
 }
 
