@@ -53,51 +53,6 @@ func TestInboxesOfDepartedSendersAreReclaimed(t *testing.T) {
 	}
 }
 
-// TestReturningSenderInboxMovesToTheEnd: a sender whose empty inbox was reclaimed gets a new one,
-// after every existing inbox, when it registers again and delivers (docs/decisions/0002).
-func TestReturningSenderInboxMovesToTheEnd(t *testing.T) {
-	x := newRegistered(t, []uuid.UUID{ownerA, ownerB, ownerC})
-	mustSend(t, x, ownerA, to(ownerC), "a1")
-	mustCollect(t, x, ownerA)
-	mustSend(t, x, ownerB, to(ownerC), "b1")
-	mustCollect(t, x, ownerB)
-	x.Pop(ownerC, ownerA)
-	x.Unregister(ownerA) // A's inbox at C is empty: reclaimed
-	if _, err := x.Register(ownerA); err != nil {
-		t.Fatal(err)
-	}
-	mustSend(t, x, ownerA, to(ownerC), "a2")
-	mustCollect(t, x, ownerA)
-	if got, want := contents(x.Receive(ownerC, nil)), []string{"b1", "a2"}; !slices.Equal(got, want) {
-		t.Errorf("Receive(C) = %v, want %v (A's new inbox after B's)", got, want)
-	}
-}
-
-// TestReceiveCursorSurvivesReclaim (review finding M2: cursors are stable ordinals, not indexes): an
-// inbox before the cursor is reclaimed between two pages, and the walk neither skips nor repeats a
-// message.
-func TestReceiveCursorSurvivesReclaim(t *testing.T) {
-	x := newRegistered(t, []uuid.UUID{ownerA, ownerB, ownerC, ownerD})
-	for _, s := range []uuid.UUID{ownerA, ownerB, ownerC} {
-		for i := range 2 {
-			mustSend(t, x, s, to(ownerD), fmt.Sprintf("%s%d", s.String()[:1], i))
-		}
-		mustCollect(t, x, s)
-	}
-	first := x.ReceivePage(ownerD, nil, Cursor{}, 3) // a0 a1 b0
-	x.Pop(ownerD, ownerA)
-	x.Pop(ownerD, ownerA)
-	x.Unregister(ownerA) // A's inbox, before the cursor, is reclaimed
-	if x.liveInboxes(ownerD) != 2 {
-		t.Fatalf("D has %d inboxes, want A's reclaimed", x.liveInboxes(ownerD))
-	}
-	rest := x.ReceivePage(ownerD, nil, first.Next, 10)
-	got := append(contents(first.Messages), contents(rest.Messages)...)
-	if want := []string{"a0", "a1", "b0", "b1", "c0", "c1"}; !slices.Equal(got, want) || rest.More {
-		t.Errorf("pages = %v (more %v), want %v", got, rest.More, want)
-	}
-}
-
 // TestReceiveCostIsPerPage (review finding M2): a Receive filtered by sender looks at that sender's
 // inbox only (it used to build a name for every inbox of the owner), and a page that starts deep in
 // an inbox finds its start by binary search (it used to walk every message before the cursor).
