@@ -23,7 +23,7 @@ type outboxRow struct {
 // recipientRow is what a collect changes of one recipient owner, written back at its end.
 type recipientRow struct {
 	reg, nextSeq, nextOrd, landed int64
-	inboxes                  map[uuid.UUID]*inboxRow // by sender (only the collecting owner's)
+	inboxes                       map[uuid.UUID]*inboxRow // by sender (only the collecting owner's)
 }
 
 type inboxRow struct {

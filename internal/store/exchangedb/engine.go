@@ -17,7 +17,7 @@ const DefaultRetention = time.Hour
 // again, so that a lost wake-up costs at most this much latency, never mail.
 const DefaultRecheckInterval = 2 * time.Second
 
-// tenant is the default tenant, as the history tables use ('').
+// tenant is the default tenant, as the history tables use (”).
 const tenant = ""
 
 // Option configures an Engine beyond the Exchange's own options.

@@ -260,7 +260,7 @@ func (e *Engine) Owners(ctx context.Context, after uint64, limit int) (exchange.
 		}
 		return collect(ctx, q, func(r Rows) error {
 			var (
-				owner               string
+				owner              string
 				reg, queued, inbox int64
 			)
 			if err := r.Scan(&owner, &reg, &queued, &inbox); err != nil {

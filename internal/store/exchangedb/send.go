@@ -153,9 +153,9 @@ func (e *Engine) Remembered(ctx context.Context, sender uuid.UUID, requestID str
 
 func (e *Engine) remembered(ctx context.Context, q Querier, sender, requestID string, req *exchange.SendRequest) (*envelope.Message, bool, error) {
 	var (
-		created                             int64
-		msgID, createdAt, rcpt, digest       string
-		channel, body                        nullString
+		created                        int64
+		msgID, createdAt, rcpt, digest string
+		channel, body                  nullString
 	)
 	err := q.QueryRow(ctx, `SELECT r.created_ns, r.message, r.created_at, r.recipient, r.channel, r.digest, m.body
 		FROM exchange_requests r LEFT JOIN exchange_messages m ON m.tenant = r.tenant AND m.id = r.message

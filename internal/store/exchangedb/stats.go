@@ -61,7 +61,9 @@ func (e *Engine) Ledger(ctx context.Context) ([]exchange.LedgerEntry, error) {
 }
 
 // pruneEvery is how often the pruner runs, at most: a fraction of the retention.
-func (e *Engine) pruneEvery() time.Duration { return min(max(e.cfg.retention/4, time.Second), time.Minute) }
+func (e *Engine) pruneEvery() time.Duration {
+	return min(max(e.cfg.retention/4, time.Second), time.Minute)
+}
 
 // runPruner forgets, every pruneEvery, the ledger rows in a terminal state for longer than the
 // retention, the messages no row refers to any more, and the expired request ids. Owner: the
@@ -98,4 +100,3 @@ func (e *Engine) Prune(ctx context.Context) error {
 		return err
 	}, nil)
 }
-
