@@ -13,7 +13,7 @@ func (e *Engine) Stats(ctx context.Context) (exchange.Stats, error) {
 	var st exchange.Stats
 	err := e.d.Read(ctx, func(ctx context.Context, q Querier) error {
 		var owners, queued, inbox, dead int64
-		if err := q.QueryRow(ctx, `SELECT COUNT(*), COALESCE(SUM(queued), 0), COALESCE(SUM(inbox), 0), COALESCE(SUM(dead), 0)
+		if err := q.QueryRow(ctx, `SELECT COUNT(*), CAST(COALESCE(SUM(queued), 0) AS BIGINT), CAST(COALESCE(SUM(inbox), 0) AS BIGINT), CAST(COALESCE(SUM(dead), 0) AS BIGINT)
 			FROM exchange_owners WHERE tenant = ?`, tenant).Scan(&owners, &queued, &inbox, &dead); err != nil {
 			return err
 		}
