@@ -20,7 +20,9 @@ func serveUntil(t *testing.T, args ...string) (addr string, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sink := newLogSink()
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--grace-period", "5s"}, args...), envOf(nil), sink) }()
+	go func() {
+		done <- run(ctx, append([]string{"--listen", "127.0.0.1:0", "--grace-period", "5s"}, args...), envOf(nil), sink)
+	}()
 	select {
 	case addr = <-sink.serving:
 	case code := <-done:
