@@ -11,6 +11,9 @@ import (
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/exchange"
 	"github.com/historyd/historyd/internal/exchange/exchangetest"
+	"github.com/historyd/historyd/internal/store/exchangedb"
+	"github.com/historyd/historyd/internal/store/postgres"
+	"github.com/historyd/historyd/internal/store/postgres/pgtest"
 )
 
 // benchSendCollect is issue 17's benchmark shape in process: 100 owners, each op a direct Send
@@ -55,4 +58,16 @@ func BenchmarkSendCollectSQLite(b *testing.B) {
 	benchSendCollect(b, e)
 	commits, writes := s.Writes()
 	b.ReportMetric(float64(writes)/float64(max(commits, 1)), "writes/commit")
+}
+
+func BenchmarkSendCollectPostgres(b *testing.B) {
+	url := pgtest.New(b)
+	s, err := postgres.Open(context.Background(), postgres.Config{URL: url, MaxConns: 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	e := exchangedb.New(s.ExchangeDriver(), xopts(exchangetest.Options{MaxInbox: exchangetest.NoBound}))
+	defer e.Close()
+	benchSendCollect(b, e)
 }

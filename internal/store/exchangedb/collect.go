@@ -150,7 +150,7 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 		in.count++
 		r.nextSeq++
 		r.landed++
-		_, err = q.Exec(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, holder_reg, ord, seq)
+		err = q.Defer(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, holder_reg, ord, seq)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, tenant, m.ID.String(), to.String(), oid, stInbox, to.String(), r.reg, in.ord, r.nextSeq)
 		return err == nil, 0, err
 	}
@@ -201,7 +201,7 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 		for _, dr := range d.Dropped {
 			dead = append(dead, deadRow{msg: b.msg.ID, rcpt: recipientKey(dr.Recipient), reason: dr.Reason})
 		}
-		if _, err := q.Exec(ctx, `DELETE FROM exchange_ledger WHERE tenant = ? AND message = ? AND recipient = ''`, tenant, b.msg.ID.String()); err != nil {
+		if err := q.Defer(ctx, `DELETE FROM exchange_ledger WHERE tenant = ? AND message = ? AND recipient = ''`, tenant, b.msg.ID.String()); err != nil {
 			return nil, nil, err
 		}
 		rep.Deliveries = append(rep.Deliveries, d)
@@ -215,12 +215,12 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 			continue
 		}
 		landed = append(landed, id)
-		if _, err := q.Exec(ctx, `UPDATE exchange_owners SET next_seq = ?, next_ord = ?, inbox = inbox + ? WHERE tenant = ? AND owner = ?`,
+		if err := q.Defer(ctx, `UPDATE exchange_owners SET next_seq = ?, next_ord = ?, inbox = inbox + ? WHERE tenant = ? AND owner = ?`,
 			r.nextSeq, r.nextOrd, r.landed, tenant, id.String()); err != nil {
 			return nil, nil, err
 		}
 		for sender, in := range r.inboxes {
-			if _, err := q.Exec(ctx, `UPDATE exchange_inboxes SET count = ? WHERE tenant = ? AND owner = ? AND sender = ?`,
+			if err := q.Defer(ctx, `UPDATE exchange_inboxes SET count = ? WHERE tenant = ? AND owner = ? AND sender = ?`,
 				in.count, tenant, id.String(), sender.String()); err != nil {
 				return nil, nil, err
 			}
@@ -228,7 +228,7 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 	}
 	if len(dead) > 0 {
 		// Last: the tenant's counter row is the one row every dropping collect shares.
-		if _, err := q.Exec(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES (?, 'dead_lettered', ?)
+		if err := q.Defer(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES (?, 'dead_lettered', ?)
 			ON CONFLICT (tenant, name) DO UPDATE SET value = exchange_counters.value + ?`, tenant, int64(len(dead)), int64(len(dead))); err != nil {
 			return nil, nil, err
 		}
@@ -293,7 +293,7 @@ func (e *Engine) inbox(ctx context.Context, q Querier, r *recipientRow, owner, s
 	case q.IsNoRows(err):
 		r.nextOrd++
 		in.ord, in.isNew = r.nextOrd, true
-		if _, err := q.Exec(ctx, `INSERT INTO exchange_inboxes (tenant, owner, sender, ord, count) VALUES (?, ?, ?, ?, 0)`,
+		if err := q.Defer(ctx, `INSERT INTO exchange_inboxes (tenant, owner, sender, ord, count) VALUES (?, ?, ?, ?, 0)`,
 			tenant, owner.String(), sender.String(), in.ord); err != nil {
 			return nil, err
 		}
@@ -317,7 +317,7 @@ func (e *Engine) keepDead(ctx context.Context, q Querier, holder string, row *re
 	nextDead, held := row.nextDead, row.dead
 	for _, d := range dead {
 		nextDead++
-		if _, err := q.Exec(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, seq, reason, dead_at)
+		if err := q.Defer(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, seq, reason, dead_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, tenant, d.msg.String(), d.rcpt, holder, stDead, holder, nextDead, int64(d.reason), now); err != nil {
 			return err
 		}
@@ -325,17 +325,16 @@ func (e *Engine) keepDead(ctx context.Context, q Querier, holder string, row *re
 	held += int64(len(dead))
 	var evicted int64
 	if over := held - int64(e.set.MaxDeadLetters); over > 0 {
-		// The kept letters are the last `held` numbers: eviction takes the oldest, Unregister all.
-		n, err := q.Exec(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ? WHERE tenant = ? AND holder = ? AND state = ? AND ord = 0 AND seq <= ?`,
-			stEvicted, now, tenant, holder, stDead, nextDead-int64(e.set.MaxDeadLetters))
-		if err != nil {
+		// The kept letters are the last `held` numbers (eviction takes the oldest, Unregister all),
+		// so the oldest `over` are exactly those numbered up to nextDead - the bound.
+		if err := q.Defer(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ? WHERE tenant = ? AND holder = ? AND state = ? AND ord = 0 AND seq <= ?`,
+			stEvicted, now, tenant, holder, stDead, nextDead-int64(e.set.MaxDeadLetters)); err != nil {
 			return err
 		}
-		evicted, held = n, held-n
+		evicted, held = over, held-over
 	}
-	_, err := q.Exec(ctx, `UPDATE exchange_owners SET next_dead = ?, dead = ?, evicted = evicted + ?, queued = queued - ? WHERE tenant = ? AND owner = ?`,
+	return q.Defer(ctx, `UPDATE exchange_owners SET next_dead = ?, dead = ?, evicted = evicted + ?, queued = queued - ? WHERE tenant = ? AND owner = ?`,
 		nextDead, held, evicted, collected, tenant, holder)
-	return err
 }
 
 // CollectAll collects every owner registered when it starts, in registration order, each in a

@@ -18,6 +18,12 @@ type Querier interface {
 	QueryRow(ctx context.Context, query string, args ...any) Row
 	// IsNoRows reports whether err is the driver's "no rows" error.
 	IsNoRows(err error) bool
+	// Defer runs a statement whose result nothing reads before the commit, at the latest with
+	// the commit, in the order deferred and after every statement run before it (PostgreSQL
+	// sends deferred statements with the COMMIT: a round trip each saved; SQLite runs them at
+	// once). Its error, if any, fails the commit and applies nothing. Statements run later must
+	// not read what a deferred one writes.
+	Defer(ctx context.Context, query string, args ...any) error
 }
 
 // Rows is a query's result.

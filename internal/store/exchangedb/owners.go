@@ -71,19 +71,19 @@ func (e *Engine) UnregisterIf(ctx context.Context, owner uuid.UUID, check func(*
 			}
 		}
 		now := e.now().UnixNano()
-		if _, err := q.Exec(ctx, `DELETE FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, id); err != nil {
+		if err := q.Defer(ctx, `DELETE FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, id); err != nil {
 			return err
 		}
-		if _, err := q.Exec(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ?
+		if err := q.Defer(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ?
 			WHERE tenant = ? AND holder = ? AND state IN (?, ?, ?)`, stReturned, now, tenant, id, stOutbox, stInbox, stDead); err != nil {
 			return err
 		}
-		if _, err := q.Exec(ctx, `DELETE FROM exchange_inboxes WHERE tenant = ? AND owner = ?`, tenant, id); err != nil {
+		if err := q.Defer(ctx, `DELETE FROM exchange_inboxes WHERE tenant = ? AND owner = ?`, tenant, id); err != nil {
 			return err
 		}
 		// Its inboxes at other owners that are empty are reclaimed now; the others when the Pop
 		// that empties them sees the sender gone (receive.go).
-		if _, err := q.Exec(ctx, `DELETE FROM exchange_inboxes WHERE tenant = ? AND sender = ? AND count = 0`, tenant, id); err != nil {
+		if err := q.Defer(ctx, `DELETE FROM exchange_inboxes WHERE tenant = ? AND sender = ? AND count = 0`, tenant, id); err != nil {
 			return err
 		}
 		snap, ok = s, true

@@ -100,11 +100,11 @@ func (e *Engine) PopIf(ctx context.Context, owner, sender uuid.UUID, check func(
 				return err
 			}
 		}
-		if _, err := q.Exec(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ? WHERE tenant = ? AND message = ? AND recipient = ?`,
+		if err := q.Defer(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ? WHERE tenant = ? AND message = ? AND recipient = ?`,
 			stPopped, e.now().UnixNano(), tenant, id, oid); err != nil {
 			return err
 		}
-		if _, err := q.Exec(ctx, `UPDATE exchange_owners SET inbox = inbox - 1 WHERE tenant = ? AND owner = ?`, tenant, oid); err != nil {
+		if err := q.Defer(ctx, `UPDATE exchange_owners SET inbox = inbox - 1 WHERE tenant = ? AND owner = ?`, tenant, oid); err != nil {
 			return err
 		}
 		reclaim := false
@@ -118,9 +118,9 @@ func (e *Engine) PopIf(ctx context.Context, owner, sender uuid.UUID, check func(
 			}
 		}
 		if reclaim {
-			_, err = q.Exec(ctx, `DELETE FROM exchange_inboxes WHERE tenant = ? AND owner = ? AND sender = ?`, tenant, oid, sid)
+			err = q.Defer(ctx, `DELETE FROM exchange_inboxes WHERE tenant = ? AND owner = ? AND sender = ?`, tenant, oid, sid)
 		} else {
-			_, err = q.Exec(ctx, `UPDATE exchange_inboxes SET count = count - 1 WHERE tenant = ? AND owner = ? AND sender = ?`, tenant, oid, sid)
+			err = q.Defer(ctx, `UPDATE exchange_inboxes SET count = count - 1 WHERE tenant = ? AND owner = ? AND sender = ?`, tenant, oid, sid)
 		}
 		if err != nil {
 			return err

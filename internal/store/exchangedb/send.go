@@ -85,7 +85,7 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 				return fmt.Errorf("exchangedb: request %q of %s: a record conflicts and cannot be read", req.RequestID, sender)
 			}
 			// The sender's own bound: the last RequestsPerSender ids.
-			if _, err := q.Exec(ctx, `DELETE FROM exchange_requests WHERE tenant = ? AND sender = ?
+			if err := q.Defer(ctx, `DELETE FROM exchange_requests WHERE tenant = ? AND sender = ?
 				AND n <= (SELECT MAX(n) FROM exchange_requests WHERE tenant = ? AND sender = ?) - ?`,
 				tenant, sender, tenant, sender, int64(e.set.RequestsPerSender)); err != nil {
 				return err
@@ -113,13 +113,12 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 				return err
 			}
 		}
-		if _, err := q.Exec(ctx, `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?, ?)`,
+		if err := q.Defer(ctx, `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?, ?)`,
 			tenant, m.ID.String(), sender, body, known); err != nil {
 			return err
 		}
-		_, err := q.Exec(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, seq)
+		return q.Defer(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, seq)
 			VALUES (?, ?, '', ?, ?, ?, ?)`, tenant, m.ID.String(), sender, stOutbox, sender, seq)
-		return err
 	}, nil)
 	if err != nil {
 		return nil, err

@@ -67,6 +67,14 @@ func (q pgQuerier) QueryRow(ctx context.Context, query string, args ...any) exch
 
 func (pgQuerier) IsNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
+// Defer hands the statement to the COMMIT's batch (lazyTx, tx.go): one round trip for all of
+// them and the COMMIT; a failure rolls the whole transaction back.
+func (q pgQuerier) Defer(ctx context.Context, query string, args ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(exchangedb.Rebind(query), args...)
+	return commitWith(ctx, q.tx, b)
+}
+
 // exchangeChannel is the NOTIFY channel of the Exchange's wake-ups: owner UUIDs, comma-separated.
 const exchangeChannel = "historyd_exchange"
 

@@ -35,7 +35,7 @@ func (d exchangeDriver) Write(ctx context.Context, fn func(ctx context.Context, 
 func (d exchangeDriver) Read(ctx context.Context, fn func(ctx context.Context, q exchangedb.Querier) error) error {
 	return d.s.read(ctx, func(tx *sql.Tx) error {
 		return fn(ctx, sqlQuerier{tx: tx, stmt: func(ctx context.Context, q string) (*sql.Stmt, error) {
-			return d.s.ex.readStmt(ctx, d.s.db.read, tx, q)
+			return d.s.ex.readStmt(ctx, tx, q)
 		}})
 	})
 }
@@ -46,13 +46,11 @@ const maxExchangeStmts = 256
 
 // exchangeStmts keeps the Exchange's statements prepared: parsing every statement of every write
 // cost more than the write (as stmtCache found for history). Its queries are exchangedb's, not
-// known at Open, so they are prepared on first use: the write side on the writer's own connection,
-// from the writer goroutine inside its transaction (the writer holds the only write connection);
-// the read side on the read pool, which prepares per connection as it goes.
+// known at Open, so they are prepared on first use, on the writer's own connection, from the writer
+// goroutine inside its transaction (the writer holds the only write connection).
 type exchangeStmts struct {
 	mu    sync.Mutex
 	write map[string]*sql.Stmt
-	read  map[string]*sql.Stmt
 	// tx and txm are the statements bound to the writer's current transaction (writer goroutine only).
 	tx  *sql.Tx
 	txm map[string]*sql.Stmt
@@ -88,25 +86,11 @@ func (c *exchangeStmts) writeStmt(ctx context.Context, conn *sql.Conn, tx *sql.T
 	return bound, nil
 }
 
-func (c *exchangeStmts) readStmt(ctx context.Context, db *sql.DB, tx *sql.Tx, q string) (*sql.Stmt, error) {
-	c.mu.Lock()
-	st, ok := c.read[q]
-	if !ok && len(c.read) < maxExchangeStmts {
-		var err error
-		if st, err = db.PrepareContext(ctx, q); err != nil {
-			c.mu.Unlock()
-			return nil, err
-		}
-		if c.read == nil {
-			c.read = map[string]*sql.Stmt{}
-		}
-		c.read[q], ok = st, true
-	}
-	c.mu.Unlock()
-	if !ok {
-		return tx.PrepareContext(ctx, q)
-	}
-	return tx.StmtContext(ctx, st), nil
+// readStmt prepares q on the read transaction's own connection. Reads keep no cache: a statement
+// kept for the pool is prepared on a connection of its own, and a read that waited for one while
+// holding its own could starve the pool (two readers, each waiting for the other's connection).
+func (c *exchangeStmts) readStmt(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, error) {
+	return tx.PrepareContext(ctx, q)
 }
 
 func (exchangeDriver) Notify([]uuid.UUID) {}
@@ -152,6 +136,12 @@ func (q sqlQuerier) QueryRow(ctx context.Context, query string, args ...any) exc
 }
 
 func (sqlQuerier) IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// Defer runs the statement now: SQLite has no round trips to save.
+func (q sqlQuerier) Defer(ctx context.Context, query string, args ...any) error {
+	_, err := q.Exec(ctx, query, args...)
+	return err
+}
 
 type sqlRows struct{ *sql.Rows }
 
