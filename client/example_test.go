@@ -21,7 +21,7 @@ func exampleServer() (addr string, stop func()) {
 		panic(err)
 	}
 	srv := server.New(nil)
-	ex := exchange.New()
+	ex := exchange.Memory()
 	server.RegisterExchange(srv, ex)
 	server.RegisterHistory(srv, store.NewMemory())
 	served := make(chan error, 1)

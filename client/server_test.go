@@ -28,7 +28,7 @@ func startServerWith(t *testing.T, serverOpts []server.Option, storeOpts ...stor
 		t.Fatal(err)
 	}
 	srv := server.New(nil, serverOpts...)
-	ex := exchange.New()
+	ex := exchange.Memory()
 	server.RegisterExchange(srv, ex)
 	server.RegisterHistory(srv, store.NewMemory(storeOpts...))
 	served := make(chan error, 1)

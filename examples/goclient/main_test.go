@@ -18,7 +18,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := server.New(nil)
-	ex := exchange.New()
+	ex := exchange.Memory()
 	defer ex.Close()
 	server.RegisterExchange(srv, ex)
 	server.RegisterHistory(srv, store.NewMemory())
