@@ -1,0 +1,148 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/store/exchangedb"
+)
+
+// ExchangeDriver returns the exchangedb.Driver over this store's database (issue 17): the
+// Exchange's writes go through the single writer (writer.go), so they group-commit with history
+// writes and share its fault mapping and health; its reads use the read pool. There is one
+// process, so wake-ups are the Exchange's own (Notify does nothing).
+func (s *Store) ExchangeDriver() exchangedb.Driver { return exchangeDriver{s} }
+
+type exchangeDriver struct{ s *Store }
+
+func (exchangeDriver) Dialect() exchangedb.Dialect { return exchangedb.SQLite }
+
+func (d exchangeDriver) Write(ctx context.Context, fn func(ctx context.Context, q exchangedb.Querier) error, after func()) error {
+	if d.s.closed.Load() {
+		return ErrClosed
+	}
+	return d.s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return fn(ctx, sqlQuerier{tx: tx, stmt: func(ctx context.Context, q string) (*sql.Stmt, error) {
+			return d.s.ex.writeStmt(ctx, d.s.w.conn, tx, q)
+		}})
+	}, after)
+}
+
+func (d exchangeDriver) Read(ctx context.Context, fn func(ctx context.Context, q exchangedb.Querier) error) error {
+	return d.s.read(ctx, func(tx *sql.Tx) error {
+		return fn(ctx, sqlQuerier{tx: tx, stmt: func(ctx context.Context, q string) (*sql.Stmt, error) {
+			return d.s.ex.readStmt(ctx, tx, q)
+		}})
+	})
+}
+
+// maxExchangeStmts bounds the statements kept prepared per side; past it (queries with long IN
+// lists vary in text), a statement is prepared for its transaction only.
+const maxExchangeStmts = 256
+
+// exchangeStmts keeps the Exchange's statements prepared: parsing every statement of every write
+// cost more than the write (as stmtCache found for history). Its queries are exchangedb's, not
+// known at Open, so they are prepared on first use, on the writer's own connection, from the writer
+// goroutine inside its transaction (the writer holds the only write connection).
+type exchangeStmts struct {
+	mu    sync.Mutex
+	write map[string]*sql.Stmt
+	// tx and txm are the statements bound to the writer's current transaction (writer goroutine only).
+	tx  *sql.Tx
+	txm map[string]*sql.Stmt
+}
+
+func (c *exchangeStmts) writeStmt(ctx context.Context, conn *sql.Conn, tx *sql.Tx, q string) (*sql.Stmt, error) {
+	if c.tx != tx {
+		c.tx, c.txm = tx, map[string]*sql.Stmt{}
+	}
+	if st, ok := c.txm[q]; ok {
+		return st, nil
+	}
+	c.mu.Lock()
+	st, ok := c.write[q]
+	c.mu.Unlock()
+	if !ok {
+		var err error
+		if len(c.write) >= maxExchangeStmts {
+			return tx.PrepareContext(ctx, q)
+		}
+		if st, err = conn.PrepareContext(context.Background(), q); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		if c.write == nil {
+			c.write = map[string]*sql.Stmt{}
+		}
+		c.write[q] = st
+		c.mu.Unlock()
+	}
+	bound := tx.StmtContext(context.Background(), st) // kept for the batch: never bound to one caller's context
+	c.txm[q] = bound
+	return bound, nil
+}
+
+// readStmt prepares q on the read transaction's own connection. Reads keep no cache: a statement
+// kept for the pool is prepared on a connection of its own, and a read that waited for one while
+// holding its own could starve the pool (two readers, each waiting for the other's connection).
+func (c *exchangeStmts) readStmt(ctx context.Context, tx *sql.Tx, q string) (*sql.Stmt, error) {
+	return tx.PrepareContext(ctx, q)
+}
+
+func (exchangeDriver) Notify([]uuid.UUID) {}
+
+func (exchangeDriver) Listen(func([]uuid.UUID)) bool { return false }
+
+// sqlQuerier is a transaction as exchangedb queries it, through prepared statements.
+type sqlQuerier struct {
+	tx   *sql.Tx
+	stmt func(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+func (q sqlQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	st, err := q.stmt(ctx, query)
+	if err != nil {
+		return 0, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (q sqlQuerier) Query(ctx context.Context, query string, args ...any) (exchangedb.Rows, error) {
+	st, err := q.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}
+
+func (q sqlQuerier) QueryRow(ctx context.Context, query string, args ...any) exchangedb.Row {
+	st, err := q.stmt(ctx, query)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (sqlQuerier) IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// Defer runs the statement now: SQLite has no round trips to save.
+func (q sqlQuerier) Defer(ctx context.Context, query string, args ...any) error {
+	_, err := q.Exec(ctx, query, args...)
+	return err
+}
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { r.Rows.Close() } //nolint:errcheck // Err reports what reading them met
