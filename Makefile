@@ -153,7 +153,7 @@ vuln: .vulndb/index/db.json ## govulncheck with Go 1.27.3 (RELEASE_TOOLCHAIN) ag
 # and the replicas' lines (issue 16: "replicas: 3, W writes, K watchers, 0 gaps, 0 duplicates, 0
 # lost"; issue 17: "exchange replicas: S sent, D delivered once, L dead-lettered, E evicted, 0 lost,
 # 0 duplicated") must show. test/e2e is one package. Its PostgreSQL tests (replicas*_test.go,
-# exchange_replicas_test.go, exchange_example_durable_test.go's TestReplicasExchangeExample,
+# exchange_replicas_test.go, TestReplicasExchangeExample, TestReplicasScalingOutREADME,
 # pg_faults*_test.go) use HISTORYD_TEST_POSTGRES_URL or the local server, and skip with a line that
 # says how when neither answers; e2e-pg sets HISTORYD_REQUIRE_POSTGRES=1, so they fail instead.
 e2e: ## End-to-end tests: build the binary and grpcurl, drive the real process (prints the crash harness's line per --sync mode, and with PostgreSQL the replicas' line)

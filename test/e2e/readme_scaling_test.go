@@ -16,14 +16,14 @@ import (
 	"github.com/historyd/historyd/internal/store/postgres/pgtest"
 )
 
-// TestREADMEScalingOut runs the README's "Scaling out" block (issue 17: "README 'Scaling out' with a
+// TestReplicasScalingOutREADME runs the README's "Scaling out" block (issue 17: "README 'Scaling out' with a
 // two-replica example on a local PostgreSQL") as pasted into bash, with what this machine's run
 // must differ in: the binary TestMain built for `make build` and bin/historyd, the pinned grpcurl,
 // a fresh schema of the test PostgreSQL for the database createdb makes, and two free ports for
 // 50051 and 50052 (other tests' servers may hold those). The pop through replica 2 must answer
 // the message sent through it and routed by replica 1, and GetBranch on replica 2 the branch made
 // on replica 1.
-func TestREADMEScalingOut(t *testing.T) {
+func TestReplicasScalingOutREADME(t *testing.T) {
 	_, block, ok := strings.Cut(readREADME(t), "<!-- readme-test: scaling-out -->\n```sh\n")
 	if !ok {
 		t.Fatal("README has no scaling-out block")
