@@ -126,7 +126,7 @@ func (x *Exchange) collect(f *flow, o ReportOptions) (*Report, bool) {
 				x.record(f, &d, r.owner, x.deliver(r, owner, e), o)
 			}
 			if d.ReachedCount == 0 && len(d.Dropped) == 0 {
-				d.Dropped = append(d.Dropped, Drop{Recipient: envelope.None(), Reason: ReasonNoRecipients})
+				d.Dropped = append(d.Dropped, BroadcastDrop())
 			}
 		} else {
 			x.routeDirect(f, &d, e, o)
@@ -163,29 +163,13 @@ func (x *Exchange) collect(f *flow, o ReportOptions) (*Report, bool) {
 // routeDirect delivers a message of sender f whose recipient is not None: only a registered
 // owner's UUID reaches an inbox (ADR-0006 D5).
 func (x *Exchange) routeDirect(f *flow, d *Delivery, e entry, o ReportOptions) {
-	rcpt := e.msg.Recipient
-	drop := func(r Reason) { d.Dropped = append(d.Dropped, Drop{Recipient: rcpt, Reason: r}) }
-	switch rcpt.Kind() {
-	case envelope.ParticipantRole:
-		if role, _ := rcpt.Role(); role == envelope.RoleUnset {
-			drop(ReasonUnsetRecipient)
-		} else {
-			drop(ReasonNotUUID)
-		}
-	case envelope.ParticipantName:
-		drop(ReasonNotUUID)
-	case envelope.ParticipantID:
-		id, _ := rcpt.ID()
-		r := x.lookup(id)
-		switch {
-		case r != nil:
-			x.record(f, d, id, x.deliver(r, f.owner, e), o)
-		case e.recipientWasRegistered:
-			drop(ReasonRecipientLeft)
-		default:
-			drop(ReasonUnknownRecipient)
-		}
+	var r *flow
+	id, ok, reason := RouteDirect(e.msg.Recipient, func(id uuid.UUID) bool { r = x.lookup(id); return r != nil }, e.recipientWasRegistered)
+	if ok {
+		x.record(f, d, id, x.deliver(r, f.owner, e), o)
+		return
 	}
+	d.Dropped = append(d.Dropped, Drop{Recipient: e.msg.Recipient, Reason: reason})
 }
 
 // record notes the outcome of one delivery by sender f to owner. The caller holds f.collectMu.

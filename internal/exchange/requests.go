@@ -156,22 +156,54 @@ func messageDigest(m *envelope.Message) ([sha256.Size]byte, bool) {
 // message exactly (a retry of the same request, the usual case); else the first message's identity
 // and routing without its content (a repeat with another payload, after the message was consumed).
 func (e *requestEntry) answer(req *SendRequest) *envelope.Message {
-	if m := e.ref.Value(); m != nil {
-		return m
+	return e.record().Answer(e.ref.Value(), req)
+}
+
+func (e *requestEntry) record() RequestRecord {
+	return RequestRecord{MsgID: e.msgID, CreatedAt: e.createdAt, Sender: e.sender, Recipient: e.recipient, Channel: e.channel, Digest: e.digest}
+}
+
+// RequestRecord is what a repeat of a Send needs of the first one (issue 11: its identity and
+// routing and a digest, not the body). The memory engine keeps it per request id; the database
+// engines store it in a row and answer a repeat with Answer, so the rule is written once.
+type RequestRecord struct {
+	MsgID     uuid.UUID
+	CreatedAt float64
+	Sender    uuid.UUID
+	Recipient envelope.Participant
+	Channel   *string
+	// Digest is the SHA-256 of the first message's JSON.
+	Digest [sha256.Size]byte
+}
+
+// NewRequestRecord is the record of a Send that returned m.
+func NewRequestRecord(sender uuid.UUID, m *envelope.Message) RequestRecord {
+	r := RequestRecord{MsgID: m.ID, CreatedAt: m.CreatedAt, Sender: sender, Recipient: m.Recipient, Channel: m.Channel}
+	r.Digest, _ = messageDigest(m)
+	return r
+}
+
+// Answer is the message a repeat returns: held (the first message) while anything holds it;
+// else the message req would have built with the first one's identity, when that is the first
+// message exactly (a retry of the same request, the usual case); else the first message's identity
+// and routing without its content (a repeat with another payload, after the message was consumed).
+func (r RequestRecord) Answer(held *envelope.Message, req *SendRequest) *envelope.Message {
+	if held != nil {
+		return held
 	}
 	if req != nil {
 		if m, err := newBaseMessage(*req); err == nil {
-			m.ID, m.CreatedAt = e.msgID, e.createdAt
-			if d, ok := messageDigest(m); ok && d == e.digest {
+			m.ID, m.CreatedAt = r.MsgID, r.CreatedAt
+			if d, ok := messageDigest(m); ok && d == r.Digest {
 				return m
 			}
 		}
 	}
-	m, err := newBaseMessage(SendRequest{Sender: e.sender, Recipient: e.recipient, Channel: e.channel})
+	m, err := newBaseMessage(SendRequest{Sender: r.Sender, Recipient: r.Recipient, Channel: r.Channel})
 	if err != nil {
 		return nil // cannot happen: a recipient and a channel that built a message before build it again
 	}
-	m.ID, m.CreatedAt = e.msgID, e.createdAt
+	m.ID, m.CreatedAt = r.MsgID, r.CreatedAt
 	return m
 }
 

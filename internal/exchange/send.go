@@ -127,6 +127,9 @@ func (x *Exchange) sendWith(req SendRequest, extra func(*envelope.Message) int64
 	return m, nil
 }
 
+// NewMessage is the base Message Send queues for req (newBaseMessage), for the database engines.
+func NewMessage(req SendRequest) (*envelope.Message, error) { return newBaseMessage(req) }
+
 // newBaseMessage is LionAGI's Message(sender=..., recipient=..., content=..., channel=...) built
 // through the envelope's constructor, so it obeys exactly the rules a LionAGI dict does.
 func newBaseMessage(req SendRequest) (*envelope.Message, error) {

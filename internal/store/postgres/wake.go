@@ -55,6 +55,8 @@ type wake struct {
 	drop atomic.Bool
 	// listening counts the listener's successful LISTENs (tests wait on it).
 	listening atomic.Int64
+
+	exchangeWake // the Exchange's wake-ups (exchange_driver.go), guarded by mu
 }
 
 func newWake() *wake {
@@ -152,6 +154,7 @@ func (s *Store) runNotifier() {
 		case <-s.wake.outNew:
 		}
 		heads := s.wake.take(&s.wake.out)
+		owners := s.wake.takeOwners()
 		if s.wake.drop.Load() || !s.ready.Load() {
 			continue
 		}
@@ -161,6 +164,14 @@ func (s *Store) runNotifier() {
 			cancel()
 			if err != nil {
 				break
+			}
+		}
+		for _, p := range owners {
+			ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+			err := s.pool.SendBatch(ctx, notifyExchangeBatch(p)).Close()
+			cancel()
+			if err != nil {
+				break // the Exchange's periodic recheck makes up for it
 			}
 		}
 	}
@@ -194,10 +205,11 @@ func (s *Store) runListener() {
 		if s.ready.Load() {
 			conn, err := pgx.ConnectConfig(s.ctx, s.conn)
 			if err == nil {
-				if _, err = conn.Exec(s.ctx, "LISTEN "+channel); err == nil {
+				if _, err = conn.Exec(s.ctx, "LISTEN "+channel+"; LISTEN "+exchangeChannel); err == nil {
 					wait = 100 * time.Millisecond
 					s.wake.listening.Add(1)
 					signal(s.wake.sweep)
+					s.wake.exchangeWoken(nil) // wake-ups may have been lost while not listening
 					err = s.listen(conn)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -234,6 +246,10 @@ func (s *Store) listen(conn *pgx.Conn) error {
 			return err
 		}
 		if s.wake.drop.Load() {
+			continue
+		}
+		if n.Channel == exchangeChannel {
+			s.wake.exchangeWoken(&n.Payload)
 			continue
 		}
 		parsePayload(n.Payload, func(id, inc uuid.UUID, head uint64) {

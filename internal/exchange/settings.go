@@ -1,0 +1,41 @@
+package exchange
+
+import "time"
+
+// Settings are the options an Exchange is built with, resolved: the database engines
+// (internal/store/exchangedb) take the same Options as New and read them here, so one set of
+// --exchange-* flags configures every engine.
+type Settings struct {
+	// MaxOutbox, MaxInbox and MaxDeadLetters are the per-owner bounds (<= 0: none, except
+	// MaxDeadLetters, at least 1).
+	MaxOutbox, MaxInbox, MaxDeadLetters int
+	// SubscriberBuffer is a subscription's buffer (at least 1).
+	SubscriberBuffer int
+	// RequestTTL and RequestsPerSender are Send's request memory.
+	RequestTTL        time.Duration
+	RequestsPerSender int
+	// ByteBudget is the memory engine's byte budget; the database engines do not use it
+	// (common17: they are bounded by the per-owner bounds and the database's size limit).
+	ByteBudget int64
+	// MaxSubscriptions bounds the live subscriptions (<= 0: none).
+	MaxSubscriptions int
+	// Background starts the background collector.
+	Background bool
+	// Now is the clock; OnPanic receives what the background collector recovered from (may be nil).
+	Now     func() time.Time
+	OnPanic func(any)
+}
+
+// ResolveOptions applies opts to the defaults New uses and returns the result.
+func ResolveOptions(opts ...Option) Settings {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return Settings{
+		MaxOutbox: o.maxOutbox, MaxInbox: o.maxInbox, MaxDeadLetters: max(o.maxDeadLetters, 1),
+		SubscriberBuffer: max(o.subscriberBuffer, 1), RequestTTL: o.requestTTL,
+		RequestsPerSender: max(o.requestsPerSender, 1), ByteBudget: o.byteBudget,
+		MaxSubscriptions: o.maxSubscriptions, Background: o.background, Now: o.now, OnPanic: o.onPanic,
+	}
+}

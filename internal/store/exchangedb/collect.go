@@ -1,0 +1,378 @@
+package exchangedb
+
+import (
+	"context"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/exchange"
+)
+
+// lockChunk bounds the owners one locking statement names (SQLite allows 32,766 variables,
+// PostgreSQL 65,535); chunks are taken in id order, so the order stays global.
+const lockChunk = 500
+
+// outboxRow is one message of the outbox being collected.
+type outboxRow struct {
+	msg   *envelope.Message
+	known bool
+}
+
+// recipientRow is what a collect changes of one recipient owner, written back at its end.
+type recipientRow struct {
+	reg, nextSeq, nextOrd, landed int64
+	inboxes                       map[uuid.UUID]*inboxRow // by sender (only the collecting owner's)
+}
+
+type inboxRow struct {
+	ord, count int64
+	isNew      bool
+}
+
+// Collect drains owner's outbox and routes each message as the memory engine does
+// (exchange.RouteDirect, exchange.BroadcastDrop), in one transaction: every delivery of the
+// outbox is in an inbox or a dead letter when it commits, or still in the outbox if it does not.
+//
+// Locks (docs/decisions/0019): the owner's collect lock first, then the owner rows of the
+// collecting owner and of every recipient, FOR NO KEY UPDATE in id order, before any other row:
+// two collects lock the owners they share in the same order, so Collect A delivering to B while
+// Collect B delivers to A waits instead of deadlocking. A recipient whose row is gone by then
+// (Unregister deletes it, FOR UPDATE) is "recipient left".
+func (e *Engine) Collect(ctx context.Context, owner uuid.UUID, o exchange.ReportOptions) (*exchange.Report, error) {
+	var (
+		rep    *exchange.Report
+		landed []uuid.UUID
+	)
+	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
+		var err error
+		rep, landed, err = e.collect(ctx, q, owner, o)
+		return err
+	}, func() { e.subs.landed(landed) })
+	if err != nil {
+		return nil, err
+	}
+	if len(landed) > 0 {
+		e.d.Notify(landed)
+	}
+	return rep, nil
+}
+
+func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exchange.ReportOptions) (*exchange.Report, []uuid.UUID, error) {
+	oid := owner.String()
+	if err := e.collectLock(ctx, q, owner); err != nil {
+		return nil, nil, err
+	}
+	var one int64
+	if err := q.QueryRow(ctx, `SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, oid).Scan(&one); err != nil {
+		if q.IsNoRows(err) {
+			return nil, nil, ownerErr("Owner", owner, exchange.ErrOwnerNotRegistered)
+		}
+		return nil, nil, err
+	}
+	var batch []outboxRow
+	err := collect(ctx, q, func(r Rows) error {
+		var (
+			body  string
+			known int64
+		)
+		if err := r.Scan(&body, &known); err != nil {
+			return err
+		}
+		m, err := decodeMessage(body)
+		if err == nil {
+			batch = append(batch, outboxRow{msg: m, known: known != 0})
+		}
+		return err
+	}, `SELECT m.body, m.known FROM exchange_ledger l JOIN exchange_messages m ON m.tenant = l.tenant AND m.id = l.message
+		WHERE l.tenant = ? AND l.holder = ? AND l.state = ? ORDER BY l.seq`, tenant, oid, stOutbox)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep := &exchange.Report{Owner: owner, Deliveries: make([]exchange.Delivery, 0, len(batch))}
+	if len(batch) == 0 {
+		return rep, nil, nil
+	}
+
+	// The recipients: the broadcast snapshot (every registered owner, in registration order, one
+	// per collect as the memory engine takes it) and the direct UUIDs.
+	var others []uuid.UUID
+	want := map[uuid.UUID]struct{}{owner: {}}
+	for _, b := range batch {
+		if b.msg.IsBroadcast() && others == nil {
+			others = []uuid.UUID{}
+			err := collect(ctx, q, func(r Rows) error {
+				var s string
+				if err := r.Scan(&s); err != nil {
+					return err
+				}
+				id, err := parseUUID(s)
+				if err == nil && id != owner {
+					others = append(others, id)
+					want[id] = struct{}{}
+				}
+				return err
+			}, `SELECT owner FROM exchange_owners WHERE tenant = ? ORDER BY reg_seq`, tenant)
+			if err != nil {
+				return nil, nil, err
+			}
+		}
+		if id, ok := b.msg.Recipient.ID(); ok {
+			want[id] = struct{}{}
+		}
+	}
+	rows, err := e.lockOwners(ctx, q, want)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, ok := rows[owner]; !ok { // unregistered between the check and the lock: cannot happen under the collect lock
+		return nil, nil, ownerErr("Owner", owner, exchange.ErrOwnerNotRegistered)
+	}
+
+	now := e.now().UnixNano()
+	var dead []deadRow
+	deliver := func(m *envelope.Message, to uuid.UUID) (bool, exchange.Reason, error) {
+		r, ok := rows[to]
+		if !ok {
+			return false, exchange.ReasonRecipientLeft, nil
+		}
+		in, err := e.inbox(ctx, q, r, to, owner)
+		if err != nil {
+			return false, 0, err
+		}
+		if e.set.MaxInbox > 0 && in.count >= int64(e.set.MaxInbox) {
+			return false, exchange.ReasonInboxFull, nil
+		}
+		in.count++
+		r.nextSeq++
+		r.landed++
+		_, err = q.Exec(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, holder_reg, ord, seq)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, tenant, m.ID.String(), to.String(), oid, stInbox, to.String(), r.reg, in.ord, r.nextSeq)
+		return err == nil, 0, err
+	}
+	for _, b := range batch {
+		d := exchange.Delivery{Message: b.msg}
+		reached := func(to uuid.UUID) {
+			d.ReachedCount++
+			if o.OwnerIDs {
+				d.Reached = append(d.Reached, to)
+			}
+		}
+		if b.msg.IsBroadcast() {
+			for _, to := range others {
+				ok, reason, err := deliver(b.msg, to)
+				if err != nil {
+					return nil, nil, err
+				}
+				if ok {
+					reached(to)
+				} else {
+					d.Dropped = append(d.Dropped, exchange.Drop{Recipient: envelope.IDParticipant(to), Reason: reason})
+				}
+			}
+			if d.ReachedCount == 0 && len(d.Dropped) == 0 {
+				d.Dropped = append(d.Dropped, exchange.BroadcastDrop())
+			}
+		} else {
+			to, ok, reason := exchange.RouteDirect(b.msg.Recipient, func(id uuid.UUID) bool { _, ok := rows[id]; return ok }, b.known)
+			if ok {
+				var err error
+				if ok, reason, err = deliver(b.msg, to); err != nil {
+					return nil, nil, err
+				}
+			}
+			switch {
+			case ok:
+				reached(to)
+			case reason == exchange.ReasonInboxFull:
+				d.Dropped = append(d.Dropped, exchange.Drop{Recipient: envelope.IDParticipant(to), Reason: reason})
+			default:
+				d.Dropped = append(d.Dropped, exchange.Drop{Recipient: b.msg.Recipient, Reason: reason})
+			}
+		}
+		if d.ReachedCount > 0 {
+			rep.Delivered++
+		}
+		rep.Drops += len(d.Dropped)
+		for _, dr := range d.Dropped {
+			dead = append(dead, deadRow{msg: b.msg.ID, rcpt: recipientKey(dr.Recipient), reason: dr.Reason})
+		}
+		if _, err := q.Exec(ctx, `DELETE FROM exchange_ledger WHERE tenant = ? AND message = ? AND recipient = ''`, tenant, b.msg.ID.String()); err != nil {
+			return nil, nil, err
+		}
+		rep.Deliveries = append(rep.Deliveries, d)
+	}
+	if err := e.keepDead(ctx, q, oid, dead, int64(len(batch)), now); err != nil {
+		return nil, nil, err
+	}
+	var landed []uuid.UUID
+	for id, r := range rows {
+		if r.landed == 0 {
+			continue
+		}
+		landed = append(landed, id)
+		if _, err := q.Exec(ctx, `UPDATE exchange_owners SET next_seq = ?, next_ord = ?, inbox = inbox + ? WHERE tenant = ? AND owner = ?`,
+			r.nextSeq, r.nextOrd, r.landed, tenant, id.String()); err != nil {
+			return nil, nil, err
+		}
+		for sender, in := range r.inboxes {
+			if _, err := q.Exec(ctx, `UPDATE exchange_inboxes SET count = ? WHERE tenant = ? AND owner = ? AND sender = ?`,
+				in.count, tenant, id.String(), sender.String()); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if len(dead) > 0 {
+		// Last: the tenant's counter row is the one row every dropping collect shares.
+		if _, err := q.Exec(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES (?, 'dead_lettered', ?)
+			ON CONFLICT (tenant, name) DO UPDATE SET value = exchange_counters.value + ?`, tenant, int64(len(dead)), int64(len(dead))); err != nil {
+			return nil, nil, err
+		}
+	}
+	slices.SortFunc(landed, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
+	return rep, landed, nil
+}
+
+// lockOwners locks the owner rows of ids that exist, in id order (as text, the order the database
+// sorts them in), and returns their counters.
+func (e *Engine) lockOwners(ctx context.Context, q Querier, ids map[uuid.UUID]struct{}) (map[uuid.UUID]*recipientRow, error) {
+	keys := make([]string, 0, len(ids))
+	for id := range ids {
+		keys = append(keys, id.String())
+	}
+	slices.Sort(keys)
+	out := make(map[uuid.UUID]*recipientRow, len(keys))
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), lockChunk)]
+		keys = keys[len(chunk):]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, tenant)
+		for _, k := range chunk {
+			args = append(args, k)
+		}
+		err := collect(ctx, q, func(r Rows) error {
+			var (
+				s                  string
+				reg, nextSeq, next int64
+			)
+			if err := r.Scan(&s, &reg, &nextSeq, &next); err != nil {
+				return err
+			}
+			id, err := parseUUID(s)
+			if err == nil {
+				out[id] = &recipientRow{reg: reg, nextSeq: nextSeq, nextOrd: next}
+			}
+			return err
+		}, `SELECT owner, reg_seq, next_seq, next_ord FROM exchange_owners WHERE tenant = ? AND owner IN (`+placeholders(len(chunk))+`)
+			ORDER BY owner`+e.dia.forNoKeyUpdate(), args...)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// inbox returns sender's inbox at owner (whose row r is locked), creating it on first delivery
+// after every existing one (ADR-0006 D5).
+func (e *Engine) inbox(ctx context.Context, q Querier, r *recipientRow, owner, sender uuid.UUID) (*inboxRow, error) {
+	if in, ok := r.inboxes[sender]; ok {
+		return in, nil
+	}
+	if r.inboxes == nil {
+		r.inboxes = map[uuid.UUID]*inboxRow{}
+	}
+	in := &inboxRow{}
+	err := q.QueryRow(ctx, `SELECT ord, count FROM exchange_inboxes WHERE tenant = ? AND owner = ? AND sender = ?`,
+		tenant, owner.String(), sender.String()).Scan(&in.ord, &in.count)
+	switch {
+	case err == nil:
+	case q.IsNoRows(err):
+		r.nextOrd++
+		in.ord, in.isNew = r.nextOrd, true
+		if _, err := q.Exec(ctx, `INSERT INTO exchange_inboxes (tenant, owner, sender, ord, count) VALUES (?, ?, ?, ?, 0)`,
+			tenant, owner.String(), sender.String(), in.ord); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, err
+	}
+	r.inboxes[sender] = in
+	return in, nil
+}
+
+// deadRow is one drop of a collect.
+type deadRow struct {
+	msg    uuid.UUID
+	rcpt   string
+	reason exchange.Reason
+}
+
+// keepDead keeps the collect's drops as dead letters of holder, evicting the oldest past the
+// bound (counted), and takes the collected messages off holder's outbox count.
+func (e *Engine) keepDead(ctx context.Context, q Querier, holder string, dead []deadRow, collected, now int64) error {
+	var nextDead, held int64
+	if err := q.QueryRow(ctx, `SELECT next_dead, dead FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, holder).Scan(&nextDead, &held); err != nil {
+		return err
+	}
+	for _, d := range dead {
+		nextDead++
+		if _, err := q.Exec(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, dead_seq, reason, dead_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, tenant, d.msg.String(), d.rcpt, holder, stDead, holder, nextDead, int64(d.reason), now); err != nil {
+			return err
+		}
+	}
+	held += int64(len(dead))
+	var evicted int64
+	if over := held - int64(e.set.MaxDeadLetters); over > 0 {
+		// The kept letters are the last `held` numbers: eviction takes the oldest, Unregister all.
+		n, err := q.Exec(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ? WHERE tenant = ? AND holder = ? AND state = ? AND dead_seq <= ?`,
+			stEvicted, now, tenant, holder, stDead, nextDead-int64(e.set.MaxDeadLetters))
+		if err != nil {
+			return err
+		}
+		evicted, held = n, held-n
+	}
+	_, err := q.Exec(ctx, `UPDATE exchange_owners SET next_dead = ?, dead = ?, evicted = evicted + ?, queued = queued - ? WHERE tenant = ? AND owner = ?`,
+		nextDead, held, evicted, collected, tenant, holder)
+	return err
+}
+
+// CollectAll collects every owner registered when it starts, in registration order, each in a
+// transaction of its own, skipping those unregistered before their turn; it checks ctx before each.
+func (e *Engine) CollectAll(ctx context.Context, o exchange.ReportOptions) (*exchange.AllReport, error) {
+	var owners []uuid.UUID
+	err := e.d.Read(ctx, func(ctx context.Context, q Querier) error {
+		owners = owners[:0]
+		return collect(ctx, q, func(r Rows) error {
+			var s string
+			if err := r.Scan(&s); err != nil {
+				return err
+			}
+			id, err := parseUUID(s)
+			owners = append(owners, id)
+			return err
+		}, `SELECT owner FROM exchange_owners WHERE tenant = ? ORDER BY reg_seq`, tenant)
+	})
+	all := &exchange.AllReport{}
+	if err != nil {
+		return all, err
+	}
+	for _, id := range owners {
+		if err := ctx.Err(); err != nil {
+			return all, err
+		}
+		rep, err := e.Collect(ctx, id, o)
+		switch {
+		case isNotRegistered(err):
+			continue
+		case err != nil:
+			return all, err
+		}
+		all.Delivered += rep.Delivered
+		if len(rep.Deliveries) > 0 {
+			all.Reports = append(all.Reports, rep)
+		}
+	}
+	return all, nil
+}

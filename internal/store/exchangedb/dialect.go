@@ -1,0 +1,73 @@
+package exchangedb
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Dialect is the database a Driver speaks. The SQL of this package is written once; the
+// differences are all here:
+//   - placeholders: ? (SQLite) or $n (PostgreSQL, by Rebind);
+//   - row locks: PostgreSQL's FOR UPDATE / FOR NO KEY UPDATE, nothing in SQLite, whose single
+//     writer serialises every write transaction anyway;
+//   - the per-owner collect lock: pg_advisory_xact_lock on (tenant, owner) in PostgreSQL,
+//     nothing in SQLite (the single writer).
+type Dialect int
+
+// The dialects.
+const (
+	SQLite Dialect = iota
+	Postgres
+)
+
+// forNoKeyUpdate locks selected owner rows as an UPDATE of their counters does, up front and in
+// the order selected (deadlock freedom, docs/decisions/0019).
+func (d Dialect) forNoKeyUpdate() string {
+	if d == Postgres {
+		return " FOR NO KEY UPDATE"
+	}
+	return ""
+}
+
+// forUpdate locks a selected row as a DELETE of it does.
+func (d Dialect) forUpdate() string {
+	if d == Postgres {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
+// collectLock is the statement that serialises the collects (and the Unregister) of one owner
+// across replicas, until the transaction ends; "" in SQLite.
+func (d Dialect) collectLock() string {
+	if d == Postgres {
+		return "SELECT pg_advisory_xact_lock(hashtext('historyd.exchange:' || ?), hashtext(?))"
+	}
+	return ""
+}
+
+// Rebind rewrites ? placeholders as $1, $2... for PostgreSQL. The package's SQL has no ? inside
+// string literals.
+func Rebind(q string) string {
+	if !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 8)
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+// placeholders returns "?, ?, ..." for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}

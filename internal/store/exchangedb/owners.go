@@ -1,0 +1,286 @@
+package exchangedb
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/exchange"
+)
+
+// Register creates owner's flow with an empty outbox (ErrOwnerAlreadyRegistered if it exists).
+// The registration number comes from the tenant's counter row, so Owners pages in registration
+// order across replicas.
+func (e *Engine) Register(ctx context.Context, owner uuid.UUID) (*exchange.Snapshot, error) {
+	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
+		var reg int64
+		if err := q.QueryRow(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES (?, 'reg', 1)
+			ON CONFLICT (tenant, name) DO UPDATE SET value = exchange_counters.value + 1 RETURNING value`, tenant).Scan(&reg); err != nil {
+			return err
+		}
+		n, err := q.Exec(ctx, `INSERT INTO exchange_owners (tenant, owner, reg_seq) VALUES (?, ?, ?)
+			ON CONFLICT (tenant, owner) DO NOTHING`, tenant, owner.String(), reg)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return ownerErr("Owner", owner, exchange.ErrOwnerAlreadyRegistered)
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &exchange.Snapshot{Owner: owner, Outbox: []*envelope.Message{}}, nil
+}
+
+// UnregisterIf removes owner if check, given what it holds, returns nil, and returns that; an
+// error from check is returned and nothing is removed (the transaction rolls back). The owner's
+// row is locked first (FOR UPDATE), after the collect lock: a collect of owner in progress
+// finishes first, and no delivery, send or pop changes the flow between the snapshot, the check
+// and the removal. Deliveries that come after find no row and are dead letters "recipient left";
+// the empty inboxes owner filled at other owners are reclaimed in the same transaction.
+func (e *Engine) UnregisterIf(ctx context.Context, owner uuid.UUID, check func(*exchange.Snapshot) error) (*exchange.Snapshot, bool, error) {
+	var (
+		snap *exchange.Snapshot
+		ok   bool
+	)
+	id := owner.String()
+	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
+		snap, ok = nil, false
+		if err := e.collectLock(ctx, q, owner); err != nil {
+			return err
+		}
+		var reg int64
+		if err := q.QueryRow(ctx, `SELECT reg_seq FROM exchange_owners WHERE tenant = ? AND owner = ?`+e.dia.forUpdate(), tenant, id).Scan(&reg); err != nil {
+			if q.IsNoRows(err) {
+				return nil
+			}
+			return err
+		}
+		s, found, err := e.snapshot(ctx, q, owner)
+		if err != nil || !found {
+			return err
+		}
+		if check != nil {
+			if err := check(s); err != nil {
+				return err
+			}
+		}
+		now := e.now().UnixNano()
+		if _, err := q.Exec(ctx, `DELETE FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, id); err != nil {
+			return err
+		}
+		if _, err := q.Exec(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ?
+			WHERE tenant = ? AND holder = ? AND state IN (?, ?, ?)`, stReturned, now, tenant, id, stOutbox, stInbox, stDead); err != nil {
+			return err
+		}
+		if _, err := q.Exec(ctx, `DELETE FROM exchange_inboxes WHERE tenant = ? AND owner = ?`, tenant, id); err != nil {
+			return err
+		}
+		// Its inboxes at other owners that are empty are reclaimed now; the others when the Pop
+		// that empties them sees the sender gone (receive.go).
+		if _, err := q.Exec(ctx, `DELETE FROM exchange_inboxes WHERE tenant = ? AND sender = ? AND count = 0`, tenant, id); err != nil {
+			return err
+		}
+		snap, ok = s, true
+		return nil
+	}, func() {
+		if ok {
+			e.subs.left(owner)
+		}
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if ok {
+		e.d.Notify([]uuid.UUID{owner})
+	}
+	return snap, ok, nil
+}
+
+// collectLock takes the per-owner collect lock (PostgreSQL; SQLite's single writer is one).
+func (e *Engine) collectLock(ctx context.Context, q Querier, owner uuid.UUID) error {
+	stmt := e.dia.collectLock()
+	if stmt == "" {
+		return nil
+	}
+	rows, err := q.Query(ctx, stmt, tenant, owner.String())
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+// Get returns what owner holds, false when it is not registered.
+func (e *Engine) Get(ctx context.Context, owner uuid.UUID) (*exchange.Snapshot, bool, error) {
+	var (
+		snap *exchange.Snapshot
+		ok   bool
+	)
+	err := e.d.Read(ctx, func(ctx context.Context, q Querier) error {
+		var err error
+		snap, ok, err = e.snapshot(ctx, q, owner)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return snap, ok, nil
+}
+
+// snapshot reads what owner's flow holds: the outbox, the inboxes in creation order (empty ones
+// included), the dead letters and the eviction count.
+func (e *Engine) snapshot(ctx context.Context, q Querier, owner uuid.UUID) (*exchange.Snapshot, bool, error) {
+	id := owner.String()
+	var evicted int64
+	if err := q.QueryRow(ctx, `SELECT evicted FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, id).Scan(&evicted); err != nil {
+		if q.IsNoRows(err) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	s := &exchange.Snapshot{Owner: owner, Outbox: []*envelope.Message{}, DeadLettersEvicted: uint64(evicted)}
+	err := collect(ctx, q, func(r Rows) error {
+		var body string
+		if err := r.Scan(&body); err != nil {
+			return err
+		}
+		m, err := decodeMessage(body)
+		if err == nil {
+			s.Outbox = append(s.Outbox, m)
+		}
+		return err
+	}, `SELECT m.body FROM exchange_ledger l JOIN exchange_messages m ON m.tenant = l.tenant AND m.id = l.message
+		WHERE l.tenant = ? AND l.holder = ? AND l.state = ? ORDER BY l.seq`, tenant, id, stOutbox)
+	if err != nil {
+		return nil, false, err
+	}
+	byOrd := map[int64]int{}
+	err = collect(ctx, q, func(r Rows) error {
+		var (
+			sender string
+			ord    int64
+		)
+		if err := r.Scan(&sender, &ord); err != nil {
+			return err
+		}
+		sid, err := parseUUID(sender)
+		if err != nil {
+			return err
+		}
+		byOrd[ord] = len(s.Inboxes)
+		s.Inboxes = append(s.Inboxes, exchange.Inbox{Sender: sid, Messages: []*envelope.Message{}})
+		return nil
+	}, `SELECT sender, ord FROM exchange_inboxes WHERE tenant = ? AND owner = ? ORDER BY ord`, tenant, id)
+	if err != nil {
+		return nil, false, err
+	}
+	err = collect(ctx, q, func(r Rows) error {
+		var (
+			ord  int64
+			body string
+		)
+		if err := r.Scan(&ord, &body); err != nil {
+			return err
+		}
+		m, err := decodeMessage(body)
+		if err != nil {
+			return err
+		}
+		if i, ok := byOrd[ord]; ok {
+			s.Inboxes[i].Messages = append(s.Inboxes[i].Messages, m)
+		}
+		return nil
+	}, `SELECT l.ord, m.body FROM exchange_ledger l JOIN exchange_messages m ON m.tenant = l.tenant AND m.id = l.message
+		WHERE l.tenant = ? AND l.holder = ? AND l.state = ? ORDER BY l.ord, l.seq`, tenant, id, stInbox)
+	if err != nil {
+		return nil, false, err
+	}
+	s.DeadLetters, _, err = e.deadLetters(ctx, q, id, 0, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	return s, true, nil
+}
+
+// deadLetters reads up to limit of holder's dead letters after the cursor (limit <= 0: all).
+func (e *Engine) deadLetters(ctx context.Context, q Querier, holder string, after uint64, limit int) ([]exchange.DeadLetter, bool, error) {
+	query := `SELECT l.dead_seq, l.recipient, l.reason, l.dead_at, m.body FROM exchange_ledger l
+		JOIN exchange_messages m ON m.tenant = l.tenant AND m.id = l.message
+		WHERE l.tenant = ? AND l.holder = ? AND l.state = ? AND l.dead_seq > ? ORDER BY l.dead_seq`
+	args := []any{tenant, holder, stDead, int64(after)}
+	if limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, int64(limit)+1)
+	}
+	var out []exchange.DeadLetter
+	err := collect(ctx, q, func(r Rows) error {
+		var (
+			seq, reason, at int64
+			rcpt, body      string
+		)
+		if err := r.Scan(&seq, &rcpt, &reason, &at, &body); err != nil {
+			return err
+		}
+		m, err := decodeMessage(body)
+		if err != nil {
+			return err
+		}
+		rs := exchange.Reason(reason)
+		out = append(out, exchange.DeadLetter{Seq: uint64(seq), Message: m, Recipient: recipientOf(rcpt, rs), Reason: rs, At: time.Unix(0, at)})
+		return nil
+	}, query, args...)
+	if err != nil {
+		return nil, false, err
+	}
+	more := false
+	if limit > 0 && len(out) > limit {
+		out, more = out[:limit], true
+	}
+	return out, more, nil
+}
+
+// Owners pages the registered owners in registration order.
+func (e *Engine) Owners(ctx context.Context, after uint64, limit int) (exchange.OwnersPage, error) {
+	var page exchange.OwnersPage
+	err := e.d.Read(ctx, func(ctx context.Context, q Querier) error {
+		page = exchange.OwnersPage{}
+		query := `SELECT owner, reg_seq, queued, inbox FROM exchange_owners WHERE tenant = ? AND reg_seq > ? ORDER BY reg_seq`
+		args := []any{tenant, int64(after)}
+		if limit > 0 {
+			query += ` LIMIT ?`
+			args = append(args, int64(limit)+1)
+		}
+		return collect(ctx, q, func(r Rows) error {
+			var (
+				owner              string
+				reg, queued, inbox int64
+			)
+			if err := r.Scan(&owner, &reg, &queued, &inbox); err != nil {
+				return err
+			}
+			if limit > 0 && len(page.Owners) == limit {
+				page.More = true
+				return nil
+			}
+			id, err := parseUUID(owner)
+			if err != nil {
+				return err
+			}
+			page.Owners = append(page.Owners, exchange.OwnerInfo{ID: id, Seq: uint64(reg), Queued: int(queued), Inbox: int(inbox)})
+			page.Next = uint64(reg)
+			return nil
+		}, query, args...)
+	})
+	return page, err
+}
+
+// nullString is a nullable text column.
+type nullString = sql.NullString

@@ -1,0 +1,37 @@
+package exchangedb_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/historyd/historyd/internal/exchange"
+	"github.com/historyd/historyd/internal/exchange/exchangetest"
+	"github.com/historyd/historyd/internal/store/exchangedb"
+	"github.com/historyd/historyd/internal/store/postgres"
+	"github.com/historyd/historyd/internal/store/postgres/pgtest"
+)
+
+// openPostgres opens a postgres store over url (a schema of its own, pgtest); the caller closes
+// it. Small pool: the machine is shared (MaxConns 2-4).
+func openPostgres(t *testing.T, url string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), postgres.Config{URL: url, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func postgresFactory(t *testing.T, o exchangetest.Options) exchange.Service {
+	s := openPostgres(t, pgtest.New(t))
+	t.Cleanup(func() { _ = s.Close() })
+	e := exchangedb.New(s.ExchangeDriver(), xopts(o))
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// TestPostgresConformance runs the exchange conformance suite on the PostgreSQL engine (issue 17
+// Acceptance); skipped only where no PostgreSQL answers (pgtest).
+func TestPostgresConformance(t *testing.T) {
+	exchangetest.Run(t, postgresFactory, exchangetest.Capabilities{})
+}

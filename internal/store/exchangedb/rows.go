@@ -1,0 +1,106 @@
+package exchangedb
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/exchange"
+)
+
+// The ledger states as stored.
+const (
+	stOutbox   = string(exchange.LedgerOutbox)
+	stInbox    = string(exchange.LedgerInbox)
+	stPopped   = string(exchange.LedgerPopped)
+	stReturned = string(exchange.LedgerReturned)
+	stDead     = string(exchange.LedgerDead)
+	stEvicted  = string(exchange.LedgerEvicted)
+)
+
+// noneKey is the ledger's recipient for None (a broadcast that found no one): "" is the outbox row.
+const noneKey = "None"
+
+// recipientKey is the ledger's recipient column for a drop's recipient.
+func recipientKey(p envelope.Participant) string {
+	if p.IsNone() {
+		return noneKey
+	}
+	return p.String()
+}
+
+// recipientOf reads a dead row's recipient back: None only for the no-recipients drop (a direct
+// message to the plain string "None" keeps its name).
+func recipientOf(key string, reason exchange.Reason) envelope.Participant {
+	if reason == exchange.ReasonNoRecipients {
+		return envelope.None()
+	}
+	return envelope.ParseParticipant(key)
+}
+
+// participantText stores a participant with None told apart from every string (request records).
+func participantText(p envelope.Participant) string {
+	if p.IsNone() {
+		return "N"
+	}
+	return "S" + p.String()
+}
+
+func participantFromText(s string) envelope.Participant {
+	if s == "" || s[0] == 'N' {
+		return envelope.None()
+	}
+	return envelope.ParseParticipant(s[1:])
+}
+
+func encodeMessage(m *envelope.Message) (string, error) {
+	b, err := m.MarshalJSON()
+	if err != nil {
+		return "", fmt.Errorf("exchangedb: encode message %s: %w", m.ID, err)
+	}
+	return string(b), nil
+}
+
+func decodeMessage(body string) (*envelope.Message, error) {
+	m, err := envelope.DecodeJSON([]byte(body))
+	if err != nil {
+		return nil, fmt.Errorf("exchangedb: a stored message does not decode: %w", err)
+	}
+	return m, nil
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func parseUUID(s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("exchangedb: a stored id %q: %w", s, err)
+	}
+	return id, nil
+}
+
+// collect reads rows with scan, one call per row, and closes them.
+func collect(ctx context.Context, q Querier, scan func(Rows) error, query string, args ...any) error {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// ownerErr is the memory engine's error about an owner.
+func ownerErr(role string, owner uuid.UUID, err error) error {
+	return &exchange.OwnerError{Owner: owner, Role: role, Err: err}
+}
+
+func timeOfNanos(ns int64) time.Time { return time.Unix(0, ns) }

@@ -1,0 +1,200 @@
+package exchangedb
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/exchange"
+)
+
+// Send queues a base Message in the sender's outbox, in one transaction with its ledger row (state
+// outbox) and, with a request id, its request record: an acknowledged Send is in the database.
+// Checks in the memory engine's order: the request id's length, a repeat (answered even after
+// Close, as the memory engine does), Close, the sender, the message, the outbox bound.
+func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.Message, error) {
+	if len(req.RequestID) > exchange.MaxRequestIDLength {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", exchange.ErrInvalidRequestID, len(req.RequestID), exchange.MaxRequestIDLength)
+	}
+	if req.RequestID != "" {
+		if m, ok, err := e.Remembered(ctx, req.Sender, req.RequestID, &req); err != nil || ok {
+			return m, err
+		}
+	}
+	if e.closed.Load() {
+		return nil, exchange.ErrClosed
+	}
+	var m *envelope.Message // built once: the transaction may run more than once
+	var body string
+	var answer *envelope.Message
+	sender := req.Sender.String()
+	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
+		answer = nil
+		now := e.now()
+		if req.RequestID != "" {
+			// Within the transaction again: a concurrent repeat on another replica waits for the
+			// first one's record (the primary key) and answers from it.
+			if _, err := q.Exec(ctx, `DELETE FROM exchange_requests WHERE tenant = ? AND sender = ? AND request_id = ? AND created_ns < ?`,
+				tenant, sender, req.RequestID, now.Add(-e.set.RequestTTL).UnixNano()); err != nil {
+				return err
+			}
+		}
+		var reg int64
+		if err := q.QueryRow(ctx, `SELECT reg_seq FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, sender).Scan(&reg); err != nil {
+			if q.IsNoRows(err) {
+				return ownerErr("Sender", req.Sender, exchange.ErrOwnerNotRegistered)
+			}
+			return err
+		}
+		if m == nil {
+			var err error
+			if m, err = exchange.NewMessage(req); err != nil {
+				return err
+			}
+			if body, err = encodeMessage(m); err != nil {
+				return err
+			}
+		}
+		if req.RequestID != "" {
+			rec := exchange.NewRequestRecord(req.Sender, m)
+			var ch any
+			if rec.Channel != nil {
+				ch = *rec.Channel
+			}
+			n, err := q.Exec(ctx, `INSERT INTO exchange_requests (tenant, sender, request_id, n, created_ns, message, created_at, recipient, channel, digest)
+				VALUES (?, ?, ?, (SELECT COALESCE(MAX(n), 0) + 1 FROM exchange_requests WHERE tenant = ? AND sender = ?), ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (tenant, sender, request_id) DO NOTHING`,
+				tenant, sender, req.RequestID, tenant, sender, now.UnixNano(), m.ID.String(), formatFloat(m.CreatedAt),
+				participantText(m.Recipient), ch, hex.EncodeToString(rec.Digest[:]))
+			if err != nil {
+				return err
+			}
+			if n == 0 { // a concurrent repeat committed first
+				a, ok, err := e.remembered(ctx, q, sender, req.RequestID, &req)
+				if err != nil {
+					return err
+				}
+				if ok {
+					answer = a
+					return nil
+				}
+				return fmt.Errorf("exchangedb: request %q of %s: a record conflicts and cannot be read", req.RequestID, sender)
+			}
+			// The sender's own bound: the last RequestsPerSender ids.
+			if _, err := q.Exec(ctx, `DELETE FROM exchange_requests WHERE tenant = ? AND sender = ?
+				AND n <= (SELECT MAX(n) FROM exchange_requests WHERE tenant = ? AND sender = ?) - ?`,
+				tenant, sender, tenant, sender, int64(e.set.RequestsPerSender)); err != nil {
+				return err
+			}
+		}
+		var seq, queued int64
+		if err := q.QueryRow(ctx, `UPDATE exchange_owners SET next_seq = next_seq + 1, queued = queued + 1
+			WHERE tenant = ? AND owner = ? RETURNING next_seq, queued`, tenant, sender).Scan(&seq, &queued); err != nil {
+			if q.IsNoRows(err) {
+				return ownerErr("Sender", req.Sender, exchange.ErrOwnerNotRegistered)
+			}
+			return err
+		}
+		if e.set.MaxOutbox > 0 && queued > int64(e.set.MaxOutbox) {
+			return ownerErr("Sender", req.Sender, &exchange.OutboxFullError{Queued: int(queued - 1), Limit: e.set.MaxOutbox})
+		}
+		known := int64(0)
+		if id, ok := req.Recipient.ID(); ok {
+			var one int64
+			err := q.QueryRow(ctx, `SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, id.String()).Scan(&one)
+			switch {
+			case err == nil:
+				known = 1
+			case !q.IsNoRows(err):
+				return err
+			}
+		}
+		if _, err := q.Exec(ctx, `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?, ?)`,
+			tenant, m.ID.String(), sender, body, known); err != nil {
+			return err
+		}
+		_, err := q.Exec(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, seq)
+			VALUES (?, ?, '', ?, ?, ?, ?)`, tenant, m.ID.String(), sender, stOutbox, sender, seq)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if answer != nil {
+		return answer, nil
+	}
+	if e.bg != nil {
+		e.bg.note(req.Sender)
+	}
+	return m, nil
+}
+
+// Remembered answers a repeat of a Send request id within the request memory (TTL and the
+// sender's count), before any other check.
+func (e *Engine) Remembered(ctx context.Context, sender uuid.UUID, requestID string, req *exchange.SendRequest) (*envelope.Message, bool, error) {
+	if requestID == "" {
+		return nil, false, nil
+	}
+	var (
+		m  *envelope.Message
+		ok bool
+	)
+	err := e.d.Read(ctx, func(ctx context.Context, q Querier) error {
+		var err error
+		m, ok, err = e.remembered(ctx, q, sender.String(), requestID, req)
+		return err
+	})
+	return m, ok, err
+}
+
+func (e *Engine) remembered(ctx context.Context, q Querier, sender, requestID string, req *exchange.SendRequest) (*envelope.Message, bool, error) {
+	var (
+		created                        int64
+		msgID, createdAt, rcpt, digest string
+		channel, body                  nullString
+	)
+	err := q.QueryRow(ctx, `SELECT r.created_ns, r.message, r.created_at, r.recipient, r.channel, r.digest, m.body
+		FROM exchange_requests r LEFT JOIN exchange_messages m ON m.tenant = r.tenant AND m.id = r.message
+		WHERE r.tenant = ? AND r.sender = ? AND r.request_id = ?`, tenant, sender, requestID).
+		Scan(&created, &msgID, &createdAt, &rcpt, &channel, &digest, &body)
+	if err != nil {
+		if q.IsNoRows(err) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	if e.now().Sub(timeOfNanos(created)) > e.set.RequestTTL {
+		return nil, false, nil
+	}
+	var rec exchange.RequestRecord
+	if rec.MsgID, err = parseUUID(msgID); err != nil {
+		return nil, false, err
+	}
+	if rec.Sender, err = parseUUID(sender); err != nil {
+		return nil, false, err
+	}
+	if rec.CreatedAt, err = strconv.ParseFloat(createdAt, 64); err != nil {
+		return nil, false, fmt.Errorf("exchangedb: a stored created_at %q: %w", createdAt, err)
+	}
+	rec.Recipient = participantFromText(rcpt)
+	if channel.Valid {
+		c := channel.String
+		rec.Channel = &c
+	}
+	d, err := hex.DecodeString(digest)
+	if err != nil || len(d) != len(rec.Digest) {
+		return nil, false, fmt.Errorf("exchangedb: a stored digest %q", digest)
+	}
+	copy(rec.Digest[:], d)
+	var held *envelope.Message
+	if body.Valid {
+		if held, err = decodeMessage(body.String); err != nil {
+			return nil, false, err
+		}
+	}
+	return rec.Answer(held, req), true, nil
+}
