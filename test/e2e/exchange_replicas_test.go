@@ -32,7 +32,7 @@ import (
 // reason, or evicted and counted).
 
 const (
-	xrSends        = 120 // Sends by each of the two long-running senders; the third sends half, then leaves
+	xrSends        = 200 // Sends by each of the two long-running senders; the third sends half, then leaves
 	xrMaxInbox     = 5   // --exchange-max-inbox: the hoarder, who never pops, fills its inboxes
 	xrMaxDead      = 10  // --exchange-max-dead-letters: the senders' dead letters overflow, and are evicted
 	xrRepeatEvery  = 5   // every 5th Send is repeated on A with its request id, after B's answer
