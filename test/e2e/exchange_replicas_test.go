@@ -125,26 +125,12 @@ func driveExchangeReplicas(ctx context.Context, t *testing.T, pa, pb *proc) *xrR
 	if f, err := stream.Recv(); err != nil || f.GetHeartbeat() == nil {
 		t.Fatalf("SubscribeInbox r1 on B: first frame %v, %v; want a heartbeat", f, err)
 	}
-	streamed := make(chan string, 64)
-	var streamErr error // set before streamed is closed
+	// The reader keeps up whatever the test does meanwhile (a reader that stopped reading would
+	// end the stream as too slow): it appends to sub and says so on its notify channel.
+	sub := &xrStream{notify: make(chan struct{}, 1), done: make(chan struct{})}
 	var streaming sync.WaitGroup
 	defer streaming.Wait() // after stopStream: deferred calls run last first
-	streaming.Go(func() {
-		defer close(streamed)
-		for {
-			f, err := stream.Recv()
-			if err != nil {
-				streamErr = err
-				return
-			}
-			if m := f.GetMessage(); m != nil {
-				select {
-				case streamed <- m.GetId():
-				case <-streamCtx.Done():
-				}
-			}
-		}
-	})
+	streaming.Go(func() { sub.read(stream) })
 
 	stop := make(chan struct{})
 	var load sync.WaitGroup
@@ -191,34 +177,78 @@ func driveExchangeReplicas(ctx context.Context, t *testing.T, pa, pb *proc) *xrR
 		r.record(c.GetDeliveries(), all.GetReportTruncated())
 	}
 	r.want = r.reachedBy(o.receivers[1])
-	deadline := time.NewTimer(xrStreamWait)
-	defer deadline.Stop()
-	for len(r.seen) < len(r.want) {
-		var id string
-		ok := false
-		select {
-		case id, ok = <-streamed:
-		case <-deadline.C:
-		}
-		if !ok {
-			break
-		}
-		r.seen = append(r.seen, id)
-	}
+	sub.await(len(r.want), xrStreamWait)
 	r.unregister(ctx, "A", o.hoarder)
 	stopStream()
-	for id := range streamed { // ends once the stream's Recv sees the cancel
-		r.seen = append(r.seen, id)
-	}
 	streaming.Wait()
-	if streamErr != nil && status.Code(streamErr) != codes.Canceled && !errors.Is(streamErr, io.EOF) {
-		t.Errorf("SubscribeInbox r1 on B ended with %v before the test ended it", streamErr)
+	r.seen, err = sub.result()
+	if err != nil && status.Code(err) != codes.Canceled && !errors.Is(err, io.EOF) {
+		t.Errorf("SubscribeInbox r1 on B ended with %v before the test ended it", err)
 	}
 	if errs := r.errors(); len(errs) > 0 {
 		t.Fatalf("after the load: %v", errs)
 	}
 	r.final = r.readFinal(ctx, []uuid.UUID{o.senders[0], o.senders[1], o.receivers[0], o.receivers[1]})
 	return r
+}
+
+// xrStream is what a SubscribeInbox stream delivered, read by its own goroutine.
+type xrStream struct {
+	mu     sync.Mutex
+	seen   []string      // message ids, in order
+	err    error         // why the stream ended, once done is closed
+	notify chan struct{} // capacity 1: something was appended
+	done   chan struct{} // closed when the stream has ended
+}
+
+// read receives until the stream ends.
+func (s *xrStream) read(stream historyv1.ExchangeService_SubscribeInboxClient) {
+	defer close(s.done)
+	for {
+		f, err := stream.Recv()
+		s.mu.Lock()
+		if err != nil {
+			s.err = err
+			s.mu.Unlock()
+			return
+		}
+		if m := f.GetMessage(); m != nil {
+			s.seen = append(s.seen, m.GetId())
+		}
+		s.mu.Unlock()
+		select {
+		case s.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// await returns once n messages were streamed, the stream ended, or wait passed.
+func (s *xrStream) await(n int, wait time.Duration) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		got := len(s.seen)
+		s.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-s.notify:
+		case <-s.done:
+			return
+		case <-deadline.C:
+			return
+		}
+	}
+}
+
+// result returns what was streamed and why the stream ended; call it once read has returned.
+func (s *xrStream) result() ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen, s.err
 }
 
 // xrKey is one (message, recipient) of the ledger, as the clients can name it.
