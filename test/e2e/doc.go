@@ -4,6 +4,8 @@
 // `make e2e`. The helpers in main_test.go (startServer, grpcurl, stop) are for every later issue's
 // end-to-end tests.
 //
-// This package imports only the public gRPC clients, never internal/ packages: it tests the
-// process from the outside.
+// It tests the process from the outside, through the public gRPC clients. Of internal/ it imports
+// only what stands outside the process too: pgtest, which gives a test its PostgreSQL schema, and
+// the Exchange's ledger vocabulary (exchange.LedgerEntry and its states), in which the replicas
+// test reads the ledger rows straight from the database.
 package e2e

@@ -1,0 +1,50 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/historyd/historyd/internal/exchange"
+)
+
+// readExchangeLedger reads the Exchange's ledger straight from the replicas' database at url (its
+// search_path names the test's schema): the table exchange_ledger of migration 00002_exchange.sql,
+// one row per (tenant, message, recipient) with its state (docs/decisions/0019). Reading the rows,
+// not a replica's answers, is the point: the ledger is what the database holds whatever the
+// replicas say. Terminal rows are pruned only after the retention (1 h by default), far beyond
+// the test.
+func readExchangeLedger(ctx context.Context, t *testing.T, url string) []exchange.LedgerEntry {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("reading the ledger: %v", err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `SELECT message, sender, recipient, state, reason FROM exchange_ledger`)
+	if err != nil {
+		t.Fatalf("reading the ledger: %v", err)
+	}
+	var out []exchange.LedgerEntry
+	for rows.Next() {
+		var msg, sender, rcpt, state string
+		var reason int64
+		if err := rows.Scan(&msg, &sender, &rcpt, &state, &reason); err != nil {
+			t.Fatalf("reading the ledger: %v", err)
+		}
+		m, err1 := uuid.Parse(msg)
+		s, err2 := uuid.Parse(sender)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("ledger row (%q, %q, %q): message or sender is not a UUID", msg, sender, rcpt)
+		}
+		out = append(out, exchange.LedgerEntry{Message: m, Sender: s, Recipient: rcpt, State: exchange.LedgerState(state), Reason: exchange.Reason(reason)})
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("reading the ledger: %v", err)
+	}
+	return out
+}
