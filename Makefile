@@ -149,7 +149,8 @@ vuln: .vulndb/index/db.json ## govulncheck with Go 1.27.3 (RELEASE_TOOLCHAIN) ag
 
 # e2e, e2e-pg and crash run the tests from inside test/e2e with no package argument (local
 # directory mode, each with its -timeout): only in that mode is what a passing test prints passed
-# on, and the crash harness's line (issue 15: "crash: N cycles, W acknowledged writes, 0 lost, ...")
+# on, and the crash harness's line (issue 15: "crash: N cycles, W acknowledged writes, 0 lost, ..."),
+# the Exchange crash harness's (issue 17: "exchange crash: N cycles, S sent, 0 lost, 0 duplicated")
 # and the replicas' line (issue 16: "replicas: 3, W writes, K watchers, 0 gaps, 0 duplicates, 0
 # lost") must show. test/e2e is one package. Its PostgreSQL tests (replicas*_test.go,
 # pg_faults*_test.go) use HISTORYD_TEST_POSTGRES_URL or the local server, and skip with a line that
@@ -160,8 +161,8 @@ e2e: ## End-to-end tests: build the binary and grpcurl, drive the real process (
 e2e-pg: ## Issue 16's end-to-end tests alone: 3 replicas on one PostgreSQL, conversation.sh on each, kill -9 of a replica, the connection cut (needs PostgreSQL)
 	cd test/e2e && HISTORYD_REQUIRE_POSTGRES=1 $(GO) test -tags e2e -count=1 -timeout 10m -run '^(TestReplicas.*|TestPG.*)$$' -v
 
-crash: ## The kill -9 crash harness at 200 cycles per --sync mode (minutes; HISTORYD_CRASH_SEED=S replays its kill schedule and writers' draws): make e2e runs 30
-	cd test/e2e && HISTORYD_CRASH_CYCLES=200 $(GO) test -tags e2e -count=1 -timeout 30m -run '^TestCrash$$' -v
+crash: ## The kill -9 crash harnesses at 200 cycles: history per --sync mode, the Exchange's ledger (minutes; HISTORYD_CRASH_SEED=S replays their kill schedules and writers' draws): make e2e runs 30
+	cd test/e2e && HISTORYD_CRASH_CYCLES=200 $(GO) test -tags e2e -count=1 -timeout 30m -run '^TestCrash(Exchange)?$$' -v
 
 hostile: ## The hostile-client suite at full size, every server under prlimit --as=2147483648 (2 GiB; minutes): not in CI, make e2e runs it scaled down
 	HISTORYD_HOSTILE=full HISTORYD_E2E_AS_LIMIT=2147483648 $(GO) test -tags e2e -count=1 -timeout 60m -run 'Hostile' -v ./test/e2e/...

@@ -4,6 +4,8 @@
 // `make e2e`. The helpers in main_test.go (startServer, grpcurl, stop) are for every later issue's
 // end-to-end tests.
 //
-// This package imports only the public gRPC clients, never internal/ packages: it tests the
-// process from the outside.
+// This package tests the process from the outside, through the public gRPC clients. The exceptions
+// read what the API does not show: the PostgreSQL tests make their schemas with pgtest, and the
+// Exchange crash harness reads the conservation ledger from a copy of the killed server's sqlite
+// database through the sqlite engine and exchangedb (crash_exchange_ledger_test.go).
 package e2e
