@@ -60,6 +60,7 @@ func (r *exRun) checkLedger(l *exLedger) {
 	lg := r.log
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
+	r.routedUnseen, r.returnedUnseen = 0, 0 // counted afresh over the whole ledger
 	for _, id := range slices.Sorted(maps.Keys(lg.sends)) {
 		r.checkMessage(l, id, lg.sends[id])
 	}

@@ -131,7 +131,7 @@ func (r *exRun) run(dir string) {
 		fmt.Printf("exchange crash: %d cycles, %d sent, %d lost, %d duplicated\n", r.cycles, sent, r.lost, r.duplicated)
 		fmt.Printf("exchange crash: %.1fs (seed=%d, sync normal %d and full %d restarts); acknowledged %d collects, %d pops, "+
 			"%d receives, %d unregisters; %d Sends retried after kills, %d of them committed before; in flight at kills and in the "+
-			"ledger with no client: %d popped, %d returned, %d routed; ledger entries checked by state: %v\n",
+			"last ledger with no client: %d popped, %d returned, %d routed; ledger entries by state, summed over the checks: %v\n",
 			time.Since(begin).Seconds(), r.seed, r.syncs["normal"], r.syncs["full"], collects, pops, receives,
 			unregisters, r.retried, r.replayed, r.poppedUnseen, r.returnedUnseen, r.routedUnseen, r.states)
 		for _, d := range r.details {
