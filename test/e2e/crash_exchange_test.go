@@ -129,7 +129,7 @@ func (r *exRun) run(dir string) {
 		sent, collects, pops, receives, unregisters := len(lg.sends), lg.collectsAcked, lg.popsAcked, lg.receivesAcked, lg.unregistersAcked
 		lg.mu.Unlock()
 		fmt.Printf("exchange crash: %d cycles, %d sent, %d lost, %d duplicated\n", r.cycles, sent, r.lost, r.duplicated)
-		fmt.Printf("exchange crash: %.1fs (seed=%d, sync normal %d and full %d restarts); acknowledged %d collects, %d pops, "+
+		fmt.Printf("exchange crash harness: %.1fs (seed=%d, sync normal %d and full %d restarts); acknowledged %d collects, %d pops, "+
 			"%d receives, %d unregisters; %d Sends retried after kills, %d of them committed before; in flight at kills and in the "+
 			"last ledger with no client: %d popped, %d returned, %d routed; ledger entries by state, summed over the checks: %v\n",
 			time.Since(begin).Seconds(), r.seed, r.syncs["normal"], r.syncs["full"], collects, pops, receives,
