@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/historyd/historyd/internal/exchange"
 
@@ -140,17 +142,25 @@ func (r *exRun) checkMessage(l *exLedger, id string, s *exSend) {
 			r.checkDelivered(id, e)
 		}
 	}
-	drops, returnedDead := 0, 0
+	// With no report (a Collect in flight at a kill routed the message), a returned entry for one of
+	// the owners is ambiguous: the message reached it and an Unregister of it returned it, or it
+	// was a dead letter for it and an Unregister of the sender returned that.
+	drops, returnedDead, ambiguous := 0, 0, []string(nil)
 	for rc, e := range entries {
 		if reached[rc] {
 			continue
 		}
-		if d == nil && (e.State == exchange.LedgerInbox || e.State == exchange.LedgerPopped) {
-			r.checkDelivered(id, e) // routed by a Collect in flight: reached rc
-			continue
-		}
-		if d == nil && e.State == exchange.LedgerReturned && (lg.returned[exKey{id, rc}] || lg.unseenUnregisters[rc] > 0) {
-			continue // reached rc, which left with it
+		if d == nil {
+			switch {
+			case e.State == exchange.LedgerInbox || e.State == exchange.LedgerPopped:
+				r.checkDelivered(id, e) // reached rc
+				continue
+			case e.State == exchange.LedgerReturned && lg.returned[exKey{id, rc}]:
+				continue // reached rc, whose Unregister returned it
+			case e.State == exchange.LedgerReturned && slices.Contains(r.owners, rc):
+				ambiguous = append(ambiguous, rc)
+				continue
+			}
 		}
 		drops++
 		switch e.State {
@@ -162,13 +172,35 @@ func (r *exRun) checkMessage(l *exLedger, id string, s *exSend) {
 		}
 	}
 	if d != nil && drops != len(d.GetDrops()) {
-		r.violate(&r.lost, "ledger: message %s has %d drop entries, its Collect reported %d drops (%d reached)", id, drops, len(d.GetDrops()), len(reached))
+		r.violate(&r.lost, "ledger: message %s has %d drop entries, its Collect reported %d drops (%d reached): %s", id, drops, len(d.GetDrops()), len(reached), describeEntries(entries))
 	}
-	if n := lg.returnedDead[id]; returnedDead < n {
-		r.violate(&r.lost, "ledger: message %s: %d dead letters returned by Unregister %s, %d returned entries", id, n, s.sender, returnedDead)
-	} else if returnedDead > n && lg.unseenUnregisters[s.sender] == 0 {
-		r.violate(&r.lost, "ledger: message %s: %d dead letters returned, and Unregisters of %s returned %d, none in flight", id, returnedDead, s.sender, n)
+	// The dead letters Unregisters of the sender returned are returned entries; more are allowed
+	// only if an Unregister of it was in flight at a kill.
+	n := lg.returnedDead[id]
+	switch {
+	case n > returnedDead+len(ambiguous):
+		r.violate(&r.lost, "ledger: message %s: %d dead letters returned by Unregister %s, and %d returned entries (%d that may be): %s",
+			id, n, s.sender, returnedDead, len(ambiguous), describeEntries(entries))
+	case returnedDead > n && lg.unseenUnregisters[s.sender] == 0:
+		r.violate(&r.lost, "ledger: message %s: %d dead letters returned, and Unregisters of %s returned %d, none in flight: %s",
+			id, returnedDead, s.sender, n, describeEntries(entries))
 	}
+	for _, rc := range ambiguous[:max(0, len(ambiguous)-max(0, n-returnedDead))] {
+		if lg.unseenUnregisters[rc] == 0 && lg.unseenUnregisters[s.sender] == 0 {
+			r.violate(&r.lost, "ledger: message %s returned for %s, and no Unregister of it or of %s returned it or was in flight: %s",
+				id, rc, s.sender, describeEntries(entries))
+		}
+	}
+}
+
+// describeEntries lists a message's entries, for a violation's description.
+func describeEntries(entries map[string]exchange.LedgerEntry) string {
+	var out []string
+	for _, rc := range slices.Sorted(maps.Keys(entries)) {
+		e := entries[rc]
+		out = append(out, fmt.Sprintf("%q %s (reason %d)", rc, e.State, e.Reason))
+	}
+	return strings.Join(out, ", ")
 }
 
 // checkDelivered checks an entry of a recipient a message reached: in its inbox, popped or
