@@ -35,7 +35,7 @@ var exchangeSettings = []setting{
 	{"exchange-background-collect", "HISTORYD_EXCHANGE_BACKGROUND_COLLECT", "false", "collect outboxes in the background after each Send, as LionAGI's Exchange.run (true or false)"},
 	{"exchange-heartbeat", "HISTORYD_EXCHANGE_HEARTBEAT", server.DefaultHeartbeat.String(), "idle interval between SubscribeInbox heartbeats, jittered by 10% (Go duration; 0 = none after the first)"},
 	{"exchange-send-timeout", "HISTORYD_EXCHANGE_SEND_TIMEOUT", server.DefaultSendTimeout.String(), "how long a SubscribeInbox stream may wait for its client to accept a frame before it is ended as too slow (Go duration, > 0)"},
-	{"exchange-max-bytes", "HISTORYD_EXCHANGE_MAX_BYTES", strconv.Itoa(exchange.DefaultByteBudget), "bytes of mail the Exchange may hold (outboxes, inboxes, dead letters, Send's remembered request ids; estimated heap); Send past it is RESOURCE_EXHAUSTED (EXCHANGE_BUDGET_EXCEEDED) and nothing is dropped (0 = no bound)"},
+	{"exchange-max-bytes", "HISTORYD_EXCHANGE_MAX_BYTES", strconv.Itoa(exchange.DefaultByteBudget), "bytes of mail the memory engine's Exchange may hold (outboxes, inboxes, dead letters, Send's remembered request ids; estimated heap; --store sqlite and postgres keep the Exchange in the database, bounded by the per-owner bounds and the database's size); Send past it is RESOURCE_EXHAUSTED (EXCHANGE_BUDGET_EXCEEDED) and nothing is dropped (0 = no bound)"},
 	{"inbox-max-streams", "HISTORYD_INBOX_MAX_STREAMS", strconv.Itoa(exchange.DefaultMaxSubscriptions), "SubscribeInbox streams open at once; past it SubscribeInbox is RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) (0 = no limit)"},
 }
 

@@ -8,8 +8,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/historyd/historyd/internal/exchange"
 	"github.com/historyd/historyd/internal/server"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/exchangedb"
 	"github.com/historyd/historyd/internal/store/migrations"
 	"github.com/historyd/historyd/internal/store/postgres"
 	"github.com/historyd/historyd/internal/store/sqlite"
@@ -26,7 +28,20 @@ type engine struct {
 	warning string                                         // what the start logs as a warning, or ""
 	file    string                                         // the database file; "" for memory and postgres
 	target  string                                         // the PostgreSQL server and database (no password); "" for the others
-	close   func() error
+	// exchange is the database the Exchange is kept in (issue 17); nil for memory, whose Exchange
+	// stays in memory.
+	exchange exchangedb.Driver
+	close    func() error
+}
+
+// newExchange builds the Exchange over the engine's database (sqlite, postgres: mail survives a
+// restart, and every replica over one PostgreSQL is one post office), or in memory for the memory
+// engine, configured by the --exchange-* flags.
+func (e *engine) newExchange(opts []exchange.Option) exchange.Service {
+	if e.exchange == nil {
+		return exchange.Memory(opts...)
+	}
+	return exchangedb.New(e.exchange, opts)
 }
 
 // logFields name the engine and its database file, for the "serving" line.
@@ -61,7 +76,7 @@ func openEngine(ctx context.Context, c config) (*engine, error) {
 	if err != nil {
 		return nil, storeError(c.Store.DataDir, err)
 	}
-	e := &engine{Store: s, stats: s, storage: s, backup: s, name: storeSQLite, file: s.Path(), close: s.Close}
+	e := &engine{Store: s, stats: s, storage: s, backup: s, name: storeSQLite, file: s.Path(), exchange: s.ExchangeDriver(), close: s.Close}
 	if size, limit := s.OverMaxBytes(); size > 0 {
 		// A warning, not a refusal: reads, and deletes that make room, go on, and lowering the
 		// limit below the size is how an operator stops a database's growth while trimming it.
@@ -108,7 +123,7 @@ func openPostgres(ctx context.Context, c config) (*engine, error) {
 	if err != nil {
 		return nil, postgresError(err)
 	}
-	return &engine{Store: s, stats: s, backup: databaseBackup{}, name: storePostgres, target: s.Target(), close: s.Close}, nil
+	return &engine{Store: s, stats: s, backup: databaseBackup{}, name: storePostgres, target: s.Target(), exchange: s.ExchangeDriver(), close: s.Close}, nil
 }
 
 // databaseBackup answers AdminService.Backup for the PostgreSQL engine: the database is backed up

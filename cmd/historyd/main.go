@@ -13,7 +13,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/historyd/historyd/internal/exchange"
 	"github.com/historyd/historyd/internal/server"
 )
 
@@ -129,8 +128,8 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 	}
 	srv := server.New(logger, append(creds.options(), server.WithGracePeriod(cfg.GracePeriod),
 		server.WithLimits(cfg.Serving.Limits), server.WithMetrics(metrics))...)
-	ex := exchange.Memory(cfg.Exchange.options(logger)...)
-	defer ex.Close() // after Shutdown: stops the background collector, if any
+	ex := branches.newExchange(cfg.Exchange.options(logger)) // engine.go: in the store's database but for memory
+	defer func() { _ = ex.Close() }()                        // after Shutdown, before the store closes: stops the background collector, if any
 	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)
 	server.RegisterHistory(srv, branches.Store, cfg.History.streamOptions()...)
 	server.RegisterAdmin(srv, branches.backup)

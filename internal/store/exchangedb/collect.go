@@ -23,6 +23,7 @@ type outboxRow struct {
 // recipientRow is what a collect changes of one recipient owner, written back at its end.
 type recipientRow struct {
 	reg, nextSeq, nextOrd, landed int64
+	nextDead, dead                int64
 	inboxes                       map[uuid.UUID]*inboxRow // by sender (only the collecting owner's)
 }
 
@@ -64,13 +65,6 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 	if err := e.collectLock(ctx, q, owner); err != nil {
 		return nil, nil, err
 	}
-	var one int64
-	if err := q.QueryRow(ctx, `SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, oid).Scan(&one); err != nil {
-		if q.IsNoRows(err) {
-			return nil, nil, ownerErr("Owner", owner, exchange.ErrOwnerNotRegistered)
-		}
-		return nil, nil, err
-	}
 	var batch []outboxRow
 	err := collect(ctx, q, func(r Rows) error {
 		var (
@@ -92,6 +86,15 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 	}
 	rep := &exchange.Report{Owner: owner, Deliveries: make([]exchange.Delivery, 0, len(batch))}
 	if len(batch) == 0 {
+		// Nothing queued, or not registered (Unregister returned what the outbox held); with
+		// messages, the owner's row is locked below, which says it too.
+		var one int64
+		if err := q.QueryRow(ctx, `SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, oid).Scan(&one); err != nil {
+			if q.IsNoRows(err) {
+				return nil, nil, ownerErr("Owner", owner, exchange.ErrOwnerNotRegistered)
+			}
+			return nil, nil, err
+		}
 		return rep, nil, nil
 	}
 
@@ -126,7 +129,7 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, ok := rows[owner]; !ok { // unregistered between the check and the lock: cannot happen under the collect lock
+	if _, ok := rows[owner]; !ok { // outbox rows without an owner row: Unregister returns them in the same transaction
 		return nil, nil, ownerErr("Owner", owner, exchange.ErrOwnerNotRegistered)
 	}
 
@@ -203,7 +206,7 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 		}
 		rep.Deliveries = append(rep.Deliveries, d)
 	}
-	if err := e.keepDead(ctx, q, oid, dead, int64(len(batch)), now); err != nil {
+	if err := e.keepDead(ctx, q, oid, rows[owner], dead, int64(len(batch)), now); err != nil {
 		return nil, nil, err
 	}
 	var landed []uuid.UUID
@@ -253,18 +256,18 @@ func (e *Engine) lockOwners(ctx context.Context, q Querier, ids map[uuid.UUID]st
 		}
 		err := collect(ctx, q, func(r Rows) error {
 			var (
-				s                  string
-				reg, nextSeq, next int64
+				s                                  string
+				reg, nextSeq, next, nextDead, dead int64
 			)
-			if err := r.Scan(&s, &reg, &nextSeq, &next); err != nil {
+			if err := r.Scan(&s, &reg, &nextSeq, &next, &nextDead, &dead); err != nil {
 				return err
 			}
 			id, err := parseUUID(s)
 			if err == nil {
-				out[id] = &recipientRow{reg: reg, nextSeq: nextSeq, nextOrd: next}
+				out[id] = &recipientRow{reg: reg, nextSeq: nextSeq, nextOrd: next, nextDead: nextDead, dead: dead}
 			}
 			return err
-		}, `SELECT owner, reg_seq, next_seq, next_ord FROM exchange_owners WHERE tenant = ? AND owner IN (`+placeholders(len(chunk))+`)
+		}, `SELECT owner, reg_seq, next_seq, next_ord, next_dead, dead FROM exchange_owners WHERE tenant = ? AND owner IN (`+placeholders(len(chunk))+`)
 			ORDER BY owner`+e.dia.forNoKeyUpdate(), args...)
 		if err != nil {
 			return nil, err
@@ -308,16 +311,13 @@ type deadRow struct {
 	reason exchange.Reason
 }
 
-// keepDead keeps the collect's drops as dead letters of holder, evicting the oldest past the
+// keepDead keeps the collect's drops as dead letters of holder (whose locked row is row), evicting the oldest past the
 // bound (counted), and takes the collected messages off holder's outbox count.
-func (e *Engine) keepDead(ctx context.Context, q Querier, holder string, dead []deadRow, collected, now int64) error {
-	var nextDead, held int64
-	if err := q.QueryRow(ctx, `SELECT next_dead, dead FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, holder).Scan(&nextDead, &held); err != nil {
-		return err
-	}
+func (e *Engine) keepDead(ctx context.Context, q Querier, holder string, row *recipientRow, dead []deadRow, collected, now int64) error {
+	nextDead, held := row.nextDead, row.dead
 	for _, d := range dead {
 		nextDead++
-		if _, err := q.Exec(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, dead_seq, reason, dead_at)
+		if _, err := q.Exec(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, seq, reason, dead_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, tenant, d.msg.String(), d.rcpt, holder, stDead, holder, nextDead, int64(d.reason), now); err != nil {
 			return err
 		}
@@ -326,7 +326,7 @@ func (e *Engine) keepDead(ctx context.Context, q Querier, holder string, dead []
 	var evicted int64
 	if over := held - int64(e.set.MaxDeadLetters); over > 0 {
 		// The kept letters are the last `held` numbers: eviction takes the oldest, Unregister all.
-		n, err := q.Exec(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ? WHERE tenant = ? AND holder = ? AND state = ? AND dead_seq <= ?`,
+		n, err := q.Exec(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ? WHERE tenant = ? AND holder = ? AND state = ? AND ord = 0 AND seq <= ?`,
 			stEvicted, now, tenant, holder, stDead, nextDead-int64(e.set.MaxDeadLetters))
 		if err != nil {
 			return err

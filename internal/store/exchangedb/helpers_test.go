@@ -77,3 +77,16 @@ func sqliteFactory(t *testing.T, o exchangetest.Options) exchange.Service {
 	t.Cleanup(func() { _ = e.Close() })
 	return e
 }
+
+func openSQLiteB(b *testing.B) *sqlite.Store {
+	b.Helper()
+	s, err := sqlite.OpenStore(context.Background(), sqlite.StoreConfig{Config: sqlite.Config{Dir: b.TempDir(), CacheKiB: 4096, Readers: 4, Sync: sqlite.SyncNormal}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func sqliteEngineB(s *sqlite.Store, o exchangetest.Options) *exchangedb.Engine {
+	return exchangedb.New(s.ExchangeDriver(), xopts(o))
+}

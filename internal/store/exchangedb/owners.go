@@ -212,9 +212,9 @@ func (e *Engine) snapshot(ctx context.Context, q Querier, owner uuid.UUID) (*exc
 
 // deadLetters reads up to limit of holder's dead letters after the cursor (limit <= 0: all).
 func (e *Engine) deadLetters(ctx context.Context, q Querier, holder string, after uint64, limit int) ([]exchange.DeadLetter, bool, error) {
-	query := `SELECT l.dead_seq, l.recipient, l.reason, l.dead_at, m.body FROM exchange_ledger l
+	query := `SELECT l.seq, l.recipient, l.reason, l.dead_at, m.body FROM exchange_ledger l
 		JOIN exchange_messages m ON m.tenant = l.tenant AND m.id = l.message
-		WHERE l.tenant = ? AND l.holder = ? AND l.state = ? AND l.dead_seq > ? ORDER BY l.dead_seq`
+		WHERE l.tenant = ? AND l.holder = ? AND l.state = ? AND l.ord = 0 AND l.seq > ? ORDER BY l.seq`
 	args := []any{tenant, holder, stDead, int64(after)}
 	if limit > 0 {
 		query += ` LIMIT ?`

@@ -88,7 +88,7 @@ func (e *Engine) runPruner() {
 func (e *Engine) Prune(ctx context.Context) error {
 	now := e.now()
 	return e.d.Write(ctx, func(ctx context.Context, q Querier) error {
-		if _, err := q.Exec(ctx, `DELETE FROM exchange_ledger WHERE tenant = ? AND state IN (?, ?, ?) AND done_at < ?`,
+		if _, err := q.Exec(ctx, `DELETE FROM exchange_ledger WHERE tenant = ? AND state IN (?, ?, ?) AND done_at > 0 AND done_at < ?`,
 			tenant, stPopped, stReturned, stEvicted, now.Add(-e.cfg.retention).UnixNano()); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -24,22 +25,106 @@ func (d exchangeDriver) Write(ctx context.Context, fn func(ctx context.Context, 
 	if d.s.closed.Load() {
 		return ErrClosed
 	}
-	return d.s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, sqlQuerier{tx}) }, after)
+	return d.s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return fn(ctx, sqlQuerier{tx: tx, stmt: func(ctx context.Context, q string) (*sql.Stmt, error) {
+			return d.s.ex.writeStmt(ctx, d.s.w.conn, tx, q)
+		}})
+	}, after)
 }
 
 func (d exchangeDriver) Read(ctx context.Context, fn func(ctx context.Context, q exchangedb.Querier) error) error {
-	return d.s.read(ctx, func(tx *sql.Tx) error { return fn(ctx, sqlQuerier{tx}) })
+	return d.s.read(ctx, func(tx *sql.Tx) error {
+		return fn(ctx, sqlQuerier{tx: tx, stmt: func(ctx context.Context, q string) (*sql.Stmt, error) {
+			return d.s.ex.readStmt(ctx, d.s.db.read, tx, q)
+		}})
+	})
+}
+
+// maxExchangeStmts bounds the statements kept prepared per side; past it (queries with long IN
+// lists vary in text), a statement is prepared for its transaction only.
+const maxExchangeStmts = 256
+
+// exchangeStmts keeps the Exchange's statements prepared: parsing every statement of every write
+// cost more than the write (as stmtCache found for history). Its queries are exchangedb's, not
+// known at Open, so they are prepared on first use: the write side on the writer's own connection,
+// from the writer goroutine inside its transaction (the writer holds the only write connection);
+// the read side on the read pool, which prepares per connection as it goes.
+type exchangeStmts struct {
+	mu    sync.Mutex
+	write map[string]*sql.Stmt
+	read  map[string]*sql.Stmt
+	// tx and txm are the statements bound to the writer's current transaction (writer goroutine only).
+	tx  *sql.Tx
+	txm map[string]*sql.Stmt
+}
+
+func (c *exchangeStmts) writeStmt(ctx context.Context, conn *sql.Conn, tx *sql.Tx, q string) (*sql.Stmt, error) {
+	if c.tx != tx {
+		c.tx, c.txm = tx, map[string]*sql.Stmt{}
+	}
+	if st, ok := c.txm[q]; ok {
+		return st, nil
+	}
+	c.mu.Lock()
+	st, ok := c.write[q]
+	c.mu.Unlock()
+	if !ok {
+		var err error
+		if len(c.write) >= maxExchangeStmts {
+			return tx.PrepareContext(ctx, q)
+		}
+		if st, err = conn.PrepareContext(context.Background(), q); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		if c.write == nil {
+			c.write = map[string]*sql.Stmt{}
+		}
+		c.write[q] = st
+		c.mu.Unlock()
+	}
+	bound := tx.StmtContext(context.Background(), st) // kept for the batch: never bound to one caller's context
+	c.txm[q] = bound
+	return bound, nil
+}
+
+func (c *exchangeStmts) readStmt(ctx context.Context, db *sql.DB, tx *sql.Tx, q string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	st, ok := c.read[q]
+	if !ok && len(c.read) < maxExchangeStmts {
+		var err error
+		if st, err = db.PrepareContext(ctx, q); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		if c.read == nil {
+			c.read = map[string]*sql.Stmt{}
+		}
+		c.read[q], ok = st, true
+	}
+	c.mu.Unlock()
+	if !ok {
+		return tx.PrepareContext(ctx, q)
+	}
+	return tx.StmtContext(ctx, st), nil
 }
 
 func (exchangeDriver) Notify([]uuid.UUID) {}
 
 func (exchangeDriver) Listen(func([]uuid.UUID)) bool { return false }
 
-// sqlQuerier is a transaction as exchangedb queries it.
-type sqlQuerier struct{ tx *sql.Tx }
+// sqlQuerier is a transaction as exchangedb queries it, through prepared statements.
+type sqlQuerier struct {
+	tx   *sql.Tx
+	stmt func(ctx context.Context, query string) (*sql.Stmt, error)
+}
 
 func (q sqlQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := q.tx.ExecContext(ctx, query, args...)
+	st, err := q.stmt(ctx, query)
+	if err != nil {
+		return 0, err
+	}
+	res, err := st.ExecContext(ctx, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -47,7 +132,11 @@ func (q sqlQuerier) Exec(ctx context.Context, query string, args ...any) (int64,
 }
 
 func (q sqlQuerier) Query(ctx context.Context, query string, args ...any) (exchangedb.Rows, error) {
-	rows, err := q.tx.QueryContext(ctx, query, args...)
+	st, err := q.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +144,11 @@ func (q sqlQuerier) Query(ctx context.Context, query string, args ...any) (excha
 }
 
 func (q sqlQuerier) QueryRow(ctx context.Context, query string, args ...any) exchangedb.Row {
-	return q.tx.QueryRowContext(ctx, query, args...)
+	st, err := q.stmt(ctx, query)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(ctx, args...)
 }
 
 func (sqlQuerier) IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

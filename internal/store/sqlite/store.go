@@ -65,6 +65,7 @@ type Store struct {
 	cfg StoreConfig
 
 	wst, rst stmtCache
+	ex       exchangeStmts // the Exchange's (exchange_driver.go)
 
 	mu      sync.Mutex
 	handles map[uuid.UUID]*handle // the branches with subscribers or observers; see handles.go

@@ -1,9 +1,12 @@
 -- historyd schema, version 2 (postgres): the Exchange in the database (issue 17,
 -- docs/decisions/0019-exchange-in-the-database.md). Additive: new tables only.
 --
--- dialect: none. Unlike the history tables, ids are TEXT here in both
--- dialects (canonical lowercase UUIDs) and integers BIGINT (SQLite reads it as
--- INTEGER), so internal/store/exchangedb runs one SQL text on both.
+-- dialect: unlike the history tables, ids are TEXT here in both dialects
+-- (canonical lowercase UUIDs) and integers BIGINT (SQLite reads it as
+-- INTEGER), so internal/store/exchangedb runs one SQL text on both. The small
+-- tables are WITHOUT ROWID in SQLite (the primary key is the table: one b-tree
+-- less to write per row); PostgreSQL has no such clause. Partial indexes
+-- (WHERE ...) are in both.
 
 -- +goose Up
 -- Per-tenant counters: 'reg' numbers registrations (the Owners cursor),
@@ -54,8 +57,8 @@ CREATE TABLE exchange_messages (
 -- whose flow holds the row (the sender for outbox and dead rows, the
 -- recipient for inbox rows) and holder_reg its registration number (an
 -- owner registered anew starts its counters afresh); ord and seq place an inbox row (Receive
--- order, the Cursor) and an outbox row (seq); dead_seq, reason, dead_at
--- a dead letter; done_at is when the row reached a terminal state
+-- order, the Cursor) and an outbox row (seq); a dead row has ord 0, its
+-- dead-letter number in seq (the DeadLetters cursor), reason and dead_at; done_at is when the row reached a terminal state
 -- (popped, returned, evicted), for the retention.
 CREATE TABLE exchange_ledger (
     tenant    TEXT   NOT NULL DEFAULT '',
@@ -67,16 +70,14 @@ CREATE TABLE exchange_ledger (
     holder_reg BIGINT NOT NULL DEFAULT 0,
     ord       BIGINT NOT NULL DEFAULT 0,
     seq       BIGINT NOT NULL DEFAULT 0,
-    dead_seq  BIGINT NOT NULL DEFAULT 0,
     reason    BIGINT NOT NULL DEFAULT 0,
     dead_at   BIGINT NOT NULL DEFAULT 0,
     done_at   BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, message, recipient)
 );
 CREATE INDEX exchange_ledger_by_holder ON exchange_ledger (tenant, holder, state, ord, seq);
-CREATE INDEX exchange_ledger_by_seq ON exchange_ledger (tenant, holder, holder_reg, seq);
-CREATE INDEX exchange_ledger_by_dead ON exchange_ledger (tenant, holder, state, dead_seq);
-CREATE INDEX exchange_ledger_by_done ON exchange_ledger (tenant, done_at);
+CREATE INDEX exchange_ledger_by_seq ON exchange_ledger (tenant, holder, holder_reg, seq) WHERE ord > 0;
+CREATE INDEX exchange_ledger_by_done ON exchange_ledger (tenant, done_at) WHERE done_at > 0;
 
 -- One row per inbox (sender's, at owner): its creation ordinal and how
 -- many messages it holds, for O(1) bounds; deleted when reclaimed.

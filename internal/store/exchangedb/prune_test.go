@@ -1,0 +1,85 @@
+package exchangedb_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/exchange"
+	"github.com/historyd/historyd/internal/store/exchangedb"
+)
+
+// common17: "terminal rows (popped, returned, evicted) and the messages no live row refers to are
+// pruned after a retention (default 1 h, an exchangedb option)"; live rows never are, and expired
+// request ids go with the window the proto promises.
+func TestPruneForgetsOnlyTerminalRowsPastTheRetention(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		now = time.Unix(1_700_000_000, 0)
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s := openSQLite(t, t.TempDir())
+	defer s.Close()
+	e := exchangedb.New(s.ExchangeDriver(), []exchange.Option{exchange.WithClock(clock)}, exchangedb.WithRetention(time.Hour))
+	defer e.Close()
+	ctx := tctx(t)
+	alice, bob := uuid.New(), uuid.New()
+	register(t, e, alice, bob)
+	sent := map[uuid.UUID]bool{}
+	popped := send(t, e, alice, envelope.IDParticipant(bob), "popped")
+	kept := send(t, e, alice, envelope.IDParticipant(bob), "kept")
+	sent[popped.ID], sent[kept.ID] = true, true
+	if _, err := e.Collect(ctx, alice, exchange.ReportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := e.PopIf(ctx, bob, alice, nil); err != nil || !ok {
+		t.Fatalf("Pop = %v, %v", ok, err)
+	}
+	if _, err := e.Send(ctx, exchange.SendRequest{Sender: alice, Recipient: envelope.IDParticipant(bob), RequestID: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	advance(59 * time.Minute)
+	if err := e.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := ledgerStates(t, e, withQueued(sent, e, t)); st[exchange.LedgerPopped] != 1 {
+		t.Fatalf("within the retention the popped row is kept: %v", st)
+	}
+	advance(2 * time.Minute)
+	if err := e.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := ledgerStates(t, e, withQueued(sent, e, t))
+	if st[exchange.LedgerPopped] != 0 || st[exchange.LedgerInbox] != 1 || st[exchange.LedgerOutbox] != 1 {
+		t.Fatalf("past the retention: %v, want the popped row gone and the inbox and outbox rows kept", st)
+	}
+	if m, ok, err := e.Remembered(ctx, alice, "r", nil); err != nil || ok {
+		t.Errorf("request id past its 10 min window = %v, %v, %v; want forgotten", m, ok, err)
+	}
+	if m, ok, err := e.PopIf(ctx, bob, alice, nil); err != nil || !ok || m.ID != kept.ID {
+		t.Errorf("Pop of the kept message after pruning = %v, %v, %v", m, ok, err)
+	}
+}
+
+// withQueued adds the messages the ledger holds that this test sent without keeping their ids (the
+// idempotent Send), so ledgerStates checks only that no unknown row appears from elsewhere.
+func withQueued(sent map[uuid.UUID]bool, e *exchangedb.Engine, t *testing.T) map[uuid.UUID]bool {
+	entries, err := e.Ledger(tctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uuid.UUID]bool{}
+	for k := range sent {
+		out[k] = true
+	}
+	for _, le := range entries {
+		if le.State == exchange.LedgerOutbox {
+			out[le.Message] = true
+		}
+	}
+	return out
+}
