@@ -38,7 +38,7 @@ func exchangeDirectLoad(ctx context.Context, h *historyd, owners int, d time.Dur
 	for i := range ids {
 		ids[i] = uuid.NewString()
 		if _, err := h.Client.Exchange.Register(ctx, &historyv1.RegisterRequest{OwnerId: ids[i]}); err != nil {
-			return nil, fmt.Errorf("Register: %w", err)
+			return nil, fmt.Errorf("registering an owner: %w", err)
 		}
 	}
 	content := `{"text": "hello", "n": 1}`
@@ -46,14 +46,14 @@ func exchangeDirectLoad(ctx context.Context, h *historyd, owners int, d time.Dur
 	round := func(ctx context.Context, w, i int) (int, error) {
 		from, to := ids[w], ids[(w+1+i%(owners-1))%owners] // never the sender itself
 		if _, err := h.Client.Exchange.Send(ctx, &historyv1.SendRequest{Sender: from, Recipient: client.Participant(to), ContentJson: &content}); err != nil {
-			return 0, fmt.Errorf("Send: %w", err)
+			return 0, fmt.Errorf("sending: %w", err)
 		}
 		resp, err := h.Client.Exchange.Collect(ctx, &historyv1.CollectRequest{OwnerId: from})
 		if err != nil {
-			return 0, fmt.Errorf("Collect: %w", err)
+			return 0, fmt.Errorf("collecting: %w", err)
 		}
 		if resp.GetCollectedCount() != 1 || resp.GetDeliveredCount() != 1 {
-			return 0, fmt.Errorf("Collect of %s after one Send collected %d and delivered %d, want 1 and 1", from, resp.GetCollectedCount(), resp.GetDeliveredCount())
+			return 0, fmt.Errorf("the collect of %s after one Send collected %d and delivered %d, want 1 and 1", from, resp.GetCollectedCount(), resp.GetDeliveredCount())
 		}
 		return 1, nil
 	}
