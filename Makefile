@@ -149,21 +149,22 @@ vuln: .vulndb/index/db.json ## govulncheck with Go 1.27.3 (RELEASE_TOOLCHAIN) ag
 
 # e2e, e2e-pg and crash run the tests from inside test/e2e with no package argument (local
 # directory mode, each with its -timeout): only in that mode is what a passing test prints passed
-# on, and the crash harness's line (issue 15: "crash: N cycles, W acknowledged writes, 0 lost, ...")
-# and the replicas' lines (issue 16: "replicas: 3, W writes, K watchers, 0 gaps, 0 duplicates, 0
-# lost"; issue 17: "exchange replicas: S sent, D delivered once, L dead-lettered, E evicted, 0 lost,
-# 0 duplicated") must show. test/e2e is one package. Its PostgreSQL tests (replicas*_test.go,
-# exchange_replicas_test.go, TestReplicasExchangeExample, TestReplicasScalingOutREADME,
+# on, and the crash harnesses' lines (issue 15: "crash: N cycles, W acknowledged writes, 0 lost, ...";
+# issue 17: "exchange crash: N cycles, S sent, 0 lost, 0 duplicated") and the replicas' lines (issue
+# 16: "replicas: 3, W writes, K watchers, 0 gaps, 0 duplicates, 0 lost"; issue 17: "exchange
+# replicas: S sent, D delivered once, L dead-lettered, E evicted, 0 lost, 0 duplicated") must show.
+# test/e2e is one package. Its PostgreSQL tests (replicas*_test.go, exchange_replicas_test.go,
+# TestReplicasExchangeExample, TestReplicasScalingOutREADME,
 # pg_faults*_test.go) use HISTORYD_TEST_POSTGRES_URL or the local server, and skip with a line that
 # says how when neither answers; e2e-pg sets HISTORYD_REQUIRE_POSTGRES=1, so they fail instead.
-e2e: ## End-to-end tests: build the binary and grpcurl, drive the real process (prints the crash harness's line per --sync mode, and with PostgreSQL the replicas' line)
+e2e: ## End-to-end tests: build the binary and grpcurl, drive the real process (prints the crash harnesses' lines, and with PostgreSQL the replicas' lines)
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 20m
 
 e2e-pg: ## The PostgreSQL end-to-end tests alone (issues 16, 17): 3 replicas on one PostgreSQL, conversation.sh and exchange.sh on each, the Exchange across two replicas checked against its ledger, kill -9 of a replica, the connection cut (needs PostgreSQL)
 	cd test/e2e && HISTORYD_REQUIRE_POSTGRES=1 $(GO) test -tags e2e -count=1 -timeout 10m -run '^(TestReplicas.*|TestExchangeReplicas|TestPG.*)$$' -v
 
-crash: ## The kill -9 crash harness at 200 cycles per --sync mode (minutes; HISTORYD_CRASH_SEED=S replays its kill schedule and writers' draws): make e2e runs 30
-	cd test/e2e && HISTORYD_CRASH_CYCLES=200 $(GO) test -tags e2e -count=1 -timeout 30m -run '^TestCrash$$' -v
+crash: ## The kill -9 crash harnesses at 200 cycles: history per --sync mode, the Exchange's ledger (minutes; HISTORYD_CRASH_SEED=S replays their kill schedules and writers' draws): make e2e runs 30
+	cd test/e2e && HISTORYD_CRASH_CYCLES=200 $(GO) test -tags e2e -count=1 -timeout 30m -run '^TestCrash(Exchange)?$$' -v
 
 hostile: ## The hostile-client suite at full size, every server under prlimit --as=2147483648 (2 GiB; minutes): not in CI, make e2e runs it scaled down
 	HISTORYD_HOSTILE=full HISTORYD_E2E_AS_LIMIT=2147483648 $(GO) test -tags e2e -count=1 -timeout 60m -run 'Hostile' -v ./test/e2e/...

@@ -22,6 +22,8 @@
 //     --sqlite-cache x (--sqlite-readers + 1), + 32 MiB) and disk bytes per message after a
 //     checkpoint (target at most 2.5 KB);
 //   - time from start to SERVING on a 1M-message database over an empty one (reported);
+//   - Exchange Send+Collect direct, 100 owners, concurrency 50, sqlite --sync=normal over the
+//     memory engine (issue 17; two processes; target at least 0.6);
 //
 // and for the PostgreSQL engine (issue 16, -postgres-url; -engines postgres runs only these), each
 // historyd on a schema the bench makes and drops, named by the URL's search_path parameter:
@@ -39,7 +41,9 @@
 //     latency from AddMessage on A to the event at a watcher on B, p50 and p99 in ms, each write
 //     waiting for the previous event (reported); and AddMessage throughput on A with 100 watchers
 //     on B over the branches being written, every event delivered, over none (reported: issue 16
-//     names no target).
+//     names no target);
+//   - Exchange Send+Collect direct, 100 owners, concurrency 50, historyd on PostgreSQL over the
+//     memory engine (issue 17; the PostgreSQL server on a fresh schema; target at least 0.3).
 //
 // Until historyd serves PostgreSQL (its help lists no --postgres-url), or without a PostgreSQL,
 // these rows say "skipped: ..." and have no figure.

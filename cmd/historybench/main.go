@@ -275,6 +275,7 @@ func benchSQLite(ctx context.Context, b *bench, memKB float64) ([]row, error) {
 	rows = append(rows, list...)
 	for _, scenario := range []func(context.Context, *bench) ([]row, error){
 		benchSQLiteVsPostgres,
+		benchSQLiteExchange,
 		func(ctx context.Context, b *bench) ([]row, error) { return benchFootprint(ctx, b, memKB) },
 		benchStart,
 	} {

@@ -59,6 +59,9 @@ func TestQuickRun(t *testing.T) {
 		"sqlite resident memory growth storing 2k 1 KB messages",
 		"sqlite disk bytes per stored 1 KB message",
 		"sqlite start to SERVING, 2k-message database / empty database",
+		// issue 17's: the Exchange on sqlite and on PostgreSQL (which may say skipped) over memory.
+		exchangeEnginesRowName(5, sqliteExchangeEngine),
+		exchangeEnginesRowName(5, pgExchangeEngine),
 		// issue 16's rows: figures with a historyd that serves PostgreSQL, else each says skipped.
 		pgInsertRowName,
 		"AddMessage latency (p99), 50 appenders on one branch of 2k messages / on a fresh branch, PostgreSQL engine",

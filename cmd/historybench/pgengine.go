@@ -145,12 +145,14 @@ func (b *bench) withFreshServer(ctx context.Context, e *pgEnv, conns int, fn fun
 func (c config) pgSkipped(reason string, err error) []row {
 	insertTarget, insertMeets := atLeast(0.5)
 	convoyTarget, convoyMeets := atMost(2.0)
+	exchangeTarget, exchangeMeets := atLeast(0.3)
 	rows := []row{
 		{Name: pgInsertRowName, Unit: "ratio", Target: insertTarget, meets: insertMeets},
 		{Name: pgConvoyRowName(c.ConvoyMessages), Unit: "ratio", Target: convoyTarget, meets: convoyMeets},
 		{Name: pgWatchLatencyName + " p50", Unit: "ms"},
 		{Name: pgWatchLatencyName + " p99", Unit: "ms"},
 		{Name: pgWatchersRowName(c.Watchers), Unit: "ratio"},
+		{Name: exchangeEnginesRowName(c.Owners, pgExchangeEngine), Unit: "ratio", Target: exchangeTarget, meets: exchangeMeets},
 	}
 	for i := range rows {
 		rows[i].Skipped, rows[i].Detail = "skipped: "+reason, err.Error()
@@ -175,7 +177,7 @@ func benchPostgresEngine(ctx context.Context, b *bench) ([]row, error) {
 	defer e.close()
 	var rows []row
 	for _, scenario := range []func(context.Context, *bench, *pgEnv) ([]row, error){
-		benchPGInsert, benchPGConvoy, benchPGWatch,
+		benchPGInsert, benchPGConvoy, benchPGWatch, benchPGExchange,
 	} {
 		rs, err := scenario(ctx, b, e)
 		if err != nil {

@@ -4,8 +4,10 @@
 // `make e2e`. The helpers in main_test.go (startServer, grpcurl, stop) are for every later issue's
 // end-to-end tests.
 //
-// It tests the process from the outside, through the public gRPC clients. Of internal/ it imports
-// only what stands outside the process too: pgtest, which gives a test its PostgreSQL schema, and
-// the Exchange's ledger vocabulary (exchange.LedgerEntry and its states), in which the replicas
-// test reads the ledger rows straight from the database.
+// It tests the process from the outside, through the public gRPC clients. The exceptions read what
+// the API does not show: the PostgreSQL tests make their schemas with pgtest, the replicas test reads
+// the Exchange's ledger rows straight from the database in the ledger's vocabulary
+// (exchange.LedgerEntry and its states), and the Exchange crash harness reads the ledger from a copy
+// of the killed server's sqlite database through the sqlite engine and exchangedb
+// (crash_exchange_ledger_test.go).
 package e2e

@@ -12,13 +12,13 @@ import (
 	"github.com/historyd/historyd/internal/exchange"
 )
 
-// readExchangeLedger reads the Exchange's ledger straight from the replicas' database at url (its
+// readPostgresLedger reads the Exchange's ledger straight from the replicas' database at url (its
 // search_path names the test's schema): the table exchange_ledger of migration 00002_exchange.sql,
 // one row per (tenant, message, recipient) with its state (docs/decisions/0019). Reading the rows,
 // not a replica's answers, is the point: the ledger is what the database holds whatever the
 // replicas say. Terminal rows are pruned only after the retention (1 h by default), far beyond
 // the test.
-func readExchangeLedger(ctx context.Context, t *testing.T, url string) []exchange.LedgerEntry {
+func readPostgresLedger(ctx context.Context, t *testing.T, url string) []exchange.LedgerEntry {
 	t.Helper()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {

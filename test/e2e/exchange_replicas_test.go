@@ -71,7 +71,7 @@ func TestExchangeReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*startTimeout)
 	defer cancel()
 	r := driveExchangeReplicas(ctx, t, pa, pb)
-	entries := readExchangeLedger(ctx, t, url)
+	entries := readPostgresLedger(ctx, t, url)
 	c := r.check(entries)
 	fmt.Printf("exchange replicas: %d sent, %d delivered once, %d dead-lettered, %d evicted, %d lost, %d duplicated\n",
 		c.sent, c.delivered, c.deadLettered, c.evicted, c.lost, c.duplicated)
