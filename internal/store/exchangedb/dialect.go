@@ -8,7 +8,7 @@ import (
 // Dialect is the database a Driver speaks. The SQL of this package is written once; the
 // differences are all here:
 //   - placeholders: ? (SQLite) or $n (PostgreSQL, by Rebind);
-//   - row locks: PostgreSQL's FOR UPDATE / FOR NO KEY UPDATE, nothing in SQLite, whose single
+//   - row locks: PostgreSQL's FOR UPDATE / FOR NO KEY UPDATE / FOR KEY SHARE, nothing in SQLite, whose single
 //     writer serialises every write transaction anyway;
 //   - the per-owner collect lock: pg_advisory_xact_lock on (tenant, owner) in PostgreSQL,
 //     nothing in SQLite (the single writer).
@@ -25,6 +25,15 @@ const (
 func (d Dialect) forNoKeyUpdate() string {
 	if d == Postgres {
 		return " FOR NO KEY UPDATE"
+	}
+	return ""
+}
+
+// forKeyShare locks a selected owner row against its deletion only (an Unregister's FOR UPDATE
+// waits, counter updates do not): the Pop that empties a sender's inbox reads the sender's row so.
+func (d Dialect) forKeyShare() string {
+	if d == Postgres {
+		return " FOR KEY SHARE"
 	}
 	return ""
 }
