@@ -145,7 +145,7 @@ func (d *failingDriver) Write(ctx context.Context, fn func(context.Context, exch
 	return d.Driver.Write(ctx, fn, after)
 }
 
-// REVIEW R2a: a background collect that fails once (a transient storage fault) is re-noted but
+// Review R2a: a background collect that fails once (a transient storage fault) is re-noted but
 // nothing kicks the collector again: the acknowledged message stays in the outbox until some
 // later Send happens to kick it (background.go pass()).
 func TestReviewBackgroundCollectNotRetriedAfterFault(t *testing.T) {
@@ -169,14 +169,15 @@ func TestReviewBackgroundCollectNotRetriedAfterFault(t *testing.T) {
 	t.Fatalf("after one failed background collect, the message is still undelivered 5 s later (writes made: %d)", d.n.Load())
 }
 
-// REVIEW R2b: the background collector only collects owners that sent through its own replica
+// Review R2b: the background collector only collects owners that sent through its own replica
 // (and, once, those queued at its start). A Send acknowledged by replica B whose own collector
 // never ran (B killed right after the ack; modelled by B without one) is never collected by A's.
 func TestReviewBackgroundCollectorIgnoresOtherReplicasMail(t *testing.T) {
 	url := pgtest.New(t)
 	sa, sb := openPostgres(t, url), openPostgres(t, url)
 	t.Cleanup(func() { _ = sa.Close(); _ = sb.Close() })
-	ra := exchangedb.New(sa.ExchangeDriver(), []exchange.Option{exchange.WithBackgroundCollection(true)})
+	// A short sweep, so the test waits well under its deadline (DefaultCollectSweep is 10 s).
+	ra := exchangedb.New(sa.ExchangeDriver(), []exchange.Option{exchange.WithBackgroundCollection(true)}, exchangedb.WithCollectSweep(200*time.Millisecond))
 	t.Cleanup(func() { _ = ra.Close() })
 	rb := exchangedb.New(sb.ExchangeDriver(), nil) // B "crashed" before its collector ran
 	t.Cleanup(func() { _ = rb.Close() })
@@ -227,7 +228,7 @@ func (q flakyQuerier) Query(ctx context.Context, query string, args ...any) (exc
 	return q.Querier.Query(ctx, query, args...)
 }
 
-// REVIEW R3: on SQLite (Listen reports no replicas, so no periodic recheck) a dispatch that fails
+// Review R3: on SQLite (Listen reports no replicas, so no periodic recheck) a dispatch that fails
 // once re-marks the owner pending but nothing kicks the dispatcher again: the live subscription
 // misses the delivery until some other wake-up happens (subscribe.go run()).
 func TestReviewSQLiteDispatchFaultStallsSubscription(t *testing.T) {
@@ -259,7 +260,7 @@ func TestReviewSQLiteDispatchFaultStallsSubscription(t *testing.T) {
 	}
 }
 
-// REVIEW R9: the sqlite driver prepares a read statement on first use with db.read.PrepareContext
+// Review R9: the sqlite driver prepares a read statement on first use with db.read.PrepareContext
 // while its caller already holds a read connection (inside d.s.read) and while holding c.mu. With
 // --sqlite-readers 1 (allowed: 1 to 64) the first Exchange read waits for a connection it holds
 // itself; with N readers, N concurrent first reads deadlock on the pool and c.mu.
