@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -278,5 +279,117 @@ func TestReviewSQLiteOneReaderFirstReadDeadlocks(t *testing.T) {
 	defer cancel()
 	if _, ok, err := e.Get(ctx, a); err != nil || !ok {
 		t.Fatalf("Get with --sqlite-readers 1 = %v, %v", ok, err)
+	}
+}
+
+// Review R4: advisory locks belong to the database, not the schema. Two deployments in two
+// schemas of one database, with an owner of the same id: a collect in schema A holding the
+// owner's collect lock must not stall the collect in schema B.
+func TestReviewCollectLockIsPerSchema(t *testing.T) {
+	urlA, urlB := pgtest.New(t), pgtest.New(t)
+	sa, sb := openPostgres(t, urlA), openPostgres(t, urlB)
+	t.Cleanup(func() { _ = sa.Close(); _ = sb.Close() })
+	ea, eb := exchangedb.New(sa.ExchangeDriver(), nil), exchangedb.New(sb.ExchangeDriver(), nil)
+	t.Cleanup(func() { _ = ea.Close(); _ = eb.Close() })
+	ctx := tctx(t)
+	o := uuid.New()
+	register(t, ea, o)
+	register(t, eb, o)
+	send(t, ea, o, envelope.IDParticipant(o), "in A")
+	send(t, eb, o, envelope.IDParticipant(o), "in B")
+
+	// A session of schema A holds o's owner row, so A's Collect takes o's collect lock and waits.
+	conn, err := pgx.Connect(ctx, urlA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // rolled back below
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM exchange_owners WHERE owner = $1 FOR UPDATE`, o.String()); err != nil {
+		t.Fatal(err)
+	}
+	var holder int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	collected := make(chan error, 1)
+	go func() {
+		_, err := ea.Collect(ctx, o, exchange.ReportOptions{})
+		collected <- err
+	}()
+	waitFor(t, "A's Collect to hold o's collect lock and wait for the owner row", func() bool {
+		var n int
+		_ = conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&n)
+		return n > 0
+	})
+	bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, errB := eb.Collect(bctx, o, exchange.ReportOptions{})
+	cancel()
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-collected; err != nil {
+		t.Fatalf("Collect in A: %v", err)
+	}
+	if errB != nil {
+		t.Fatalf("Collect in schema B waited for schema A's collect lock: %v", errB)
+	}
+}
+
+// listenSpy records the owners each wake-up from other replicas names.
+type listenSpy struct {
+	exchangedb.Driver
+	mu   sync.Mutex
+	seen map[uuid.UUID]bool
+}
+
+func (d *listenSpy) Listen(fn func([]uuid.UUID)) bool {
+	return d.Driver.Listen(func(owners []uuid.UUID) {
+		d.mu.Lock()
+		for _, o := range owners {
+			d.seen[o] = true
+		}
+		d.mu.Unlock()
+		fn(owners)
+	})
+}
+
+func (d *listenSpy) saw(o uuid.UUID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.seen[o]
+}
+
+// Review R4: NOTIFY channels belong to the database too: a wake-up from schema A must not reach
+// the listeners of schema B. PostgreSQL delivers notifications in commit order, so once B has
+// heard of a later delivery in its own schema, it has heard every earlier one it ever will.
+func TestReviewWakeUpsStayInTheirSchema(t *testing.T) {
+	urlA, urlB := pgtest.New(t), pgtest.New(t)
+	sa, sb, sb2 := openPostgres(t, urlA), openPostgres(t, urlB), openPostgres(t, urlB)
+	t.Cleanup(func() { _ = sa.Close(); _ = sb.Close(); _ = sb2.Close() })
+	spyA := &listenSpy{Driver: sa.ExchangeDriver(), seen: map[uuid.UUID]bool{}}
+	spyB := &listenSpy{Driver: sb.ExchangeDriver(), seen: map[uuid.UUID]bool{}}
+	ea, eb, eb2 := exchangedb.New(spyA, nil), exchangedb.New(spyB, nil), exchangedb.New(sb2.ExchangeDriver(), nil)
+	t.Cleanup(func() { _ = ea.Close(); _ = eb.Close(); _ = eb2.Close() })
+	ctx := tctx(t)
+	o, p := uuid.New(), uuid.New()
+	register(t, ea, o)
+	register(t, eb2, p)
+	send(t, ea, o, envelope.IDParticipant(o), "in A")
+	if _, err := ea.Collect(ctx, o, exchange.ReportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "A's own listener to hear of o (the notification committed)", func() bool { return spyA.saw(o) })
+	send(t, eb2, p, envelope.IDParticipant(p), "in B")
+	if _, err := eb2.Collect(ctx, p, exchange.ReportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "B's listener to hear of p (schema B's own wake-up)", func() bool { return spyB.saw(p) })
+	if spyB.saw(o) {
+		t.Fatal("schema B's listener was woken for owner o of schema A")
 	}
 }
