@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/exchange"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/exchangedb"
@@ -391,5 +392,137 @@ func TestReviewWakeUpsStayInTheirSchema(t *testing.T) {
 	waitFor(t, "B's listener to hear of p (schema B's own wake-up)", func() bool { return spyB.saw(p) })
 	if spyB.saw(o) {
 		t.Fatal("schema B's listener was woken for owner o of schema A")
+	}
+}
+
+// Review R10: concurrent Sends of one sender with distinct request ids numbered their records
+// "MAX(n) + 1" without a lock: two could share a number, and the window of the sender's last
+// RequestsPerSender ids was approximate. Every record must have its own number.
+func TestReviewRequestNumbersAreDistinct(t *testing.T) {
+	ra, rb, spies := twoReplicas(t)
+	ctx := tctx(t)
+	a := uuid.New()
+	register(t, ra, a)
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := []*exchangedb.Engine{ra, rb}[g%2]
+			for range 15 {
+				if _, err := x.Send(ctx, exchange.SendRequest{Sender: a, Recipient: envelope.IDParticipant(a), Content: jsonv.StringValue("x"), RequestID: uuid.NewString()}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var rows, distinct int
+	err := spies[0].Read(ctx, func(ctx context.Context, q exchangedb.Querier) error {
+		return q.QueryRow(ctx, `SELECT count(*), count(DISTINCT n) FROM exchange_requests WHERE sender = ?`, a.String()).Scan(&rows, &distinct)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows != 90 || distinct != rows {
+		t.Fatalf("%d request records, %d distinct numbers; want 90 and 90", rows, distinct)
+	}
+}
+
+// Review R10: a stored message that does not decode is damaged storage (DATA_LOSS at the server,
+// as history's damaged rows are), not a plain error the server answers INTERNAL.
+func TestReviewUndecodableRowIsStorageDamaged(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		open func(t *testing.T) exchangedb.Driver
+	}{
+		{"sqlite", func(t *testing.T) exchangedb.Driver {
+			s := openSQLite(t, t.TempDir())
+			t.Cleanup(func() { _ = s.Close() })
+			return s.ExchangeDriver()
+		}},
+		{"postgres", func(t *testing.T) exchangedb.Driver {
+			s := openPostgres(t, pgtest.New(t))
+			t.Cleanup(func() { _ = s.Close() })
+			return s.ExchangeDriver()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := c.open(t)
+			e := exchangedb.New(d, nil)
+			t.Cleanup(func() { _ = e.Close() })
+			ctx := tctx(t)
+			a, b := uuid.New(), uuid.New()
+			register(t, e, a, b)
+			send(t, e, a, envelope.IDParticipant(b), "soon damaged")
+			if _, err := e.Collect(ctx, a, exchange.ReportOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			err := d.Write(ctx, func(ctx context.Context, q exchangedb.Querier) error {
+				_, err := q.Exec(ctx, `UPDATE exchange_messages SET body = '{not json' WHERE sender = ?`, a.String())
+				return err
+			}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = e.ReceivePage(ctx, b, nil, exchange.Cursor{}, 0)
+			if !errors.Is(err, store.ErrStorageDamaged) {
+				t.Fatalf("ReceivePage over an undecodable row = %v, want store.ErrStorageDamaged", err)
+			}
+			if _, _, err := e.PopIf(ctx, b, a, nil); !errors.Is(err, store.ErrStorageDamaged) {
+				t.Fatalf("Pop of an undecodable row = %v, want store.ErrStorageDamaged", err)
+			}
+		})
+	}
+}
+
+// Review R10: the background collector's collects ran under context.Background with a 30 s
+// timeout, so Close waited for a collect stuck on a lock for up to 30 s. Close cancels them now.
+func TestReviewCloseDoesNotWaitOutABackgroundCollect(t *testing.T) {
+	url := pgtest.New(t)
+	s := openPostgres(t, url)
+	t.Cleanup(func() { _ = s.Close() })
+	e := exchangedb.New(s.ExchangeDriver(), []exchange.Option{exchange.WithBackgroundCollection(true)})
+	t.Cleanup(func() { _ = e.Close() })
+	ctx := tctx(t)
+	a, b := uuid.New(), uuid.New()
+	register(t, e, a, b)
+
+	// A session holds the recipient's owner row: the background collect of a waits for it.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // the test's own lock
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM exchange_owners WHERE owner = $1 FOR UPDATE`, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	var holder int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	send(t, e, a, envelope.IDParticipant(b), "held up")
+	waitFor(t, "the background collect to wait for b's row", func() bool {
+		var n int
+		_ = conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&n)
+		return n > 0
+	})
+	closed := make(chan struct{})
+	go func() {
+		_ = e.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Error("Close still waits for the background collect after 10 s")
+		_ = tx.Rollback(ctx)
+		<-closed
 	}
 }
