@@ -12,20 +12,35 @@ import (
 )
 
 // collector is the optional background collection loop (exchange.WithBackgroundCollection): it
-// collects the owners that sent through this Engine since its last pass, and at start every owner
-// with queued messages (mail sent before a restart). Across replicas the per-owner collect lock
-// (pg_advisory_xact_lock) means one owner is never collected twice at once.
+// collects the owners that sent through this Engine as they send, and every sweep interval (and at
+// start) the owners with queued messages whoever acknowledged them: another replica that died
+// right after acknowledging a Send, or mail sent before a restart, is collected too (review R2b).
+// A collect that fails (a fault) is retried with backoff, not left until the next Send (R2a).
+// Across replicas the per-owner collect lock (pg_advisory_xact_lock) means one owner is never
+// collected twice at once, so every replica sweeping is safe.
 type collector struct {
-	e     *Engine
-	mu    sync.Mutex
-	dirty map[uuid.UUID]struct{}
-	kick  chan struct{}
-	quit  chan struct{}
-	done  chan struct{}
+	e      *Engine
+	mu     sync.Mutex
+	dirty  map[uuid.UUID]struct{}
+	kick   chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
+	ctx    context.Context // cancelled by stop: Close never waits out a collect's timeout
+	cancel context.CancelFunc
 }
 
+// Retry backoff after a failed collect: from retryMin, doubling to retryMax.
+const (
+	retryMin = 50 * time.Millisecond
+	retryMax = 5 * time.Second
+)
+
+// sweepLimit bounds the owners one sweep reads (bounded memory); the next sweep reads the rest.
+const sweepLimit = 1000
+
 func startCollector(e *Engine) *collector {
-	c := &collector{e: e, dirty: map[uuid.UUID]struct{}{}, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &collector{e: e, dirty: map[uuid.UUID]struct{}{}, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}
 	go c.run()
 	return c
 }
@@ -44,20 +59,37 @@ func (c *collector) note(owners ...uuid.UUID) {
 
 func (c *collector) run() {
 	defer close(c.done)
-	c.queuedAtStart()
+	sweep := time.NewTicker(c.e.cfg.sweep)
+	defer sweep.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	backoff := retryMin
+	c.sweep()
 	for {
 		select {
 		case <-c.quit:
 			return
 		case <-c.kick:
-			c.pass()
+		case <-retry.C:
+		case <-sweep.C:
+			c.sweep()
 		}
+		if c.pass() {
+			backoff = retryMin
+			continue
+		}
+		// Some collect failed and is noted again: try again after a while, not only at the
+		// next Send or sweep.
+		retry.Reset(backoff)
+		backoff = min(2*backoff, retryMax)
 	}
 }
 
-// queuedAtStart notes the owners whose outboxes hold mail already.
-func (c *collector) queuedAtStart() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// sweep notes the owners whose outboxes hold mail (at most sweepLimit of them, those registered
+// first); a read that fails is the next sweep's to repeat.
+func (c *collector) sweep() {
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
 	var owners []uuid.UUID
 	err := c.e.d.Read(ctx, func(ctx context.Context, q Querier) error {
@@ -70,7 +102,7 @@ func (c *collector) queuedAtStart() {
 			id, err := parseUUID(s)
 			owners = append(owners, id)
 			return err
-		}, `SELECT owner FROM exchange_owners WHERE tenant = ? AND queued > 0 ORDER BY reg_seq`, tenant)
+		}, `SELECT owner FROM exchange_owners WHERE tenant = ? AND queued > 0 ORDER BY reg_seq LIMIT ?`, tenant, int64(sweepLimit))
 	})
 	if err == nil && len(owners) > 0 {
 		c.note(owners...)
@@ -78,8 +110,9 @@ func (c *collector) queuedAtStart() {
 }
 
 // pass collects the noted owners; one that fails (a fault, a panic: reported to the panic
-// handler) is noted again for the next pass.
-func (c *collector) pass() {
+// handler) is noted again for the next pass, and pass reports false.
+func (c *collector) pass() (ok bool) {
+	ok = true
 	c.mu.Lock()
 	owners := make([]uuid.UUID, 0, len(c.dirty))
 	for o := range c.dirty {
@@ -91,15 +124,17 @@ func (c *collector) pass() {
 	for _, o := range owners {
 		select {
 		case <-c.quit:
-			return
+			return ok
 		default:
 		}
 		if !c.collect(o) {
 			c.mu.Lock()
 			c.dirty[o] = struct{}{}
 			c.mu.Unlock()
+			ok = false
 		}
 	}
+	return ok
 }
 
 func (c *collector) collect(owner uuid.UUID) (ok bool) {
@@ -111,7 +146,7 @@ func (c *collector) collect(owner uuid.UUID) (ok bool) {
 			}
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
 	_, err := c.e.Collect(ctx, owner, exchange.ReportOptions{})
 	return err == nil || isNotRegistered(err)
@@ -119,5 +154,6 @@ func (c *collector) collect(owner uuid.UUID) (ok bool) {
 
 func (c *collector) stop() {
 	close(c.quit)
+	c.cancel()
 	<-c.done
 }

@@ -8,10 +8,10 @@ import (
 // Dialect is the database a Driver speaks. The SQL of this package is written once; the
 // differences are all here:
 //   - placeholders: ? (SQLite) or $n (PostgreSQL, by Rebind);
-//   - row locks: PostgreSQL's FOR UPDATE / FOR NO KEY UPDATE, nothing in SQLite, whose single
+//   - row locks: PostgreSQL's FOR UPDATE / FOR NO KEY UPDATE / FOR KEY SHARE, nothing in SQLite, whose single
 //     writer serialises every write transaction anyway;
-//   - the per-owner collect lock: pg_advisory_xact_lock on (tenant, owner) in PostgreSQL,
-//     nothing in SQLite (the single writer).
+//   - the per-owner collect lock: pg_advisory_xact_lock on (schema, tenant, owner) in
+//     PostgreSQL, nothing in SQLite (the single writer).
 type Dialect int
 
 // The dialects.
@@ -29,6 +29,15 @@ func (d Dialect) forNoKeyUpdate() string {
 	return ""
 }
 
+// forKeyShare locks a selected owner row against its deletion only (an Unregister's FOR UPDATE
+// waits, counter updates do not): the Pop that empties a sender's inbox reads the sender's row so.
+func (d Dialect) forKeyShare() string {
+	if d == Postgres {
+		return " FOR KEY SHARE"
+	}
+	return ""
+}
+
 // forUpdate locks a selected row as a DELETE of it does.
 func (d Dialect) forUpdate() string {
 	if d == Postgres {
@@ -38,10 +47,12 @@ func (d Dialect) forUpdate() string {
 }
 
 // collectLock is the statement that serialises the collects (and the Unregister) of one owner
-// across replicas, until the transaction ends; "" in SQLite.
+// across replicas, until the transaction ends; "" in SQLite. Advisory locks belong to the
+// database, not the schema: the key includes current_schema(), so deployments in different
+// schemas of one database never wait for each other (review R4).
 func (d Dialect) collectLock() string {
 	if d == Postgres {
-		return "SELECT pg_advisory_xact_lock(hashtext('historyd.exchange:' || ?), hashtext(?))"
+		return "SELECT pg_advisory_xact_lock(hashtext('historyd.exchange:' || coalesce(current_schema(), '') || ':' || ?), hashtext(?))"
 	}
 	return ""
 }

@@ -17,6 +17,11 @@ const DefaultRetention = time.Hour
 // again, so that a lost wake-up costs at most this much latency, never mail.
 const DefaultRecheckInterval = 2 * time.Second
 
+// DefaultCollectSweep is how often the background collector (when enabled) looks for owners with
+// queued mail however it was sent, so mail a replica acknowledged and could not collect (it died)
+// is collected within about this long by the others.
+const DefaultCollectSweep = 10 * time.Second
+
 // tenant is the default tenant, as the history tables use (”).
 const tenant = ""
 
@@ -26,6 +31,7 @@ type Option func(*config)
 type config struct {
 	retention time.Duration
 	recheck   time.Duration
+	sweep     time.Duration
 }
 
 // WithRetention sets how long terminal ledger rows are kept (d <= 0: DefaultRetention).
@@ -42,6 +48,15 @@ func WithRecheckInterval(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
 			c.recheck = d
+		}
+	}
+}
+
+// WithCollectSweep sets the background collector's sweep period (d <= 0: DefaultCollectSweep).
+func WithCollectSweep(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.sweep = d
 		}
 	}
 }
@@ -73,7 +88,7 @@ var (
 // size) and by opts. It starts the wake-up dispatcher and the pruner, and the background collector
 // when asked for; Close stops them.
 func New(d Driver, xopts []exchange.Option, opts ...Option) *Engine {
-	cfg := config{retention: DefaultRetention, recheck: DefaultRecheckInterval}
+	cfg := config{retention: DefaultRetention, recheck: DefaultRecheckInterval, sweep: DefaultCollectSweep}
 	for _, o := range opts {
 		o(&cfg)
 	}

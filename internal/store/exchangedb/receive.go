@@ -60,7 +60,7 @@ func (e *Engine) ReceivePage(ctx context.Context, owner uuid.UUID, sender *uuid.
 // check is returned and the message stays (the transaction rolls back). The owner's row is locked
 // first (FOR NO KEY UPDATE, the order Collect locks in), so pops of one owner, on any replica, are
 // serialised: two never hand out the same message. The Pop that empties the inbox of a sender no
-// longer registered reclaims it.
+// longer registered reclaims it; the sender's row is read FOR KEY SHARE for that (see below).
 func (e *Engine) PopIf(ctx context.Context, owner, sender uuid.UUID, check func(*envelope.Message) error) (*envelope.Message, bool, error) {
 	var (
 		msg *envelope.Message
@@ -109,7 +109,14 @@ func (e *Engine) PopIf(ctx context.Context, owner, sender uuid.UUID, check func(
 		}
 		reclaim := false
 		if count == 1 {
-			err := q.QueryRow(ctx, `SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, sid).Scan(&one)
+			// The sender's row is locked against deletion (FOR KEY SHARE), so this Pop and the
+			// sender's Unregister are ordered, and either reclaims the emptied inbox: if the
+			// Unregister committed first, the row is gone here; if it comes later, it waits for
+			// this commit and its "count = 0" delete sees the inbox empty. A plain read let an
+			// Unregister commit between this check and the count update: an empty inbox of a
+			// departed sender, never reclaimed (review R1). KEY SHARE does not conflict with the
+			// NO KEY UPDATE locks Collect, Send and Pop take, so no new wait among them.
+			err := q.QueryRow(ctx, `SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?`+e.dia.forKeyShare(), tenant, sid).Scan(&one)
 			switch {
 			case q.IsNoRows(err):
 				reclaim = true

@@ -10,6 +10,7 @@ import (
 
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/exchange"
+	"github.com/historyd/historyd/internal/store"
 )
 
 // The ledger states as stored.
@@ -65,10 +66,22 @@ func encodeMessage(m *envelope.Message) (string, error) {
 	return string(b), nil
 }
 
+// damagedError is a stored value the Exchange wrote and cannot read back (a damaged database, or
+// rows written by something else). It is store.ErrStorageDamaged, which the server answers with
+// DATA_LOSS as for history's damaged rows (postgres' damagedRowError): not INTERNAL, and not
+// UNAVAILABLE either, since a retry cannot mend it (review R10).
+type damagedError struct{ err error }
+
+func (e damagedError) Error() string   { return e.err.Error() }
+func (e damagedError) Unwrap() []error { return []error{e.err, store.ErrStorageDamaged} }
+
+// damaged wraps a stored value's decoding error as damagedError.
+func damaged(format string, args ...any) error { return damagedError{fmt.Errorf(format, args...)} }
+
 func decodeMessage(body string) (*envelope.Message, error) {
 	m, err := envelope.DecodeJSON([]byte(body))
 	if err != nil {
-		return nil, fmt.Errorf("exchangedb: a stored message does not decode: %w", err)
+		return nil, damaged("exchangedb: a stored message does not decode: %w", err)
 	}
 	return m, nil
 }
@@ -78,7 +91,7 @@ func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) 
 func parseUUID(s string) (uuid.UUID, error) {
 	id, err := uuid.Parse(s)
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("exchangedb: a stored id %q: %w", s, err)
+		return uuid.Nil, damaged("exchangedb: a stored id %q: %w", s, err)
 	}
 	return id, nil
 }

@@ -43,8 +43,12 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 				return err
 			}
 		}
+		// The sender's row is locked now (as the counter update below would lock it), so Sends of
+		// one sender are serialised before the request record's number is read: the statement
+		// "MAX(n) + 1" then sees the previous Send's record, and two Sends never share a number
+		// (the per-sender window stays exact; review R10).
 		var reg int64
-		if err := q.QueryRow(ctx, `SELECT reg_seq FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, sender).Scan(&reg); err != nil {
+		if err := q.QueryRow(ctx, `SELECT reg_seq FROM exchange_owners WHERE tenant = ? AND owner = ?`+e.dia.forNoKeyUpdate(), tenant, sender).Scan(&reg); err != nil {
 			if q.IsNoRows(err) {
 				return ownerErr("Sender", req.Sender, exchange.ErrOwnerNotRegistered)
 			}
@@ -177,7 +181,7 @@ func (e *Engine) remembered(ctx context.Context, q Querier, sender, requestID st
 		return nil, false, err
 	}
 	if rec.CreatedAt, err = strconv.ParseFloat(createdAt, 64); err != nil {
-		return nil, false, fmt.Errorf("exchangedb: a stored created_at %q: %w", createdAt, err)
+		return nil, false, damaged("exchangedb: a stored created_at %q: %w", createdAt, err)
 	}
 	rec.Recipient = participantFromText(rcpt)
 	if channel.Valid {
@@ -186,7 +190,7 @@ func (e *Engine) remembered(ctx context.Context, q Querier, sender, requestID st
 	}
 	d, err := hex.DecodeString(digest)
 	if err != nil || len(d) != len(rec.Digest) {
-		return nil, false, fmt.Errorf("exchangedb: a stored digest %q", digest)
+		return nil, false, damaged("exchangedb: a stored digest %q", digest)
 	}
 	copy(rec.Digest[:], d)
 	var held *envelope.Message

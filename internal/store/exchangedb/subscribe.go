@@ -81,11 +81,19 @@ func (ss *subscribers) run(replicated bool) {
 		defer t.Stop()
 		tick = t.C
 	}
+	// A failed dispatch is retried after a backoff (background.go's retryMin to retryMax): on
+	// SQLite there is no periodic recheck, and a re-marked owner with nothing to kick the
+	// dispatcher would wait for some unrelated wake-up (review R3).
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	backoff := retryMin
 	for {
 		select {
 		case <-ss.e.stop:
 			return
 		case <-ss.kick:
+		case <-retry.C:
 		case <-tick:
 			ss.mu.Lock()
 			ss.all = true
@@ -104,17 +112,25 @@ func (ss *subscribers) run(replicated bool) {
 		}
 		ss.all, ss.pending = false, map[uuid.UUID]struct{}{}
 		ss.mu.Unlock()
+		failed := false
 		for _, o := range owners {
 			ctx, cancel := ss.e.background(10 * time.Second)
 			if err := ss.dispatch(ctx, o); err != nil {
-				// A fault: the periodic recheck (replicated) or the next wake-up tries again;
-				// nothing is lost, the rows stay in the database.
+				// A fault: retried after the backoff; nothing is lost, the rows stay in the
+				// database.
 				ss.mu.Lock()
 				ss.pending[o] = struct{}{}
 				ss.mu.Unlock()
+				failed = true
 			}
 			cancel()
 		}
+		if !failed {
+			backoff = retryMin
+			continue
+		}
+		retry.Reset(backoff)
+		backoff = min(2*backoff, retryMax)
 	}
 }
 

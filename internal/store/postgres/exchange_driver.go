@@ -75,11 +75,18 @@ func (q pgQuerier) Defer(ctx context.Context, query string, args ...any) error {
 	return commitWith(ctx, q.tx, b)
 }
 
-// exchangeChannel is the NOTIFY channel of the Exchange's wake-ups: owner UUIDs, comma-separated.
+// exchangeChannel is the NOTIFY channel of the Exchange's wake-ups. Channels belong to the
+// database, not the schema, so a payload is the sender's schema, '|', then owner UUIDs,
+// comma-separated; a listener drops the payloads of other schemas (deployments in different
+// schemas of one database do not wake each other; review R4).
 const exchangeChannel = "historyd_exchange"
 
-// qNotifyExchange is the notifier's exchange wake-up.
-const qNotifyExchange = `SELECT pg_notify('` + exchangeChannel + `', $1)`
+// qNotifyExchange is the notifier's exchange wake-up, tagged with its connection's schema.
+const qNotifyExchange = `SELECT pg_notify('` + exchangeChannel + `', coalesce(current_schema(), '') || '|' || $1)`
+
+// qSchema is the listener's schema, compared with the payloads' (a schema name is at most 63
+// bytes: the tag keeps a payload under PostgreSQL's 8000-byte limit).
+const qSchema = `SELECT coalesce(current_schema(), '')`
 
 // exchangeWake is the Exchange's part of wake: the owners to notify, and the function that
 // receives the notifications.
@@ -130,8 +137,9 @@ func (w *wake) takeOwners() []string {
 	return out
 }
 
-// exchangeWoken hands a notification's owners (nil: all, after a reconnect) to the Exchange.
-func (w *wake) exchangeWoken(payload *string) {
+// exchangeWoken hands a notification's owners (nil: all, after a reconnect) to the Exchange, when
+// it comes from schema (the listener's).
+func (w *wake) exchangeWoken(schema string, payload *string) {
 	fn := w.exchange.Load()
 	if fn == nil {
 		return
@@ -140,8 +148,12 @@ func (w *wake) exchangeWoken(payload *string) {
 		(*fn)(nil)
 		return
 	}
+	i := strings.LastIndexByte(*payload, '|') // UUIDs have no '|'; a quoted schema name may
+	if i < 0 || (*payload)[:i] != schema {
+		return
+	}
 	var owners []uuid.UUID
-	for _, p := range strings.Split(*payload, ",") {
+	for _, p := range strings.Split((*payload)[i+1:], ",") {
 		if id, err := uuid.Parse(p); err == nil {
 			owners = append(owners, id)
 		}

@@ -205,12 +205,16 @@ func (s *Store) runListener() {
 		if s.ready.Load() {
 			conn, err := pgx.ConnectConfig(s.ctx, s.conn)
 			if err == nil {
+				var schema string
 				if _, err = conn.Exec(s.ctx, "LISTEN "+channel+"; LISTEN "+exchangeChannel); err == nil {
+					err = conn.QueryRow(s.ctx, qSchema).Scan(&schema)
+				}
+				if err == nil {
 					wait = 100 * time.Millisecond
 					s.wake.listening.Add(1)
 					signal(s.wake.sweep)
-					s.wake.exchangeWoken(nil) // wake-ups may have been lost while not listening
-					err = s.listen(conn)
+					s.wake.exchangeWoken(schema, nil) // wake-ups may have been lost while not listening
+					err = s.listen(conn, schema)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				conn.Close(ctx) //nolint:errcheck // the connection is being dropped
@@ -239,7 +243,7 @@ func (s *Store) runListener() {
 
 // listen hands each notification's entries for branches watched here to
 // the puller, until the connection fails or Close.
-func (s *Store) listen(conn *pgx.Conn) error {
+func (s *Store) listen(conn *pgx.Conn, schema string) error {
 	for {
 		n, err := conn.WaitForNotification(s.ctx)
 		if err != nil {
@@ -249,7 +253,7 @@ func (s *Store) listen(conn *pgx.Conn) error {
 			continue
 		}
 		if n.Channel == exchangeChannel {
-			s.wake.exchangeWoken(&n.Payload)
+			s.wake.exchangeWoken(schema, &n.Payload)
 			continue
 		}
 		parsePayload(n.Payload, func(id, inc uuid.UUID, head uint64) {
