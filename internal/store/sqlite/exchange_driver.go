@@ -59,6 +59,10 @@ const maxExchangeStmts = 256
 type exchangeStmts struct {
 	mu    sync.Mutex
 	write map[string]*sql.Stmt
+	// tx and txm are the statements prepared for the writer's current transaction alone, once
+	// write is full (writer goroutine only).
+	tx  *sql.Tx
+	txm map[string]*sql.Stmt
 }
 
 func (c *exchangeStmts) writeStmt(ctx context.Context, conn *sql.Conn, tx *sql.Tx, q string) (*sql.Stmt, error) {
@@ -70,7 +74,18 @@ func (c *exchangeStmts) writeStmt(ctx context.Context, conn *sql.Conn, tx *sql.T
 		return st, nil
 	}
 	if full {
-		return tx.PrepareContext(ctx, q) // closed with the transaction
+		if c.tx != tx {
+			c.tx, c.txm = tx, map[string]*sql.Stmt{}
+		}
+		if st, ok := c.txm[q]; ok {
+			return st, nil
+		}
+		st, err := tx.PrepareContext(context.Background(), q) // closed with the transaction; kept for the batch
+		if err != nil {
+			return nil, err
+		}
+		c.txm[q] = st
+		return st, nil
 	}
 	st, err := conn.PrepareContext(context.Background(), q) // kept: never bound to one caller's context
 	if err != nil {
