@@ -19,7 +19,7 @@ const memLimitHeadroom = 64 << 20
 // history). A soft limit at the sum of the budgets makes the collector run before that happens; it
 // is soft, so a live heap above it slows the collector's pace but never fails an allocation.
 var memLimitSetting = setting{"memory-limit", "HISTORYD_MEMORY_LIMIT", "auto",
-	"the Go runtime's soft memory limit (GOMEMLIMIT), so garbage from large reads is collected before the heap passes the budgets: a size with an optional KiB, MiB or GiB suffix, or off; auto = $GOMEMLIMIT when it is set, else --memory-budget (with --store memory; the sqlite engine's caches are outside the Go heap) + --exchange-max-bytes + twice --max-response-bytes + 64MiB (off when a budget is 0, unbounded)"}
+	"the Go runtime's soft memory limit (GOMEMLIMIT), so garbage from large reads is collected before the heap passes the budgets: a size with an optional KiB, MiB or GiB suffix, or off; auto = $GOMEMLIMIT when it is set, else --memory-budget + --exchange-max-bytes (both with --store memory only: sqlite and postgres keep the history and the Exchange in the database, and the sqlite engine's caches are outside the Go heap) + twice --max-response-bytes + 64MiB (off when a budget of the memory engine is 0, unbounded)"}
 
 func init() { settings = append(settings, memLimitSetting) }
 
@@ -37,16 +37,15 @@ func memoryLimit(c config, getenv func(string) string) (limit int64, set bool, e
 		if getenv("GOMEMLIMIT") != "" {
 			return 0, false, nil
 		}
-		// The store's share of the Go heap: the memory engine's budget; none for the sqlite
-		// engine, whose page caches modernc's C allocator keeps outside the Go heap (a limit
-		// that counted them would let the heap grow by as much again), and whose data is on disk.
+		// The store's share of the Go heap: the memory engine's budgets, the history's and the
+		// Exchange's; none for the sqlite and postgres engines, whose data is in the database
+		// (the sqlite page caches modernc's C allocator keeps outside the Go heap: a limit that
+		// counted them would let the heap grow by as much again), and whose Exchange is too, so
+		// --exchange-max-bytes, the memory engine's byte budget, bounds nothing there (issue 17).
 		history, exchange := int64(c.History.MemoryBudget), c.Exchange.MaxBytes
 		if c.Store.Engine != storeMemory {
-			history = 0
-		} else if history <= 0 {
-			return 0, false, nil
-		}
-		if exchange <= 0 {
+			history, exchange = 0, 0
+		} else if history <= 0 || exchange <= 0 {
 			return 0, false, nil
 		}
 		response := int64(c.Serving.Limits.MaxResponseBytes)

@@ -43,16 +43,29 @@ func TestMemoryLimit(t *testing.T) {
 		// Issue 14: the sqlite engine's page caches are outside the Go heap (modernc's C
 		// allocator), so they are not in the heap's limit; --memory-budget is the memory
 		// engine's and does not count (not even when it is 0).
+		// Issue 17 (review17): the sqlite and postgres engines keep the Exchange in the
+		// database; --exchange-max-bytes is the memory engine's byte budget and does not count
+		// either (not even when it is 0).
 		{"auto with sqlite: no store share", func() config {
 			c := base("auto")
 			c.Store.Engine, c.Store.SQLiteCache, c.Store.SQLiteReaders = storeSQLite, 8<<20, 3
 			return c
-		}(), noEnv, 16<<20 + 2*(4<<20) + memLimitHeadroom, true, false},
-		{"auto with sqlite ignores an unbounded memory budget", func() config {
+		}(), noEnv, 2*(4<<20) + memLimitHeadroom, true, false},
+		{"auto with sqlite ignores unbounded memory-engine budgets", func() config {
 			c := base("auto")
-			c.Store.Engine, c.History.MemoryBudget = storeSQLite, 0
+			c.Store.Engine, c.History.MemoryBudget, c.Exchange.MaxBytes = storeSQLite, 0, 0
 			return c
-		}(), noEnv, 16<<20 + 2*(4<<20) + memLimitHeadroom, true, false},
+		}(), noEnv, 2*(4<<20) + memLimitHeadroom, true, false},
+		{"auto with postgres: no store share", func() config {
+			c := base("auto")
+			c.Store.Engine = storePostgres
+			return c
+		}(), noEnv, 2*(4<<20) + memLimitHeadroom, true, false},
+		{"auto with postgres ignores an unbounded exchange", func() config {
+			c := base("auto")
+			c.Store.Engine, c.Exchange.MaxBytes = storePostgres, 0
+			return c
+		}(), noEnv, 2*(4<<20) + memLimitHeadroom, true, false},
 		{"off", base("off"), noEnv, math.MaxInt64, true, false},
 		{"a size", base("512MiB"), noEnv, 512 << 20, true, false},
 		{"zero", base("0"), noEnv, 0, false, true},

@@ -71,3 +71,43 @@ func BenchmarkSendCollectPostgres(b *testing.B) {
 	defer e.Close()
 	benchSendCollect(b, e)
 }
+
+// benchBroadcastCollect is review17 R5's case: a broadcast to 300 owners and its Collect, which
+// locks every owner row and lands in an inbox at each.
+func benchBroadcastCollect(b *testing.B, svc exchange.Service) {
+	ctx := context.Background()
+	owners := make([]uuid.UUID, 300)
+	for i := range owners {
+		owners[i] = uuid.New()
+		if _, err := svc.Register(ctx, owners[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if _, err := svc.Send(ctx, exchange.SendRequest{Sender: owners[0], Recipient: envelope.None(), Content: jsonv.StringValue("hi")}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := svc.Collect(ctx, owners[0], exchange.ReportOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkBroadcastCollectSQLite(b *testing.B) {
+	s := openSQLiteB(b)
+	defer s.Close()
+	e := sqliteEngineB(s, exchangetest.Options{MaxInbox: exchangetest.NoBound})
+	defer e.Close()
+	benchBroadcastCollect(b, e)
+}
+
+func BenchmarkBroadcastCollectPostgres(b *testing.B) {
+	s, err := postgres.Open(context.Background(), postgres.Config{URL: pgtest.New(b), MaxConns: 4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	e := exchangedb.New(s.ExchangeDriver(), xopts(exchangetest.Options{MaxInbox: exchangetest.NoBound}))
+	defer e.Close()
+	benchBroadcastCollect(b, e)
+}

@@ -2,6 +2,7 @@ package exchangedb
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/google/uuid"
@@ -25,6 +26,9 @@ type recipientRow struct {
 	reg, nextSeq, nextOrd, landed int64
 	nextDead, dead                int64
 	inboxes                       map[uuid.UUID]*inboxRow // by sender (only the collecting owner's)
+	// inboxesRead says inboxes holds every inbox of the collecting owner's at this one (read for
+	// all recipients at once, readInboxes): one not there is still to create.
+	inboxesRead bool
 }
 
 type inboxRow struct {
@@ -131,6 +135,11 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 	}
 	if _, ok := rows[owner]; !ok { // outbox rows without an owner row: Unregister returns them in the same transaction
 		return nil, nil, ownerErr("Owner", owner, exchange.ErrOwnerNotRegistered)
+	}
+	if len(rows) > readInboxesFrom {
+		if err := e.readInboxes(ctx, q, rows, owner); err != nil {
+			return nil, nil, err
+		}
 	}
 
 	now := e.now().UnixNano()
@@ -276,6 +285,44 @@ func (e *Engine) lockOwners(ctx context.Context, q Querier, ids map[uuid.UUID]st
 	return out, nil
 }
 
+// readInboxesFrom is how many locked owners make a collect read the collecting owner's inboxes
+// at all of them in one query (readInboxes) rather than one at a time as it delivers.
+const readInboxesFrom = 8
+
+// readInboxes reads sender's inboxes at every owner of rows (locked: no Pop, Unregister or other
+// collect of sender changes them until the transaction ends) in one query, by
+// exchange_inboxes_by_sender: a broadcast to 300 owners read them with 300 queries, all while
+// holding the owners' locks (review17 R5). An owner the query finds none at has none.
+func (e *Engine) readInboxes(ctx context.Context, q Querier, rows map[uuid.UUID]*recipientRow, sender uuid.UUID) error {
+	err := collect(ctx, q, func(r Rows) error {
+		var (
+			s          string
+			ord, count int64
+		)
+		if err := r.Scan(&s, &ord, &count); err != nil {
+			return err
+		}
+		id, err := parseUUID(s)
+		if err != nil {
+			return err
+		}
+		if row, ok := rows[id]; ok {
+			if row.inboxes == nil {
+				row.inboxes = map[uuid.UUID]*inboxRow{}
+			}
+			row.inboxes[sender] = &inboxRow{ord: ord, count: count}
+		}
+		return nil
+	}, `SELECT owner, ord, count FROM exchange_inboxes WHERE tenant = ? AND sender = ?`, tenant, sender.String())
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		row.inboxesRead = true
+	}
+	return nil
+}
+
 // inbox returns sender's inbox at owner (whose row r is locked), creating it on first delivery
 // after every existing one (ADR-0006 D5).
 func (e *Engine) inbox(ctx context.Context, q Querier, r *recipientRow, owner, sender uuid.UUID) (*inboxRow, error) {
@@ -286,11 +333,16 @@ func (e *Engine) inbox(ctx context.Context, q Querier, r *recipientRow, owner, s
 		r.inboxes = map[uuid.UUID]*inboxRow{}
 	}
 	in := &inboxRow{}
-	err := q.QueryRow(ctx, `SELECT ord, count FROM exchange_inboxes WHERE tenant = ? AND owner = ? AND sender = ?`,
-		tenant, owner.String(), sender.String()).Scan(&in.ord, &in.count)
+	var err error
+	if r.inboxesRead {
+		err = errNoInbox
+	} else {
+		err = q.QueryRow(ctx, `SELECT ord, count FROM exchange_inboxes WHERE tenant = ? AND owner = ? AND sender = ?`,
+			tenant, owner.String(), sender.String()).Scan(&in.ord, &in.count)
+	}
 	switch {
 	case err == nil:
-	case q.IsNoRows(err):
+	case errors.Is(err, errNoInbox) || q.IsNoRows(err):
 		r.nextOrd++
 		in.ord, in.isNew = r.nextOrd, true
 		if err := q.Defer(ctx, `INSERT INTO exchange_inboxes (tenant, owner, sender, ord, count) VALUES (?, ?, ?, ?, 0)`,
@@ -303,6 +355,9 @@ func (e *Engine) inbox(ctx context.Context, q Querier, r *recipientRow, owner, s
 	r.inboxes[sender] = in
 	return in, nil
 }
+
+// errNoInbox is "readInboxes found none there".
+var errNoInbox = errors.New("exchangedb: no inbox")
 
 // deadRow is one drop of a collect.
 type deadRow struct {

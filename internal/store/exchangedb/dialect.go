@@ -82,3 +82,12 @@ func Rebind(q string) string {
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
+
+// pruneLock is the statement that serialises the pruning chunks of every replica sharing the
+// schema, until the transaction ends (prune.go); "" in SQLite (the single writer).
+func (d Dialect) pruneLock() string {
+	if d == Postgres {
+		return "SELECT pg_advisory_xact_lock(hashtext('historyd.exchange.prune:' || current_schema()))"
+	}
+	return ""
+}

@@ -1,6 +1,8 @@
 package exchangedb_test
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -82,4 +84,55 @@ func withQueued(sent map[uuid.UUID]bool, e *exchangedb.Engine, t *testing.T) map
 		}
 	}
 	return out
+}
+
+// review17 R6: a pass forgets in chunks, each its own transaction; a pass with more terminal rows
+// than a chunk forgets them all, with their messages, and keeps every live row and its message.
+func TestPruneInChunksForgetsEveryTerminalRowAndKeepsTheLive(t *testing.T) {
+	defer exchangedb.SetPruneChunk(7)()
+	var (
+		mu  sync.Mutex
+		now = time.Unix(1_700_000_000, 0)
+	)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := openSQLite(t, t.TempDir())
+	defer s.Close()
+	e := exchangedb.New(s.ExchangeDriver(), []exchange.Option{exchange.WithClock(clock)}, exchangedb.WithRetention(time.Hour))
+	defer e.Close()
+	ctx := tctx(t)
+	alice, bob := uuid.New(), uuid.New()
+	register(t, e, alice, bob)
+	sent := map[uuid.UUID]bool{}
+	for i := range 40 {
+		m := send(t, e, alice, envelope.IDParticipant(bob), fmt.Sprint(i))
+		sent[m.ID] = true
+	}
+	if _, err := e.Collect(ctx, alice, exchange.ReportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 30 { // 30 terminal rows: four full chunks and a short one
+		if _, ok, err := e.PopIf(ctx, bob, alice, nil); err != nil || !ok {
+			t.Fatalf("Pop = %v, %v", ok, err)
+		}
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	if err := e.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := ledgerStates(t, e, sent)
+	if st[exchange.LedgerPopped] != 0 || st[exchange.LedgerInbox] != 10 {
+		t.Fatalf("after a pass of chunks of 7: %v, want no popped row and the 10 inbox rows", st)
+	}
+	page, err := e.ReceivePage(ctx, bob, nil, exchange.Cursor{}, 0)
+	if err != nil || len(page.Messages) != 10 {
+		t.Fatalf("the live messages after pruning: %d, %v; want 10 (their bodies kept)", len(page.Messages), err)
+	}
+	var bodies int64
+	if err := s.ExchangeDriver().Read(ctx, func(ctx context.Context, q exchangedb.Querier) error {
+		return q.QueryRow(ctx, `SELECT COUNT(*) FROM exchange_messages`).Scan(&bodies)
+	}); err != nil || bodies != 10 {
+		t.Fatalf("messages kept = %d, %v; want the 10 live ones (the popped ones' bodies forgotten)", bodies, err)
+	}
 }

@@ -19,16 +19,12 @@ func (e *Engine) ReceivePage(ctx context.Context, owner uuid.UUID, sender *uuid.
 	var page exchange.ReceivedPage
 	err := e.d.Read(ctx, func(ctx context.Context, q Querier) error {
 		page = exchange.ReceivedPage{}
-		query := `SELECT l.ord, l.seq, m.body FROM exchange_ledger l JOIN exchange_messages m ON m.tenant = l.tenant AND m.id = l.message
-			WHERE l.tenant = ? AND l.holder = ? AND l.state = ? AND (l.ord > ? OR (l.ord = ? AND l.seq > ?))`
-		args := []any{tenant, owner.String(), stInbox, int64(after.Inbox), int64(after.Inbox), int64(after.Seq)}
+		query := receivePageQuery(sender != nil, limit > 0)
+		args := []any{tenant, owner.String(), stInbox, int64(after.Inbox), int64(after.Seq)}
 		if sender != nil {
-			query += ` AND l.sender = ?`
 			args = append(args, sender.String())
 		}
-		query += ` ORDER BY l.ord, l.seq`
 		if limit > 0 {
-			query += ` LIMIT ?`
 			args = append(args, int64(limit)+1)
 		}
 		return collect(ctx, q, func(r Rows) error {

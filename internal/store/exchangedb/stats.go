@@ -2,7 +2,6 @@ package exchangedb
 
 import (
 	"context"
-	"time"
 
 	"github.com/historyd/historyd/internal/exchange"
 )
@@ -58,45 +57,4 @@ func (e *Engine) Ledger(ctx context.Context) ([]exchange.LedgerEntry, error) {
 		}, `SELECT message, sender, recipient, state, reason FROM exchange_ledger WHERE tenant = ?`, tenant)
 	})
 	return out, err
-}
-
-// pruneEvery is how often the pruner runs, at most: a fraction of the retention.
-func (e *Engine) pruneEvery() time.Duration {
-	return min(max(e.cfg.retention/4, time.Second), time.Minute)
-}
-
-// runPruner forgets, every pruneEvery, the ledger rows in a terminal state for longer than the
-// retention, the messages no row refers to any more, and the expired request ids. Owner: the
-// Engine; stopped by Close.
-func (e *Engine) runPruner() {
-	defer e.wg.Done()
-	t := time.NewTicker(e.pruneEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := e.background(time.Minute)
-		_ = e.Prune(ctx) // a failure is retried at the next tick; the store's health reports the fault
-		cancel()
-	}
-}
-
-// Prune runs one pruning pass now (the pruner's; tests call it).
-func (e *Engine) Prune(ctx context.Context) error {
-	now := e.now()
-	return e.d.Write(ctx, func(ctx context.Context, q Querier) error {
-		if _, err := q.Exec(ctx, `DELETE FROM exchange_ledger WHERE tenant = ? AND state IN (?, ?, ?) AND done_at > 0 AND done_at < ?`,
-			tenant, stPopped, stReturned, stEvicted, now.Add(-e.cfg.retention).UnixNano()); err != nil {
-			return err
-		}
-		if _, err := q.Exec(ctx, `DELETE FROM exchange_messages WHERE tenant = ? AND NOT EXISTS
-			(SELECT 1 FROM exchange_ledger l WHERE l.tenant = exchange_messages.tenant AND l.message = exchange_messages.id)`, tenant); err != nil {
-			return err
-		}
-		_, err := q.Exec(ctx, `DELETE FROM exchange_requests WHERE tenant = ? AND created_ns < ?`, tenant, now.Add(-e.set.RequestTTL).UnixNano())
-		return err
-	}, nil)
 }

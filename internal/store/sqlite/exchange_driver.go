@@ -48,42 +48,56 @@ const maxExchangeStmts = 256
 // cost more than the write (as stmtCache found for history). Its queries are exchangedb's, not
 // known at Open, so they are prepared on first use, on the writer's own connection, from the writer
 // goroutine inside its transaction (the writer holds the only write connection).
+//
+// The statements run as prepared on the connection, not bound to each transaction with
+// Tx.StmtContext: database/sql re-prepares a statement of a Conn in every transaction it is bound
+// to (Tx.StmtContext reuses only statements of the DB), so the cache only spared the re-parsing
+// within one batch (review17 R11). Run on the connection, a statement is in the writer's
+// transaction all the same: a SQLite transaction is its connection's state, and the writer
+// begins every transaction on this connection (writer.go) and runs the Exchange's writes only
+// inside one, from its own goroutine.
 type exchangeStmts struct {
 	mu    sync.Mutex
 	write map[string]*sql.Stmt
-	// tx and txm are the statements bound to the writer's current transaction (writer goroutine only).
+	// tx and txm are the statements prepared for the writer's current transaction alone, once
+	// write is full (writer goroutine only).
 	tx  *sql.Tx
 	txm map[string]*sql.Stmt
 }
 
 func (c *exchangeStmts) writeStmt(ctx context.Context, conn *sql.Conn, tx *sql.Tx, q string) (*sql.Stmt, error) {
-	if c.tx != tx {
-		c.tx, c.txm = tx, map[string]*sql.Stmt{}
-	}
-	if st, ok := c.txm[q]; ok {
-		return st, nil
-	}
 	c.mu.Lock()
 	st, ok := c.write[q]
+	full := len(c.write) >= maxExchangeStmts
 	c.mu.Unlock()
-	if !ok {
-		var err error
-		if len(c.write) >= maxExchangeStmts {
-			return tx.PrepareContext(ctx, q)
+	if ok {
+		return st, nil
+	}
+	if full {
+		if c.tx != tx {
+			c.tx, c.txm = tx, map[string]*sql.Stmt{}
 		}
-		if st, err = conn.PrepareContext(context.Background(), q); err != nil {
+		if st, ok := c.txm[q]; ok {
+			return st, nil
+		}
+		st, err := tx.PrepareContext(context.Background(), q) // closed with the transaction; kept for the batch
+		if err != nil {
 			return nil, err
 		}
-		c.mu.Lock()
-		if c.write == nil {
-			c.write = map[string]*sql.Stmt{}
-		}
-		c.write[q] = st
-		c.mu.Unlock()
+		c.txm[q] = st
+		return st, nil
 	}
-	bound := tx.StmtContext(context.Background(), st) // kept for the batch: never bound to one caller's context
-	c.txm[q] = bound
-	return bound, nil
+	st, err := conn.PrepareContext(context.Background(), q) // kept: never bound to one caller's context
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.write == nil {
+		c.write = map[string]*sql.Stmt{}
+	}
+	c.write[q] = st
+	c.mu.Unlock()
+	return st, nil
 }
 
 // readStmt prepares q on the read transaction's own connection. Reads keep no cache: a statement

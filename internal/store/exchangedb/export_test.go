@@ -1,0 +1,27 @@
+package exchangedb
+
+// What plan_test.go and prune_test.go reach inside the package for: the statements whose plans
+// are checked, with the values of their arguments, and the pruning chunk.
+var (
+	ReceivePageQuery = receivePageQuery
+	StInbox          = stInbox
+	StPopped         = stPopped
+	StReturned       = stReturned
+	StEvicted        = stEvicted
+)
+
+const (
+	Tenant               = tenant
+	QPruneSelect         = qPruneSelect
+	QPruneRow            = qPruneRow
+	QPruneMessage        = qPruneMessage
+	QPruneRequestsSelect = qPruneRequestsSelect
+	QPruneRequest        = qPruneRequest
+)
+
+// SetPruneChunk sets pruneChunk until the returned function restores it.
+func SetPruneChunk(n int) (restore func()) {
+	old := pruneChunk
+	pruneChunk = n
+	return func() { pruneChunk = old }
+}
