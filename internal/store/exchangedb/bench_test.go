@@ -67,7 +67,7 @@ func BenchmarkSendCollectPostgres(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	e := exchangedb.New(s.ExchangeDriver(), xopts(exchangetest.Options{MaxInbox: exchangetest.NoBound}))
+	e := exchangedb.New(s.ExchangeDriver(), exchangetest.Options{MaxInbox: exchangetest.NoBound}.ExchangeOptions())
 	defer e.Close()
 	benchSendCollect(b, e)
 }
@@ -107,7 +107,7 @@ func BenchmarkBroadcastCollectPostgres(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	e := exchangedb.New(s.ExchangeDriver(), xopts(exchangetest.Options{MaxInbox: exchangetest.NoBound}))
+	e := exchangedb.New(s.ExchangeDriver(), exchangetest.Options{MaxInbox: exchangetest.NoBound}.ExchangeOptions())
 	defer e.Close()
 	benchBroadcastCollect(b, e)
 }

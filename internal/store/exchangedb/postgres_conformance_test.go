@@ -25,7 +25,7 @@ func openPostgres(t *testing.T, url string) *postgres.Store {
 func postgresFactory(t *testing.T, o exchangetest.Options) exchange.Service {
 	s := openPostgres(t, pgtest.New(t))
 	t.Cleanup(func() { _ = s.Close() })
-	e := exchangedb.New(s.ExchangeDriver(), xopts(o))
+	e := exchangedb.New(s.ExchangeDriver(), o.ExchangeOptions())
 	t.Cleanup(func() { _ = e.Close() })
 	return e
 }
