@@ -74,6 +74,8 @@ type DeadLetter struct {
 	Reason Reason
 	// At is when it was dropped.
 	At time.Time
+	// Attempts is the number of leases the message had, for ReasonMaxAttempts; 0 otherwise.
+	Attempts int
 	// size is the message's budget bytes (budget.go).
 	size int64
 }

@@ -77,7 +77,7 @@ func (x *Exchange) isRegistered(owner uuid.UUID) bool { return x.lookup(owner) !
 // Register creates owner's flow with an empty outbox and returns it; an owner that is registered
 // already is ErrOwnerAlreadyRegistered (ADR-0006 D5). It costs O(1) amortised, whatever the
 // number of owners.
-func (x *Exchange) Register(owner uuid.UUID) (*Snapshot, error) {
+func (x *Exchange) Register(owner uuid.UUID, settings ...OwnerSettings) (*Snapshot, error) {
 	if _, ok := x.reg.add(owner, func(seq uint64) *flow { return newOwnerFlow(owner, seq) }); !ok {
 		return nil, ownerErr("Owner", owner, ErrOwnerAlreadyRegistered)
 	}

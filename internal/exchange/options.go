@@ -51,6 +51,8 @@ type options struct {
 	background                          bool
 	now                                 func() time.Time
 	onPanic                             func(any)
+	maxAttempts                         int
+	visibility                          time.Duration
 }
 
 func defaultOptions() options {
@@ -64,6 +66,8 @@ func defaultOptions() options {
 		byteBudget:        DefaultByteBudget,
 		maxSubscriptions:  DefaultMaxSubscriptions,
 		now:               time.Now,
+		maxAttempts:       DefaultMaxAttempts,
+		visibility:        DefaultVisibility,
 	}
 }
 

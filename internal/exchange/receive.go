@@ -24,6 +24,9 @@ type ReceivedPage struct {
 	// Cursors are the positions of Messages, one each: a caller that returns only a prefix of
 	// the page (to stay within a response budget) resumes after the last one it returned.
 	Cursors []Cursor
+	// Leases are the lease states of Messages, one each (issue 18: Receive shows leased messages
+	// marked); nil when no message of the page was ever leased.
+	Leases []LeaseInfo
 	// Next is where the following page starts, when More is set.
 	Next Cursor
 	// More is set when messages follow the last one returned.

@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -20,8 +21,9 @@ import (
 // engine never fails for those reasons. The conformance suite (exchangetest.Run) holds every
 // engine to the same answers.
 type Service interface {
-	// Register creates owner's flow (ErrOwnerAlreadyRegistered if it exists).
-	Register(ctx context.Context, owner uuid.UUID) (*Snapshot, error)
+	// Register creates owner's flow (ErrOwnerAlreadyRegistered if it exists), with the lease
+	// settings given (at most one; none or zero fields: the Exchange's defaults).
+	Register(ctx context.Context, owner uuid.UUID, settings ...OwnerSettings) (*Snapshot, error)
 	// UnregisterIf removes owner if check, given what it holds, returns nil, and returns that.
 	UnregisterIf(ctx context.Context, owner uuid.UUID, check func(*Snapshot) error) (*Snapshot, bool, error)
 	// Get returns what owner holds, false when it is not registered.
@@ -44,6 +46,17 @@ type Service interface {
 	DeadLetters(ctx context.Context, owner uuid.UUID, after uint64, limit int) (DeadLetterPage, error)
 	// Subscribe starts a live subscription to owner's inboxes; the caller must call the function.
 	Subscribe(ctx context.Context, owner uuid.UUID, sender *uuid.UUID) (*Subscription, func(), error)
+	// Lease leases visible messages of owner's inboxes (lease.go has the rules);
+	// ErrOwnerNotRegistered for an owner not registered.
+	Lease(ctx context.Context, req LeaseRequest) (LeaseResult, error)
+	// Ack removes the message of a held lease; ErrLeaseStale when the lease is no longer held,
+	// ErrOwnerNotRegistered when owner is not registered.
+	Ack(ctx context.Context, owner uuid.UUID, r Receipt) error
+	// Nack ends a held lease, hiding the message for delay (>= 0), or makes it a dead letter when
+	// its attempts reached the owner's MaxAttempts (deadLettered); errors as Ack.
+	Nack(ctx context.Context, owner uuid.UUID, r Receipt, delay time.Duration) (deadLettered bool, err error)
+	// ExtendLease sets a held lease's deadline to now + d and returns it; errors as Ack.
+	ExtendLease(ctx context.Context, owner uuid.UUID, r Receipt, d time.Duration) (time.Time, error)
 	// Stats reads what the Exchange holds, for metrics.
 	Stats(ctx context.Context) (Stats, error)
 	// Close stops background work and ends live subscriptions with ErrClosed; what owners hold
@@ -64,8 +77,8 @@ type MemoryService struct {
 
 var _ Service = (*MemoryService)(nil)
 
-func (m *MemoryService) Register(_ context.Context, owner uuid.UUID) (*Snapshot, error) {
-	return m.X.Register(owner)
+func (m *MemoryService) Register(_ context.Context, owner uuid.UUID, settings ...OwnerSettings) (*Snapshot, error) {
+	return m.X.Register(owner, settings...)
 }
 
 func (m *MemoryService) UnregisterIf(_ context.Context, owner uuid.UUID, check func(*Snapshot) error) (*Snapshot, bool, error) {
@@ -112,6 +125,22 @@ func (m *MemoryService) DeadLetters(_ context.Context, owner uuid.UUID, after ui
 
 func (m *MemoryService) Subscribe(_ context.Context, owner uuid.UUID, sender *uuid.UUID) (*Subscription, func(), error) {
 	return m.X.Subscribe(owner, sender)
+}
+
+func (m *MemoryService) Lease(_ context.Context, req LeaseRequest) (LeaseResult, error) {
+	return m.X.Lease(req)
+}
+
+func (m *MemoryService) Ack(_ context.Context, owner uuid.UUID, r Receipt) error {
+	return m.X.Ack(owner, r)
+}
+
+func (m *MemoryService) Nack(_ context.Context, owner uuid.UUID, r Receipt, delay time.Duration) (bool, error) {
+	return m.X.Nack(owner, r, delay)
+}
+
+func (m *MemoryService) ExtendLease(_ context.Context, owner uuid.UUID, r Receipt, d time.Duration) (time.Time, error) {
+	return m.X.ExtendLease(owner, r, d)
 }
 
 func (m *MemoryService) Stats(context.Context) (Stats, error) { return m.X.Stats(), nil }

@@ -24,6 +24,10 @@ type Settings struct {
 	// Now is the clock; OnPanic receives what the background collector recovered from (may be nil).
 	Now     func() time.Time
 	OnPanic func(any)
+	// MaxAttempts and Visibility are the OwnerSettings of an owner registered without them
+	// (WithLeaseDefaults).
+	MaxAttempts int
+	Visibility  time.Duration
 }
 
 // ResolveOptions applies opts to the defaults New uses and returns the result.
@@ -37,5 +41,6 @@ func ResolveOptions(opts ...Option) Settings {
 		SubscriberBuffer: max(o.subscriberBuffer, 1), RequestTTL: o.requestTTL,
 		RequestsPerSender: max(o.requestsPerSender, 1), ByteBudget: o.byteBudget,
 		MaxSubscriptions: o.maxSubscriptions, Background: o.background, Now: o.now, OnPanic: o.onPanic,
+		MaxAttempts: o.maxAttempts, Visibility: o.visibility,
 	}
 }

@@ -180,6 +180,11 @@ const (
 	// (FAILED_PRECONDITION): the memory engine (--store memory) loses its data at exit, so there is
 	// nothing to copy; run historyd with --store sqlite.
 	ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED ErrorReason = 35
+	// ERROR_REASON_LEASE_STALE: Ack, Nack or ExtendLease named a lease that is no longer held
+	// (FAILED_PRECONDITION): the message was leased again, acknowledged, nacked, popped,
+	// dead-lettered or returned by Unregister since (issue 18). Nothing changed; the message, if it
+	// is still in the inbox, is another lease's now. Metadata: ownerId, messageId, attempt.
+	ErrorReason_ERROR_REASON_LEASE_STALE ErrorReason = 36
 )
 
 // Enum value maps for ErrorReason.
@@ -221,6 +226,7 @@ var (
 		33: "ERROR_REASON_STORAGE_UNAVAILABLE",
 		34: "ERROR_REASON_BACKUP_IN_PROGRESS",
 		35: "ERROR_REASON_BACKUP_UNSUPPORTED",
+		36: "ERROR_REASON_LEASE_STALE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -259,6 +265,7 @@ var (
 		"ERROR_REASON_STORAGE_UNAVAILABLE":      33,
 		"ERROR_REASON_BACKUP_IN_PROGRESS":       34,
 		"ERROR_REASON_BACKUP_UNSUPPORTED":       35,
+		"ERROR_REASON_LEASE_STALE":              36,
 	}
 )
 
@@ -293,7 +300,7 @@ var File_historyd_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xae\n" +
+	"\x1ehistoryd/v1/error_reason.proto\x12\vhistoryd.v1*\xcc\n" +
 	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12!\n" +
@@ -332,7 +339,8 @@ const file_historyd_v1_error_reason_proto_rawDesc = "" +
 	"\x19ERROR_REASON_STORAGE_FULL\x10 \x12$\n" +
 	" ERROR_REASON_STORAGE_UNAVAILABLE\x10!\x12#\n" +
 	"\x1fERROR_REASON_BACKUP_IN_PROGRESS\x10\"\x12#\n" +
-	"\x1fERROR_REASON_BACKUP_UNSUPPORTED\x10#B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"\x1fERROR_REASON_BACKUP_UNSUPPORTED\x10#\x12\x1c\n" +
+	"\x18ERROR_REASON_LEASE_STALE\x10$B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_error_reason_proto_rawDescOnce sync.Once

@@ -21,6 +21,7 @@ package historyv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -59,6 +60,10 @@ const (
 	// DEAD_LETTER_REASON_NO_RECIPIENTS: a broadcast found no other registered owner (the vectors: a
 	// solo owner's broadcast delivers 0).
 	DeadLetterReason_DEAD_LETTER_REASON_NO_RECIPIENTS DeadLetterReason = 6
+	// DEAD_LETTER_REASON_MAX_ATTEMPTS: the message was leased max_attempts times (the owner's, set at
+	// Register) and no lease was acknowledged (issue 18). Unlike the others it is a dead letter of
+	// the recipient, the owner that leased it, and DeadLetter.attempts says how many times.
+	DeadLetterReason_DEAD_LETTER_REASON_MAX_ATTEMPTS DeadLetterReason = 7
 )
 
 // Enum value maps for DeadLetterReason.
@@ -71,6 +76,7 @@ var (
 		4: "DEAD_LETTER_REASON_RECIPIENT_LEFT",
 		5: "DEAD_LETTER_REASON_INBOX_FULL",
 		6: "DEAD_LETTER_REASON_NO_RECIPIENTS",
+		7: "DEAD_LETTER_REASON_MAX_ATTEMPTS",
 	}
 	DeadLetterReason_value = map[string]int32{
 		"DEAD_LETTER_REASON_UNSPECIFIED":       0,
@@ -80,6 +86,7 @@ var (
 		"DEAD_LETTER_REASON_RECIPIENT_LEFT":    4,
 		"DEAD_LETTER_REASON_INBOX_FULL":        5,
 		"DEAD_LETTER_REASON_NO_RECIPIENTS":     6,
+		"DEAD_LETTER_REASON_MAX_ATTEMPTS":      7,
 	}
 )
 
@@ -260,7 +267,10 @@ type DeadLetter struct {
 	// reason says why it was dropped.
 	Reason DeadLetterReason `protobuf:"varint,3,opt,name=reason,proto3,enum=historyd.v1.DeadLetterReason" json:"reason,omitempty"`
 	// dead_at is when it was dropped.
-	DeadAt        *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=dead_at,json=deadAt,proto3" json:"dead_at,omitempty"`
+	DeadAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=dead_at,json=deadAt,proto3" json:"dead_at,omitempty"`
+	// attempts is the number of leases the message had, for reason DEAD_LETTER_REASON_MAX_ATTEMPTS;
+	// 0 otherwise.
+	Attempts      int32 `protobuf:"varint,5,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -321,6 +331,13 @@ func (x *DeadLetter) GetDeadAt() *timestamppb.Timestamp {
 		return x.DeadAt
 	}
 	return nil
+}
+
+func (x *DeadLetter) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
 }
 
 // Drop is one recipient a collected message did not reach.
@@ -651,9 +668,17 @@ func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
 type RegisterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// owner_id is the owner's UUID (required).
-	OwnerId       string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OwnerId string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// max_attempts is how many leases a message in the owner's inboxes may have before it becomes a
+	// dead letter (DEAD_LETTER_REASON_MAX_ATTEMPTS); 0 means the server's --exchange-max-attempts
+	// (default 5); at most 1000; negative is INVALID_ARGUMENT.
+	MaxAttempts int32 `protobuf:"varint,2,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// visibility_timeout is the owner's default lease length, for a Lease or a leasing
+	// SubscribeInbox that sets none; absent or zero means the server's
+	// --exchange-visibility-timeout (default 30s). Between 1ms and 12h.
+	VisibilityTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=visibility_timeout,json=visibilityTimeout,proto3" json:"visibility_timeout,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RegisterRequest) Reset() {
@@ -691,6 +716,20 @@ func (x *RegisterRequest) GetOwnerId() string {
 		return x.OwnerId
 	}
 	return ""
+}
+
+func (x *RegisterRequest) GetMaxAttempts() int32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *RegisterRequest) GetVisibilityTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.VisibilityTimeout
+	}
+	return nil
 }
 
 // RegisterResponse is the new, empty flow.
@@ -1445,6 +1484,9 @@ type ReceiveResponse struct {
 	Messages []*Message `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
 	// next_page_token fetches the next page; empty when this is the last one.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// leases has an entry for each message of this page that has been leased and is still in its
+	// inbox, keyed by message id (issue 18: Receive shows leased messages marked as leased).
+	Leases        map[string]*LeaseState `protobuf:"bytes,3,rep,name=leases,proto3" json:"leases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1493,6 +1535,79 @@ func (x *ReceiveResponse) GetNextPageToken() string {
 	return ""
 }
 
+func (x *ReceiveResponse) GetLeases() map[string]*LeaseState {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
+// LeaseState is how a message in an inbox stands with leases.
+type LeaseState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// attempts is the number of leases it has had.
+	Attempts int32 `protobuf:"varint,1,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// visible_time is when it is visible to Lease and PopMessage again; in the past when it is
+	// visible now (its last lease expired).
+	VisibleTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=visible_time,json=visibleTime,proto3" json:"visible_time,omitempty"`
+	// leased is set while a lease holds it (visible_time is then the lease's deadline); unset while a
+	// Nack's delay hides it or once it is visible again.
+	Leased        bool `protobuf:"varint,3,opt,name=leased,proto3" json:"leased,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseState) Reset() {
+	*x = LeaseState{}
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseState) ProtoMessage() {}
+
+func (x *LeaseState) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseState.ProtoReflect.Descriptor instead.
+func (*LeaseState) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *LeaseState) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *LeaseState) GetVisibleTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.VisibleTime
+	}
+	return nil
+}
+
+func (x *LeaseState) GetLeased() bool {
+	if x != nil {
+		return x.Leased
+	}
+	return false
+}
+
 // PopMessageRequest names an owner and one of its senders.
 type PopMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1509,7 +1624,7 @@ type PopMessageRequest struct {
 
 func (x *PopMessageRequest) Reset() {
 	*x = PopMessageRequest{}
-	mi := &file_historyd_v1_exchange_service_proto_msgTypes[22]
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1636,7 @@ func (x *PopMessageRequest) String() string {
 func (*PopMessageRequest) ProtoMessage() {}
 
 func (x *PopMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_exchange_service_proto_msgTypes[22]
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1649,7 @@ func (x *PopMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMessageRequest.ProtoReflect.Descriptor instead.
 func (*PopMessageRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{22}
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PopMessageRequest) GetOwnerId() string {
@@ -1569,7 +1684,7 @@ type PopMessageResponse struct {
 
 func (x *PopMessageResponse) Reset() {
 	*x = PopMessageResponse{}
-	mi := &file_historyd_v1_exchange_service_proto_msgTypes[23]
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1696,7 @@ func (x *PopMessageResponse) String() string {
 func (*PopMessageResponse) ProtoMessage() {}
 
 func (x *PopMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_exchange_service_proto_msgTypes[23]
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1709,7 @@ func (x *PopMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PopMessageResponse.ProtoReflect.Descriptor instead.
 func (*PopMessageResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{23}
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PopMessageResponse) GetMessage() *Message {
@@ -1622,7 +1737,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_historyd_v1_exchange_service_proto_msgTypes[24]
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1749,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_exchange_service_proto_msgTypes[24]
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1762,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{24}
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListDeadLettersRequest) GetOwnerId() string {
@@ -1693,7 +1808,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_historyd_v1_exchange_service_proto_msgTypes[25]
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1820,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_exchange_service_proto_msgTypes[25]
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1833,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{25}
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
@@ -1750,14 +1865,25 @@ type SubscribeInboxRequest struct {
 	// sender, when set, follows only that sender's inbox (a UUID).
 	Sender *string `protobuf:"bytes,2,opt,name=sender,proto3,oneof" json:"sender,omitempty"`
 	// omit_rendered leaves each streamed message's rendered field unset.
-	OmitRendered  bool `protobuf:"varint,3,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
+	OmitRendered bool `protobuf:"varint,3,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
+	// lease makes the stream deliver leased messages (issue 18), as Lease would, in `leased` frames:
+	// the messages already visible in the inboxes first, then each as it lands or becomes visible
+	// again, while fewer than max_in_flight of the owner's messages (in the stream's scope) are
+	// leased; the client acknowledges each with Ack or Nack. Without it the stream is a live view
+	// that leases nothing.
+	Lease bool `protobuf:"varint,4,opt,name=lease,proto3" json:"lease,omitempty"`
+	// visibility_timeout is the lease length of a leasing stream; absent or zero means the owner's.
+	VisibilityTimeout *durationpb.Duration `protobuf:"bytes,5,opt,name=visibility_timeout,json=visibilityTimeout,proto3" json:"visibility_timeout,omitempty"`
+	// max_in_flight bounds the leased and unacknowledged messages of a leasing stream: 0 means 16;
+	// at most 1000.
+	MaxInFlight   int32 `protobuf:"varint,6,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeInboxRequest) Reset() {
 	*x = SubscribeInboxRequest{}
-	mi := &file_historyd_v1_exchange_service_proto_msgTypes[26]
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1895,7 @@ func (x *SubscribeInboxRequest) String() string {
 func (*SubscribeInboxRequest) ProtoMessage() {}
 
 func (x *SubscribeInboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_exchange_service_proto_msgTypes[26]
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1908,7 @@ func (x *SubscribeInboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeInboxRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeInboxRequest) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{26}
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubscribeInboxRequest) GetOwnerId() string {
@@ -1806,6 +1932,27 @@ func (x *SubscribeInboxRequest) GetOmitRendered() bool {
 	return false
 }
 
+func (x *SubscribeInboxRequest) GetLease() bool {
+	if x != nil {
+		return x.Lease
+	}
+	return false
+}
+
+func (x *SubscribeInboxRequest) GetVisibilityTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.VisibilityTimeout
+	}
+	return nil
+}
+
+func (x *SubscribeInboxRequest) GetMaxInFlight() int32 {
+	if x != nil {
+		return x.MaxInFlight
+	}
+	return 0
+}
+
 // SubscribeInboxResponse is one frame of the inbox stream.
 type SubscribeInboxResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1815,6 +1962,7 @@ type SubscribeInboxResponse struct {
 	//
 	//	*SubscribeInboxResponse_Message
 	//	*SubscribeInboxResponse_Heartbeat
+	//	*SubscribeInboxResponse_Leased
 	Event         isSubscribeInboxResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1822,7 +1970,7 @@ type SubscribeInboxResponse struct {
 
 func (x *SubscribeInboxResponse) Reset() {
 	*x = SubscribeInboxResponse{}
-	mi := &file_historyd_v1_exchange_service_proto_msgTypes[27]
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1982,7 @@ func (x *SubscribeInboxResponse) String() string {
 func (*SubscribeInboxResponse) ProtoMessage() {}
 
 func (x *SubscribeInboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_historyd_v1_exchange_service_proto_msgTypes[27]
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +1995,7 @@ func (x *SubscribeInboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeInboxResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeInboxResponse) Descriptor() ([]byte, []int) {
-	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{27}
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SubscribeInboxResponse) GetEvent() isSubscribeInboxResponse_Event {
@@ -1875,6 +2023,15 @@ func (x *SubscribeInboxResponse) GetHeartbeat() *Heartbeat {
 	return nil
 }
 
+func (x *SubscribeInboxResponse) GetLeased() *LeasedMessage {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeInboxResponse_Leased); ok {
+			return x.Leased
+		}
+	}
+	return nil
+}
+
 type isSubscribeInboxResponse_Event interface {
 	isSubscribeInboxResponse_Event()
 }
@@ -1889,15 +2046,549 @@ type SubscribeInboxResponse_Heartbeat struct {
 	Heartbeat *Heartbeat `protobuf:"bytes,2,opt,name=heartbeat,proto3,oneof"`
 }
 
+type SubscribeInboxResponse_Leased struct {
+	// leased is a message leased to this stream (SubscribeInboxRequest.lease).
+	Leased *LeasedMessage `protobuf:"bytes,3,opt,name=leased,proto3,oneof"`
+}
+
 func (*SubscribeInboxResponse_Message) isSubscribeInboxResponse_Event() {}
 
 func (*SubscribeInboxResponse_Heartbeat) isSubscribeInboxResponse_Event() {}
+
+func (*SubscribeInboxResponse_Leased) isSubscribeInboxResponse_Event() {}
+
+// LeasedMessage is one message handed out under a lease.
+type LeasedMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// message is the leased message.
+	Message *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// receipt names this lease in Ack, Nack and ExtendLease: opaque, valid only for this attempt.
+	Receipt string `protobuf:"bytes,2,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// attempt is the message's number of leases, this one included (1 the first time).
+	Attempt int32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// deadline is when the lease ends unless acknowledged, nacked or extended.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeasedMessage) Reset() {
+	*x = LeasedMessage{}
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeasedMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeasedMessage) ProtoMessage() {}
+
+func (x *LeasedMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeasedMessage.ProtoReflect.Descriptor instead.
+func (*LeasedMessage) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *LeasedMessage) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *LeasedMessage) GetReceipt() string {
+	if x != nil {
+		return x.Receipt
+	}
+	return ""
+}
+
+func (x *LeasedMessage) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *LeasedMessage) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+// LeaseRequest asks for leased messages from an owner's inboxes.
+type LeaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owner_id is the registered owner whose inboxes to lease from (required UUID).
+	OwnerId string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// sender, when set, leases from that sender's inbox only (a UUID).
+	Sender *string `protobuf:"bytes,2,opt,name=sender,proto3,oneof" json:"sender,omitempty"`
+	// max_messages is the most messages to lease: 0 means 1, at most 100. Fewer are leased when the
+	// response would pass the server's response budget (--max-response-bytes).
+	MaxMessages int32 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	// visibility_timeout is the lease length: absent or zero means the owner's (set at Register).
+	// Between 1ms and 12h.
+	VisibilityTimeout *durationpb.Duration `protobuf:"bytes,4,opt,name=visibility_timeout,json=visibilityTimeout,proto3" json:"visibility_timeout,omitempty"`
+	// omit_rendered leaves each message's rendered field unset.
+	OmitRendered  bool `protobuf:"varint,5,opt,name=omit_rendered,json=omitRendered,proto3" json:"omit_rendered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRequest) Reset() {
+	*x = LeaseRequest{}
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRequest) ProtoMessage() {}
+
+func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
+func (*LeaseRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *LeaseRequest) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
+}
+
+func (x *LeaseRequest) GetSender() string {
+	if x != nil && x.Sender != nil {
+		return *x.Sender
+	}
+	return ""
+}
+
+func (x *LeaseRequest) GetMaxMessages() int32 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+func (x *LeaseRequest) GetVisibilityTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.VisibilityTimeout
+	}
+	return nil
+}
+
+func (x *LeaseRequest) GetOmitRendered() bool {
+	if x != nil {
+		return x.OmitRendered
+	}
+	return false
+}
+
+// LeaseResponse is the leased messages, in Receive's order.
+type LeaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// leased are the messages leased, none when no message was visible.
+	Leased []*LeasedMessage `protobuf:"bytes,1,rep,name=leased,proto3" json:"leased,omitempty"`
+	// next_visible_time, when set, is the earliest time a message of the request's scope that is
+	// hidden now (leased, or delayed by a Nack) becomes visible again, unless acknowledged first.
+	NextVisibleTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=next_visible_time,json=nextVisibleTime,proto3" json:"next_visible_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *LeaseResponse) Reset() {
+	*x = LeaseResponse{}
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseResponse) ProtoMessage() {}
+
+func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseResponse.ProtoReflect.Descriptor instead.
+func (*LeaseResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *LeaseResponse) GetLeased() []*LeasedMessage {
+	if x != nil {
+		return x.Leased
+	}
+	return nil
+}
+
+func (x *LeaseResponse) GetNextVisibleTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextVisibleTime
+	}
+	return nil
+}
+
+// AckRequest names a lease to acknowledge.
+type AckRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owner_id is the owner that leased the message (required UUID).
+	OwnerId string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// receipt is LeasedMessage.receipt (required).
+	Receipt       string `protobuf:"bytes,2,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckRequest) Reset() {
+	*x = AckRequest{}
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckRequest) ProtoMessage() {}
+
+func (x *AckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
+func (*AckRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *AckRequest) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
+}
+
+func (x *AckRequest) GetReceipt() string {
+	if x != nil {
+		return x.Receipt
+	}
+	return ""
+}
+
+// AckResponse is empty: the message is gone.
+type AckResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckResponse) Reset() {
+	*x = AckResponse{}
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckResponse) ProtoMessage() {}
+
+func (x *AckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
+func (*AckResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{33}
+}
+
+// NackRequest names a lease to give up.
+type NackRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owner_id is the owner that leased the message (required UUID).
+	OwnerId string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// receipt is LeasedMessage.receipt (required).
+	Receipt string `protobuf:"bytes,2,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// delay hides the message for that long before it is visible again: absent means at once; at
+	// most 12h.
+	Delay         *durationpb.Duration `protobuf:"bytes,3,opt,name=delay,proto3" json:"delay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NackRequest) Reset() {
+	*x = NackRequest{}
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NackRequest) ProtoMessage() {}
+
+func (x *NackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
+func (*NackRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *NackRequest) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
+}
+
+func (x *NackRequest) GetReceipt() string {
+	if x != nil {
+		return x.Receipt
+	}
+	return ""
+}
+
+func (x *NackRequest) GetDelay() *durationpb.Duration {
+	if x != nil {
+		return x.Delay
+	}
+	return nil
+}
+
+// NackResponse says what became of the message.
+type NackResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dead_lettered is set when the message had reached the owner's max_attempts and became a dead
+	// letter (DEAD_LETTER_REASON_MAX_ATTEMPTS) instead of visible again.
+	DeadLettered  bool `protobuf:"varint,1,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NackResponse) Reset() {
+	*x = NackResponse{}
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NackResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NackResponse) ProtoMessage() {}
+
+func (x *NackResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
+func (*NackResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *NackResponse) GetDeadLettered() bool {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return false
+}
+
+// ExtendLeaseRequest names a lease and its new length.
+type ExtendLeaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owner_id is the owner that leased the message (required UUID).
+	OwnerId string `protobuf:"bytes,1,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	// receipt is LeasedMessage.receipt (required).
+	Receipt string `protobuf:"bytes,2,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// visibility_timeout is the time from now the lease is to last (required, 1ms to 12h).
+	VisibilityTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=visibility_timeout,json=visibilityTimeout,proto3" json:"visibility_timeout,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ExtendLeaseRequest) Reset() {
+	*x = ExtendLeaseRequest{}
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendLeaseRequest) ProtoMessage() {}
+
+func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
+func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ExtendLeaseRequest) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
+}
+
+func (x *ExtendLeaseRequest) GetReceipt() string {
+	if x != nil {
+		return x.Receipt
+	}
+	return ""
+}
+
+func (x *ExtendLeaseRequest) GetVisibilityTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.VisibilityTimeout
+	}
+	return nil
+}
+
+// ExtendLeaseResponse gives the lease's new deadline.
+type ExtendLeaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// deadline is when the lease now ends.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendLeaseResponse) Reset() {
+	*x = ExtendLeaseResponse{}
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendLeaseResponse) ProtoMessage() {}
+
+func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_historyd_v1_exchange_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
+func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_historyd_v1_exchange_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ExtendLeaseResponse) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
 
 var File_historyd_v1_exchange_service_proto protoreflect.FileDescriptor
 
 const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\n" +
-	"\"historyd/v1/exchange_service.proto\x12\vhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahistoryd/v1/envelope.proto\"\xeb\x01\n" +
+	"\"historyd/v1/exchange_service.proto\x12\vhistoryd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ahistoryd/v1/envelope.proto\"\xeb\x01\n" +
 	"\x04Flow\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12,\n" +
 	"\x06outbox\x18\x02 \x03(\v2\x14.historyd.v1.MessageR\x06outbox\x12,\n" +
@@ -1906,13 +2597,14 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\x14dead_letters_evicted\x18\x05 \x01(\x04R\x12deadLettersEvicted\"Q\n" +
 	"\x05Inbox\x12\x16\n" +
 	"\x06sender\x18\x01 \x01(\tR\x06sender\x120\n" +
-	"\bmessages\x18\x02 \x03(\v2\x14.historyd.v1.MessageR\bmessages\"\xde\x01\n" +
+	"\bmessages\x18\x02 \x03(\v2\x14.historyd.v1.MessageR\bmessages\"\xfa\x01\n" +
 	"\n" +
 	"DeadLetter\x12.\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x124\n" +
 	"\trecipient\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\trecipient\x125\n" +
 	"\x06reason\x18\x03 \x01(\x0e2\x1d.historyd.v1.DeadLetterReasonR\x06reason\x123\n" +
-	"\adead_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06deadAt\"s\n" +
+	"\adead_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x06deadAt\x12\x1a\n" +
+	"\battempts\x18\x05 \x01(\x05R\battempts\"s\n" +
 	"\x04Drop\x124\n" +
 	"\trecipient\x18\x01 \x01(\v2\x16.google.protobuf.ValueR\trecipient\x125\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x1d.historyd.v1.DeadLetterReasonR\x06reason\"\xaa\x01\n" +
@@ -1937,9 +2629,11 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\vinbox_count\x18\x03 \x01(\x03R\n" +
 	"inboxCount\";\n" +
 	"\tHeartbeat\x12.\n" +
-	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\",\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x99\x01\n" +
 	"\x0fRegisterRequest\x12\x19\n" +
-	"\bowner_id\x18\x01 \x01(\tR\aownerId\"9\n" +
+	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12!\n" +
+	"\fmax_attempts\x18\x02 \x01(\x05R\vmaxAttempts\x12H\n" +
+	"\x12visibility_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11visibilityTimeout\"9\n" +
 	"\x10RegisterResponse\x12%\n" +
 	"\x04flow\x18\x01 \x01(\v2\x11.historyd.v1.FlowR\x04flow\"\x7f\n" +
 	"\x11UnregisterRequest\x12\x19\n" +
@@ -1992,10 +2686,19 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\n" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\x12#\n" +
 	"\romit_rendered\x18\x05 \x01(\bR\fomitRenderedB\t\n" +
-	"\a_sender\"k\n" +
+	"\a_sender\"\x81\x02\n" +
 	"\x0fReceiveResponse\x120\n" +
 	"\bmessages\x18\x01 \x03(\v2\x14.historyd.v1.MessageR\bmessages\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"k\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12@\n" +
+	"\x06leases\x18\x03 \x03(\v2(.historyd.v1.ReceiveResponse.LeasesEntryR\x06leases\x1aR\n" +
+	"\vLeasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.historyd.v1.LeaseStateR\x05value:\x028\x01\"\x7f\n" +
+	"\n" +
+	"LeaseState\x12\x1a\n" +
+	"\battempts\x18\x01 \x01(\x05R\battempts\x12=\n" +
+	"\fvisible_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vvisibleTime\x12\x16\n" +
+	"\x06leased\x18\x03 \x01(\bR\x06leased\"k\n" +
 	"\x11PopMessageRequest\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12\x16\n" +
 	"\x06sender\x18\x02 \x01(\tR\x06sender\x12#\n" +
@@ -2011,16 +2714,52 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\x17ListDeadLettersResponse\x12:\n" +
 	"\fdead_letters\x18\x01 \x03(\v2\x17.historyd.v1.DeadLetterR\vdeadLetters\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12#\n" +
-	"\revicted_count\x18\x03 \x01(\x04R\fevictedCount\"\x7f\n" +
+	"\revicted_count\x18\x03 \x01(\x04R\fevictedCount\"\x83\x02\n" +
 	"\x15SubscribeInboxRequest\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12\x1b\n" +
 	"\x06sender\x18\x02 \x01(\tH\x00R\x06sender\x88\x01\x01\x12#\n" +
-	"\romit_rendered\x18\x03 \x01(\bR\fomitRenderedB\t\n" +
-	"\a_sender\"\x8b\x01\n" +
+	"\romit_rendered\x18\x03 \x01(\bR\fomitRendered\x12\x14\n" +
+	"\x05lease\x18\x04 \x01(\bR\x05lease\x12H\n" +
+	"\x12visibility_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x11visibilityTimeout\x12\"\n" +
+	"\rmax_in_flight\x18\x06 \x01(\x05R\vmaxInFlightB\t\n" +
+	"\a_sender\"\xc1\x01\n" +
 	"\x16SubscribeInboxResponse\x120\n" +
 	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageH\x00R\amessage\x126\n" +
-	"\theartbeat\x18\x02 \x01(\v2\x16.historyd.v1.HeartbeatH\x00R\theartbeatB\a\n" +
-	"\x05event*\x9b\x02\n" +
+	"\theartbeat\x18\x02 \x01(\v2\x16.historyd.v1.HeartbeatH\x00R\theartbeat\x124\n" +
+	"\x06leased\x18\x03 \x01(\v2\x1a.historyd.v1.LeasedMessageH\x00R\x06leasedB\a\n" +
+	"\x05event\"\xab\x01\n" +
+	"\rLeasedMessage\x12.\n" +
+	"\amessage\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\amessage\x12\x18\n" +
+	"\areceipt\x18\x02 \x01(\tR\areceipt\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\x05R\aattempt\x126\n" +
+	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xe3\x01\n" +
+	"\fLeaseRequest\x12\x19\n" +
+	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12\x1b\n" +
+	"\x06sender\x18\x02 \x01(\tH\x00R\x06sender\x88\x01\x01\x12!\n" +
+	"\fmax_messages\x18\x03 \x01(\x05R\vmaxMessages\x12H\n" +
+	"\x12visibility_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x11visibilityTimeout\x12#\n" +
+	"\romit_rendered\x18\x05 \x01(\bR\fomitRenderedB\t\n" +
+	"\a_sender\"\x8b\x01\n" +
+	"\rLeaseResponse\x122\n" +
+	"\x06leased\x18\x01 \x03(\v2\x1a.historyd.v1.LeasedMessageR\x06leased\x12F\n" +
+	"\x11next_visible_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextVisibleTime\"A\n" +
+	"\n" +
+	"AckRequest\x12\x19\n" +
+	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12\x18\n" +
+	"\areceipt\x18\x02 \x01(\tR\areceipt\"\r\n" +
+	"\vAckResponse\"s\n" +
+	"\vNackRequest\x12\x19\n" +
+	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12\x18\n" +
+	"\areceipt\x18\x02 \x01(\tR\areceipt\x12/\n" +
+	"\x05delay\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05delay\"3\n" +
+	"\fNackResponse\x12#\n" +
+	"\rdead_lettered\x18\x01 \x01(\bR\fdeadLettered\"\x93\x01\n" +
+	"\x12ExtendLeaseRequest\x12\x19\n" +
+	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12\x18\n" +
+	"\areceipt\x18\x02 \x01(\tR\areceipt\x12H\n" +
+	"\x12visibility_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11visibilityTimeout\"M\n" +
+	"\x13ExtendLeaseResponse\x126\n" +
+	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline*\xc0\x02\n" +
 	"\x10DeadLetterReason\x12\"\n" +
 	"\x1eDEAD_LETTER_REASON_UNSPECIFIED\x10\x00\x12&\n" +
 	"\"DEAD_LETTER_REASON_UNSET_RECIPIENT\x10\x01\x12(\n" +
@@ -2028,7 +2767,8 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\x1dDEAD_LETTER_REASON_NOT_A_UUID\x10\x03\x12%\n" +
 	"!DEAD_LETTER_REASON_RECIPIENT_LEFT\x10\x04\x12!\n" +
 	"\x1dDEAD_LETTER_REASON_INBOX_FULL\x10\x05\x12$\n" +
-	" DEAD_LETTER_REASON_NO_RECIPIENTS\x10\x062\x9a\x06\n" +
+	" DEAD_LETTER_REASON_NO_RECIPIENTS\x10\x06\x12#\n" +
+	"\x1fDEAD_LETTER_REASON_MAX_ATTEMPTS\x10\a2\xa3\b\n" +
 	"\x0fExchangeService\x12G\n" +
 	"\bRegister\x12\x1c.historyd.v1.RegisterRequest\x1a\x1d.historyd.v1.RegisterResponse\x12M\n" +
 	"\n" +
@@ -2043,7 +2783,11 @@ const file_historyd_v1_exchange_service_proto_rawDesc = "" +
 	"\n" +
 	"PopMessage\x12\x1e.historyd.v1.PopMessageRequest\x1a\x1f.historyd.v1.PopMessageResponse\x12\\\n" +
 	"\x0fListDeadLetters\x12#.historyd.v1.ListDeadLettersRequest\x1a$.historyd.v1.ListDeadLettersResponse\x12[\n" +
-	"\x0eSubscribeInbox\x12\".historyd.v1.SubscribeInboxRequest\x1a#.historyd.v1.SubscribeInboxResponse0\x01B8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
+	"\x0eSubscribeInbox\x12\".historyd.v1.SubscribeInboxRequest\x1a#.historyd.v1.SubscribeInboxResponse0\x01\x12>\n" +
+	"\x05Lease\x12\x19.historyd.v1.LeaseRequest\x1a\x1a.historyd.v1.LeaseResponse\x128\n" +
+	"\x03Ack\x12\x17.historyd.v1.AckRequest\x1a\x18.historyd.v1.AckResponse\x12;\n" +
+	"\x04Nack\x12\x18.historyd.v1.NackRequest\x1a\x19.historyd.v1.NackResponse\x12P\n" +
+	"\vExtendLease\x12\x1f.historyd.v1.ExtendLeaseRequest\x1a .historyd.v1.ExtendLeaseResponseB8Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3"
 
 var (
 	file_historyd_v1_exchange_service_proto_rawDescOnce sync.Once
@@ -2058,7 +2802,7 @@ func file_historyd_v1_exchange_service_proto_rawDescGZIP() []byte {
 }
 
 var file_historyd_v1_exchange_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_historyd_v1_exchange_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_historyd_v1_exchange_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_historyd_v1_exchange_service_proto_goTypes = []any{
 	(DeadLetterReason)(0),           // 0: historyd.v1.DeadLetterReason
 	(*Flow)(nil),                    // 1: historyd.v1.Flow
@@ -2083,67 +2827,101 @@ var file_historyd_v1_exchange_service_proto_goTypes = []any{
 	(*CollectAllResponse)(nil),      // 20: historyd.v1.CollectAllResponse
 	(*ReceiveRequest)(nil),          // 21: historyd.v1.ReceiveRequest
 	(*ReceiveResponse)(nil),         // 22: historyd.v1.ReceiveResponse
-	(*PopMessageRequest)(nil),       // 23: historyd.v1.PopMessageRequest
-	(*PopMessageResponse)(nil),      // 24: historyd.v1.PopMessageResponse
-	(*ListDeadLettersRequest)(nil),  // 25: historyd.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil), // 26: historyd.v1.ListDeadLettersResponse
-	(*SubscribeInboxRequest)(nil),   // 27: historyd.v1.SubscribeInboxRequest
-	(*SubscribeInboxResponse)(nil),  // 28: historyd.v1.SubscribeInboxResponse
-	(*Message)(nil),                 // 29: historyd.v1.Message
-	(*structpb.Value)(nil),          // 30: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil),   // 31: google.protobuf.Timestamp
+	(*LeaseState)(nil),              // 23: historyd.v1.LeaseState
+	(*PopMessageRequest)(nil),       // 24: historyd.v1.PopMessageRequest
+	(*PopMessageResponse)(nil),      // 25: historyd.v1.PopMessageResponse
+	(*ListDeadLettersRequest)(nil),  // 26: historyd.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil), // 27: historyd.v1.ListDeadLettersResponse
+	(*SubscribeInboxRequest)(nil),   // 28: historyd.v1.SubscribeInboxRequest
+	(*SubscribeInboxResponse)(nil),  // 29: historyd.v1.SubscribeInboxResponse
+	(*LeasedMessage)(nil),           // 30: historyd.v1.LeasedMessage
+	(*LeaseRequest)(nil),            // 31: historyd.v1.LeaseRequest
+	(*LeaseResponse)(nil),           // 32: historyd.v1.LeaseResponse
+	(*AckRequest)(nil),              // 33: historyd.v1.AckRequest
+	(*AckResponse)(nil),             // 34: historyd.v1.AckResponse
+	(*NackRequest)(nil),             // 35: historyd.v1.NackRequest
+	(*NackResponse)(nil),            // 36: historyd.v1.NackResponse
+	(*ExtendLeaseRequest)(nil),      // 37: historyd.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),     // 38: historyd.v1.ExtendLeaseResponse
+	nil,                             // 39: historyd.v1.ReceiveResponse.LeasesEntry
+	(*Message)(nil),                 // 40: historyd.v1.Message
+	(*structpb.Value)(nil),          // 41: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil),   // 42: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 43: google.protobuf.Duration
 }
 var file_historyd_v1_exchange_service_proto_depIdxs = []int32{
-	29, // 0: historyd.v1.Flow.outbox:type_name -> historyd.v1.Message
+	40, // 0: historyd.v1.Flow.outbox:type_name -> historyd.v1.Message
 	2,  // 1: historyd.v1.Flow.inboxes:type_name -> historyd.v1.Inbox
 	3,  // 2: historyd.v1.Flow.dead_letters:type_name -> historyd.v1.DeadLetter
-	29, // 3: historyd.v1.Inbox.messages:type_name -> historyd.v1.Message
-	29, // 4: historyd.v1.DeadLetter.message:type_name -> historyd.v1.Message
-	30, // 5: historyd.v1.DeadLetter.recipient:type_name -> google.protobuf.Value
+	40, // 3: historyd.v1.Inbox.messages:type_name -> historyd.v1.Message
+	40, // 4: historyd.v1.DeadLetter.message:type_name -> historyd.v1.Message
+	41, // 5: historyd.v1.DeadLetter.recipient:type_name -> google.protobuf.Value
 	0,  // 6: historyd.v1.DeadLetter.reason:type_name -> historyd.v1.DeadLetterReason
-	31, // 7: historyd.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
-	30, // 8: historyd.v1.Drop.recipient:type_name -> google.protobuf.Value
+	42, // 7: historyd.v1.DeadLetter.dead_at:type_name -> google.protobuf.Timestamp
+	41, // 8: historyd.v1.Drop.recipient:type_name -> google.protobuf.Value
 	0,  // 9: historyd.v1.Drop.reason:type_name -> historyd.v1.DeadLetterReason
 	4,  // 10: historyd.v1.MessageDelivery.drops:type_name -> historyd.v1.Drop
 	5,  // 11: historyd.v1.OwnerCollect.deliveries:type_name -> historyd.v1.MessageDelivery
-	31, // 12: historyd.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	1,  // 13: historyd.v1.RegisterResponse.flow:type_name -> historyd.v1.Flow
-	1,  // 14: historyd.v1.UnregisterResponse.flow:type_name -> historyd.v1.Flow
-	7,  // 15: historyd.v1.ListOwnersResponse.owners:type_name -> historyd.v1.Owner
-	30, // 16: historyd.v1.SendRequest.recipient:type_name -> google.protobuf.Value
-	29, // 17: historyd.v1.SendResponse.message:type_name -> historyd.v1.Message
-	5,  // 18: historyd.v1.CollectResponse.deliveries:type_name -> historyd.v1.MessageDelivery
-	6,  // 19: historyd.v1.CollectAllResponse.collects:type_name -> historyd.v1.OwnerCollect
-	29, // 20: historyd.v1.ReceiveResponse.messages:type_name -> historyd.v1.Message
-	29, // 21: historyd.v1.PopMessageResponse.message:type_name -> historyd.v1.Message
-	3,  // 22: historyd.v1.ListDeadLettersResponse.dead_letters:type_name -> historyd.v1.DeadLetter
-	29, // 23: historyd.v1.SubscribeInboxResponse.message:type_name -> historyd.v1.Message
-	8,  // 24: historyd.v1.SubscribeInboxResponse.heartbeat:type_name -> historyd.v1.Heartbeat
-	9,  // 25: historyd.v1.ExchangeService.Register:input_type -> historyd.v1.RegisterRequest
-	11, // 26: historyd.v1.ExchangeService.Unregister:input_type -> historyd.v1.UnregisterRequest
-	13, // 27: historyd.v1.ExchangeService.ListOwners:input_type -> historyd.v1.ListOwnersRequest
-	15, // 28: historyd.v1.ExchangeService.Send:input_type -> historyd.v1.SendRequest
-	17, // 29: historyd.v1.ExchangeService.Collect:input_type -> historyd.v1.CollectRequest
-	19, // 30: historyd.v1.ExchangeService.CollectAll:input_type -> historyd.v1.CollectAllRequest
-	21, // 31: historyd.v1.ExchangeService.Receive:input_type -> historyd.v1.ReceiveRequest
-	23, // 32: historyd.v1.ExchangeService.PopMessage:input_type -> historyd.v1.PopMessageRequest
-	25, // 33: historyd.v1.ExchangeService.ListDeadLetters:input_type -> historyd.v1.ListDeadLettersRequest
-	27, // 34: historyd.v1.ExchangeService.SubscribeInbox:input_type -> historyd.v1.SubscribeInboxRequest
-	10, // 35: historyd.v1.ExchangeService.Register:output_type -> historyd.v1.RegisterResponse
-	12, // 36: historyd.v1.ExchangeService.Unregister:output_type -> historyd.v1.UnregisterResponse
-	14, // 37: historyd.v1.ExchangeService.ListOwners:output_type -> historyd.v1.ListOwnersResponse
-	16, // 38: historyd.v1.ExchangeService.Send:output_type -> historyd.v1.SendResponse
-	18, // 39: historyd.v1.ExchangeService.Collect:output_type -> historyd.v1.CollectResponse
-	20, // 40: historyd.v1.ExchangeService.CollectAll:output_type -> historyd.v1.CollectAllResponse
-	22, // 41: historyd.v1.ExchangeService.Receive:output_type -> historyd.v1.ReceiveResponse
-	24, // 42: historyd.v1.ExchangeService.PopMessage:output_type -> historyd.v1.PopMessageResponse
-	26, // 43: historyd.v1.ExchangeService.ListDeadLetters:output_type -> historyd.v1.ListDeadLettersResponse
-	28, // 44: historyd.v1.ExchangeService.SubscribeInbox:output_type -> historyd.v1.SubscribeInboxResponse
-	35, // [35:45] is the sub-list for method output_type
-	25, // [25:35] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	42, // 12: historyd.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	43, // 13: historyd.v1.RegisterRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	1,  // 14: historyd.v1.RegisterResponse.flow:type_name -> historyd.v1.Flow
+	1,  // 15: historyd.v1.UnregisterResponse.flow:type_name -> historyd.v1.Flow
+	7,  // 16: historyd.v1.ListOwnersResponse.owners:type_name -> historyd.v1.Owner
+	41, // 17: historyd.v1.SendRequest.recipient:type_name -> google.protobuf.Value
+	40, // 18: historyd.v1.SendResponse.message:type_name -> historyd.v1.Message
+	5,  // 19: historyd.v1.CollectResponse.deliveries:type_name -> historyd.v1.MessageDelivery
+	6,  // 20: historyd.v1.CollectAllResponse.collects:type_name -> historyd.v1.OwnerCollect
+	40, // 21: historyd.v1.ReceiveResponse.messages:type_name -> historyd.v1.Message
+	39, // 22: historyd.v1.ReceiveResponse.leases:type_name -> historyd.v1.ReceiveResponse.LeasesEntry
+	42, // 23: historyd.v1.LeaseState.visible_time:type_name -> google.protobuf.Timestamp
+	40, // 24: historyd.v1.PopMessageResponse.message:type_name -> historyd.v1.Message
+	3,  // 25: historyd.v1.ListDeadLettersResponse.dead_letters:type_name -> historyd.v1.DeadLetter
+	43, // 26: historyd.v1.SubscribeInboxRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	40, // 27: historyd.v1.SubscribeInboxResponse.message:type_name -> historyd.v1.Message
+	8,  // 28: historyd.v1.SubscribeInboxResponse.heartbeat:type_name -> historyd.v1.Heartbeat
+	30, // 29: historyd.v1.SubscribeInboxResponse.leased:type_name -> historyd.v1.LeasedMessage
+	40, // 30: historyd.v1.LeasedMessage.message:type_name -> historyd.v1.Message
+	42, // 31: historyd.v1.LeasedMessage.deadline:type_name -> google.protobuf.Timestamp
+	43, // 32: historyd.v1.LeaseRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	30, // 33: historyd.v1.LeaseResponse.leased:type_name -> historyd.v1.LeasedMessage
+	42, // 34: historyd.v1.LeaseResponse.next_visible_time:type_name -> google.protobuf.Timestamp
+	43, // 35: historyd.v1.NackRequest.delay:type_name -> google.protobuf.Duration
+	43, // 36: historyd.v1.ExtendLeaseRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	42, // 37: historyd.v1.ExtendLeaseResponse.deadline:type_name -> google.protobuf.Timestamp
+	23, // 38: historyd.v1.ReceiveResponse.LeasesEntry.value:type_name -> historyd.v1.LeaseState
+	9,  // 39: historyd.v1.ExchangeService.Register:input_type -> historyd.v1.RegisterRequest
+	11, // 40: historyd.v1.ExchangeService.Unregister:input_type -> historyd.v1.UnregisterRequest
+	13, // 41: historyd.v1.ExchangeService.ListOwners:input_type -> historyd.v1.ListOwnersRequest
+	15, // 42: historyd.v1.ExchangeService.Send:input_type -> historyd.v1.SendRequest
+	17, // 43: historyd.v1.ExchangeService.Collect:input_type -> historyd.v1.CollectRequest
+	19, // 44: historyd.v1.ExchangeService.CollectAll:input_type -> historyd.v1.CollectAllRequest
+	21, // 45: historyd.v1.ExchangeService.Receive:input_type -> historyd.v1.ReceiveRequest
+	24, // 46: historyd.v1.ExchangeService.PopMessage:input_type -> historyd.v1.PopMessageRequest
+	26, // 47: historyd.v1.ExchangeService.ListDeadLetters:input_type -> historyd.v1.ListDeadLettersRequest
+	28, // 48: historyd.v1.ExchangeService.SubscribeInbox:input_type -> historyd.v1.SubscribeInboxRequest
+	31, // 49: historyd.v1.ExchangeService.Lease:input_type -> historyd.v1.LeaseRequest
+	33, // 50: historyd.v1.ExchangeService.Ack:input_type -> historyd.v1.AckRequest
+	35, // 51: historyd.v1.ExchangeService.Nack:input_type -> historyd.v1.NackRequest
+	37, // 52: historyd.v1.ExchangeService.ExtendLease:input_type -> historyd.v1.ExtendLeaseRequest
+	10, // 53: historyd.v1.ExchangeService.Register:output_type -> historyd.v1.RegisterResponse
+	12, // 54: historyd.v1.ExchangeService.Unregister:output_type -> historyd.v1.UnregisterResponse
+	14, // 55: historyd.v1.ExchangeService.ListOwners:output_type -> historyd.v1.ListOwnersResponse
+	16, // 56: historyd.v1.ExchangeService.Send:output_type -> historyd.v1.SendResponse
+	18, // 57: historyd.v1.ExchangeService.Collect:output_type -> historyd.v1.CollectResponse
+	20, // 58: historyd.v1.ExchangeService.CollectAll:output_type -> historyd.v1.CollectAllResponse
+	22, // 59: historyd.v1.ExchangeService.Receive:output_type -> historyd.v1.ReceiveResponse
+	25, // 60: historyd.v1.ExchangeService.PopMessage:output_type -> historyd.v1.PopMessageResponse
+	27, // 61: historyd.v1.ExchangeService.ListDeadLetters:output_type -> historyd.v1.ListDeadLettersResponse
+	29, // 62: historyd.v1.ExchangeService.SubscribeInbox:output_type -> historyd.v1.SubscribeInboxResponse
+	32, // 63: historyd.v1.ExchangeService.Lease:output_type -> historyd.v1.LeaseResponse
+	34, // 64: historyd.v1.ExchangeService.Ack:output_type -> historyd.v1.AckResponse
+	36, // 65: historyd.v1.ExchangeService.Nack:output_type -> historyd.v1.NackResponse
+	38, // 66: historyd.v1.ExchangeService.ExtendLease:output_type -> historyd.v1.ExtendLeaseResponse
+	53, // [53:67] is the sub-list for method output_type
+	39, // [39:53] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_historyd_v1_exchange_service_proto_init() }
@@ -2154,18 +2932,20 @@ func file_historyd_v1_exchange_service_proto_init() {
 	file_historyd_v1_envelope_proto_init()
 	file_historyd_v1_exchange_service_proto_msgTypes[14].OneofWrappers = []any{}
 	file_historyd_v1_exchange_service_proto_msgTypes[20].OneofWrappers = []any{}
-	file_historyd_v1_exchange_service_proto_msgTypes[26].OneofWrappers = []any{}
-	file_historyd_v1_exchange_service_proto_msgTypes[27].OneofWrappers = []any{
+	file_historyd_v1_exchange_service_proto_msgTypes[27].OneofWrappers = []any{}
+	file_historyd_v1_exchange_service_proto_msgTypes[28].OneofWrappers = []any{
 		(*SubscribeInboxResponse_Message)(nil),
 		(*SubscribeInboxResponse_Heartbeat)(nil),
+		(*SubscribeInboxResponse_Leased)(nil),
 	}
+	file_historyd_v1_exchange_service_proto_msgTypes[30].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_historyd_v1_exchange_service_proto_rawDesc), len(file_historyd_v1_exchange_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

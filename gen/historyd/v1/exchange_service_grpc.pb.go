@@ -41,6 +41,10 @@ const (
 	ExchangeService_PopMessage_FullMethodName      = "/historyd.v1.ExchangeService/PopMessage"
 	ExchangeService_ListDeadLetters_FullMethodName = "/historyd.v1.ExchangeService/ListDeadLetters"
 	ExchangeService_SubscribeInbox_FullMethodName  = "/historyd.v1.ExchangeService/SubscribeInbox"
+	ExchangeService_Lease_FullMethodName           = "/historyd.v1.ExchangeService/Lease"
+	ExchangeService_Ack_FullMethodName             = "/historyd.v1.ExchangeService/Ack"
+	ExchangeService_Nack_FullMethodName            = "/historyd.v1.ExchangeService/Nack"
+	ExchangeService_ExtendLease_FullMethodName     = "/historyd.v1.ExchangeService/ExtendLease"
 )
 
 // ExchangeServiceClient is the client API for ExchangeService service.
@@ -140,6 +144,31 @@ type ExchangeServiceClient interface {
 	// (ERROR_REASON_RESPONSE_TOO_LARGE, metadata messageId); it stays in its inbox: read it with
 	// Receive or PopMessage and omit_rendered.
 	SubscribeInbox(ctx context.Context, in *SubscribeInboxRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeInboxResponse], error)
+	// Lease takes up to max_messages visible messages from the owner's inboxes (one sender's with
+	// sender), in Receive's order, and hides them from other Lease and PopMessage calls until the
+	// lease ends (issue 18; docs/decisions/0020-leases.md). Each comes with an opaque receipt, its
+	// attempt number (1 for the first lease) and its deadline. A lease ends with Ack (the message is
+	// gone), Nack (visible again, optionally after a delay), or its deadline passing (visible again;
+	// ExtendLease moves it). A message whose lease ends with its attempts at the owner's max_attempts
+	// becomes a dead letter of the owner with reason DEAD_LETTER_REASON_MAX_ATTEMPTS. Leased
+	// messages stay in their inbox: Receive shows them (ReceiveResponse.leases), inbox bounds count
+	// them, Unregister returns them and ends their leases. An unregistered owner is
+	// FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED). No message visible: an empty response,
+	// whose next_visible_time says when one will be.
+	Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error)
+	// Ack ends a lease by removing its message. A receipt whose lease is no longer held (someone else
+	// leased the message since, or it was acknowledged, nacked, popped, dead-lettered or returned by
+	// Unregister) is FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE) and changes nothing; a receipt
+	// whose deadline passed but that no one has taken since is still held. A receipt that is not one
+	// of this server's is INVALID_ARGUMENT.
+	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
+	// Nack ends a lease and makes the message visible again after delay (none by default); its
+	// attempt counts. At the owner's max_attempts the message becomes a dead letter instead. A stale
+	// receipt is as for Ack.
+	Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error)
+	// ExtendLease sets a held lease's deadline to now plus visibility_timeout (as SQS's
+	// ChangeMessageVisibility). A stale receipt is as for Ack.
+	ExtendLease(ctx context.Context, in *ExtendLeaseRequest, opts ...grpc.CallOption) (*ExtendLeaseResponse, error)
 }
 
 type exchangeServiceClient struct {
@@ -259,6 +288,46 @@ func (c *exchangeServiceClient) SubscribeInbox(ctx context.Context, in *Subscrib
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ExchangeService_SubscribeInboxClient = grpc.ServerStreamingClient[SubscribeInboxResponse]
 
+func (c *exchangeServiceClient) Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaseResponse)
+	err := c.cc.Invoke(ctx, ExchangeService_Lease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *exchangeServiceClient) Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AckResponse)
+	err := c.cc.Invoke(ctx, ExchangeService_Ack_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *exchangeServiceClient) Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NackResponse)
+	err := c.cc.Invoke(ctx, ExchangeService_Nack_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *exchangeServiceClient) ExtendLease(ctx context.Context, in *ExtendLeaseRequest, opts ...grpc.CallOption) (*ExtendLeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExtendLeaseResponse)
+	err := c.cc.Invoke(ctx, ExchangeService_ExtendLease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ExchangeServiceServer is the server API for ExchangeService service.
 // All implementations must embed UnimplementedExchangeServiceServer
 // for forward compatibility.
@@ -356,6 +425,31 @@ type ExchangeServiceServer interface {
 	// (ERROR_REASON_RESPONSE_TOO_LARGE, metadata messageId); it stays in its inbox: read it with
 	// Receive or PopMessage and omit_rendered.
 	SubscribeInbox(*SubscribeInboxRequest, grpc.ServerStreamingServer[SubscribeInboxResponse]) error
+	// Lease takes up to max_messages visible messages from the owner's inboxes (one sender's with
+	// sender), in Receive's order, and hides them from other Lease and PopMessage calls until the
+	// lease ends (issue 18; docs/decisions/0020-leases.md). Each comes with an opaque receipt, its
+	// attempt number (1 for the first lease) and its deadline. A lease ends with Ack (the message is
+	// gone), Nack (visible again, optionally after a delay), or its deadline passing (visible again;
+	// ExtendLease moves it). A message whose lease ends with its attempts at the owner's max_attempts
+	// becomes a dead letter of the owner with reason DEAD_LETTER_REASON_MAX_ATTEMPTS. Leased
+	// messages stay in their inbox: Receive shows them (ReceiveResponse.leases), inbox bounds count
+	// them, Unregister returns them and ends their leases. An unregistered owner is
+	// FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED). No message visible: an empty response,
+	// whose next_visible_time says when one will be.
+	Lease(context.Context, *LeaseRequest) (*LeaseResponse, error)
+	// Ack ends a lease by removing its message. A receipt whose lease is no longer held (someone else
+	// leased the message since, or it was acknowledged, nacked, popped, dead-lettered or returned by
+	// Unregister) is FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE) and changes nothing; a receipt
+	// whose deadline passed but that no one has taken since is still held. A receipt that is not one
+	// of this server's is INVALID_ARGUMENT.
+	Ack(context.Context, *AckRequest) (*AckResponse, error)
+	// Nack ends a lease and makes the message visible again after delay (none by default); its
+	// attempt counts. At the owner's max_attempts the message becomes a dead letter instead. A stale
+	// receipt is as for Ack.
+	Nack(context.Context, *NackRequest) (*NackResponse, error)
+	// ExtendLease sets a held lease's deadline to now plus visibility_timeout (as SQS's
+	// ChangeMessageVisibility). A stale receipt is as for Ack.
+	ExtendLease(context.Context, *ExtendLeaseRequest) (*ExtendLeaseResponse, error)
 	mustEmbedUnimplementedExchangeServiceServer()
 }
 
@@ -395,6 +489,18 @@ func (UnimplementedExchangeServiceServer) ListDeadLetters(context.Context, *List
 }
 func (UnimplementedExchangeServiceServer) SubscribeInbox(*SubscribeInboxRequest, grpc.ServerStreamingServer[SubscribeInboxResponse]) error {
 	return status.Error(codes.Unimplemented, "method SubscribeInbox not implemented")
+}
+func (UnimplementedExchangeServiceServer) Lease(context.Context, *LeaseRequest) (*LeaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Lease not implemented")
+}
+func (UnimplementedExchangeServiceServer) Ack(context.Context, *AckRequest) (*AckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Ack not implemented")
+}
+func (UnimplementedExchangeServiceServer) Nack(context.Context, *NackRequest) (*NackResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Nack not implemented")
+}
+func (UnimplementedExchangeServiceServer) ExtendLease(context.Context, *ExtendLeaseRequest) (*ExtendLeaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExtendLease not implemented")
 }
 func (UnimplementedExchangeServiceServer) mustEmbedUnimplementedExchangeServiceServer() {}
 func (UnimplementedExchangeServiceServer) testEmbeddedByValue()                         {}
@@ -590,6 +696,78 @@ func _ExchangeService_SubscribeInbox_Handler(srv interface{}, stream grpc.Server
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ExchangeService_SubscribeInboxServer = grpc.ServerStreamingServer[SubscribeInboxResponse]
 
+func _ExchangeService_Lease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExchangeServiceServer).Lease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ExchangeService_Lease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExchangeServiceServer).Lease(ctx, req.(*LeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ExchangeService_Ack_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExchangeServiceServer).Ack(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ExchangeService_Ack_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExchangeServiceServer).Ack(ctx, req.(*AckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ExchangeService_Nack_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExchangeServiceServer).Nack(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ExchangeService_Nack_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExchangeServiceServer).Nack(ctx, req.(*NackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ExchangeService_ExtendLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExtendLeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExchangeServiceServer).ExtendLease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ExchangeService_ExtendLease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExchangeServiceServer).ExtendLease(ctx, req.(*ExtendLeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ExchangeService_ServiceDesc is the grpc.ServiceDesc for ExchangeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -632,6 +810,22 @@ var ExchangeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListDeadLetters",
 			Handler:    _ExchangeService_ListDeadLetters_Handler,
+		},
+		{
+			MethodName: "Lease",
+			Handler:    _ExchangeService_Lease_Handler,
+		},
+		{
+			MethodName: "Ack",
+			Handler:    _ExchangeService_Ack_Handler,
+		},
+		{
+			MethodName: "Nack",
+			Handler:    _ExchangeService_Nack_Handler,
+		},
+		{
+			MethodName: "ExtendLease",
+			Handler:    _ExchangeService_ExtendLease_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -14,7 +14,7 @@ import (
 // Register creates owner's flow with an empty outbox (ErrOwnerAlreadyRegistered if it exists).
 // The registration number comes from the tenant's counter row, so Owners pages in registration
 // order across replicas.
-func (e *Engine) Register(ctx context.Context, owner uuid.UUID) (*exchange.Snapshot, error) {
+func (e *Engine) Register(ctx context.Context, owner uuid.UUID, _ ...exchange.OwnerSettings) (*exchange.Snapshot, error) {
 	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
 		var reg int64
 		if err := q.QueryRow(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES (?, 'reg', 1)
