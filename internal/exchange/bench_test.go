@@ -172,3 +172,47 @@ func busyCollector(b *testing.B, x *Exchange, hot []uuid.UUID, stop <-chan struc
 		}
 	}
 }
+
+// BenchmarkSendPop measures the paths of an owner that never leases (issue 18: leases must not
+// slow them down): LionAGI's destructive round trip, send + collect + pop, one message per
+// iteration; and Pop alone, draining an inbox filled beforehand with b.N messages.
+func BenchmarkSendPop(b *testing.B) {
+	b.Run("round-trip", func(b *testing.B) {
+		x := New(WithMaxInbox(0), WithMaxOutbox(0))
+		owners := benchOwners(b, x, 2)
+		content := text("benchmark payload")
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := x.Send(SendRequest{Sender: owners[0], Recipient: to(owners[1]), Content: content}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := x.Collect(owners[0]); err != nil {
+				b.Fatal(err)
+			}
+			if _, ok := x.Pop(owners[1], owners[0]); !ok {
+				b.Fatal("Pop found nothing")
+			}
+		}
+	})
+	b.Run("pop-deep-inbox", func(b *testing.B) {
+		x := New(WithMaxInbox(0), WithMaxOutbox(0))
+		owners := benchOwners(b, x, 2)
+		content := text("benchmark payload")
+		for i := 0; i < b.N; i++ {
+			if _, err := x.Send(SendRequest{Sender: owners[0], Recipient: to(owners[1]), Content: content}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := x.Collect(owners[0]); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, ok := x.Pop(owners[1], owners[0]); !ok {
+				b.Fatal("Pop found nothing")
+			}
+		}
+	})
+}
