@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -38,6 +39,10 @@ type entry struct {
 	// size is the message's estimated heap bytes, charged to the Exchange's budget while the
 	// entry is held (budget.go).
 	size int64
+	// lease is how an inbox entry stands with leases, nil until its first Lease (lease.go,
+	// lease_memory.go). A pointer, so that the entries of owners that never lease grow by one
+	// word only; messageOverhead's margin covers the state itself.
+	lease *leaseState
 }
 
 // progression is a named FIFO of entries: the outbox, or one sender's inbox.
@@ -50,6 +55,9 @@ type progression struct {
 	sender  uuid.UUID // the sender, for an inbox
 	removed bool      // reclaimed: a tombstone in flow.progs until the next compaction
 	q       queue[entry]
+	// leased counts the entries of q with a lease state: 0 means every entry is visible, so Pop,
+	// Receive and Lease take their lease-free paths.
+	leased int
 }
 
 func (p *progression) len() int { return p.q.len() }
@@ -98,11 +106,23 @@ type flow struct {
 	bytes   int64  // the budget bytes of what the flow holds: entries and dead letters
 	dead    deadLetters
 	subs    map[*Subscription]struct{}
+
+	// settings are the owner's lease settings, resolved at Register and never changed (so read
+	// without mu).
+	settings OwnerSettings
+	// leased counts the inbox entries with a lease state across progressions (their
+	// progression.leased summed): 0 keeps every call on its lease-free path.
+	leased int
+	// dueAt is no later than the deadline of every lease at the owner's MaxAttempts, the leases
+	// whose end makes a dead letter (zero: there is none), so the calls that must notice such
+	// an end (expireLeases) skip the walk until it may have come.
+	dueAt time.Time
 }
 
-// newOwnerFlow is the flow Register creates for owner, with an empty outbox.
-func newOwnerFlow(owner uuid.UUID, regSeq uint64) *flow {
-	f := &flow{owner: owner, regSeq: regSeq, byName: map[string]*progression{}}
+// newOwnerFlow is the flow Register creates for owner, with an empty outbox and its resolved lease
+// settings.
+func newOwnerFlow(owner uuid.UUID, regSeq uint64, settings OwnerSettings) *flow {
+	f := &flow{owner: owner, regSeq: regSeq, byName: map[string]*progression{}, settings: settings}
 	f.addProgression(outboxName)
 	return f
 }
@@ -133,7 +153,8 @@ func (f *flow) push(p *progression, e entry) {
 	f.bytes += e.size
 }
 
-// popFront removes the oldest entry of p.
+// popFront removes the oldest entry of p, which must have no lease state (p.leased == 0, or the
+// outbox).
 func (f *flow) popFront(p *progression) (entry, bool) {
 	e, ok := p.q.popFront()
 	if ok {
@@ -141,6 +162,19 @@ func (f *flow) popFront(p *progression) (entry, bool) {
 		f.bytes -= e.size
 	}
 	return e, ok
+}
+
+// removeAt removes the entry at index i of p.live(), whatever its lease state, keeping the
+// counts. The caller holds f.mu and gives the entry's bytes back to the budget, or moves them.
+func (f *flow) removeAt(p *progression, i int) entry {
+	e := p.q.removeAt(i)
+	f.items--
+	f.bytes -= e.size
+	if e.lease != nil {
+		p.leased--
+		f.leased--
+	}
+	return e
 }
 
 // keepDead keeps dl as a dead letter, evicting the oldest past limit, and returns the bytes the
@@ -180,6 +214,7 @@ func (f *flow) reclaim(p *progression) {
 // The caller holds f.mu and has set f.closed.
 func (f *flow) release() {
 	f.progs, f.byName, f.items, f.bytes = nil, nil, 0, 0
+	f.leased, f.dueAt = 0, time.Time{}
 	f.dead = deadLetters{}
 }
 
