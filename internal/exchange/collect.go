@@ -98,7 +98,7 @@ func (x *Exchange) collect(f *flow, o ReportOptions) (*Report, bool) {
 	batch := f.outbox().q.drain()
 	f.items -= len(batch)
 	for _, e := range batch {
-		f.bytes -= e.size
+		f.bytes -= int64(e.size)
 	}
 	f.mu.Unlock()
 
@@ -138,12 +138,12 @@ func (x *Exchange) collect(f *flow, o ReportOptions) (*Report, bool) {
 			rep.Drops += len(d.Dropped)
 			at := x.opts.now()
 			for _, dr := range d.Dropped {
-				dead = append(dead, DeadLetter{Message: e.msg, Recipient: dr.Recipient, Reason: dr.Reason, At: at, size: e.size})
-				x.budget.charge(e.size)
+				dead = append(dead, DeadLetter{Message: e.msg, Recipient: dr.Recipient, Reason: dr.Reason, At: at, size: int64(e.size)})
+				x.budget.charge(int64(e.size))
 			}
 		}
 		// The outbox entry's bytes move to the inbox and dead-letter copies charged above.
-		x.budget.release(e.size)
+		x.budget.release(int64(e.size))
 		rep.Deliveries = append(rep.Deliveries, d)
 	}
 	if len(dead) > 0 {
@@ -202,7 +202,7 @@ func (x *Exchange) deliver(r *flow, sender uuid.UUID, e entry) outcome {
 		return inboxFull
 	}
 	r.push(in, entry{msg: e.msg, size: e.size})
-	x.budget.charge(e.size)
+	x.budget.charge(int64(e.size))
 	r.publish(sender, e.msg)
 	return delivered
 }

@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -26,7 +27,9 @@ func inboxName(sender uuid.UUID) string { return inboxPrefix + sender.String() }
 // it).
 const compactProgressionsAfter = 32
 
-// entry is one message held in a progression.
+// entry is one message held in a progression. It is four words (TestEntryFourWords): Collect's
+// batch of one message then fits the stack buffer Go gives a small make, and the slices of long
+// inboxes stay dense.
 type entry struct {
 	msg *envelope.Message
 	// seq is the message's insertion number in its flow: the order of LionAGI's items pile, and
@@ -37,13 +40,19 @@ type entry struct {
 	// than "unknown recipient".
 	recipientWasRegistered bool
 	// size is the message's estimated heap bytes, charged to the Exchange's budget while the
-	// entry is held (budget.go).
-	size int64
+	// entry is held (budget.go). An int32 so that it shares a word with the flag above: Send
+	// holds it within math.MaxInt32 (entrySize), far above any message the server admits.
+	size int32
 	// lease is how an inbox entry stands with leases, nil until its first Lease (lease.go,
-	// lease_memory.go). A pointer, so that the entries of owners that never lease grow by one
-	// word only; messageOverhead's margin covers the state itself.
+	// lease_memory.go). A pointer, so that owners that never lease pay nothing for it; the
+	// margin of messageOverhead covers the state itself.
 	lease *leaseState
 }
+
+// entrySize is the budget bytes of m as an entry holds them: messageBytes, held within
+// math.MaxInt32 (2 GiB, far above the server's receive limit; a larger in-process message is
+// charged 2 GiB, consistently, from Send to its last release).
+func entrySize(m *envelope.Message) int64 { return min(messageBytes(m), math.MaxInt32) }
 
 // progression is a named FIFO of entries: the outbox, or one sender's inbox.
 type progression struct {
@@ -51,13 +60,14 @@ type progression struct {
 	// ord numbers the flow's progressions in creation order and is never reused, so it stays a
 	// valid position (a Receive cursor) when inboxes before it are reclaimed.
 	ord     uint64
-	inbox   bool      // an inbox_<sender> progression
 	sender  uuid.UUID // the sender, for an inbox
+	inbox   bool      // an inbox_<sender> progression
 	removed bool      // reclaimed: a tombstone in flow.progs until the next compaction
-	q       queue[entry]
 	// leased counts the entries of q with a lease state: 0 means every entry is visible, so Pop,
-	// Receive and Lease take their lease-free paths.
-	leased int
+	// Receive and Lease take their lease-free paths. An int32 beside the flags, so that the
+	// struct keeps the size it had before leases (an inbox of 2^31 entries is far beyond memory).
+	leased int32
+	q      queue[entry]
 }
 
 func (p *progression) len() int { return p.q.len() }
@@ -150,7 +160,7 @@ func (f *flow) push(p *progression, e entry) {
 	e.seq = f.nextSeq
 	p.q.push(e)
 	f.items++
-	f.bytes += e.size
+	f.bytes += int64(e.size)
 }
 
 // popFront removes the oldest entry of p, which must have no lease state (p.leased == 0, or the
@@ -159,7 +169,7 @@ func (f *flow) popFront(p *progression) (entry, bool) {
 	e, ok := p.q.popFront()
 	if ok {
 		f.items--
-		f.bytes -= e.size
+		f.bytes -= int64(e.size)
 	}
 	return e, ok
 }
@@ -169,7 +179,7 @@ func (f *flow) popFront(p *progression) (entry, bool) {
 func (f *flow) removeAt(p *progression, i int) entry {
 	e := p.q.removeAt(i)
 	f.items--
-	f.bytes -= e.size
+	f.bytes -= int64(e.size)
 	if e.lease != nil {
 		p.leased--
 		f.leased--

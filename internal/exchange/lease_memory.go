@@ -157,7 +157,7 @@ func (x *Exchange) Ack(owner uuid.UUID, r Receipt) error {
 		return StaleLease(owner, r)
 	}
 	e := f.removeAt(p, i)
-	x.budget.release(e.size)
+	x.budget.release(int64(e.size))
 	x.reclaimIfDeparted(f, p)
 	return nil
 }
@@ -216,7 +216,7 @@ func (f *flow) findLease(r Receipt) (*progression, int) {
 	if p == nil || p.leased == 0 {
 		return nil, 0
 	}
-	seen := 0
+	var seen int32
 	for i, e := range p.live() {
 		if e.lease == nil {
 			continue
@@ -277,7 +277,7 @@ func (p *progression) eachLeased(fn func(i int, l *leaseState) bool) {
 	if p.leased == 0 {
 		return
 	}
-	seen := 0
+	var seen int32
 	for i, e := range p.live() {
 		if e.lease == nil {
 			continue
@@ -333,7 +333,7 @@ func (x *Exchange) expireLeasesAt(f *flow, now time.Time) {
 			continue
 		}
 		// Walked by index: a dead letter removes the entry at i, and the next one takes its place.
-		for i, seen, n := 0, 0, p.leased; seen < n && i < p.len(); {
+		for i, seen, n := 0, int32(0), p.leased; seen < n && i < p.len(); {
 			l := p.live()[i].lease
 			if l == nil {
 				i++
@@ -375,7 +375,7 @@ func (x *Exchange) deadLetterLeased(f *flow, p *progression, i int, now time.Tim
 		Reason:    ReasonMaxAttempts,
 		At:        now,
 		Attempts:  e.lease.attempts,
-		size:      e.size,
+		size:      int64(e.size),
 	}, x.opts.maxDeadLetters)
 	x.budget.release(freed)
 }

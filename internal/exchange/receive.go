@@ -143,7 +143,7 @@ func (x *Exchange) PopIf(owner, sender uuid.UUID, check func(*envelope.Message) 
 		}
 	}
 	e := f.removeAt(p, i)
-	x.budget.release(e.size)
+	x.budget.release(int64(e.size))
 	if p.len() == 0 && !x.isRegistered(sender) {
 		f.reclaim(p)
 	}
