@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -27,27 +26,37 @@ func inboxName(sender uuid.UUID) string { return inboxPrefix + sender.String() }
 // it).
 const compactProgressionsAfter = 32
 
-// entry is one message held in a progression. It is four words (TestEntryFourWords): Collect's
-// batch of one message then fits the stack buffer Go gives a small make, and the slices of long
-// inboxes stay dense.
+// entry is one message held in a progression. It is four words with one pointer, as it was before
+// leases (TestEntryFourWords): the lease state is packed in beside the size rather than pointed
+// to, so owners that never lease pay nothing for it, neither in allocations (Collect's batch of
+// one message fits the stack buffer Go gives a small make) nor in GC scanning or write barriers,
+// and a Lease allocates nothing.
 type entry struct {
 	msg *envelope.Message
 	// seq is the message's insertion number in its flow: the order of LionAGI's items pile, and
 	// increasing within each progression.
 	seq uint64
+	// visibleAt is when a leased inbox entry is visible again, in Unix nanoseconds of the
+	// Exchange's clock: its lease's deadline or the end of a Nack's delay (lease_memory.go).
+	visibleAt int64
+	// size is the message's estimated heap bytes, charged to the Exchange's budget while the
+	// entry is held (budget.go). An int32 so that the lease state fits beside it: Send holds it
+	// within math.MaxInt32 (entrySize), far above any message the server admits.
+	size int32
+	// attempts counts the leases of an inbox entry, the current one included; 0 for one never
+	// leased, whose visibleAt and held are then zero (MaxMaxAttempts fits a uint16).
+	attempts uint16
 	// recipientWasRegistered is set on outbox entries whose direct recipient was a registered
 	// owner when the message was sent, so that a drop at collect says "recipient left" rather
 	// than "unknown recipient".
 	recipientWasRegistered bool
-	// size is the message's estimated heap bytes, charged to the Exchange's budget while the
-	// entry is held (budget.go). An int32 so that it shares a word with the flag above: Send
-	// holds it within math.MaxInt32 (entrySize), far above any message the server admits.
-	size int32
-	// lease is how an inbox entry stands with leases, nil until its first Lease (lease.go,
-	// lease_memory.go). A pointer, so that owners that never lease pay nothing for it; the
-	// margin of messageOverhead covers the state itself.
-	lease *leaseState
+	// held is set while a lease holds the entry: by Lease, until Ack, Nack or another taker
+	// (lease.go), even past visibleAt.
+	held bool
 }
+
+// MaxMaxAttempts must fit entry.attempts: this fails to compile otherwise.
+var _ [math.MaxUint16 - MaxMaxAttempts]struct{}
 
 // entrySize is the budget bytes of m as an entry holds them: messageBytes, held within
 // math.MaxInt32 (2 GiB, far above the server's receive limit; a larger in-process message is
@@ -63,8 +72,8 @@ type progression struct {
 	sender  uuid.UUID // the sender, for an inbox
 	inbox   bool      // an inbox_<sender> progression
 	removed bool      // reclaimed: a tombstone in flow.progs until the next compaction
-	// leased counts the entries of q with a lease state: 0 means every entry is visible, so Pop,
-	// Receive and Lease take their lease-free paths. An int32 beside the flags, so that the
+	// leased counts the entries of q ever leased (attempts > 0): 0 means every entry is
+	// visible, so Pop, Receive and Lease take their lease-free paths. An int32 beside the flags, so that the
 	// struct keeps the size it had before leases (an inbox of 2^31 entries is far beyond memory).
 	leased int32
 	q      queue[entry]
@@ -124,9 +133,9 @@ type flow struct {
 	// progression.leased summed): 0 keeps every call on its lease-free path.
 	leased int
 	// dueAt is no later than the deadline of every lease at the owner's MaxAttempts, the leases
-	// whose end makes a dead letter (zero: there is none), so the calls that must notice such
-	// an end (expireLeases) skip the walk until it may have come.
-	dueAt time.Time
+	// whose end makes a dead letter, in Unix nanoseconds (0: there is none), so the calls that
+	// must notice such an end (expireLeases) skip the walk until it may have come.
+	dueAt int64
 }
 
 // newOwnerFlow is the flow Register creates for owner, with an empty outbox and its resolved lease
@@ -180,7 +189,7 @@ func (f *flow) removeAt(p *progression, i int) entry {
 	e := p.q.removeAt(i)
 	f.items--
 	f.bytes -= int64(e.size)
-	if e.lease != nil {
+	if e.attempts > 0 {
 		p.leased--
 		f.leased--
 	}
@@ -224,7 +233,7 @@ func (f *flow) reclaim(p *progression) {
 // The caller holds f.mu and has set f.closed.
 func (f *flow) release() {
 	f.progs, f.byName, f.items, f.bytes = nil, nil, 0, 0
-	f.leased, f.dueAt = 0, time.Time{}
+	f.leased, f.dueAt = 0, 0
 	f.dead = deadLetters{}
 }
 

@@ -10,28 +10,25 @@ import (
 )
 
 // The memory engine's leases (issue 18; the rules are lease.go's). A lease lives on its inbox
-// entry (entry.lease), so a leased message stays where it is: Receive shows it in place, the inbox
-// bound counts it and Unregister returns it with the rest. Every count that could tell a path it
-// may skip the lease checks (progression.leased, flow.leased, flow.dueAt) is kept under the flow's
-// mu, so an owner that never leases pays one comparison per call.
+// entry (entry.attempts, held, visibleAt), so a leased message stays where it is: Receive shows it
+// in place, the inbox bound counts it and Unregister returns it with the rest. The counts that
+// tell a path it may skip the lease checks (progression.leased, flow.leased, flow.dueAt) are kept
+// under the flow's mu, so an owner that never leases pays a comparison or two per call. Times are
+// kept as Unix nanoseconds of the Exchange's clock, as the database engines keep them (lease.go).
 
-// leaseState is how one inbox entry stands with leases.
-type leaseState struct {
-	attempts  int       // leases taken, the current one included
-	visibleAt time.Time // the lease's deadline, or the end of a Nack's delay
-	held      bool      // a lease holds it: set by Lease, cleared by Nack (lease.go: until Ack, Nack or another taker)
-}
-
-// info is the state as Receive reports it; a nil state is a message never leased.
-func (l *leaseState) info() LeaseInfo {
-	if l == nil {
+// leaseInfo is the entry's lease state as Receive reports it.
+func (e *entry) leaseInfo() LeaseInfo {
+	if e.attempts == 0 {
 		return LeaseInfo{}
 	}
-	return LeaseInfo{Attempts: l.attempts, VisibleAt: l.visibleAt, Held: l.held}
+	return LeaseInfo{Attempts: int(e.attempts), VisibleAt: unixTime(e.visibleAt), Held: e.held}
 }
 
-// hidden reports whether the entry is invisible to Lease and Pop at now.
-func (l *leaseState) hidden(now time.Time) bool { return l != nil && now.Before(l.visibleAt) }
+// hidden reports whether the entry is invisible to Lease and Pop at now (Unix nanoseconds).
+func (e *entry) hidden(now int64) bool { return e.attempts > 0 && now < e.visibleAt }
+
+// unixTime is the time of n Unix nanoseconds, in UTC.
+func unixTime(n int64) time.Time { return time.Unix(0, n).UTC() }
 
 // resolveSettings is the OwnerSettings Register keeps: the first of settings, its zero fields
 // filled from the Exchange's defaults (WithLeaseDefaults), then held within lease.go's bounds
@@ -82,7 +79,8 @@ func (x *Exchange) Lease(req LeaseRequest) (LeaseResult, error) {
 		vis = f.settings.Visibility
 	}
 	vis = min(max(vis, MinVisibility), MaxVisibility)
-	deadline := now.Add(vis)
+	deadline := unixTime(now.Add(vis).UnixNano())
+	at, due := now.UnixNano(), deadline.UnixNano()
 	want := min(max(req.Max, 1), MaxLeaseBatch)
 
 	var (
@@ -90,7 +88,7 @@ func (x *Exchange) Lease(req LeaseRequest) (LeaseResult, error) {
 		bytes int64
 	)
 	if f.leased > 0 {
-		res.Held, res.NextVisible = f.heldIn(req.Sender, now)
+		res.Held, res.NextVisible = f.heldIn(req.Sender, at)
 	}
 	take := func(p *progression) bool {
 		live := p.live()
@@ -99,7 +97,7 @@ func (x *Exchange) Lease(req LeaseRequest) (LeaseResult, error) {
 				return false
 			}
 			e := &live[i]
-			if e.lease.hidden(now) {
+			if e.hidden(at) {
 				continue
 			}
 			if req.MaxBytes > 0 {
@@ -109,23 +107,22 @@ func (x *Exchange) Lease(req LeaseRequest) (LeaseResult, error) {
 				}
 				bytes += size
 			}
-			if e.lease == nil {
-				e.lease = &leaseState{}
+			if e.attempts == 0 {
 				p.leased++
 				f.leased++
 			}
-			// A visible entry has attempts below MaxAttempts: expireLeasesAt made dead letters of
-			// the others, and Nack does at once.
-			e.lease.attempts++
-			e.lease.held = true
-			e.lease.visibleAt = deadline
-			if e.lease.attempts >= f.settings.MaxAttempts {
-				f.noteDue(deadline)
+			// A visible entry has attempts below MaxAttempts (so the increment stays within
+			// MaxMaxAttempts): expireLeasesAt made dead letters of the others, and Nack does at once.
+			e.attempts++
+			e.held = true
+			e.visibleAt = due
+			if int(e.attempts) >= f.settings.MaxAttempts {
+				f.noteDue(due)
 			}
 			res.Held++
 			res.Leases = append(res.Leases, Leased{
 				Message:  e.msg,
-				Receipt:  Receipt{Message: e.msg.ID, Sender: p.sender, Attempt: e.lease.attempts},
+				Receipt:  Receipt{Message: e.msg.ID, Sender: p.sender, Attempt: int(e.attempts)},
 				Deadline: deadline,
 			})
 		}
@@ -176,14 +173,14 @@ func (x *Exchange) Nack(owner uuid.UUID, r Receipt, delay time.Duration) (deadLe
 		return false, StaleLease(owner, r)
 	}
 	now := x.opts.now()
-	l := p.live()[i].lease
-	if l.attempts >= f.settings.MaxAttempts {
+	e := &p.live()[i]
+	if int(e.attempts) >= f.settings.MaxAttempts {
 		x.deadLetterLeased(f, p, i, now)
 		x.reclaimIfDeparted(f, p)
 		return true, nil
 	}
-	l.held = false
-	l.visibleAt = now.Add(min(max(delay, 0), MaxVisibility))
+	e.held = false
+	e.visibleAt = now.Add(min(max(delay, 0), MaxVisibility)).UnixNano()
 	return false, nil
 }
 
@@ -199,12 +196,12 @@ func (x *Exchange) ExtendLease(owner uuid.UUID, r Receipt, d time.Duration) (tim
 	if p == nil {
 		return time.Time{}, StaleLease(owner, r)
 	}
-	l := p.live()[i].lease
-	l.visibleAt = x.opts.now().Add(min(max(d, MinVisibility), MaxVisibility))
-	if l.attempts >= f.settings.MaxAttempts {
-		f.noteDue(l.visibleAt) // the deadline may have moved earlier
+	e := &p.live()[i]
+	e.visibleAt = x.opts.now().Add(min(max(d, MinVisibility), MaxVisibility)).UnixNano()
+	if int(e.attempts) >= f.settings.MaxAttempts {
+		f.noteDue(e.visibleAt) // the deadline may have moved earlier
 	}
-	return l.visibleAt, nil
+	return unixTime(e.visibleAt), nil
 }
 
 // findLease returns the inbox and index of the entry whose lease r names while that lease is
@@ -217,12 +214,13 @@ func (f *flow) findLease(r Receipt) (*progression, int) {
 		return nil, 0
 	}
 	var seen int32
-	for i, e := range p.live() {
-		if e.lease == nil {
+	for i := range p.live() {
+		e := &p.live()[i]
+		if e.attempts == 0 {
 			continue
 		}
 		if e.msg.ID == r.Message {
-			if e.lease.held && e.lease.attempts == r.Attempt {
+			if e.held && int(e.attempts) == r.Attempt {
 				return p, i
 			}
 			return nil, 0
@@ -254,56 +252,51 @@ func (f *flow) inboxes(sender *uuid.UUID) iter.Seq[*progression] {
 
 // heldIn counts the scope's messages held by unexpired leases, and returns the earliest time one
 // of its hidden messages becomes visible (zero: none is hidden). The caller holds f.mu.
-func (f *flow) heldIn(sender *uuid.UUID, now time.Time) (held int, next time.Time) {
+func (f *flow) heldIn(sender *uuid.UUID, now int64) (held int, next time.Time) {
+	var first int64
 	for p := range f.inboxes(sender) {
-		p.eachLeased(func(_ int, l *leaseState) bool {
-			if l.hidden(now) {
-				if l.held {
+		if p.leased == 0 {
+			continue
+		}
+		// Only as far as the inbox's last leased entry.
+		var seen int32
+		for _, e := range p.live() {
+			if e.attempts == 0 {
+				continue
+			}
+			if e.hidden(now) {
+				if e.held {
 					held++
 				}
-				if next.IsZero() || l.visibleAt.Before(next) {
-					next = l.visibleAt
+				if first == 0 || e.visibleAt < first {
+					first = e.visibleAt
 				}
 			}
-			return true
-		})
+			if seen++; seen == p.leased {
+				break
+			}
+		}
+	}
+	if first != 0 {
+		next = unixTime(first)
 	}
 	return held, next
 }
 
-// eachLeased calls fn with the index and state of each entry of p that has a lease state, oldest
-// first, until fn returns false; it stops after the last such entry rather than walk the rest.
-func (p *progression) eachLeased(fn func(i int, l *leaseState) bool) {
-	if p.leased == 0 {
-		return
-	}
-	var seen int32
-	for i, e := range p.live() {
-		if e.lease == nil {
-			continue
-		}
-		if !fn(i, e.lease) {
-			return
-		}
-		if seen++; seen == p.leased {
-			return
-		}
-	}
-}
-
 // firstVisible returns the index of p's oldest entry visible at now, or -1.
-func (p *progression) firstVisible(now time.Time) int {
-	for i, e := range p.live() {
-		if !e.lease.hidden(now) {
+func (p *progression) firstVisible(now int64) int {
+	for i := range p.live() {
+		if !p.live()[i].hidden(now) {
 			return i
 		}
 	}
 	return -1
 }
 
-// noteDue records that a lease at the owner's MaxAttempts ends at t. The caller holds f.mu.
-func (f *flow) noteDue(t time.Time) {
-	if f.dueAt.IsZero() || t.Before(f.dueAt) {
+// noteDue records that a lease at the owner's MaxAttempts ends at t (Unix nanoseconds). The
+// caller holds f.mu.
+func (f *flow) noteDue(t int64) {
+	if f.dueAt == 0 || t < f.dueAt {
 		f.dueAt = t
 	}
 }
@@ -313,7 +306,7 @@ func (f *flow) noteDue(t time.Time) {
 // The caller holds f.mu. With no lease at max attempts due it costs two comparisons and does not
 // read the clock.
 func (x *Exchange) expireLeases(f *flow) {
-	if f.leased == 0 || f.dueAt.IsZero() {
+	if f.leased == 0 || f.dueAt == 0 {
 		return
 	}
 	x.expireLeasesAt(f, x.opts.now())
@@ -321,11 +314,12 @@ func (x *Exchange) expireLeases(f *flow) {
 
 // expireLeasesAt is expireLeases at now.
 func (x *Exchange) expireLeasesAt(f *flow, now time.Time) {
-	if f.leased == 0 || f.dueAt.IsZero() || now.Before(f.dueAt) {
+	at := now.UnixNano()
+	if f.leased == 0 || f.dueAt == 0 || at < f.dueAt {
 		return
 	}
 	var (
-		next  time.Time
+		next  int64
 		empty []*progression
 	)
 	for _, p := range f.progs {
@@ -334,18 +328,18 @@ func (x *Exchange) expireLeasesAt(f *flow, now time.Time) {
 		}
 		// Walked by index: a dead letter removes the entry at i, and the next one takes its place.
 		for i, seen, n := 0, int32(0), p.leased; seen < n && i < p.len(); {
-			l := p.live()[i].lease
-			if l == nil {
+			e := &p.live()[i]
+			if e.attempts == 0 {
 				i++
 				continue
 			}
 			seen++
 			switch {
-			case l.attempts < f.settings.MaxAttempts:
+			case int(e.attempts) < f.settings.MaxAttempts:
 				i++
-			case now.Before(l.visibleAt):
-				if next.IsZero() || l.visibleAt.Before(next) {
-					next = l.visibleAt
+			case e.hidden(at):
+				if next == 0 || e.visibleAt < next {
+					next = e.visibleAt
 				}
 				i++
 			default:
@@ -374,7 +368,7 @@ func (x *Exchange) deadLetterLeased(f *flow, p *progression, i int, now time.Tim
 		Recipient: envelope.IDParticipant(f.owner),
 		Reason:    ReasonMaxAttempts,
 		At:        now,
-		Attempts:  e.lease.attempts,
+		Attempts:  int(e.attempts),
 		size:      int64(e.size),
 	}, x.opts.maxDeadLetters)
 	x.budget.release(freed)

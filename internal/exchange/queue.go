@@ -52,6 +52,10 @@ func (q *queue[T]) settle() {
 // panics when i is out of range. It moves whichever side of i is shorter, so removing near either
 // end (a lease acknowledged near the head, issue 18) costs O(1) and anywhere else O(min(i, len-i)).
 func (q *queue[T]) removeAt(i int) T {
+	if i == 0 { // Pop's case: no copy at all
+		v, _ := q.popFront()
+		return v
+	}
 	live := q.live()
 	v := live[i]
 	var zero T

@@ -87,14 +87,14 @@ func (page *ReceivedPage) add(p *progression, after Cursor, limit int) bool {
 			page.More = true
 			return false
 		}
-		if e.lease != nil && page.Leases == nil {
+		if e.attempts > 0 && page.Leases == nil {
 			page.Leases = make([]LeaseInfo, len(page.Messages), cap(page.Messages))
 		}
 		page.Messages = append(page.Messages, e.msg)
 		page.Next = Cursor{Inbox: p.ord, Seq: e.seq}
 		page.Cursors = append(page.Cursors, page.Next)
 		if page.Leases != nil {
-			page.Leases = append(page.Leases, e.lease.info())
+			page.Leases = append(page.Leases, e.leaseInfo())
 		}
 	}
 	return true
@@ -126,14 +126,19 @@ func (x *Exchange) PopIf(owner, sender uuid.UUID, check func(*envelope.Message) 
 	if f.closed {
 		return nil, false, nil
 	}
-	x.expireLeases(f)
+	var now int64 // read only when a lease may hide the head
+	if f.leased > 0 {
+		t := x.opts.now()
+		x.expireLeasesAt(f, t)
+		now = t.UnixNano()
+	}
 	p, ok := f.byName[inboxName(sender)]
 	if !ok || p.len() == 0 {
 		return nil, false, nil
 	}
 	i := 0
 	if p.leased > 0 {
-		if i = p.firstVisible(x.opts.now()); i < 0 {
+		if i = p.firstVisible(now); i < 0 {
 			return nil, false, nil
 		}
 	}
@@ -142,7 +147,12 @@ func (x *Exchange) PopIf(owner, sender uuid.UUID, check func(*envelope.Message) 
 			return nil, false, err
 		}
 	}
-	e := f.removeAt(p, i)
+	var e entry
+	if p.leased == 0 {
+		e, _ = f.popFront(p) // the lease-free path, as it was before leases
+	} else {
+		e = f.removeAt(p, i)
+	}
 	x.budget.release(int64(e.size))
 	if p.len() == 0 && !x.isRegistered(sender) {
 		f.reclaim(p)
