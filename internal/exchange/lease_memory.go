@@ -101,7 +101,7 @@ func (x *Exchange) Lease(req LeaseRequest) (LeaseResult, error) {
 				continue
 			}
 			if req.MaxBytes > 0 {
-				size := MessageSize(e.msg)
+				size := int64(e.size) - messageOverhead // MessageSize, without computing it again
 				if len(res.Leases) > 0 && bytes+size > req.MaxBytes {
 					return false
 				}
@@ -214,8 +214,9 @@ func (f *flow) findLease(r Receipt) (*progression, int) {
 		return nil, 0
 	}
 	var seen int32
-	for i := range p.live() {
-		e := &p.live()[i]
+	live := p.live()
+	for i := range live {
+		e := &live[i]
 		if e.attempts == 0 {
 			continue
 		}
@@ -285,8 +286,9 @@ func (f *flow) heldIn(sender *uuid.UUID, now int64) (held int, next time.Time) {
 
 // firstVisible returns the index of p's oldest entry visible at now, or -1.
 func (p *progression) firstVisible(now int64) int {
-	for i := range p.live() {
-		if !p.live()[i].hidden(now) {
+	live := p.live()
+	for i := range live {
+		if !live[i].hidden(now) {
 			return i
 		}
 	}

@@ -532,3 +532,18 @@ func TestEntryFourWords(t *testing.T) {
 		t.Errorf("a progression is %d bytes, want %d", got, want)
 	}
 }
+
+// TestLeaseMaxBytes (LeaseRequest.MaxBytes counts MessageSize): a budget of exactly two messages'
+// sizes takes two, one byte less takes one.
+func TestLeaseMaxBytes(t *testing.T) {
+	clk := newTestClock()
+	x, sent := leaseX(t, clk, OwnerSettings{}, []string{"m1", "m2 longer", "m3"})
+	two := MessageSize(sent[0]) + MessageSize(sent[1])
+	if l := mustLease(t, x, LeaseRequest{Max: 3, MaxBytes: two - 1}); len(l.Leases) != 1 {
+		t.Errorf("MaxBytes %d took %d messages, want 1", two-1, len(l.Leases))
+	}
+	clk.Add(DefaultVisibility) // m1 is visible again
+	if l := mustLease(t, x, LeaseRequest{Max: 3, MaxBytes: two}); len(l.Leases) != 2 {
+		t.Errorf("MaxBytes %d took %d messages, want 2", two, len(l.Leases))
+	}
+}
