@@ -26,11 +26,12 @@ func inboxName(sender uuid.UUID) string { return inboxPrefix + sender.String() }
 // it).
 const compactProgressionsAfter = 32
 
-// entry is one message held in a progression. It is four words with one pointer, as it was before
-// leases (TestEntryFourWords): the lease state is packed in beside the size rather than pointed
-// to, so owners that never lease pay nothing for it, neither in allocations (Collect's batch of
-// one message fits the stack buffer Go gives a small make) nor in GC scanning or write barriers,
-// and a Lease allocates nothing.
+// entry is one message held in a progression. It has the shape it had before leases, four words
+// and four fields with the message the only pointer (TestEntryFourWords), so that owners that
+// never lease pay nothing for the lease state packed into it: not an allocation (Collect's batch
+// of one message fits the stack buffer Go gives a small make), not GC scanning or write barriers,
+// and not the instructions that each more field costs when an entry is passed in registers (a
+// first version with seven fields cost every Pop about 90 more, measured with callgrind).
 type entry struct {
 	msg *envelope.Message
 	// seq is the message's insertion number in its flow: the order of LionAGI's items pile, and
@@ -39,24 +40,66 @@ type entry struct {
 	// visibleAt is when a leased inbox entry is visible again, in Unix nanoseconds of the
 	// Exchange's clock: its lease's deadline or the end of a Nack's delay (lease_memory.go).
 	visibleAt int64
-	// size is the message's estimated heap bytes, charged to the Exchange's budget while the
-	// entry is held (budget.go). An int32 so that the lease state fits beside it: Send holds it
-	// within math.MaxInt32 (entrySize), far above any message the server admits.
-	size int32
-	// attempts counts the leases of an inbox entry, the current one included; 0 for one never
-	// leased, whose visibleAt and held are then zero (MaxMaxAttempts fits a uint16).
-	attempts uint16
-	// recipientWasRegistered is set on outbox entries whose direct recipient was a registered
-	// owner when the message was sent, so that a drop at collect says "recipient left" rather
-	// than "unknown recipient".
-	recipientWasRegistered bool
-	// held is set while a lease holds the entry: by Lease, until Ack, Nack or another taker
-	// (lease.go), even past visibleAt.
-	held bool
+	// meta packs, low bits first: the size (32 bits), the lease attempts (16) and the flags
+	// (entryHeld, entryRecipientWasRegistered). Read and written through the methods below.
+	meta uint64
 }
 
-// MaxMaxAttempts must fit entry.attempts: this fails to compile otherwise.
+// The layout of entry.meta.
+const (
+	entryAttemptsShift = 32
+	// entryHeld is set while a lease holds an inbox entry: by Lease, until Ack, Nack or another
+	// taker (lease.go), even past visibleAt.
+	entryHeld uint64 = 1 << 48
+	// entryRecipientWasRegistered is set on outbox entries whose direct recipient was a
+	// registered owner when the message was sent, so that a drop at collect says "recipient
+	// left" rather than "unknown recipient".
+	entryRecipientWasRegistered uint64 = 1 << 49
+)
+
+// MaxMaxAttempts must fit entry.meta's 16 bits of attempts: this fails to compile otherwise.
 var _ [math.MaxUint16 - MaxMaxAttempts]struct{}
+
+// newEntry is an entry of m with size budget bytes (entrySize: at most math.MaxInt32), never
+// leased.
+func newEntry(m *envelope.Message, size int64, recipientWasRegistered bool) entry {
+	e := entry{msg: m, meta: uint64(uint32(size))}
+	if recipientWasRegistered {
+		e.meta |= entryRecipientWasRegistered
+	}
+	return e
+}
+
+// delivered is the inbox entry Collect makes of outbox entry e: its message and size, no flags.
+func (e *entry) delivered() entry { return entry{msg: e.msg, meta: uint64(uint32(e.meta))} }
+
+// bytes is the message's estimated heap bytes, charged to the Exchange's budget while the entry
+// is held (budget.go).
+func (e *entry) bytes() int64 { return int64(uint32(e.meta)) }
+
+// attempts counts the leases of an inbox entry, the current one included; 0 for one never leased
+// (its visibleAt and held are then zero).
+func (e *entry) attempts() int { return int(uint16(e.meta >> entryAttemptsShift)) }
+
+// setAttempts sets attempts to n (0..MaxMaxAttempts).
+func (e *entry) setAttempts(n int) {
+	e.meta = e.meta&^(math.MaxUint16<<entryAttemptsShift) | uint64(uint16(n))<<entryAttemptsShift
+}
+
+// held reports whether a lease holds the entry.
+func (e *entry) held() bool { return e.meta&entryHeld != 0 }
+
+// setHeld sets or clears held.
+func (e *entry) setHeld(on bool) {
+	if on {
+		e.meta |= entryHeld
+	} else {
+		e.meta &^= entryHeld
+	}
+}
+
+// recipientWasRegistered reports entryRecipientWasRegistered.
+func (e *entry) recipientWasRegistered() bool { return e.meta&entryRecipientWasRegistered != 0 }
 
 // entrySize is the budget bytes of m as an entry holds them: messageBytes, held within
 // math.MaxInt32 (2 GiB, far above the server's receive limit; a larger in-process message is
@@ -169,7 +212,7 @@ func (f *flow) push(p *progression, e entry) {
 	e.seq = f.nextSeq
 	p.q.push(e)
 	f.items++
-	f.bytes += int64(e.size)
+	f.bytes += e.bytes()
 }
 
 // popFront removes the oldest entry of p, which must have no lease state (p.leased == 0, or the
@@ -178,7 +221,7 @@ func (f *flow) popFront(p *progression) (entry, bool) {
 	e, ok := p.q.popFront()
 	if ok {
 		f.items--
-		f.bytes -= int64(e.size)
+		f.bytes -= e.bytes()
 	}
 	return e, ok
 }
@@ -188,8 +231,8 @@ func (f *flow) popFront(p *progression) (entry, bool) {
 func (f *flow) removeAt(p *progression, i int) entry {
 	e := p.q.removeAt(i)
 	f.items--
-	f.bytes -= int64(e.size)
-	if e.attempts > 0 {
+	f.bytes -= e.bytes()
+	if e.attempts() > 0 {
 		p.leased--
 		f.leased--
 	}

@@ -10,22 +10,23 @@ import (
 )
 
 // The memory engine's leases (issue 18; the rules are lease.go's). A lease lives on its inbox
-// entry (entry.attempts, held, visibleAt), so a leased message stays where it is: Receive shows it
-// in place, the inbox bound counts it and Unregister returns it with the rest. The counts that
-// tell a path it may skip the lease checks (progression.leased, flow.leased, flow.dueAt) are kept
-// under the flow's mu, so an owner that never leases pays a comparison or two per call. Times are
-// kept as Unix nanoseconds of the Exchange's clock, as the database engines keep them (lease.go).
+// entry (entry.visibleAt, and the attempts and held bits of entry.meta), so a leased message stays
+// where it is: Receive shows it in place, the inbox bound counts it and Unregister returns it with
+// the rest. The counts that tell a path it may skip the lease checks (progression.leased,
+// flow.leased, flow.dueAt) are kept under the flow's mu, so an owner that never leases pays a
+// comparison or two per call. Times are kept as Unix nanoseconds of the Exchange's clock, as the
+// database engines keep them (lease.go).
 
 // leaseInfo is the entry's lease state as Receive reports it.
 func (e *entry) leaseInfo() LeaseInfo {
-	if e.attempts == 0 {
+	if e.attempts() == 0 {
 		return LeaseInfo{}
 	}
-	return LeaseInfo{Attempts: int(e.attempts), VisibleAt: unixTime(e.visibleAt), Held: e.held}
+	return LeaseInfo{Attempts: e.attempts(), VisibleAt: unixTime(e.visibleAt), Held: e.held()}
 }
 
 // hidden reports whether the entry is invisible to Lease and Pop at now (Unix nanoseconds).
-func (e *entry) hidden(now int64) bool { return e.attempts > 0 && now < e.visibleAt }
+func (e *entry) hidden(now int64) bool { return e.attempts() > 0 && now < e.visibleAt }
 
 // unixTime is the time of n Unix nanoseconds, in UTC.
 func unixTime(n int64) time.Time { return time.Unix(0, n).UTC() }
@@ -101,28 +102,28 @@ func (x *Exchange) Lease(req LeaseRequest) (LeaseResult, error) {
 				continue
 			}
 			if req.MaxBytes > 0 {
-				size := int64(e.size) - messageOverhead // MessageSize, without computing it again
+				size := e.bytes() - messageOverhead // MessageSize, without computing it again
 				if len(res.Leases) > 0 && bytes+size > req.MaxBytes {
 					return false
 				}
 				bytes += size
 			}
-			if e.attempts == 0 {
+			if e.attempts() == 0 {
 				p.leased++
 				f.leased++
 			}
 			// A visible entry has attempts below MaxAttempts (so the increment stays within
 			// MaxMaxAttempts): expireLeasesAt made dead letters of the others, and Nack does at once.
-			e.attempts++
-			e.held = true
+			e.setAttempts(e.attempts() + 1)
+			e.setHeld(true)
 			e.visibleAt = due
-			if int(e.attempts) >= f.settings.MaxAttempts {
+			if e.attempts() >= f.settings.MaxAttempts {
 				f.noteDue(due)
 			}
 			res.Held++
 			res.Leases = append(res.Leases, Leased{
 				Message:  e.msg,
-				Receipt:  Receipt{Message: e.msg.ID, Sender: p.sender, Attempt: int(e.attempts)},
+				Receipt:  Receipt{Message: e.msg.ID, Sender: p.sender, Attempt: e.attempts()},
 				Deadline: deadline,
 			})
 		}
@@ -154,7 +155,7 @@ func (x *Exchange) Ack(owner uuid.UUID, r Receipt) error {
 		return StaleLease(owner, r)
 	}
 	e := f.removeAt(p, i)
-	x.budget.release(int64(e.size))
+	x.budget.release(e.bytes())
 	x.reclaimIfDeparted(f, p)
 	return nil
 }
@@ -174,12 +175,12 @@ func (x *Exchange) Nack(owner uuid.UUID, r Receipt, delay time.Duration) (deadLe
 	}
 	now := x.opts.now()
 	e := &p.live()[i]
-	if int(e.attempts) >= f.settings.MaxAttempts {
+	if e.attempts() >= f.settings.MaxAttempts {
 		x.deadLetterLeased(f, p, i, now)
 		x.reclaimIfDeparted(f, p)
 		return true, nil
 	}
-	e.held = false
+	e.setHeld(false)
 	e.visibleAt = now.Add(min(max(delay, 0), MaxVisibility)).UnixNano()
 	return false, nil
 }
@@ -198,7 +199,7 @@ func (x *Exchange) ExtendLease(owner uuid.UUID, r Receipt, d time.Duration) (tim
 	}
 	e := &p.live()[i]
 	e.visibleAt = x.opts.now().Add(min(max(d, MinVisibility), MaxVisibility)).UnixNano()
-	if int(e.attempts) >= f.settings.MaxAttempts {
+	if e.attempts() >= f.settings.MaxAttempts {
 		f.noteDue(e.visibleAt) // the deadline may have moved earlier
 	}
 	return unixTime(e.visibleAt), nil
@@ -217,11 +218,11 @@ func (f *flow) findLease(r Receipt) (*progression, int) {
 	live := p.live()
 	for i := range live {
 		e := &live[i]
-		if e.attempts == 0 {
+		if e.attempts() == 0 {
 			continue
 		}
 		if e.msg.ID == r.Message {
-			if e.held && int(e.attempts) == r.Attempt {
+			if e.held() && e.attempts() == r.Attempt {
 				return p, i
 			}
 			return nil, 0
@@ -262,11 +263,11 @@ func (f *flow) heldIn(sender *uuid.UUID, now int64) (held int, next time.Time) {
 		// Only as far as the inbox's last leased entry.
 		var seen int32
 		for _, e := range p.live() {
-			if e.attempts == 0 {
+			if e.attempts() == 0 {
 				continue
 			}
 			if e.hidden(now) {
-				if e.held {
+				if e.held() {
 					held++
 				}
 				if first == 0 || e.visibleAt < first {
@@ -331,13 +332,13 @@ func (x *Exchange) expireLeasesAt(f *flow, now time.Time) {
 		// Walked by index: a dead letter removes the entry at i, and the next one takes its place.
 		for i, seen, n := 0, int32(0), p.leased; seen < n && i < p.len(); {
 			e := &p.live()[i]
-			if e.attempts == 0 {
+			if e.attempts() == 0 {
 				i++
 				continue
 			}
 			seen++
 			switch {
-			case int(e.attempts) < f.settings.MaxAttempts:
+			case e.attempts() < f.settings.MaxAttempts:
 				i++
 			case e.hidden(at):
 				if next == 0 || e.visibleAt < next {
@@ -370,8 +371,8 @@ func (x *Exchange) deadLetterLeased(f *flow, p *progression, i int, now time.Tim
 		Recipient: envelope.IDParticipant(f.owner),
 		Reason:    ReasonMaxAttempts,
 		At:        now,
-		Attempts:  int(e.attempts),
-		size:      int64(e.size),
+		Attempts:  e.attempts(),
+		size:      e.bytes(),
 	}, x.opts.maxDeadLetters)
 	x.budget.release(freed)
 }

@@ -91,7 +91,7 @@ func checkLeaseCounts(t *testing.T, x *Exchange, step string) {
 				}
 				var n int32
 				for _, e := range p.live() {
-					if e.attempts > 0 {
+					if e.attempts() > 0 {
 						n++
 					}
 				}

@@ -87,7 +87,7 @@ func (page *ReceivedPage) add(p *progression, after Cursor, limit int) bool {
 			page.More = true
 			return false
 		}
-		if e.attempts > 0 && page.Leases == nil {
+		if e.attempts() > 0 && page.Leases == nil {
 			page.Leases = make([]LeaseInfo, len(page.Messages), cap(page.Messages))
 		}
 		page.Messages = append(page.Messages, e.msg)
@@ -153,7 +153,7 @@ func (x *Exchange) PopIf(owner, sender uuid.UUID, check func(*envelope.Message) 
 	} else {
 		e = f.removeAt(p, i)
 	}
-	x.budget.release(int64(e.size))
+	x.budget.release(e.bytes())
 	if p.len() == 0 && !x.isRegistered(sender) {
 		f.reclaim(p)
 	}

@@ -117,7 +117,7 @@ func (x *Exchange) sendWith(req SendRequest, extra func(*envelope.Message) int64
 		f.mu.Unlock()
 		return nil, err
 	}
-	f.push(outbox, entry{msg: m, recipientWasRegistered: known, size: int32(size)})
+	f.push(outbox, newEntry(m, size, known))
 	f.mu.Unlock()
 	// Only the first Send since the collector's last pass took this owner tells the collector,
 	// after the flow's lock is released (background.go).
