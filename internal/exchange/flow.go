@@ -116,8 +116,8 @@ type progression struct {
 	inbox   bool      // an inbox_<sender> progression
 	removed bool      // reclaimed: a tombstone in flow.progs until the next compaction
 	// leased counts the entries of q ever leased (attempts > 0): 0 means every entry is
-	// visible, so Pop, Receive and Lease take their lease-free paths. An int32 beside the flags, so that the
-	// struct keeps the size it had before leases (an inbox of 2^31 entries is far beyond memory).
+	// visible, so Pop, Receive and Lease take their lease-free paths. An int32 beside the flags,
+	// so that the struct keeps the size it had before leases (2^31 entries are far beyond memory).
 	leased int32
 	q      queue[entry]
 }
