@@ -1,0 +1,49 @@
+-- historyd schema, version 3 (sqlite): leases, acks and redelivery (issue 18,
+-- internal/exchange/lease.go has the rules). Additive: columns with constant
+-- defaults and one partial index, so rows written by version 2 read as
+-- "never leased" and an owner registered before it as "the server's
+-- defaults". The twin is ../postgres/00003_leases.sql.
+--
+-- dialect: SQLite's ALTER TABLE adds one column per statement; PostgreSQL
+-- could add several in one, but the files keep one statement per column so
+-- they read alike. Neither rewrites the table for a column with a constant
+-- default (PostgreSQL 11 and later store the default in the catalogue), so
+-- the migration costs the index build alone: one read of exchange_ledger,
+-- with no row to index yet (every visible_at is 0). Down: SQLite (3.35+)
+-- drops a column only when no index names it, so the index goes first in
+-- both.
+
+-- +goose Up
+-- An owner's lease settings (exchange.OwnerSettings), stored resolved at
+-- Register, so a restart with other --exchange-* flags keeps them; 0 (an
+-- owner registered before version 3) means the server's defaults.
+ALTER TABLE exchange_owners ADD COLUMN max_attempts BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE exchange_owners ADD COLUMN visibility_ns BIGINT NOT NULL DEFAULT 0;
+
+-- A delivery's leases (inbox rows): attempts counts the leases it had (kept
+-- when the row moves on, for the ledger and a max-attempts dead letter);
+-- visible_at is the Unix nanoseconds, on the clock of the replica that set
+-- it, when a leased or nacked row is visible again (0: never leased, and
+-- every row that left the inbox); held is 0 when no lease holds the row, 1
+-- while one does, 2 while one does on the message's last attempt (its
+-- attempts reached the owner's max_attempts: the lease's end makes it a
+-- dead letter).
+ALTER TABLE exchange_ledger ADD COLUMN attempts BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE exchange_ledger ADD COLUMN visible_at BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE exchange_ledger ADD COLUMN held BIGINT NOT NULL DEFAULT 0;
+
+-- The rows a lease touched and that are still in an inbox, by holder, then
+-- held, then deadline: one probe finds an owner's expired last-attempt
+-- leases (held = 2, visible_at <= now; nothing to read for an owner with
+-- none), and the held count and the next deadline of a Lease read the
+-- hidden rows only (visible_at > now). Never-leased rows are not in it, so
+-- Send, Collect and Pop of unleased mail write it no entry.
+CREATE INDEX exchange_ledger_by_lease ON exchange_ledger (tenant, holder, held, visible_at) WHERE visible_at > 0;
+
+-- +goose Down
+DROP INDEX exchange_ledger_by_lease;
+ALTER TABLE exchange_ledger DROP COLUMN held;
+ALTER TABLE exchange_ledger DROP COLUMN visible_at;
+ALTER TABLE exchange_ledger DROP COLUMN attempts;
+ALTER TABLE exchange_owners DROP COLUMN visibility_ns;
+ALTER TABLE exchange_owners DROP COLUMN max_attempts;
