@@ -6,6 +6,7 @@ var (
 	ReceivePageQuery = receivePageQuery
 	StInbox          = stInbox
 	StPopped         = stPopped
+	StAcked          = stAcked
 	StReturned       = stReturned
 	StEvicted        = stEvicted
 )

@@ -32,7 +32,7 @@ func planStatements(owner uuid.UUID) []planStatement {
 		{"ReceivePage by sender", exchangedb.ReceivePageQuery(true, true), []any{exchangedb.Tenant, owner.String(), exchangedb.StInbox, int64(1), int64(5), owner.String(), int64(10)}, "(ord,seq)>(?,?)", "(ROW(ord, seq) > ROW("},
 		// review17 R6: a pruning pass reads from the oldest terminal row, one message by key, the
 		// oldest request ids: never every live message.
-		{"prune select", exchangedb.QPruneSelect, []any{exchangedb.Tenant, exchangedb.StPopped, exchangedb.StReturned, exchangedb.StEvicted, int64(1), int64(500)},
+		{"prune select", exchangedb.QPruneSelect, []any{exchangedb.Tenant, exchangedb.StPopped, exchangedb.StAcked, exchangedb.StReturned, exchangedb.StEvicted, int64(1), int64(500)},
 			"exchange_ledger_by_done (tenant=? AND done_at>? AND done_at<?)", "Index Scan using exchange_ledger_by_done"},
 		{"prune row", exchangedb.QPruneRow, []any{exchangedb.Tenant, id, id}, "PRIMARY KEY (tenant=? AND message=? AND recipient=?)", "Index Cond: ((tenant = ''::text) AND (message = "},
 		{"prune message", exchangedb.QPruneMessage, []any{exchangedb.Tenant, id}, "(tenant=? AND id=?)", "(id = "},
