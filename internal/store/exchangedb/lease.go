@@ -37,12 +37,13 @@ const (
 const qLeaseOwner = `SELECT max_attempts, visibility_ns, ` + qDueExists + ` FROM exchange_owners WHERE tenant = ? AND owner = ?`
 
 // qLeaseHidden counts the scope's rows held by unexpired leases and finds the earliest time a
-// hidden one is visible again (0: none hidden), reading the hidden rows only: the three ranges
-// (held 0, 1 and 2) of exchange_ledger_by_lease past now. Args: tenant, holder, now, the inbox
-// state, then the sender when bySender.
+// hidden one is visible again (0: none hidden), reading the hidden rows only: the range of
+// exchange_ledger_by_visible past now (the literal visible_at > 0 is its partial index's
+// condition, which both databases need to see in the query). Args: tenant, holder, now, the
+// inbox state, then the sender when bySender.
 func qLeaseHidden(bySender bool) string {
 	q := `SELECT COUNT(CASE WHEN held > 0 THEN 1 END), COALESCE(MIN(visible_at), 0) FROM exchange_ledger
-		WHERE tenant = ? AND holder = ? AND held IN (0, 1, 2) AND visible_at > 0 AND visible_at > ? AND state = ?`
+		WHERE tenant = ? AND holder = ? AND visible_at > 0 AND visible_at > ? AND state = ?`
 	if bySender {
 		q += ` AND sender = ?`
 	}

@@ -13,14 +13,15 @@ import (
 // looks at the owner's inboxes (Lease, PopIf, ReceivePage, Get, DeadLetters, UnregisterIf), before
 // it answers"). A lease on a message's last attempt is marked held = 2 when it is taken; once its
 // deadline passes, the message is a dead letter of the owner, reason ReasonMaxAttempts, with its
-// attempt count. No timer makes it so: each of those calls probes exchange_ledger_by_lease for
+// attempt count. No timer makes it so: each of those calls probes exchange_ledger_by_last for
 // such a lease of the owner (one index probe, which finds nothing for an owner with none) and
 // sweeps first when it finds one. The sweep writes, so a read (ReceivePage, Get, DeadLetters)
 // that finds one gives way to a write transaction that sweeps, then reads again (readSwept).
 
-// qDue finds one expired last-attempt lease of a holder. Args: tenant, holder, now, the inbox
-// state. The literal visible_at > 0 lets both databases use the partial index.
-const qDue = `SELECT 1 FROM exchange_ledger WHERE tenant = ? AND holder = ? AND held = 2 AND visible_at > 0 AND visible_at <= ? AND state = ? LIMIT 1`
+// qDue finds one expired last-attempt lease of a holder, by exchange_ledger_by_last (the partial
+// index of held = 2 rows: nothing to read for an owner with none). Args: tenant, holder, now, the
+// inbox state.
+const qDue = `SELECT 1 FROM exchange_ledger WHERE tenant = ? AND holder = ? AND held = 2 AND visible_at <= ? AND state = ? LIMIT 1`
 
 // qDueExists is qDue as a column, 1 or 0 (an integer in both dialects, not PostgreSQL's boolean).
 const qDueExists = `CASE WHEN EXISTS (` + qDue + `) THEN 1 ELSE 0 END`
@@ -32,7 +33,7 @@ const qOwnerDue = `SELECT next_dead, dead, ` + qDueExists + ` FROM exchange_owne
 
 // qSweepSelect is the expired last-attempt leases of a holder, oldest deadline first (the order
 // their dead letters are numbered in). Args: tenant, holder, now, the inbox state.
-const qSweepSelect = `SELECT message, sender, attempts FROM exchange_ledger WHERE tenant = ? AND holder = ? AND held = 2 AND visible_at > 0 AND visible_at <= ? AND state = ?
+const qSweepSelect = `SELECT message, sender, attempts FROM exchange_ledger WHERE tenant = ? AND holder = ? AND held = 2 AND visible_at <= ? AND state = ?
 	ORDER BY visible_at, ord, seq`
 
 // errSweepDue is a transaction's way out to the sweep: it found an expired last-attempt lease it
