@@ -11,6 +11,7 @@ import (
 
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/exchange"
+	"github.com/historyd/historyd/internal/exchange/exchangetest"
 	"github.com/historyd/historyd/internal/store/exchangedb"
 	"github.com/historyd/historyd/internal/store/postgres/pgtest"
 )
@@ -219,5 +220,102 @@ func TestSQLiteRestartKeepsLeases(t *testing.T) {
 	snap, ok, err := e.Get(tctx(t), bob)
 	if err != nil || !ok || len(snap.DeadLetters) != 2 || snap.DeadLetters[0].Attempts != 3 || snap.DeadLetters[0].Message.ID != first.Leases[0].Message.ID {
 		t.Fatalf("Get(bob) = %+v, %v, %v; want both messages dead letters after 3 attempts (bob's max, not the new default 9)", snap, ok, err)
+	}
+}
+
+// lease.go: "An expired lease is noticed by the next call that looks at the owner's inboxes
+// (Lease, PopIf, ReceivePage, Get, DeadLetters, UnregisterIf), before it answers". Each of those
+// calls, on each engine, answers as if the expired last-attempt lease had become a dead letter,
+// and the ledger (read without sweeping) says it has: a read gives way to the sweep, a Lease runs
+// again after it, PopIf and UnregisterIf sweep in their own transaction.
+func TestEveryCallThatLooksSweepsFirst(t *testing.T) {
+	calls := []struct {
+		name string
+		// call makes the call on svc for bob (alice the sender) and checks its answer: the
+		// message "last" is gone from the inbox, and a dead letter where the call shows them;
+		// "next" is still there.
+		call func(t *testing.T, svc exchange.Service, alice, bob uuid.UUID, last, next *envelope.Message)
+	}{
+		{"Lease", func(t *testing.T, svc exchange.Service, _, bob uuid.UUID, _, next *envelope.Message) {
+			if l := lease(t, svc, bob, 5); len(l.Leases) != 1 || l.Leases[0].Message.ID != next.ID || l.Leases[0].Receipt.Attempt != 1 {
+				t.Errorf("Lease = %+v, want %q alone, attempt 1", l.Leases, "next")
+			}
+		}},
+		{"PopIf", func(t *testing.T, svc exchange.Service, alice, bob uuid.UUID, _, next *envelope.Message) {
+			if m, ok, err := svc.PopIf(tctx(t), bob, alice, nil); err != nil || !ok || m.ID != next.ID {
+				t.Errorf("Pop = %v, %v, %v; want %q", m, ok, err, "next")
+			}
+		}},
+		{"ReceivePage", func(t *testing.T, svc exchange.Service, _, bob uuid.UUID, _, next *envelope.Message) {
+			if p, err := svc.ReceivePage(tctx(t), bob, nil, exchange.Cursor{}, 0); err != nil || len(p.Messages) != 1 || p.Messages[0].ID != next.ID {
+				t.Errorf("Receive = %+v, %v; want %q alone", p.Messages, err, "next")
+			}
+		}},
+		{"Get", func(t *testing.T, svc exchange.Service, _, bob uuid.UUID, last, next *envelope.Message) {
+			s, ok, err := svc.Get(tctx(t), bob)
+			if err != nil || !ok || len(s.Inboxes) != 1 || len(s.Inboxes[0].Messages) != 1 || s.Inboxes[0].Messages[0].ID != next.ID ||
+				len(s.DeadLetters) != 1 || s.DeadLetters[0].Message.ID != last.ID {
+				t.Errorf("Get = %+v, %v, %v; want %q in the inbox, %q a dead letter", s, ok, err, "next", "last")
+			}
+		}},
+		{"DeadLetters", func(t *testing.T, svc exchange.Service, _, bob uuid.UUID, last, _ *envelope.Message) {
+			if p, err := svc.DeadLetters(tctx(t), bob, 0, 0); err != nil || len(p.Letters) != 1 || p.Letters[0].Message.ID != last.ID {
+				t.Errorf("DeadLetters = %+v, %v; want %q", p.Letters, err, "last")
+			}
+		}},
+		{"UnregisterIf", func(t *testing.T, svc exchange.Service, _, bob uuid.UUID, last, next *envelope.Message) {
+			s, ok, err := svc.UnregisterIf(tctx(t), bob, nil)
+			if err != nil || !ok || len(s.Inboxes) != 1 || len(s.Inboxes[0].Messages) != 1 || s.Inboxes[0].Messages[0].ID != next.ID ||
+				len(s.DeadLetters) != 1 || s.DeadLetters[0].Message.ID != last.ID || s.DeadLetters[0].Attempts != 1 {
+				t.Errorf("Unregister = %+v, %v, %v; want %q returned from the inbox, %q a dead letter", s, ok, err, "next", "last")
+			}
+		}},
+	}
+	for _, eng := range []struct {
+		name    string
+		factory exchangetest.Factory
+	}{{"sqlite", sqliteFactory}, {"postgres", postgresFactory}} {
+		for _, c := range calls {
+			t.Run(eng.name+"/"+c.name, func(t *testing.T) {
+				clk := newFakeClock()
+				svc := eng.factory(t, exchangetest.Options{Clock: clk.Now})
+				alice, bob := uuid.New(), uuid.New()
+				register(t, svc, alice)
+				if _, err := svc.Register(tctx(t), bob, exchange.OwnerSettings{MaxAttempts: 1, Visibility: time.Second}); err != nil {
+					t.Fatal(err)
+				}
+				last := send(t, svc, alice, envelope.IDParticipant(bob), "last")
+				next := send(t, svc, alice, envelope.IDParticipant(bob), "next")
+				if _, err := svc.Collect(tctx(t), alice, exchange.ReportOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				if l := lease(t, svc, bob, 1); len(l.Leases) != 1 || l.Leases[0].Message.ID != last.ID {
+					t.Fatalf("Lease = %+v, want %q", l.Leases, "last")
+				}
+				clk.Add(time.Second)
+				c.call(t, svc, alice, bob, last, next)
+				entries, err := svc.(exchange.Ledgered).Ledger(tctx(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				found := 0
+				for _, le := range entries {
+					if le.Message != last.ID {
+						continue
+					}
+					found++
+					want := exchange.LedgerDead
+					if c.name == "UnregisterIf" {
+						want = exchange.LedgerReturned // dead-lettered, then returned with bob's dead letters
+					}
+					if le.State != want || le.Attempts != 1 || le.Recipient != bob.String() {
+						t.Errorf("ledger of %q after %s = %+v, want %s, 1 attempt, bob's", "last", c.name, le, want)
+					}
+				}
+				if found != 1 {
+					t.Errorf("the ledger holds %d entries of %q, want 1", found, "last")
+				}
+			})
+		}
 	}
 }
