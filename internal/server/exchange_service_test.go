@@ -39,9 +39,20 @@ type exchangeFixture struct {
 // newExchangeFixture serves a new Exchange built with exOpts; streamOpts configure SubscribeInbox.
 func newExchangeFixture(t *testing.T, exOpts []exchange.Option, streamOpts ...StreamOption) *exchangeFixture {
 	t.Helper()
+	return newExchangeFixtureOver(t, exOpts, nil, streamOpts...)
+}
+
+// newExchangeFixtureOver is newExchangeFixture serving wrap(the memory engine) when wrap is not
+// nil: a test's stand-in for an engine that answers otherwise.
+func newExchangeFixtureOver(t *testing.T, exOpts []exchange.Option, wrap func(exchange.Service) exchange.Service, streamOpts ...StreamOption) *exchangeFixture {
+	t.Helper()
 	ex := exchange.New(exOpts...)
 	t.Cleanup(ex.Close)
-	es := NewExchangeServer(&exchange.MemoryService{X: ex}, streamOpts...)
+	var svc exchange.Service = &exchange.MemoryService{X: ex}
+	if wrap != nil {
+		svc = wrap(svc)
+	}
+	es := NewExchangeServer(svc, streamOpts...)
 	ts := newTestServer(t, func(gs *grpc.Server) { historyv1.RegisterExchangeServiceServer(gs, es) })
 	ts.OnShutdown(es.EndStreams) // as RegisterExchange does
 	return &exchangeFixture{testServer: ts, ex: ex, es: es, client: historyv1.NewExchangeServiceClient(ts.conn)}
