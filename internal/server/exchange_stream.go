@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/google/uuid"
-
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
