@@ -34,6 +34,9 @@ const (
 	// ReasonNoRecipients: a broadcast found no other registered owner (vector "broadcast": a solo
 	// owner's broadcast delivers 0).
 	ReasonNoRecipients
+	// ReasonMaxAttempts: a leased message reached its owner's MaxAttempts without an Ack (issue 18;
+	// lease.go). Its dead letter belongs to the recipient that leased it.
+	ReasonMaxAttempts
 )
 
 var reasonNames = map[Reason]string{
@@ -43,6 +46,7 @@ var reasonNames = map[Reason]string{
 	ReasonRecipientLeft:    "recipient left",
 	ReasonInboxFull:        "inbox full",
 	ReasonNoRecipients:     "no recipients",
+	ReasonMaxAttempts:      "max attempts",
 }
 
 // String returns the reason in words, for example "inbox full".
@@ -56,7 +60,7 @@ func (r Reason) String() string {
 // Reasons lists every drop reason, in their numeric order.
 func Reasons() []Reason {
 	return []Reason{ReasonUnsetRecipient, ReasonUnknownRecipient, ReasonNotUUID, ReasonRecipientLeft,
-		ReasonInboxFull, ReasonNoRecipients}
+		ReasonInboxFull, ReasonNoRecipients, ReasonMaxAttempts}
 }
 
 // DeadLetter is a message that Collect dropped for one recipient, kept by its sender.

@@ -70,12 +70,6 @@ var (
 	ErrInvalidReceipt = errors.New("invalid lease receipt")
 )
 
-// ReasonMaxAttempts: the message was leased MaxAttempts times without an Ack (issue 18). Its dead
-// letter belongs to the recipient that leased it.
-const ReasonMaxAttempts = ReasonNoRecipients + 1
-
-func init() { reasonNames[ReasonMaxAttempts] = "max attempts" }
-
 // OwnerSettings are the lease options of one owner, set at Register; zero fields mean the
 // Exchange's defaults (WithLeaseDefaults).
 type OwnerSettings struct {

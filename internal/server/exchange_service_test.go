@@ -442,12 +442,7 @@ func TestExchangeDeadLetterPages(t *testing.T) {
 // TestDeadLetterReasons: every exchange drop reason has a wire value, and they are distinct.
 func TestDeadLetterReasons(t *testing.T) {
 	seen := map[historyv1.DeadLetterReason]bool{}
-	reasons := exchange.Reasons()
-	if !slices.Contains(reasons, exchange.ReasonMaxAttempts) {
-		// issue 18's reason is defined in lease.go, beside the others' list (Reasons).
-		reasons = append(reasons, exchange.ReasonMaxAttempts)
-	}
-	for _, r := range reasons {
+	for _, r := range exchange.Reasons() {
 		p, ok := reasonToProto[r]
 		if !ok || p == historyv1.DeadLetterReason_DEAD_LETTER_REASON_UNSPECIFIED || seen[p] {
 			t.Errorf("reason %v maps to %v", r, p)
