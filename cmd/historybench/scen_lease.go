@@ -86,7 +86,7 @@ func leaseLoad(ctx context.Context, h *historyd, conc int, lease bool, d time.Du
 			return 0, fmt.Errorf("leasing: %w", err)
 		}
 		if ls := resp.GetLeased(); len(ls) != 1 || ls[0].GetMessage().GetId() != id || ls[0].GetAttempt() != 1 {
-			return 0, fmt.Errorf("Lease of %s's only message %s returned %v", to, id, ls)
+			return 0, fmt.Errorf("the Lease of %s's only message %s returned %v", to, id, ls)
 		}
 		if _, err := h.Client.Exchange.Ack(ctx, &historyv1.AckRequest{OwnerId: to, Receipt: resp.GetLeased()[0].GetReceipt()}); err != nil {
 			return 0, fmt.Errorf("acknowledging: %w", err)
