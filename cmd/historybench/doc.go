@@ -45,8 +45,14 @@
 //   - Exchange Send+Collect direct, 100 owners, concurrency 50, historyd on PostgreSQL over the
 //     memory engine (issue 17; the PostgreSQL server on a fresh schema; target at least 0.3).
 //
+// and acknowledged delivery on each engine (issue 18; -engines lease runs only these):
+//
+//   - Exchange rounds of Send, Collect and Lease+Ack over rounds of Send, Collect and PopMessage,
+//     concurrency 50 (a sender and a receiver per worker), on one historyd: the memory engine,
+//     sqlite --sync=normal and PostgreSQL (target at least 0.5 each).
+//
 // Until historyd serves PostgreSQL (its help lists no --postgres-url), or without a PostgreSQL,
-// these rows say "skipped: ..." and have no figure.
+// the PostgreSQL rows say "skipped: ..." and have no figure.
 //
 // Every figure is the median of several runs, with their minimum and maximum. The table is printed
 // and written to bench/results.md with the machine's core count and the date. When a target is

@@ -68,6 +68,10 @@ func TestQuickRun(t *testing.T) {
 		pgWatchLatencyName + " p50",
 		pgWatchLatencyName + " p99",
 		"AddMessage throughput on replica A with 5 watchers on replica B / with none, PostgreSQL engine",
+		// issue 18's: Lease+Ack over Send+PopMessage on each engine (PostgreSQL's may say skipped).
+		leaseRowName(leaseMemoryEngine, 2),
+		leaseRowName(leaseSQLiteEngine, 2),
+		leaseRowName(leasePGEngine, 2),
 		"cores (GOMAXPROCS",
 		"- date: ",
 	} {

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -26,7 +27,16 @@ import (
 //     (counted separately); likewise returned entries and routed messages with no report, for
 //     Unregisters and Collects in flight;
 //   - everything in state inbox is what Receive returns after the restart, owner by owner; the
-//     outbox entries are each owner's queued_count; the dead entries its ListDeadLetters.
+//     outbox entries are each owner's queued_count; the dead entries its ListDeadLetters;
+//   - leases (issue 18): a message a client leased is leased in the ledger with at least the
+//     attempts seen, or in a state that ends a delivery (acked, popped, returned, or a dead letter
+//     for max attempts); every message a client acknowledged is acked in the ledger with the
+//     receipt's attempt, was acknowledged once, and was never popped, returned or handed out
+//     again (exLog); an acked entry no client saw is allowed only as far as Acks were in flight at
+//     kills; a max-attempts dead letter has exactly max_attempts attempts. A leased entry whose
+//     attempts reached max_attempts may become a dead letter as the restarted server answers (a
+//     call that reads the owner's inboxes notices an expired lease): Receive may leave it out,
+//     and ListDeadLetters list it.
 // Lost is an acknowledged thing the ledger or the server lacks; duplicated is something present
 // twice, handed out twice, or that no acknowledged call made.
 
@@ -52,8 +62,17 @@ func (r *exRun) indexLedger(entries []exchange.LedgerEntry) *exLedger {
 		m[e.Recipient] = e
 		l.ids[id] = true
 		r.states[e.State]++
+		if maxAttemptsDead(e) {
+			r.maxDead++
+		}
 	}
 	return l
+}
+
+// maxAttemptsDead reports whether e is a dead letter (kept or evicted) for max attempts: the
+// recipient's, after its leases (issue 18).
+func maxAttemptsDead(e exchange.LedgerEntry) bool {
+	return (e.State == exchange.LedgerDead || e.State == exchange.LedgerEvicted) && e.Reason == exchange.ReasonMaxAttempts
 }
 
 // checkLedger holds the ledger to the clients' log. The Sends in flight at the kill are not in the
@@ -93,6 +112,77 @@ func (r *exRun) checkLedger(l *exLedger) {
 			r.violate(&r.duplicated, "ledger: message %s, popped by %s, is %s there: it can be handed out again", k.msg, k.recipient, e.State)
 		}
 	}
+	r.checkLeases(l)
+}
+
+// checkLeases holds the ledger's leased and acked entries to the leases and Acks the clients saw
+// (issue 18). The caller holds the log's lock.
+func (r *exRun) checkLeases(l *exLedger) {
+	lg := r.log
+	// Acked entries: each an Ack a client saw, or one in flight at a kill.
+	unseen := map[string]int{}
+	for _, id := range slices.Sorted(maps.Keys(l.byMsg)) {
+		for rc, e := range l.byMsg[id] {
+			if e.State == exchange.LedgerAcked && len(lg.acks[exKey{id, rc}]) == 0 {
+				unseen[rc]++
+			}
+		}
+	}
+	r.ackedUnseen = 0
+	for owner, n := range unseen {
+		r.ackedUnseen += n
+		if allowed := lg.unseenAcks[owner]; n > allowed {
+			r.violate(&r.lost, "ledger: %d messages acked at %s that no client acknowledged, and %d Acks of it were in flight at kills", n, owner, allowed)
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(lg.acks), compareExKeys) {
+		a := lg.acks[k][0]
+		switch e, ok := l.byMsg[k.msg][k.recipient]; {
+		case !ok:
+			r.violate(&r.lost, "ledger: message %s, acknowledged by %s, has no entry for it", k.msg, k.recipient)
+		case e.State != exchange.LedgerAcked:
+			r.violate(&r.duplicated, "ledger: message %s, acknowledged by %s (attempt %d), is %s there: it can be handed out again", k.msg, k.recipient, a, e.State)
+		case e.Attempts != a:
+			r.violate(&r.duplicated, "ledger: message %s, acknowledged by %s with attempt %d, is acked after %d attempts", k.msg, k.recipient, a, e.Attempts)
+		}
+	}
+	// Every message a client leased: no lease after the one acknowledged or the Nack that made a
+	// dead letter of it, and its entry is where its leases can lead.
+	for _, k := range slices.SortedFunc(maps.Keys(lg.grants), compareExKeys) {
+		top := slices.Max(lg.grants[k])
+		if as := lg.acks[k]; len(as) > 0 && as[0] != top {
+			r.violate(&r.duplicated, "message %s at %s: acknowledged with attempt %d, and leased with attempt %d", k.msg, k.recipient, as[0], top)
+		}
+		if a, ok := lg.nackDead[k]; ok && a != top {
+			r.violate(&r.duplicated, "message %s at %s: a dead letter by the Nack of attempt %d, and leased with attempt %d", k.msg, k.recipient, a, top)
+		}
+		e, ok := l.byMsg[k.msg][k.recipient]
+		if !ok {
+			r.violate(&r.lost, "ledger: message %s, leased by %s (attempts %v), has no entry for it", k.msg, k.recipient, lg.grants[k])
+			continue
+		}
+		switch e.State {
+		case exchange.LedgerLeased:
+			if e.Attempts < top {
+				r.violate(&r.lost, "ledger: message %s at %s is leased after %d attempts, and a client was handed attempt %d", k.msg, k.recipient, e.Attempts, top)
+			}
+		case exchange.LedgerAcked, exchange.LedgerPopped, exchange.LedgerReturned:
+		case exchange.LedgerDead, exchange.LedgerEvicted:
+			if e.Reason != exchange.ReasonMaxAttempts {
+				r.violate(&r.lost, "ledger: message %s, leased by %s, is a dead letter for reason %d", k.msg, k.recipient, e.Reason)
+			}
+		default:
+			r.violate(&r.lost, "ledger: message %s, leased by %s (attempts %v), is %s there", k.msg, k.recipient, lg.grants[k], e.State)
+		}
+		if _, ok := lg.nackDead[k]; ok && !maxAttemptsDead(e) && e.State != exchange.LedgerReturned {
+			r.violate(&r.duplicated, "ledger: message %s at %s, which a Nack made a dead letter, is %s there", k.msg, k.recipient, e.State)
+		}
+	}
+}
+
+// compareExKeys orders ledger keys, for reports in a stable order.
+func compareExKeys(a, b exKey) int {
+	return cmp.Or(cmp.Compare(a.msg, b.msg), cmp.Compare(a.recipient, b.recipient))
 }
 
 // checkMessage checks the entries of one acknowledged Send. The caller holds the log's lock.
@@ -152,7 +242,8 @@ func (r *exRun) checkMessage(l *exLedger, id string, s *exSend) {
 		}
 		if d == nil {
 			switch {
-			case e.State == exchange.LedgerInbox || e.State == exchange.LedgerPopped:
+			case e.State == exchange.LedgerInbox || e.State == exchange.LedgerPopped ||
+				e.State == exchange.LedgerLeased || e.State == exchange.LedgerAcked || maxAttemptsDead(e):
 				r.checkDelivered(id, e) // reached rc
 				continue
 			case e.State == exchange.LedgerReturned && lg.returned[exKey{id, rc}]:
@@ -203,9 +294,10 @@ func describeEntries(entries map[string]exchange.LedgerEntry) string {
 	return strings.Join(out, ", ")
 }
 
-// checkDelivered checks an entry of a recipient a message reached: in its inbox, popped or
-// returned with it (popped entries are held to the clients' pops in checkLedger). The caller holds
-// the log's lock.
+// checkDelivered checks an entry of a recipient a message reached: in its inbox (leased or not),
+// popped, acked, a dead letter of the recipient for max attempts, or returned with it (popped,
+// acked and leased entries are held to the clients' pops, Acks and leases in checkLedger). The
+// caller holds the log's lock.
 func (r *exRun) checkDelivered(id string, e exchange.LedgerEntry) {
 	lg := r.log
 	k := exKey{id, e.Recipient}
@@ -214,7 +306,26 @@ func (r *exRun) checkDelivered(id string, e exchange.LedgerEntry) {
 		if lg.returned[k] {
 			r.violate(&r.duplicated, "ledger: message %s, which Unregister %s returned, is still in its inbox", id, e.Recipient)
 		}
-	case exchange.LedgerPopped:
+		if as := lg.grants[k]; len(as) > 0 {
+			r.violate(&r.lost, "ledger: message %s, leased by %s (attempts %v), is an inbox entry never leased", id, e.Recipient, as)
+		}
+	case exchange.LedgerLeased:
+		if lg.returned[k] {
+			r.violate(&r.duplicated, "ledger: message %s, which Unregister %s returned, is still leased in its inbox", id, e.Recipient)
+		}
+		if e.Attempts < 1 || e.Attempts > exCrashMaxAttempts {
+			r.violate(&r.duplicated, "ledger: message %s is leased at %s after %d attempts, max_attempts is %d", id, e.Recipient, e.Attempts, exCrashMaxAttempts)
+		}
+	case exchange.LedgerDead, exchange.LedgerEvicted:
+		switch {
+		case e.Reason != exchange.ReasonMaxAttempts:
+			r.violate(&r.lost, "ledger: message %s reached %s and is %s there, reason %d", id, e.Recipient, e.State, e.Reason)
+		case e.Attempts != exCrashMaxAttempts:
+			r.violate(&r.lost, "ledger: message %s is a dead letter of %s for max attempts after %d attempts, max_attempts is %d", id, e.Recipient, e.Attempts, exCrashMaxAttempts)
+		case lg.returned[k]:
+			r.violate(&r.duplicated, "ledger: message %s, which Unregister %s returned, is still its dead letter", id, e.Recipient)
+		}
+	case exchange.LedgerAcked, exchange.LedgerPopped:
 	case exchange.LedgerReturned:
 		if !lg.returned[k] {
 			if lg.unseenUnregisters[e.Recipient] == 0 {
@@ -249,18 +360,32 @@ func (r *exRun) checkUnknown(l *exLedger) {
 // returns the registered owners.
 func (r *exRun) checkServer(ctx context.Context, c historyv1.ExchangeServiceClient, l *exLedger) map[string]bool {
 	queued, inbox, dead := map[string]int{}, map[string]map[string]bool{}, map[string]int{}
+	// sweepable: leased entries at max_attempts, which the restarted server may make dead letters
+	// of as it answers (lease.go: an expired lease is noticed by the next call that reads the
+	// owner's inboxes or dead letters).
+	sweepable := map[string]map[string]bool{}
 	for id, es := range l.byMsg {
 		for rc, e := range es {
 			switch e.State {
 			case exchange.LedgerOutbox:
 				queued[e.Sender.String()]++
-			case exchange.LedgerInbox:
+			case exchange.LedgerInbox, exchange.LedgerLeased:
 				if inbox[rc] == nil {
 					inbox[rc] = map[string]bool{}
 				}
 				inbox[rc][id] = true
+				if e.State == exchange.LedgerLeased && e.Attempts >= exCrashMaxAttempts {
+					if sweepable[rc] == nil {
+						sweepable[rc] = map[string]bool{}
+					}
+					sweepable[rc][id] = true
+				}
 			case exchange.LedgerDead:
-				dead[e.Sender.String()]++
+				if e.Reason == exchange.ReasonMaxAttempts {
+					dead[rc]++ // the recipient's dead letter
+				} else {
+					dead[e.Sender.String()]++
+				}
 			}
 		}
 	}
@@ -277,8 +402,9 @@ func (r *exRun) checkServer(ctx context.Context, c historyv1.ExchangeServiceClie
 			if int(o.GetQueuedCount()) != queued[id] {
 				r.violate(&r.lost, "owner %s: queued_count %d after the restart, %d outbox entries in the ledger", id, o.GetQueuedCount(), queued[id])
 			}
-			if int(o.GetInboxCount()) != len(inbox[id]) {
-				r.violate(&r.lost, "owner %s: inbox_count %d after the restart, %d inbox entries in the ledger", id, o.GetInboxCount(), len(inbox[id]))
+			if n := int(o.GetInboxCount()); n > len(inbox[id]) || n < len(inbox[id])-len(sweepable[id]) {
+				r.violate(&r.lost, "owner %s: inbox_count %d after the restart, %d inbox and leased entries in the ledger (%d of them at max attempts)",
+					id, o.GetInboxCount(), len(inbox[id]), len(sweepable[id]))
 			}
 		}
 		if token = page.GetNextPageToken(); token == "" {
@@ -288,7 +414,7 @@ func (r *exRun) checkServer(ctx context.Context, c historyv1.ExchangeServiceClie
 	for _, o := range r.owners {
 		got := r.receiveAll(ctx, c, o)
 		for id := range inbox[o] {
-			if !got[id] {
+			if !got[id] && !sweepable[o][id] {
 				r.violate(&r.lost, "owner %s: message %s is in its inbox in the ledger, and Receive after the restart does not return it", o, id)
 			}
 		}
@@ -303,8 +429,8 @@ func (r *exRun) checkServer(ctx context.Context, c historyv1.ExchangeServiceClie
 			}
 			continue
 		}
-		if n := r.deadLetters(ctx, c, o); n != dead[o] {
-			r.violate(&r.lost, "owner %s: ListDeadLetters after the restart lists %d, the ledger has %d dead entries", o, n, dead[o])
+		if n := r.deadLetters(ctx, c, o); n < dead[o] || n > dead[o]+len(sweepable[o]) {
+			r.violate(&r.lost, "owner %s: ListDeadLetters after the restart lists %d, the ledger has %d dead entries (and %d leased at max attempts)", o, n, dead[o], len(sweepable[o]))
 		}
 	}
 	return registered

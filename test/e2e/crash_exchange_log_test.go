@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -34,13 +35,21 @@ type exLog struct {
 	// entries (the owner); returnedDead counts the returned dead letters of each message.
 	returned     map[exKey]bool
 	returnedDead map[string]int
+	// Leases (issue 18): grants has the attempt of every lease a client was handed, by (message,
+	// owner), from Lease responses and leasing streams alike; acks the attempt of each receipt an
+	// Ack removed (a second Ack of one message is a duplicate); nackDead the attempt of each Nack
+	// that answered dead_lettered.
+	grants   map[exKey][]int
+	acks     map[exKey][]int
+	nackDead map[exKey]int
 	// Calls in flight at a kill, by owner: their effect may be in the ledger with no client that
-	// saw it (allowed; counted separately).
-	unseenPops, unseenCollects, unseenUnregisters map[string]int
+	// saw it (allowed; counted separately). An Ack's makes an acked entry no client saw.
+	unseenPops, unseenCollects, unseenUnregisters, unseenAcks map[string]int
 	// violations the workers found in responses: messages handed out twice, or unknown.
 	problems []exProblem
 	// acknowledged calls, for the report
 	sendsAcked, collectsAcked, popsAcked, receivesAcked, unregistersAcked int
+	leasesAcked, acksAcked, nacksAcked, extendsAcked, staleAcked          int
 }
 
 // exProblem is a violation seen in a response.
@@ -53,7 +62,8 @@ func newExLog() *exLog {
 	return &exLog{
 		sends: map[string]*exSend{}, ids: map[string]string{}, collects: map[string]*historyv1.MessageDelivery{},
 		pops: map[exKey]int{}, returned: map[exKey]bool{}, returnedDead: map[string]int{},
-		unseenPops: map[string]int{}, unseenCollects: map[string]int{}, unseenUnregisters: map[string]int{},
+		grants: map[exKey][]int{}, acks: map[exKey][]int{}, nackDead: map[exKey]int{},
+		unseenPops: map[string]int{}, unseenCollects: map[string]int{}, unseenUnregisters: map[string]int{}, unseenAcks: map[string]int{},
 	}
 }
 
@@ -147,20 +157,137 @@ func (l *exLog) popped(owner, sender string, m *historyv1.Message) error {
 	if l.returned[k] {
 		l.problem(true, "%s: message %s, which an Unregister returned", where, id)
 	}
+	if len(l.acks[k]) > 0 {
+		l.problem(true, "%s: message %s, which an Ack removed", where, id)
+	}
 	return nil
 }
 
-// received checks a Receive's messages: each made by an acknowledged Send and not yet popped.
-func (l *exLog) received(owner string, msgs []*historyv1.Message) error {
+// received checks a Receive's messages: each made by an acknowledged Send, not popped, and not
+// acknowledged before the Receive was sent; and each leased before it was sent is marked leased
+// with at least that attempt (issue 18: "Receive (a peek) shows leased messages marked as
+// leased"). before is the owner's leases and Acks logged by then (leaseSnapshot): the leasing
+// receiver acknowledges concurrently with the worker's Receive.
+func (l *exLog) received(owner string, r *historyv1.ReceiveResponse, before exLeaseSnapshot) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.receivesAcked++
-	for _, m := range msgs {
-		if l.known(m.GetId(), "Receive "+owner) && l.pops[exKey{m.GetId(), owner}] > 0 {
-			l.problem(true, "Receive %s: message %s, which a PopMessage handed out, is still in the inbox", owner, m.GetId())
+	for _, m := range r.GetMessages() {
+		id := m.GetId()
+		if !l.known(id, "Receive "+owner) {
+			continue
+		}
+		k := exKey{id, owner}
+		if l.pops[k] > 0 {
+			l.problem(true, "Receive %s: message %s, which a PopMessage handed out, is still in the inbox", owner, id)
+		}
+		if before.acked[id] {
+			l.problem(true, "Receive %s: message %s, which an Ack removed, is still in the inbox", owner, id)
+		}
+		if a := before.granted[id]; a > 0 && int(r.GetLeases()[id].GetAttempts()) < a {
+			l.problem(false, "Receive %s: message %s, leased with attempt %d before the Receive, has lease state %v", owner, id, a, r.GetLeases()[id])
 		}
 	}
 	return nil
+}
+
+// exLeaseSnapshot is what the clients saw of one owner's leases at a moment: the highest attempt
+// granted of each message, and the messages acknowledged.
+type exLeaseSnapshot struct {
+	granted map[string]int
+	acked   map[string]bool
+}
+
+// leaseSnapshot returns owner's leases and Acks logged so far.
+func (l *exLog) leaseSnapshot(owner string) exLeaseSnapshot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := exLeaseSnapshot{granted: map[string]int{}, acked: map[string]bool{}}
+	for k, as := range l.grants {
+		if k.recipient == owner {
+			out.granted[k.msg] = slices.Max(as)
+		}
+	}
+	for k := range l.acks {
+		if k.recipient == owner {
+			out.acked[k.msg] = true
+		}
+	}
+	return out
+}
+
+// leased records the messages a Lease response or a leasing stream handed to owner. Each attempt
+// of a message is handed out once: the same attempt twice means two receivers held it at once.
+func (l *exLog) leased(owner, where string, ls []*historyv1.LeasedMessage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range ls {
+		l.leasesAcked++
+		id := m.GetMessage().GetId()
+		if !l.known(id, where) {
+			continue
+		}
+		if s := l.sends[id]; s.sender != m.GetMessage().GetSender().GetStringValue() {
+			l.problem(true, "%s: leased message %s names sender %s, %s sent it", where, id, m.GetMessage().GetSender().GetStringValue(), s.sender)
+		}
+		k := exKey{id, owner}
+		a := int(m.GetAttempt())
+		if slices.Contains(l.grants[k], a) {
+			l.problem(true, "%s: message %s leased twice with attempt %d", where, id, a)
+		}
+		if a < 1 || a > exCrashMaxAttempts {
+			l.problem(true, "%s: message %s leased with attempt %d, max_attempts is %d", where, id, a, exCrashMaxAttempts)
+		}
+		l.grants[k] = append(l.grants[k], a)
+	}
+}
+
+// acked records an Ack of a lease of owner's that succeeded: the message is gone, once.
+func (l *exLog) acked(owner string, h exHeld) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.acksAcked++
+	k := exKey{h.msg, owner}
+	where := fmt.Sprintf("Ack %s of message %s, attempt %d", owner, h.msg, h.attempt)
+	if len(l.acks[k]) > 0 {
+		l.problem(true, "%s: the message was acknowledged before (attempts %v)", where, l.acks[k])
+	}
+	if l.pops[k] > 0 {
+		l.problem(true, "%s: a PopMessage handed it out", where)
+	}
+	if l.returned[k] {
+		l.problem(true, "%s: an Unregister returned it", where)
+	}
+	l.acks[k] = append(l.acks[k], h.attempt)
+}
+
+// nacked records a Nack of a lease of owner's that succeeded; dead when the message reached
+// max_attempts and became a dead letter.
+func (l *exLog) nacked(owner string, h exHeld, dead bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.nacksAcked++
+	if dead {
+		l.nackDead[exKey{h.msg, owner}] = h.attempt
+		if h.attempt != exCrashMaxAttempts {
+			l.problem(true, "Nack %s of message %s, attempt %d: dead-lettered before max_attempts %d", owner, h.msg, h.attempt, exCrashMaxAttempts)
+		}
+	}
+}
+
+// settledStale counts an Ack, Nack or ExtendLease refused as stale (the lease had moved on:
+// expected of leases left to expire) or because the owner had left.
+func (l *exLog) settledStale() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.staleAcked++
+}
+
+// extended counts an ExtendLease that succeeded.
+func (l *exLog) extended() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.extendsAcked++
 }
 
 // unregistered records what an acknowledged Unregister returned.
@@ -190,13 +317,28 @@ func (l *exLog) unregistered(owner string, f *historyv1.Flow) error {
 			if l.pops[k] > 0 {
 				l.problem(true, "%s returned message %s from %s's inbox, which a PopMessage handed out", where, m.GetId(), in.GetSender())
 			}
+			if len(l.acks[k]) > 0 {
+				l.problem(true, "%s returned message %s from %s's inbox, which an Ack removed", where, m.GetId(), in.GetSender())
+			}
 			l.returned[k] = true
 		}
 	}
 	for _, d := range f.GetDeadLetters() {
-		if l.known(d.GetMessage().GetId(), where) {
-			l.returnedDead[d.GetMessage().GetId()]++
+		id := d.GetMessage().GetId()
+		if !l.known(id, where) {
+			continue
 		}
+		// A max-attempts dead letter is the owner's as the recipient (issue 18): its ledger entry
+		// is (message, owner); the others are the owner's as the sender.
+		if d.GetReason() == historyv1.DeadLetterReason_DEAD_LETTER_REASON_MAX_ATTEMPTS {
+			k := exKey{id, owner}
+			if l.pops[k] > 0 || len(l.acks[k]) > 0 {
+				l.problem(true, "%s returned message %s as a max-attempts dead letter, which a PopMessage or an Ack took", where, id)
+			}
+			l.returned[k] = true
+			continue
+		}
+		l.returnedDead[id]++
 	}
 	return nil
 }

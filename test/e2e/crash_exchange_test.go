@@ -42,6 +42,17 @@ import (
 // (crash_schedule_test.go: its kills land in a steady load, in a pause or in a burst) until
 // historyd is killed with SIGKILL. A last restart checks the last kill.
 //
+// Issue 18 adds acknowledged delivery: "At-least-once across crashes ...: after kill -9 (sqlite)
+// ... a leased, unacknowledged message is delivered again after its deadline, with its attempt
+// count", and "The crash harness's ledger gains the leased state". So each worker also leases its
+// owner's messages (Lease) and acknowledges, nacks, extends or gives up its leases, some after a
+// kill; one owner also has a leasing SubscribeInbox competing with its worker
+// (crash_exchange_stream_test.go); owners register with max_attempts 3 and a short visibility
+// timeout, so that leases given up expire, come back with their next attempt, and end as dead
+// letters of the recipient (reason max attempts). The checker holds the leased and acked states
+// to what the clients saw: each attempt handed out once, each message acknowledged at most once
+// and then never popped, returned or handed out again.
+//
 // The server runs with small bounds (exCrashFlags) so that the inbox bound makes dead letters and
 // the dead-letter bound evicts: every state of the ledger occurs.
 //
@@ -85,6 +96,8 @@ type exRun struct {
 	workers  []*exWorker
 	log      *exLog
 	pending  []*exOp // Sends in flight at the last kill: retried after the restart
+	// streamRng draws the leasing receiver's choices (crash_exchange_stream_test.go).
+	streamRng *rand.Rand
 
 	mu         sync.Mutex
 	cycles     int
@@ -92,13 +105,15 @@ type exRun struct {
 	replayed   int // of them, those the killed server had committed (in its ledger)
 	syncs      map[string]int
 	states     map[exchange.LedgerState]int // entries seen by state, over every check
+	maxDead    int                          // entries dead or evicted with reason max attempts, over every check
 	lost       int
 	duplicated int
 	details    []string
 	failed     bool
 	// Effects of calls whose answers a kill swallowed, in the last ledger: popped entries no
-	// client saw, returned entries no Unregister response showed, messages routed with no report.
-	poppedUnseen, returnedUnseen, routedUnseen int
+	// client saw, returned entries no Unregister response showed, messages routed with no report,
+	// acked entries no Ack answered.
+	poppedUnseen, returnedUnseen, routedUnseen, ackedUnseen int
 }
 
 func newExRun(t *testing.T, seed uint64, cycles int) *exRun {
@@ -116,6 +131,8 @@ func newExRun(t *testing.T, seed uint64, cycles int) *exRun {
 			id: i, owner: o, log: r.log, rng: rand.New(rand.NewPCG(seed, crashStream(exCrashMode, crashWriterStream+i))),
 		})
 	}
+	r.workers[exCrashStreamOwner].stream = make(chan struct{}, 1)
+	r.streamRng = rand.New(rand.NewPCG(seed, crashStream(exCrashMode, crashWriterStream+exCrashOwners)))
 	return r
 }
 
@@ -127,13 +144,16 @@ func (r *exRun) run(dir string) {
 		lg := r.log
 		lg.mu.Lock()
 		sent, collects, pops, receives, unregisters := len(lg.sends), lg.collectsAcked, lg.popsAcked, lg.receivesAcked, lg.unregistersAcked
+		leased, acked, nacked, extended, stale := lg.leasesAcked, lg.acksAcked, lg.nacksAcked, lg.extendsAcked, lg.staleAcked
 		lg.mu.Unlock()
-		fmt.Printf("exchange crash: %d cycles, %d sent, %d lost, %d duplicated\n", r.cycles, sent, r.lost, r.duplicated)
+		fmt.Printf("exchange crash: %d cycles, %d sent, %d lost, %d duplicated, %d leased, %d acked\n", r.cycles, sent, r.lost, r.duplicated, leased, acked)
 		fmt.Printf("exchange crash harness: %.1fs (seed=%d, sync normal %d and full %d restarts); acknowledged %d collects, %d pops, "+
-			"%d receives, %d unregisters; %d Sends retried after kills, %d of them committed before; in flight at kills and in the "+
-			"last ledger with no client: %d popped, %d returned, %d routed; ledger entries by state, summed over the checks: %v\n",
+			"%d receives, %d unregisters, %d leases handed out, %d Acks, %d Nacks, %d ExtendLeases, %d refused as stale; %d Sends "+
+			"retried after kills, %d of them committed before; in flight at kills and in the last ledger with no client: %d popped, "+
+			"%d returned, %d routed, %d acked; ledger entries by state, summed over the checks: %v (%d of them max-attempts dead letters)\n",
 			time.Since(begin).Seconds(), r.seed, r.syncs["normal"], r.syncs["full"], collects, pops, receives,
-			unregisters, r.retried, r.replayed, r.poppedUnseen, r.returnedUnseen, r.routedUnseen, r.states)
+			unregisters, leased, acked, nacked, extended, stale, r.retried, r.replayed, r.poppedUnseen, r.returnedUnseen, r.routedUnseen,
+			r.ackedUnseen, r.states, r.maxDead)
 		for _, d := range r.details {
 			r.t.Error(d)
 		}
@@ -167,10 +187,13 @@ func (r *exRun) covered(budgeted time.Duration) {
 		r.t.Errorf("%d cycles: %d Sends in flight at kills, %d of them committed before the kill: a Send acknowledged only by its retry was not tested", r.cycles, r.retried, r.replayed)
 	}
 	for _, s := range []exchange.LedgerState{exchange.LedgerOutbox, exchange.LedgerInbox, exchange.LedgerPopped,
-		exchange.LedgerReturned, exchange.LedgerDead, exchange.LedgerEvicted} {
+		exchange.LedgerReturned, exchange.LedgerDead, exchange.LedgerEvicted, exchange.LedgerLeased, exchange.LedgerAcked} {
 		if r.states[s] == 0 {
 			r.t.Errorf("%d cycles and no ledger entry %s at any check: that state was not tested after a kill", r.cycles, s)
 		}
+	}
+	if r.maxDead == 0 {
+		r.t.Errorf("%d cycles and no max-attempts dead letter in the ledger at any check: leases ending at max_attempts were not tested", r.cycles)
 	}
 }
 
@@ -234,7 +257,7 @@ func (r *exRun) cycle(dir string, kill bool) {
 
 	if l == nil {
 		for _, w := range r.workers {
-			if _, err := c.Register(ctx, &historyv1.RegisterRequest{OwnerId: w.owner}); err != nil {
+			if _, err := c.Register(ctx, registerRequest(w.owner)); err != nil {
 				r.t.Fatalf("Register %s: %v", w.owner, err)
 			}
 			w.registered = true
@@ -282,6 +305,7 @@ func (r *exRun) load(ctx context.Context, c historyv1.ExchangeServiceClient, p *
 	k := r.sched.next(r.cycles)
 	r.t.Logf("cycle %d: %v", r.cycles, k)
 	var killed atomic.Bool
+	stopped := make(chan struct{}) // closed with killed set: wakes the leasing receiver's wait
 	var hold crashHold
 	var wg sync.WaitGroup
 	inFlight := make([]*exOp, len(r.workers))
@@ -289,6 +313,7 @@ func (r *exRun) load(ctx context.Context, c historyv1.ExchangeServiceClient, p *
 		others := slices.DeleteFunc(slices.Clone(r.owners), func(o string) bool { return o == w.owner })
 		wg.Go(func() { inFlight[i] = r.work(ctx, c, w, others, &killed, &hold) })
 	}
+	wg.Go(func() { r.receiveLeased(ctx, c, r.workers[exCrashStreamOwner], r.streamRng, &killed, stopped, &hold) })
 	crashWait(k.load)
 	if k.kind == crashPause {
 		hold.hold()
@@ -299,6 +324,7 @@ func (r *exRun) load(ctx context.Context, c historyv1.ExchangeServiceClient, p *
 		}
 	}
 	killed.Store(true)
+	close(stopped)
 	stop(r.t, p, syscall.SIGKILL, startTimeout)
 	hold.release()
 	wg.Wait()

@@ -20,11 +20,15 @@ import (
 // client saw (in the inbox but not received, popped by no PopMessage, returned by no Unregister, a
 // dead letter the sender's list does not hold) is lost; a request id answered with two messages,
 // a message routed twice, an entry no report made, a message popped twice or popped and still in
-// the inbox, is duplicated.
+// the inbox, is duplicated. Leases (issue 18): a message acknowledged twice, an attempt handed out
+// twice, an Ack or Nack refused as stale (no lease expires in the test: another leaser held the
+// message), or an acknowledged message in any state but acked, is duplicated; a lease, an Ack or
+// a Nack whose effect the ledger lacks is lost.
 
 // xrCounts are the printed line's numbers, and every difference found.
 type xrCounts struct {
 	sent, delivered, deadLettered, evicted int
+	leased, acked, nacked, maxDead         int // leases handed out, messages acknowledged once, Nacks, max-attempts dead letters
 	lost, duplicated                       int
 	violations                             []string
 }
@@ -42,6 +46,84 @@ var reasonOfProto = map[historyv1.DeadLetterReason]exchange.Reason{
 	historyv1.DeadLetterReason_DEAD_LETTER_REASON_RECIPIENT_LEFT:    exchange.ReasonRecipientLeft,
 	historyv1.DeadLetterReason_DEAD_LETTER_REASON_INBOX_FULL:        exchange.ReasonInboxFull,
 	historyv1.DeadLetterReason_DEAD_LETTER_REASON_NO_RECIPIENTS:     exchange.ReasonNoRecipients,
+	historyv1.DeadLetterReason_DEAD_LETTER_REASON_MAX_ATTEMPTS:      exchange.ReasonMaxAttempts,
+}
+
+// ledgerHolder is the owner whose dead letter e is: the recipient's for max attempts (issue 18),
+// else the sender's.
+func ledgerHolder(e exchange.LedgerEntry) uuid.UUID {
+	if e.Reason == exchange.ReasonMaxAttempts {
+		if id, err := uuid.Parse(e.Recipient); err == nil {
+			return id
+		}
+	}
+	return e.Sender
+}
+
+// checkLeases holds the leases, Acks and Nacks the leasers were answered to each other and to the
+// ledger (issue 18). The caller holds r.mu.
+func (r *xrRun) checkLeases(c *xrCounts, ledger map[xrKey]exchange.LedgerEntry) {
+	for _, s := range r.stale {
+		c.violate(&c.duplicated, "%s: a lease no deadline ended was no longer held, so another leaser held the message at the same time", s)
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(r.grants), func(a, b xrKey) int {
+		return cmp.Or(cmp.Compare(a.msg, b.msg), cmp.Compare(a.rcpt, b.rcpt))
+	}) {
+		gs := r.grants[k]
+		c.leased += len(gs)
+		// No lease expires: each message's leases are attempts 1, 2, ... each handed out once, each
+		// but the last nacked before the next.
+		attempts := make([]int, len(gs))
+		for i, g := range gs {
+			attempts[i] = g.attempt
+		}
+		slices.Sort(attempts)
+		for i, a := range attempts {
+			if a != i+1 {
+				c.violate(&c.duplicated, "message %s at %s: leases of attempts %v (on %v), want 1 to %d each once", k.msg, k.rcpt, attempts, gs, len(gs))
+				break
+			}
+		}
+		if n := len(r.nacks[k]); n != len(gs)-1 && n != len(gs) {
+			c.violate(&c.duplicated, "message %s at %s: %d leases, %d nacked: a lease was taken while another was held", k.msg, k.rcpt, len(gs), n)
+		}
+		e := ledger[k]
+		switch as := r.acks[k]; {
+		case len(as) > 1:
+			c.violate(&c.duplicated, "message %s at %s: acknowledged %d times (attempts %v)", k.msg, k.rcpt, len(as), as)
+		case len(as) == 1:
+			c.acked++
+			if as[0] != len(gs) {
+				c.violate(&c.duplicated, "message %s at %s: acknowledged with attempt %d of %d leases", k.msg, k.rcpt, as[0], len(gs))
+			}
+			if e.State != exchange.LedgerAcked {
+				c.violate(&c.duplicated, "message %s at %s: acknowledged, and the ledger says %q: it can be handed out again", k.msg, k.rcpt, e.State)
+			}
+		}
+		c.nacked += len(r.nacks[k])
+		if a, ok := r.nackDead[k]; ok {
+			if a != xrMaxAttempts || a != len(gs) {
+				c.violate(&c.duplicated, "message %s at %s: a dead letter by the Nack of attempt %d (of %d leases), max_attempts %d", k.msg, k.rcpt, a, len(gs), xrMaxAttempts)
+			}
+			if (e.State != exchange.LedgerDead && e.State != exchange.LedgerEvicted) || e.Reason != exchange.ReasonMaxAttempts || e.Attempts != a {
+				c.violate(&c.lost, "message %s at %s: a Nack made it a dead letter after %d attempts, the ledger says %q (%v) after %d", k.msg, k.rcpt, a, e.State, e.Reason, e.Attempts)
+			}
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(r.acks), func(a, b xrKey) int {
+		return cmp.Or(cmp.Compare(a.msg, b.msg), cmp.Compare(a.rcpt, b.rcpt))
+	}) {
+		if len(r.grants[k]) == 0 {
+			c.violate(&c.duplicated, "message %s at %s: acknowledged, and never leased", k.msg, k.rcpt)
+		}
+	}
+	for k, e := range ledger {
+		if (e.State == exchange.LedgerDead || e.State == exchange.LedgerEvicted) && e.Reason == exchange.ReasonMaxAttempts {
+			if _, ok := r.nackDead[k]; !ok {
+				c.violate(&c.lost, "message %s at %s: a max-attempts dead letter in the ledger (%d attempts), and no Nack made it one", k.msg, k.rcpt, e.Attempts)
+			}
+		}
+	}
 }
 
 // check compares the ledger with the run's record and the live owners' final state, and what the
@@ -66,7 +148,10 @@ func (r *xrRun) check(entries []exchange.LedgerEntry) xrCounts {
 		byMsg[k.msg] = append(byMsg[k.msg], k)
 		if e.State == exchange.LedgerEvicted {
 			c.evicted++
-			evictedBy[e.Sender]++
+			evictedBy[ledgerHolder(e)]++
+		}
+		if (e.State == exchange.LedgerDead || e.State == exchange.LedgerEvicted) && e.Reason == exchange.ReasonMaxAttempts {
+			c.maxDead++
 		}
 	}
 
@@ -114,7 +199,8 @@ func (r *xrRun) check(entries []exchange.LedgerEntry) xrCounts {
 				switch e, ok := ledger[k]; {
 				case !ok:
 					c.violate(&c.lost, "message %s: reported reaching %s, no ledger entry", id, o)
-				case e.State != exchange.LedgerInbox && e.State != exchange.LedgerPopped && e.State != exchange.LedgerReturned:
+				case e.State != exchange.LedgerInbox && e.State != exchange.LedgerPopped && e.State != exchange.LedgerReturned &&
+					e.State != exchange.LedgerLeased && e.State != exchange.LedgerAcked && e.Reason != exchange.ReasonMaxAttempts:
 					c.violate(&c.lost, "message %s: reported reaching %s, the ledger says %s (%v)", id, o, e.State, e.Reason)
 				}
 			}
@@ -155,6 +241,20 @@ func (r *xrRun) check(entries []exchange.LedgerEntry) xrCounts {
 			if !final.inbox[k] {
 				c.violate(&c.lost, "message %s: in %s's inbox in the ledger, and Receive on B does not show it", k.msg, k.rcpt)
 			}
+			if len(r.grants[k]) > 0 {
+				c.violate(&c.lost, "message %s: leased by %s (%v), the ledger says never leased", k.msg, k.rcpt, r.grants[k])
+			}
+		case exchange.LedgerLeased:
+			if !final.inbox[k] {
+				c.violate(&c.lost, "message %s: leased in %s's inbox in the ledger, and Receive on B does not show it", k.msg, k.rcpt)
+			}
+			if e.Attempts != len(r.grants[k]) {
+				c.violate(&c.lost, "message %s: leased %d times at %s in the ledger, the leasers were handed %d leases", k.msg, e.Attempts, k.rcpt, len(r.grants[k]))
+			}
+		case exchange.LedgerAcked:
+			if as := r.acks[k]; len(as) == 0 || e.Attempts != as[0] {
+				c.violate(&c.lost, "message %s: acked at %s after %d attempts in the ledger, the Acks that succeeded were of attempts %v", k.msg, k.rcpt, e.Attempts, as)
+			}
 		case exchange.LedgerPopped:
 			if len(r.pops[k]) == 0 {
 				c.violate(&c.lost, "message %s: popped for %s in the ledger, and no PopMessage returned it", k.msg, k.rcpt)
@@ -183,10 +283,11 @@ func (r *xrRun) check(entries []exchange.LedgerEntry) xrCounts {
 		}
 	}
 	for k := range final.inbox {
-		if e := ledger[k]; e.State != exchange.LedgerInbox {
+		if e := ledger[k]; e.State != exchange.LedgerInbox && e.State != exchange.LedgerLeased {
 			c.violate(&c.duplicated, "message %s: Receive on B shows it in %s's inbox, the ledger says %q", k.msg, k.rcpt, e.State)
 		}
 	}
+	r.checkLeases(&c, ledger)
 	for k := range r.returned {
 		if e := ledger[k]; e.State != exchange.LedgerReturned {
 			c.violate(&c.duplicated, "message %s (%q): returned by Unregister, the ledger says %q", k.msg, k.rcpt, e.State)

@@ -15,7 +15,8 @@ import (
 // that cannot fail"). It runs the same traffic against one memory server (A and B the same
 // process: the memory engine keeps no ledger), builds the ledger that the clients' answers imply,
 // and checks that the checker finds it clean; then it loses an entry, moves one to another state,
-// and hands a message out twice, and checks that each is counted.
+// hands a message out twice, and (issue 18) puts an acknowledged message back in its inbox and
+// hands one attempt of a lease out twice, and checks that each is counted.
 func TestExchangeReplicasChecker(t *testing.T) {
 	noLeaks(t)
 	p := startServer(t, "--exchange-max-inbox", "5", "--exchange-max-dead-letters", "10")
@@ -27,8 +28,8 @@ func TestExchangeReplicasChecker(t *testing.T) {
 	for _, v := range c.violations[:min(len(c.violations), xrDescribeMost)] {
 		t.Error(v)
 	}
-	if c.lost+c.duplicated != 0 || c.delivered == 0 || c.deadLettered == 0 || c.evicted == 0 {
-		t.Fatalf("the implied ledger: %+v; want 0 lost, 0 duplicated, and deliveries, dead letters and evictions", c)
+	if c.lost+c.duplicated != 0 || c.delivered == 0 || c.deadLettered == 0 || c.evicted == 0 || c.acked == 0 {
+		t.Fatalf("the implied ledger: %+v; want 0 lost, 0 duplicated, and deliveries, dead letters, evictions and Acks", c)
 	}
 	t.Logf("implied ledger: %d entries, %d sent, %d delivered, %d dead-lettered, %d evicted", len(ledger), c.sent, c.delivered, c.deadLettered, c.evicted)
 
@@ -63,6 +64,10 @@ func TestExchangeReplicasChecker(t *testing.T) {
 			e.Recipient = uuid.NewString()
 			return append(l, e)
 		}, false},
+		{"an acknowledged message leased again", func(l []exchange.LedgerEntry) []exchange.LedgerEntry {
+			l[pick(exchange.LedgerAcked)].State = exchange.LedgerLeased
+			return l
+		}, false},
 	} {
 		got := r.check(m.mutate(append([]exchange.LedgerEntry(nil), ledger...)))
 		if (m.lost && got.lost == 0) || (!m.lost && got.duplicated == 0) {
@@ -72,6 +77,14 @@ func TestExchangeReplicasChecker(t *testing.T) {
 	r.pops[xrKey{"twice", r.owners.receivers[0].String()}] = []string{"A", "B"}
 	if got := r.check(ledger); got.duplicated == 0 {
 		t.Errorf("a message popped on A and on B: %d duplicated; the checker missed it", got.duplicated)
+	}
+	delete(r.pops, xrKey{"twice", r.owners.receivers[0].String()})
+	for k, gs := range r.grants {
+		r.grants[k] = append(gs, xrGrant{attempt: gs[0].attempt, rep: "B"})
+		break
+	}
+	if got := r.check(ledger); got.duplicated == 0 {
+		t.Errorf("an attempt of a lease handed out twice: %d duplicated; the checker missed it", got.duplicated)
 	}
 	stopReplicas(t, p)
 }
@@ -92,14 +105,23 @@ func (r *xrRun) impliedLedger() []exchange.LedgerEntry {
 		}
 		for _, o := range ds[0].reached {
 			k := xrKey{id, o}
-			state := exchange.LedgerInbox
-			switch {
+			e := exchange.LedgerEntry{Message: msg, Sender: s.sender, Recipient: o, State: exchange.LedgerInbox, Attempts: len(r.grants[k])}
+			switch a, dead := r.nackDead[k]; {
 			case len(r.pops[k]) > 0:
-				state = exchange.LedgerPopped
+				e.State = exchange.LedgerPopped
 			case r.returned[k]:
-				state = exchange.LedgerReturned
+				e.State = exchange.LedgerReturned
+			case len(r.acks[k]) > 0:
+				e.State = exchange.LedgerAcked
+			case dead:
+				e.State, e.Reason, e.Attempts = exchange.LedgerEvicted, exchange.ReasonMaxAttempts, a
+				if r.final.dead[k] != 0 {
+					e.State = exchange.LedgerDead
+				}
+			case len(r.grants[k]) > 0:
+				e.State = exchange.LedgerLeased
 			}
-			out = append(out, exchange.LedgerEntry{Message: msg, Sender: s.sender, Recipient: o, State: state})
+			out = append(out, e)
 		}
 		for _, d := range ds[0].drops {
 			k := xrKey{id, d.rcpt}

@@ -17,7 +17,9 @@ import (
 // one row per (tenant, message, recipient) with its state (docs/decisions/0019). Reading the rows,
 // not a replica's answers, is the point: the ledger is what the database holds whatever the
 // replicas say. Terminal rows are pruned only after the retention (1 h by default), far beyond
-// the test.
+// the test. Leases (issue 18, migration 00003_leases.sql) add a row's attempts: an inbox row that
+// was ever leased (attempts > 0) is the ledger's leased state, as exchangedb's Ledger reports it;
+// an acknowledged one is stored as acked.
 func readPostgresLedger(ctx context.Context, t *testing.T, url string) []exchange.LedgerEntry {
 	t.Helper()
 	conn, err := pgx.Connect(ctx, url)
@@ -25,15 +27,15 @@ func readPostgresLedger(ctx context.Context, t *testing.T, url string) []exchang
 		t.Fatalf("reading the ledger: %v", err)
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT message, sender, recipient, state, reason FROM exchange_ledger`)
+	rows, err := conn.Query(ctx, `SELECT message, sender, recipient, state, reason, attempts FROM exchange_ledger`)
 	if err != nil {
 		t.Fatalf("reading the ledger: %v", err)
 	}
 	var out []exchange.LedgerEntry
 	for rows.Next() {
 		var msg, sender, rcpt, state string
-		var reason int64
-		if err := rows.Scan(&msg, &sender, &rcpt, &state, &reason); err != nil {
+		var reason, attempts int64
+		if err := rows.Scan(&msg, &sender, &rcpt, &state, &reason, &attempts); err != nil {
 			t.Fatalf("reading the ledger: %v", err)
 		}
 		m, err1 := uuid.Parse(msg)
@@ -41,7 +43,11 @@ func readPostgresLedger(ctx context.Context, t *testing.T, url string) []exchang
 		if err1 != nil || err2 != nil {
 			t.Fatalf("ledger row (%q, %q, %q): message or sender is not a UUID", msg, sender, rcpt)
 		}
-		out = append(out, exchange.LedgerEntry{Message: m, Sender: s, Recipient: rcpt, State: exchange.LedgerState(state), Reason: exchange.Reason(reason)})
+		e := exchange.LedgerEntry{Message: m, Sender: s, Recipient: rcpt, State: exchange.LedgerState(state), Reason: exchange.Reason(reason), Attempts: int(attempts)}
+		if e.State == exchange.LedgerInbox && e.Attempts > 0 {
+			e.State = exchange.LedgerLeased
+		}
+		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatalf("reading the ledger: %v", err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
@@ -30,6 +32,13 @@ import (
 // ledger per (message, recipient)": each delivery of an acknowledged Send is in exactly one state
 // (outbox, inbox, popped by exactly one PopMessage, returned by Unregister, a dead letter with its
 // reason, or evicted and counted).
+//
+// Issue 18 adds: "competing leasers on different replicas never hold the same message at once". So
+// r0's inboxes are also leased, on A and on B at the same moment, while they are popped on both:
+// each leaser acknowledges what it leased, or nacks it (visible again at once; at max_attempts, 2,
+// a dead letter of r0). r0's leases last xrVisibility, far longer than the test: no lease expires,
+// so every Ack and Nack must succeed (a stale one means another leaser took the message while it
+// was held), and each message's leases are attempts 1, 2, ... in turn, each handed out once.
 
 const (
 	xrSends        = 200 // Sends by each of the two long-running senders; the third sends half, then leaves
@@ -39,12 +48,24 @@ const (
 	xrAtOnceEvery  = 10  // every 10th is sent to A and B at the same moment instead
 	xrStreamWait   = 10 * time.Second
 	xrDescribeMost = 20 // violations described; all are counted
+	// r0's lease settings: no lease expires during the test; a message nacked twice is a dead
+	// letter of r0.
+	xrMaxAttempts = 2
+	xrVisibility  = 5 * time.Minute
+	xrNackPercent = 15 // of the leases a leaser nacks; it acknowledges the rest, but for stubborn messages
 )
+
+// xrStubborn reports whether the leasers nack every lease of message id (an eighth of them, by the
+// id's last hex digit): each such message ends as a max-attempts dead letter of r0 unless a
+// PopMessage takes it between two leases.
+func xrStubborn(id string) bool {
+	return id != "" && strings.IndexByte("08", id[len(id)-1]) >= 0
+}
 
 // xrOwners are the test's registered owners, all registered on replica A.
 type xrOwners struct {
 	senders   [3]uuid.UUID // s0, s1 send throughout; s2 sends xrSends/2 and is unregistered on B mid-load
-	receivers [2]uuid.UUID // r0, r1 pop on both replicas at once; r1 is subscribed on B
+	receivers [2]uuid.UUID // r0, r1 pop on both replicas at once; r0 is leased on both too; r1 is subscribed on B
 	hoarder   uuid.UUID    // never pops: its inboxes stay full; unregistered on A at the end
 }
 
@@ -73,19 +94,21 @@ func TestExchangeReplicas(t *testing.T) {
 	r := driveExchangeReplicas(ctx, t, pa, pb)
 	entries := readPostgresLedger(ctx, t, url)
 	c := r.check(entries)
-	fmt.Printf("exchange replicas: %d sent, %d delivered once, %d dead-lettered, %d evicted, %d lost, %d duplicated\n",
-		c.sent, c.delivered, c.deadLettered, c.evicted, c.lost, c.duplicated)
-	t.Logf("%d pops on A, %d on B (the same inboxes at once), %d messages streamed on B, %d ledger entries; seed %d; %v",
-		r.popsOn("A"), r.popsOn("B"), len(r.seen), len(entries), r.seed, time.Since(began).Round(time.Millisecond))
+	fmt.Printf("exchange replicas: %d sent, %d delivered once, %d dead-lettered, %d evicted, %d lost, %d duplicated, %d leased, %d acked once\n",
+		c.sent, c.delivered, c.deadLettered, c.evicted, c.lost, c.duplicated, c.leased, c.acked)
+	t.Logf("%d pops on A, %d on B (the same inboxes at once), %d leases on A, %d on B (r0's inboxes at once), %d nacked, %d max-attempts dead letters, "+
+		"%d messages streamed on B, %d ledger entries; seed %d; %v",
+		r.popsOn("A"), r.popsOn("B"), r.leasesOn("A"), r.leasesOn("B"), c.nacked, c.maxDead, len(r.seen), len(entries), r.seed, time.Since(began).Round(time.Millisecond))
 	for _, v := range c.violations[:min(len(c.violations), xrDescribeMost)] {
 		t.Error(v)
 	}
 	if c.lost+c.duplicated != 0 {
 		t.Fatalf("%d lost, %d duplicated (seed %d)", c.lost, c.duplicated, r.seed)
 	}
-	if c.delivered == 0 || c.deadLettered == 0 || c.evicted == 0 || r.popsOn("A") == 0 || r.popsOn("B") == 0 || len(r.seen) == 0 {
-		t.Fatalf("%d delivered, %d dead-lettered, %d evicted, %d pops on A, %d on B, %d streamed: part of the test did not happen",
-			c.delivered, c.deadLettered, c.evicted, r.popsOn("A"), r.popsOn("B"), len(r.seen))
+	if c.delivered == 0 || c.deadLettered == 0 || c.evicted == 0 || r.popsOn("A") == 0 || r.popsOn("B") == 0 || len(r.seen) == 0 ||
+		r.leasesOn("A") == 0 || r.leasesOn("B") == 0 || c.acked == 0 || c.maxDead == 0 {
+		t.Fatalf("%d delivered, %d dead-lettered, %d evicted, %d pops on A, %d on B, %d streamed, %d leases on A, %d on B, %d acked, %d max-attempts dead letters: part of the test did not happen",
+			c.delivered, c.deadLettered, c.evicted, r.popsOn("A"), r.popsOn("B"), len(r.seen), r.leasesOn("A"), r.leasesOn("B"), c.acked, c.maxDead)
 	}
 	stopReplicas(t, pa, pb)
 }
@@ -99,6 +122,7 @@ func driveExchangeReplicas(ctx context.Context, t *testing.T, pa, pb *proc) *xrR
 		sent: map[string]*xrSent{}, sentBy: map[uuid.UUID]int{}, ridMsgs: map[string]map[string]int{},
 		collected: map[string][]xrDelivery{}, pops: map[xrKey][]string{}, returned: map[xrKey]bool{},
 		evicted: map[uuid.UUID]uint64{}, leaving: map[uuid.UUID]bool{}, seed: rand.Uint64(),
+		grants: map[xrKey][]xrGrant{}, acks: map[xrKey][]int{}, nacks: map[xrKey][]int{}, nackDead: map[xrKey]int{},
 	}
 	o := &r.owners
 	for i := range o.senders {
@@ -109,7 +133,11 @@ func driveExchangeReplicas(ctx context.Context, t *testing.T, pa, pb *proc) *xrR
 	}
 	o.hoarder = uuid.New()
 	for _, id := range o.all() {
-		if _, err := r.a.Register(ctx, &historyv1.RegisterRequest{OwnerId: id.String()}); err != nil {
+		req := &historyv1.RegisterRequest{OwnerId: id.String()}
+		if id == o.receivers[0] {
+			req.MaxAttempts, req.VisibilityTimeout = xrMaxAttempts, durationpb.New(xrVisibility)
+		}
+		if _, err := r.a.Register(ctx, req); err != nil {
 			t.Fatalf("Register %s on A: %v", id, err)
 		}
 	}
@@ -143,6 +171,10 @@ func driveExchangeReplicas(ctx context.Context, t *testing.T, pa, pb *proc) *xrR
 		for _, rep := range []string{"A", "B"} {
 			load.Go(func() { r.popper(ctx, stop, rep, rcv, o.senders[:]) })
 		}
+	}
+	for i, rep := range []string{"A", "B"} {
+		rng := rand.New(rand.NewPCG(r.seed, uint64(len(o.senders)+i)))
+		load.Go(func() { r.leaser(ctx, stop, rep, o.receivers[0], rng) })
 	}
 	load.Go(func() { r.collector(ctx, stop, o.senders[:]) })
 	load.Go(func() { r.peeker(ctx, stop, o.receivers[0]) })
@@ -289,6 +321,11 @@ type xrRun struct {
 	leaving   map[uuid.UUID]bool        // owners whose Unregister has been sent
 	errs      []string                  // calls that failed
 	ridMsgs   map[string]map[string]int // request id -> message ids answered (more than one: written twice)
+	grants    map[xrKey][]xrGrant       // (message, owner): the leases handed out, in the order they were seen
+	acks      map[xrKey][]int           // (message, owner): the attempts of the Acks that succeeded
+	nacks     map[xrKey][]int           // (message, owner): the attempts of the Nacks that succeeded
+	nackDead  map[xrKey]int             // (message, owner): the attempt of the Nack that made a dead letter of it
+	stale     []string                  // Acks and Nacks refused as stale: another leaser took a held message
 
 	// Set by driveExchangeReplicas, read by check.
 	seed   uint64
@@ -546,6 +583,94 @@ func (r *xrRun) peeker(ctx context.Context, stop <-chan struct{}, owner uuid.UUI
 			return
 		}
 	}
+}
+
+// xrGrant is one lease handed out: its attempt and the replica that answered.
+type xrGrant struct {
+	attempt int
+	rep     string
+}
+
+// leaser leases owner's messages on one replica until stop, up to 3 at a time, and settles each:
+// a Nack (xrNackPercent of them, and every lease of a stubborn message), else an Ack; the other replica's leaser leases the same inboxes
+// at the same time, and the poppers pop them. No lease expires (xrVisibility), so every Ack and
+// Nack must succeed: a refusal as stale is a message another leaser took while it was held.
+func (r *xrRun) leaser(ctx context.Context, stop <-chan struct{}, rep string, owner uuid.UUID, rng *rand.Rand) {
+	c := r.client(rep)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		resp, err := c.Lease(ctx, &historyv1.LeaseRequest{OwnerId: owner.String(), MaxMessages: int32(1 + rng.IntN(3)), OmitRendered: true})
+		if err != nil {
+			r.fail("Lease %s on %s: %v", owner, rep, err)
+			return
+		}
+		r.mu.Lock()
+		for _, l := range resp.GetLeased() {
+			k := xrKey{l.GetMessage().GetId(), owner.String()}
+			r.grants[k] = append(r.grants[k], xrGrant{attempt: int(l.GetAttempt()), rep: rep})
+		}
+		r.mu.Unlock()
+		for _, l := range resp.GetLeased() {
+			if !r.settle(ctx, c, rep, owner, l, rng.IntN(100) < xrNackPercent || xrStubborn(l.GetMessage().GetId())) {
+				return
+			}
+		}
+	}
+}
+
+// settle acknowledges or nacks one lease on rep and records the answer; false when the call
+// failed (recorded with fail).
+func (r *xrRun) settle(ctx context.Context, c historyv1.ExchangeServiceClient, rep string, owner uuid.UUID, l *historyv1.LeasedMessage, nack bool) bool {
+	k := xrKey{l.GetMessage().GetId(), owner.String()}
+	a := int(l.GetAttempt())
+	what := "Ack"
+	var err error
+	var dead bool
+	if nack {
+		what = "Nack"
+		var nr *historyv1.NackResponse
+		if nr, err = c.Nack(ctx, &historyv1.NackRequest{OwnerId: owner.String(), Receipt: l.GetReceipt()}); err == nil {
+			dead = nr.GetDeadLettered()
+		}
+	} else {
+		_, err = c.Ack(ctx, &historyv1.AckRequest{OwnerId: owner.String(), Receipt: l.GetReceipt()})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case status.Code(err) == codes.FailedPrecondition && reasonOf(err) == historyv1.ErrorReason_ERROR_REASON_LEASE_STALE.String():
+		r.stale = append(r.stale, fmt.Sprintf("%s of message %s, attempt %d, on %s: refused as stale (%v)", what, k.msg, a, rep, err))
+	case err != nil:
+		r.errs = append(r.errs, fmt.Sprintf("%s of message %s at %s on %s: %v", what, k.msg, owner, rep, err))
+		return false
+	case nack:
+		r.nacks[k] = append(r.nacks[k], a)
+		if dead {
+			r.nackDead[k] = a
+		}
+	default:
+		r.acks[k] = append(r.acks[k], a)
+	}
+	return true
+}
+
+// leasesOn counts the leases handed out on rep.
+func (r *xrRun) leasesOn(rep string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, gs := range r.grants {
+		for _, g := range gs {
+			if g.rep == rep {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func (r *xrRun) popsOn(rep string) int {
