@@ -15,6 +15,10 @@ import (
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
+// ErrLeasesUnsupported ends HandleInbox when the server streams unleased messages on a leasing
+// SubscribeInbox: it predates leases (issue 18) and ignored the request's `lease`.
+var ErrLeasesUnsupported = errors.New("client: HandleInbox: the server streamed an unleased message: it does not support leases")
+
 // Handler handles one leased message. Returning nil acknowledges it (Ack: it is gone); an error
 // gives it back (Nack: visible again after HandleNackDelay, a dead letter once the owner's
 // max_attempts are spent). ctx carries the values of HandleInbox's context; it is canceled only
@@ -52,7 +56,8 @@ func (e *LeaseError) Unwrap() error { return e.Err }
 // HandleInbox returns nil once ctx ends, and an error when the stream fails for good: the owner is
 // not registered (FAILED_PRECONDITION, ERROR_REASON_OWNER_NOT_REGISTERED), an invalid argument, a
 // message too large for one frame (RESOURCE_EXHAUSTED, ERROR_REASON_RESPONSE_TOO_LARGE: the server
-// gave it back; use HandleOmitRendered), or the last error after the retry policy's MaxAttempts
+// gave it back; use HandleOmitRendered), ErrLeasesUnsupported from a server that predates leases,
+// or the last error after the retry policy's MaxAttempts
 // failed resumptions in a row. Either way it first stops leasing, gives back at once (Nack) the
 // messages still waiting for a handler, and waits up to HandleDrain for the running handlers to
 // return and their messages to be settled. A handler that ignores its context past that keeps
@@ -163,6 +168,10 @@ func (l *handleLoop) stream(ctx context.Context, req *historyv1.SubscribeInboxRe
 			progressed = true
 			l.wg.Add(1)
 			go l.run(f.Leased, l.length(f.Leased, offset))
+		case *historyv1.SubscribeInboxResponse_Message:
+			// A server from before issue 18 ignores `lease` and streams the messages unleased:
+			// handling them would acknowledge nothing, so stop rather than pretend.
+			return progressed, ErrLeasesUnsupported
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -435,5 +436,49 @@ func TestHandleInboxDrainBound(t *testing.T) {
 	left, leases := inbox(t, c)
 	if !slices.Equal(left, ids) || !leases[ids[0]].GetLeased() || leases[ids[0]].GetAttempts() != 1 {
 		t.Errorf("B's inboxes hold %v with leases %v, want %v still leased on attempt 1", left, leases, ids)
+	}
+}
+
+// unleasedServer is an ExchangeService from before issue 18: its SubscribeInbox ignores `lease`
+// and streams a heartbeat and then a plain message.
+type unleasedServer struct {
+	historyv1.UnimplementedExchangeServiceServer
+}
+
+func (unleasedServer) SubscribeInbox(_ *historyv1.SubscribeInboxRequest, s grpc.ServerStreamingServer[historyv1.SubscribeInboxResponse]) error {
+	if err := s.Send(&historyv1.SubscribeInboxResponse{Event: &historyv1.SubscribeInboxResponse_Heartbeat{Heartbeat: &historyv1.Heartbeat{}}}); err != nil {
+		return err
+	}
+	if err := s.Send(&historyv1.SubscribeInboxResponse{Event: &historyv1.SubscribeInboxResponse_Message{Message: &historyv1.Message{Id: "0c0ffee0-0000-4000-8000-000000000003"}}}); err != nil {
+		return err
+	}
+	<-s.Context().Done()
+	return s.Context().Err()
+}
+
+// A server that streams unleased messages on a leasing stream ends HandleInbox with
+// ErrLeasesUnsupported: handling them would acknowledge nothing.
+func TestHandleInboxLeasesUnsupported(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	historyv1.RegisterExchangeServiceServer(gs, unleasedServer{})
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(lis) }()
+	t.Cleanup(func() {
+		gs.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	c := dial(t, lis.Addr().String())
+	err = handleInbox(t, testContext(t), c, func(context.Context, *historyv1.LeasedMessage) error {
+		t.Error("handler called for an unleased message")
+		return nil
+	})
+	if !errors.Is(err, client.ErrLeasesUnsupported) {
+		t.Errorf("HandleInbox = %v, want ErrLeasesUnsupported", err)
 	}
 }
