@@ -23,6 +23,10 @@ type exchangeConfig struct {
 	SendTimeout       time.Duration
 	MaxBytes          int64
 	MaxStreams        int
+	// MaxAttempts and VisibilityTimeout are the lease settings of an owner registered without its
+	// own (issue 18).
+	MaxAttempts       int
+	VisibilityTimeout time.Duration
 }
 
 // exchangeSettings are the Exchange's settings; init appends them to settings, so they get the
@@ -37,6 +41,8 @@ var exchangeSettings = []setting{
 	{"exchange-send-timeout", "HISTORYD_EXCHANGE_SEND_TIMEOUT", server.DefaultSendTimeout.String(), "how long a SubscribeInbox stream may wait for its client to accept a frame before it is ended as too slow (Go duration, > 0)"},
 	{"exchange-max-bytes", "HISTORYD_EXCHANGE_MAX_BYTES", strconv.Itoa(exchange.DefaultByteBudget), "bytes of mail the memory engine's Exchange may hold (outboxes, inboxes, dead letters, Send's remembered request ids; estimated heap; --store sqlite and postgres keep the Exchange in the database, bounded by the per-owner bounds and the database's size); Send past it is RESOURCE_EXHAUSTED (EXCHANGE_BUDGET_EXCEEDED) and nothing is dropped (0 = no bound)"},
 	{"inbox-max-streams", "HISTORYD_INBOX_MAX_STREAMS", strconv.Itoa(exchange.DefaultMaxSubscriptions), "SubscribeInbox streams open at once; past it SubscribeInbox is RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) (0 = no limit)"},
+	{"exchange-max-attempts", "HISTORYD_EXCHANGE_MAX_ATTEMPTS", strconv.Itoa(exchange.DefaultMaxAttempts), "leases a message may have without an Ack before it becomes a dead letter with reason max attempts, for owners that set none at Register (1 to 1000)"},
+	{"exchange-visibility-timeout", "HISTORYD_EXCHANGE_VISIBILITY_TIMEOUT", exchange.DefaultVisibility.String(), "how long a lease hides its message unless acknowledged, for owners and Lease calls that set none (Go duration, 1ms to 12h)"},
 }
 
 func init() { settings = append(settings, exchangeSettings...) }
@@ -53,6 +59,8 @@ func (c *exchangeConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SendTimeout, s[6].flag, mustDuration(s[6].def), s[6].usage)
 	fs.Int64Var(&c.MaxBytes, s[7].flag, int64(mustInt(s[7].def)), s[7].usage)
 	fs.IntVar(&c.MaxStreams, s[8].flag, mustInt(s[8].def), s[8].usage)
+	fs.IntVar(&c.MaxAttempts, s[9].flag, mustInt(s[9].def), s[9].usage)
+	fs.DurationVar(&c.VisibilityTimeout, s[10].flag, mustDuration(s[10].def), s[10].usage)
 }
 
 // defaultExchangeConfig is the configuration with every Exchange flag at its default.
@@ -86,6 +94,12 @@ func (c exchangeConfig) validate() error {
 	if c.SendTimeout <= 0 {
 		return fmt.Errorf("exchange send timeout %v: must be positive", c.SendTimeout)
 	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > exchange.MaxMaxAttempts {
+		return fmt.Errorf("exchange max attempts %d: must be between 1 and %d", c.MaxAttempts, exchange.MaxMaxAttempts)
+	}
+	if c.VisibilityTimeout < exchange.MinVisibility || c.VisibilityTimeout > exchange.MaxVisibility {
+		return fmt.Errorf("exchange visibility timeout %v: must be between %v and %v", c.VisibilityTimeout, exchange.MinVisibility, exchange.MaxVisibility)
+	}
 	return nil
 }
 
@@ -99,6 +113,7 @@ func (c exchangeConfig) options(logger *zap.Logger) []exchange.Option {
 		exchange.WithBackgroundCollection(c.BackgroundCollect),
 		exchange.WithByteBudget(c.MaxBytes),
 		exchange.WithMaxSubscriptions(c.MaxStreams),
+		exchange.WithLeaseDefaults(c.MaxAttempts, c.VisibilityTimeout),
 		exchange.WithPanicHandler(func(p any) {
 			logger.Error("panic in background collection", zap.Any("panic", p), zap.Stack("stack"))
 		}),

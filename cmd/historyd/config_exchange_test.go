@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/historyd/historyd/internal/exchange"
 	"github.com/historyd/historyd/internal/server"
 )
@@ -19,6 +21,7 @@ func TestExchangeConfig(t *testing.T) {
 		MaxDeadLetters: exchange.DefaultMaxDeadLetters, SubscriberBuffer: exchange.DefaultSubscriberBuffer,
 		Heartbeat: server.DefaultHeartbeat, SendTimeout: server.DefaultSendTimeout,
 		MaxBytes: exchange.DefaultByteBudget, MaxStreams: exchange.DefaultMaxSubscriptions,
+		MaxAttempts: exchange.DefaultMaxAttempts, VisibilityTimeout: exchange.DefaultVisibility,
 	}
 	tests := []struct {
 		name string
@@ -34,21 +37,25 @@ func TestExchangeConfig(t *testing.T) {
 				"HISTORYD_EXCHANGE_MAX_DEAD_LETTERS": "1", "HISTORYD_EXCHANGE_SUBSCRIBER_BUFFER": "7",
 				"HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "true", "HISTORYD_EXCHANGE_HEARTBEAT": "2s",
 				"HISTORYD_EXCHANGE_SEND_TIMEOUT": "3s", "HISTORYD_EXCHANGE_MAX_BYTES": "1048576",
-				"HISTORYD_INBOX_MAX_STREAMS": "8",
+				"HISTORYD_INBOX_MAX_STREAMS": "8", "HISTORYD_EXCHANGE_MAX_ATTEMPTS": "9",
+				"HISTORYD_EXCHANGE_VISIBILITY_TIMEOUT": "1m",
 			},
 			want: exchangeConfig{MaxOutbox: 5, MaxInbox: 6, MaxDeadLetters: 1, SubscriberBuffer: 7,
 				BackgroundCollect: true, Heartbeat: 2 * time.Second, SendTimeout: 3 * time.Second,
-				MaxBytes: 1 << 20, MaxStreams: 8},
+				MaxBytes: 1 << 20, MaxStreams: 8, MaxAttempts: 9, VisibilityTimeout: time.Minute},
 		},
 		{
 			name: "flags win",
 			args: []string{"--exchange-max-outbox", "9", "--exchange-background-collect=false", "--exchange-heartbeat", "0s",
-				"--exchange-max-bytes", "0", "--inbox-max-streams", "3"},
+				"--exchange-max-bytes", "0", "--inbox-max-streams", "3", "--exchange-max-attempts", "1000",
+				"--exchange-visibility-timeout", "1ms"},
 			env: map[string]string{"HISTORYD_EXCHANGE_MAX_OUTBOX": "5", "HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "true",
-				"HISTORYD_EXCHANGE_MAX_BYTES": "7", "HISTORYD_INBOX_MAX_STREAMS": "7"},
+				"HISTORYD_EXCHANGE_MAX_BYTES": "7", "HISTORYD_INBOX_MAX_STREAMS": "7", "HISTORYD_EXCHANGE_MAX_ATTEMPTS": "2",
+				"HISTORYD_EXCHANGE_VISIBILITY_TIMEOUT": "12h"},
 			want: func() exchangeConfig {
 				c := defaults
 				c.MaxOutbox, c.Heartbeat, c.MaxBytes, c.MaxStreams = 9, 0, 0, 3
+				c.MaxAttempts, c.VisibilityTimeout = 1000, time.Millisecond
 				return c
 			}(),
 		},
@@ -84,6 +91,14 @@ func TestExchangeConfigInvalid(t *testing.T) {
 		{args: []string{"--exchange-max-bytes", "-1"}, mention: "exchange max bytes"},
 		{args: []string{"--inbox-max-streams", "-1"}, mention: "inbox max streams"},
 		{args: []string{"--max-response-bytes", "-1"}, mention: "max-response-bytes"},
+		// issue 18: max_attempts 1..1000 and a lease length of 1ms..12h, as Register's own.
+		{args: []string{"--exchange-max-attempts", "0"}, mention: "exchange max attempts"},
+		{args: []string{"--exchange-max-attempts", "1001"}, mention: "exchange max attempts"},
+		{env: map[string]string{"HISTORYD_EXCHANGE_MAX_ATTEMPTS": "-1"}, mention: "exchange max attempts"},
+		{args: []string{"--exchange-visibility-timeout", "0s"}, mention: "exchange visibility timeout"},
+		{args: []string{"--exchange-visibility-timeout", "999us"}, mention: "exchange visibility timeout"},
+		{args: []string{"--exchange-visibility-timeout", "12h0m1s"}, mention: "exchange visibility timeout"},
+		{env: map[string]string{"HISTORYD_EXCHANGE_VISIBILITY_TIMEOUT": "30"}, mention: "HISTORYD_EXCHANGE_VISIBILITY_TIMEOUT"},
 		{env: map[string]string{"HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "maybe"}, mention: "HISTORYD_EXCHANGE_BACKGROUND_COLLECT"},
 	} {
 		_, err := parseConfig(tc.args, envOf(tc.env))
@@ -100,5 +115,20 @@ func TestUsageListsExchangeSettings(t *testing.T) {
 		if !strings.Contains(u, "--"+s.flag) || !strings.Contains(u, s.env) {
 			t.Errorf("usage lacks --%s / %s", s.flag, s.env)
 		}
+	}
+}
+
+// TestExchangeLeaseDefaultsReachTheEngine: --exchange-max-attempts and --exchange-visibility-timeout
+// become the lease settings of owners registered without their own, for every engine (issue 18:
+// "max_attempts and the default visibility timeout are owner options set at Register (with server
+// defaults as flags)"): the options every engine is built with resolve to them.
+func TestExchangeLeaseDefaultsReachTheEngine(t *testing.T) {
+	cfg, err := parseConfig([]string{"--exchange-max-attempts", "7", "--exchange-visibility-timeout", "90s"}, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := exchange.ResolveOptions(cfg.Exchange.options(zap.NewNop())...)
+	if got.MaxAttempts != 7 || got.Visibility != 90*time.Second {
+		t.Errorf("resolved lease defaults = %d, %v; want 7, 1m30s", got.MaxAttempts, got.Visibility)
 	}
 }

@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -170,5 +171,140 @@ func busyCollector(b *testing.B, x *Exchange, hot []uuid.UUID, stop <-chan struc
 			b.Error(err)
 			return
 		}
+	}
+}
+
+// BenchmarkSendPop measures the paths of an owner that never leases (issue 18: leases must not
+// slow them down): LionAGI's destructive round trip, send + collect + pop, one message per
+// iteration; and Pop alone, draining an inbox filled beforehand with b.N messages.
+func BenchmarkSendPop(b *testing.B) {
+	b.Run("round-trip", func(b *testing.B) {
+		x := New(WithMaxInbox(0), WithMaxOutbox(0))
+		owners := benchOwners(b, x, 2)
+		content := text("benchmark payload")
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := x.Send(SendRequest{Sender: owners[0], Recipient: to(owners[1]), Content: content}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := x.Collect(owners[0]); err != nil {
+				b.Fatal(err)
+			}
+			if _, ok := x.Pop(owners[1], owners[0]); !ok {
+				b.Fatal("Pop found nothing")
+			}
+		}
+	})
+	b.Run("pop-deep-inbox", func(b *testing.B) {
+		x, owners := deepInbox(b, b.N)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, ok := x.Pop(owners[1], owners[0]); !ok {
+				b.Fatal("Pop found nothing")
+			}
+		}
+	})
+	b.Run("pop-deep-inbox-c50", func(b *testing.B) {
+		x, owners := deepInbox(b, b.N)
+		b.ReportAllocs()
+		b.SetParallelism(max(1, 50/runtime.GOMAXPROCS(0)))
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, ok := x.Pop(owners[1], owners[0]); !ok {
+					b.Error("Pop found nothing")
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkLeaseAck measures acknowledged delivery beside BenchmarkSendPop's figures (issue 18's
+// benchmark asks Lease+Ack for at least half of Send+PopMessage): send + collect + lease + ack one
+// message per iteration, and Lease+Ack alone draining a deep inbox, by one goroutine and by 50.
+func BenchmarkLeaseAck(b *testing.B) {
+	b.Run("round-trip", func(b *testing.B) {
+		x := New(WithMaxInbox(0), WithMaxOutbox(0))
+		owners := benchOwners(b, x, 2)
+		content := text("benchmark payload")
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := x.Send(SendRequest{Sender: owners[0], Recipient: to(owners[1]), Content: content}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := x.Collect(owners[0]); err != nil {
+				b.Fatal(err)
+			}
+			leaseAck(b, x, owners)
+		}
+	})
+	b.Run("lease-ack-deep-inbox", func(b *testing.B) {
+		x, owners := deepInbox(b, b.N)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			leaseAck(b, x, owners)
+		}
+	})
+	b.Run("lease-ack-deep-inbox-c50", func(b *testing.B) {
+		x, owners := deepInbox(b, b.N)
+		b.ReportAllocs()
+		b.SetParallelism(max(1, 50/runtime.GOMAXPROCS(0)))
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				leaseAck(b, x, owners)
+			}
+		})
+	})
+}
+
+// deepInbox returns an Exchange whose owners[1] holds n messages from owners[0].
+func deepInbox(b *testing.B, n int) (*Exchange, []uuid.UUID) {
+	b.Helper()
+	x := New(WithMaxInbox(0), WithMaxOutbox(0))
+	owners := benchOwners(b, x, 2)
+	content := text("benchmark payload")
+	for range n {
+		if _, err := x.Send(SendRequest{Sender: owners[0], Recipient: to(owners[1]), Content: content}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := x.Collect(owners[0]); err != nil {
+		b.Fatal(err)
+	}
+	return x, owners
+}
+
+// leaseAck leases one message of owners[1]'s inbox and acknowledges it.
+func leaseAck(b *testing.B, x *Exchange, owners []uuid.UUID) {
+	l, err := x.Lease(LeaseRequest{Owner: owners[1], Sender: &owners[0]})
+	if err != nil || len(l.Leases) != 1 {
+		b.Errorf("Lease = %d leases, %v; want 1", len(l.Leases), err)
+		return
+	}
+	if err := x.Ack(owners[1], l.Leases[0].Receipt); err != nil {
+		b.Error(err)
+	}
+}
+
+// BenchmarkPopSteady measures Pop on an inbox kept 1,000 deep and warm: each iteration pops the
+// head and delivers it again at the tail (no Send or Collect around it), so that a few
+// nanoseconds added to the lease-free Pop path would show (issue 18).
+func BenchmarkPopSteady(b *testing.B) {
+	x, owners := deepInbox(b, 1000)
+	r := x.lookup(owners[1])
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m, ok := x.Pop(owners[1], owners[0])
+		if !ok {
+			b.Fatal("Pop found nothing")
+		}
+		x.deliver(r, owners[0], entry{msg: m})
 	}
 }

@@ -98,7 +98,7 @@ func (x *Exchange) collect(f *flow, o ReportOptions) (*Report, bool) {
 	batch := f.outbox().q.drain()
 	f.items -= len(batch)
 	for _, e := range batch {
-		f.bytes -= e.size
+		f.bytes -= e.bytes()
 	}
 	f.mu.Unlock()
 
@@ -138,12 +138,12 @@ func (x *Exchange) collect(f *flow, o ReportOptions) (*Report, bool) {
 			rep.Drops += len(d.Dropped)
 			at := x.opts.now()
 			for _, dr := range d.Dropped {
-				dead = append(dead, DeadLetter{Message: e.msg, Recipient: dr.Recipient, Reason: dr.Reason, At: at, size: e.size})
-				x.budget.charge(e.size)
+				dead = append(dead, DeadLetter{Message: e.msg, Recipient: dr.Recipient, Reason: dr.Reason, At: at, size: e.bytes()})
+				x.budget.charge(e.bytes())
 			}
 		}
 		// The outbox entry's bytes move to the inbox and dead-letter copies charged above.
-		x.budget.release(e.size)
+		x.budget.release(e.bytes())
 		rep.Deliveries = append(rep.Deliveries, d)
 	}
 	if len(dead) > 0 {
@@ -164,7 +164,7 @@ func (x *Exchange) collect(f *flow, o ReportOptions) (*Report, bool) {
 // owner's UUID reaches an inbox (ADR-0006 D5).
 func (x *Exchange) routeDirect(f *flow, d *Delivery, e entry, o ReportOptions) {
 	var r *flow
-	id, ok, reason := RouteDirect(e.msg.Recipient, func(id uuid.UUID) bool { r = x.lookup(id); return r != nil }, e.recipientWasRegistered)
+	id, ok, reason := RouteDirect(e.msg.Recipient, func(id uuid.UUID) bool { r = x.lookup(id); return r != nil }, e.recipientWasRegistered())
 	if ok {
 		x.record(f, d, id, x.deliver(r, f.owner, e), o)
 		return
@@ -201,8 +201,8 @@ func (x *Exchange) deliver(r *flow, sender uuid.UUID, e entry) outcome {
 	if x.opts.maxInbox > 0 && in.len() >= x.opts.maxInbox {
 		return inboxFull
 	}
-	r.push(in, entry{msg: e.msg, size: e.size})
-	x.budget.charge(e.size)
+	r.push(in, e.delivered())
+	x.budget.charge(e.bytes())
 	r.publish(sender, e.msg)
 	return delivered
 }

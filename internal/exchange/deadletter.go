@@ -138,6 +138,7 @@ func (x *Exchange) DeadLetters(owner uuid.UUID, after uint64, limit int) DeadLet
 	if f.closed {
 		return DeadLetterPage{}
 	}
+	x.expireLeases(f)
 	letters, more := f.dead.after(after, limit)
 	return DeadLetterPage{Letters: letters, More: more, Evicted: f.dead.evicted}
 }

@@ -11,7 +11,9 @@
 // pumps outboxes as LionAGI's Exchange.run does. A byte budget bounds everything it holds, request
 // records included, and refuses Sends past it rather than drop anything (budget.go); live
 // subscriptions are bounded in number; PopIf, like UnregisterIf, removes only what the caller can
-// hand on.
+// hand on. Beside PopMessage, acknowledged delivery (issue 18; the rules in lease.go): Lease hides
+// messages for a visibility timeout behind a receipt, Ack removes them, Nack and expiry make them
+// visible again, and max attempts makes them dead letters of the recipient.
 //
 // Locking is per owner, so collecting one owner never blocks sends, receives or pops of another:
 // the registry lock is held only for O(1) map and slice operations (registry.go), each flow has its

@@ -75,10 +75,12 @@ func (x *Exchange) lookup(owner uuid.UUID) *flow { return x.reg.lookup(owner) }
 func (x *Exchange) isRegistered(owner uuid.UUID) bool { return x.lookup(owner) != nil }
 
 // Register creates owner's flow with an empty outbox and returns it; an owner that is registered
-// already is ErrOwnerAlreadyRegistered (ADR-0006 D5). It costs O(1) amortised, whatever the
-// number of owners.
+// already is ErrOwnerAlreadyRegistered (ADR-0006 D5). settings (at most one is read) are the
+// owner's lease settings (issue 18; zero fields: WithLeaseDefaults; see resolveSettings). It
+// costs O(1) amortised, whatever the number of owners.
 func (x *Exchange) Register(owner uuid.UUID, settings ...OwnerSettings) (*Snapshot, error) {
-	if _, ok := x.reg.add(owner, func(seq uint64) *flow { return newOwnerFlow(owner, seq) }); !ok {
+	s := x.resolveSettings(settings)
+	if _, ok := x.reg.add(owner, func(seq uint64) *flow { return newOwnerFlow(owner, seq, s) }); !ok {
 		return nil, ownerErr("Owner", owner, ErrOwnerAlreadyRegistered)
 	}
 	// What a new flow holds: an empty outbox and nothing else. Built here rather than read from the
@@ -120,6 +122,8 @@ func (x *Exchange) UnregisterIf(owner uuid.UUID, check func(*Snapshot) error) (*
 			f.collectMu.Unlock()
 			continue
 		}
+		// Leases ended at max attempts are dead letters in what the owner takes away (lease.go).
+		x.expireLeases(f)
 		snap := f.snapshot()
 		if check != nil {
 			if err := check(snap); err != nil {
@@ -248,5 +252,6 @@ func (x *Exchange) Get(owner uuid.UUID) (*Snapshot, bool) {
 	if f.closed {
 		return nil, false
 	}
+	x.expireLeases(f)
 	return f.snapshot(), true
 }

@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -25,20 +26,85 @@ func inboxName(sender uuid.UUID) string { return inboxPrefix + sender.String() }
 // it).
 const compactProgressionsAfter = 32
 
-// entry is one message held in a progression.
+// entry is one message held in a progression. It has the shape it had before leases, four words
+// and four fields with the message the only pointer (TestEntryFourWords), so that owners that
+// never lease pay nothing for the lease state packed into it: not an allocation (Collect's batch
+// of one message fits the stack buffer Go gives a small make), not GC scanning or write barriers,
+// and not the instructions that each more field costs when an entry is passed in registers (a
+// first version with seven fields cost every Pop about 90 more, measured with callgrind).
 type entry struct {
 	msg *envelope.Message
 	// seq is the message's insertion number in its flow: the order of LionAGI's items pile, and
 	// increasing within each progression.
 	seq uint64
-	// recipientWasRegistered is set on outbox entries whose direct recipient was a registered
-	// owner when the message was sent, so that a drop at collect says "recipient left" rather
-	// than "unknown recipient".
-	recipientWasRegistered bool
-	// size is the message's estimated heap bytes, charged to the Exchange's budget while the
-	// entry is held (budget.go).
-	size int64
+	// visibleAt is when a leased inbox entry is visible again, in Unix nanoseconds of the
+	// Exchange's clock: its lease's deadline or the end of a Nack's delay (lease_memory.go).
+	visibleAt int64
+	// meta packs, low bits first: the size (32 bits), the lease attempts (16) and the flags
+	// (entryHeld, entryRecipientWasRegistered). Read and written through the methods below.
+	meta uint64
 }
+
+// The layout of entry.meta.
+const (
+	entryAttemptsShift = 32
+	// entryHeld is set while a lease holds an inbox entry: by Lease, until Ack, Nack or another
+	// taker (lease.go), even past visibleAt.
+	entryHeld uint64 = 1 << 48
+	// entryRecipientWasRegistered is set on outbox entries whose direct recipient was a
+	// registered owner when the message was sent, so that a drop at collect says "recipient
+	// left" rather than "unknown recipient".
+	entryRecipientWasRegistered uint64 = 1 << 49
+)
+
+// MaxMaxAttempts must fit entry.meta's 16 bits of attempts: this fails to compile otherwise.
+var _ [math.MaxUint16 - MaxMaxAttempts]struct{}
+
+// newEntry is an entry of m with size budget bytes (entrySize: at most math.MaxInt32), never
+// leased.
+func newEntry(m *envelope.Message, size int64, recipientWasRegistered bool) entry {
+	e := entry{msg: m, meta: uint64(uint32(size))}
+	if recipientWasRegistered {
+		e.meta |= entryRecipientWasRegistered
+	}
+	return e
+}
+
+// delivered is the inbox entry Collect makes of outbox entry e: its message and size, no flags.
+func (e *entry) delivered() entry { return entry{msg: e.msg, meta: uint64(uint32(e.meta))} }
+
+// bytes is the message's estimated heap bytes, charged to the Exchange's budget while the entry
+// is held (budget.go).
+func (e *entry) bytes() int64 { return int64(uint32(e.meta)) }
+
+// attempts counts the leases of an inbox entry, the current one included; 0 for one never leased
+// (its visibleAt and held are then zero).
+func (e *entry) attempts() int { return int(uint16(e.meta >> entryAttemptsShift)) }
+
+// setAttempts sets attempts to n (0..MaxMaxAttempts).
+func (e *entry) setAttempts(n int) {
+	e.meta = e.meta&^(math.MaxUint16<<entryAttemptsShift) | uint64(uint16(n))<<entryAttemptsShift
+}
+
+// held reports whether a lease holds the entry.
+func (e *entry) held() bool { return e.meta&entryHeld != 0 }
+
+// setHeld sets or clears held.
+func (e *entry) setHeld(on bool) {
+	if on {
+		e.meta |= entryHeld
+	} else {
+		e.meta &^= entryHeld
+	}
+}
+
+// recipientWasRegistered reports entryRecipientWasRegistered.
+func (e *entry) recipientWasRegistered() bool { return e.meta&entryRecipientWasRegistered != 0 }
+
+// entrySize is the budget bytes of m as an entry holds them: messageBytes, held within
+// math.MaxInt32 (2 GiB, far above the server's receive limit; a larger in-process message is
+// charged 2 GiB, consistently, from Send to its last release).
+func entrySize(m *envelope.Message) int64 { return min(messageBytes(m), math.MaxInt32) }
 
 // progression is a named FIFO of entries: the outbox, or one sender's inbox.
 type progression struct {
@@ -46,10 +112,14 @@ type progression struct {
 	// ord numbers the flow's progressions in creation order and is never reused, so it stays a
 	// valid position (a Receive cursor) when inboxes before it are reclaimed.
 	ord     uint64
-	inbox   bool      // an inbox_<sender> progression
 	sender  uuid.UUID // the sender, for an inbox
+	inbox   bool      // an inbox_<sender> progression
 	removed bool      // reclaimed: a tombstone in flow.progs until the next compaction
-	q       queue[entry]
+	// leased counts the entries of q ever leased (attempts > 0): 0 means every entry is
+	// visible, so Pop, Receive and Lease take their lease-free paths. An int32 beside the flags,
+	// so that the struct keeps the size it had before leases (2^31 entries are far beyond memory).
+	leased int32
+	q      queue[entry]
 }
 
 func (p *progression) len() int { return p.q.len() }
@@ -98,11 +168,23 @@ type flow struct {
 	bytes   int64  // the budget bytes of what the flow holds: entries and dead letters
 	dead    deadLetters
 	subs    map[*Subscription]struct{}
+
+	// settings are the owner's lease settings, resolved at Register and never changed (so read
+	// without mu).
+	settings OwnerSettings
+	// leased counts the inbox entries with a lease state across progressions (their
+	// progression.leased summed): 0 keeps every call on its lease-free path.
+	leased int
+	// dueAt is no later than the deadline of every lease at the owner's MaxAttempts, the leases
+	// whose end makes a dead letter, in Unix nanoseconds (0: there is none), so the calls that
+	// must notice such an end (expireLeases) skip the walk until it may have come.
+	dueAt int64
 }
 
-// newOwnerFlow is the flow Register creates for owner, with an empty outbox.
-func newOwnerFlow(owner uuid.UUID, regSeq uint64) *flow {
-	f := &flow{owner: owner, regSeq: regSeq, byName: map[string]*progression{}}
+// newOwnerFlow is the flow Register creates for owner, with an empty outbox and its resolved lease
+// settings.
+func newOwnerFlow(owner uuid.UUID, regSeq uint64, settings OwnerSettings) *flow {
+	f := &flow{owner: owner, regSeq: regSeq, byName: map[string]*progression{}, settings: settings}
 	f.addProgression(outboxName)
 	return f
 }
@@ -130,17 +212,31 @@ func (f *flow) push(p *progression, e entry) {
 	e.seq = f.nextSeq
 	p.q.push(e)
 	f.items++
-	f.bytes += e.size
+	f.bytes += e.bytes()
 }
 
-// popFront removes the oldest entry of p.
+// popFront removes the oldest entry of p, which must have no lease state (p.leased == 0, or the
+// outbox).
 func (f *flow) popFront(p *progression) (entry, bool) {
 	e, ok := p.q.popFront()
 	if ok {
 		f.items--
-		f.bytes -= e.size
+		f.bytes -= e.bytes()
 	}
 	return e, ok
+}
+
+// removeAt removes the entry at index i of p.live(), whatever its lease state, keeping the
+// counts. The caller holds f.mu and gives the entry's bytes back to the budget, or moves them.
+func (f *flow) removeAt(p *progression, i int) entry {
+	e := p.q.removeAt(i)
+	f.items--
+	f.bytes -= e.bytes()
+	if e.attempts() > 0 {
+		p.leased--
+		f.leased--
+	}
+	return e
 }
 
 // keepDead keeps dl as a dead letter, evicting the oldest past limit, and returns the bytes the
@@ -180,6 +276,7 @@ func (f *flow) reclaim(p *progression) {
 // The caller holds f.mu and has set f.closed.
 func (f *flow) release() {
 	f.progs, f.byName, f.items, f.bytes = nil, nil, 0, 0
+	f.leased, f.dueAt = 0, 0
 	f.dead = deadLetters{}
 }
 

@@ -1,30 +1,386 @@
 package exchange
 
 import (
-	"errors"
+	"iter"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/envelope"
 )
 
-// errLeaseNotBuilt marks the memory engine's lease calls before issue 18's implementation lands.
-// TODO(issue 18): replaced by the memory engine's leases; nothing may ship with it.
-var errLeaseNotBuilt = errors.New("leases: not built yet (issue 18 in progress)")
+// The memory engine's leases (issue 18; the rules are lease.go's). A lease lives on its inbox
+// entry (entry.visibleAt, and the attempts and held bits of entry.meta), so a leased message stays
+// where it is: Receive shows it in place, the inbox bound counts it and Unregister returns it with
+// the rest. The counts that tell a path it may skip the lease checks (progression.leased,
+// flow.leased, flow.dueAt) are kept under the flow's mu, so an owner that never leases pays a
+// comparison or two per call. Times are kept as Unix nanoseconds of the Exchange's clock, as the
+// database engines keep them (lease.go).
 
-// Lease leases visible messages of req.Owner's inboxes (lease.go).
+// leaseInfo is the entry's lease state as Receive reports it.
+func (e *entry) leaseInfo() LeaseInfo {
+	if e.attempts() == 0 {
+		return LeaseInfo{}
+	}
+	return LeaseInfo{Attempts: e.attempts(), VisibleAt: unixTime(e.visibleAt), Held: e.held()}
+}
+
+// hidden reports whether the entry is invisible to Lease and Pop at now (Unix nanoseconds).
+func (e *entry) hidden(now int64) bool { return e.attempts() > 0 && now < e.visibleAt }
+
+// unixTime is the time of n Unix nanoseconds, in UTC.
+func unixTime(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// resolveSettings is the OwnerSettings Register keeps: the first of settings, its zero fields
+// filled from the Exchange's defaults (WithLeaseDefaults), then held within lease.go's bounds
+// (1..MaxMaxAttempts, MinVisibility..MaxVisibility). The handlers refuse values out of bounds
+// before they get here; an in-process caller gets the nearest bound rather than an error.
+func (x *Exchange) resolveSettings(settings []OwnerSettings) OwnerSettings {
+	var s OwnerSettings
+	if len(settings) > 0 {
+		s = settings[0]
+	}
+	s = s.Resolve(Settings{MaxAttempts: x.opts.maxAttempts, Visibility: x.opts.visibility})
+	s.MaxAttempts = min(max(s.MaxAttempts, 1), MaxMaxAttempts)
+	s.Visibility = min(max(s.Visibility, MinVisibility), MaxVisibility)
+	return s
+}
+
+// leasedFlow returns owner's flow locked, or ErrOwnerNotRegistered. The caller unlocks f.mu.
+func (x *Exchange) leasedFlow(owner uuid.UUID) (*flow, error) {
+	f := x.lookup(owner)
+	if f == nil {
+		return nil, ownerErr("Owner", owner, ErrOwnerNotRegistered)
+	}
+	f.mu.Lock()
+	if f.closed { // unregistered since the lookup
+		f.mu.Unlock()
+		return nil, ownerErr("Owner", owner, ErrOwnerNotRegistered)
+	}
+	return f, nil
+}
+
+// Lease leases up to req.Max visible messages of req.Owner's inboxes (only req.Sender's when set),
+// in Receive's order, each for req.Visibility (0: the owner's; held within MinVisibility..
+// MaxVisibility), and reports the scope's held leases and when its next hidden message becomes
+// visible (lease.go). An owner that is not registered is ErrOwnerNotRegistered.
+//
+// It costs O(entries walked): the scope's leased entries (to count the held ones) and its
+// entries up to the last one taken.
 func (x *Exchange) Lease(req LeaseRequest) (LeaseResult, error) {
-	return LeaseResult{}, errLeaseNotBuilt
+	f, err := x.leasedFlow(req.Owner)
+	if err != nil {
+		return LeaseResult{}, err
+	}
+	defer f.mu.Unlock()
+	now := x.opts.now()
+	x.expireLeasesAt(f, now)
+	vis := req.Visibility
+	if vis <= 0 {
+		vis = f.settings.Visibility
+	}
+	vis = min(max(vis, MinVisibility), MaxVisibility)
+	deadline := unixTime(now.Add(vis).UnixNano())
+	at, due := now.UnixNano(), deadline.UnixNano()
+	want := min(max(req.Max, 1), MaxLeaseBatch)
+
+	var (
+		res   LeaseResult
+		bytes int64
+	)
+	if f.leased > 0 {
+		res.Held, res.NextVisible = f.heldIn(req.Sender, at)
+	}
+	take := func(p *progression) bool {
+		live := p.live()
+		for i := range live {
+			if len(res.Leases) == want || (req.MaxHeld > 0 && res.Held >= req.MaxHeld) {
+				return false
+			}
+			e := &live[i]
+			if e.hidden(at) {
+				continue
+			}
+			if req.MaxBytes > 0 {
+				size := e.bytes() - messageOverhead // MessageSize, without computing it again
+				if len(res.Leases) > 0 && bytes+size > req.MaxBytes {
+					return false
+				}
+				bytes += size
+			}
+			if e.attempts() == 0 {
+				p.leased++
+				f.leased++
+			}
+			// A visible entry has attempts below MaxAttempts (so the increment stays within
+			// MaxMaxAttempts): expireLeasesAt made dead letters of the others, and Nack does at once.
+			e.setAttempts(e.attempts() + 1)
+			e.setHeld(true)
+			e.visibleAt = due
+			if e.attempts() >= f.settings.MaxAttempts {
+				f.noteDue(due)
+			}
+			res.Held++
+			res.Leases = append(res.Leases, Leased{
+				Message:  e.msg,
+				Receipt:  Receipt{Message: e.msg.ID, Sender: p.sender, Attempt: e.attempts()},
+				Deadline: deadline,
+			})
+		}
+		return true
+	}
+	for p := range f.inboxes(req.Sender) {
+		if !take(p) {
+			break
+		}
+	}
+	if len(res.Leases) > 0 && (res.NextVisible.IsZero() || deadline.Before(res.NextVisible)) {
+		res.NextVisible = deadline
+	}
+	return res, nil
 }
 
-// Ack removes the message of a held lease (lease.go).
-func (x *Exchange) Ack(owner uuid.UUID, r Receipt) error { return errLeaseNotBuilt }
-
-// Nack ends a held lease (lease.go).
-func (x *Exchange) Nack(owner uuid.UUID, r Receipt, delay time.Duration) (bool, error) {
-	return false, errLeaseNotBuilt
+// Ack removes the message of the lease r names (lease.go): ErrLeaseStale, changing nothing, when
+// that lease is no longer held; ErrOwnerNotRegistered when owner is not registered. The Ack that
+// empties the inbox of a sender that is no longer registered reclaims the inbox, as Pop does
+// (reclaim.go).
+func (x *Exchange) Ack(owner uuid.UUID, r Receipt) error {
+	f, err := x.leasedFlow(owner)
+	if err != nil {
+		return err
+	}
+	defer f.mu.Unlock()
+	p, i := f.findLease(r)
+	if p == nil {
+		return StaleLease(owner, r)
+	}
+	e := f.removeAt(p, i)
+	x.budget.release(e.bytes())
+	x.reclaimIfDeparted(f, p)
+	return nil
 }
 
-// ExtendLease moves a held lease's deadline (lease.go).
+// Nack ends the lease r names (lease.go): the message is visible again after delay (held within
+// 0..MaxVisibility), or, when its attempts reached the owner's MaxAttempts, becomes a dead letter
+// of the owner with ReasonMaxAttempts (deadLettered). Errors as Ack.
+func (x *Exchange) Nack(owner uuid.UUID, r Receipt, delay time.Duration) (deadLettered bool, err error) {
+	f, err := x.leasedFlow(owner)
+	if err != nil {
+		return false, err
+	}
+	defer f.mu.Unlock()
+	p, i := f.findLease(r)
+	if p == nil {
+		return false, StaleLease(owner, r)
+	}
+	now := x.opts.now()
+	e := &p.live()[i]
+	if e.attempts() >= f.settings.MaxAttempts {
+		x.deadLetterLeased(f, p, i, now)
+		x.reclaimIfDeparted(f, p)
+		return true, nil
+	}
+	e.setHeld(false)
+	e.visibleAt = now.Add(min(max(delay, 0), MaxVisibility)).UnixNano()
+	return false, nil
+}
+
+// ExtendLease sets the deadline of the lease r names to now + d (d held within MinVisibility..
+// MaxVisibility) and returns it (lease.go). Errors as Ack.
 func (x *Exchange) ExtendLease(owner uuid.UUID, r Receipt, d time.Duration) (time.Time, error) {
-	return time.Time{}, errLeaseNotBuilt
+	f, err := x.leasedFlow(owner)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer f.mu.Unlock()
+	p, i := f.findLease(r)
+	if p == nil {
+		return time.Time{}, StaleLease(owner, r)
+	}
+	e := &p.live()[i]
+	e.visibleAt = x.opts.now().Add(min(max(d, MinVisibility), MaxVisibility)).UnixNano()
+	if e.attempts() >= f.settings.MaxAttempts {
+		f.noteDue(e.visibleAt) // the deadline may have moved earlier
+	}
+	return unixTime(e.visibleAt), nil
+}
+
+// findLease returns the inbox and index of the entry whose lease r names while that lease is
+// held, or nil: the message is in r.Sender's inbox, a lease holds it (Nack, Ack, Pop, a dead
+// letter and Unregister end it) and it is the lease of r's attempt (a later Lease makes another).
+// It walks the inbox only as far as its last leased entry. The caller holds f.mu.
+func (f *flow) findLease(r Receipt) (*progression, int) {
+	p := f.byName[inboxName(r.Sender)]
+	if p == nil || p.leased == 0 {
+		return nil, 0
+	}
+	var seen int32
+	live := p.live()
+	for i := range live {
+		e := &live[i]
+		if e.attempts() == 0 {
+			continue
+		}
+		if e.msg.ID == r.Message {
+			if e.held() && e.attempts() == r.Attempt {
+				return p, i
+			}
+			return nil, 0
+		}
+		if seen++; seen == p.leased {
+			break
+		}
+	}
+	return nil, 0
+}
+
+// inboxes yields the inboxes a scope covers: sender's alone when sender is not nil, else every
+// inbox in creation order. The caller holds f.mu and does not reclaim while iterating.
+func (f *flow) inboxes(sender *uuid.UUID) iter.Seq[*progression] {
+	return func(yield func(*progression) bool) {
+		if sender != nil {
+			if p := f.byName[inboxName(*sender)]; p != nil {
+				yield(p)
+			}
+			return
+		}
+		for _, p := range f.progs {
+			if p.inbox && !p.removed && !yield(p) {
+				return
+			}
+		}
+	}
+}
+
+// heldIn counts the scope's messages held by unexpired leases, and returns the earliest time one
+// of its hidden messages becomes visible (zero: none is hidden). The caller holds f.mu.
+func (f *flow) heldIn(sender *uuid.UUID, now int64) (held int, next time.Time) {
+	var first int64
+	for p := range f.inboxes(sender) {
+		if p.leased == 0 {
+			continue
+		}
+		// Only as far as the inbox's last leased entry.
+		var seen int32
+		for _, e := range p.live() {
+			if e.attempts() == 0 {
+				continue
+			}
+			if e.hidden(now) {
+				if e.held() {
+					held++
+				}
+				if first == 0 || e.visibleAt < first {
+					first = e.visibleAt
+				}
+			}
+			if seen++; seen == p.leased {
+				break
+			}
+		}
+	}
+	if first != 0 {
+		next = unixTime(first)
+	}
+	return held, next
+}
+
+// firstVisible returns the index of p's oldest entry visible at now, or -1.
+func (p *progression) firstVisible(now int64) int {
+	live := p.live()
+	for i := range live {
+		if !live[i].hidden(now) {
+			return i
+		}
+	}
+	return -1
+}
+
+// noteDue records that a lease at the owner's MaxAttempts ends at t (Unix nanoseconds). The
+// caller holds f.mu.
+func (f *flow) noteDue(t int64) {
+	if f.dueAt == 0 || t < f.dueAt {
+		f.dueAt = t
+	}
+}
+
+// expireLeases makes dead letters of the messages whose lease at the owner's MaxAttempts has
+// passed its deadline (lease.go: "noticed by the next call that looks at the owner's inboxes").
+// The caller holds f.mu. With no lease at max attempts due it costs two comparisons and does not
+// read the clock.
+func (x *Exchange) expireLeases(f *flow) {
+	if f.leased == 0 || f.dueAt == 0 {
+		return
+	}
+	x.expireLeasesAt(f, x.opts.now())
+}
+
+// expireLeasesAt is expireLeases at now.
+func (x *Exchange) expireLeasesAt(f *flow, now time.Time) {
+	at := now.UnixNano()
+	if f.leased == 0 || f.dueAt == 0 || at < f.dueAt {
+		return
+	}
+	var (
+		next  int64
+		empty []*progression
+	)
+	for _, p := range f.progs {
+		if !p.inbox || p.removed || p.leased == 0 {
+			continue
+		}
+		// Walked by index: a dead letter removes the entry at i, and the next one takes its place.
+		for i, seen, n := 0, int32(0), p.leased; seen < n && i < p.len(); {
+			e := &p.live()[i]
+			if e.attempts() == 0 {
+				i++
+				continue
+			}
+			seen++
+			switch {
+			case e.attempts() < f.settings.MaxAttempts:
+				i++
+			case e.hidden(at):
+				if next == 0 || e.visibleAt < next {
+					next = e.visibleAt
+				}
+				i++
+			default:
+				x.deadLetterLeased(f, p, i, now)
+			}
+		}
+		if p.len() == 0 {
+			empty = append(empty, p)
+		}
+	}
+	f.dueAt = next
+	// After the walk: reclaiming may compact f.progs in place.
+	for _, p := range empty {
+		x.reclaimIfDeparted(f, p)
+	}
+}
+
+// deadLetterLeased removes the entry at index i of p, whose lease ended at the owner's
+// MaxAttempts, and keeps it as a dead letter of the owner (the recipient that leased it) with
+// ReasonMaxAttempts and its attempt count. Its bytes move from the inbox to the dead letters; the
+// bound's evictions give theirs back to the budget. The caller holds f.mu.
+func (x *Exchange) deadLetterLeased(f *flow, p *progression, i int, now time.Time) {
+	e := f.removeAt(p, i)
+	freed := f.keepDead(DeadLetter{
+		Message:   e.msg,
+		Recipient: envelope.IDParticipant(f.owner),
+		Reason:    ReasonMaxAttempts,
+		At:        now,
+		Attempts:  e.attempts(),
+		size:      e.bytes(),
+	}, x.opts.maxDeadLetters)
+	x.budget.release(freed)
+}
+
+// reclaimIfDeparted reclaims p when it is empty and its sender is no longer registered, as the Pop
+// that empties it does (reclaim.go). The caller holds f.mu.
+func (x *Exchange) reclaimIfDeparted(f *flow, p *progression) {
+	if !p.removed && p.len() == 0 && !x.isRegistered(p.sender) {
+		f.reclaim(p)
+	}
 }

@@ -31,6 +31,13 @@ func (q *queue[T]) popFront() (T, bool) {
 	v := q.items[q.head]
 	q.items[q.head] = zero // let what it points to be collected
 	q.head++
+	q.settle()
+	return v, true
+}
+
+// settle reclaims the consumed prefix after head moved: it starts over once the queue is empty,
+// and moves the live part to the front once more than half the slice is consumed.
+func (q *queue[T]) settle() {
 	switch {
 	case q.head == len(q.items):
 		q.items, q.head = q.items[:0], 0
@@ -39,7 +46,33 @@ func (q *queue[T]) popFront() (T, bool) {
 		clear(q.items[n:])
 		q.items, q.head = q.items[:n], 0
 	}
-	return v, true
+}
+
+// removeAt removes and returns the item at index i of live(), keeping the order of the others; it
+// panics when i is out of range. It moves whichever side of i is shorter, so removing near either
+// end (a lease acknowledged near the head, issue 18) costs O(1) and anywhere else O(min(i, len-i)).
+func (q *queue[T]) removeAt(i int) T {
+	if i == 0 { // Pop's case: no copy at all
+		v, _ := q.popFront()
+		return v
+	}
+	live := q.live()
+	v := live[i]
+	var zero T
+	if i < len(live)/2 {
+		copy(live[1:i+1], live[:i])
+		live[0] = zero
+		q.head++
+		q.settle()
+	} else {
+		copy(live[i:], live[i+1:])
+		live[len(live)-1] = zero
+		q.items = q.items[:len(q.items)-1]
+		if len(q.items) == q.head {
+			q.items, q.head = q.items[:0], 0
+		}
+	}
+	return v
 }
 
 // drain removes and returns every item, oldest first.

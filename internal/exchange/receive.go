@@ -54,6 +54,7 @@ func (x *Exchange) ReceivePage(owner uuid.UUID, sender *uuid.UUID, after Cursor,
 	if f.closed {
 		return ReceivedPage{}
 	}
+	x.expireLeases(f)
 	var page ReceivedPage
 	if sender != nil {
 		if p := f.byName[inboxName(*sender)]; p != nil && p.ord >= after.Inbox {
@@ -73,7 +74,7 @@ func (x *Exchange) ReceivePage(owner uuid.UUID, sender *uuid.UUID, after Cursor,
 }
 
 // add appends p's messages after the cursor until the page holds limit; false once it is full and
-// more follow.
+// more follow. The lease states go along from the first entry that has one (ReceivedPage.Leases).
 func (page *ReceivedPage) add(p *progression, after Cursor, limit int) bool {
 	live := p.live()
 	if p.ord == after.Inbox {
@@ -86,16 +87,24 @@ func (page *ReceivedPage) add(p *progression, after Cursor, limit int) bool {
 			page.More = true
 			return false
 		}
+		if e.attempts() > 0 && page.Leases == nil {
+			page.Leases = make([]LeaseInfo, len(page.Messages), cap(page.Messages))
+		}
 		page.Messages = append(page.Messages, e.msg)
 		page.Next = Cursor{Inbox: p.ord, Seq: e.seq}
 		page.Cursors = append(page.Cursors, page.Next)
+		if page.Leases != nil {
+			page.Leases = append(page.Leases, e.leaseInfo())
+		}
 	}
 	return true
 }
 
 // Pop removes and returns the oldest message of sender's inbox in owner's flow; false when the
-// owner is not registered or the inbox is missing or empty (ADR-0006 D5: pop_message). The Pop
-// that empties the inbox of a sender that is no longer registered reclaims the inbox (reclaim.go).
+// owner is not registered or the inbox is missing or holds no visible message (ADR-0006 D5:
+// pop_message; issue 18: a leased message, or one a Nack's delay hides, is never popped, the
+// oldest visible one behind it is). The Pop that empties the inbox of a sender that is no longer
+// registered reclaims the inbox (reclaim.go).
 func (x *Exchange) Pop(owner, sender uuid.UUID) (*envelope.Message, bool) {
 	m, ok, _ := x.PopIf(owner, sender, nil)
 	return m, ok
@@ -117,17 +126,34 @@ func (x *Exchange) PopIf(owner, sender uuid.UUID, check func(*envelope.Message) 
 	if f.closed {
 		return nil, false, nil
 	}
+	var now int64 // read only when a lease may hide the head
+	if f.leased > 0 {
+		t := x.opts.now()
+		x.expireLeasesAt(f, t)
+		now = t.UnixNano()
+	}
 	p, ok := f.byName[inboxName(sender)]
 	if !ok || p.len() == 0 {
 		return nil, false, nil
 	}
+	i := 0
+	if p.leased > 0 {
+		if i = p.firstVisible(now); i < 0 {
+			return nil, false, nil
+		}
+	}
 	if check != nil {
-		if err := check(p.live()[0].msg); err != nil {
+		if err := check(p.live()[i].msg); err != nil {
 			return nil, false, err
 		}
 	}
-	e, _ := f.popFront(p)
-	x.budget.release(e.size)
+	var e entry
+	if p.leased == 0 {
+		e, _ = f.popFront(p) // the lease-free path, as it was before leases
+	} else {
+		e = f.removeAt(p, i)
+	}
+	x.budget.release(e.bytes())
 	if p.len() == 0 && !x.isRegistered(sender) {
 		f.reclaim(p)
 	}

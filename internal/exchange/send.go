@@ -93,7 +93,7 @@ func (x *Exchange) sendWith(req SendRequest, extra func(*envelope.Message) int64
 	if err != nil {
 		return nil, err
 	}
-	size := messageBytes(m)
+	size := entrySize(m)
 	charge := size
 	if extra != nil {
 		charge += extra(m)
@@ -117,7 +117,7 @@ func (x *Exchange) sendWith(req SendRequest, extra func(*envelope.Message) int64
 		f.mu.Unlock()
 		return nil, err
 	}
-	f.push(outbox, entry{msg: m, recipientWasRegistered: known, size: size})
+	f.push(outbox, newEntry(m, size, known))
 	f.mu.Unlock()
 	// Only the first Send since the collector's last pass took this owner tells the collector,
 	// after the flow's lock is released (background.go).

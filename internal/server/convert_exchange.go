@@ -1,10 +1,14 @@
 package server
 
 import (
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/exchange"
 )
 
@@ -17,6 +21,7 @@ var reasonToProto = map[exchange.Reason]historyv1.DeadLetterReason{
 	exchange.ReasonRecipientLeft:    historyv1.DeadLetterReason_DEAD_LETTER_REASON_RECIPIENT_LEFT,
 	exchange.ReasonInboxFull:        historyv1.DeadLetterReason_DEAD_LETTER_REASON_INBOX_FULL,
 	exchange.ReasonNoRecipients:     historyv1.DeadLetterReason_DEAD_LETTER_REASON_NO_RECIPIENTS,
+	exchange.ReasonMaxAttempts:      historyv1.DeadLetterReason_DEAD_LETTER_REASON_MAX_ATTEMPTS,
 }
 
 // flowToProto converts what a flow holds with o, its dead letters only when deadLetters is set.
@@ -73,7 +78,59 @@ func deadLetterToProto(dl exchange.DeadLetter, o messageOut) *historyv1.DeadLett
 		Recipient: participantToProto(dl.Recipient),
 		Reason:    reasonToProto[dl.Reason],
 		DeadAt:    timestamppb.New(dl.At),
+		Attempts:  int32(dl.Attempts), // 0 but for ReasonMaxAttempts
 	}
+}
+
+// leasedToProto converts one lease handed out by Lease or a leasing SubscribeInbox.
+func leasedToProto(l exchange.Leased, o messageOut) *historyv1.LeasedMessage {
+	return &historyv1.LeasedMessage{
+		Message:  o.message(l.Message),
+		Receipt:  l.Receipt.String(),
+		Attempt:  int32(l.Receipt.Attempt),
+		Deadline: timestamppb.New(l.Deadline),
+	}
+}
+
+// leaseStateToProto is how a message stands with leases at now, for Receive: leased only while a
+// lease holds it and its deadline is ahead (exchange_service.proto: unset while a Nack's delay
+// hides it or once it is visible again, even if no one has taken it since).
+func leaseStateToProto(li exchange.LeaseInfo, now time.Time) *historyv1.LeaseState {
+	return &historyv1.LeaseState{
+		Attempts:    int32(li.Attempts),
+		VisibleTime: optionalTimestamp(li.VisibleAt),
+		Leased:      li.Held && li.Hidden(now),
+	}
+}
+
+// leaseStates are the wire lease states of page's messages at now, one each: nil for a message
+// never leased (issue 18: Receive marks the leased messages, and only those).
+func leaseStates(page exchange.ReceivedPage, now time.Time) []*historyv1.LeaseState {
+	states := make([]*historyv1.LeaseState, len(page.Messages))
+	for i, li := range page.Leases {
+		if i < len(states) && li.Attempts > 0 {
+			states[i] = leaseStateToProto(li, now)
+		}
+	}
+	return states
+}
+
+// leaseEntryBytes is the encoded size of m's entry in ReceiveResponse.leases (a map entry: the
+// message id as key, st as value), 0 without a state.
+func leaseEntryBytes(m *envelope.Message, st *historyv1.LeaseState) int {
+	if st == nil {
+		return 0
+	}
+	entry := 1 + protowire.SizeBytes(len(m.ID.String())) + 1 + protowire.SizeBytes(proto.Size(st))
+	return entryBytes(entry)
+}
+
+// optionalTimestamp is t on the wire, or unset for the zero time.
+func optionalTimestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
 }
 
 // deliveryToProto converts one message's delivery report; reached_owner_ids holds what the

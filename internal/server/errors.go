@@ -43,6 +43,9 @@ var errorRules = []errorRule{
 	{exchange.ErrOwnerAlreadyRegistered, codes.AlreadyExists, historyv1.ErrorReason_ERROR_REASON_OWNER_ALREADY_REGISTERED},
 	{exchange.ErrOutboxFull, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_OUTBOX_FULL},
 	{exchange.ErrSubscriberTooSlow, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_SUBSCRIBER_TOO_SLOW},
+	// Leases (issue 18; exchange_lease.go): a receipt whose lease is no longer held changes nothing.
+	// Metadata: ownerId, messageId, attempt.
+	{exchange.ErrLeaseStale, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_LEASE_STALE},
 	// A Send racing the shutdown that closed the Exchange (main closes it after the server stops).
 	{exchange.ErrClosed, codes.Unavailable, historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN},
 	// An Unregister whose response would be too large removes nothing (exchange_response.go).

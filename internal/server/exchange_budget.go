@@ -94,10 +94,19 @@ func (s *ExchangeServer) messageOut(omitRendered bool) messageOut {
 // size of the first entry that did not fit (0 when all did). Each item is converted once and
 // measured as it is built, so a page never grows past the budget by more than one entry.
 func fitPage[T any, P proto.Message](items []T, convert func(T) P, limit int) (out []P, overflow int) {
+	return fitPageWith(items, convert, nil, limit)
+}
+
+// fitPageWith is fitPage where the i-th item also takes extra(i) bytes elsewhere in the response
+// (Receive's lease state of a message, in a map beside the messages); extra may be nil.
+func fitPageWith[T any, P proto.Message](items []T, convert func(T) P, extra func(int) int, limit int) (out []P, overflow int) {
 	left := limit - pageFixedBytes
-	for _, it := range items {
+	for i, it := range items {
 		p := convert(it)
 		n := entryBytes(proto.Size(p))
+		if extra != nil {
+			n += extra(i)
+		}
 		if n > left {
 			return out, n + pageFixedBytes
 		}

@@ -2,27 +2,235 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/exchange"
 )
 
-// TODO(issue 18): the lease RPCs; replaced by their handlers, nothing may ship with these.
+// The lease RPCs (issue 18; internal/exchange/lease.go has the rules, exchange_service.proto the
+// contract). The handlers are thin: validate, call the Exchange, convert. An Ack or Nack that
+// succeeds wakes this server's leasing SubscribeInbox streams of the owner (exchange_lease_hub.go).
 
-func (s *ExchangeServer) Lease(context.Context, *historyv1.LeaseRequest) (*historyv1.LeaseResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "Lease: issue 18 in progress")
+// Lease leases up to max_messages visible messages of the owner's inboxes. The batch is kept
+// within the response budget twice: the Exchange stops it by LeaseRequest.MaxBytes (an estimate,
+// leaseMaxBytes), then the converted leases are measured exactly; those that still do not fit are
+// Nack'ed at once, without delay, and left out, so the client is never handed fewer messages than
+// the server took without their becoming visible again. Their attempt counts, as every lease's
+// does (a message at its owner's max_attempts becomes a dead letter by that Nack, as by a lease
+// that expires). A first message that alone does not fit is Nack'ed likewise and the call is
+// RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE, messageId), as PopMessage's: lease it with omit_rendered.
+func (s *ExchangeServer) Lease(ctx context.Context, req *historyv1.LeaseRequest) (*historyv1.LeaseResponse, error) {
+	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
+	if err != nil {
+		return nil, err
+	}
+	sender, err := parseOptionalOwnerID("sender", req.Sender)
+	if err != nil {
+		return nil, err
+	}
+	n, err := boundedCount("max_messages", req.GetMaxMessages(), 1, exchange.MaxLeaseBatch)
+	if err != nil {
+		return nil, err
+	}
+	vis, err := leaseDuration("visibility_timeout", req.GetVisibilityTimeout(), false)
+	if err != nil {
+		return nil, err
+	}
+	omit := req.GetOmitRendered()
+	res, err := s.ex.Lease(ctx, exchange.LeaseRequest{Owner: owner, Sender: sender, Max: n,
+		MaxBytes: s.leaseMaxBytes(omit), Visibility: vis})
+	if err != nil {
+		return nil, err
+	}
+	o := s.messageOut(omit)
+	resp := &historyv1.LeaseResponse{NextVisibleTime: optionalTimestamp(res.NextVisible)}
+	var overflow int
+	resp.Leased, overflow = fitPage(res.Leases, func(l exchange.Leased) *historyv1.LeasedMessage {
+		return leasedToProto(l, o)
+	}, s.maxResponse)
+	if overflow > 0 {
+		kept := len(resp.Leased)
+		s.nackAll(ctx, owner, res.Leases[kept:])
+		if kept == 0 {
+			return nil, &exchangeResponseTooLargeError{size: overflow, limit: s.maxResponse,
+				messageID: res.Leases[0].Message.ID.String(), what: "Lease's first message"}
+		}
+	}
+	return resp, nil
 }
 
-func (s *ExchangeServer) Ack(context.Context, *historyv1.AckRequest) (*historyv1.AckResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "Ack: issue 18 in progress")
+// leaseMaxBytes is the LeaseRequest.MaxBytes that keeps a batch within the response budget:
+// exchange.MessageSize bounds a message's encoding without its rendering, and a rendering is about
+// as large as its message, so a rendered batch gets half the budget.
+func (s *ExchangeServer) leaseMaxBytes(omitRendered bool) int64 {
+	b := int64(s.maxResponse - pageFixedBytes)
+	if !omitRendered {
+		b /= 2
+	}
+	return max(b, 1)
 }
 
-func (s *ExchangeServer) Nack(context.Context, *historyv1.NackRequest) (*historyv1.NackResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "Nack: issue 18 in progress")
+// Ack ends a lease by removing its message.
+func (s *ExchangeServer) Ack(ctx context.Context, req *historyv1.AckRequest) (*historyv1.AckResponse, error) {
+	owner, r, err := parseLeaseRef(req.GetOwnerId(), req.GetReceipt())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ex.Ack(ctx, owner, r); err != nil {
+		return nil, err
+	}
+	s.hub.notify(owner) // a leasing stream held at its max_in_flight has room
+	return &historyv1.AckResponse{}, nil
 }
 
-func (s *ExchangeServer) ExtendLease(context.Context, *historyv1.ExtendLeaseRequest) (*historyv1.ExtendLeaseResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "ExtendLease: issue 18 in progress")
+// Nack ends a lease, the message visible again after the delay or a dead letter at max_attempts.
+func (s *ExchangeServer) Nack(ctx context.Context, req *historyv1.NackRequest) (*historyv1.NackResponse, error) {
+	owner, r, err := parseLeaseRef(req.GetOwnerId(), req.GetReceipt())
+	if err != nil {
+		return nil, err
+	}
+	delay, err := nackDelay(req.GetDelay())
+	if err != nil {
+		return nil, err
+	}
+	dead, err := s.nack(ctx, owner, r, delay)
+	if err != nil {
+		return nil, err
+	}
+	return &historyv1.NackResponse{DeadLettered: dead}, nil
+}
+
+// ExtendLease moves a held lease's deadline to now plus visibility_timeout.
+func (s *ExchangeServer) ExtendLease(ctx context.Context, req *historyv1.ExtendLeaseRequest) (*historyv1.ExtendLeaseResponse, error) {
+	owner, r, err := parseLeaseRef(req.GetOwnerId(), req.GetReceipt())
+	if err != nil {
+		return nil, err
+	}
+	d, err := leaseDuration("visibility_timeout", req.GetVisibilityTimeout(), true)
+	if err != nil {
+		return nil, err
+	}
+	deadline, err := s.ex.ExtendLease(ctx, owner, r, d)
+	if err != nil {
+		return nil, err
+	}
+	return &historyv1.ExtendLeaseResponse{Deadline: optionalTimestamp(deadline)}, nil
+}
+
+// nack is Nack and the wake-up of this server's leasing streams of owner (the message may be
+// visible now, or later: a stream woken leases again and learns when).
+func (s *ExchangeServer) nack(ctx context.Context, owner uuid.UUID, r exchange.Receipt, delay time.Duration) (bool, error) {
+	dead, err := s.ex.Nack(ctx, owner, r, delay)
+	if err == nil {
+		s.hub.notify(owner)
+	}
+	return dead, err
+}
+
+// nackAll gives back leases the server took but will not hand out (a batch cut to the response
+// budget, the rest of a leasing stream's batch when the stream ends), so that they are visible at
+// once rather than at their deadline. It is best effort: a lease it cannot end (the Exchange
+// failing, or closed at shutdown) still ends at its deadline, which is the at-least-once rule
+// anyway. ctx may be done (a stream whose client left): the Nacks get a bounded context of their
+// own.
+func (s *ExchangeServer) nackAll(ctx context.Context, owner uuid.UUID, leases []exchange.Leased) {
+	if len(leases) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nackAllTimeout)
+	defer cancel()
+	for _, l := range leases {
+		if _, err := s.nack(ctx, owner, l.Receipt, 0); err != nil && ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// nackAllTimeout bounds nackAll: a database engine that does not answer in that time is left to
+// the leases' deadlines.
+const nackAllTimeout = 5 * time.Second
+
+// parseLeaseRef reads the owner_id and receipt of Ack, Nack and ExtendLease.
+func parseLeaseRef(ownerID, receipt string) (uuid.UUID, exchange.Receipt, error) {
+	owner, err := parseOwnerID("owner_id", ownerID)
+	if err != nil {
+		return uuid.Nil, exchange.Receipt{}, err
+	}
+	if receipt == "" {
+		return uuid.Nil, exchange.Receipt{}, &FieldError{Field: "receipt", Err: fmt.Errorf("%w: required", envelope.ErrInvalid)}
+	}
+	r, err := exchange.ParseReceipt(receipt)
+	if err != nil {
+		return uuid.Nil, exchange.Receipt{}, &FieldError{Field: "receipt", Err: fmt.Errorf("%w: not a receipt of this server (LeasedMessage.receipt)", err)}
+	}
+	return owner, r, nil
+}
+
+// boundedCount reads a count field whose 0 means def and whose values must lie in 0..most:
+// negative or larger is INVALID_ARGUMENT naming field (the proto says "at most").
+func boundedCount(field string, n int32, def, most int) (int, error) {
+	switch {
+	case n < 0 || int(n) > most:
+		return 0, &FieldError{Field: field, Err: fmt.Errorf("%w: must be between 0 (the default) and %d, got %d", envelope.ErrInvalid, most, n)}
+	case n == 0:
+		return def, nil
+	}
+	return int(n), nil
+}
+
+// leaseDuration reads a lease length: absent or zero is 0 (the default: the owner's, or the
+// server's) unless required; anything else must lie in [exchange.MinVisibility,
+// exchange.MaxVisibility]. Out of range or malformed is INVALID_ARGUMENT naming field.
+func leaseDuration(field string, d *durationpb.Duration, required bool) (time.Duration, error) {
+	v, err := durationField(field, d)
+	switch {
+	case err != nil:
+		return 0, err
+	case v == 0 && !required:
+		return 0, nil
+	case v < exchange.MinVisibility || v > exchange.MaxVisibility:
+		return 0, &FieldError{Field: field, Err: fmt.Errorf("%w: must be between %v and %v, got %v",
+			envelope.ErrInvalid, exchange.MinVisibility, exchange.MaxVisibility, v)}
+	}
+	return v, nil
+}
+
+// nackDelay reads Nack's delay: absent or zero is at once; otherwise as a lease length.
+func nackDelay(d *durationpb.Duration) (time.Duration, error) {
+	return leaseDuration("delay", d, false)
+}
+
+// durationField reads a google.protobuf.Duration; absent is 0, malformed or negative is
+// INVALID_ARGUMENT naming field.
+func durationField(field string, d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
+		return 0, nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return 0, &FieldError{Field: field, Err: fmt.Errorf("%w: %v", envelope.ErrInvalid, err)}
+	}
+	v := d.AsDuration()
+	if v < 0 {
+		return 0, &FieldError{Field: field, Err: fmt.Errorf("%w: must not be negative, got %v", envelope.ErrInvalid, v)}
+	}
+	return v, nil
+}
+
+// ownerSettingsFromProto reads Register's lease options (0 and absent: the server's defaults).
+func ownerSettingsFromProto(req *historyv1.RegisterRequest) (exchange.OwnerSettings, error) {
+	var os exchange.OwnerSettings
+	var err error
+	if os.MaxAttempts, err = boundedCount("max_attempts", req.GetMaxAttempts(), 0, exchange.MaxMaxAttempts); err != nil {
+		return os, err
+	}
+	if os.Visibility, err = leaseDuration("visibility_timeout", req.GetVisibilityTimeout(), false); err != nil {
+		return os, err
+	}
+	return os, nil
 }

@@ -34,6 +34,13 @@ type ExchangeServer struct {
 	// 0 is DefaultMaxRenderedBytes.
 	maxRendered int
 
+	// hub wakes the leasing SubscribeInbox streams of an owner after an Ack or Nack through this
+	// server (exchange_lease_hub.go).
+	hub leaseHub
+	// leaseRecheck is how often a leasing stream held at its max_in_flight leases again on its
+	// own (defaultLeaseRecheck); tests lengthen it to show which wake-up delivered.
+	leaseRecheck time.Duration
+
 	stopping chan struct{} // closed by EndStreams
 	stopOnce sync.Once
 
@@ -47,7 +54,7 @@ var _ historyv1.ExchangeServiceServer = (*ExchangeServer)(nil)
 // NewExchangeServer returns the ExchangeService handlers over ex; opts configure SubscribeInbox.
 func NewExchangeServer(ex exchange.Service, opts ...StreamOption) *ExchangeServer {
 	return &ExchangeServer{ex: ex, streams: newStreamConfig(opts), now: time.Now, maxResponse: exchangeMaxResponseBytes,
-		stopping: make(chan struct{})}
+		leaseRecheck: defaultLeaseRecheck, stopping: make(chan struct{})}
 }
 
 // RegisterExchange registers the ExchangeService handlers over ex on s and ends their streams when
@@ -69,13 +76,19 @@ func RegisterExchange(s *Server, ex exchange.Service, opts ...StreamOption) *Exc
 // once.
 func (s *ExchangeServer) EndStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
-// Register creates an owner's flow (ADR-0006 D5: register).
+// Register creates an owner's flow (ADR-0006 D5: register) with its lease settings (issue 18:
+// max_attempts and visibility_timeout; zero means the server's --exchange-max-attempts and
+// --exchange-visibility-timeout).
 func (s *ExchangeServer) Register(ctx context.Context, req *historyv1.RegisterRequest) (*historyv1.RegisterResponse, error) {
 	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.ex.Register(ctx, owner)
+	settings, err := ownerSettingsFromProto(req)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.ex.Register(ctx, owner, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -274,10 +287,19 @@ func (s *ExchangeServer) Receive(ctx context.Context, req *historyv1.ReceiveRequ
 	}
 	omit := req.GetOmitRendered()
 	resp := &historyv1.ReceiveResponse{}
+	states := leaseStates(page, s.now())
 	var overflow int
-	resp.Messages, overflow = fitPage(page.Messages, func(m *envelope.Message) *historyv1.Message {
+	resp.Messages, overflow = fitPageWith(page.Messages, func(m *envelope.Message) *historyv1.Message {
 		return s.messageOut(omit).message(m)
-	}, s.maxResponse)
+	}, func(i int) int { return leaseEntryBytes(page.Messages[i], states[i]) }, s.maxResponse)
+	for i, m := range resp.Messages {
+		if states[i] != nil {
+			if resp.Leases == nil {
+				resp.Leases = map[string]*historyv1.LeaseState{}
+			}
+			resp.Leases[m.GetId()] = states[i]
+		}
+	}
 	next, more := page.Next, page.More
 	switch n := len(resp.Messages); {
 	case overflow > 0 && n == 0:

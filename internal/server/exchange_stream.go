@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"errors"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -13,9 +15,10 @@ import (
 
 // SubscribeInbox streams the messages that land in an owner's inboxes: first a heartbeat (the
 // subscription is live from then on), then each message as it is delivered, and heartbeats while
-// idle (docs/design.md#exchange). One loop shape (docs/development.md#style-streams): validate, subscribe, defer
-// unsubscribe, select over the context, shutdown, the subscription's end, its events and the
-// heartbeat.
+// idle (docs/design.md#exchange). With lease set it streams leased messages instead
+// (exchange_stream_lease.go). One loop shape (docs/development.md#style-streams): validate,
+// subscribe, defer unsubscribe, select over the context, shutdown, the subscription's end, its
+// events and the heartbeat.
 func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, stream grpc.ServerStreamingServer[historyv1.SubscribeInboxResponse]) (err error) {
 	if s.streamEnded != nil {
 		defer func() { s.streamEnded(err) }()
@@ -28,6 +31,10 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 	if err != nil {
 		return err
 	}
+	lease, err := leaseStreamFromProto(req)
+	if err != nil {
+		return err
+	}
 	sub, unsubscribe, err := s.ex.Subscribe(stream.Context(), owner, sender)
 	if errors.Is(err, exchange.ErrTooManySubscriptions) {
 		return &flagError{err: err, flag: inboxMaxStreamsFlag}
@@ -37,53 +44,83 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 	}
 	defer unsubscribe()
 
-	left := &exchange.OwnerError{Owner: owner, Role: "Owner", Err: exchange.ErrOwnerNotRegistered}
-	md := left.ErrorMetadata()
-	out := newStreamSender(stream, s.streams.sendTimeout)
-	defer out.close()
-	send := func(frame *historyv1.SubscribeInboxResponse) error {
-		err := out.send(frame, sub.Done(), s.stopping)
-		switch {
-		case errors.Is(err, errSendTimeout):
-			return tooSlow(err, md)
-		case errors.Is(err, errSendAborted):
-			return s.inboxStreamEnd(sub, left)
-		}
+	st := &inboxStream{s: s, owner: owner, sender: sender, sub: sub, out: s.messageOut(req.GetOmitRendered()),
+		left:   &exchange.OwnerError{Owner: owner, Role: "Owner", Err: exchange.ErrOwnerNotRegistered},
+		frames: newStreamSender(stream, s.streams.sendTimeout)}
+	defer st.frames.close()
+	if err := st.send(s.heartbeatFrame()); err != nil {
 		return err
 	}
-	if err := send(s.heartbeatFrame()); err != nil {
+	st.hb = newHeartbeat(s.streams.heartbeat)
+	defer st.hb.Stop()
+	if req.GetLease() {
+		return st.leaseLoop(stream.Context(), lease)
+	}
+	return st.liveLoop(stream.Context())
+}
+
+// inboxStream is one SubscribeInbox stream's state, shared by its live and leasing loops.
+type inboxStream struct {
+	s      *ExchangeServer
+	owner  uuid.UUID
+	sender *uuid.UUID
+	sub    *exchange.Subscription
+	out    messageOut
+	left   *exchange.OwnerError // the error that ends the stream when the owner leaves
+	frames *streamSender
+	hb     *heartbeat
+}
+
+// send sends one frame, bounded by the send timeout, and turns its failures into the errors that
+// end the stream: too slow, or the subscription's end (the owner left, shutdown).
+func (st *inboxStream) send(frame *historyv1.SubscribeInboxResponse) error {
+	err := st.frames.send(frame, st.sub.Done(), st.s.stopping)
+	switch {
+	case errors.Is(err, errSendTimeout):
+		return tooSlow(err, st.left.ErrorMetadata())
+	case errors.Is(err, errSendAborted):
+		return st.s.inboxStreamEnd(st.sub, st.left)
+	}
+	return err
+}
+
+// beat sends a heartbeat and starts the next idle interval.
+func (st *inboxStream) beat() error {
+	if err := st.send(st.s.heartbeatFrame()); err != nil {
 		return err
 	}
-	hb := newHeartbeat(s.streams.heartbeat)
-	defer hb.Stop()
-	ctx := stream.Context()
+	st.hb.Reset()
+	return nil
+}
+
+// liveLoop streams each message as it lands: a live view that takes nothing.
+func (st *inboxStream) liveLoop(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-s.stopping:
+		case <-st.s.stopping:
 			return errShuttingDown
-		case <-sub.Done():
-			return s.inboxStreamEnd(sub, left)
-		case m := <-sub.Events():
+		case <-st.sub.Done():
+			return st.s.inboxStreamEnd(st.sub, st.left)
+		case m := <-st.sub.Events():
 			frame := &historyv1.SubscribeInboxResponse{Event: &historyv1.SubscribeInboxResponse_Message{
-				Message: s.messageOut(req.GetOmitRendered()).message(m),
+				Message: st.out.message(m),
 			}}
-			if n := proto.Size(frame); n > s.maxResponse {
+			if n := proto.Size(frame); n > st.s.maxResponse {
 				// The message stays in its inbox (a stream only tells): the client reads it with
 				// Receive or PopMessage and omit_rendered.
-				return &exchangeResponseTooLargeError{size: n, limit: s.maxResponse, messageID: m.ID.String(),
+				return &exchangeResponseTooLargeError{size: n, limit: st.s.maxResponse, messageID: m.ID.String(),
 					what: "the SubscribeInbox frame of a message"}
 			}
-			if err := send(frame); err != nil {
+			if err := st.send(frame); err != nil {
 				return err
 			}
-			hb.Reset()
-		case <-hb.C():
-			if err := send(s.heartbeatFrame()); err != nil {
+			st.hb.Reset()
+		case <-st.hb.C():
+			if err := st.beat(); err != nil {
 				return err
 			}
-			hb.Reset()
 		}
 	}
 }
