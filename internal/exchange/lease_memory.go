@@ -375,6 +375,7 @@ func (x *Exchange) deadLetterLeased(f *flow, p *progression, i int, now time.Tim
 		size:      e.bytes(),
 	}, x.opts.maxDeadLetters)
 	x.budget.release(freed)
+	x.stats.deadLettered.Add(1)
 }
 
 // reclaimIfDeparted reclaims p when it is empty and its sender is no longer registered, as the Pop

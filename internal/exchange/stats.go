@@ -15,8 +15,9 @@ type Stats struct {
 	Inbox int
 	// DeadLetters is the number of dead letters held now, across owners.
 	DeadLetters int
-	// DeadLettered counts the messages Collect has turned into dead letters since New, including
-	// those later evicted by the bound or returned by Unregister; it never decreases.
+	// DeadLettered counts the dead letters made since New — Collect's drops and the leased
+	// messages that reached their owner's MaxAttempts — including those later evicted by the
+	// bound or returned by Unregister; it never decreases. The database engines count the same.
 	DeadLettered uint64
 	// Subscribers is the number of live inbox subscriptions.
 	Subscribers int

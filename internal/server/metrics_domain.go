@@ -56,7 +56,7 @@ func (m *Metrics) WatchExchange(x ExchangeStats) error {
 			gauge("exchange_queued_messages", "Messages in outboxes, waiting to be collected.", func(st exchange.Stats) float64 { return float64(st.Queued) }),
 			gauge("exchange_inbox_messages", "Messages in inboxes, waiting to be received.", func(st exchange.Stats) float64 { return float64(st.Inbox) }),
 			gauge("exchange_dead_letters", "Dead letters held now, across owners.", func(st exchange.Stats) float64 { return float64(st.DeadLetters) }),
-			counter("exchange_dead_lettered_total", "Messages Collect turned into dead letters (unknown or departed recipient, full inbox, ...).", func(st exchange.Stats) float64 { return float64(st.DeadLettered) }),
+			counter("exchange_dead_lettered_total", "Dead letters made: messages Collect dropped (unknown or departed recipient, full inbox, ...) and leased messages that reached max attempts.", func(st exchange.Stats) float64 { return float64(st.DeadLettered) }),
 			gauge("exchange_subscribers", "Live inbox subscriptions (SubscribeInbox streams).", func(st exchange.Stats) float64 { return float64(st.Subscribers) }),
 			gauge("exchange_used_bytes", "The Exchange's estimate of the bytes of mail it holds (outboxes, inboxes, dead letters, remembered request ids), charged against --exchange-max-bytes.", func(st exchange.Stats) float64 { return float64(st.Bytes) }),
 			gauge("exchange_budget_bytes", "The Exchange's byte budget, --exchange-max-bytes (0: no limit).", func(st exchange.Stats) float64 { return float64(st.ByteBudget) }),

@@ -264,6 +264,10 @@ func testLeaseExtend(t *testing.T, f Factory, _ Capabilities) {
 // reads the owner's inboxes or dead letters (issue 18; lease.go).
 func testLeaseMaxAttempts(t *testing.T, f Factory, _ Capabilities) {
 	x, sent := newLeaseFx(t, f, Options{}, exchange.OwnerSettings{MaxAttempts: 2, Visibility: time.Second}, "expires", "nacked")
+	before, err := x.svc.Stats(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for attempt := 1; attempt <= 2; attempt++ {
 		l := x.lease(exchange.LeaseRequest{Sender: &ownerA})
 		if len(l.Leases) != 1 || !same(l.Leases[0].Message, sent[0]) || l.Leases[0].Receipt.Attempt != attempt {
@@ -299,6 +303,10 @@ func testLeaseMaxAttempts(t *testing.T, f Factory, _ Capabilities) {
 	}
 	if got := x.deadLetters(ownerB, 0, 0); len(got.Letters) != 2 || got.Letters[1].Reason != exchange.ReasonMaxAttempts || got.Letters[1].Attempts != 2 {
 		t.Errorf("B's dead letters = %+v, want both, max attempts", got.Letters)
+	}
+	// exchange.Stats.DeadLettered counts every dead letter made, these included.
+	if after, err := x.svc.Stats(ctx(t)); err != nil || after.DeadLettered != before.DeadLettered+2 {
+		t.Errorf("Stats.DeadLettered %d -> %d (%v), want 2 more", before.DeadLettered, after.DeadLettered, err)
 	}
 }
 

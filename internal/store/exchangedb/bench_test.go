@@ -2,8 +2,10 @@ package exchangedb_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -110,4 +112,159 @@ func BenchmarkBroadcastCollectPostgres(b *testing.B) {
 	e := exchangedb.New(s.ExchangeDriver(), exchangetest.Options{MaxInbox: exchangetest.NoBound}.ExchangeOptions())
 	defer e.Close()
 	benchBroadcastCollect(b, e)
+}
+
+// Issue 18's benchmark, in process: Lease+Ack round trips per second at concurrency 50 against
+// Send+PopMessage on the same engine (target: >= 0.5x). 100 owners, owner i sending to owner i+1.
+// A Send+Pop op is the whole LionAGI round (Send, Collect the sender, Pop at the recipient); a
+// Lease+Ack op is the acknowledged receipt of a message already in the inbox (the inboxes are
+// filled before the timer starts), and a Pop op is the unacknowledged receipt alone, for the
+// stricter comparison of the two ways to take a message.
+type leaseBench struct {
+	svc    exchange.Service
+	owners []uuid.UUID
+	next   atomic.Int64
+}
+
+func newLeaseBench(b *testing.B, svc exchange.Service) *leaseBench {
+	ctx := context.Background()
+	lb := &leaseBench{svc: svc, owners: make([]uuid.UUID, 100)}
+	for i := range lb.owners {
+		lb.owners[i] = uuid.New()
+		if _, err := svc.Register(ctx, lb.owners[i], exchange.OwnerSettings{Visibility: time.Hour}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return lb
+}
+
+// fill puts per messages in each owner's inbox (from the owner before it), untimed.
+func (lb *leaseBench) fill(b *testing.B, per int) {
+	ctx := context.Background()
+	for i, from := range lb.owners {
+		to := lb.owners[(i+1)%len(lb.owners)]
+		for range per {
+			if _, err := lb.svc.Send(ctx, exchange.SendRequest{Sender: from, Recipient: envelope.IDParticipant(to), Content: jsonv.StringValue("hi")}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := lb.svc.Collect(ctx, from, exchange.ReportOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// run runs op for owner index i (and its sender, the owner before it), 50 at a time per core.
+func (lb *leaseBench) run(b *testing.B, op func(ctx context.Context, owner, sender uuid.UUID) error) {
+	ctx := context.Background()
+	n := len(lb.owners)
+	b.SetParallelism(50)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := int(lb.next.Add(1)) % n
+			if err := op(ctx, lb.owners[i], lb.owners[(i+n-1)%n]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+func benchSendPop(b *testing.B, svc exchange.Service) {
+	lb := newLeaseBench(b, svc)
+	lb.run(b, func(ctx context.Context, owner, sender uuid.UUID) error {
+		if _, err := svc.Send(ctx, exchange.SendRequest{Sender: sender, Recipient: envelope.IDParticipant(owner), Content: jsonv.StringValue("hi")}); err != nil {
+			return err
+		}
+		if _, err := svc.Collect(ctx, sender, exchange.ReportOptions{}); err != nil {
+			return err
+		}
+		// Another op of the same sender may have collected this Send and popped it: a Pop that
+		// finds the inbox empty is still a round trip, as Lease's is.
+		_, _, err := svc.PopIf(ctx, owner, sender, nil)
+		return err
+	})
+}
+
+func benchPop(b *testing.B, svc exchange.Service) {
+	lb := newLeaseBench(b, svc)
+	lb.fill(b, b.N/len(lb.owners)+1)
+	lb.run(b, func(ctx context.Context, owner, sender uuid.UUID) error {
+		if _, ok, err := svc.PopIf(ctx, owner, sender, nil); err != nil || !ok {
+			return fmt.Errorf("Pop = %v, %v", ok, err)
+		}
+		return nil
+	})
+}
+
+func benchLeaseAck(b *testing.B, svc exchange.Service) {
+	lb := newLeaseBench(b, svc)
+	lb.fill(b, b.N/len(lb.owners)+1)
+	lb.run(b, func(ctx context.Context, owner, _ uuid.UUID) error {
+		l, err := svc.Lease(ctx, exchange.LeaseRequest{Owner: owner})
+		if err != nil || len(l.Leases) != 1 {
+			return fmt.Errorf("Lease = %d leases, %v", len(l.Leases), err)
+		}
+		return svc.Ack(ctx, owner, l.Leases[0].Receipt)
+	})
+}
+
+func BenchmarkSendPopSQLite(b *testing.B) {
+	s := openSQLiteB(b)
+	defer s.Close()
+	e := sqliteEngineB(s, exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound})
+	defer e.Close()
+	benchSendPop(b, e)
+}
+
+func BenchmarkPopSQLite(b *testing.B) {
+	s := openSQLiteB(b)
+	defer s.Close()
+	e := sqliteEngineB(s, exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound})
+	defer e.Close()
+	benchPop(b, e)
+}
+
+func BenchmarkLeaseAckSQLite(b *testing.B) {
+	s := openSQLiteB(b)
+	defer s.Close()
+	e := sqliteEngineB(s, exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound})
+	defer e.Close()
+	benchLeaseAck(b, e)
+}
+
+// openPostgresB opens a postgres store for a benchmark with 10 connections (the machine is
+// shared); the caller closes it.
+func openPostgresB(b *testing.B) *postgres.Store {
+	s, err := postgres.Open(context.Background(), postgres.Config{URL: pgtest.New(b), MaxConns: 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func BenchmarkSendPopPostgres(b *testing.B) {
+	s := openPostgresB(b)
+	defer s.Close()
+	e := exchangedb.New(s.ExchangeDriver(), exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound}.ExchangeOptions())
+	defer e.Close()
+	benchSendPop(b, e)
+}
+
+func BenchmarkPopPostgres(b *testing.B) {
+	s := openPostgresB(b)
+	defer s.Close()
+	e := exchangedb.New(s.ExchangeDriver(), exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound}.ExchangeOptions())
+	defer e.Close()
+	benchPop(b, e)
+}
+
+func BenchmarkLeaseAckPostgres(b *testing.B) {
+	s := openPostgresB(b)
+	defer s.Close()
+	e := exchangedb.New(s.ExchangeDriver(), exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound}.ExchangeOptions())
+	defer e.Close()
+	benchLeaseAck(b, e)
 }

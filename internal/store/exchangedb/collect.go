@@ -236,9 +236,7 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 		}
 	}
 	if len(dead) > 0 {
-		// Last: the tenant's counter row is the one row every dropping collect shares.
-		if err := q.Defer(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES (?, 'dead_lettered', ?)
-			ON CONFLICT (tenant, name) DO UPDATE SET value = exchange_counters.value + ?`, tenant, int64(len(dead)), int64(len(dead))); err != nil {
+		if err := countDeadLettered(ctx, q.Defer, len(dead)); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -369,7 +367,7 @@ type deadRow struct {
 // keepDead keeps the collect's drops as dead letters of holder (whose locked row is row), evicting the oldest past the
 // bound (counted), and takes the collected messages off holder's outbox count.
 func (e *Engine) keepDead(ctx context.Context, q Querier, holder string, row *recipientRow, dead []deadRow, collected, now int64) error {
-	nextDead, held := row.nextDead, row.dead
+	nextDead := row.nextDead
 	for _, d := range dead {
 		nextDead++
 		if err := q.Defer(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, seq, reason, dead_at)
@@ -377,19 +375,47 @@ func (e *Engine) keepDead(ctx context.Context, q Querier, holder string, row *re
 			return err
 		}
 	}
-	held += int64(len(dead))
+	return e.boundDead(ctx, q.Defer, holder, nextDead, row.dead+int64(len(dead)), collected, 0, now)
+}
+
+// execFunc runs a statement whose result nothing reads: Querier.Defer, or execNow's when later
+// statements of the transaction read what it writes.
+type execFunc func(ctx context.Context, query string, args ...any) error
+
+// execNow is q.Exec as an execFunc: the statement runs before the next one (on PostgreSQL,
+// Defer's would run with the COMMIT, unseen by the transaction's later reads).
+func execNow(q Querier) execFunc {
+	return func(ctx context.Context, query string, args ...any) error {
+		_, err := q.Exec(ctx, query, args...)
+		return err
+	}
+}
+
+// boundDead evicts holder's oldest dead letters past the bound (counted) and writes holder's
+// counters: nextDead is the number of its newest dead letter, held how many it holds with the new
+// ones; collected and taken are what left its outbox (a collect) and its inboxes (dead letters of
+// max attempts) to make them. Collect's drops and the max-attempts dead letters (sweep.go) are
+// bounded alike.
+func (e *Engine) boundDead(ctx context.Context, run execFunc, holder string, nextDead, held, collected, taken, now int64) error {
 	var evicted int64
 	if over := held - int64(e.set.MaxDeadLetters); over > 0 {
 		// The kept letters are the last `held` numbers (eviction takes the oldest, Unregister all),
 		// so the oldest `over` are exactly those numbered up to nextDead - the bound.
-		if err := q.Defer(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ? WHERE tenant = ? AND holder = ? AND state = ? AND ord = 0 AND seq <= ?`,
+		if err := run(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ? WHERE tenant = ? AND holder = ? AND state = ? AND ord = 0 AND seq <= ?`,
 			stEvicted, now, tenant, holder, stDead, nextDead-int64(e.set.MaxDeadLetters)); err != nil {
 			return err
 		}
 		evicted, held = over, held-over
 	}
-	return q.Defer(ctx, `UPDATE exchange_owners SET next_dead = ?, dead = ?, evicted = evicted + ?, queued = queued - ? WHERE tenant = ? AND owner = ?`,
-		nextDead, held, evicted, collected, tenant, holder)
+	return run(ctx, `UPDATE exchange_owners SET next_dead = ?, dead = ?, evicted = evicted + ?, queued = queued - ?, inbox = inbox - ? WHERE tenant = ? AND owner = ?`,
+		nextDead, held, evicted, collected, taken, tenant, holder)
+}
+
+// countDeadLettered adds n to the tenant's count of dead letters ever made (Stats); last in a
+// transaction: the tenant's counter row is the one row every dead-lettering transaction shares.
+func countDeadLettered(ctx context.Context, run execFunc, n int) error {
+	return run(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES (?, 'dead_lettered', ?)
+		ON CONFLICT (tenant, name) DO UPDATE SET value = exchange_counters.value + ?`, tenant, int64(n), int64(n))
 }
 
 // CollectAll collects every owner registered when it starts, in registration order, each in a

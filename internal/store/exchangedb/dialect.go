@@ -8,8 +8,9 @@ import (
 // Dialect is the database a Driver speaks. The SQL of this package is written once; the
 // differences are all here:
 //   - placeholders: ? (SQLite) or $n (PostgreSQL, by Rebind);
-//   - row locks: PostgreSQL's FOR UPDATE / FOR NO KEY UPDATE / FOR KEY SHARE, nothing in SQLite, whose single
-//     writer serialises every write transaction anyway;
+//   - row locks: PostgreSQL's FOR UPDATE / FOR NO KEY UPDATE / FOR KEY SHARE, and FOR UPDATE ...
+//     SKIP LOCKED for the rows a Lease or a Pop takes, nothing in SQLite, whose single writer
+//     serialises every write transaction anyway;
 //   - the per-owner collect lock: pg_advisory_xact_lock on (schema, tenant, owner) in
 //     PostgreSQL, nothing in SQLite (the single writer).
 type Dialect int
@@ -42,6 +43,19 @@ func (d Dialect) forKeyShare() string {
 func (d Dialect) forUpdate() string {
 	if d == Postgres {
 		return " FOR UPDATE"
+	}
+	return ""
+}
+
+// skipLocked locks the selected rows of the table aliased alias as an UPDATE of them does,
+// skipping the rows another transaction holds: competing leasers (and pops) on any replica take
+// different messages instead of queueing behind each other, and a row another one is taking is
+// never taken twice (issue 18). A row that another transaction changed since the statement's
+// snapshot is checked again against the WHERE clause once its lock is free (PostgreSQL's
+// EvalPlanQual): a row leased meanwhile, now hidden, is passed over.
+func (d Dialect) skipLocked(alias string) string {
+	if d == Postgres {
+		return " FOR UPDATE OF " + alias + " SKIP LOCKED"
 	}
 	return ""
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/historyd/historyd/internal/exchange"
 )
 
-// DefaultRetention is how long the ledger keeps rows in a terminal state (popped, returned,
+// DefaultRetention is how long the ledger keeps rows in a terminal state (popped, acked, returned,
 // evicted), and the messages only they refer to, before the pruner forgets them (common17).
 const DefaultRetention = time.Hour
 

@@ -4,8 +4,11 @@ package exchangedb
 // are checked, with the values of their arguments, and the pruning chunk.
 var (
 	ReceivePageQuery = receivePageQuery
+	LeaseQuery       = leaseQuery
+	QLeaseHidden     = qLeaseHidden
 	StInbox          = stInbox
 	StPopped         = stPopped
+	StAcked          = stAcked
 	StReturned       = stReturned
 	StEvicted        = stEvicted
 )
@@ -17,6 +20,9 @@ const (
 	QPruneMessage        = qPruneMessage
 	QPruneRequestsSelect = qPruneRequestsSelect
 	QPruneRequest        = qPruneRequest
+	QPopVisible          = qPopVisible
+	QDue                 = qDue
+	QSweepSelect         = qSweepSelect
 )
 
 // SetPruneChunk sets pruneChunk until the returned function restores it.

@@ -10,25 +10,319 @@ import (
 	"github.com/historyd/historyd/internal/exchange"
 )
 
-// TODO(issue 18): replaced by the database engines' leases; nothing may ship with it.
-var errLeaseNotBuilt = errors.New("leases: not built yet (issue 18 in progress)")
+// Leases (issue 18; exchange/lease.go has the rules). A lease is three columns of the delivery's
+// ledger row, which stays in its inbox (state inbox) until it is acknowledged, popped,
+// dead-lettered or returned: attempts, visible_at (Unix nanoseconds of the engine's clock: the
+// deadline, or the end of a Nack's delay) and held (heldLease, or heldLast on the message's last
+// attempt, which the max-attempts sweep looks for: sweep.go). A receipt names the row (message,
+// and the owner as recipient) and the attempt: it is held while the row is in the owner's inbox,
+// held, at that attempt, from that sender.
+//
+// Locks (docs/decisions/0019's order: owner row, then ledger rows, then a sender's row): Lease
+// and ExtendLease read the owner row FOR KEY SHARE (Unregister's FOR UPDATE waits for them; Pop,
+// Collect and Ack do not), and Lease takes its rows FOR UPDATE SKIP LOCKED, so competing leasers
+// on any replica take different messages and never the same one at once. Ack and Nack change the
+// owner's counters (the inbox count, the dead letters), so they lock the owner row FOR NO KEY
+// UPDATE, as Pop does; they lock the receipt's row FOR UPDATE and check it there.
 
-// Lease leases visible messages of req.Owner's inboxes (exchange/lease.go).
+// The held column's values.
+const (
+	heldNone  = 0 // no lease holds the row
+	heldLease = 1 // a lease holds it
+	heldLast  = 2 // a lease holds it on the message's last attempt: its end makes a dead letter
+)
+
+// qLeaseOwner reads the owner's lease settings and whether a sweep is due. Args: qDue's (tenant,
+// owner, now, the inbox state), then tenant, owner.
+const qLeaseOwner = `SELECT max_attempts, visibility_ns, ` + qDueExists + ` FROM exchange_owners WHERE tenant = ? AND owner = ?`
+
+// qLeaseHidden counts the scope's rows held by unexpired leases and finds the earliest time a
+// hidden one is visible again (0: none hidden), reading the hidden rows only: the range of
+// exchange_ledger_by_visible past now (the literal visible_at > 0 is its partial index's
+// condition, which both databases need to see in the query). Args: tenant, holder, now, the
+// inbox state, then the sender when bySender.
+func qLeaseHidden(bySender bool) string {
+	q := `SELECT COUNT(CASE WHEN held > 0 THEN 1 END), COALESCE(MIN(visible_at), 0) FROM exchange_ledger
+		WHERE tenant = ? AND holder = ? AND visible_at > 0 AND visible_at > ? AND state = ?`
+	if bySender {
+		q += ` AND sender = ?`
+	}
+	return q
+}
+
+// leaseQuery selects the visible messages of a Lease's scope in Receive's order (inbox creation
+// order, oldest first), as many as asked; the Engine appends the row lock (skipLocked). Visible:
+// never leased (visible_at 0) or visible again, and not a last attempt past its deadline (the
+// sweep's: a Lease that found one swept first, and the term keeps such a row out on any
+// replica's clock). With a sender, the scope is that sender's inbox, found by its ordinal. Args:
+// tenant, holder, the inbox state, now, then tenant, holder, sender when bySender, then the limit.
+// Bounded by exchange_ledger_by_holder (plan_test.go).
+func leaseQuery(bySender bool) string {
+	q := `SELECT l.message, l.sender, l.attempts, m.body FROM exchange_ledger l JOIN exchange_messages m ON m.tenant = l.tenant AND m.id = l.message
+		WHERE l.tenant = ? AND l.holder = ? AND l.state = ? AND l.visible_at <= ? AND l.held < 2`
+	if bySender {
+		q += ` AND l.ord = (SELECT i.ord FROM exchange_inboxes i WHERE i.tenant = ? AND i.owner = ? AND i.sender = ?)`
+	}
+	return q + ` ORDER BY l.ord, l.seq LIMIT ?`
+}
+
+// ownerSettings resolves an owner row's stored settings: 0 (an owner registered before the
+// leases' migration) is the Exchange's default.
+func (e *Engine) ownerSettings(maxAttempts, visibilityNs int64) exchange.OwnerSettings {
+	return exchange.OwnerSettings{MaxAttempts: int(maxAttempts), Visibility: time.Duration(visibilityNs)}.Resolve(e.set)
+}
+
+// leaseInfo is a stored lease state as Receive shows it.
+func leaseInfo(attempts, visibleAt, held int64) exchange.LeaseInfo {
+	if attempts == 0 {
+		return exchange.LeaseInfo{}
+	}
+	return exchange.LeaseInfo{Attempts: int(attempts), VisibleAt: timeOfNanos(visibleAt), Held: held != heldNone}
+}
+
+// Lease leases visible messages of req.Owner's inboxes (exchange/lease.go): up to req.Max (1 to
+// exchange.MaxLeaseBatch), within req.MaxBytes (a message's stored JSON length) and req.MaxHeld,
+// each with its attempt, its deadline (now + req.Visibility, or the owner's) and a receipt.
+// ErrOwnerNotRegistered for an owner not registered. An expired last-attempt lease is swept first
+// (sweep.go): the transaction gives way to the sweep and runs again.
 func (e *Engine) Lease(ctx context.Context, req exchange.LeaseRequest) (exchange.LeaseResult, error) {
-	return exchange.LeaseResult{}, errLeaseNotBuilt
+	limit := min(max(req.Max, 1), exchange.MaxLeaseBatch)
+	oid := req.Owner.String()
+	for swept := false; ; swept = true {
+		now := e.now()
+		var res exchange.LeaseResult
+		err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
+			res = exchange.LeaseResult{}
+			var maxAttempts, visibility, due int64
+			if err := q.QueryRow(ctx, qLeaseOwner+e.dia.forKeyShare(), tenant, oid, now.UnixNano(), stInbox, tenant, oid).Scan(&maxAttempts, &visibility, &due); err != nil {
+				if q.IsNoRows(err) {
+					return ownerErr("Owner", req.Owner, exchange.ErrOwnerNotRegistered)
+				}
+				return err
+			}
+			if due != 0 && !swept {
+				return errSweepDue
+			}
+			set := e.ownerSettings(maxAttempts, visibility)
+			var err error
+			if res, err = e.lease(ctx, q, req, limit, set, now); err != nil {
+				res = exchange.LeaseResult{}
+			}
+			return err
+		}, nil)
+		if errors.Is(err, errSweepDue) {
+			if err := e.sweepOwner(ctx, req.Owner, now.UnixNano()); err != nil {
+				return exchange.LeaseResult{}, err
+			}
+			continue
+		}
+		return res, err
+	}
 }
 
-// Ack removes the message of a held lease.
+// lease is Lease's work once the owner row is read (and locked FOR KEY SHARE).
+func (e *Engine) lease(ctx context.Context, q Querier, req exchange.LeaseRequest, limit int, set exchange.OwnerSettings, now time.Time) (exchange.LeaseResult, error) {
+	var res exchange.LeaseResult
+	oid, ns := req.Owner.String(), now.UnixNano()
+	hiddenArgs := []any{tenant, oid, ns, stInbox}
+	if req.Sender != nil {
+		hiddenArgs = append(hiddenArgs, req.Sender.String())
+	}
+	var held, next int64
+	if err := q.QueryRow(ctx, qLeaseHidden(req.Sender != nil), hiddenArgs...).Scan(&held, &next); err != nil {
+		return res, err
+	}
+	res.Held = int(held)
+	if next > 0 {
+		res.NextVisible = timeOfNanos(next)
+	}
+	if req.MaxHeld > 0 {
+		limit = min(limit, req.MaxHeld-res.Held)
+	}
+	if limit <= 0 {
+		return res, nil
+	}
+	visibility := req.Visibility
+	if visibility <= 0 {
+		visibility = set.Visibility
+	}
+	deadline := ns + visibility.Nanoseconds()
+	args := []any{tenant, oid, stInbox, ns}
+	if req.Sender != nil {
+		args = append(args, tenant, oid, req.Sender.String())
+	}
+	args = append(args, int64(limit))
+	type candidate struct {
+		leaseRow
+		body string
+	}
+	var rows []candidate
+	err := collect(ctx, q, func(r Rows) error {
+		var c candidate
+		if err := r.Scan(&c.message, &c.sender, &c.attempts, &c.body); err != nil {
+			return err
+		}
+		rows = append(rows, c)
+		return nil
+	}, leaseQuery(req.Sender != nil)+e.dia.skipLocked("l"), args...)
+	if err != nil {
+		return res, err
+	}
+	var size int64
+	for _, c := range rows {
+		size += int64(len(c.body))
+		if len(res.Leases) > 0 && req.MaxBytes > 0 && size > req.MaxBytes {
+			break // the first message is always taken
+		}
+		m, err := decodeMessage(c.body)
+		if err != nil {
+			return res, err
+		}
+		sender, err := parseUUID(c.sender)
+		if err != nil {
+			return res, err
+		}
+		attempt := c.attempts + 1
+		mark := int64(heldLease)
+		if attempt >= int64(set.MaxAttempts) {
+			mark = heldLast
+		}
+		if err := q.Defer(ctx, `UPDATE exchange_ledger SET attempts = ?, visible_at = ?, held = ? WHERE tenant = ? AND message = ? AND recipient = ?`,
+			attempt, deadline, mark, tenant, c.message, oid); err != nil {
+			return res, err
+		}
+		res.Leases = append(res.Leases, exchange.Leased{
+			Message:  m,
+			Receipt:  exchange.Receipt{Message: m.ID, Sender: sender, Attempt: int(attempt)},
+			Deadline: timeOfNanos(deadline),
+		})
+	}
+	if len(res.Leases) > 0 {
+		res.Held += len(res.Leases)
+		if next == 0 || deadline < next {
+			res.NextVisible = timeOfNanos(deadline)
+		}
+	}
+	return res, nil
+}
+
+// heldLease reads the ledger row of r at owner, locked (FOR UPDATE), and returns it when r's
+// lease is held: the row is in owner's inbox, from r's sender, held, at r's attempt. Otherwise the
+// message moved on (leased again, acknowledged, nacked, popped, dead-lettered or returned) or was
+// never owner's: exchange.StaleLease.
+func (e *Engine) heldLease(ctx context.Context, q Querier, owner uuid.UUID, r exchange.Receipt) (leaseRow, error) {
+	lr := leaseRow{message: r.Message.String()}
+	var state, holder string
+	err := q.QueryRow(ctx, `SELECT sender, state, holder, attempts, held FROM exchange_ledger WHERE tenant = ? AND message = ? AND recipient = ?`+e.dia.forUpdate(),
+		tenant, lr.message, owner.String()).Scan(&lr.sender, &state, &holder, &lr.attempts, &lr.held)
+	switch {
+	case q.IsNoRows(err):
+		return lr, exchange.StaleLease(owner, r)
+	case err != nil:
+		return lr, err
+	}
+	if state != stInbox || holder != owner.String() || lr.held == heldNone || lr.attempts != int64(r.Attempt) || lr.sender != r.Sender.String() {
+		return lr, exchange.StaleLease(owner, r)
+	}
+	return lr, nil
+}
+
+// lockOwnerCounters locks owner's row FOR NO KEY UPDATE (as Pop does) and reads its dead-letter
+// counters; ErrOwnerNotRegistered when there is none.
+func (e *Engine) lockOwnerCounters(ctx context.Context, q Querier, owner uuid.UUID) (recipientRow, error) {
+	var own recipientRow
+	err := q.QueryRow(ctx, `SELECT next_dead, dead FROM exchange_owners WHERE tenant = ? AND owner = ?`+e.dia.forNoKeyUpdate(),
+		tenant, owner.String()).Scan(&own.nextDead, &own.dead)
+	if q.IsNoRows(err) {
+		return own, ownerErr("Owner", owner, exchange.ErrOwnerNotRegistered)
+	}
+	return own, err
+}
+
+// Ack removes the message of a held lease: its ledger row is acked (pruned after the retention,
+// as popped rows are) and it leaves its inbox as a popped message does (leaveInbox: the Ack that
+// empties a departed sender's inbox reclaims it). ErrLeaseStale when the lease is no longer held,
+// ErrOwnerNotRegistered when owner is not registered; nothing changes then.
 func (e *Engine) Ack(ctx context.Context, owner uuid.UUID, r exchange.Receipt) error {
-	return errLeaseNotBuilt
+	oid := owner.String()
+	return e.d.Write(ctx, func(ctx context.Context, q Querier) error {
+		if _, err := e.lockOwnerCounters(ctx, q, owner); err != nil {
+			return err
+		}
+		lr, err := e.heldLease(ctx, q, owner, r)
+		if err != nil {
+			return err
+		}
+		var count int64
+		if err := q.QueryRow(ctx, `SELECT count FROM exchange_inboxes WHERE tenant = ? AND owner = ? AND sender = ?`, tenant, oid, lr.sender).Scan(&count); err != nil {
+			return err // the row is in this inbox: a missing one is a fault
+		}
+		if err := q.Defer(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ?, held = 0, visible_at = 0 WHERE tenant = ? AND message = ? AND recipient = ?`,
+			stAcked, e.now().UnixNano(), tenant, lr.message, oid); err != nil {
+			return err
+		}
+		if err := q.Defer(ctx, `UPDATE exchange_owners SET inbox = inbox - 1 WHERE tenant = ? AND owner = ?`, tenant, oid); err != nil {
+			return err
+		}
+		return e.leaveInbox(ctx, q, q.Defer, oid, lr.sender, count, 1)
+	}, nil)
 }
 
-// Nack ends a held lease.
+// Nack ends a held lease: the message is visible again after delay (<= 0: at once), or, on its
+// last attempt, a dead letter of owner with ReasonMaxAttempts (deadLettered; sweep.go's
+// deadLetterLeased). Errors as Ack.
 func (e *Engine) Nack(ctx context.Context, owner uuid.UUID, r exchange.Receipt, delay time.Duration) (bool, error) {
-	return false, errLeaseNotBuilt
+	var dead bool
+	oid := owner.String()
+	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
+		dead = false
+		now := e.now().UnixNano()
+		own, err := e.lockOwnerCounters(ctx, q, owner)
+		if err != nil {
+			return err
+		}
+		lr, err := e.heldLease(ctx, q, owner, r)
+		if err != nil {
+			return err
+		}
+		if lr.held == heldLast {
+			if err := e.deadLetterLeased(ctx, q, oid, &own, []leaseRow{lr}, now); err != nil {
+				return err
+			}
+			dead = true
+			return nil
+		}
+		return q.Defer(ctx, `UPDATE exchange_ledger SET held = 0, visible_at = ? WHERE tenant = ? AND message = ? AND recipient = ?`,
+			now+max(delay, 0).Nanoseconds(), tenant, lr.message, oid)
+	}, nil)
+	if err != nil {
+		return false, err
+	}
+	return dead, nil
 }
 
-// ExtendLease moves a held lease's deadline.
+// ExtendLease sets a held lease's deadline to now + d and returns it. The owner row is read FOR KEY
+// SHARE, as Lease reads it: only the lease's row changes. Errors as Ack.
 func (e *Engine) ExtendLease(ctx context.Context, owner uuid.UUID, r exchange.Receipt, d time.Duration) (time.Time, error) {
-	return time.Time{}, errLeaseNotBuilt
+	var deadline int64
+	oid := owner.String()
+	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
+		var one int64
+		if err := q.QueryRow(ctx, `SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?`+e.dia.forKeyShare(), tenant, oid).Scan(&one); err != nil {
+			if q.IsNoRows(err) {
+				return ownerErr("Owner", owner, exchange.ErrOwnerNotRegistered)
+			}
+			return err
+		}
+		lr, err := e.heldLease(ctx, q, owner, r)
+		if err != nil {
+			return err
+		}
+		deadline = e.now().UnixNano() + d.Nanoseconds()
+		return q.Defer(ctx, `UPDATE exchange_ledger SET visible_at = ? WHERE tenant = ? AND message = ? AND recipient = ?`, deadline, tenant, lr.message, oid)
+	}, nil)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return timeOfNanos(deadline), nil
 }

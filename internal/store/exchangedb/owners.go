@@ -13,16 +13,22 @@ import (
 
 // Register creates owner's flow with an empty outbox (ErrOwnerAlreadyRegistered if it exists).
 // The registration number comes from the tenant's counter row, so Owners pages in registration
-// order across replicas.
-func (e *Engine) Register(ctx context.Context, owner uuid.UUID, _ ...exchange.OwnerSettings) (*exchange.Snapshot, error) {
+// order across replicas. The lease settings (at most one; zero fields: the Exchange's defaults)
+// are stored resolved, so a restart with other defaults keeps them.
+func (e *Engine) Register(ctx context.Context, owner uuid.UUID, settings ...exchange.OwnerSettings) (*exchange.Snapshot, error) {
+	var set exchange.OwnerSettings
+	if len(settings) > 0 {
+		set = settings[0]
+	}
+	set = set.Resolve(e.set)
 	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
 		var reg int64
 		if err := q.QueryRow(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES (?, 'reg', 1)
 			ON CONFLICT (tenant, name) DO UPDATE SET value = exchange_counters.value + 1 RETURNING value`, tenant).Scan(&reg); err != nil {
 			return err
 		}
-		n, err := q.Exec(ctx, `INSERT INTO exchange_owners (tenant, owner, reg_seq) VALUES (?, ?, ?)
-			ON CONFLICT (tenant, owner) DO NOTHING`, tenant, owner.String(), reg)
+		n, err := q.Exec(ctx, `INSERT INTO exchange_owners (tenant, owner, reg_seq, max_attempts, visibility_ns) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (tenant, owner) DO NOTHING`, tenant, owner.String(), reg, int64(set.MaxAttempts), set.Visibility.Nanoseconds())
 		if err != nil {
 			return err
 		}
@@ -42,7 +48,10 @@ func (e *Engine) Register(ctx context.Context, owner uuid.UUID, _ ...exchange.Ow
 // row is locked first (FOR UPDATE), after the collect lock: a collect of owner in progress
 // finishes first, and no delivery, send or pop changes the flow between the snapshot, the check
 // and the removal. Deliveries that come after find no row and are dead letters "recipient left";
-// the empty inboxes owner filled at other owners are reclaimed in the same transaction.
+// the empty inboxes owner filled at other owners are reclaimed in the same transaction. Expired
+// last-attempt leases are swept first (sweep.go), so the snapshot returns their dead letters;
+// the leased messages are returned with the rest of the inboxes and their leases end (a later
+// Ack finds no owner, or, once it registers again, a returned row: stale).
 func (e *Engine) UnregisterIf(ctx context.Context, owner uuid.UUID, check func(*exchange.Snapshot) error) (*exchange.Snapshot, bool, error) {
 	var (
 		snap *exchange.Snapshot
@@ -54,12 +63,21 @@ func (e *Engine) UnregisterIf(ctx context.Context, owner uuid.UUID, check func(*
 		if err := e.collectLock(ctx, q, owner); err != nil {
 			return err
 		}
-		var reg int64
-		if err := q.QueryRow(ctx, `SELECT reg_seq FROM exchange_owners WHERE tenant = ? AND owner = ?`+e.dia.forUpdate(), tenant, id).Scan(&reg); err != nil {
+		now := e.now().UnixNano()
+		var (
+			own recipientRow
+			due int64
+		)
+		if err := q.QueryRow(ctx, qOwnerDue+e.dia.forUpdate(), tenant, id, now, stInbox, tenant, id).Scan(&own.nextDead, &own.dead, &due); err != nil {
 			if q.IsNoRows(err) {
 				return nil
 			}
 			return err
+		}
+		if due != 0 {
+			if err := e.sweep(ctx, q, id, &own, now); err != nil {
+				return err
+			}
 		}
 		s, found, err := e.snapshot(ctx, q, owner)
 		if err != nil || !found {
@@ -70,11 +88,10 @@ func (e *Engine) UnregisterIf(ctx context.Context, owner uuid.UUID, check func(*
 				return err
 			}
 		}
-		now := e.now().UnixNano()
 		if err := q.Defer(ctx, `DELETE FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, id); err != nil {
 			return err
 		}
-		if err := q.Defer(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ?
+		if err := q.Defer(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ?, held = 0, visible_at = 0
 			WHERE tenant = ? AND holder = ? AND state IN (?, ?, ?)`, stReturned, now, tenant, id, stOutbox, stInbox, stDead); err != nil {
 			return err
 		}
@@ -118,13 +135,14 @@ func (e *Engine) collectLock(ctx context.Context, q Querier, owner uuid.UUID) er
 	return rows.Err()
 }
 
-// Get returns what owner holds, false when it is not registered.
+// Get returns what owner holds, false when it is not registered. Expired last-attempt leases are
+// swept first (sweep.go).
 func (e *Engine) Get(ctx context.Context, owner uuid.UUID) (*exchange.Snapshot, bool, error) {
 	var (
 		snap *exchange.Snapshot
 		ok   bool
 	)
-	err := e.d.Read(ctx, func(ctx context.Context, q Querier) error {
+	err := e.readSwept(ctx, owner, func(ctx context.Context, q Querier) error {
 		var err error
 		snap, ok, err = e.snapshot(ctx, q, owner)
 		return err
@@ -212,7 +230,7 @@ func (e *Engine) snapshot(ctx context.Context, q Querier, owner uuid.UUID) (*exc
 
 // deadLetters reads up to limit of holder's dead letters after the cursor (limit <= 0: all).
 func (e *Engine) deadLetters(ctx context.Context, q Querier, holder string, after uint64, limit int) ([]exchange.DeadLetter, bool, error) {
-	query := `SELECT l.seq, l.recipient, l.reason, l.dead_at, m.body FROM exchange_ledger l
+	query := `SELECT l.seq, l.recipient, l.reason, l.dead_at, l.attempts, m.body FROM exchange_ledger l
 		JOIN exchange_messages m ON m.tenant = l.tenant AND m.id = l.message
 		WHERE l.tenant = ? AND l.holder = ? AND l.state = ? AND l.ord = 0 AND l.seq > ? ORDER BY l.seq`
 	args := []any{tenant, holder, stDead, int64(after)}
@@ -223,10 +241,10 @@ func (e *Engine) deadLetters(ctx context.Context, q Querier, holder string, afte
 	var out []exchange.DeadLetter
 	err := collect(ctx, q, func(r Rows) error {
 		var (
-			seq, reason, at int64
-			rcpt, body      string
+			seq, reason, at, attempts int64
+			rcpt, body                string
 		)
-		if err := r.Scan(&seq, &rcpt, &reason, &at, &body); err != nil {
+		if err := r.Scan(&seq, &rcpt, &reason, &at, &attempts, &body); err != nil {
 			return err
 		}
 		m, err := decodeMessage(body)
@@ -234,7 +252,7 @@ func (e *Engine) deadLetters(ctx context.Context, q Querier, holder string, afte
 			return err
 		}
 		rs := exchange.Reason(reason)
-		out = append(out, exchange.DeadLetter{Seq: uint64(seq), Message: m, Recipient: recipientOf(rcpt, rs), Reason: rs, At: time.Unix(0, at)})
+		out = append(out, exchange.DeadLetter{Seq: uint64(seq), Message: m, Recipient: recipientOf(rcpt, rs), Reason: rs, At: time.Unix(0, at), Attempts: int(attempts)})
 		return nil
 	}, query, args...)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -24,27 +25,45 @@ type planStatement struct {
 	bound, pgBound string
 }
 
-func planStatements(owner uuid.UUID) []planStatement {
+func planStatements(owner, sender uuid.UUID) []planStatement {
 	id := uuid.NewString()
+	now := time.Now().UnixNano()
 	return []planStatement{
 		// review17 R8: the cursor bounds exchange_ledger_by_holder, on both columns.
 		{"ReceivePage", exchangedb.ReceivePageQuery(false, true), []any{exchangedb.Tenant, owner.String(), exchangedb.StInbox, int64(1), int64(5), int64(10)}, "(ord,seq)>(?,?)", "(ROW(ord, seq) > ROW("},
 		{"ReceivePage by sender", exchangedb.ReceivePageQuery(true, true), []any{exchangedb.Tenant, owner.String(), exchangedb.StInbox, int64(1), int64(5), owner.String(), int64(10)}, "(ord,seq)>(?,?)", "(ROW(ord, seq) > ROW("},
 		// review17 R6: a pruning pass reads from the oldest terminal row, one message by key, the
 		// oldest request ids: never every live message.
-		{"prune select", exchangedb.QPruneSelect, []any{exchangedb.Tenant, exchangedb.StPopped, exchangedb.StReturned, exchangedb.StEvicted, int64(1), int64(500)},
+		{"prune select", exchangedb.QPruneSelect, []any{exchangedb.Tenant, exchangedb.StPopped, exchangedb.StAcked, exchangedb.StReturned, exchangedb.StEvicted, int64(1), int64(500)},
 			"exchange_ledger_by_done (tenant=? AND done_at>? AND done_at<?)", "Index Scan using exchange_ledger_by_done"},
 		{"prune row", exchangedb.QPruneRow, []any{exchangedb.Tenant, id, id}, "PRIMARY KEY (tenant=? AND message=? AND recipient=?)", "Index Cond: ((tenant = ''::text) AND (message = "},
 		{"prune message", exchangedb.QPruneMessage, []any{exchangedb.Tenant, id}, "(tenant=? AND id=?)", "(id = "},
 		{"prune requests select", exchangedb.QPruneRequestsSelect, []any{exchangedb.Tenant, int64(1), int64(500)},
 			"exchange_requests_by_age (tenant=? AND created_ns<?)", "Scan using exchange_requests_by_age"},
 		{"prune request", exchangedb.QPruneRequest, []any{exchangedb.Tenant, id, id}, "PRIMARY KEY (tenant=? AND sender=? AND request_id=?)", "Index Cond: ((tenant = ''::text) AND (sender = "},
+		// issue 18: a Pop and a Lease read their inbox from the first row in Receive's order,
+		// passing over hidden rows; a Lease's held count reads the hidden rows alone, the sweep's
+		// probe the last-attempt leases alone: never the whole inbox.
+		{"Pop visible", exchangedb.QPopVisible, []any{exchangedb.Tenant, owner.String(), exchangedb.StInbox, int64(1), now},
+			"exchange_ledger_by_holder (tenant=? AND holder=? AND state=? AND ord=?)", "Index Cond: ((tenant = ''::text) AND (holder = "},
+		{"Lease", exchangedb.LeaseQuery(false), []any{exchangedb.Tenant, owner.String(), exchangedb.StInbox, now, int64(10)},
+			"exchange_ledger_by_holder (tenant=? AND holder=? AND state=?)", "Index Scan using exchange_ledger_by_holder"},
+		{"Lease by sender", exchangedb.LeaseQuery(true), []any{exchangedb.Tenant, owner.String(), exchangedb.StInbox, now, exchangedb.Tenant, owner.String(), sender.String(), int64(10)},
+			"exchange_ledger_by_holder (tenant=? AND holder=? AND state=? AND ord=?)", "Index Scan using exchange_ledger_by_holder"},
+		{"Lease hidden", exchangedb.QLeaseHidden(false), []any{exchangedb.Tenant, owner.String(), now, exchangedb.StInbox},
+			"exchange_ledger_by_visible (tenant=? AND holder=? AND visible_at>?)", "exchange_ledger_by_visible"},
+		{"Lease hidden by sender", exchangedb.QLeaseHidden(true), []any{exchangedb.Tenant, owner.String(), now, exchangedb.StInbox, sender.String()},
+			"exchange_ledger_by_visible (tenant=? AND holder=? AND visible_at>?)", "exchange_ledger_by_visible"},
+		{"sweep probe", exchangedb.QDue, []any{exchangedb.Tenant, owner.String(), now, exchangedb.StInbox},
+			"exchange_ledger_by_last (tenant=? AND holder=? AND visible_at<?)", "exchange_ledger_by_last"},
+		{"sweep select", exchangedb.QSweepSelect, []any{exchangedb.Tenant, owner.String(), now, exchangedb.StInbox},
+			"exchange_ledger_by_last (tenant=? AND holder=? AND visible_at<?)", "exchange_ledger_by_last"},
 	}
 }
 
-// seedPlans gives e many live messages (300 in bob's inbox from alice), popped ones and request
-// ids, and returns bob.
-func seedPlans(t *testing.T, e exchange.Service) uuid.UUID {
+// seedPlans gives e many live messages (300 in bob's inbox from alice), popped ones, leased ones
+// (held, nacked with a delay, and visible again) and request ids, and returns bob and alice.
+func seedPlans(t *testing.T, e exchange.Service) (uuid.UUID, uuid.UUID) {
 	t.Helper()
 	ctx := tctx(t)
 	alice, bob := uuid.New(), uuid.New()
@@ -63,7 +82,16 @@ func seedPlans(t *testing.T, e exchange.Service) uuid.UUID {
 			t.Fatalf("Pop = %v, %v", ok, err)
 		}
 	}
-	return bob
+	l, err := e.Lease(ctx, exchange.LeaseRequest{Owner: bob, Max: 40})
+	if err != nil || len(l.Leases) != 40 {
+		t.Fatalf("Lease = %d leases, %v", len(l.Leases), err)
+	}
+	for i, le := range l.Leases[:20] {
+		if _, err := e.Nack(ctx, bob, le.Receipt, time.Duration(i%2)*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bob, alice
 }
 
 // TestSQLiteStatementsAreIndexBounded checks the plans SQLite makes, over an Exchange holding
@@ -77,9 +105,9 @@ func TestSQLiteStatementsAreIndexBounded(t *testing.T) {
 	e := exchangedb.New(s.ExchangeDriver(), nil)
 	defer e.Close()
 	ctx := tctx(t)
-	bob := seedPlans(t, e)
+	bob, alice := seedPlans(t, e)
 	d := s.ExchangeDriver()
-	for _, st := range planStatements(bob) {
+	for _, st := range planStatements(bob, alice) {
 		var plan []string
 		err := d.Read(ctx, func(ctx context.Context, q exchangedb.Querier) error {
 			plan = plan[:0]
@@ -124,7 +152,7 @@ func TestPostgresStatementsAreIndexBounded(t *testing.T) {
 	e := exchangedb.New(s.ExchangeDriver(), nil)
 	defer e.Close()
 	ctx := tctx(t)
-	bob := seedPlans(t, e)
+	bob, alice := seedPlans(t, e)
 	d := s.ExchangeDriver()
 	// The planner's statistics of what the Exchange holds now, as autovacuum would have them.
 	if err := d.Write(ctx, func(ctx context.Context, q exchangedb.Querier) error {
@@ -133,7 +161,7 @@ func TestPostgresStatementsAreIndexBounded(t *testing.T) {
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range planStatements(bob) {
+	for _, st := range planStatements(bob, alice) {
 		var plan []string
 		err := d.Read(ctx, func(ctx context.Context, q exchangedb.Querier) error {
 			plan = plan[:0]

@@ -19,8 +19,8 @@ var pruneChunk = 500
 // plan_test.go checks their plans on both databases.
 const (
 	// qPruneSelect is the oldest chunk of terminal rows past the retention. Args: tenant, the
-	// three terminal states, the cutoff, the chunk.
-	qPruneSelect = `SELECT message, recipient FROM exchange_ledger WHERE tenant = ? AND state IN (?, ?, ?) AND done_at > 0 AND done_at < ?
+	// four terminal states (popped, acked, returned, evicted), the cutoff, the chunk.
+	qPruneSelect = `SELECT message, recipient FROM exchange_ledger WHERE tenant = ? AND state IN (?, ?, ?, ?) AND done_at > 0 AND done_at < ?
 		ORDER BY done_at LIMIT ?`
 	// qPruneRow deletes one ledger row. Args: tenant, message, recipient.
 	qPruneRow = `DELETE FROM exchange_ledger WHERE tenant = ? AND message = ? AND recipient = ?`
@@ -118,7 +118,7 @@ func (e *Engine) pruneLedger(ctx context.Context, q Querier, cutoff int64) (int,
 		}
 		rows = append(rows, k)
 		return nil
-	}, qPruneSelect, tenant, stPopped, stReturned, stEvicted, cutoff, int64(pruneChunk))
+	}, qPruneSelect, tenant, stPopped, stAcked, stReturned, stEvicted, cutoff, int64(pruneChunk))
 	if err != nil {
 		return 0, err
 	}

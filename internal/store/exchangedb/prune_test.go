@@ -16,7 +16,8 @@ import (
 
 // common17: "terminal rows (popped, returned, evicted) and the messages no live row refers to are
 // pruned after a retention (default 1 h, an exchangedb option)"; live rows never are, and expired
-// request ids go with the window the proto promises.
+// request ids go with the window the proto promises. Acked rows (issue 18) are terminal as popped
+// ones are.
 func TestPruneForgetsOnlyTerminalRowsPastTheRetention(t *testing.T) {
 	var (
 		mu  sync.Mutex
@@ -33,13 +34,21 @@ func TestPruneForgetsOnlyTerminalRowsPastTheRetention(t *testing.T) {
 	register(t, e, alice, bob)
 	sent := map[uuid.UUID]bool{}
 	popped := send(t, e, alice, envelope.IDParticipant(bob), "popped")
+	acked := send(t, e, alice, envelope.IDParticipant(bob), "acked")
 	kept := send(t, e, alice, envelope.IDParticipant(bob), "kept")
-	sent[popped.ID], sent[kept.ID] = true, true
+	sent[popped.ID], sent[acked.ID], sent[kept.ID] = true, true, true
 	if _, err := e.Collect(ctx, alice, exchange.ReportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := e.PopIf(ctx, bob, alice, nil); err != nil || !ok {
 		t.Fatalf("Pop = %v, %v", ok, err)
+	}
+	l, err := e.Lease(ctx, exchange.LeaseRequest{Owner: bob})
+	if err != nil || len(l.Leases) != 1 || l.Leases[0].Message.ID != acked.ID {
+		t.Fatalf("Lease = %+v, %v; want %q", l.Leases, err, "acked")
+	}
+	if err := e.Ack(ctx, bob, l.Leases[0].Receipt); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := e.Send(ctx, exchange.SendRequest{Sender: alice, Recipient: envelope.IDParticipant(bob), RequestID: "r"}); err != nil {
 		t.Fatal(err)
@@ -48,16 +57,16 @@ func TestPruneForgetsOnlyTerminalRowsPastTheRetention(t *testing.T) {
 	if err := e.Prune(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := ledgerStates(t, e, withQueued(sent, e, t)); st[exchange.LedgerPopped] != 1 {
-		t.Fatalf("within the retention the popped row is kept: %v", st)
+	if st := ledgerStates(t, e, withQueued(sent, e, t)); st[exchange.LedgerPopped] != 1 || st[exchange.LedgerAcked] != 1 {
+		t.Fatalf("within the retention the popped and acked rows are kept: %v", st)
 	}
 	advance(2 * time.Minute)
 	if err := e.Prune(ctx); err != nil {
 		t.Fatal(err)
 	}
 	st := ledgerStates(t, e, withQueued(sent, e, t))
-	if st[exchange.LedgerPopped] != 0 || st[exchange.LedgerInbox] != 1 || st[exchange.LedgerOutbox] != 1 {
-		t.Fatalf("past the retention: %v, want the popped row gone and the inbox and outbox rows kept", st)
+	if st[exchange.LedgerPopped] != 0 || st[exchange.LedgerAcked] != 0 || st[exchange.LedgerInbox] != 1 || st[exchange.LedgerOutbox] != 1 {
+		t.Fatalf("past the retention: %v, want the popped and acked rows gone and the inbox and outbox rows kept", st)
 	}
 	if m, ok, err := e.Remembered(ctx, alice, "r", nil); err != nil || ok {
 		t.Errorf("request id past its 10 min window = %v, %v, %v; want forgotten", m, ok, err)

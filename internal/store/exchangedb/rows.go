@@ -18,6 +18,7 @@ const (
 	stOutbox   = string(exchange.LedgerOutbox)
 	stInbox    = string(exchange.LedgerInbox)
 	stPopped   = string(exchange.LedgerPopped)
+	stAcked    = string(exchange.LedgerAcked)
 	stReturned = string(exchange.LedgerReturned)
 	stDead     = string(exchange.LedgerDead)
 	stEvicted  = string(exchange.LedgerEvicted)

@@ -28,7 +28,8 @@ func (e *Engine) Stats(ctx context.Context) (exchange.Stats, error) {
 	return st, err
 }
 
-// Ledger returns every ledger row the database keeps (exchange.Ledgered).
+// Ledger returns every ledger row the database keeps (exchange.Ledgered); an inbox row that was
+// ever leased is LedgerLeased, with its attempts.
 func (e *Engine) Ledger(ctx context.Context) ([]exchange.LedgerEntry, error) {
 	var out []exchange.LedgerEntry
 	err := e.d.Read(ctx, func(ctx context.Context, q Querier) error {
@@ -36,9 +37,9 @@ func (e *Engine) Ledger(ctx context.Context) ([]exchange.LedgerEntry, error) {
 		return collect(ctx, q, func(r Rows) error {
 			var (
 				msg, sender, rcpt, state string
-				reason                   int64
+				reason, attempts         int64
 			)
-			if err := r.Scan(&msg, &sender, &rcpt, &state, &reason); err != nil {
+			if err := r.Scan(&msg, &sender, &rcpt, &state, &reason, &attempts); err != nil {
 				return err
 			}
 			var (
@@ -51,10 +52,13 @@ func (e *Engine) Ledger(ctx context.Context) ([]exchange.LedgerEntry, error) {
 			if le.Sender, err = parseUUID(sender); err != nil {
 				return err
 			}
-			le.Recipient, le.State, le.Reason = rcpt, exchange.LedgerState(state), exchange.Reason(reason)
+			le.Recipient, le.State, le.Reason, le.Attempts = rcpt, exchange.LedgerState(state), exchange.Reason(reason), int(attempts)
+			if le.State == exchange.LedgerInbox && attempts > 0 {
+				le.State = exchange.LedgerLeased // stored as an inbox row: it is in the inbox, with its leases
+			}
 			out = append(out, le)
 			return nil
-		}, `SELECT message, sender, recipient, state, reason FROM exchange_ledger WHERE tenant = ?`, tenant)
+		}, `SELECT message, sender, recipient, state, reason, attempts FROM exchange_ledger WHERE tenant = ?`, tenant)
 	})
 	return out, err
 }
