@@ -6,7 +6,10 @@
 // exist only where the wire model has a trap: participants as google.protobuf.Value (Participant,
 // Broadcast), paging (Messages), error reasons (Reason, ErrorInfo), the resumable branch watch
 // (Watch, with After and FromStart to choose where it starts), and the chunked export and import
-// of branches larger than a response (ExportBranchAll, ExportBranchTo, ImportBranchReader).
+// of branches larger than a response (ExportBranchAll, ExportBranchTo, ImportBranchReader), and
+// acknowledged delivery as a handler loop over a leasing SubscribeInbox (HandleInbox: lease, call
+// the handler, Ack or Nack, ExtendLease while it runs; issue 18). Ack, Nack and ExtendLease are
+// retried too, since a repeat of one the server applied changes nothing (retry.go, settlements).
 //
 // For the common path, inputs.go builds AddMessage's inputs without the generated oneof wrappers:
 // c.Add(ctx, branch, client.Instruction("What is 30 + 12?", client.WithContext(ctx)),

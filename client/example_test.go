@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -135,4 +136,54 @@ func ExampleFromStart() {
 	// Output:
 	// 1 EVENT_KIND_BRANCH_CREATED
 	// 2 EVENT_KIND_MESSAGE_ADDED
+}
+
+// Acknowledged delivery (issue 18): B handles its mail in a loop. A handler's error gives the
+// message back, and it comes again with the next attempt; nil acknowledges it, and it is gone.
+func ExampleClient_HandleInbox() {
+	addr, stop := exampleServer()
+	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	c, err := client.Dial(addr, client.WithInsecure())
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	a, b := "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa", "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
+	if _, err := c.Exchange.Register(ctx, &historyv1.RegisterRequest{OwnerId: a}); err != nil {
+		panic(err)
+	}
+	// B's messages become dead letters after 3 failed attempts.
+	if _, err := c.Exchange.Register(ctx, &historyv1.RegisterRequest{OwnerId: b, MaxAttempts: 3}); err != nil {
+		panic(err)
+	}
+	content := `{"text": "hello B"}`
+	if _, err := c.Exchange.Send(ctx, &historyv1.SendRequest{Sender: a, Recipient: client.Participant(b), ContentJson: &content}); err != nil {
+		panic(err)
+	}
+	if _, err := c.Exchange.Collect(ctx, &historyv1.CollectRequest{OwnerId: a}); err != nil {
+		panic(err)
+	}
+
+	err = c.HandleInbox(ctx, b, func(ctx context.Context, m *historyv1.LeasedMessage) error {
+		fmt.Printf("attempt %d: %s\n", m.GetAttempt(), m.GetMessage().GetGeneric().GetContentJson())
+		if m.GetAttempt() == 1 {
+			return errors.New("not yet") // nacked: it comes back
+		}
+		cancel() // HandleInbox acknowledges this one, then returns
+		return nil
+	})
+	fmt.Println("HandleInbox:", err)
+	left, err := c.Exchange.Receive(context.Background(), &historyv1.ReceiveRequest{OwnerId: b})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("left in B's inboxes:", len(left.GetMessages()))
+	// Output:
+	// attempt 1: {"text":"hello B"}
+	// attempt 2: {"text":"hello B"}
+	// HandleInbox: <nil>
+	// left in B's inboxes: 0
 }

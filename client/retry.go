@@ -15,9 +15,11 @@ import (
 
 // readOnly are the unary methods that change nothing, so retrying them is always safe. The other
 // methods are retried only when their request has a request_id (every mutation of HistoryService,
-// and ExchangeService.Send): the retry reuses it and the server applies the call once. Register,
-// Unregister, Collect, CollectAll and PopMessage have none and are never retried: a retry after a
-// lost response would pop a second message, or report an empty collect for a delivered one.
+// and ExchangeService.Send): the retry reuses it and the server applies the call once, or when they
+// are settlements (below). Register, Unregister, Collect, CollectAll, PopMessage and Lease have none
+// and are never retried: a retry after a lost response would pop a second message, report an empty
+// collect for a delivered one, or lease more messages (the lost ones hidden until their deadline,
+// an attempt spent).
 var readOnly = map[string]bool{
 	"/historyd.v1.HistoryService/GetBranch":        true,
 	"/historyd.v1.HistoryService/ListBranches":     true,
@@ -30,6 +32,17 @@ var readOnly = map[string]bool{
 	"/historyd.v1.ExchangeService/Receive":         true,
 	"/historyd.v1.ExchangeService/ListDeadLetters": true,
 	"/grpc.health.v1.Health/Check":                 true,
+}
+
+// settlements are the lease calls a repeat cannot apply twice (issue 18): once Ack or Nack has
+// ended a lease, its receipt is stale and a repeat is FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE)
+// that changes nothing; ExtendLease sets the deadline to now plus a duration, so a repeat sets it
+// again. Retrying them after a lost response is safe, but its answer is then ambiguous: LEASE_STALE
+// on a retried Ack may mean that the first attempt acknowledged the message.
+var settlements = map[string]bool{
+	"/historyd.v1.ExchangeService/Ack":         true,
+	"/historyd.v1.ExchangeService/Nack":        true,
+	"/historyd.v1.ExchangeService/ExtendLease": true,
 }
 
 // requestIDField is the idempotency key's field name in every request that has one (docs/development.md#style-proto
@@ -86,7 +99,7 @@ func invokeAttempt(ctx context.Context, timeout time.Duration, method string, re
 // retryable reports whether method may be retried, and returns the request every attempt sends:
 // req itself, or a copy with a new request_id when req has an empty one.
 func retryable(method string, req any) (any, bool) {
-	if readOnly[method] {
+	if readOnly[method] || settlements[method] {
 		return req, true
 	}
 	m, ok := req.(proto.Message)

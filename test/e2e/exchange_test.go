@@ -60,6 +60,16 @@ type exampleResponse struct {
 		Message exampleMessage
 	}
 	Owners []struct{ OwnerID string }
+	// Lease's answer and Receive's marks (issue 18).
+	Leased []struct {
+		Message exampleMessage
+		Receipt string
+		Attempt int
+	}
+	Leases map[string]struct {
+		Attempts int
+		Leased   bool
+	}
 }
 
 // TestExchangeExample runs docs/examples/exchange.sh (grpcurl only) against the real binary and
@@ -130,6 +140,29 @@ func checkExchangeExample(t *testing.T, steps map[string]exampleResponse) {
 	if !slices.Equal(owners, []string{ownerA, ownerB, ownerC}) {
 		t.Errorf("owners = %v", owners)
 	}
+	// Issue 18: "docs/examples/exchange.sh shows Lease and Ack". B leases A's second message; Receive
+	// shows it marked as leased, PopMessage passes it by, and the Ack removes it.
+	again := steps["A to B again"].Message
+	if c := steps["collect A again"]; c.DeliveredCount != 1 {
+		t.Errorf("collect A again = %+v, want the second direct message delivered", c)
+	}
+	if l := steps["lease B from A"].Leased; len(l) != 1 || l[0].Message.ID != again.ID || l[0].Attempt != 1 || l[0].Receipt == "" {
+		t.Errorf("lease B from A = %+v, want %s on attempt 1 with a receipt", l, again.ID)
+	}
+	leasedStep := steps["receive B leased"]
+	// A's inbox at B was made first (the popped message), so it comes first.
+	if got := ids(leasedStep.Messages); !slices.Equal(got, []string{again.ID, all.ID}) {
+		t.Errorf("receive B leased = %v, want [leased, broadcast] = %v", got, []string{again.ID, all.ID})
+	}
+	if l, ok := leasedStep.Leases[again.ID]; !ok || !l.Leased || l.Attempts != 1 || len(leasedStep.Leases) != 1 {
+		t.Errorf("receive B leased: leases %+v, want %s alone, leased, attempt 1", leasedStep.Leases, again.ID)
+	}
+	if got := steps["pop B from A leased"].Message; got.ID != "" {
+		t.Errorf("pop B from A leased = %+v, want nothing: PopMessage never takes a leased message", got)
+	}
+	if got := ids(steps["receive B acked"].Messages); !slices.Equal(got, []string{all.ID}) {
+		t.Errorf("receive B acked = %v, want the broadcast only: the Ack removed the leased message", got)
+	}
 }
 
 // parseSteps splits the example's output at its "### <label>: ..." lines and decodes each
@@ -159,8 +192,8 @@ func parseSteps(t *testing.T, out string) map[string]exampleResponse {
 		body.WriteString(line + "\n")
 	}
 	flush()
-	if len(steps) != 13 {
-		t.Fatalf("%d steps in the output, want 13:\n%s", len(steps), out)
+	if len(steps) != 20 {
+		t.Fatalf("%d steps in the output, want 20:\n%s", len(steps), out)
 	}
 	return steps
 }

@@ -73,6 +73,26 @@ class ExchangeServiceStub(object):
                 request_serializer=historyd_dot_v1_dot_exchange__service__pb2.SubscribeInboxRequest.SerializeToString,
                 response_deserializer=historyd_dot_v1_dot_exchange__service__pb2.SubscribeInboxResponse.FromString,
                 )
+        self.Lease = channel.unary_unary(
+                '/historyd.v1.ExchangeService/Lease',
+                request_serializer=historyd_dot_v1_dot_exchange__service__pb2.LeaseRequest.SerializeToString,
+                response_deserializer=historyd_dot_v1_dot_exchange__service__pb2.LeaseResponse.FromString,
+                )
+        self.Ack = channel.unary_unary(
+                '/historyd.v1.ExchangeService/Ack',
+                request_serializer=historyd_dot_v1_dot_exchange__service__pb2.AckRequest.SerializeToString,
+                response_deserializer=historyd_dot_v1_dot_exchange__service__pb2.AckResponse.FromString,
+                )
+        self.Nack = channel.unary_unary(
+                '/historyd.v1.ExchangeService/Nack',
+                request_serializer=historyd_dot_v1_dot_exchange__service__pb2.NackRequest.SerializeToString,
+                response_deserializer=historyd_dot_v1_dot_exchange__service__pb2.NackResponse.FromString,
+                )
+        self.ExtendLease = channel.unary_unary(
+                '/historyd.v1.ExchangeService/ExtendLease',
+                request_serializer=historyd_dot_v1_dot_exchange__service__pb2.ExtendLeaseRequest.SerializeToString,
+                response_deserializer=historyd_dot_v1_dot_exchange__service__pb2.ExtendLeaseResponse.FromString,
+                )
 
 
 class ExchangeServiceServicer(object):
@@ -220,6 +240,51 @@ class ExchangeServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Lease(self, request, context):
+        """Lease takes up to max_messages visible messages from the owner's inboxes (one sender's with
+        sender), in Receive's order, and hides them from other Lease and PopMessage calls until the
+        lease ends (issue 18; docs/decisions/0020-leases.md). Each comes with an opaque receipt, its
+        attempt number (1 for the first lease) and its deadline. A lease ends with Ack (the message is
+        gone), Nack (visible again, optionally after a delay), or its deadline passing (visible again;
+        ExtendLease moves it). A message whose lease ends with its attempts at the owner's max_attempts
+        becomes a dead letter of the owner with reason DEAD_LETTER_REASON_MAX_ATTEMPTS. Leased
+        messages stay in their inbox: Receive shows them (ReceiveResponse.leases), inbox bounds count
+        them, Unregister returns them and ends their leases. An unregistered owner is
+        FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED). No message visible: an empty response,
+        whose next_visible_time says when one will be.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Ack(self, request, context):
+        """Ack ends a lease by removing its message. A receipt whose lease is no longer held (someone else
+        leased the message since, or it was acknowledged, nacked, popped, dead-lettered or returned by
+        Unregister) is FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE) and changes nothing; a receipt
+        whose deadline passed but that no one has taken since is still held. A receipt that is not one
+        of this server's is INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Nack(self, request, context):
+        """Nack ends a lease and makes the message visible again after delay (none by default); its
+        attempt counts. At the owner's max_attempts the message becomes a dead letter instead. A stale
+        receipt is as for Ack.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExtendLease(self, request, context):
+        """ExtendLease sets a held lease's deadline to now plus visibility_timeout (as SQS's
+        ChangeMessageVisibility). A stale receipt is as for Ack.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExchangeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -272,6 +337,26 @@ def add_ExchangeServiceServicer_to_server(servicer, server):
                     servicer.SubscribeInbox,
                     request_deserializer=historyd_dot_v1_dot_exchange__service__pb2.SubscribeInboxRequest.FromString,
                     response_serializer=historyd_dot_v1_dot_exchange__service__pb2.SubscribeInboxResponse.SerializeToString,
+            ),
+            'Lease': grpc.unary_unary_rpc_method_handler(
+                    servicer.Lease,
+                    request_deserializer=historyd_dot_v1_dot_exchange__service__pb2.LeaseRequest.FromString,
+                    response_serializer=historyd_dot_v1_dot_exchange__service__pb2.LeaseResponse.SerializeToString,
+            ),
+            'Ack': grpc.unary_unary_rpc_method_handler(
+                    servicer.Ack,
+                    request_deserializer=historyd_dot_v1_dot_exchange__service__pb2.AckRequest.FromString,
+                    response_serializer=historyd_dot_v1_dot_exchange__service__pb2.AckResponse.SerializeToString,
+            ),
+            'Nack': grpc.unary_unary_rpc_method_handler(
+                    servicer.Nack,
+                    request_deserializer=historyd_dot_v1_dot_exchange__service__pb2.NackRequest.FromString,
+                    response_serializer=historyd_dot_v1_dot_exchange__service__pb2.NackResponse.SerializeToString,
+            ),
+            'ExtendLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExtendLease,
+                    request_deserializer=historyd_dot_v1_dot_exchange__service__pb2.ExtendLeaseRequest.FromString,
+                    response_serializer=historyd_dot_v1_dot_exchange__service__pb2.ExtendLeaseResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -459,5 +544,73 @@ class ExchangeService(object):
         return grpc.experimental.unary_stream(request, target, '/historyd.v1.ExchangeService/SubscribeInbox',
             historyd_dot_v1_dot_exchange__service__pb2.SubscribeInboxRequest.SerializeToString,
             historyd_dot_v1_dot_exchange__service__pb2.SubscribeInboxResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Lease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/historyd.v1.ExchangeService/Lease',
+            historyd_dot_v1_dot_exchange__service__pb2.LeaseRequest.SerializeToString,
+            historyd_dot_v1_dot_exchange__service__pb2.LeaseResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Ack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/historyd.v1.ExchangeService/Ack',
+            historyd_dot_v1_dot_exchange__service__pb2.AckRequest.SerializeToString,
+            historyd_dot_v1_dot_exchange__service__pb2.AckResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Nack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/historyd.v1.ExchangeService/Nack',
+            historyd_dot_v1_dot_exchange__service__pb2.NackRequest.SerializeToString,
+            historyd_dot_v1_dot_exchange__service__pb2.NackResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ExtendLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/historyd.v1.ExchangeService/ExtendLease',
+            historyd_dot_v1_dot_exchange__service__pb2.ExtendLeaseRequest.SerializeToString,
+            historyd_dot_v1_dot_exchange__service__pb2.ExtendLeaseResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -16,8 +16,8 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message as Message$1 } from "./envelope_pb.js";
 import { file_historyd_v1_envelope } from "./envelope_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -26,7 +26,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file historyd/v1/exchange_service.proto.
  */
 export const file_historyd_v1_exchange_service: GenFile = /*@__PURE__*/
-  fileDesc("CiJoaXN0b3J5ZC92MS9leGNoYW5nZV9zZXJ2aWNlLnByb3RvEgtoaXN0b3J5ZC52MSKwAQoERmxvdxIQCghvd25lcl9pZBgBIAEoCRIkCgZvdXRib3gYAiADKAsyFC5oaXN0b3J5ZC52MS5NZXNzYWdlEiMKB2luYm94ZXMYAyADKAsyEi5oaXN0b3J5ZC52MS5JbmJveBItCgxkZWFkX2xldHRlcnMYBCADKAsyFy5oaXN0b3J5ZC52MS5EZWFkTGV0dGVyEhwKFGRlYWRfbGV0dGVyc19ldmljdGVkGAUgASgEIj8KBUluYm94Eg4KBnNlbmRlchgBIAEoCRImCghtZXNzYWdlcxgCIAMoCzIULmhpc3RvcnlkLnYxLk1lc3NhZ2UiugEKCkRlYWRMZXR0ZXISJQoHbWVzc2FnZRgBIAEoCzIULmhpc3RvcnlkLnYxLk1lc3NhZ2USKQoJcmVjaXBpZW50GAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEi0KBnJlYXNvbhgDIAEoDjIdLmhpc3RvcnlkLnYxLkRlYWRMZXR0ZXJSZWFzb24SKwoHZGVhZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiYAoERHJvcBIpCglyZWNpcGllbnQYASABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSLQoGcmVhc29uGAIgASgOMh0uaGlzdG9yeWQudjEuRGVhZExldHRlclJlYXNvbiJ5Cg9NZXNzYWdlRGVsaXZlcnkSEgoKbWVzc2FnZV9pZBgBIAEoCRIZChFyZWFjaGVkX293bmVyX2lkcxgCIAMoCRIgCgVkcm9wcxgDIAMoCzIRLmhpc3RvcnlkLnYxLkRyb3ASFQoNcmVhY2hlZF9jb3VudBgEIAEoBSKYAQoMT3duZXJDb2xsZWN0EhAKCG93bmVyX2lkGAEgASgJEhcKD2RlbGl2ZXJlZF9jb3VudBgCIAEoBRIwCgpkZWxpdmVyaWVzGAMgAygLMhwuaGlzdG9yeWQudjEuTWVzc2FnZURlbGl2ZXJ5EhcKD2NvbGxlY3RlZF9jb3VudBgEIAEoBRISCgpkcm9wX2NvdW50GAUgASgFIkQKBU93bmVyEhAKCG93bmVyX2lkGAEgASgJEhQKDHF1ZXVlZF9jb3VudBgCIAEoAxITCgtpbmJveF9jb3VudBgDIAEoAyI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiIwoPUmVnaXN0ZXJSZXF1ZXN0EhAKCG93bmVyX2lkGAEgASgJIjMKEFJlZ2lzdGVyUmVzcG9uc2USHwoEZmxvdxgBIAEoCzIRLmhpc3RvcnlkLnYxLkZsb3ciVwoRVW5yZWdpc3RlclJlcXVlc3QSEAoIb3duZXJfaWQYASABKAkSGQoRb21pdF9kZWFkX2xldHRlcnMYAiABKAgSFQoNb21pdF9yZW5kZXJlZBgDIAEoCCI1ChJVbnJlZ2lzdGVyUmVzcG9uc2USHwoEZmxvdxgBIAEoCzIRLmhpc3RvcnlkLnYxLkZsb3ciOgoRTGlzdE93bmVyc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiUQoSTGlzdE93bmVyc1Jlc3BvbnNlEiIKBm93bmVycxgBIAMoCzISLmhpc3RvcnlkLnYxLk93bmVyEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKqAQoLU2VuZFJlcXVlc3QSDgoGc2VuZGVyGAEgASgJEikKCXJlY2lwaWVudBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIZCgxjb250ZW50X2pzb24YAyABKAlIAIgBARIUCgdjaGFubmVsGAQgASgJSAGIAQESEgoKcmVxdWVzdF9pZBgFIAEoCUIPCg1fY29udGVudF9qc29uQgoKCF9jaGFubmVsIjUKDFNlbmRSZXNwb25zZRIlCgdtZXNzYWdlGAEgASgLMhQuaGlzdG9yeWQudjEuTWVzc2FnZSJFCg5Db2xsZWN0UmVxdWVzdBIQCghvd25lcl9pZBgBIAEoCRIhChlpbmNsdWRlX3JlYWNoZWRfb3duZXJfaWRzGAIgASgIIqMBCg9Db2xsZWN0UmVzcG9uc2USFwoPZGVsaXZlcmVkX2NvdW50GAEgASgFEjAKCmRlbGl2ZXJpZXMYAiADKAsyHC5oaXN0b3J5ZC52MS5NZXNzYWdlRGVsaXZlcnkSGAoQcmVwb3J0X3RydW5jYXRlZBgDIAEoCBIXCg9jb2xsZWN0ZWRfY291bnQYBCABKAUSEgoKZHJvcF9jb3VudBgFIAEoBSI2ChFDb2xsZWN0QWxsUmVxdWVzdBIhChlpbmNsdWRlX3JlYWNoZWRfb3duZXJfaWRzGAEgASgIInQKEkNvbGxlY3RBbGxSZXNwb25zZRIXCg9kZWxpdmVyZWRfY291bnQYASABKAUSKwoIY29sbGVjdHMYAiADKAsyGS5oaXN0b3J5ZC52MS5Pd25lckNvbGxlY3QSGAoQcmVwb3J0X3RydW5jYXRlZBgDIAEoCCKAAQoOUmVjZWl2ZVJlcXVlc3QSEAoIb3duZXJfaWQYASABKAkSEwoGc2VuZGVyGAIgASgJSACIAQESEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSFQoNb21pdF9yZW5kZXJlZBgFIAEoCEIJCgdfc2VuZGVyIlIKD1JlY2VpdmVSZXNwb25zZRImCghtZXNzYWdlcxgBIAMoCzIULmhpc3RvcnlkLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkwKEVBvcE1lc3NhZ2VSZXF1ZXN0EhAKCG93bmVyX2lkGAEgASgJEg4KBnNlbmRlchgCIAEoCRIVCg1vbWl0X3JlbmRlcmVkGAMgASgIIjsKElBvcE1lc3NhZ2VSZXNwb25zZRIlCgdtZXNzYWdlGAEgASgLMhQuaGlzdG9yeWQudjEuTWVzc2FnZSJoChZMaXN0RGVhZExldHRlcnNSZXF1ZXN0EhAKCG93bmVyX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEhUKDW9taXRfcmVuZGVyZWQYBCABKAgieAoXTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USLQoMZGVhZF9sZXR0ZXJzGAEgAygLMhcuaGlzdG9yeWQudjEuRGVhZExldHRlchIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSFQoNZXZpY3RlZF9jb3VudBgDIAEoBCJgChVTdWJzY3JpYmVJbmJveFJlcXVlc3QSEAoIb3duZXJfaWQYASABKAkSEwoGc2VuZGVyGAIgASgJSACIAQESFQoNb21pdF9yZW5kZXJlZBgDIAEoCEIJCgdfc2VuZGVyIncKFlN1YnNjcmliZUluYm94UmVzcG9uc2USJwoHbWVzc2FnZRgBIAEoCzIULmhpc3RvcnlkLnYxLk1lc3NhZ2VIABIrCgloZWFydGJlYXQYAiABKAsyFi5oaXN0b3J5ZC52MS5IZWFydGJlYXRIAEIHCgVldmVudCqbAgoQRGVhZExldHRlclJlYXNvbhIiCh5ERUFEX0xFVFRFUl9SRUFTT05fVU5TUEVDSUZJRUQQABImCiJERUFEX0xFVFRFUl9SRUFTT05fVU5TRVRfUkVDSVBJRU5UEAESKAokREVBRF9MRVRURVJfUkVBU09OX1VOS05PV05fUkVDSVBJRU5UEAISIQodREVBRF9MRVRURVJfUkVBU09OX05PVF9BX1VVSUQQAxIlCiFERUFEX0xFVFRFUl9SRUFTT05fUkVDSVBJRU5UX0xFRlQQBBIhCh1ERUFEX0xFVFRFUl9SRUFTT05fSU5CT1hfRlVMTBAFEiQKIERFQURfTEVUVEVSX1JFQVNPTl9OT19SRUNJUElFTlRTEAYymgYKD0V4Y2hhbmdlU2VydmljZRJHCghSZWdpc3RlchIcLmhpc3RvcnlkLnYxLlJlZ2lzdGVyUmVxdWVzdBodLmhpc3RvcnlkLnYxLlJlZ2lzdGVyUmVzcG9uc2USTQoKVW5yZWdpc3RlchIeLmhpc3RvcnlkLnYxLlVucmVnaXN0ZXJSZXF1ZXN0Gh8uaGlzdG9yeWQudjEuVW5yZWdpc3RlclJlc3BvbnNlEk0KCkxpc3RPd25lcnMSHi5oaXN0b3J5ZC52MS5MaXN0T3duZXJzUmVxdWVzdBofLmhpc3RvcnlkLnYxLkxpc3RPd25lcnNSZXNwb25zZRI7CgRTZW5kEhguaGlzdG9yeWQudjEuU2VuZFJlcXVlc3QaGS5oaXN0b3J5ZC52MS5TZW5kUmVzcG9uc2USRAoHQ29sbGVjdBIbLmhpc3RvcnlkLnYxLkNvbGxlY3RSZXF1ZXN0GhwuaGlzdG9yeWQudjEuQ29sbGVjdFJlc3BvbnNlEk0KCkNvbGxlY3RBbGwSHi5oaXN0b3J5ZC52MS5Db2xsZWN0QWxsUmVxdWVzdBofLmhpc3RvcnlkLnYxLkNvbGxlY3RBbGxSZXNwb25zZRJECgdSZWNlaXZlEhsuaGlzdG9yeWQudjEuUmVjZWl2ZVJlcXVlc3QaHC5oaXN0b3J5ZC52MS5SZWNlaXZlUmVzcG9uc2USTQoKUG9wTWVzc2FnZRIeLmhpc3RvcnlkLnYxLlBvcE1lc3NhZ2VSZXF1ZXN0Gh8uaGlzdG9yeWQudjEuUG9wTWVzc2FnZVJlc3BvbnNlElwKD0xpc3REZWFkTGV0dGVycxIjLmhpc3RvcnlkLnYxLkxpc3REZWFkTGV0dGVyc1JlcXVlc3QaJC5oaXN0b3J5ZC52MS5MaXN0RGVhZExldHRlcnNSZXNwb25zZRJbCg5TdWJzY3JpYmVJbmJveBIiLmhpc3RvcnlkLnYxLlN1YnNjcmliZUluYm94UmVxdWVzdBojLmhpc3RvcnlkLnYxLlN1YnNjcmliZUluYm94UmVzcG9uc2UwAUI4WjZnaXRodWIuY29tL2hpc3RvcnlkL2hpc3RvcnlkL2dlbi9oaXN0b3J5ZC92MTtoaXN0b3J5djFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_historyd_v1_envelope]);
+  fileDesc("CiJoaXN0b3J5ZC92MS9leGNoYW5nZV9zZXJ2aWNlLnByb3RvEgtoaXN0b3J5ZC52MSKwAQoERmxvdxIQCghvd25lcl9pZBgBIAEoCRIkCgZvdXRib3gYAiADKAsyFC5oaXN0b3J5ZC52MS5NZXNzYWdlEiMKB2luYm94ZXMYAyADKAsyEi5oaXN0b3J5ZC52MS5JbmJveBItCgxkZWFkX2xldHRlcnMYBCADKAsyFy5oaXN0b3J5ZC52MS5EZWFkTGV0dGVyEhwKFGRlYWRfbGV0dGVyc19ldmljdGVkGAUgASgEIj8KBUluYm94Eg4KBnNlbmRlchgBIAEoCRImCghtZXNzYWdlcxgCIAMoCzIULmhpc3RvcnlkLnYxLk1lc3NhZ2UizAEKCkRlYWRMZXR0ZXISJQoHbWVzc2FnZRgBIAEoCzIULmhpc3RvcnlkLnYxLk1lc3NhZ2USKQoJcmVjaXBpZW50GAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEi0KBnJlYXNvbhgDIAEoDjIdLmhpc3RvcnlkLnYxLkRlYWRMZXR0ZXJSZWFzb24SKwoHZGVhZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYXR0ZW1wdHMYBSABKAUiYAoERHJvcBIpCglyZWNpcGllbnQYASABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSLQoGcmVhc29uGAIgASgOMh0uaGlzdG9yeWQudjEuRGVhZExldHRlclJlYXNvbiJ5Cg9NZXNzYWdlRGVsaXZlcnkSEgoKbWVzc2FnZV9pZBgBIAEoCRIZChFyZWFjaGVkX293bmVyX2lkcxgCIAMoCRIgCgVkcm9wcxgDIAMoCzIRLmhpc3RvcnlkLnYxLkRyb3ASFQoNcmVhY2hlZF9jb3VudBgEIAEoBSKYAQoMT3duZXJDb2xsZWN0EhAKCG93bmVyX2lkGAEgASgJEhcKD2RlbGl2ZXJlZF9jb3VudBgCIAEoBRIwCgpkZWxpdmVyaWVzGAMgAygLMhwuaGlzdG9yeWQudjEuTWVzc2FnZURlbGl2ZXJ5EhcKD2NvbGxlY3RlZF9jb3VudBgEIAEoBRISCgpkcm9wX2NvdW50GAUgASgFIkQKBU93bmVyEhAKCG93bmVyX2lkGAEgASgJEhQKDHF1ZXVlZF9jb3VudBgCIAEoAxITCgtpbmJveF9jb3VudBgDIAEoAyI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAicAoPUmVnaXN0ZXJSZXF1ZXN0EhAKCG93bmVyX2lkGAEgASgJEhQKDG1heF9hdHRlbXB0cxgCIAEoBRI1ChJ2aXNpYmlsaXR5X3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iMwoQUmVnaXN0ZXJSZXNwb25zZRIfCgRmbG93GAEgASgLMhEuaGlzdG9yeWQudjEuRmxvdyJXChFVbnJlZ2lzdGVyUmVxdWVzdBIQCghvd25lcl9pZBgBIAEoCRIZChFvbWl0X2RlYWRfbGV0dGVycxgCIAEoCBIVCg1vbWl0X3JlbmRlcmVkGAMgASgIIjUKElVucmVnaXN0ZXJSZXNwb25zZRIfCgRmbG93GAEgASgLMhEuaGlzdG9yeWQudjEuRmxvdyI6ChFMaXN0T3duZXJzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJRChJMaXN0T3duZXJzUmVzcG9uc2USIgoGb3duZXJzGAEgAygLMhIuaGlzdG9yeWQudjEuT3duZXISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIqoBCgtTZW5kUmVxdWVzdBIOCgZzZW5kZXIYASABKAkSKQoJcmVjaXBpZW50GAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhkKDGNvbnRlbnRfanNvbhgDIAEoCUgAiAEBEhQKB2NoYW5uZWwYBCABKAlIAYgBARISCgpyZXF1ZXN0X2lkGAUgASgJQg8KDV9jb250ZW50X2pzb25CCgoIX2NoYW5uZWwiNQoMU2VuZFJlc3BvbnNlEiUKB21lc3NhZ2UYASABKAsyFC5oaXN0b3J5ZC52MS5NZXNzYWdlIkUKDkNvbGxlY3RSZXF1ZXN0EhAKCG93bmVyX2lkGAEgASgJEiEKGWluY2x1ZGVfcmVhY2hlZF9vd25lcl9pZHMYAiABKAgiowEKD0NvbGxlY3RSZXNwb25zZRIXCg9kZWxpdmVyZWRfY291bnQYASABKAUSMAoKZGVsaXZlcmllcxgCIAMoCzIcLmhpc3RvcnlkLnYxLk1lc3NhZ2VEZWxpdmVyeRIYChByZXBvcnRfdHJ1bmNhdGVkGAMgASgIEhcKD2NvbGxlY3RlZF9jb3VudBgEIAEoBRISCgpkcm9wX2NvdW50GAUgASgFIjYKEUNvbGxlY3RBbGxSZXF1ZXN0EiEKGWluY2x1ZGVfcmVhY2hlZF9vd25lcl9pZHMYASABKAgidAoSQ29sbGVjdEFsbFJlc3BvbnNlEhcKD2RlbGl2ZXJlZF9jb3VudBgBIAEoBRIrCghjb2xsZWN0cxgCIAMoCzIZLmhpc3RvcnlkLnYxLk93bmVyQ29sbGVjdBIYChByZXBvcnRfdHJ1bmNhdGVkGAMgASgIIoABCg5SZWNlaXZlUmVxdWVzdBIQCghvd25lcl9pZBgBIAEoCRITCgZzZW5kZXIYAiABKAlIAIgBARIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIVCg1vbWl0X3JlbmRlcmVkGAUgASgIQgkKB19zZW5kZXIi1AEKD1JlY2VpdmVSZXNwb25zZRImCghtZXNzYWdlcxgBIAMoCzIULmhpc3RvcnlkLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEjgKBmxlYXNlcxgDIAMoCzIoLmhpc3RvcnlkLnYxLlJlY2VpdmVSZXNwb25zZS5MZWFzZXNFbnRyeRpGCgtMZWFzZXNFbnRyeRILCgNrZXkYASABKAkSJgoFdmFsdWUYAiABKAsyFy5oaXN0b3J5ZC52MS5MZWFzZVN0YXRlOgI4ASJgCgpMZWFzZVN0YXRlEhAKCGF0dGVtcHRzGAEgASgFEjAKDHZpc2libGVfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGbGVhc2VkGAMgASgIIkwKEVBvcE1lc3NhZ2VSZXF1ZXN0EhAKCG93bmVyX2lkGAEgASgJEg4KBnNlbmRlchgCIAEoCRIVCg1vbWl0X3JlbmRlcmVkGAMgASgIIjsKElBvcE1lc3NhZ2VSZXNwb25zZRIlCgdtZXNzYWdlGAEgASgLMhQuaGlzdG9yeWQudjEuTWVzc2FnZSJoChZMaXN0RGVhZExldHRlcnNSZXF1ZXN0EhAKCG93bmVyX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEhUKDW9taXRfcmVuZGVyZWQYBCABKAgieAoXTGlzdERlYWRMZXR0ZXJzUmVzcG9uc2USLQoMZGVhZF9sZXR0ZXJzGAEgAygLMhcuaGlzdG9yeWQudjEuRGVhZExldHRlchIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSFQoNZXZpY3RlZF9jb3VudBgDIAEoBCK9AQoVU3Vic2NyaWJlSW5ib3hSZXF1ZXN0EhAKCG93bmVyX2lkGAEgASgJEhMKBnNlbmRlchgCIAEoCUgAiAEBEhUKDW9taXRfcmVuZGVyZWQYAyABKAgSDQoFbGVhc2UYBCABKAgSNQoSdmlzaWJpbGl0eV90aW1lb3V0GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDW1heF9pbl9mbGlnaHQYBiABKAVCCQoHX3NlbmRlciKlAQoWU3Vic2NyaWJlSW5ib3hSZXNwb25zZRInCgdtZXNzYWdlGAEgASgLMhQuaGlzdG9yeWQudjEuTWVzc2FnZUgAEisKCWhlYXJ0YmVhdBgCIAEoCzIWLmhpc3RvcnlkLnYxLkhlYXJ0YmVhdEgAEiwKBmxlYXNlZBgDIAEoCzIaLmhpc3RvcnlkLnYxLkxlYXNlZE1lc3NhZ2VIAEIHCgVldmVudCKGAQoNTGVhc2VkTWVzc2FnZRIlCgdtZXNzYWdlGAEgASgLMhQuaGlzdG9yeWQudjEuTWVzc2FnZRIPCgdyZWNlaXB0GAIgASgJEg8KB2F0dGVtcHQYAyABKAUSLAoIZGVhZGxpbmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqQBCgxMZWFzZVJlcXVlc3QSEAoIb3duZXJfaWQYASABKAkSEwoGc2VuZGVyGAIgASgJSACIAQESFAoMbWF4X21lc3NhZ2VzGAMgASgFEjUKEnZpc2liaWxpdHlfdGltZW91dBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1vbWl0X3JlbmRlcmVkGAUgASgIQgkKB19zZW5kZXIicgoNTGVhc2VSZXNwb25zZRIqCgZsZWFzZWQYASADKAsyGi5oaXN0b3J5ZC52MS5MZWFzZWRNZXNzYWdlEjUKEW5leHRfdmlzaWJsZV90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIvCgpBY2tSZXF1ZXN0EhAKCG93bmVyX2lkGAEgASgJEg8KB3JlY2VpcHQYAiABKAkiDQoLQWNrUmVzcG9uc2UiWgoLTmFja1JlcXVlc3QSEAoIb3duZXJfaWQYASABKAkSDwoHcmVjZWlwdBgCIAEoCRIoCgVkZWxheRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIlCgxOYWNrUmVzcG9uc2USFQoNZGVhZF9sZXR0ZXJlZBgBIAEoCCJuChJFeHRlbmRMZWFzZVJlcXVlc3QSEAoIb3duZXJfaWQYASABKAkSDwoHcmVjZWlwdBgCIAEoCRI1ChJ2aXNpYmlsaXR5X3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iQwoTRXh0ZW5kTGVhc2VSZXNwb25zZRIsCghkZWFkbGluZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqwAIKEERlYWRMZXR0ZXJSZWFzb24SIgoeREVBRF9MRVRURVJfUkVBU09OX1VOU1BFQ0lGSUVEEAASJgoiREVBRF9MRVRURVJfUkVBU09OX1VOU0VUX1JFQ0lQSUVOVBABEigKJERFQURfTEVUVEVSX1JFQVNPTl9VTktOT1dOX1JFQ0lQSUVOVBACEiEKHURFQURfTEVUVEVSX1JFQVNPTl9OT1RfQV9VVUlEEAMSJQohREVBRF9MRVRURVJfUkVBU09OX1JFQ0lQSUVOVF9MRUZUEAQSIQodREVBRF9MRVRURVJfUkVBU09OX0lOQk9YX0ZVTEwQBRIkCiBERUFEX0xFVFRFUl9SRUFTT05fTk9fUkVDSVBJRU5UUxAGEiMKH0RFQURfTEVUVEVSX1JFQVNPTl9NQVhfQVRURU1QVFMQBzKjCAoPRXhjaGFuZ2VTZXJ2aWNlEkcKCFJlZ2lzdGVyEhwuaGlzdG9yeWQudjEuUmVnaXN0ZXJSZXF1ZXN0Gh0uaGlzdG9yeWQudjEuUmVnaXN0ZXJSZXNwb25zZRJNCgpVbnJlZ2lzdGVyEh4uaGlzdG9yeWQudjEuVW5yZWdpc3RlclJlcXVlc3QaHy5oaXN0b3J5ZC52MS5VbnJlZ2lzdGVyUmVzcG9uc2USTQoKTGlzdE93bmVycxIeLmhpc3RvcnlkLnYxLkxpc3RPd25lcnNSZXF1ZXN0Gh8uaGlzdG9yeWQudjEuTGlzdE93bmVyc1Jlc3BvbnNlEjsKBFNlbmQSGC5oaXN0b3J5ZC52MS5TZW5kUmVxdWVzdBoZLmhpc3RvcnlkLnYxLlNlbmRSZXNwb25zZRJECgdDb2xsZWN0EhsuaGlzdG9yeWQudjEuQ29sbGVjdFJlcXVlc3QaHC5oaXN0b3J5ZC52MS5Db2xsZWN0UmVzcG9uc2USTQoKQ29sbGVjdEFsbBIeLmhpc3RvcnlkLnYxLkNvbGxlY3RBbGxSZXF1ZXN0Gh8uaGlzdG9yeWQudjEuQ29sbGVjdEFsbFJlc3BvbnNlEkQKB1JlY2VpdmUSGy5oaXN0b3J5ZC52MS5SZWNlaXZlUmVxdWVzdBocLmhpc3RvcnlkLnYxLlJlY2VpdmVSZXNwb25zZRJNCgpQb3BNZXNzYWdlEh4uaGlzdG9yeWQudjEuUG9wTWVzc2FnZVJlcXVlc3QaHy5oaXN0b3J5ZC52MS5Qb3BNZXNzYWdlUmVzcG9uc2USXAoPTGlzdERlYWRMZXR0ZXJzEiMuaGlzdG9yeWQudjEuTGlzdERlYWRMZXR0ZXJzUmVxdWVzdBokLmhpc3RvcnlkLnYxLkxpc3REZWFkTGV0dGVyc1Jlc3BvbnNlElsKDlN1YnNjcmliZUluYm94EiIuaGlzdG9yeWQudjEuU3Vic2NyaWJlSW5ib3hSZXF1ZXN0GiMuaGlzdG9yeWQudjEuU3Vic2NyaWJlSW5ib3hSZXNwb25zZTABEj4KBUxlYXNlEhkuaGlzdG9yeWQudjEuTGVhc2VSZXF1ZXN0GhouaGlzdG9yeWQudjEuTGVhc2VSZXNwb25zZRI4CgNBY2sSFy5oaXN0b3J5ZC52MS5BY2tSZXF1ZXN0GhguaGlzdG9yeWQudjEuQWNrUmVzcG9uc2USOwoETmFjaxIYLmhpc3RvcnlkLnYxLk5hY2tSZXF1ZXN0GhkuaGlzdG9yeWQudjEuTmFja1Jlc3BvbnNlElAKC0V4dGVuZExlYXNlEh8uaGlzdG9yeWQudjEuRXh0ZW5kTGVhc2VSZXF1ZXN0GiAuaGlzdG9yeWQudjEuRXh0ZW5kTGVhc2VSZXNwb25zZUI4WjZnaXRodWIuY29tL2hpc3RvcnlkL2hpc3RvcnlkL2dlbi9oaXN0b3J5ZC92MTtoaXN0b3J5djFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_historyd_v1_envelope]);
 
 /**
  * Flow is what one owner holds (LionAGI's Flow of the owner's mailbox), plus its dead letters.
@@ -141,6 +141,14 @@ export type DeadLetter = Message<"historyd.v1.DeadLetter"> & {
    * @generated from field: google.protobuf.Timestamp dead_at = 4;
    */
   deadAt?: Timestamp | undefined;
+
+  /**
+   * attempts is the number of leases the message had, for reason DEAD_LETTER_REASON_MAX_ATTEMPTS;
+   * 0 otherwise.
+   *
+   * @generated from field: int32 attempts = 5;
+   */
+  attempts: number;
 };
 
 /**
@@ -341,6 +349,24 @@ export type RegisterRequest = Message<"historyd.v1.RegisterRequest"> & {
    * @generated from field: string owner_id = 1;
    */
   ownerId: string;
+
+  /**
+   * max_attempts is how many leases a message in the owner's inboxes may have before it becomes a
+   * dead letter (DEAD_LETTER_REASON_MAX_ATTEMPTS); 0 means the server's --exchange-max-attempts
+   * (default 5); at most 1000; negative is INVALID_ARGUMENT.
+   *
+   * @generated from field: int32 max_attempts = 2;
+   */
+  maxAttempts: number;
+
+  /**
+   * visibility_timeout is the owner's default lease length, for a Lease or a leasing
+   * SubscribeInbox that sets none; absent or zero means the server's
+   * --exchange-visibility-timeout (default 30s). Between 1ms and 12h.
+   *
+   * @generated from field: google.protobuf.Duration visibility_timeout = 3;
+   */
+  visibilityTimeout?: Duration | undefined;
 };
 
 /**
@@ -776,6 +802,14 @@ export type ReceiveResponse = Message<"historyd.v1.ReceiveResponse"> & {
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
+
+  /**
+   * leases has an entry for each message of this page that has been leased and is still in its
+   * inbox, keyed by message id (issue 18: Receive shows leased messages marked as leased).
+   *
+   * @generated from field: map<string, historyd.v1.LeaseState> leases = 3;
+   */
+  leases: { [key: string]: LeaseState };
 };
 
 /**
@@ -784,6 +818,43 @@ export type ReceiveResponse = Message<"historyd.v1.ReceiveResponse"> & {
  */
 export const ReceiveResponseSchema: GenMessage<ReceiveResponse> = /*@__PURE__*/
   messageDesc(file_historyd_v1_exchange_service, 21);
+
+/**
+ * LeaseState is how a message in an inbox stands with leases.
+ *
+ * @generated from message historyd.v1.LeaseState
+ */
+export type LeaseState = Message<"historyd.v1.LeaseState"> & {
+  /**
+   * attempts is the number of leases it has had.
+   *
+   * @generated from field: int32 attempts = 1;
+   */
+  attempts: number;
+
+  /**
+   * visible_time is when it is visible to Lease and PopMessage again; in the past when it is
+   * visible now (its last lease expired).
+   *
+   * @generated from field: google.protobuf.Timestamp visible_time = 2;
+   */
+  visibleTime?: Timestamp | undefined;
+
+  /**
+   * leased is set while a lease holds it (visible_time is then the lease's deadline); unset while a
+   * Nack's delay hides it or once it is visible again.
+   *
+   * @generated from field: bool leased = 3;
+   */
+  leased: boolean;
+};
+
+/**
+ * Describes the message historyd.v1.LeaseState.
+ * Use `create(LeaseStateSchema)` to create a new message.
+ */
+export const LeaseStateSchema: GenMessage<LeaseState> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_exchange_service, 22);
 
 /**
  * PopMessageRequest names an owner and one of its senders.
@@ -819,7 +890,7 @@ export type PopMessageRequest = Message<"historyd.v1.PopMessageRequest"> & {
  * Use `create(PopMessageRequestSchema)` to create a new message.
  */
 export const PopMessageRequestSchema: GenMessage<PopMessageRequest> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_exchange_service, 22);
+  messageDesc(file_historyd_v1_exchange_service, 23);
 
 /**
  * PopMessageResponse is the popped message, if any.
@@ -840,7 +911,7 @@ export type PopMessageResponse = Message<"historyd.v1.PopMessageResponse"> & {
  * Use `create(PopMessageResponseSchema)` to create a new message.
  */
 export const PopMessageResponseSchema: GenMessage<PopMessageResponse> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_exchange_service, 23);
+  messageDesc(file_historyd_v1_exchange_service, 24);
 
 /**
  * ListDeadLettersRequest asks for one page of an owner's dead letters.
@@ -883,7 +954,7 @@ export type ListDeadLettersRequest = Message<"historyd.v1.ListDeadLettersRequest
  * Use `create(ListDeadLettersRequestSchema)` to create a new message.
  */
 export const ListDeadLettersRequestSchema: GenMessage<ListDeadLettersRequest> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_exchange_service, 24);
+  messageDesc(file_historyd_v1_exchange_service, 25);
 
 /**
  * ListDeadLettersResponse is one page of dead letters, oldest first.
@@ -918,7 +989,7 @@ export type ListDeadLettersResponse = Message<"historyd.v1.ListDeadLettersRespon
  * Use `create(ListDeadLettersResponseSchema)` to create a new message.
  */
 export const ListDeadLettersResponseSchema: GenMessage<ListDeadLettersResponse> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_exchange_service, 25);
+  messageDesc(file_historyd_v1_exchange_service, 26);
 
 /**
  * SubscribeInboxRequest names the owner whose inboxes to follow.
@@ -946,6 +1017,32 @@ export type SubscribeInboxRequest = Message<"historyd.v1.SubscribeInboxRequest">
    * @generated from field: bool omit_rendered = 3;
    */
   omitRendered: boolean;
+
+  /**
+   * lease makes the stream deliver leased messages (issue 18), as Lease would, in `leased` frames:
+   * the messages already visible in the inboxes first, then each as it lands or becomes visible
+   * again, while fewer than max_in_flight of the owner's messages (in the stream's scope) are
+   * leased; the client acknowledges each with Ack or Nack. Without it the stream is a live view
+   * that leases nothing.
+   *
+   * @generated from field: bool lease = 4;
+   */
+  lease: boolean;
+
+  /**
+   * visibility_timeout is the lease length of a leasing stream; absent or zero means the owner's.
+   *
+   * @generated from field: google.protobuf.Duration visibility_timeout = 5;
+   */
+  visibilityTimeout?: Duration | undefined;
+
+  /**
+   * max_in_flight bounds the leased and unacknowledged messages of a leasing stream: 0 means 16;
+   * at most 1000.
+   *
+   * @generated from field: int32 max_in_flight = 6;
+   */
+  maxInFlight: number;
 };
 
 /**
@@ -953,7 +1050,7 @@ export type SubscribeInboxRequest = Message<"historyd.v1.SubscribeInboxRequest">
  * Use `create(SubscribeInboxRequestSchema)` to create a new message.
  */
 export const SubscribeInboxRequestSchema: GenMessage<SubscribeInboxRequest> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_exchange_service, 26);
+  messageDesc(file_historyd_v1_exchange_service, 27);
 
 /**
  * SubscribeInboxResponse is one frame of the inbox stream.
@@ -982,6 +1079,14 @@ export type SubscribeInboxResponse = Message<"historyd.v1.SubscribeInboxResponse
      */
     value: Heartbeat;
     case: "heartbeat";
+  } | {
+    /**
+     * leased is a message leased to this stream (SubscribeInboxRequest.lease).
+     *
+     * @generated from field: historyd.v1.LeasedMessage leased = 3;
+     */
+    value: LeasedMessage;
+    case: "leased";
   } | { case: undefined; value?: undefined };
 };
 
@@ -990,7 +1095,286 @@ export type SubscribeInboxResponse = Message<"historyd.v1.SubscribeInboxResponse
  * Use `create(SubscribeInboxResponseSchema)` to create a new message.
  */
 export const SubscribeInboxResponseSchema: GenMessage<SubscribeInboxResponse> = /*@__PURE__*/
-  messageDesc(file_historyd_v1_exchange_service, 27);
+  messageDesc(file_historyd_v1_exchange_service, 28);
+
+/**
+ * LeasedMessage is one message handed out under a lease.
+ *
+ * @generated from message historyd.v1.LeasedMessage
+ */
+export type LeasedMessage = Message<"historyd.v1.LeasedMessage"> & {
+  /**
+   * message is the leased message.
+   *
+   * @generated from field: historyd.v1.Message message = 1;
+   */
+  message?: Message$1 | undefined;
+
+  /**
+   * receipt names this lease in Ack, Nack and ExtendLease: opaque, valid only for this attempt.
+   *
+   * @generated from field: string receipt = 2;
+   */
+  receipt: string;
+
+  /**
+   * attempt is the message's number of leases, this one included (1 the first time).
+   *
+   * @generated from field: int32 attempt = 3;
+   */
+  attempt: number;
+
+  /**
+   * deadline is when the lease ends unless acknowledged, nacked or extended.
+   *
+   * @generated from field: google.protobuf.Timestamp deadline = 4;
+   */
+  deadline?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message historyd.v1.LeasedMessage.
+ * Use `create(LeasedMessageSchema)` to create a new message.
+ */
+export const LeasedMessageSchema: GenMessage<LeasedMessage> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_exchange_service, 29);
+
+/**
+ * LeaseRequest asks for leased messages from an owner's inboxes.
+ *
+ * @generated from message historyd.v1.LeaseRequest
+ */
+export type LeaseRequest = Message<"historyd.v1.LeaseRequest"> & {
+  /**
+   * owner_id is the registered owner whose inboxes to lease from (required UUID).
+   *
+   * @generated from field: string owner_id = 1;
+   */
+  ownerId: string;
+
+  /**
+   * sender, when set, leases from that sender's inbox only (a UUID).
+   *
+   * @generated from field: optional string sender = 2;
+   */
+  sender?: string | undefined;
+
+  /**
+   * max_messages is the most messages to lease: 0 means 1, at most 100. Fewer are leased when the
+   * response would pass the server's response budget (--max-response-bytes).
+   *
+   * @generated from field: int32 max_messages = 3;
+   */
+  maxMessages: number;
+
+  /**
+   * visibility_timeout is the lease length: absent or zero means the owner's (set at Register).
+   * Between 1ms and 12h.
+   *
+   * @generated from field: google.protobuf.Duration visibility_timeout = 4;
+   */
+  visibilityTimeout?: Duration | undefined;
+
+  /**
+   * omit_rendered leaves each message's rendered field unset.
+   *
+   * @generated from field: bool omit_rendered = 5;
+   */
+  omitRendered: boolean;
+};
+
+/**
+ * Describes the message historyd.v1.LeaseRequest.
+ * Use `create(LeaseRequestSchema)` to create a new message.
+ */
+export const LeaseRequestSchema: GenMessage<LeaseRequest> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_exchange_service, 30);
+
+/**
+ * LeaseResponse is the leased messages, in Receive's order.
+ *
+ * @generated from message historyd.v1.LeaseResponse
+ */
+export type LeaseResponse = Message<"historyd.v1.LeaseResponse"> & {
+  /**
+   * leased are the messages leased, none when no message was visible.
+   *
+   * @generated from field: repeated historyd.v1.LeasedMessage leased = 1;
+   */
+  leased: LeasedMessage[];
+
+  /**
+   * next_visible_time, when set, is the earliest time a message of the request's scope that is
+   * hidden now (leased, or delayed by a Nack) becomes visible again, unless acknowledged first.
+   *
+   * @generated from field: google.protobuf.Timestamp next_visible_time = 2;
+   */
+  nextVisibleTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message historyd.v1.LeaseResponse.
+ * Use `create(LeaseResponseSchema)` to create a new message.
+ */
+export const LeaseResponseSchema: GenMessage<LeaseResponse> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_exchange_service, 31);
+
+/**
+ * AckRequest names a lease to acknowledge.
+ *
+ * @generated from message historyd.v1.AckRequest
+ */
+export type AckRequest = Message<"historyd.v1.AckRequest"> & {
+  /**
+   * owner_id is the owner that leased the message (required UUID).
+   *
+   * @generated from field: string owner_id = 1;
+   */
+  ownerId: string;
+
+  /**
+   * receipt is LeasedMessage.receipt (required).
+   *
+   * @generated from field: string receipt = 2;
+   */
+  receipt: string;
+};
+
+/**
+ * Describes the message historyd.v1.AckRequest.
+ * Use `create(AckRequestSchema)` to create a new message.
+ */
+export const AckRequestSchema: GenMessage<AckRequest> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_exchange_service, 32);
+
+/**
+ * AckResponse is empty: the message is gone.
+ *
+ * @generated from message historyd.v1.AckResponse
+ */
+export type AckResponse = Message<"historyd.v1.AckResponse"> & {
+};
+
+/**
+ * Describes the message historyd.v1.AckResponse.
+ * Use `create(AckResponseSchema)` to create a new message.
+ */
+export const AckResponseSchema: GenMessage<AckResponse> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_exchange_service, 33);
+
+/**
+ * NackRequest names a lease to give up.
+ *
+ * @generated from message historyd.v1.NackRequest
+ */
+export type NackRequest = Message<"historyd.v1.NackRequest"> & {
+  /**
+   * owner_id is the owner that leased the message (required UUID).
+   *
+   * @generated from field: string owner_id = 1;
+   */
+  ownerId: string;
+
+  /**
+   * receipt is LeasedMessage.receipt (required).
+   *
+   * @generated from field: string receipt = 2;
+   */
+  receipt: string;
+
+  /**
+   * delay hides the message for that long before it is visible again: absent means at once; at
+   * most 12h.
+   *
+   * @generated from field: google.protobuf.Duration delay = 3;
+   */
+  delay?: Duration | undefined;
+};
+
+/**
+ * Describes the message historyd.v1.NackRequest.
+ * Use `create(NackRequestSchema)` to create a new message.
+ */
+export const NackRequestSchema: GenMessage<NackRequest> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_exchange_service, 34);
+
+/**
+ * NackResponse says what became of the message.
+ *
+ * @generated from message historyd.v1.NackResponse
+ */
+export type NackResponse = Message<"historyd.v1.NackResponse"> & {
+  /**
+   * dead_lettered is set when the message had reached the owner's max_attempts and became a dead
+   * letter (DEAD_LETTER_REASON_MAX_ATTEMPTS) instead of visible again.
+   *
+   * @generated from field: bool dead_lettered = 1;
+   */
+  deadLettered: boolean;
+};
+
+/**
+ * Describes the message historyd.v1.NackResponse.
+ * Use `create(NackResponseSchema)` to create a new message.
+ */
+export const NackResponseSchema: GenMessage<NackResponse> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_exchange_service, 35);
+
+/**
+ * ExtendLeaseRequest names a lease and its new length.
+ *
+ * @generated from message historyd.v1.ExtendLeaseRequest
+ */
+export type ExtendLeaseRequest = Message<"historyd.v1.ExtendLeaseRequest"> & {
+  /**
+   * owner_id is the owner that leased the message (required UUID).
+   *
+   * @generated from field: string owner_id = 1;
+   */
+  ownerId: string;
+
+  /**
+   * receipt is LeasedMessage.receipt (required).
+   *
+   * @generated from field: string receipt = 2;
+   */
+  receipt: string;
+
+  /**
+   * visibility_timeout is the time from now the lease is to last (required, 1ms to 12h).
+   *
+   * @generated from field: google.protobuf.Duration visibility_timeout = 3;
+   */
+  visibilityTimeout?: Duration | undefined;
+};
+
+/**
+ * Describes the message historyd.v1.ExtendLeaseRequest.
+ * Use `create(ExtendLeaseRequestSchema)` to create a new message.
+ */
+export const ExtendLeaseRequestSchema: GenMessage<ExtendLeaseRequest> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_exchange_service, 36);
+
+/**
+ * ExtendLeaseResponse gives the lease's new deadline.
+ *
+ * @generated from message historyd.v1.ExtendLeaseResponse
+ */
+export type ExtendLeaseResponse = Message<"historyd.v1.ExtendLeaseResponse"> & {
+  /**
+   * deadline is when the lease now ends.
+   *
+   * @generated from field: google.protobuf.Timestamp deadline = 1;
+   */
+  deadline?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message historyd.v1.ExtendLeaseResponse.
+ * Use `create(ExtendLeaseResponseSchema)` to create a new message.
+ */
+export const ExtendLeaseResponseSchema: GenMessage<ExtendLeaseResponse> = /*@__PURE__*/
+  messageDesc(file_historyd_v1_exchange_service, 37);
 
 /**
  * DeadLetterReason says why Collect dropped a message for one recipient (docs/design.md#exchange).
@@ -1052,6 +1436,15 @@ export enum DeadLetterReason {
    * @generated from enum value: DEAD_LETTER_REASON_NO_RECIPIENTS = 6;
    */
   NO_RECIPIENTS = 6,
+
+  /**
+   * DEAD_LETTER_REASON_MAX_ATTEMPTS: the message was leased max_attempts times (the owner's, set at
+   * Register) and no lease was acknowledged (issue 18). Unlike the others it is a dead letter of
+   * the recipient, the owner that leased it, and DeadLetter.attempts says how many times.
+   *
+   * @generated from enum value: DEAD_LETTER_REASON_MAX_ATTEMPTS = 7;
+   */
+  MAX_ATTEMPTS = 7,
 }
 
 /**
@@ -1236,6 +1629,63 @@ export const ExchangeService: GenService<{
     methodKind: "server_streaming";
     input: typeof SubscribeInboxRequestSchema;
     output: typeof SubscribeInboxResponseSchema;
+  },
+  /**
+   * Lease takes up to max_messages visible messages from the owner's inboxes (one sender's with
+   * sender), in Receive's order, and hides them from other Lease and PopMessage calls until the
+   * lease ends (issue 18; docs/decisions/0020-leases.md). Each comes with an opaque receipt, its
+   * attempt number (1 for the first lease) and its deadline. A lease ends with Ack (the message is
+   * gone), Nack (visible again, optionally after a delay), or its deadline passing (visible again;
+   * ExtendLease moves it). A message whose lease ends with its attempts at the owner's max_attempts
+   * becomes a dead letter of the owner with reason DEAD_LETTER_REASON_MAX_ATTEMPTS. Leased
+   * messages stay in their inbox: Receive shows them (ReceiveResponse.leases), inbox bounds count
+   * them, Unregister returns them and ends their leases. An unregistered owner is
+   * FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED). No message visible: an empty response,
+   * whose next_visible_time says when one will be.
+   *
+   * @generated from rpc historyd.v1.ExchangeService.Lease
+   */
+  lease: {
+    methodKind: "unary";
+    input: typeof LeaseRequestSchema;
+    output: typeof LeaseResponseSchema;
+  },
+  /**
+   * Ack ends a lease by removing its message. A receipt whose lease is no longer held (someone else
+   * leased the message since, or it was acknowledged, nacked, popped, dead-lettered or returned by
+   * Unregister) is FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE) and changes nothing; a receipt
+   * whose deadline passed but that no one has taken since is still held. A receipt that is not one
+   * of this server's is INVALID_ARGUMENT.
+   *
+   * @generated from rpc historyd.v1.ExchangeService.Ack
+   */
+  ack: {
+    methodKind: "unary";
+    input: typeof AckRequestSchema;
+    output: typeof AckResponseSchema;
+  },
+  /**
+   * Nack ends a lease and makes the message visible again after delay (none by default); its
+   * attempt counts. At the owner's max_attempts the message becomes a dead letter instead. A stale
+   * receipt is as for Ack.
+   *
+   * @generated from rpc historyd.v1.ExchangeService.Nack
+   */
+  nack: {
+    methodKind: "unary";
+    input: typeof NackRequestSchema;
+    output: typeof NackResponseSchema;
+  },
+  /**
+   * ExtendLease sets a held lease's deadline to now plus visibility_timeout (as SQS's
+   * ChangeMessageVisibility). A stale receipt is as for Ack.
+   *
+   * @generated from rpc historyd.v1.ExchangeService.ExtendLease
+   */
+  extendLease: {
+    methodKind: "unary";
+    input: typeof ExtendLeaseRequestSchema;
+    output: typeof ExtendLeaseResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_historyd_v1_exchange_service, 0);
