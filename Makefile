@@ -152,7 +152,8 @@ vuln: .vulndb/index/db.json ## govulncheck with Go 1.27.3 (RELEASE_TOOLCHAIN) ag
 # on, and the crash harnesses' lines (issue 15: "crash: N cycles, W acknowledged writes, 0 lost, ...";
 # issue 17: "exchange crash: N cycles, S sent, 0 lost, 0 duplicated") and the replicas' lines (issue
 # 16: "replicas: 3, W writes, K watchers, 0 gaps, 0 duplicates, 0 lost"; issue 17: "exchange
-# replicas: S sent, D delivered once, L dead-lettered, E evicted, 0 lost, 0 duplicated") must show.
+# replicas: S sent, D delivered once, L dead-lettered, E evicted, 0 lost, 0 duplicated"; issue 18
+# appends ", L leased, A acked" and ", K leased, A acked once" to the Exchange's two) must show.
 # test/e2e is one package. Its PostgreSQL tests (replicas*_test.go, exchange_replicas_test.go,
 # TestReplicasExchangeExample, TestReplicasScalingOutREADME,
 # pg_faults*_test.go) use HISTORYD_TEST_POSTGRES_URL or the local server, and skip with a line that
