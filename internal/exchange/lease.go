@@ -199,6 +199,11 @@ type LeaseResult struct {
 	// NextVisible is the earliest time a message of the scope that is hidden now becomes
 	// visible; zero when none is hidden.
 	NextVisible time.Time
+	// More is set when visible messages of the scope may be left that this call did not take
+	// (Max, MaxBytes or MaxHeld stopped it): a caller that wants them all leases again. It is
+	// never unset while one is left; a database engine that took exactly Max may set it with
+	// none left (it does not read further to tell).
+	More bool
 }
 
 // LeaseInfo is how a message in an inbox stands with leases, for Receive.

@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"errors"
 	"iter"
 	"time"
 
@@ -385,3 +386,9 @@ func (x *Exchange) reclaimIfDeparted(f *flow, p *progression) {
 		f.reclaim(p)
 	}
 }
+
+// Release gives back a lease never handed out (Service.Release).
+// TODO(issue 18 review M1): the memory engine's Release; nothing may ship with this placeholder.
+func (x *Exchange) Release(owner uuid.UUID, r Receipt) error { return errReleaseNotBuilt }
+
+var errReleaseNotBuilt = errors.New("lease release: not built yet")

@@ -45,7 +45,7 @@ type Service interface {
 	// DeadLetters pages owner's dead letters.
 	DeadLetters(ctx context.Context, owner uuid.UUID, after uint64, limit int) (DeadLetterPage, error)
 	// Subscribe starts a live subscription to owner's inboxes; the caller must call the function.
-	Subscribe(ctx context.Context, owner uuid.UUID, sender *uuid.UUID) (*Subscription, func(), error)
+	Subscribe(ctx context.Context, owner uuid.UUID, sender *uuid.UUID, opts ...SubscribeOption) (*Subscription, func(), error)
 	// Lease leases visible messages of owner's inboxes (lease.go has the rules);
 	// ErrOwnerNotRegistered for an owner not registered.
 	Lease(ctx context.Context, req LeaseRequest) (LeaseResult, error)
@@ -55,6 +55,12 @@ type Service interface {
 	// Nack ends a held lease, hiding the message for delay (>= 0), or makes it a dead letter when
 	// its attempts reached the owner's MaxAttempts (deadLettered); errors as Ack.
 	Nack(ctx context.Context, owner uuid.UUID, r Receipt, delay time.Duration) (deadLettered bool, err error)
+	// Release gives back a lease the caller took but never handed out (a Lease response cut to
+	// fit its budget, a stream frame too large to send): the attempt is undone, as if the lease
+	// had not been taken, and the message is visible at once; it never makes a dead letter.
+	// Errors as Ack. A lease whose receipt may have reached a client is Nacked or left to expire
+	// instead, since its attempt number may be in use.
+	Release(ctx context.Context, owner uuid.UUID, r Receipt) error
 	// ExtendLease sets a held lease's deadline to now + d and returns it; errors as Ack.
 	ExtendLease(ctx context.Context, owner uuid.UUID, r Receipt, d time.Duration) (time.Time, error)
 	// Stats reads what the Exchange holds, for metrics.
@@ -123,8 +129,8 @@ func (m *MemoryService) DeadLetters(_ context.Context, owner uuid.UUID, after ui
 	return m.X.DeadLetters(owner, after, limit), nil
 }
 
-func (m *MemoryService) Subscribe(_ context.Context, owner uuid.UUID, sender *uuid.UUID) (*Subscription, func(), error) {
-	return m.X.Subscribe(owner, sender)
+func (m *MemoryService) Subscribe(_ context.Context, owner uuid.UUID, sender *uuid.UUID, opts ...SubscribeOption) (*Subscription, func(), error) {
+	return m.X.Subscribe(owner, sender, opts...)
 }
 
 func (m *MemoryService) Lease(_ context.Context, req LeaseRequest) (LeaseResult, error) {
@@ -137,6 +143,10 @@ func (m *MemoryService) Ack(_ context.Context, owner uuid.UUID, r Receipt) error
 
 func (m *MemoryService) Nack(_ context.Context, owner uuid.UUID, r Receipt, delay time.Duration) (bool, error) {
 	return m.X.Nack(owner, r, delay)
+}
+
+func (m *MemoryService) Release(_ context.Context, owner uuid.UUID, r Receipt) error {
+	return m.X.Release(owner, r)
 }
 
 func (m *MemoryService) ExtendLease(_ context.Context, owner uuid.UUID, r Receipt, d time.Duration) (time.Time, error) {

@@ -17,7 +17,19 @@ type Subscription struct {
 	done   chan struct{}
 	once   sync.Once
 	err    error // set once, before done is closed
+	// wakeOnly: the subscriber reads events only as wake-ups (a leasing SubscribeInbox, which then
+	// leases from the inboxes), so a full buffer drops the event instead of ending the
+	// subscription: a wake-up is pending already (WakeOnly).
+	wakeOnly bool
 }
+
+// SubscribeOption configures a subscription (Subscribe, NewSubscription).
+type SubscribeOption func(*Subscription)
+
+// WakeOnly makes a subscription whose events are only wake-ups: when its buffer is full an event
+// is dropped, not the subscription, since the subscriber reads the inboxes themselves once woken
+// (issue 18's leasing stream: a burst of deliveries must not end it as too slow).
+func WakeOnly() SubscribeOption { return func(s *Subscription) { s.wakeOnly = true } }
 
 // Events delivers the messages as they land, in delivery order. The channel is never closed;
 // select on Done as well.
@@ -51,7 +63,7 @@ func (s *Subscription) end(err error) {
 // than once; the caller must call it. An owner that is not registered is ErrOwnerNotRegistered;
 // after Close, ErrClosed; past WithMaxSubscriptions live subscriptions, ErrTooManySubscriptions.
 // A subscription counts against the bound until its function is called, however it ended.
-func (x *Exchange) Subscribe(owner uuid.UUID, sender *uuid.UUID) (*Subscription, func(), error) {
+func (x *Exchange) Subscribe(owner uuid.UUID, sender *uuid.UUID, opts ...SubscribeOption) (*Subscription, func(), error) {
 	f := x.lookup(owner)
 	if f == nil {
 		return nil, nil, ownerErr("Owner", owner, ErrOwnerNotRegistered)
@@ -66,14 +78,7 @@ func (x *Exchange) Subscribe(owner uuid.UUID, sender *uuid.UUID) (*Subscription,
 			x.subs.Add(-1)
 		}
 	}()
-	s := &Subscription{
-		events: make(chan *envelope.Message, x.opts.subscriberBuffer),
-		done:   make(chan struct{}),
-	}
-	if sender != nil {
-		id := *sender
-		s.sender = &id
-	}
+	s := NewSubscription(sender, x.opts.subscriberBuffer, opts...)
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -113,6 +118,9 @@ func (f *flow) publish(sender uuid.UUID, m *envelope.Message) {
 		select {
 		case s.events <- m:
 		default:
+			if s.wakeOnly {
+				continue // a wake-up is pending already
+			}
 			delete(f.subs, s)
 			s.end(ErrSubscriberTooSlow)
 		}
@@ -122,11 +130,14 @@ func (f *flow) publish(sender uuid.UUID, m *envelope.Message) {
 // NewSubscription returns a live subscription with room for buffer pending messages (at least 1),
 // matching only sender's inbox when sender is not nil. Database engines build their subscriptions
 // with it and feed them with Offer; the memory engine builds its own in Subscribe.
-func NewSubscription(sender *uuid.UUID, buffer int) *Subscription {
+func NewSubscription(sender *uuid.UUID, buffer int, opts ...SubscribeOption) *Subscription {
 	s := &Subscription{events: make(chan *envelope.Message, max(buffer, 1)), done: make(chan struct{})}
 	if sender != nil {
 		id := *sender
 		s.sender = &id
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	return s
 }
@@ -135,7 +146,8 @@ func NewSubscription(sender *uuid.UUID, buffer int) *Subscription {
 func (s *Subscription) Matches(sender uuid.UUID) bool { return s.sender == nil || *s.sender == sender }
 
 // Offer hands m to s without blocking; when s's buffer is full it ends s with
-// ErrSubscriberTooSlow and reports false (the publisher never waits for a subscriber). Offering
+// ErrSubscriberTooSlow and reports false (the publisher never waits for a subscriber), unless s
+// is WakeOnly: then m is dropped and Offer reports true, a wake-up being pending. Offering
 // to an ended subscription is a no-op that reports false. One goroutine at a time offers to a
 // subscription, so it sees the inbox's order.
 func (s *Subscription) Offer(m *envelope.Message) bool {
@@ -148,6 +160,9 @@ func (s *Subscription) Offer(m *envelope.Message) bool {
 	case s.events <- m:
 		return true
 	default:
+		if s.wakeOnly {
+			return true
+		}
 		s.end(ErrSubscriberTooSlow)
 		return false
 	}

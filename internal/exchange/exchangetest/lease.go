@@ -319,22 +319,22 @@ func testLeaseScope(t *testing.T, f Factory, _ Capabilities) {
 	c1 := x.send(ownerC, to(ownerB), "c1")
 	c2 := x.send(ownerC, to(ownerB), "c2")
 	x.collect(ownerC)
-	if l := x.lease(exchange.LeaseRequest{Sender: &ownerC, Max: 1}); !sameAll(leasedMessages(l), []*envelope.Message{c1}) || l.Held != 1 {
-		t.Fatalf("Lease of C's inbox = %v (held %d), want c1, 1", contents(leasedMessages(l)), l.Held)
+	if l := x.lease(exchange.LeaseRequest{Sender: &ownerC, Max: 1}); !sameAll(leasedMessages(l), []*envelope.Message{c1}) || l.Held != 1 || !l.More {
+		t.Fatalf("Lease of C's inbox = %v (held %d, more %v), want c1, 1, more (c2 is left)", contents(leasedMessages(l)), l.Held, l.More)
 	}
-	if l := x.lease(exchange.LeaseRequest{Max: 1, MaxBytes: 1}); !sameAll(leasedMessages(l), sent[:1]) {
-		t.Fatalf("Lease with MaxBytes 1 = %v, want a1 alone", contents(leasedMessages(l)))
+	if l := x.lease(exchange.LeaseRequest{Max: 5, MaxBytes: 1}); !sameAll(leasedMessages(l), sent[:1]) || !l.More {
+		t.Fatalf("Lease with MaxBytes 1 = %v (more %v), want a1 alone, more (review M3: a cut by size says so)", contents(leasedMessages(l)), l.More)
 	}
 	// Held: a1 and c1. MaxHeld 3 leaves room for one more, in order: a2.
 	if l := x.lease(exchange.LeaseRequest{Max: 10, MaxHeld: 3}); !sameAll(leasedMessages(l), sent[1:]) || l.Held != 3 {
 		t.Fatalf("Lease with MaxHeld 3 = %v (held %d), want a2, 3", contents(leasedMessages(l)), l.Held)
 	}
-	if l := x.lease(exchange.LeaseRequest{Max: 10, MaxHeld: 3}); len(l.Leases) != 0 || l.Held != 3 {
-		t.Fatalf("Lease at MaxHeld = %v (held %d), want none, 3", contents(leasedMessages(l)), l.Held)
+	if l := x.lease(exchange.LeaseRequest{Max: 10, MaxHeld: 3}); len(l.Leases) != 0 || l.Held != 3 || !l.More {
+		t.Fatalf("Lease at MaxHeld = %v (held %d, more %v), want none, 3, more (c2 is visible)", contents(leasedMessages(l)), l.Held, l.More)
 	}
 	// Scoped to C, only c1 is held there.
-	if l := x.lease(exchange.LeaseRequest{Sender: &ownerC, Max: 10, MaxHeld: 3}); !sameAll(leasedMessages(l), []*envelope.Message{c2}) || l.Held != 2 {
-		t.Fatalf("Lease of C's inbox with MaxHeld 3 = %v (held %d), want c2, 2", contents(leasedMessages(l)), l.Held)
+	if l := x.lease(exchange.LeaseRequest{Sender: &ownerC, Max: 10, MaxHeld: 3}); !sameAll(leasedMessages(l), []*envelope.Message{c2}) || l.Held != 2 || l.More {
+		t.Fatalf("Lease of C's inbox with MaxHeld 3 = %v (held %d, more %v), want c2, 2, no more", contents(leasedMessages(l)), l.Held, l.More)
 	}
 }
 
@@ -471,5 +471,50 @@ func testLeaseCompeting(t *testing.T, f Factory, caps Capabilities) {
 	}
 	if got := x.receive(ownerB, nil); len(got) != 0 {
 		t.Errorf("%d messages left after every lease was acknowledged", len(got))
+	}
+}
+
+// testLeaseRelease: Release gives back a lease that was never handed out: the attempt is undone,
+// the message visible at once and held by no lease, and it never becomes a dead letter, even at
+// MaxAttempts (review of issue 18, M1: a response cut for its size must not burn an attempt).
+func testLeaseRelease(t *testing.T, f Factory, _ Capabilities) {
+	x, sent := newLeaseFx(t, f, Options{}, exchange.OwnerSettings{MaxAttempts: 1, Visibility: time.Second}, "m1")
+	l := x.lease(exchange.LeaseRequest{})
+	if err := x.svc.Release(ctx(t), ownerB, l.Leases[0].Receipt); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	p, err := x.svc.ReceivePage(ctx(t), ownerB, nil, exchange.Cursor{}, 0)
+	if err != nil || !sameAll(p.Messages, sent) || p.Leases != nil {
+		t.Fatalf("Receive after the Release = %v, lease states %+v, %v; want m1, never leased", contents(p.Messages), p.Leases, err)
+	}
+	if got := x.deadLetters(ownerB, 0, 0); len(got.Letters) != 0 {
+		t.Fatalf("Release at MaxAttempts made dead letters %+v", got.Letters)
+	}
+	wantStale(t, "Release of a released lease", x.svc.Release(ctx(t), ownerB, l.Leases[0].Receipt))
+	l1 := x.lease(exchange.LeaseRequest{})
+	if len(l1.Leases) != 1 || l1.Leases[0].Receipt.Attempt != 1 {
+		t.Fatalf("Lease after the Release = %+v, want m1 with attempt 1 again", l1.Leases)
+	}
+	x.ack(l1.Leases[0].Receipt)
+
+	// A second attempt released goes back to one attempt, visible, held by no lease: the first
+	// lease's receipt does not come back to life.
+	y, _ := newLeaseFx(t, f, Options{}, exchange.OwnerSettings{MaxAttempts: 3, Visibility: time.Second}, "m2")
+	first := y.lease(exchange.LeaseRequest{})
+	y.clk.Add(time.Second)
+	second := y.lease(exchange.LeaseRequest{})
+	if len(second.Leases) != 1 || second.Leases[0].Receipt.Attempt != 2 {
+		t.Fatalf("second lease = %+v, want attempt 2", second.Leases)
+	}
+	if err := y.svc.Release(ctx(t), ownerB, second.Leases[0].Receipt); err != nil {
+		t.Fatalf("Release of attempt 2: %v", err)
+	}
+	q, err := y.svc.ReceivePage(ctx(t), ownerB, nil, exchange.Cursor{}, 0)
+	if err != nil || len(q.Leases) != 1 || q.Leases[0].Attempts != 1 || q.Leases[0].Held || q.Leases[0].Hidden(y.clk.Now()) {
+		t.Fatalf("Receive after releasing attempt 2: %+v, %v; want 1 attempt, visible, not held", q.Leases, err)
+	}
+	wantStale(t, "Ack of the first lease after the second was released", y.svc.Ack(ctx(t), ownerB, first.Leases[0].Receipt))
+	if again := y.lease(exchange.LeaseRequest{}); len(again.Leases) != 1 || again.Leases[0].Receipt.Attempt != 2 {
+		t.Errorf("Lease after the Release = %+v, want attempt 2", again.Leases)
 	}
 }

@@ -120,6 +120,7 @@ func cases() []testCase {
 		{"LeaseReclaim", testLeaseReclaim},
 		{"LeaseRegisterSettings", testLeaseRegisterSettings},
 		{"LeaseLedger", testLeaseLedger},
+		{"LeaseRelease", testLeaseRelease},
 		{"LeaseCompeting", testLeaseCompeting},
 		{"Concurrency", testConcurrency},
 		{"Conservation", testConservation},

@@ -326,3 +326,11 @@ func (e *Engine) ExtendLease(ctx context.Context, owner uuid.UUID, r exchange.Re
 	}
 	return timeOfNanos(deadline), nil
 }
+
+// Release gives back a lease never handed out (exchange.Service.Release).
+// TODO(issue 18 review M1): the database engines' Release; nothing may ship with this placeholder.
+func (e *Engine) Release(ctx context.Context, owner uuid.UUID, r exchange.Receipt) error {
+	return errReleaseNotBuilt
+}
+
+var errReleaseNotBuilt = errors.New("lease release: not built yet")

@@ -246,7 +246,7 @@ func (ss *subscribers) endAll(err error) {
 
 // Subscribe starts a live subscription to owner's inboxes (only sender's when not nil), from the
 // moment it returns: messages already in the inboxes are Receive's.
-func (e *Engine) Subscribe(ctx context.Context, owner uuid.UUID, sender *uuid.UUID) (*exchange.Subscription, func(), error) {
+func (e *Engine) Subscribe(ctx context.Context, owner uuid.UUID, sender *uuid.UUID, opts ...exchange.SubscribeOption) (*exchange.Subscription, func(), error) {
 	if e.closed.Load() {
 		return nil, nil, exchange.ErrClosed
 	}
@@ -269,7 +269,7 @@ func (e *Engine) Subscribe(ctx context.Context, owner uuid.UUID, sender *uuid.UU
 		ss.open.Add(-1)
 		return nil, nil, &exchange.TooManySubscriptionsError{Open: int(n - 1), Limit: e.set.MaxSubscriptions}
 	}
-	s := &sub{s: exchange.NewSubscription(sender, e.set.SubscriberBuffer), reg: reg, last: next}
+	s := &sub{s: exchange.NewSubscription(sender, e.set.SubscriberBuffer, opts...), reg: reg, last: next}
 	ss.mu.Lock()
 	if ss.ended {
 		ss.mu.Unlock()
