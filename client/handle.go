@@ -161,7 +161,7 @@ func (l *handleLoop) stream(ctx context.Context, req *historyv1.SubscribeInboxRe
 		switch f := resp.GetEvent().(type) {
 		case *historyv1.SubscribeInboxResponse_Heartbeat:
 			if t := f.Heartbeat.GetTime(); t != nil {
-				offset = t.AsTime().Sub(time.Now())
+				offset = time.Until(t.AsTime())
 			}
 			progressed = progressed || !first // the first frame is always a heartbeat
 		case *historyv1.SubscribeInboxResponse_Leased:
