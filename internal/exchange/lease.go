@@ -94,7 +94,11 @@ func WithLeaseDefaults(maxAttempts int, visibility time.Duration) Option {
 	}
 }
 
-// Resolve fills s's zero fields from the Exchange's defaults.
+// Resolve fills s's zero fields from the Exchange's defaults, then holds both within their bounds
+// (1..MaxMaxAttempts, MinVisibility..MaxVisibility). Every engine keeps what Resolve returns. The
+// handlers refuse values out of bounds before they get here; an in-process caller, or defaults
+// out of bounds, get the nearest bound rather than an error (review of issue 18, N3: a
+// MaxAttempts past MaxMaxAttempts would hand out receipts ParseReceipt refuses).
 func (s OwnerSettings) Resolve(defaults Settings) OwnerSettings {
 	if s.MaxAttempts <= 0 {
 		s.MaxAttempts = defaults.MaxAttempts
@@ -102,8 +106,16 @@ func (s OwnerSettings) Resolve(defaults Settings) OwnerSettings {
 	if s.Visibility <= 0 {
 		s.Visibility = defaults.Visibility
 	}
+	s.MaxAttempts = min(max(s.MaxAttempts, 1), MaxMaxAttempts)
+	s.Visibility = ClampVisibility(s.Visibility)
 	return s
 }
+
+// ClampVisibility holds a lease length or an extension within MinVisibility..MaxVisibility.
+func ClampVisibility(d time.Duration) time.Duration { return min(max(d, MinVisibility), MaxVisibility) }
+
+// ClampDelay holds a Nack's delay within 0..MaxVisibility (0: visible at once).
+func ClampDelay(d time.Duration) time.Duration { return min(max(d, 0), MaxVisibility) }
 
 // Receipt names one lease: the message, the sender whose inbox holds it, and the attempt the lease
 // was. It travels as opaque text (String, ParseReceipt).
@@ -181,6 +193,17 @@ type LeaseRequest struct {
 	MaxHeld int
 	// Visibility is the lease length; 0 means the owner's OwnerSettings.Visibility.
 	Visibility time.Duration
+}
+
+// Bounds returns how many messages r may lease (Max within 1..MaxLeaseBatch) and for how long
+// (Visibility, or owner's when it is <= 0, within MinVisibility..MaxVisibility): every engine
+// reads r through it, so they hold an in-process request to the same bounds (review N3).
+func (r LeaseRequest) Bounds(owner OwnerSettings) (batch int, visibility time.Duration) {
+	visibility = r.Visibility
+	if visibility <= 0 {
+		visibility = owner.Visibility
+	}
+	return min(max(r.Max, 1), MaxLeaseBatch), ClampVisibility(visibility)
 }
 
 // Leased is one message handed out by Lease.

@@ -1,7 +1,6 @@
 package exchange
 
 import (
-	"errors"
 	"iter"
 	"time"
 
@@ -33,18 +32,14 @@ func (e *entry) hidden(now int64) bool { return e.attempts() > 0 && now < e.visi
 func unixTime(n int64) time.Time { return time.Unix(0, n).UTC() }
 
 // resolveSettings is the OwnerSettings Register keeps: the first of settings, its zero fields
-// filled from the Exchange's defaults (WithLeaseDefaults), then held within lease.go's bounds
-// (1..MaxMaxAttempts, MinVisibility..MaxVisibility). The handlers refuse values out of bounds
-// before they get here; an in-process caller gets the nearest bound rather than an error.
+// filled from the Exchange's defaults (WithLeaseDefaults) and held within lease.go's bounds
+// (OwnerSettings.Resolve, as the database engines resolve them).
 func (x *Exchange) resolveSettings(settings []OwnerSettings) OwnerSettings {
 	var s OwnerSettings
 	if len(settings) > 0 {
 		s = settings[0]
 	}
-	s = s.Resolve(Settings{MaxAttempts: x.opts.maxAttempts, Visibility: x.opts.visibility})
-	s.MaxAttempts = min(max(s.MaxAttempts, 1), MaxMaxAttempts)
-	s.Visibility = min(max(s.Visibility, MinVisibility), MaxVisibility)
-	return s
+	return s.Resolve(Settings{MaxAttempts: x.opts.maxAttempts, Visibility: x.opts.visibility})
 }
 
 // leasedFlow returns owner's flow locked, or ErrOwnerNotRegistered. The caller unlocks f.mu.
@@ -62,12 +57,14 @@ func (x *Exchange) leasedFlow(owner uuid.UUID) (*flow, error) {
 }
 
 // Lease leases up to req.Max visible messages of req.Owner's inboxes (only req.Sender's when set),
-// in Receive's order, each for req.Visibility (0: the owner's; held within MinVisibility..
-// MaxVisibility), and reports the scope's held leases and when its next hidden message becomes
-// visible (lease.go). An owner that is not registered is ErrOwnerNotRegistered.
+// in Receive's order, each for req.Visibility (0: the owner's; LeaseRequest.Bounds), and reports
+// the scope's held leases, when its next hidden message becomes visible, and whether a limit left
+// a visible one behind (More, exact here: the walk stops at the first visible entry it may not
+// take). An owner that is not registered is ErrOwnerNotRegistered.
 //
 // It costs O(entries walked): the scope's leased entries (to count the held ones) and its
-// entries up to the last one taken.
+// entries up to the first visible one past the last taken (the entries between are hidden, so
+// leased: at most the scope's leased entries more).
 func (x *Exchange) Lease(req LeaseRequest) (LeaseResult, error) {
 	f, err := x.leasedFlow(req.Owner)
 	if err != nil {
@@ -76,14 +73,9 @@ func (x *Exchange) Lease(req LeaseRequest) (LeaseResult, error) {
 	defer f.mu.Unlock()
 	now := x.opts.now()
 	x.expireLeasesAt(f, now)
-	vis := req.Visibility
-	if vis <= 0 {
-		vis = f.settings.Visibility
-	}
-	vis = min(max(vis, MinVisibility), MaxVisibility)
+	want, vis := req.Bounds(f.settings)
 	deadline := unixTime(now.Add(vis).UnixNano())
 	at, due := now.UnixNano(), deadline.UnixNano()
-	want := min(max(req.Max, 1), MaxLeaseBatch)
 
 	var (
 		res   LeaseResult
@@ -95,16 +87,20 @@ func (x *Exchange) Lease(req LeaseRequest) (LeaseResult, error) {
 	take := func(p *progression) bool {
 		live := p.live()
 		for i := range live {
-			if len(res.Leases) == want || (req.MaxHeld > 0 && res.Held >= req.MaxHeld) {
-				return false
-			}
 			e := &live[i]
 			if e.hidden(at) {
 				continue
 			}
+			// A visible entry this call may not take: the limits are checked here, past the
+			// hidden entries, so that More says whether one is left.
+			if len(res.Leases) == want || (req.MaxHeld > 0 && res.Held >= req.MaxHeld) {
+				res.More = true
+				return false
+			}
 			if req.MaxBytes > 0 {
 				size := e.bytes() - messageOverhead // MessageSize, without computing it again
 				if len(res.Leases) > 0 && bytes+size > req.MaxBytes {
+					res.More = true
 					return false
 				}
 				bytes += size
@@ -161,9 +157,9 @@ func (x *Exchange) Ack(owner uuid.UUID, r Receipt) error {
 	return nil
 }
 
-// Nack ends the lease r names (lease.go): the message is visible again after delay (held within
-// 0..MaxVisibility), or, when its attempts reached the owner's MaxAttempts, becomes a dead letter
-// of the owner with ReasonMaxAttempts (deadLettered). Errors as Ack.
+// Nack ends the lease r names (lease.go): the message is visible again after delay (ClampDelay),
+// or, when its attempts reached the owner's MaxAttempts, becomes a dead letter of the owner with
+// ReasonMaxAttempts (deadLettered). Errors as Ack.
 func (x *Exchange) Nack(owner uuid.UUID, r Receipt, delay time.Duration) (deadLettered bool, err error) {
 	f, err := x.leasedFlow(owner)
 	if err != nil {
@@ -182,12 +178,12 @@ func (x *Exchange) Nack(owner uuid.UUID, r Receipt, delay time.Duration) (deadLe
 		return true, nil
 	}
 	e.setHeld(false)
-	e.visibleAt = now.Add(min(max(delay, 0), MaxVisibility)).UnixNano()
+	e.visibleAt = now.Add(ClampDelay(delay)).UnixNano()
 	return false, nil
 }
 
-// ExtendLease sets the deadline of the lease r names to now + d (d held within MinVisibility..
-// MaxVisibility) and returns it (lease.go). Errors as Ack.
+// ExtendLease sets the deadline of the lease r names to now + d (ClampVisibility) and returns it
+// (lease.go). Errors as Ack.
 func (x *Exchange) ExtendLease(owner uuid.UUID, r Receipt, d time.Duration) (time.Time, error) {
 	f, err := x.leasedFlow(owner)
 	if err != nil {
@@ -199,7 +195,7 @@ func (x *Exchange) ExtendLease(owner uuid.UUID, r Receipt, d time.Duration) (tim
 		return time.Time{}, StaleLease(owner, r)
 	}
 	e := &p.live()[i]
-	e.visibleAt = x.opts.now().Add(min(max(d, MinVisibility), MaxVisibility)).UnixNano()
+	e.visibleAt = x.opts.now().Add(ClampVisibility(d)).UnixNano()
 	if e.attempts() >= f.settings.MaxAttempts {
 		f.noteDue(e.visibleAt) // the deadline may have moved earlier
 	}
@@ -387,8 +383,33 @@ func (x *Exchange) reclaimIfDeparted(f *flow, p *progression) {
 	}
 }
 
-// Release gives back a lease never handed out (Service.Release).
-// TODO(issue 18 review M1): the memory engine's Release; nothing may ship with this placeholder.
-func (x *Exchange) Release(owner uuid.UUID, r Receipt) error { return errReleaseNotBuilt }
-
-var errReleaseNotBuilt = errors.New("lease release: not built yet")
+// Release gives back the lease r names, which was never handed out (Service.Release): the lease
+// ends and its attempt is undone, the message visible at once. An entry back at 0 attempts is as
+// never leased (Receive shows no lease state, and the counts that keep lease-free paths lose it);
+// one with attempts left keeps them, visible from now. It never makes a dead letter: the attempts
+// are below the owner's MaxAttempts after it. dueAt may stay earlier than every remaining lease
+// at MaxAttempts, which its doc allows: the next expireLeasesAt walks once and sets it again.
+// Errors as Ack.
+func (x *Exchange) Release(owner uuid.UUID, r Receipt) error {
+	f, err := x.leasedFlow(owner)
+	if err != nil {
+		return err
+	}
+	defer f.mu.Unlock()
+	p, i := f.findLease(r)
+	if p == nil {
+		return StaleLease(owner, r)
+	}
+	e := &p.live()[i]
+	e.setHeld(false)
+	if n := e.attempts() - 1; n > 0 {
+		e.setAttempts(n)
+		e.visibleAt = x.opts.now().UnixNano()
+		return nil
+	}
+	e.setAttempts(0)
+	e.visibleAt = 0
+	p.leased--
+	f.leased--
+	return nil
+}

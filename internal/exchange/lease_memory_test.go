@@ -351,6 +351,88 @@ func TestLeaseBounds(t *testing.T) {
 	}
 }
 
+// TestLeaseReleaseCounts (Service.Release: "the attempt is undone, as if the lease had not been
+// taken"): a message released back to 0 attempts leaves the counts that keep the lease-free paths
+// (so Pop, Receive and the rest read no clock again), and the max-attempts due time noted for its
+// lease stops no later call: no dead letter comes of it, and the first walk clears dueAt. One
+// released back to 1 attempt stays counted, visible from now, and Pop takes it.
+func TestLeaseReleaseCounts(t *testing.T) {
+	clk := newTestClock()
+	x, sent := leaseX(t, clk, OwnerSettings{MaxAttempts: 1}, []string{"m1", "m2"})
+	l := mustLease(t, x, LeaseRequest{Max: 2, Visibility: time.Second})
+	for _, le := range l.Leases {
+		if err := x.Release(ownerB, le.Receipt); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	checkLeaseCounts(t, x, "released")
+	f := x.lookup(ownerB)
+	f.mu.Lock()
+	leased := f.leased
+	f.mu.Unlock()
+	if leased != 0 {
+		t.Fatalf("B counts %d leased entries after both were released, want 0", leased)
+	}
+	clk.Add(time.Second) // past the released leases' deadline
+	if p := x.DeadLetters(ownerB, 0, 0); len(p.Letters) != 0 {
+		t.Fatalf("released leases at max attempts made dead letters %+v", p.Letters)
+	}
+	reads := clk.Reads()
+	if p := x.ReceivePage(ownerB, nil, Cursor{}, 0); !sameIDs(p.Messages, sent) || p.Leases != nil {
+		t.Errorf("Receive after the Release = %v, states %+v; want m1 m2, never leased", contents(p.Messages), p.Leases)
+	}
+	if m, ok := x.Pop(ownerB, ownerA); !ok || m.ID != sent[0].ID {
+		t.Errorf("Pop after the Release = %v, %v; want m1", m, ok)
+	}
+	if n := clk.Reads() - reads; n != 0 {
+		t.Errorf("the lease-free paths read the clock %d times after the Release, want 0", n)
+	}
+
+	y, sent := leaseX(t, clk, OwnerSettings{MaxAttempts: 3}, []string{"m1"})
+	mustLease(t, y, LeaseRequest{Visibility: time.Second})
+	clk.Add(time.Second)
+	second := mustLease(t, y, LeaseRequest{Visibility: time.Hour})
+	if err := y.Release(ownerB, second.Leases[0].Receipt); err != nil {
+		t.Fatalf("Release of attempt 2: %v", err)
+	}
+	checkLeaseCounts(t, y, "attempt 2 released")
+	if p := y.ReceivePage(ownerB, nil, Cursor{}, 0); len(p.Leases) != 1 || p.Leases[0] != (LeaseInfo{Attempts: 1, VisibleAt: clk.Now()}) {
+		t.Errorf("state after releasing attempt 2 = %+v, want 1 attempt, visible from now, not held", p.Leases)
+	}
+	if m, ok := y.Pop(ownerB, ownerA); !ok || m.ID != sent[0].ID {
+		t.Errorf("Pop after releasing attempt 2 = %v, %v; want m1", m, ok)
+	}
+	checkLeaseCounts(t, y, "popped")
+}
+
+// TestLeaseMoreExact (LeaseResult.More: "never unset while one is left"; the memory engine is
+// exact): a call that took every visible message says no more, even with hidden ones left behind
+// or between; one a limit stopped says more, even past hidden ones.
+func TestLeaseMoreExact(t *testing.T) {
+	clk := newTestClock()
+	x, _ := leaseX(t, clk, OwnerSettings{}, []string{"m1", "m2", "m3", "m4"})
+	if l := mustLease(t, x, LeaseRequest{Max: 1}); len(l.Leases) != 1 || !l.More {
+		t.Fatalf("Lease of 1 of 4 = %d, more %v; want 1, more", len(l.Leases), l.More)
+	}
+	l2 := mustLease(t, x, LeaseRequest{Max: 2})
+	if len(l2.Leases) != 2 || !l2.More {
+		t.Fatalf("Lease of 2 past a held one = %d, more %v; want 2, more (m4)", len(l2.Leases), l2.More)
+	}
+	if l := mustLease(t, x, LeaseRequest{Max: 1}); len(l.Leases) != 1 || l.More {
+		t.Fatalf("Lease of the last visible = %d, more %v; want 1, no more", len(l.Leases), l.More)
+	}
+	// m2 visible again between held m1 and m3: Max 1 takes it and sees nothing after.
+	if _, err := x.Nack(ownerB, l2.Leases[0].Receipt, 0); err != nil {
+		t.Fatal(err)
+	}
+	if l := mustLease(t, x, LeaseRequest{Max: 1}); len(l.Leases) != 1 || l.More {
+		t.Errorf("Lease of the one visible between held ones = %d, more %v; want 1, no more", len(l.Leases), l.More)
+	}
+	if l := mustLease(t, x, LeaseRequest{Max: 5}); len(l.Leases) != 0 || l.More || l.Held != 4 {
+		t.Errorf("Lease with everything held = %d, more %v, held %d; want 0, no more, 4", len(l.Leases), l.More, l.Held)
+	}
+}
+
 // TestPopIfBehindLease (issue 11's PopIf beside issue 18): check is given the oldest visible
 // message, not the leased head; its error leaves everything as it was.
 func TestPopIfBehindLease(t *testing.T) {
@@ -426,7 +508,16 @@ func TestLeaseRaces(t *testing.T) {
 					return
 				}
 				for _, le := range l.Leases {
-					// Leaser 0 always fails its handler, leaser 1 every other time, leaser 2 never.
+					// Leaser 0 always fails its handler, leaser 1 every other time, leaser 2 never,
+					// though every third batch of its is given back unhandled (Release, as a
+					// response cut for its size).
+					if w == 2 && k%3 == 0 {
+						if err := x.Release(ownerB, le.Receipt); err != nil {
+							errs <- fmt.Errorf("release: %w", err)
+							return
+						}
+						continue
+					}
 					if w == 0 || (w == 1 && k%2 == 0) {
 						dead, err := x.Nack(ownerB, le.Receipt, 0)
 						if err != nil {

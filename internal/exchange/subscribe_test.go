@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -61,5 +62,54 @@ func TestSubscribeLimit(t *testing.T) {
 	unsub4()
 	if n := x.subs.Load(); n != 0 {
 		t.Errorf("%d subscriptions counted after all ended", n)
+	}
+}
+
+// TestWakeOnlySurvivesBurst (review of issue 18, M2: a leasing stream reads its subscription's
+// events only as wake-ups, so a burst of deliveries must not end it as too slow): one Collect of
+// 50 messages into a buffer of 4 ends a plain subscription with ErrSubscriberTooSlow and leaves a
+// WakeOnly one live with a full buffer; once drained, the next delivery wakes it again.
+func TestWakeOnlySurvivesBurst(t *testing.T) {
+	const buffer, burst = 4, 50
+	x := newRegistered(t, []uuid.UUID{ownerA, ownerB}, WithSubscriberBuffer(buffer))
+	plain, unsubPlain, err := x.Subscribe(ownerB, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsubPlain()
+	wake, unsubWake, err := x.Subscribe(ownerB, nil, WakeOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsubWake()
+	for i := range burst {
+		mustSend(t, x, ownerA, to(ownerB), fmt.Sprint("burst ", i))
+	}
+	mustCollect(t, x, ownerA)
+	select {
+	case <-plain.Done():
+		if !errors.Is(plain.Err(), ErrSubscriberTooSlow) {
+			t.Fatalf("the plain subscription ended with %v, want ErrSubscriberTooSlow", plain.Err())
+		}
+	default:
+		t.Fatalf("a burst of %d into a buffer of %d left the plain subscription live: the test shows nothing", burst, buffer)
+	}
+	select {
+	case <-wake.Done():
+		t.Fatalf("the WakeOnly subscription ended with %v after the burst", wake.Err())
+	default:
+	}
+	for range buffer {
+		next(t, wake)
+	}
+	select {
+	case m := <-wake.Events():
+		t.Fatalf("event %v past the buffer: the burst's overflow should have been dropped", contents([]*envelope.Message{m}))
+	default:
+	}
+	later := mustSend(t, x, ownerA, to(ownerB), "later")
+	mustCollect(t, x, ownerA)
+	if m := next(t, wake); m.ID != later.ID {
+		t.Errorf("wake-up after the burst = %v, want the later message", contents([]*envelope.Message{m}))
 	}
 }

@@ -1,10 +1,18 @@
 package exchangedb
 
-// What plan_test.go and prune_test.go reach inside the package for: the statements whose plans
-// are checked, with the values of their arguments, and the pruning chunk.
+import (
+	"context"
+
+	"github.com/google/uuid"
+)
+
+// What plan_test.go, prune_test.go and lease_test.go reach inside the package for: the statements
+// whose plans are checked, with the values of their arguments, the pruning chunk and the stored
+// lease settings.
 var (
 	ReceivePageQuery = receivePageQuery
 	LeaseQuery       = leaseQuery
+	LeaseLeft        = leaseLeft
 	QLeaseHidden     = qLeaseHidden
 	StInbox          = stInbox
 	StPopped         = stPopped
@@ -30,4 +38,14 @@ func SetPruneChunk(n int) (restore func()) {
 	old := pruneChunk
 	pruneChunk = n
 	return func() { pruneChunk = old }
+}
+
+// StoredSettings reads owner's lease settings as its row keeps them (0: the defaults), for
+// lease_test.go's bounds.
+func (e *Engine) StoredSettings(ctx context.Context, owner uuid.UUID) (maxAttempts, visibilityNs int64, err error) {
+	err = e.d.Read(ctx, func(ctx context.Context, q Querier) error {
+		return q.QueryRow(ctx, `SELECT max_attempts, visibility_ns FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, owner.String()).
+			Scan(&maxAttempts, &visibilityNs)
+	})
+	return maxAttempts, visibilityNs, err
 }

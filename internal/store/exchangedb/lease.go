@@ -50,24 +50,40 @@ func qLeaseHidden(bySender bool) string {
 	return q
 }
 
-// leaseQuery selects the visible messages of a Lease's scope in Receive's order (inbox creation
-// order, oldest first), as many as asked; the Engine appends the row lock (skipLocked). Visible:
-// never leased (visible_at 0) or visible again, and not a last attempt past its deadline (the
-// sweep's: a Lease that found one swept first, and the term keeps such a row out on any
-// replica's clock). With a sender, the scope is that sender's inbox, found by its ordinal. Args:
-// tenant, holder, the inbox state, now, then tenant, holder, sender when bySender, then the limit.
-// Bounded by exchange_ledger_by_holder (plan_test.go).
-func leaseQuery(bySender bool) string {
-	q := `SELECT l.message, l.sender, l.attempts, m.body FROM exchange_ledger l JOIN exchange_messages m ON m.tenant = l.tenant AND m.id = l.message
-		WHERE l.tenant = ? AND l.holder = ? AND l.state = ? AND l.visible_at <= ? AND l.held < 2`
+// leaseVisible is the condition on a ledger row (l) of a Lease's scope that it is visible: in the
+// holder's inboxes, never leased (visible_at 0) or visible again, and not a last attempt past its
+// deadline (the sweep's: a Lease that found one swept first, and the term keeps such a row out on
+// any replica's clock). With a sender, the scope is that sender's inbox, found by its ordinal.
+// Args: tenant, holder, the inbox state, now, then tenant, holder, sender when bySender.
+func leaseVisible(bySender bool) string {
+	q := `l.tenant = ? AND l.holder = ? AND l.state = ? AND l.visible_at <= ? AND l.held < 2`
 	if bySender {
 		q += ` AND l.ord = (SELECT i.ord FROM exchange_inboxes i WHERE i.tenant = ? AND i.owner = ? AND i.sender = ?)`
 	}
-	return q + ` ORDER BY l.ord, l.seq LIMIT ?`
+	return q
+}
+
+// leaseQuery selects the visible messages of a Lease's scope (leaseVisible) in Receive's order
+// (inbox creation order, oldest first), as many as asked; the Engine appends the row lock
+// (skipLocked). Args: leaseVisible's, then the limit. Bounded by exchange_ledger_by_holder
+// (plan_test.go).
+func leaseQuery(bySender bool) string {
+	return `SELECT l.message, l.sender, l.attempts, m.body FROM exchange_ledger l JOIN exchange_messages m ON m.tenant = l.tenant AND m.id = l.message
+		WHERE ` + leaseVisible(bySender) + ` ORDER BY l.ord, l.seq LIMIT ?`
+}
+
+// leaseLeft finds whether a visible message of a Lease's scope is left, without locking it: a
+// Lease that MaxHeld stopped before it read a row asks it for LeaseResult.More (a row another
+// leaser is taking counts: More may be set with none left). Args: leaseVisible's. Bounded by
+// exchange_ledger_by_holder (plan_test.go), which its ORDER BY makes SQLite choose (without it,
+// SQLite searched the primary key by tenant alone).
+func leaseLeft(bySender bool) string {
+	return `SELECT 1 FROM exchange_ledger l WHERE ` + leaseVisible(bySender) + ` ORDER BY l.ord, l.seq LIMIT 1`
 }
 
 // ownerSettings resolves an owner row's stored settings: 0 (an owner registered before the
-// leases' migration) is the Exchange's default.
+// leases' migration) is the Exchange's default; every value is held within its bounds
+// (exchange.OwnerSettings.Resolve).
 func (e *Engine) ownerSettings(maxAttempts, visibilityNs int64) exchange.OwnerSettings {
 	return exchange.OwnerSettings{MaxAttempts: int(maxAttempts), Visibility: time.Duration(visibilityNs)}.Resolve(e.set)
 }
@@ -80,13 +96,13 @@ func leaseInfo(attempts, visibleAt, held int64) exchange.LeaseInfo {
 	return exchange.LeaseInfo{Attempts: int(attempts), VisibleAt: timeOfNanos(visibleAt), Held: held != heldNone}
 }
 
-// Lease leases visible messages of req.Owner's inboxes (exchange/lease.go): up to req.Max (1 to
-// exchange.MaxLeaseBatch), within req.MaxBytes (a message's stored JSON length) and req.MaxHeld,
-// each with its attempt, its deadline (now + req.Visibility, or the owner's) and a receipt.
-// ErrOwnerNotRegistered for an owner not registered. An expired last-attempt lease is swept first
-// (sweep.go): the transaction gives way to the sweep and runs again.
+// Lease leases visible messages of req.Owner's inboxes (exchange/lease.go): up to req.Max, within
+// req.MaxBytes (a message's stored JSON length) and req.MaxHeld, each with its attempt, its
+// deadline (now + req.Visibility, or the owner's; exchange.LeaseRequest.Bounds) and a receipt.
+// More is set when a limit cut the batch or when it took as many rows as it asked for (it reads
+// no further to tell). ErrOwnerNotRegistered for an owner not registered. An expired last-attempt
+// lease is swept first (sweep.go): the transaction gives way to the sweep and runs again.
 func (e *Engine) Lease(ctx context.Context, req exchange.LeaseRequest) (exchange.LeaseResult, error) {
-	limit := min(max(req.Max, 1), exchange.MaxLeaseBatch)
 	oid := req.Owner.String()
 	for swept := false; ; swept = true {
 		now := e.now()
@@ -105,7 +121,7 @@ func (e *Engine) Lease(ctx context.Context, req exchange.LeaseRequest) (exchange
 			}
 			set := e.ownerSettings(maxAttempts, visibility)
 			var err error
-			if res, err = e.lease(ctx, q, req, limit, set, now); err != nil {
+			if res, err = e.lease(ctx, q, req, set, now); err != nil {
 				res = exchange.LeaseResult{}
 			}
 			return err
@@ -121,8 +137,9 @@ func (e *Engine) Lease(ctx context.Context, req exchange.LeaseRequest) (exchange
 }
 
 // lease is Lease's work once the owner row is read (and locked FOR KEY SHARE).
-func (e *Engine) lease(ctx context.Context, q Querier, req exchange.LeaseRequest, limit int, set exchange.OwnerSettings, now time.Time) (exchange.LeaseResult, error) {
+func (e *Engine) lease(ctx context.Context, q Querier, req exchange.LeaseRequest, set exchange.OwnerSettings, now time.Time) (exchange.LeaseResult, error) {
 	var res exchange.LeaseResult
+	limit, visibility := req.Bounds(set)
 	oid, ns := req.Owner.String(), now.UnixNano()
 	hiddenArgs := []any{tenant, oid, ns, stInbox}
 	if req.Sender != nil {
@@ -136,21 +153,27 @@ func (e *Engine) lease(ctx context.Context, q Querier, req exchange.LeaseRequest
 	if next > 0 {
 		res.NextVisible = timeOfNanos(next)
 	}
-	if req.MaxHeld > 0 {
-		limit = min(limit, req.MaxHeld-res.Held)
-	}
-	if limit <= 0 {
-		return res, nil
-	}
-	visibility := req.Visibility
-	if visibility <= 0 {
-		visibility = set.Visibility
-	}
-	deadline := ns + visibility.Nanoseconds()
 	args := []any{tenant, oid, stInbox, ns}
 	if req.Sender != nil {
 		args = append(args, tenant, oid, req.Sender.String())
 	}
+	if req.MaxHeld > 0 {
+		limit = min(limit, req.MaxHeld-res.Held)
+	}
+	if limit <= 0 {
+		// MaxHeld stopped it before it read a row: More when a visible one is left.
+		var one int64
+		err := q.QueryRow(ctx, leaseLeft(req.Sender != nil), args...).Scan(&one)
+		switch {
+		case q.IsNoRows(err):
+			return res, nil
+		case err != nil:
+			return res, err
+		}
+		res.More = true
+		return res, nil
+	}
+	deadline := ns + visibility.Nanoseconds()
 	args = append(args, int64(limit))
 	type candidate struct {
 		leaseRow
@@ -172,7 +195,8 @@ func (e *Engine) lease(ctx context.Context, q Querier, req exchange.LeaseRequest
 	for _, c := range rows {
 		size += int64(len(c.body))
 		if len(res.Leases) > 0 && req.MaxBytes > 0 && size > req.MaxBytes {
-			break // the first message is always taken
+			res.More = true // this row, at least, is left
+			break           // the first message is always taken
 		}
 		m, err := decodeMessage(c.body)
 		if err != nil {
@@ -196,6 +220,11 @@ func (e *Engine) lease(ctx context.Context, q Querier, req exchange.LeaseRequest
 			Receipt:  exchange.Receipt{Message: m.ID, Sender: sender, Attempt: int(attempt)},
 			Deadline: timeOfNanos(deadline),
 		})
+	}
+	// As many rows as asked for: more may be left (a LIMIT one higher would tell, but would lock
+	// a row this call does not take, which competing leasers then pass over).
+	if len(rows) == limit {
+		res.More = true
 	}
 	if len(res.Leases) > 0 {
 		res.Held += len(res.Leases)
@@ -268,7 +297,8 @@ func (e *Engine) Ack(ctx context.Context, owner uuid.UUID, r exchange.Receipt) e
 	}, nil)
 }
 
-// Nack ends a held lease: the message is visible again after delay (<= 0: at once), or, on its
+// Nack ends a held lease: the message is visible again after delay (exchange.ClampDelay: <= 0 is
+// at once), or, on its
 // last attempt, a dead letter of owner with ReasonMaxAttempts (deadLettered; sweep.go's
 // deadLetterLeased). Errors as Ack.
 func (e *Engine) Nack(ctx context.Context, owner uuid.UUID, r exchange.Receipt, delay time.Duration) (bool, error) {
@@ -293,7 +323,7 @@ func (e *Engine) Nack(ctx context.Context, owner uuid.UUID, r exchange.Receipt, 
 			return nil
 		}
 		return q.Defer(ctx, `UPDATE exchange_ledger SET held = 0, visible_at = ? WHERE tenant = ? AND message = ? AND recipient = ?`,
-			now+max(delay, 0).Nanoseconds(), tenant, lr.message, oid)
+			now+exchange.ClampDelay(delay).Nanoseconds(), tenant, lr.message, oid)
 	}, nil)
 	if err != nil {
 		return false, err
@@ -301,24 +331,32 @@ func (e *Engine) Nack(ctx context.Context, owner uuid.UUID, r exchange.Receipt, 
 	return dead, nil
 }
 
-// ExtendLease sets a held lease's deadline to now + d and returns it. The owner row is read FOR KEY
-// SHARE, as Lease reads it: only the lease's row changes. Errors as Ack.
+// shareOwner reads owner's row FOR KEY SHARE, as Lease reads it, for a call that changes a lease's
+// row alone (ExtendLease, Release): Unregister's FOR UPDATE waits for it, Pop and Ack do not.
+// ErrOwnerNotRegistered when there is none.
+func (e *Engine) shareOwner(ctx context.Context, q Querier, owner uuid.UUID) error {
+	var one int64
+	err := q.QueryRow(ctx, `SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?`+e.dia.forKeyShare(), tenant, owner.String()).Scan(&one)
+	if q.IsNoRows(err) {
+		return ownerErr("Owner", owner, exchange.ErrOwnerNotRegistered)
+	}
+	return err
+}
+
+// ExtendLease sets a held lease's deadline to now + d (exchange.ClampVisibility) and returns it.
+// The owner row is read FOR KEY SHARE (shareOwner): only the lease's row changes. Errors as Ack.
 func (e *Engine) ExtendLease(ctx context.Context, owner uuid.UUID, r exchange.Receipt, d time.Duration) (time.Time, error) {
 	var deadline int64
 	oid := owner.String()
 	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
-		var one int64
-		if err := q.QueryRow(ctx, `SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?`+e.dia.forKeyShare(), tenant, oid).Scan(&one); err != nil {
-			if q.IsNoRows(err) {
-				return ownerErr("Owner", owner, exchange.ErrOwnerNotRegistered)
-			}
+		if err := e.shareOwner(ctx, q, owner); err != nil {
 			return err
 		}
 		lr, err := e.heldLease(ctx, q, owner, r)
 		if err != nil {
 			return err
 		}
-		deadline = e.now().UnixNano() + d.Nanoseconds()
+		deadline = e.now().UnixNano() + exchange.ClampVisibility(d).Nanoseconds()
 		return q.Defer(ctx, `UPDATE exchange_ledger SET visible_at = ? WHERE tenant = ? AND message = ? AND recipient = ?`, deadline, tenant, lr.message, oid)
 	}, nil)
 	if err != nil {
@@ -327,10 +365,28 @@ func (e *Engine) ExtendLease(ctx context.Context, owner uuid.UUID, r exchange.Re
 	return timeOfNanos(deadline), nil
 }
 
-// Release gives back a lease never handed out (exchange.Service.Release).
-// TODO(issue 18 review M1): the database engines' Release; nothing may ship with this placeholder.
+// Release gives back a held lease that was never handed out (exchange.Service.Release): the lease
+// ends and its attempt is undone, the message visible at once. A row back at 0 attempts is as
+// never leased (visible_at 0: it leaves exchange_ledger_by_visible, and Receive and the ledger
+// show no lease); one with attempts left is visible from now, as after a Nack with no delay. held
+// goes to 0 whether it was a lease or a last attempt (2): the row leaves exchange_ledger_by_last,
+// so the sweep never makes it a dead letter, and the next Lease marks its last attempt again.
+// The owner row is read FOR KEY SHARE (shareOwner): only the lease's row changes. Errors as Ack.
 func (e *Engine) Release(ctx context.Context, owner uuid.UUID, r exchange.Receipt) error {
-	return errReleaseNotBuilt
+	oid := owner.String()
+	return e.d.Write(ctx, func(ctx context.Context, q Querier) error {
+		if err := e.shareOwner(ctx, q, owner); err != nil {
+			return err
+		}
+		lr, err := e.heldLease(ctx, q, owner, r)
+		if err != nil {
+			return err
+		}
+		attempts, visibleAt := lr.attempts-1, int64(0)
+		if attempts > 0 {
+			visibleAt = e.now().UnixNano()
+		}
+		return q.Defer(ctx, `UPDATE exchange_ledger SET attempts = ?, visible_at = ?, held = 0 WHERE tenant = ? AND message = ? AND recipient = ?`,
+			attempts, visibleAt, tenant, lr.message, oid)
+	}, nil)
 }
-
-var errReleaseNotBuilt = errors.New("lease release: not built yet")

@@ -319,3 +319,69 @@ func TestEveryCallThatLooksSweepsFirst(t *testing.T) {
 		}
 	}
 }
+
+// Review of issue 18, N3 (exchange.OwnerSettings.Resolve, LeaseRequest.Bounds, ClampVisibility,
+// ClampDelay): the database engines hold an in-process caller's values to lease.go's bounds as
+// the memory engine does (TestLeaseBounds there): settings are stored clamped, a batch is at most
+// MaxLeaseBatch, lease lengths and extensions lie within MinVisibility..MaxVisibility, and a
+// negative Nack delay is none.
+func TestLeaseBoundsHeld(t *testing.T) {
+	for _, eng := range engines {
+		t.Run(eng.name, func(t *testing.T) {
+			clk := newFakeClock()
+			svc := eng.factory(t, exchangetest.Options{Clock: clk.Now, MaxInbox: exchangetest.NoBound})
+			_, bob, _ := fill(t, svc, exchange.MaxLeaseBatch+1, exchange.OwnerSettings{MaxAttempts: exchange.MaxMaxAttempts + 1, Visibility: 24 * time.Hour})
+			attempts, vis, err := svc.(*exchangedb.Engine).StoredSettings(tctx(t), bob)
+			if err != nil || attempts != exchange.MaxMaxAttempts || time.Duration(vis) != exchange.MaxVisibility {
+				t.Errorf("bob's stored settings = %d, %v, %v; want %d, %v", attempts, time.Duration(vis), err, exchange.MaxMaxAttempts, exchange.MaxVisibility)
+			}
+			now := clk.Now()
+			l := lease(t, svc, bob, exchange.MaxLeaseBatch+50)
+			if len(l.Leases) != exchange.MaxLeaseBatch || !l.Leases[0].Deadline.Equal(now.Add(exchange.MaxVisibility)) {
+				t.Fatalf("Lease of %d took %d, deadline %v; want %d, now+%v", exchange.MaxLeaseBatch+50, len(l.Leases), l.Leases[0].Deadline, exchange.MaxLeaseBatch, exchange.MaxVisibility)
+			}
+			if d, err := svc.ExtendLease(tctx(t), bob, l.Leases[0].Receipt, time.Nanosecond); err != nil || !d.Equal(now.Add(exchange.MinVisibility)) {
+				t.Errorf("ExtendLease by 1ns = %v, %v; want now+%v", d, err, exchange.MinVisibility)
+			}
+			if d, err := svc.ExtendLease(tctx(t), bob, l.Leases[0].Receipt, 48*time.Hour); err != nil || !d.Equal(now.Add(exchange.MaxVisibility)) {
+				t.Errorf("ExtendLease by 48h = %v, %v; want now+%v", d, err, exchange.MaxVisibility)
+			}
+			if _, err := svc.Nack(tctx(t), bob, l.Leases[1].Receipt, -time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := svc.ReceivePage(tctx(t), bob, nil, exchange.Cursor{}, 2); err != nil || p.Leases[1].Hidden(now) {
+				t.Errorf("a Nack with a negative delay left the message hidden: %+v, %v", p.Leases, err)
+			}
+			if l, err := svc.Lease(tctx(t), exchange.LeaseRequest{Owner: bob, Visibility: time.Nanosecond}); err != nil || len(l.Leases) != 1 || !l.Leases[0].Deadline.Equal(now.Add(exchange.MinVisibility)) {
+				t.Errorf("a 1ns lease = %+v, %v; want one with deadline now+%v", l.Leases, err, exchange.MinVisibility)
+			}
+		})
+	}
+}
+
+// Review of issue 18, M3 (LeaseResult.More): a Lease that MaxHeld stops before it reads a row
+// asks whether a visible one is left (leaseLeft): more when one is, not when every row is held.
+// One that takes as many rows as it asked for says more (the doc allows it with none left: a
+// database engine does not read further); one that takes fewer says no more.
+func TestLeaseMoreAtMaxHeld(t *testing.T) {
+	for _, eng := range engines {
+		t.Run(eng.name, func(t *testing.T) {
+			svc := eng.factory(t, exchangetest.Options{Clock: newFakeClock().Now})
+			_, bob, _ := fill(t, svc, 3, exchange.OwnerSettings{Visibility: time.Hour})
+			req := exchange.LeaseRequest{Owner: bob, Max: 2, MaxHeld: 2}
+			if l, err := svc.Lease(tctx(t), req); err != nil || len(l.Leases) != 2 || !l.More {
+				t.Fatalf("Lease of 2 of 3 = %d, more %v, %v; want 2, more", len(l.Leases), l.More, err)
+			}
+			if l, err := svc.Lease(tctx(t), req); err != nil || len(l.Leases) != 0 || l.Held != 2 || !l.More {
+				t.Fatalf("Lease at MaxHeld with one visible = %d (held %d), more %v, %v; want none, 2, more", len(l.Leases), l.Held, l.More, err)
+			}
+			if l, err := svc.Lease(tctx(t), exchange.LeaseRequest{Owner: bob, Max: 5}); err != nil || len(l.Leases) != 1 || l.More {
+				t.Fatalf("Lease of 5 with one visible = %d, more %v, %v; want 1, no more", len(l.Leases), l.More, err)
+			}
+			req.MaxHeld = 3
+			if l, err := svc.Lease(tctx(t), req); err != nil || len(l.Leases) != 0 || l.Held != 3 || l.More {
+				t.Fatalf("Lease at MaxHeld with every message held = %d (held %d), more %v, %v; want none, 3, no more", len(l.Leases), l.Held, l.More, err)
+			}
+		})
+	}
+}

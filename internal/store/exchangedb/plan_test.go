@@ -50,6 +50,11 @@ func planStatements(owner, sender uuid.UUID) []planStatement {
 			"exchange_ledger_by_holder (tenant=? AND holder=? AND state=?)", "Index Scan using exchange_ledger_by_holder"},
 		{"Lease by sender", exchangedb.LeaseQuery(true), []any{exchangedb.Tenant, owner.String(), exchangedb.StInbox, now, exchangedb.Tenant, owner.String(), sender.String(), int64(10)},
 			"exchange_ledger_by_holder (tenant=? AND holder=? AND state=? AND ord=?)", "Index Scan using exchange_ledger_by_holder"},
+		// review of issue 18, M3: a Lease that MaxHeld stopped asks whether a visible row is left.
+		{"Lease left", exchangedb.LeaseLeft(false), []any{exchangedb.Tenant, owner.String(), exchangedb.StInbox, now},
+			"exchange_ledger_by_holder (tenant=? AND holder=? AND state=?)", "exchange_ledger_by_holder"},
+		{"Lease left by sender", exchangedb.LeaseLeft(true), []any{exchangedb.Tenant, owner.String(), exchangedb.StInbox, now, exchangedb.Tenant, owner.String(), sender.String()},
+			"exchange_ledger_by_holder (tenant=? AND holder=? AND state=? AND ord=?)", "exchange_ledger_by_holder"},
 		{"Lease hidden", exchangedb.QLeaseHidden(false), []any{exchangedb.Tenant, owner.String(), now, exchangedb.StInbox},
 			"exchange_ledger_by_visible (tenant=? AND holder=? AND visible_at>?)", "exchange_ledger_by_visible"},
 		{"Lease hidden by sender", exchangedb.QLeaseHidden(true), []any{exchangedb.Tenant, owner.String(), now, exchangedb.StInbox, sender.String()},

@@ -199,7 +199,10 @@ func (ss *subscribers) dispatch(ctx context.Context, owner uuid.UUID) error {
 					if s.reg == reg && row.seq > s.last {
 						s.last = row.seq
 						if s.s.Matches(row.sender) {
-							s.s.Offer(row.m) // a full buffer ends it (ErrSubscriberTooSlow)
+							// A full buffer ends it (ErrSubscriberTooSlow), unless it is
+							// WakeOnly: then the row is dropped, s.last still moves past it, and
+							// nothing below ends it for falling behind.
+							s.s.Offer(row.m)
 						}
 					}
 				}
