@@ -120,9 +120,22 @@ func (c exchangeConfig) options(logger *zap.Logger) []exchange.Option {
 	}
 }
 
-// streamOptions configure SubscribeInbox.
-func (c exchangeConfig) streamOptions() []server.StreamOption {
-	return []server.StreamOption{server.WithHeartbeat(c.Heartbeat), server.WithSendTimeout(c.SendTimeout)}
+// streamOptions configure SubscribeInbox over the --store engine (leaseRecheck).
+func (c exchangeConfig) streamOptions(store string) []server.StreamOption {
+	return []server.StreamOption{server.WithHeartbeat(c.Heartbeat), server.WithSendTimeout(c.SendTimeout),
+		server.WithLeaseRecheck(leaseRecheck(store))}
+}
+
+// leaseRecheck is how often a leasing SubscribeInbox held at its max_in_flight leases again on its
+// own: only with --store postgres, where an Ack on another replica frees room this one does not
+// hear of. The memory and sqlite engines serve one process, through which every Ack goes (and
+// wakes its streams): a recheck would only cost them a write transaction four times a second per
+// stream (issue 18 review S3).
+func leaseRecheck(store string) time.Duration {
+	if store == storePostgres {
+		return server.DefaultLeaseRecheck
+	}
+	return 0
 }
 
 func mustInt(s string) int {

@@ -132,3 +132,18 @@ func TestExchangeLeaseDefaultsReachTheEngine(t *testing.T) {
 		t.Errorf("resolved lease defaults = %d, %v; want 7, 1m30s", got.MaxAttempts, got.Visibility)
 	}
 }
+
+// TestLeaseRecheckOnlyForPostgres (review of issue 18, S3): a leasing SubscribeInbox held at its
+// max_in_flight leases again on its own only where another replica's Ack can free its room
+// unheard (--store postgres); with memory and sqlite every Ack goes through this process and
+// wakes its streams, and a recheck would be a write transaction four times a second per stream.
+func TestLeaseRecheckOnlyForPostgres(t *testing.T) {
+	for store, want := range map[string]time.Duration{storePostgres: server.DefaultLeaseRecheck, storeSQLite: 0, storeMemory: 0} {
+		if got := leaseRecheck(store); got != want {
+			t.Errorf("leaseRecheck(%s) = %v, want %v", store, got, want)
+		}
+	}
+	if server.DefaultLeaseRecheck <= 0 {
+		t.Errorf("server.DefaultLeaseRecheck = %v, want a positive interval", server.DefaultLeaseRecheck)
+	}
+}

@@ -130,7 +130,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 		server.WithLimits(cfg.Serving.Limits), server.WithMetrics(metrics))...)
 	ex := branches.newExchange(cfg.Exchange.options(logger)) // engine.go: in the store's database but for memory
 	defer func() { _ = ex.Close() }()                        // after Shutdown, before the store closes: stops the background collector, if any
-	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions()...)
+	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions(cfg.Store.Engine)...)
 	server.RegisterHistory(srv, branches.Store, cfg.History.streamOptions()...)
 	server.RegisterAdmin(srv, branches.backup)
 	if metrics != nil {

@@ -20,11 +20,11 @@ import (
 // Lease leases up to max_messages visible messages of the owner's inboxes. The batch is kept
 // within the response budget twice: the Exchange stops it by LeaseRequest.MaxBytes (an estimate,
 // leaseMaxBytes), then the converted leases are measured exactly; those that still do not fit are
-// Nack'ed at once, without delay, and left out, so the client is never handed fewer messages than
-// the server took without their becoming visible again. Their attempt counts, as every lease's
-// does (a message at its owner's max_attempts becomes a dead letter by that Nack, as by a lease
-// that expires). A first message that alone does not fit is Nack'ed likewise and the call is
-// RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE, messageId), as PopMessage's: lease it with omit_rendered.
+// given back at once (exchange.Service.Release) and left out: never handed out, they are visible
+// again and their attempt is not counted, so a cut never brings a message nearer its owner's
+// max_attempts (issue 18 review M1). A first message that alone does not fit is given back
+// likewise and the call is RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE, messageId), as PopMessage's:
+// lease it with omit_rendered.
 func (s *ExchangeServer) Lease(ctx context.Context, req *historyv1.LeaseRequest) (*historyv1.LeaseResponse, error) {
 	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
 	if err != nil {
@@ -56,7 +56,7 @@ func (s *ExchangeServer) Lease(ctx context.Context, req *historyv1.LeaseRequest)
 	}, s.maxResponse)
 	if overflow > 0 {
 		kept := len(resp.Leased)
-		s.nackAll(ctx, owner, res.Leases[kept:])
+		s.releaseAll(ctx, owner, res.Leases[kept:])
 		if kept == 0 {
 			return nil, &exchangeResponseTooLargeError{size: overflow, limit: s.maxResponse,
 				messageID: res.Leases[0].Message.ID.String(), what: "Lease's first message"}
@@ -133,28 +133,38 @@ func (s *ExchangeServer) nack(ctx context.Context, owner uuid.UUID, r exchange.R
 	return dead, err
 }
 
-// nackAll gives back leases the server took but will not hand out (a batch cut to the response
-// budget, the rest of a leasing stream's batch when the stream ends), so that they are visible at
-// once rather than at their deadline. It is best effort: a lease it cannot end (the Exchange
-// failing, or closed at shutdown) still ends at its deadline, which is the at-least-once rule
-// anyway. ctx may be done (a stream whose client left): the Nacks get a bounded context of their
-// own.
-func (s *ExchangeServer) nackAll(ctx context.Context, owner uuid.UUID, leases []exchange.Leased) {
+// releaseAll gives back leases the server took but never handed out (exchange.Service.Release):
+// a Lease batch cut to the response budget, a leasing stream's frame too large to send and the
+// rest of its batch. They are visible at once rather than at their deadline, and their attempt is
+// undone. A lease whose receipt may have reached the client (a frame whose Send failed) is never
+// given back: its attempt number may be in use, so it is left to expire (at least once).
+//
+// It is best effort: a lease it cannot give back (the Exchange failing, or closed at shutdown)
+// still ends at its deadline, which is the at-least-once rule anyway, its attempt then counted.
+// ctx may be done (a stream whose client left): the Releases get a bounded context of their own.
+// Streams of the owner on this server are woken, the messages being visible again.
+func (s *ExchangeServer) releaseAll(ctx context.Context, owner uuid.UUID, leases []exchange.Leased) {
 	if len(leases) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nackAllTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
+	released := false
 	for _, l := range leases {
-		if _, err := s.nack(ctx, owner, l.Receipt, 0); err != nil && ctx.Err() != nil {
-			return
+		if err := s.ex.Release(ctx, owner, l.Receipt); err == nil {
+			released = true
+		} else if ctx.Err() != nil {
+			break
 		}
+	}
+	if released {
+		s.hub.notify(owner)
 	}
 }
 
-// nackAllTimeout bounds nackAll: a database engine that does not answer in that time is left to
-// the leases' deadlines.
-const nackAllTimeout = 5 * time.Second
+// releaseTimeout bounds releaseAll: a database engine that does not answer in that time is left
+// to the leases' deadlines.
+const releaseTimeout = 5 * time.Second
 
 // parseLeaseRef reads the owner_id and receipt of Ack, Nack and ExtendLease.
 func parseLeaseRef(ownerID, receipt string) (uuid.UUID, exchange.Receipt, error) {
@@ -201,9 +211,20 @@ func leaseDuration(field string, d *durationpb.Duration, required bool) (time.Du
 	return v, nil
 }
 
-// nackDelay reads Nack's delay: absent or zero is at once; otherwise as a lease length.
+// nackDelay reads Nack's delay: absent or zero is at once, and any delay up to
+// exchange.MaxVisibility is taken as it is (exchange_service.proto says only "at most 12h"; issue
+// 18 review N1: a delay under MinVisibility, the bound of a lease's length, is no error).
+// Negative, longer or malformed is INVALID_ARGUMENT naming delay.
 func nackDelay(d *durationpb.Duration) (time.Duration, error) {
-	return leaseDuration("delay", d, false)
+	v, err := durationField("delay", d)
+	if err != nil {
+		return 0, err
+	}
+	if v > exchange.MaxVisibility {
+		return 0, &FieldError{Field: "delay", Err: fmt.Errorf("%w: must be between 0 and %v, got %v",
+			envelope.ErrInvalid, exchange.MaxVisibility, v)}
+	}
+	return v, nil
 }
 
 // durationField reads a google.protobuf.Duration; absent is 0, malformed or negative is

@@ -23,7 +23,7 @@ import (
 // rules, which exchangetest's Lease* cases hold the engines to: these tests check the wire).
 
 // leaseClock is a clock the test moves, for the Exchange (exchange.WithClock) and the server's
-// view of it (ExchangeServer.now, which Receive's lease states are read at).
+// view of it (WithClock: Receive's lease states are read at it).
 type leaseClock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -47,9 +47,14 @@ var t0 = time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 // newLeaseFixture serves an Exchange on a leaseClock, with A and B registered (B with settings).
 func newLeaseFixture(t *testing.T, exOpts []exchange.Option, b *historyv1.RegisterRequest) (*exchangeFixture, *leaseClock) {
 	t.Helper()
-	clk := &leaseClock{t: t0}
-	f := newExchangeFixture(t, append([]exchange.Option{exchange.WithClock(clk.Now)}, exOpts...))
-	f.es.now = clk.Now
+	return newLeaseFixtureAt(t, t0, exOpts, b)
+}
+
+// newLeaseFixtureAt is newLeaseFixture with the clock starting at start.
+func newLeaseFixtureAt(t *testing.T, start time.Time, exOpts []exchange.Option, b *historyv1.RegisterRequest) (*exchangeFixture, *leaseClock) {
+	t.Helper()
+	clk := &leaseClock{t: start}
+	f := newExchangeFixture(t, append([]exchange.Option{exchange.WithClock(clk.Now)}, exOpts...), WithClock(clk.Now))
 	f.register(t, ownerA)
 	if b == nil {
 		b = &historyv1.RegisterRequest{}
@@ -186,8 +191,8 @@ func TestLeaseBadInput(t *testing.T) {
 			_, err := f.client.Nack(ctx, &historyv1.NackRequest{OwnerId: ownerB, Receipt: good, Delay: secs(13 * time.Hour)})
 			return err
 		}},
-		{"Nack delay under 1ms", "delay", func() error {
-			_, err := f.client.Nack(ctx, &historyv1.NackRequest{OwnerId: ownerB, Receipt: good, Delay: secs(time.Microsecond)})
+		{"Nack delay malformed", "delay", func() error {
+			_, err := f.client.Nack(ctx, &historyv1.NackRequest{OwnerId: ownerB, Receipt: good, Delay: bad})
 			return err
 		}},
 		{"ExtendLease owner", "owner_id", func() error {
@@ -485,13 +490,18 @@ func (s *leaseBudgetSpy) maxBytes() []int64 {
 
 // TestLeaseResponseBudget: Lease's batch fits --max-response-bytes: the Exchange is asked to stop
 // by MaxBytes (half the budget when rendered: a rendering is about its message's size); leases
-// that still do not fit are Nack'ed at once and left out, so they are visible again; a first
-// message that alone does not fit is RESOURCE_EXHAUSTED, RESPONSE_TOO_LARGE, naming it, and is
-// visible again for a Lease with omit_rendered (as PopMessage, issue 11).
+// that still do not fit are given back (Release) and left out, so they are visible again as if
+// never leased; a first message that alone does not fit is RESOURCE_EXHAUSTED,
+// RESPONSE_TOO_LARGE, naming it, and is visible again for a Lease with omit_rendered (as
+// PopMessage, issue 11). Review of issue 18, M1: B's max_attempts is 1, and a lease never handed
+// out counts no attempt, so none of this makes a dead letter (a Nack did, at once).
 func TestLeaseResponseBudget(t *testing.T) {
 	spy := &leaseBudgetSpy{ignore: true}
 	f := newExchangeFixtureOver(t, nil, func(s exchange.Service) exchange.Service { spy.Service = s; return spy })
-	f.register(t, ownerA, ownerB)
+	f.register(t, ownerA)
+	if _, err := f.client.Register(testContext(t), &historyv1.RegisterRequest{OwnerId: ownerB, MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
 	body := `"` + strings.Repeat("x", 1500) + `"` // about 3 KB rendered: two fit in 8 KiB, three do not
 	sent := f.deliver(t, body, body, body)
 	big := f.deliver(t, body)[0] // delivered before the budget is lowered: Send has one too
@@ -503,14 +513,15 @@ func TestLeaseResponseBudget(t *testing.T) {
 	if got := leasedIDs(resp.GetLeased()); !slices.Equal(got, ids(sent[:2])) || proto.Size(resp) > limit {
 		t.Fatalf("Lease of 3 = %v (%d bytes), want the first two within %d bytes", got, proto.Size(resp), limit)
 	}
-	st := f.receiveB(t).GetLeases()[sent[2].GetId()]
-	if st.GetAttempts() != 1 || st.GetLeased() {
-		t.Errorf("the message left out = %v, want Nack'ed: attempts 1, not leased", st)
+	if st, ok := f.receiveB(t).GetLeases()[sent[2].GetId()]; ok {
+		t.Errorf("the message left out has the lease state %v, want none: given back, never leased", st)
 	}
 	if got := spy.maxBytes(); got[0] != (limit-pageFixedBytes)/2 {
 		t.Errorf("MaxBytes for a rendered batch = %d, want %d", got[0], (limit-pageFixedBytes)/2)
 	}
-	f.lease(t, &historyv1.LeaseRequest{OmitRendered: true})
+	if l := f.lease(t, &historyv1.LeaseRequest{OmitRendered: true}).GetLeased(); len(l) != 1 || l[0].GetAttempt() != 1 {
+		t.Errorf("Lease of the message left out = %v, want it with attempt 1", l)
+	}
 	if got := spy.maxBytes(); got[1] != limit-pageFixedBytes {
 		t.Errorf("MaxBytes with omit_rendered = %d, want %d", got[1], limit-pageFixedBytes)
 	}
@@ -529,14 +540,27 @@ func TestLeaseResponseBudget(t *testing.T) {
 	}
 	checkStatus(t, err, codes.ResourceExhausted, historyv1.ErrorReason_ERROR_REASON_RESPONSE_TOO_LARGE, errorInfoOf(err).GetMetadata())
 	f.es.maxResponse = limit // Receive's page of the two left
-	if st := f.receiveB(t).GetLeases()[big.GetId()]; st.GetAttempts() != 1 || st.GetLeased() {
-		t.Errorf("the message too large = %v, want Nack'ed: attempts 1, not leased", st)
+	if st, ok := f.receiveB(t).GetLeases()[big.GetId()]; ok {
+		t.Errorf("the message too large has the lease state %v, want none: given back, never leased", st)
 	}
 	f.es.maxResponse = 2 << 10
 	again := f.lease(t, &historyv1.LeaseRequest{OmitRendered: true}).GetLeased()
-	if len(again) != 1 || again[0].GetMessage().GetId() != big.GetId() || again[0].GetAttempt() != 2 {
-		t.Errorf("Lease with omit_rendered = %v, want the large message, attempt 2", again)
+	if len(again) != 1 || again[0].GetMessage().GetId() != big.GetId() || again[0].GetAttempt() != 1 {
+		t.Errorf("Lease with omit_rendered = %v, want the large message, attempt 1", again)
 	}
+	if dl := f.deadLettersB(t); len(dl) != 0 {
+		t.Errorf("B's dead letters = %v, want none: no lease given back counts an attempt", dl)
+	}
+}
+
+// deadLettersB lists B's dead letters (without renderings) and fails the test on error.
+func (f *exchangeFixture) deadLettersB(t *testing.T) []*historyv1.DeadLetter {
+	t.Helper()
+	resp, err := f.client.ListDeadLetters(testContext(t), &historyv1.ListDeadLettersRequest{OwnerId: ownerB, OmitRendered: true})
+	if err != nil {
+		t.Fatalf("ListDeadLetters(B): %v", err)
+	}
+	return resp.GetDeadLetters()
 }
 
 // TestReceiveLeasesWithinBudget: Receive's lease states count against the response budget with

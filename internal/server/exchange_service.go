@@ -26,7 +26,9 @@ type ExchangeServer struct {
 
 	ex      exchange.Service
 	streams streamConfig
-	now     func() time.Time
+	// now is the clock Receive's lease states and the leasing streams' timers are read at:
+	// WithClock's, which should be the engine's (time.Now for both unless a test sets them).
+	now func() time.Time
 	// maxResponse bounds the responses the owners' data sizes: exchangeMaxResponseBytes; tests
 	// lower it to reach the limit with a few messages.
 	maxResponse int
@@ -38,7 +40,7 @@ type ExchangeServer struct {
 	// server (exchange_lease_hub.go).
 	hub leaseHub
 	// leaseRecheck is how often a leasing stream held at its max_in_flight leases again on its
-	// own (defaultLeaseRecheck); tests lengthen it to show which wake-up delivered.
+	// own (WithLeaseRecheck; 0: never).
 	leaseRecheck time.Duration
 
 	stopping chan struct{} // closed by EndStreams
@@ -53,8 +55,9 @@ var _ historyv1.ExchangeServiceServer = (*ExchangeServer)(nil)
 
 // NewExchangeServer returns the ExchangeService handlers over ex; opts configure SubscribeInbox.
 func NewExchangeServer(ex exchange.Service, opts ...StreamOption) *ExchangeServer {
-	return &ExchangeServer{ex: ex, streams: newStreamConfig(opts), now: time.Now, maxResponse: exchangeMaxResponseBytes,
-		leaseRecheck: defaultLeaseRecheck, stopping: make(chan struct{})}
+	c := newStreamConfig(opts)
+	return &ExchangeServer{ex: ex, streams: c, now: c.now, maxResponse: exchangeMaxResponseBytes,
+		leaseRecheck: c.leaseRecheck, stopping: make(chan struct{})}
 }
 
 // RegisterExchange registers the ExchangeService handlers over ex on s and ends their streams when
@@ -287,6 +290,10 @@ func (s *ExchangeServer) Receive(ctx context.Context, req *historyv1.ReceiveRequ
 	}
 	omit := req.GetOmitRendered()
 	resp := &historyv1.ReceiveResponse{}
+	// issue 18 review N4: leased is the engine's view (LeaseInfo.Held: a lease holds the message)
+	// while its deadline is ahead on the engine's clock, which s.now is (WithClock); a server
+	// reading another clock than its engine would call a lease expired that the engine still
+	// holds, or the reverse. Across replicas, each reads its own clock, as the engines do.
 	states := leaseStates(page, s.now())
 	var overflow int
 	resp.Messages, overflow = fitPageWith(page.Messages, func(m *envelope.Message) *historyv1.Message {

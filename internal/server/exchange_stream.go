@@ -35,7 +35,13 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 	if err != nil {
 		return err
 	}
-	sub, unsubscribe, err := s.ex.Subscribe(stream.Context(), owner, sender)
+	var subOpts []exchange.SubscribeOption
+	if req.GetLease() {
+		// The leasing stream reads events only as wake-ups (issue 18 review M2): a burst that
+		// fills the buffer must not end it as too slow.
+		subOpts = append(subOpts, exchange.WakeOnly())
+	}
+	sub, unsubscribe, err := s.ex.Subscribe(stream.Context(), owner, sender, subOpts...)
 	if errors.Is(err, exchange.ErrTooManySubscriptions) {
 		return &flagError{err: err, flag: inboxMaxStreamsFlag}
 	}

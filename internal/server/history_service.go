@@ -57,7 +57,8 @@ func NewHistoryServer(st store.Store, logger *zap.Logger, opts ...StreamOption) 
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	hs := &HistoryServer{store: st, logger: logger, streams: newStreamConfig(opts), now: time.Now, stopping: make(chan struct{})}
+	hs := &HistoryServer{store: st, logger: logger, streams: newStreamConfig(opts), stopping: make(chan struct{})}
+	hs.now = hs.streams.now
 	hs.setBounds(DefaultMaxResponseBytes, DefaultMaxRenderedBytes, DefaultMaxImportBytes)
 	hs.maxAppendWindow = DefaultAppendMaxWindow
 	return hs

@@ -32,10 +32,15 @@ type StreamOption func(*streamConfig)
 type streamConfig struct {
 	heartbeat   time.Duration
 	sendTimeout time.Duration
+	// now is the service's clock (WithClock).
+	now func() time.Time
+	// leaseRecheck is how often a leasing SubscribeInbox held at its max_in_flight leases again
+	// on its own (WithLeaseRecheck); 0: never. ExchangeService only.
+	leaseRecheck time.Duration
 }
 
 func newStreamConfig(opts []StreamOption) streamConfig {
-	c := streamConfig{heartbeat: DefaultHeartbeat, sendTimeout: DefaultSendTimeout}
+	c := streamConfig{heartbeat: DefaultHeartbeat, sendTimeout: DefaultSendTimeout, now: time.Now}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -53,6 +58,20 @@ func WithSendTimeout(d time.Duration) StreamOption {
 	return func(c *streamConfig) {
 		if d > 0 {
 			c.sendTimeout = d
+		}
+	}
+}
+
+// WithClock sets the clock the service reads: its heartbeats' times and, for ExchangeService,
+// whether a lease is still ahead of its deadline (Receive's leased) and how long a leasing stream
+// waits for the next message to become visible. Give it the Exchange's clock (exchange.WithClock,
+// exchangetest's Options.Clock) when the engine was built with one, so that the server and the
+// engine agree on which leases have expired; the default, time.Now, is the engines' default. nil
+// keeps the default.
+func WithClock(now func() time.Time) StreamOption {
+	return func(c *streamConfig) {
+		if now != nil {
+			c.now = now
 		}
 	}
 }
