@@ -17,43 +17,25 @@ import (
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/exchange"
+	"github.com/historyd/historyd/internal/exchange/exchangetest"
 )
 
 // The lease RPCs over gRPC (issue 18; exchange_service.proto; internal/exchange/lease.go has the
 // rules, which exchangetest's Lease* cases hold the engines to: these tests check the wire).
 
-// leaseClock is a clock the test moves, for the Exchange (exchange.WithClock) and the server's
-// view of it (WithClock: Receive's lease states are read at it).
-type leaseClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *leaseClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *leaseClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// t0 is where every leaseClock starts.
+// t0 is where every lease test's clock starts.
 var t0 = time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 
-// newLeaseFixture serves an Exchange on a leaseClock, with A and B registered (B with settings).
-func newLeaseFixture(t *testing.T, exOpts []exchange.Option, b *historyv1.RegisterRequest) (*exchangeFixture, *leaseClock) {
+// newLeaseFixture serves an Exchange on an exchangetest.Clock, with A and B registered (B with settings).
+func newLeaseFixture(t *testing.T, exOpts []exchange.Option, b *historyv1.RegisterRequest) (*exchangeFixture, *exchangetest.Clock) {
 	t.Helper()
 	return newLeaseFixtureAt(t, t0, exOpts, b)
 }
 
 // newLeaseFixtureAt is newLeaseFixture with the clock starting at start.
-func newLeaseFixtureAt(t *testing.T, start time.Time, exOpts []exchange.Option, b *historyv1.RegisterRequest) (*exchangeFixture, *leaseClock) {
+func newLeaseFixtureAt(t *testing.T, start time.Time, exOpts []exchange.Option, b *historyv1.RegisterRequest) (*exchangeFixture, *exchangetest.Clock) {
 	t.Helper()
-	clk := &leaseClock{t: start}
+	clk := exchangetest.NewClock(start)
 	f := newExchangeFixture(t, append([]exchange.Option{exchange.WithClock(clk.Now)}, exOpts...), WithClock(clk.Now))
 	f.register(t, ownerA)
 	if b == nil {

@@ -199,22 +199,26 @@ func ended(t testing.TB, s *exchange.Subscription) error {
 	return nil
 }
 
-// fixedClock is a settable clock for the dead letters' times and the request memory's window.
-// It is safe for concurrent use: an engine may read it from its own goroutines.
-type fixedClock struct {
+// Clock is a settable clock for the dead letters' times, the request memory's window and the
+// leases' deadlines (exchange.WithClock); engines' own tests use it too. It is safe for concurrent
+// use: an engine may read it from its own goroutines.
+type Clock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
-func newClock(at time.Time) *fixedClock { return &fixedClock{now: at} }
+// NewClock returns a Clock reading at until Add moves it.
+func NewClock(at time.Time) *Clock { return &Clock{now: at} }
 
-func (c *fixedClock) Now() time.Time {
+// Now reads the clock.
+func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-func (c *fixedClock) Add(d time.Duration) {
+// Add moves the clock by d.
+func (c *Clock) Add(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)

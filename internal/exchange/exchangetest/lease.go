@@ -20,12 +20,12 @@ import (
 // B collected into B's inbox.
 type leaseFx struct {
 	*fx
-	clk *fixedClock
+	clk *Clock
 }
 
 func newLeaseFx(t *testing.T, f Factory, opts Options, settingsB exchange.OwnerSettings, contents ...string) (*leaseFx, []*envelope.Message) {
 	t.Helper()
-	clk := newClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	clk := NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
 	opts.Clock = clk.Now
 	x := &leaseFx{fx: newFx(t, f, opts, ownerA), clk: clk}
 	if _, err := x.svc.Register(ctx(t), ownerB, settingsB); err != nil {

@@ -17,7 +17,7 @@ import (
 // TTL or past the last N requests (docs/design.md#branches, the idempotency rule; AIP-155; issue 17:
 // "Send's request-id records live in the database too, with the window the proto promises").
 func testSendRequestID(t *testing.T, f Factory, _ Capabilities) {
-	clock := newClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	clock := NewClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
 	x := newFx(t, f, Options{Clock: clock.Now, RequestTTL: time.Minute, RequestCount: 2, MaxOutbox: 3}, ownerA, ownerB)
 	send := func(from uuid.UUID, id, content string) (*envelope.Message, error) {
 		return x.svc.Send(ctx(t), exchange.SendRequest{Sender: from, Recipient: to(ownerB), Content: text(content), RequestID: id})

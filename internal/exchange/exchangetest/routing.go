@@ -108,7 +108,7 @@ func testSendErrors(t *testing.T, f Factory, _ Capabilities) {
 // the count is LionAGI's (unique ids delivered) (ADR-0006 D5; docs/design.md#exchange).
 func testCollectReportAndDeadLetters(t *testing.T, f Factory, _ Capabilities) {
 	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	x := newFx(t, f, Options{MaxInbox: 1, Clock: newClock(at).Now}, ownerA, ownerB, ownerC)
+	x := newFx(t, f, Options{MaxInbox: 1, Clock: NewClock(at).Now}, ownerA, ownerB, ownerC)
 	x.send(ownerA, to(ownerB), "fills B's inbox from A")
 	// The outbox, in order, and what each message must become.
 	cases := []struct {

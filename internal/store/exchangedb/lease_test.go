@@ -16,25 +16,9 @@ import (
 	"github.com/historyd/historyd/internal/store/postgres/pgtest"
 )
 
-// fakeClock is an engine clock the test moves (exchange.WithClock), shared by replicas: no test
-// here waits out a lease.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newFakeClock is an engine clock the test moves (exchange.WithClock), shared by replicas.
+func newFakeClock() *exchangetest.Clock {
+	return exchangetest.NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
 }
 
 // fill registers alice and bob on e and puts n messages from alice in bob's inbox.
