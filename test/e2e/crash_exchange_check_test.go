@@ -86,14 +86,7 @@ func (r *exRun) checkLedger(l *exLedger) {
 		r.checkMessage(l, id, lg.sends[id])
 	}
 	// Popped entries: each a pop a client saw, or one in flight at a kill.
-	unseen := map[string]int{}
-	for _, id := range slices.Sorted(maps.Keys(l.byMsg)) {
-		for rc, e := range l.byMsg[id] {
-			if e.State == exchange.LedgerPopped && lg.pops[exKey{id, rc}] == 0 {
-				unseen[rc]++
-			}
-		}
-	}
+	unseen := l.unseen(exchange.LedgerPopped, func(k exKey) bool { return lg.pops[k] > 0 })
 	r.poppedUnseen = 0
 	for owner, n := range unseen {
 		r.poppedUnseen += n
@@ -120,14 +113,7 @@ func (r *exRun) checkLedger(l *exLedger) {
 func (r *exRun) checkLeases(l *exLedger) {
 	lg := r.log
 	// Acked entries: each an Ack a client saw, or one in flight at a kill.
-	unseen := map[string]int{}
-	for _, id := range slices.Sorted(maps.Keys(l.byMsg)) {
-		for rc, e := range l.byMsg[id] {
-			if e.State == exchange.LedgerAcked && len(lg.acks[exKey{id, rc}]) == 0 {
-				unseen[rc]++
-			}
-		}
-	}
+	unseen := l.unseen(exchange.LedgerAcked, func(k exKey) bool { return len(lg.acks[k]) > 0 })
 	r.ackedUnseen = 0
 	for owner, n := range unseen {
 		r.ackedUnseen += n
@@ -478,4 +464,18 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// unseen counts, per recipient, the ledger's entries in state that no client saw (seen reports
+// false for their key): pops or Acks that were in flight at a kill, or a loss.
+func (l *exLedger) unseen(state exchange.LedgerState, seen func(exKey) bool) map[string]int {
+	out := map[string]int{}
+	for id, byRcpt := range l.byMsg {
+		for rc, e := range byRcpt {
+			if e.State == state && !seen(exKey{id, rc}) {
+				out[rc]++
+			}
+		}
+	}
+	return out
 }

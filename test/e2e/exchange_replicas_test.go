@@ -662,24 +662,22 @@ func (r *xrRun) settle(ctx context.Context, c historyv1.ExchangeServiceClient, r
 func (r *xrRun) leasesOn(rep string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
-	for _, gs := range r.grants {
-		for _, g := range gs {
-			if g.rep == rep {
-				n++
-			}
-		}
-	}
-	return n
+	return countAll(r.grants, func(g xrGrant) bool { return g.rep == rep })
 }
 
+// popsOn counts the messages PopMessage returned on rep.
 func (r *xrRun) popsOn(rep string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return countAll(r.pops, func(x string) bool { return x == rep })
+}
+
+// countAll counts the values across m's lists for which match is true.
+func countAll[T any](m map[xrKey][]T, match func(T) bool) int {
 	n := 0
-	for _, reps := range r.pops {
-		for _, x := range reps {
-			if x == rep {
+	for _, vs := range m {
+		for _, v := range vs {
+			if match(v) {
 				n++
 			}
 		}
