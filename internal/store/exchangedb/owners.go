@@ -64,20 +64,8 @@ func (e *Engine) UnregisterIf(ctx context.Context, owner uuid.UUID, check func(*
 			return err
 		}
 		now := e.now().UnixNano()
-		var (
-			own recipientRow
-			due int64
-		)
-		if err := q.QueryRow(ctx, qOwnerDue+e.dia.forUpdate(), tenant, id, now, stInbox, tenant, id).Scan(&own.nextDead, &own.dead, &due); err != nil {
-			if q.IsNoRows(err) {
-				return nil
-			}
+		if found, err := e.lockOwnerSwept(ctx, q, id, e.dia.forUpdate(), now); !found || err != nil {
 			return err
-		}
-		if due != 0 {
-			if err := e.sweep(ctx, q, id, &own, now); err != nil {
-				return err
-			}
 		}
 		s, found, err := e.snapshot(ctx, q, owner)
 		if err != nil || !found {

@@ -100,6 +100,26 @@ func (e *Engine) sweepOwner(ctx context.Context, owner uuid.UUID, now int64) err
 	}, nil)
 }
 
+// lockOwnerSwept locks owner's row with lock (qOwnerDue's caller's: PopIf's FOR NO KEY UPDATE,
+// UnregisterIf's FOR UPDATE) and, when a sweep is due at now, sweeps under it, in the caller's
+// transaction; false when owner is not registered.
+func (e *Engine) lockOwnerSwept(ctx context.Context, q Querier, owner, lock string, now int64) (bool, error) {
+	var (
+		own recipientRow
+		due int64
+	)
+	if err := q.QueryRow(ctx, qOwnerDue+lock, tenant, owner, now, stInbox, tenant, owner).Scan(&own.nextDead, &own.dead, &due); err != nil {
+		if q.IsNoRows(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	if due != 0 {
+		return true, e.sweep(ctx, q, owner, &own, now)
+	}
+	return true, nil
+}
+
 // sweep makes dead letters of holder's expired last-attempt leases at now. The caller holds
 // holder's row lock (FOR NO KEY UPDATE or stronger) and read its counters into own. The rows are
 // locked (FOR UPDATE): an ExtendLease in flight is waited for, and a lease it extended is no
