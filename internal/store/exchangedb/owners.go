@@ -16,11 +16,7 @@ import (
 // order across replicas. The lease settings (at most one; zero fields: the Exchange's defaults)
 // are stored resolved, so a restart with other defaults keeps them.
 func (e *Engine) Register(ctx context.Context, owner uuid.UUID, settings ...exchange.OwnerSettings) (*exchange.Snapshot, error) {
-	var set exchange.OwnerSettings
-	if len(settings) > 0 {
-		set = settings[0]
-	}
-	set = set.Resolve(e.set)
+	set := exchange.RegisterSettings(settings, e.set)
 	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
 		var reg int64
 		if err := q.QueryRow(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES (?, 'reg', 1)
