@@ -178,54 +178,21 @@ func busyCollector(b *testing.B, x *Exchange, hot []uuid.UUID, stop <-chan struc
 // slow them down): LionAGI's destructive round trip, send + collect + pop, one message per
 // iteration; and Pop alone, draining an inbox filled beforehand with b.N messages.
 func BenchmarkSendPop(b *testing.B) {
-	b.Run("round-trip", func(b *testing.B) {
-		x := New(WithMaxInbox(0), WithMaxOutbox(0))
-		owners := benchOwners(b, x, 2)
-		content := text("benchmark payload")
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if _, err := x.Send(SendRequest{Sender: owners[0], Recipient: to(owners[1]), Content: content}); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := x.Collect(owners[0]); err != nil {
-				b.Fatal(err)
-			}
-			if _, ok := x.Pop(owners[1], owners[0]); !ok {
-				b.Fatal("Pop found nothing")
-			}
-		}
-	})
-	b.Run("pop-deep-inbox", func(b *testing.B) {
-		x, owners := deepInbox(b, b.N)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if _, ok := x.Pop(owners[1], owners[0]); !ok {
-				b.Fatal("Pop found nothing")
-			}
-		}
-	})
-	b.Run("pop-deep-inbox-c50", func(b *testing.B) {
-		x, owners := deepInbox(b, b.N)
-		b.ReportAllocs()
-		b.SetParallelism(max(1, 50/runtime.GOMAXPROCS(0)))
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if _, ok := x.Pop(owners[1], owners[0]); !ok {
-					b.Error("Pop found nothing")
-					return
-				}
-			}
-		})
-	})
+	benchTakes(b, "pop-deep-inbox", pop)
 }
 
 // BenchmarkLeaseAck measures acknowledged delivery beside BenchmarkSendPop's figures (issue 18's
 // benchmark asks Lease+Ack for at least half of Send+PopMessage): send + collect + lease + ack one
 // message per iteration, and Lease+Ack alone draining a deep inbox, by one goroutine and by 50.
 func BenchmarkLeaseAck(b *testing.B) {
+	benchTakes(b, "lease-ack-deep-inbox", leaseAck)
+}
+
+// benchTakes runs the shapes BenchmarkSendPop and BenchmarkLeaseAck share, each iteration taking
+// one message of owners[1]'s inbox with take: after a Send and a Collect ("round-trip"), and
+// draining an inbox filled beforehand with b.N messages, by one goroutine (deep) and by 50
+// (deep+"-c50"). take reports its own failure with b.Error and returns false.
+func benchTakes(b *testing.B, deep string, take func(*testing.B, *Exchange, []uuid.UUID) bool) {
 	b.Run("round-trip", func(b *testing.B) {
 		x := New(WithMaxInbox(0), WithMaxOutbox(0))
 		owners := benchOwners(b, x, 2)
@@ -239,25 +206,31 @@ func BenchmarkLeaseAck(b *testing.B) {
 			if _, err := x.Collect(owners[0]); err != nil {
 				b.Fatal(err)
 			}
-			leaseAck(b, x, owners)
+			if !take(b, x, owners) {
+				b.FailNow()
+			}
 		}
 	})
-	b.Run("lease-ack-deep-inbox", func(b *testing.B) {
+	b.Run(deep, func(b *testing.B) {
 		x, owners := deepInbox(b, b.N)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			leaseAck(b, x, owners)
+			if !take(b, x, owners) {
+				b.FailNow()
+			}
 		}
 	})
-	b.Run("lease-ack-deep-inbox-c50", func(b *testing.B) {
+	b.Run(deep+"-c50", func(b *testing.B) {
 		x, owners := deepInbox(b, b.N)
 		b.ReportAllocs()
 		b.SetParallelism(max(1, 50/runtime.GOMAXPROCS(0)))
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				leaseAck(b, x, owners)
+				if !take(b, x, owners) {
+					return
+				}
 			}
 		})
 	})
@@ -280,16 +253,27 @@ func deepInbox(b *testing.B, n int) (*Exchange, []uuid.UUID) {
 	return x, owners
 }
 
+// pop pops owners[1]'s oldest message from owners[0].
+func pop(b *testing.B, x *Exchange, owners []uuid.UUID) bool {
+	if _, ok := x.Pop(owners[1], owners[0]); !ok {
+		b.Error("Pop found nothing")
+		return false
+	}
+	return true
+}
+
 // leaseAck leases one message of owners[1]'s inbox and acknowledges it.
-func leaseAck(b *testing.B, x *Exchange, owners []uuid.UUID) {
+func leaseAck(b *testing.B, x *Exchange, owners []uuid.UUID) bool {
 	l, err := x.Lease(LeaseRequest{Owner: owners[1], Sender: &owners[0]})
 	if err != nil || len(l.Leases) != 1 {
 		b.Errorf("Lease = %d leases, %v; want 1", len(l.Leases), err)
-		return
+		return false
 	}
 	if err := x.Ack(owners[1], l.Leases[0].Receipt); err != nil {
 		b.Error(err)
+		return false
 	}
+	return true
 }
 
 // BenchmarkPopSteady measures Pop on an inbox kept 1,000 deep and warm: each iteration pops the

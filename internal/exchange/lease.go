@@ -111,6 +111,16 @@ func (s OwnerSettings) Resolve(defaults Settings) OwnerSettings {
 	return s
 }
 
+// RegisterSettings is the OwnerSettings an engine's Register keeps from its variadic settings:
+// the first (none: all zero), Resolved against the engine's defaults.
+func RegisterSettings(settings []OwnerSettings, defaults Settings) OwnerSettings {
+	var s OwnerSettings
+	if len(settings) > 0 {
+		s = settings[0]
+	}
+	return s.Resolve(defaults)
+}
+
 // ClampVisibility holds a lease length or an extension within MinVisibility..MaxVisibility.
 func ClampVisibility(d time.Duration) time.Duration { return min(max(d, MinVisibility), MaxVisibility) }
 

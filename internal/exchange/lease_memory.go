@@ -33,13 +33,9 @@ func unixTime(n int64) time.Time { return time.Unix(0, n).UTC() }
 
 // resolveSettings is the OwnerSettings Register keeps: the first of settings, its zero fields
 // filled from the Exchange's defaults (WithLeaseDefaults) and held within lease.go's bounds
-// (OwnerSettings.Resolve, as the database engines resolve them).
+// (RegisterSettings, as the database engines resolve them).
 func (x *Exchange) resolveSettings(settings []OwnerSettings) OwnerSettings {
-	var s OwnerSettings
-	if len(settings) > 0 {
-		s = settings[0]
-	}
-	return s.Resolve(Settings{MaxAttempts: x.opts.maxAttempts, Visibility: x.opts.visibility})
+	return RegisterSettings(settings, Settings{MaxAttempts: x.opts.maxAttempts, Visibility: x.opts.visibility})
 }
 
 // leasedFlow returns owner's flow locked, or ErrOwnerNotRegistered. The caller unlocks f.mu.

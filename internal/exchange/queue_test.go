@@ -26,21 +26,7 @@ func TestQueue(t *testing.T) {
 			}
 			want = want[1:]
 		}
-		var got []int
-		for _, p := range q.live() {
-			got = append(got, *p)
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("round %d: live %v, want %v", round, got, want)
-		}
-		for i, p := range q.items[:q.head] {
-			if p != nil {
-				t.Fatalf("round %d: consumed slot %d still holds %d", round, i, *p)
-			}
-		}
-		if q.head > compactAfter && q.head*2 > len(q.items) {
-			t.Fatalf("round %d: %d consumed of %d not compacted", round, q.head, len(q.items))
-		}
+		checkQueue(t, round, &q, want)
 	}
 	drained := q.drain()
 	if len(drained) != len(want) || q.len() != 0 || len(q.items) != 0 {
@@ -80,25 +66,11 @@ func TestQueueRemoveAt(t *testing.T) {
 				want = want[1:]
 			}
 		}
-		var got []int
-		for _, p := range q.live() {
-			got = append(got, *p)
-		}
-		if !slices.Equal(got, want) {
-			t.Fatalf("round %d: live %v, want %v", round, got, want)
-		}
-		for j, p := range q.items[:q.head] {
-			if p != nil {
-				t.Fatalf("round %d: consumed slot %d still holds %d", round, j, *p)
-			}
-		}
+		checkQueue(t, round, &q, want)
 		for j, p := range q.items[len(q.items):cap(q.items)] {
 			if p != nil {
 				t.Fatalf("round %d: slot %d past the end still holds %d", round, len(q.items)+j, *p)
 			}
-		}
-		if q.head > compactAfter && q.head*2 > len(q.items) {
-			t.Fatalf("round %d: %d consumed of %d not compacted", round, q.head, len(q.items))
 		}
 	}
 	for q.len() > 0 {
@@ -106,5 +78,26 @@ func TestQueueRemoveAt(t *testing.T) {
 	}
 	if q.head != 0 || len(q.items) != 0 {
 		t.Errorf("emptied by removeAt: head %d, %d items; want a fresh start", q.head, len(q.items))
+	}
+}
+
+// checkQueue fails the test unless q holds want in order, its consumed slots are zeroed and it
+// compacted once more than compactAfter slots were consumed and they were the majority.
+func checkQueue(t *testing.T, round int, q *queue[*int], want []int) {
+	t.Helper()
+	var got []int
+	for _, p := range q.live() {
+		got = append(got, *p)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("round %d: live %v, want %v", round, got, want)
+	}
+	for i, p := range q.items[:q.head] {
+		if p != nil {
+			t.Fatalf("round %d: consumed slot %d still holds %d", round, i, *p)
+		}
+	}
+	if q.head > compactAfter && q.head*2 > len(q.items) {
+		t.Fatalf("round %d: %d consumed of %d not compacted", round, q.head, len(q.items))
 	}
 }

@@ -108,28 +108,21 @@ func (x *Exchange) Subscribe(owner uuid.UUID, sender *uuid.UUID, opts ...Subscri
 }
 
 // publish hands m, just delivered to sender's inbox, to every matching subscription without
-// blocking: a subscription whose buffer is full is evicted with ErrSubscriberTooSlow. The caller
-// holds f.mu, so each subscription sees the inbox's order.
+// blocking (Offer, as the database engines do): a subscription whose buffer is full is evicted
+// with ErrSubscriberTooSlow, unless it is WakeOnly. The caller holds f.mu, so each subscription
+// sees the inbox's order; every subscription in f.subs is live (whatever ends one removes it
+// under f.mu), so Offer fails only on a full buffer.
 func (f *flow) publish(sender uuid.UUID, m *envelope.Message) {
 	for s := range f.subs {
-		if s.sender != nil && *s.sender != sender {
-			continue
-		}
-		select {
-		case s.events <- m:
-		default:
-			if s.wakeOnly {
-				continue // a wake-up is pending already
-			}
+		if s.Matches(sender) && !s.Offer(m) {
 			delete(f.subs, s)
-			s.end(ErrSubscriberTooSlow)
 		}
 	}
 }
 
 // NewSubscription returns a live subscription with room for buffer pending messages (at least 1),
 // matching only sender's inbox when sender is not nil. Database engines build their subscriptions
-// with it and feed them with Offer; the memory engine builds its own in Subscribe.
+// with it and feed them with Offer, and so do the memory engine's Subscribe and publish.
 func NewSubscription(sender *uuid.UUID, buffer int, opts ...SubscribeOption) *Subscription {
 	s := &Subscription{events: make(chan *envelope.Message, max(buffer, 1)), done: make(chan struct{})}
 	if sender != nil {

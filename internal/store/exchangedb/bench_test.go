@@ -211,29 +211,29 @@ func benchLeaseAck(b *testing.B, svc exchange.Service) {
 	})
 }
 
-func BenchmarkSendPopSQLite(b *testing.B) {
+// The lease benchmarks' engines hold unbounded inboxes and outboxes, so that only the round trip
+// is measured; withSQLite and withPostgres open one, run bench on it and close both.
+var leaseBenchOptions = exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound}
+
+func withSQLite(b *testing.B, bench func(*testing.B, exchange.Service)) {
 	s := openSQLiteB(b)
 	defer s.Close()
-	e := sqliteEngineB(s, exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound})
+	e := sqliteEngineB(s, leaseBenchOptions)
 	defer e.Close()
-	benchSendPop(b, e)
+	bench(b, e)
 }
 
-func BenchmarkPopSQLite(b *testing.B) {
-	s := openSQLiteB(b)
+func withPostgres(b *testing.B, bench func(*testing.B, exchange.Service)) {
+	s := openPostgresB(b)
 	defer s.Close()
-	e := sqliteEngineB(s, exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound})
+	e := exchangedb.New(s.ExchangeDriver(), leaseBenchOptions.ExchangeOptions())
 	defer e.Close()
-	benchPop(b, e)
+	bench(b, e)
 }
 
-func BenchmarkLeaseAckSQLite(b *testing.B) {
-	s := openSQLiteB(b)
-	defer s.Close()
-	e := sqliteEngineB(s, exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound})
-	defer e.Close()
-	benchLeaseAck(b, e)
-}
+func BenchmarkSendPopSQLite(b *testing.B)  { withSQLite(b, benchSendPop) }
+func BenchmarkPopSQLite(b *testing.B)      { withSQLite(b, benchPop) }
+func BenchmarkLeaseAckSQLite(b *testing.B) { withSQLite(b, benchLeaseAck) }
 
 // openPostgresB opens a postgres store for a benchmark with 10 connections (the machine is
 // shared); the caller closes it.
@@ -245,26 +245,6 @@ func openPostgresB(b *testing.B) *postgres.Store {
 	return s
 }
 
-func BenchmarkSendPopPostgres(b *testing.B) {
-	s := openPostgresB(b)
-	defer s.Close()
-	e := exchangedb.New(s.ExchangeDriver(), exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound}.ExchangeOptions())
-	defer e.Close()
-	benchSendPop(b, e)
-}
-
-func BenchmarkPopPostgres(b *testing.B) {
-	s := openPostgresB(b)
-	defer s.Close()
-	e := exchangedb.New(s.ExchangeDriver(), exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound}.ExchangeOptions())
-	defer e.Close()
-	benchPop(b, e)
-}
-
-func BenchmarkLeaseAckPostgres(b *testing.B) {
-	s := openPostgresB(b)
-	defer s.Close()
-	e := exchangedb.New(s.ExchangeDriver(), exchangetest.Options{MaxInbox: exchangetest.NoBound, MaxOutbox: exchangetest.NoBound}.ExchangeOptions())
-	defer e.Close()
-	benchLeaseAck(b, e)
-}
+func BenchmarkSendPopPostgres(b *testing.B)  { withPostgres(b, benchSendPop) }
+func BenchmarkPopPostgres(b *testing.B)      { withPostgres(b, benchPop) }
+func BenchmarkLeaseAckPostgres(b *testing.B) { withPostgres(b, benchLeaseAck) }

@@ -268,6 +268,14 @@ func (e *Engine) lockOwnerCounters(ctx context.Context, q Querier, owner uuid.UU
 	return own, err
 }
 
+// inboxCount reads the count of sender's inbox at owner, for leaveInbox, once a leased row of it
+// is locked: that row is in the inbox, so a missing inbox is a fault, not a case.
+func inboxCount(ctx context.Context, q Querier, owner, sender string) (int64, error) {
+	var count int64
+	err := q.QueryRow(ctx, `SELECT count FROM exchange_inboxes WHERE tenant = ? AND owner = ? AND sender = ?`, tenant, owner, sender).Scan(&count)
+	return count, err
+}
+
 // Ack removes the message of a held lease: its ledger row is acked (pruned after the retention,
 // as popped rows are) and it leaves its inbox as a popped message does (leaveInbox: the Ack that
 // empties a departed sender's inbox reclaims it). ErrLeaseStale when the lease is no longer held,
@@ -282,9 +290,9 @@ func (e *Engine) Ack(ctx context.Context, owner uuid.UUID, r exchange.Receipt) e
 		if err != nil {
 			return err
 		}
-		var count int64
-		if err := q.QueryRow(ctx, `SELECT count FROM exchange_inboxes WHERE tenant = ? AND owner = ? AND sender = ?`, tenant, oid, lr.sender).Scan(&count); err != nil {
-			return err // the row is in this inbox: a missing one is a fault
+		count, err := inboxCount(ctx, q, oid, lr.sender)
+		if err != nil {
+			return err
 		}
 		if err := q.Defer(ctx, `UPDATE exchange_ledger SET state = ?, done_at = ?, held = 0, visible_at = 0 WHERE tenant = ? AND message = ? AND recipient = ?`,
 			stAcked, e.now().UnixNano(), tenant, lr.message, oid); err != nil {

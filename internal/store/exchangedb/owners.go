@@ -16,11 +16,7 @@ import (
 // order across replicas. The lease settings (at most one; zero fields: the Exchange's defaults)
 // are stored resolved, so a restart with other defaults keeps them.
 func (e *Engine) Register(ctx context.Context, owner uuid.UUID, settings ...exchange.OwnerSettings) (*exchange.Snapshot, error) {
-	var set exchange.OwnerSettings
-	if len(settings) > 0 {
-		set = settings[0]
-	}
-	set = set.Resolve(e.set)
+	set := exchange.RegisterSettings(settings, e.set)
 	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
 		var reg int64
 		if err := q.QueryRow(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES (?, 'reg', 1)
@@ -64,20 +60,8 @@ func (e *Engine) UnregisterIf(ctx context.Context, owner uuid.UUID, check func(*
 			return err
 		}
 		now := e.now().UnixNano()
-		var (
-			own recipientRow
-			due int64
-		)
-		if err := q.QueryRow(ctx, qOwnerDue+e.dia.forUpdate(), tenant, id, now, stInbox, tenant, id).Scan(&own.nextDead, &own.dead, &due); err != nil {
-			if q.IsNoRows(err) {
-				return nil
-			}
+		if found, err := e.lockOwnerSwept(ctx, q, id, e.dia.forUpdate(), now); !found || err != nil {
 			return err
-		}
-		if due != 0 {
-			if err := e.sweep(ctx, q, id, &own, now); err != nil {
-				return err
-			}
 		}
 		s, found, err := e.snapshot(ctx, q, owner)
 		if err != nil || !found {

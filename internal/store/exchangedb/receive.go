@@ -86,20 +86,8 @@ func (e *Engine) PopIf(ctx context.Context, owner, sender uuid.UUID, check func(
 	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
 		msg, ok = nil, false
 		now := e.now().UnixNano()
-		var (
-			own recipientRow
-			due int64
-		)
-		if err := q.QueryRow(ctx, qOwnerDue+e.dia.forNoKeyUpdate(), tenant, oid, now, stInbox, tenant, oid).Scan(&own.nextDead, &own.dead, &due); err != nil {
-			if q.IsNoRows(err) {
-				return nil
-			}
+		if found, err := e.lockOwnerSwept(ctx, q, oid, e.dia.forNoKeyUpdate(), now); !found || err != nil {
 			return err
-		}
-		if due != 0 {
-			if err := e.sweep(ctx, q, oid, &own, now); err != nil {
-				return err
-			}
 		}
 		var ord, count int64
 		if err := q.QueryRow(ctx, `SELECT ord, count FROM exchange_inboxes WHERE tenant = ? AND owner = ? AND sender = ?`, tenant, oid, sid).Scan(&ord, &count); err != nil {

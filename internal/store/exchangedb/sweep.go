@@ -88,17 +88,36 @@ func (e *Engine) readSwept(ctx context.Context, owner uuid.UUID, read func(ctx c
 // under the owner's row lock (FOR NO KEY UPDATE: it numbers dead letters and counts them, as a
 // collect does). Nothing for an owner not registered: Unregister returned its inboxes.
 func (e *Engine) sweepOwner(ctx context.Context, owner uuid.UUID, now int64) error {
-	oid := owner.String()
 	return e.d.Write(ctx, func(ctx context.Context, q Querier) error {
-		var own recipientRow
-		if err := q.QueryRow(ctx, `SELECT next_dead, dead FROM exchange_owners WHERE tenant = ? AND owner = ?`+e.dia.forNoKeyUpdate(), tenant, oid).Scan(&own.nextDead, &own.dead); err != nil {
-			if q.IsNoRows(err) {
-				return nil
-			}
+		own, err := e.lockOwnerCounters(ctx, q, owner)
+		if errors.Is(err, exchange.ErrOwnerNotRegistered) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		return e.sweep(ctx, q, oid, &own, now)
+		return e.sweep(ctx, q, owner.String(), &own, now)
 	}, nil)
+}
+
+// lockOwnerSwept locks owner's row with lock (qOwnerDue's caller's: PopIf's FOR NO KEY UPDATE,
+// UnregisterIf's FOR UPDATE) and, when a sweep is due at now, sweeps under it, in the caller's
+// transaction; false when owner is not registered.
+func (e *Engine) lockOwnerSwept(ctx context.Context, q Querier, owner, lock string, now int64) (bool, error) {
+	var (
+		own recipientRow
+		due int64
+	)
+	if err := q.QueryRow(ctx, qOwnerDue+lock, tenant, owner, now, stInbox, tenant, owner).Scan(&own.nextDead, &own.dead, &due); err != nil {
+		if q.IsNoRows(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	if due != 0 {
+		return true, e.sweep(ctx, q, owner, &own, now)
+	}
+	return true, nil
 }
 
 // sweep makes dead letters of holder's expired last-attempt leases at now. The caller holds
@@ -146,9 +165,9 @@ func (e *Engine) deadLetterLeased(ctx context.Context, q Querier, holder string,
 		bySender[r.sender]++
 	}
 	for _, sender := range senders {
-		var count int64
-		if err := q.QueryRow(ctx, `SELECT count FROM exchange_inboxes WHERE tenant = ? AND owner = ? AND sender = ?`, tenant, holder, sender).Scan(&count); err != nil {
-			return err // the rows were in this inbox: a missing one is a fault
+		count, err := inboxCount(ctx, q, holder, sender)
+		if err != nil {
+			return err
 		}
 		if err := e.leaveInbox(ctx, q, run, holder, sender, count, bySender[sender]); err != nil {
 			return err
