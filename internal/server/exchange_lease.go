@@ -99,10 +99,12 @@ func (s *ExchangeServer) Nack(ctx context.Context, req *historyv1.NackRequest) (
 	if err != nil {
 		return nil, err
 	}
-	dead, err := s.nack(ctx, owner, r, delay)
+	dead, err := s.ex.Nack(ctx, owner, r, delay)
 	if err != nil {
 		return nil, err
 	}
+	// The message may be visible now, or later: a leasing stream woken leases again and learns when.
+	s.hub.notify(owner)
 	return &historyv1.NackResponse{DeadLettered: dead}, nil
 }
 
@@ -121,16 +123,6 @@ func (s *ExchangeServer) ExtendLease(ctx context.Context, req *historyv1.ExtendL
 		return nil, err
 	}
 	return &historyv1.ExtendLeaseResponse{Deadline: optionalTimestamp(deadline)}, nil
-}
-
-// nack is Nack and the wake-up of this server's leasing streams of owner (the message may be
-// visible now, or later: a stream woken leases again and learns when).
-func (s *ExchangeServer) nack(ctx context.Context, owner uuid.UUID, r exchange.Receipt, delay time.Duration) (bool, error) {
-	dead, err := s.ex.Nack(ctx, owner, r, delay)
-	if err == nil {
-		s.hub.notify(owner)
-	}
-	return dead, err
 }
 
 // releaseAll gives back leases the server took but never handed out (exchange.Service.Release):
