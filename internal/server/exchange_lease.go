@@ -26,11 +26,7 @@ import (
 // likewise and the call is RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE, messageId), as PopMessage's:
 // lease it with omit_rendered.
 func (s *ExchangeServer) Lease(ctx context.Context, req *historyv1.LeaseRequest) (*historyv1.LeaseResponse, error) {
-	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
-	if err != nil {
-		return nil, err
-	}
-	sender, err := parseOptionalOwnerID("sender", req.Sender)
+	owner, sender, err := parseInboxScope(req.GetOwnerId(), req.Sender)
 	if err != nil {
 		return nil, err
 	}

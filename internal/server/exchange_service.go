@@ -268,11 +268,7 @@ func (s *ExchangeServer) CollectAll(ctx context.Context, req *historyv1.CollectA
 
 // Receive returns one page of an owner's inboxes without removing anything (ADR-0006 D5: receive).
 func (s *ExchangeServer) Receive(ctx context.Context, req *historyv1.ReceiveRequest) (*historyv1.ReceiveResponse, error) {
-	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
-	if err != nil {
-		return nil, err
-	}
-	sender, err := parseOptionalOwnerID("sender", req.Sender)
+	owner, sender, err := parseInboxScope(req.GetOwnerId(), req.Sender)
 	if err != nil {
 		return nil, err
 	}
