@@ -39,9 +39,6 @@ type ExchangeServer struct {
 	// hub wakes the leasing SubscribeInbox streams of an owner after an Ack or Nack through this
 	// server (exchange_lease_hub.go).
 	hub leaseHub
-	// leaseRecheck is how often a leasing stream held at its max_in_flight leases again on its
-	// own (WithLeaseRecheck; 0: never).
-	leaseRecheck time.Duration
 
 	stopping chan struct{} // closed by EndStreams
 	stopOnce sync.Once
@@ -57,7 +54,7 @@ var _ historyv1.ExchangeServiceServer = (*ExchangeServer)(nil)
 func NewExchangeServer(ex exchange.Service, opts ...StreamOption) *ExchangeServer {
 	c := newStreamConfig(opts)
 	return &ExchangeServer{ex: ex, streams: c, now: c.now, maxResponse: exchangeMaxResponseBytes,
-		leaseRecheck: c.leaseRecheck, stopping: make(chan struct{})}
+		stopping: make(chan struct{})}
 }
 
 // RegisterExchange registers the ExchangeService handlers over ex on s and ends their streams when
