@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -459,22 +458,8 @@ func (unleasedServer) SubscribeInbox(_ *historyv1.SubscribeInboxRequest, s grpc.
 // A server that streams unleased messages on a leasing stream ends HandleInbox with
 // ErrLeasesUnsupported: handling them would acknowledge nothing.
 func TestHandleInboxLeasesUnsupported(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	historyv1.RegisterExchangeServiceServer(gs, unleasedServer{})
-	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
-	t.Cleanup(func() {
-		gs.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	c := dial(t, lis.Addr().String())
-	err = handleInbox(t, testContext(t), c, func(context.Context, *historyv1.LeasedMessage) error {
+	c := serveFake(t, func(gs *grpc.Server) { historyv1.RegisterExchangeServiceServer(gs, unleasedServer{}) })
+	err := handleInbox(t, testContext(t), c, func(context.Context, *historyv1.LeasedMessage) error {
 		t.Error("handler called for an unleased message")
 		return nil
 	})

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,27 @@ func dial(t *testing.T, addr string, opts ...client.Option) *client.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// serveFake serves on a loopback port the fake services register adds, until the end of the test,
+// and returns a Client of it: for behaviour no real server shows.
+func serveFake(t *testing.T, register func(*grpc.Server)) *client.Client {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	register(gs)
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(lis) }()
+	t.Cleanup(func() {
+		gs.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return dial(t, lis.Addr().String())
 }
 
 // testContext is a context bounded by testTimeout, canceled at the end of the test.

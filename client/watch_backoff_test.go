@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"net"
 	"slices"
 	"testing"
 
@@ -34,22 +33,7 @@ func (startOnlyServer) WatchBranch(req *historyv1.WatchBranchRequest, s grpc.Ser
 // failed attempt: Watch pauses before the next and gives up after MaxAttempts, instead of
 // reconnecting in a tight loop for ever (before, any start frame reset the count).
 func TestWatchBacksOffStreamsThatDeliverNothing(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	historyv1.RegisterHistoryServiceServer(gs, startOnlyServer{})
-	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
-	t.Cleanup(func() {
-		gs.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-
-	c := dial(t, lis.Addr().String())
+	c := serveFake(t, func(gs *grpc.Server) { historyv1.RegisterHistoryServiceServer(gs, startOnlyServer{}) })
 	var attempts []int
 	var last error
 	req := &historyv1.WatchBranchRequest{BranchId: "0c0ffee0-0000-4000-8000-000000000002", AfterSequence: proto.Uint64(0)}

@@ -160,6 +160,19 @@ func (c config) pgSkipped(reason string, err error) []row {
 	return rows
 }
 
+// openPGEngine opens the PostgreSQL environment of the rows that run historyd --store postgres.
+// When it cannot (historyd cannot serve PostgreSQL, or there is none at --postgres-url), it returns
+// the error and the reason the rows are skipped for.
+func (b *bench) openPGEngine(ctx context.Context) (e *pgEnv, reason string, err error) {
+	if err := probePostgresEngine(ctx, b.bin); err != nil {
+		return nil, "historyd cannot serve PostgreSQL", err
+	}
+	if e, err = openPGEnv(ctx, b.cfg.PostgresURL); err != nil {
+		return nil, "no PostgreSQL at " + redactURL(b.cfg.PostgresURL), err
+	}
+	return e, "", nil
+}
+
 // benchPostgresEngine runs the PostgreSQL engine's scenarios (issue 16), or returns its rows
 // skipped, each saying why.
 func benchPostgresEngine(ctx context.Context, b *bench) ([]row, error) {
@@ -167,12 +180,9 @@ func benchPostgresEngine(ctx context.Context, b *bench) ([]row, error) {
 		b.progress("PostgreSQL engine rows skipped: %s: %v", reason, err)
 		return b.cfg.pgSkipped(reason, err)
 	}
-	if err := probePostgresEngine(ctx, b.bin); err != nil {
-		return skip("historyd cannot serve PostgreSQL", err), nil
-	}
-	e, err := openPGEnv(ctx, b.cfg.PostgresURL)
+	e, reason, err := b.openPGEngine(ctx)
 	if err != nil {
-		return skip("no PostgreSQL at "+redactURL(b.cfg.PostgresURL), err), nil
+		return skip(reason, err), nil
 	}
 	defer e.close()
 	var rows []row

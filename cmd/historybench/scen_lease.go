@@ -183,12 +183,9 @@ func benchPGLease(ctx context.Context, b *bench) (row, error) {
 		return row{Name: leaseRowName(leasePGEngine, b.cfg.leaseConcurrency()), Unit: "ratio", Target: target, meets: meets,
 			Skipped: "skipped: " + reason, Detail: err.Error()}
 	}
-	if err := probePostgresEngine(ctx, b.bin); err != nil {
-		return skip("historyd cannot serve PostgreSQL", err), nil
-	}
-	e, err := openPGEnv(ctx, b.cfg.PostgresURL)
+	e, reason, err := b.openPGEngine(ctx)
 	if err != nil {
-		return skip("no PostgreSQL at "+redactURL(b.cfg.PostgresURL), err), nil
+		return skip(reason, err), nil
 	}
 	defer e.close()
 	var r row

@@ -26,11 +26,7 @@ import (
 // likewise and the call is RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE, messageId), as PopMessage's:
 // lease it with omit_rendered.
 func (s *ExchangeServer) Lease(ctx context.Context, req *historyv1.LeaseRequest) (*historyv1.LeaseResponse, error) {
-	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
-	if err != nil {
-		return nil, err
-	}
-	sender, err := parseOptionalOwnerID("sender", req.Sender)
+	owner, sender, err := parseInboxScope(req.GetOwnerId(), req.Sender)
 	if err != nil {
 		return nil, err
 	}
@@ -99,10 +95,12 @@ func (s *ExchangeServer) Nack(ctx context.Context, req *historyv1.NackRequest) (
 	if err != nil {
 		return nil, err
 	}
-	dead, err := s.nack(ctx, owner, r, delay)
+	dead, err := s.ex.Nack(ctx, owner, r, delay)
 	if err != nil {
 		return nil, err
 	}
+	// The message may be visible now, or later: a leasing stream woken leases again and learns when.
+	s.hub.notify(owner)
 	return &historyv1.NackResponse{DeadLettered: dead}, nil
 }
 
@@ -121,16 +119,6 @@ func (s *ExchangeServer) ExtendLease(ctx context.Context, req *historyv1.ExtendL
 		return nil, err
 	}
 	return &historyv1.ExtendLeaseResponse{Deadline: optionalTimestamp(deadline)}, nil
-}
-
-// nack is Nack and the wake-up of this server's leasing streams of owner (the message may be
-// visible now, or later: a stream woken leases again and learns when).
-func (s *ExchangeServer) nack(ctx context.Context, owner uuid.UUID, r exchange.Receipt, delay time.Duration) (bool, error) {
-	dead, err := s.ex.Nack(ctx, owner, r, delay)
-	if err == nil {
-		s.hub.notify(owner)
-	}
-	return dead, err
 }
 
 // releaseAll gives back leases the server took but never handed out (exchange.Service.Release):

@@ -83,3 +83,17 @@ func parseOptionalOwnerID(field string, s *string) (*uuid.UUID, error) {
 	}
 	return &id, nil
 }
+
+// parseInboxScope reads the owner_id and optional sender that name the inboxes Receive, Lease and
+// SubscribeInbox read: all of the owner's, or the one from sender.
+func parseInboxScope(ownerID string, sender *string) (uuid.UUID, *uuid.UUID, error) {
+	owner, err := parseOwnerID("owner_id", ownerID)
+	if err != nil {
+		return uuid.Nil, nil, err
+	}
+	from, err := parseOptionalOwnerID("sender", sender)
+	if err != nil {
+		return uuid.Nil, nil, err
+	}
+	return owner, from, nil
+}

@@ -39,9 +39,6 @@ type ExchangeServer struct {
 	// hub wakes the leasing SubscribeInbox streams of an owner after an Ack or Nack through this
 	// server (exchange_lease_hub.go).
 	hub leaseHub
-	// leaseRecheck is how often a leasing stream held at its max_in_flight leases again on its
-	// own (WithLeaseRecheck; 0: never).
-	leaseRecheck time.Duration
 
 	stopping chan struct{} // closed by EndStreams
 	stopOnce sync.Once
@@ -57,7 +54,7 @@ var _ historyv1.ExchangeServiceServer = (*ExchangeServer)(nil)
 func NewExchangeServer(ex exchange.Service, opts ...StreamOption) *ExchangeServer {
 	c := newStreamConfig(opts)
 	return &ExchangeServer{ex: ex, streams: c, now: c.now, maxResponse: exchangeMaxResponseBytes,
-		leaseRecheck: c.leaseRecheck, stopping: make(chan struct{})}
+		stopping: make(chan struct{})}
 }
 
 // RegisterExchange registers the ExchangeService handlers over ex on s and ends their streams when
@@ -268,11 +265,7 @@ func (s *ExchangeServer) CollectAll(ctx context.Context, req *historyv1.CollectA
 
 // Receive returns one page of an owner's inboxes without removing anything (ADR-0006 D5: receive).
 func (s *ExchangeServer) Receive(ctx context.Context, req *historyv1.ReceiveRequest) (*historyv1.ReceiveResponse, error) {
-	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
-	if err != nil {
-		return nil, err
-	}
-	sender, err := parseOptionalOwnerID("sender", req.Sender)
+	owner, sender, err := parseInboxScope(req.GetOwnerId(), req.Sender)
 	if err != nil {
 		return nil, err
 	}

@@ -23,11 +23,7 @@ func (s *ExchangeServer) SubscribeInbox(req *historyv1.SubscribeInboxRequest, st
 	if s.streamEnded != nil {
 		defer func() { s.streamEnded(err) }()
 	}
-	owner, err := parseOwnerID("owner_id", req.GetOwnerId())
-	if err != nil {
-		return err
-	}
-	sender, err := parseOptionalOwnerID("sender", req.Sender)
+	owner, sender, err := parseInboxScope(req.GetOwnerId(), req.Sender)
 	if err != nil {
 		return err
 	}

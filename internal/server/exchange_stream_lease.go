@@ -185,7 +185,7 @@ func (st *inboxStream) arm(timer *time.Timer, res exchange.LeaseResult, ls lease
 		// the loop.
 		d = max(res.NextVisible.Sub(st.s.now()), exchange.MinVisibility)
 	}
-	if recheck := st.s.leaseRecheck; recheck > 0 && res.Held >= ls.maxInFlight && (d < 0 || d > recheck) {
+	if recheck := st.s.streams.leaseRecheck; recheck > 0 && res.Held >= ls.maxInFlight && (d < 0 || d > recheck) {
 		d = recheck
 	}
 	timer.Stop()
