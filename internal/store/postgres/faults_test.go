@@ -204,15 +204,21 @@ func TestConnectionLost(t *testing.T) {
 		unavailable sync.Map
 		stopAt      = time.Now().Add(60 * time.Second)
 	)
-	cut := make(chan struct{})
+	// Every writer's writes from each/3 on start once the proxy is down, so
+	// that writes meet the cut however fast the others went (group commit
+	// made a branch's writes fast enough to finish before it).
+	cut, downed := make(chan struct{}), make(chan struct{})
 	for w := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range each {
 				id := fmt.Sprintf("w%d-%d", w, i)
-				if i == each/3 && w == 0 {
-					close(cut)
+				if i == each/3 {
+					if w == 0 {
+						close(cut)
+					}
+					<-downed
 				}
 				for {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -237,6 +243,7 @@ func TestConnectionLost(t *testing.T) {
 	}
 	<-cut
 	p.down()
+	close(downed)
 	// The subscription ends retryable.
 	for {
 		_, err := sub.Next(tctx(t))

@@ -9,6 +9,10 @@ const (
 	// qBranchForUpdate is a write's first statement: the row lock orders a
 	// branch's writers across replicas, held only for the write.
 	qBranchForUpdate = qBranch + ` FOR UPDATE`
+	// qBranchesForUpdate is a group's first statement (group.go): its
+	// branches' rows locked in id order, so that two groups never wait on
+	// each other in a cycle.
+	qBranchesForUpdate = `SELECT ` + branchCols + ` FROM branches WHERE tenant = '' AND id = ANY($1) ORDER BY id FOR UPDATE`
 	// qBranchForShare is a fork's read of its source: no write changes the
 	// source while it is copied.
 	qBranchForShare = qBranch + ` FOR SHARE`
@@ -49,6 +53,21 @@ const (
 			VALUES ('', $8, $9, $10, $11, $12, $13, $14, $15))
 		UPDATE branches SET head = $16, epoch = $17, sel_epoch = $18, selected = $19,
 			system_id = $20, next_pos = $21, next_rank = $22, message_count = $23 WHERE tenant = '' AND id = $24`
+
+	// qAppendMany is qAppend for several branches at once (a group's
+	// appends, group.go): each parameter an array of one column, a row a
+	// branch, in qAppend's order.
+	qAppendMany = `WITH m AS (INSERT INTO messages (tenant, branch_id, id, pos, kind, rank, seq, body)
+			SELECT '', * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[])),
+		e AS (INSERT INTO events (tenant, incarnation, seq, commit_first, commit_last, kind, msg_index, msg_id, body)
+			SELECT '', * FROM unnest($8::uuid[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::uuid[], $15::text[]))
+		UPDATE branches b SET head = u.head, epoch = u.epoch, sel_epoch = u.sel_epoch, selected = u.selected,
+			system_id = u.system_id, next_pos = u.next_pos, next_rank = u.next_rank, message_count = u.message_count
+		FROM unnest($16::bigint[], $17::bigint[], $18::bigint[], $19::text[], $20::uuid[], $21::bigint[], $22::bigint[], $23::bigint[], $24::uuid[])
+			AS u(head, epoch, sel_epoch, selected, system_id, next_pos, next_rank, message_count, id)
+		WHERE b.tenant = '' AND b.id = u.id`
+	// qAppendArgs is how many parameters qAppend takes.
+	qAppendArgs = 24
 
 	// events
 	qInsertEvent = `INSERT INTO events (tenant, incarnation, seq, commit_first, commit_last, kind, msg_index, msg_id, body)

@@ -47,6 +47,11 @@ type Config struct {
 	// SweepInterval is how often the lost-wake-up sweep runs while the
 	// Store has watched branches (0: DefaultSweepInterval).
 	SweepInterval time.Duration
+	// GroupWorkers is how many group-commit transactions run at once
+	// (group.go), each on a connection of the pool: 0 is groupWorkers, or
+	// half the pool when that is smaller; a negative value turns group
+	// commit off (every write its own transaction).
+	GroupWorkers int
 }
 
 // Store is the PostgreSQL store.Store (issue 16). It is safe for
@@ -77,6 +82,14 @@ type Store struct {
 	closed   atomic.Bool
 
 	wake *wake // the cross-replica wake-ups (wake.go)
+
+	group *group // group commit (group.go); nil when off
+	// hookGroup, a test hook, runs at the end of a group's transaction,
+	// before its COMMIT; its error fails the group.
+	hookGroup func(ws []*branchWrite) error
+	// hookTaken, a test hook, runs when a worker has taken a group, before
+	// it runs it.
+	hookTaken func(ws []*branchWrite)
 
 	// stop ends every goroutine of the Store (connector, notifier,
 	// listener, puller, sweeper, janitor, prober); wg waits for them.
@@ -155,6 +168,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.stop()
 		pool.Close()
 		return nil, err
+	}
+	if n := groupWorkerCount(cfg); n > 0 {
+		s.group = newGroup(groupMax)
+		s.wg.Add(n)
+		for range n {
+			go s.runGroupWorker()
+		}
 	}
 	s.wg.Add(6)
 	go s.runNotifier()

@@ -33,53 +33,32 @@ type mutation func(st *txState) (written, error)
 // one batch with the COMMIT (two round trips in all: tx.go); after it,
 // the publication to this replica's subscribers and the wake-up of the
 // others (wake.go); then, outside, the observers (ADR-0006 D4). A failed
-// write changes nothing.
+// write changes nothing. Concurrent writes on different branches share
+// their transaction (group commit: group.go).
 func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store.WriteOptions, fn mutation) (store.WriteResult, error) {
-	var (
-		w      written
-		replay *store.WriteResult
-		row    *branchRow
-	)
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		w, replay, row = written{}, nil, nil // a retried transaction starts afresh
-		var (
-			r   any
-			ok  bool
-			err error
-		)
-		if row, r, ok, err = s.lockBranch(ctx, tx, id, op, opts.RequestID); err != nil || ok {
-			if ok {
-				res := r.(store.WriteResult)
-				res.Replayed = true
-				replay = &res
+	bw := &branchWrite{ctx: ctx, id: id, op: op, opts: opts, fn: fn, done: make(chan struct{})}
+	var err error
+	if s.group == nil {
+		err = s.writeAlone(bw)
+		bw.err = err
+		s.settle(bw)
+	} else if err = s.usable(); err == nil {
+		if err = s.group.enqueue(bw); err == nil {
+			select {
+			case <-bw.done:
+				err = bw.err
+			case <-ctx.Done():
+				return store.WriteResult{}, ctx.Err() // as a call cancelled during its COMMIT: its outcome unknown
 			}
-			return err
 		}
-		scope := branchScope(row.incarnation)
-		st := newState(ctx, tx, row)
-		if err := store.CheckHead(st, opts); err != nil {
-			return err
-		}
-		if w, err = fn(st); err != nil {
-			return err
-		}
-		if err := s.commitEvents(st.b, row, w.commit); err != nil {
-			return err
-		}
-		queueUpdateBranch(st.b, row)
-		mergeAppend(st.b)
-		if err := s.remember(st.b, scope, op, opts.RequestID, w.res); err != nil {
-			return err
-		}
-		return st.flush()
-	})
+	}
 	switch {
 	case err != nil:
 		return store.WriteResult{}, err
-	case replay != nil:
-		return *replay, nil
+	case bw.replay != nil:
+		return *bw.replay, nil
 	}
-	s.committed(id, row.incarnation, w.commit)
+	w, row := bw.w, bw.row
 	if w.added == nil {
 		return w.res, nil
 	}
@@ -88,6 +67,59 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 		return w.res, nil
 	}
 	return w.res, store.Notify(ctx, id, obs, w.added)
+}
+
+// settle follows a write's COMMIT, in the goroutine that ran it, so that
+// a caller that left before its answer does not hold back the wake-ups and
+// the publication (committed).
+func (s *Store) settle(bw *branchWrite) {
+	if bw.err == nil && bw.replay == nil {
+		s.committed(bw.id, bw.row.incarnation, bw.w.commit)
+	}
+}
+
+// writeAlone runs bw in a transaction of its own and sets its outcome.
+func (s *Store) writeAlone(bw *branchWrite) error {
+	return s.inTx(bw.ctx, func(tx pgx.Tx) error {
+		bw.w, bw.replay, bw.row = written{}, nil, nil // a retried transaction starts afresh
+		row, r, ok, err := s.lockBranch(bw.ctx, tx, bw.id, bw.op, bw.opts.RequestID)
+		if err != nil || ok {
+			if ok {
+				res := r.(store.WriteResult)
+				res.Replayed = true
+				bw.replay = &res
+			}
+			return err
+		}
+		bw.row = row
+		st := newState(bw.ctx, tx, row)
+		if bw.w, err = s.plan(st, bw); err != nil {
+			return err
+		}
+		return st.flush()
+	})
+}
+
+// plan runs a write on its locked row: the head check, its mutation, and
+// its events, row and request record queued in st.b.
+func (s *Store) plan(st *txState, bw *branchWrite) (written, error) {
+	if err := store.CheckHead(st, bw.opts); err != nil {
+		return written{}, err
+	}
+	w, err := bw.fn(st)
+	if err != nil {
+		return written{}, err
+	}
+	row := st.row
+	if err := s.commitEvents(st.b, row, w.commit); err != nil {
+		return written{}, err
+	}
+	queueUpdateBranch(st.b, row)
+	mergeAppend(st.b)
+	if err := s.remember(st.b, branchScope(row.incarnation), bw.op, bw.opts.RequestID, w.res); err != nil {
+		return written{}, err
+	}
+	return w, nil
 }
 
 // lockBranch is a write's first round trip: the branch's row locked FOR
