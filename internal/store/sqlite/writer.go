@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -192,18 +193,47 @@ func (w *writer) run() {
 			w.drain()
 			return
 		}
+		w.gather(&batch)
+		w.commit(batch)
+		clear(batch)
+		w.committed()
+	}
+}
+
+// gatherYields bounds the yields of one gather.
+const gatherYields = 4
+
+// gather adds to the batch the writes queued behind its first. Before it
+// takes them it yields (runtime.Gosched), and again after each yield that
+// brought more, up to gatherYields times: the callers the last batch
+// answered, and the requests on their way to the writer, are runnable
+// goroutines that queue their next write as soon as they run, and a
+// yield lets them run first, so the batch takes them instead of leaving
+// each to a commit of its own. Every commit writes the pages all its
+// writes share (the tables' last pages, the branch rows' pages, the
+// database header) and, with --sync=full, fsyncs once: at concurrency 50
+// over gRPC the batches went from about 4 writes to about 12, in
+// process from about 9 to about 35 (issue 14).
+// A yield with nothing else to run returns at once: a lone write waits
+// for nothing; one with work to run lets it run, as its goroutines would
+// have anyway.
+func (w *writer) gather(batch *[]*job) {
+	for yields := 0; len(*batch) < cap(w.reqs); {
+		n := len(*batch)
 	more:
-		for len(batch) < cap(w.reqs) {
+		for len(*batch) < cap(w.reqs) {
 			select {
 			case j := <-w.reqs:
-				batch = append(batch, j)
+				*batch = append(*batch, j)
 			default:
 				break more
 			}
 		}
-		w.commit(batch)
-		clear(batch)
-		w.committed()
+		if yields == gatherYields || (yields > 0 && len(*batch) == n) {
+			return
+		}
+		yields++
+		runtime.Gosched()
 	}
 }
 
