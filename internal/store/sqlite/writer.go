@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -23,8 +24,9 @@ const DefaultMaxBatch = 256
 
 // writer is the one goroutine that writes (group commit): it takes the
 // writes waiting for it, runs each inside one transaction under its own
-// savepoint (a write that fails is rolled back alone and changes nothing),
-// commits once, then runs each successful write's after function in
+// savepoint (a write that fails is rolled back alone and changes nothing;
+// an unguarded one, without, tells whether it left anything to undo, and
+// if so the batch runs again without it), commits once, then runs each successful write's after function in
 // order and answers. So N concurrent writers cost one commit, one fsync
 // with --sync=full, instead of N (docs/development.md#toolchain measured ≈1.5k commits/s
 // with FULL, ≈18k writes/s in transactions of 64).
@@ -80,7 +82,21 @@ type job struct {
 	// readOnly marks a job whose fn writes nothing (a pin): a batch whose
 	// commit fails for want of space runs it again alone (commit).
 	readOnly bool
+	// unguarded marks a job run without a savepoint of its own
+	// (doUnguardedAsync): its fn tells a failure that left nothing
+	// written from one that may have (dirtyError).
+	unguarded bool
 }
+
+// dirtyError is what the fn of an unguarded job returns when it failed
+// after it wrote, or with one of SQLite's errors (some end the
+// transaction): without a savepoint what it wrote cannot be undone alone,
+// so the batch is rolled back and its other writes run again without it
+// (commit), as when a write fills the disk.
+type dirtyError struct{ err error }
+
+func (e dirtyError) Error() string { return e.err.Error() }
+func (e dirtyError) Unwrap() error { return e.err }
 
 // newWriter takes db's write connection (db has one: SQLite has one
 // writer; db.write is nil from then on) and starts the writer on it.
@@ -117,13 +133,21 @@ func (w *writer) doReadOnly(ctx context.Context, fn func(ctx context.Context, tx
 	return w.submit(ctx, &job{fn: fn, after: after, err: make(chan error, 1), caller: ctx, readOnly: true})
 }
 
-// doAsync queues fn as do does and returns at once; wait returns what do
-// would have, and must be called once. Jobs queued one after another by
-// one goroutine run in the order queued (the queue is FIFO and batches run
-// in turn), usually in one transaction: AppendMessages pipelines a window
-// of items through it, so they cost one commit (issue 21).
-func (w *writer) doAsync(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, after func()) (wait func() error) {
-	j := &job{fn: fn, after: after, err: make(chan error, 1), caller: ctx}
+// doUnguardedAsync queues fn as do does and returns at once; wait returns
+// what do would have, and must be called once. Jobs queued one after
+// another by one goroutine run in the order queued (the queue is FIFO and
+// batches run in turn), usually in one transaction: AppendMessages
+// pipelines a window of items through it, so they cost one commit (issue
+// 21).
+//
+// fn runs without a savepoint of its own: it must do its checks before its
+// first write, so that most of its failures (a missing branch, a stale
+// head, a bad input) leave nothing written, and return a dirtyError for
+// the others. A savepoint costs each write two statements and a copy of
+// every page it first touches (SQLite's statement journal); the writes of
+// the store's branches (write.go) run this way (issue 14).
+func (w *writer) doUnguardedAsync(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, after func()) (wait func() error) {
+	j := &job{fn: fn, after: after, err: make(chan error, 1), caller: ctx, unguarded: true}
 	if err := w.enqueue(ctx, j); err != nil {
 		return func() error { return err }
 	}
@@ -279,18 +303,24 @@ func (w *writer) commit(batch []*job) {
 			continue
 		}
 		var fatal error
-		if errs[i], fatal = w.sp.run(ctx, tx, j.fn); fatal != nil {
+		if j.unguarded {
+			errs[i], fatal = unguarded(ctx, tx, j.fn)
+		} else {
+			errs[i], fatal = w.sp.run(ctx, tx, j.fn)
+		}
+		if fatal != nil {
 			_ = tx.Rollback()
 			w.aborted()
 			cause := errs[i]
-			if cause != nil && resultCode(cause) == sqlite3.SQLITE_FULL {
+			if cause != nil && (j.unguarded || resultCode(cause) == sqlite3.SQLITE_FULL) {
 				// The write's error ended the transaction: SQLite rolls the
 				// whole transaction back on SQLITE_FULL (issue 15), and the
-				// savepoint went with it. That write fails alone, with its
-				// error; the batch's other writes run again in a new
-				// transaction (their functions write only inside it, set
-				// what they answer afresh on each run, and what they left in
-				// memory went with aborted).
+				// savepoint went with it; or the write had no savepoint
+				// and may have left something written. That write fails
+				// alone, with its error; the batch's other writes run again
+				// in a new transaction (their functions write only inside
+				// it, set what they answer afresh on each run, and what they
+				// left in memory went with aborted).
 				j.err <- cause
 				w.commit(slices.Concat(batch[:i], batch[i+1:]))
 				return
@@ -389,6 +419,23 @@ func (w *writer) aborted() {
 	if w.onAbort != nil {
 		w.onAbort()
 	}
+}
+
+// unguarded runs the fn of an unguarded job: its dirtyError, or a panic,
+// is fatal (what it wrote stays in the transaction); its other errors
+// left nothing written.
+func unguarded(ctx context.Context, tx *sql.Tx, fn func(ctx context.Context, tx *sql.Tx) error) (err, fatal error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sqlite: write panicked: %v", p)
+			fatal = err
+		}
+	}()
+	err = fn(ctx, tx)
+	if d, ok := errors.AsType[dirtyError](err); ok {
+		return d.err, d.err
+	}
+	return err, nil
 }
 
 // savepoints runs each write of a batch under a savepoint of its own. Its
