@@ -161,7 +161,7 @@ func TestCheckpointsIncompleteCounted(t *testing.T) {
 func TestCheckpointErrorCounted(t *testing.T) {
 	ctx := context.Background()
 	db := openT(t, Config{})
-	conn, err := db.takeWrite(ctx)
+	conn, _, err := db.takeWrite(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -255,20 +255,39 @@ func Migrate(ctx context.Context, dir string) ([]int64, error) {
 	return migrations.Up(ctx, migrations.SQLite, db)
 }
 
-// takeWrite takes the write pool's one connection, for the writer. A later
-// use of the pool would wait forever for that connection, so db.write is
-// nil from then on: such a use fails at once, loudly. Close still closes
-// the pool (the connection goes back to it when the writer stops).
-func (db *DB) takeWrite(ctx context.Context) (*sql.Conn, error) {
+// takeWrite takes the write pool's one connection, for the writer, with
+// the statements of queries prepared on it first (a statement prepared on
+// the pool is bound to each transaction without being prepared again,
+// Tx.StmtContext; one prepared on the taken *sql.Conn would be prepared
+// again in every transaction). A later use of the pool would wait forever
+// for that connection, so db.write is nil from then on: such a use fails
+// at once, loudly. Close still closes the pool (the connection goes back
+// to it when the writer stops).
+func (db *DB) takeWrite(ctx context.Context, queries ...string) (*sql.Conn, []*sql.Stmt, error) {
 	if db.write == nil {
-		return nil, errors.New("sqlite: the write connection is taken or closed")
+		return nil, nil, errors.New("sqlite: the write connection is taken or closed")
+	}
+	var stmts []*sql.Stmt
+	closeAll := func() {
+		for _, st := range stmts {
+			st.Close()
+		}
+	}
+	for _, q := range queries {
+		st, err := db.write.PrepareContext(ctx, q)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		stmts = append(stmts, st)
 	}
 	conn, err := db.write.Conn(ctx)
 	if err != nil {
-		return nil, err
+		closeAll()
+		return nil, nil, err
 	}
 	db.closeWrite, db.write = db.write.Close, nil
-	return conn, nil
+	return conn, stmts, nil
 }
 
 // Close closes the connections (checkpointing the WAL) and releases the

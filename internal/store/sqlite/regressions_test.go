@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -193,5 +194,67 @@ func TestClosedSubscriptionLetsTheHandleGo(t *testing.T) {
 	s.mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d handles after every subscription closed, want 0", n)
+	}
+}
+
+// issue 14: a branch write runs without a savepoint (writer.doUnguardedAsync).
+// One that fails after it wrote (here a trigger fails its event's insert,
+// after its message's row went in) must leave nothing behind: the batch is
+// rolled back and its other writes run again and commit; the failed one's
+// message row is gone with it, and the branch takes its next write at the
+// head it really has.
+func TestDirtyWriteFailsAloneInItsBatch(t *testing.T) {
+	s := newTestStore(t, storetest.Options{})
+	ctx := context.Background()
+	a, b, c := emptyBranch(t, s), emptyBranch(t, s), emptyBranch(t, s)
+	if err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `CREATE TEMP TRIGGER poison BEFORE INSERT ON events
+			WHEN (SELECT body FROM messages WHERE tenant = '' AND id = NEW.msg_id) LIKE '%poison%'
+			BEGIN SELECT RAISE(ABORT, 'poisoned'); END`)
+		return err
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	release, done := holdWriter(t, s)
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i, w := range []struct {
+		id   uuid.UUID
+		text string
+	}{{a, "a"}, {b, "poison"}, {c, "c"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.AddMessage(ctx, w.id, addInput(w.text), store.WriteOptions{})
+		}()
+		queued(s, i+1)
+	}
+	commits := s.w.commits.Load()
+	close(release)
+	<-done
+	wg.Wait()
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "poisoned") {
+		t.Fatalf("the write whose event failed: %v, want the trigger's error", errs[1])
+	}
+	if errs[0] != nil || errs[2] != nil {
+		t.Fatalf("the batch's other writes failed: %v, %v", errs[0], errs[2])
+	}
+	if got := s.w.commits.Load() - commits; got != 2 { // the held job's batch, then the three's
+		t.Errorf("%d commits, want 2 (the held job's, then the batch without the failed write)", got)
+	}
+	for id, want := range map[uuid.UUID]uint64{a: 2, b: 1, c: 2} {
+		if got := head(t, s, id); got != want {
+			t.Errorf("branch %s head %d, want %d", id, got, want)
+		}
+	}
+	var rows int
+	if err := s.db.read.QueryRowContext(ctx, "SELECT count(*) FROM messages WHERE branch_id = ?", blob(b)).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 0 {
+		t.Fatalf("the failed write left %d message rows", rows)
+	}
+	if res, err := s.AddMessage(ctx, b, addInput("b"), store.WriteOptions{}); err != nil || res.Head != 2 {
+		t.Fatalf("the next write on the failed write's branch: head %d, %v; want 2", res.Head, err)
 	}
 }

@@ -247,6 +247,10 @@ type stmtCache struct {
 	perTx bool
 	tx    *sql.Tx
 	txm   map[string]*sql.Stmt
+	// writes counts the statements exec has run on the write side, failed
+	// ones too (writer goroutine only): a write that failed with it
+	// unchanged wrote nothing (writeAsync).
+	writes uint64
 }
 
 // warm prepares every query (only the reads for a read-only pool), before
@@ -322,6 +326,9 @@ func (c *stmtCache) exec(ctx context.Context, tx *sql.Tx, query string, args ...
 	st, err := c.stmt(ctx, tx, query)
 	if err != nil {
 		return nil, err
+	}
+	if c.perTx {
+		c.writes++
 	}
 	return st.ExecContext(ctx, args...)
 }

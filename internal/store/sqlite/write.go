@@ -28,13 +28,16 @@ type mutation func(st *txState) (written, error)
 // the repeat check (first, docs/design.md#idempotency), the head check, fn,
 // the events, the branch row and the request's record; after the commit,
 // the publication to subscribers; then, outside, the observers
-// (ADR-0006 D4). A failed write changes nothing (its savepoint is rolled
-// back).
+// (ADR-0006 D4). A failed write changes nothing: it runs without a
+// savepoint (writer.doUnguardedAsync), so one that failed before its first
+// write statement left nothing to undo, and one that failed after it, or
+// with SQLite's error, is a dirtyError: the writer rolls its batch back
+// and runs the others again without it.
 func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store.WriteOptions, fn mutation) (store.WriteResult, error) {
 	return s.writeAsync(ctx, id, op, opts, fn)()
 }
 
-// writeAsync is write, queued without waiting (writer.doAsync): wait
+// writeAsync is write, queued without waiting (writer.doUnguardedAsync): wait
 // returns what write would have. What the writer goroutine sets is read
 // after wait's receive of the job's answer, which orders the two.
 func (s *Store) writeAsync(ctx context.Context, id uuid.UUID, op store.Op, opts store.WriteOptions, fn mutation) (wait func() (store.WriteResult, error)) {
@@ -43,39 +46,14 @@ func (s *Store) writeAsync(ctx context.Context, id uuid.UUID, op store.Op, opts 
 		replay *store.WriteResult
 		row    *branchRow
 	)
-	done := s.w.doAsync(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	done := s.w.doUnguardedAsync(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		w, replay, row = written{}, nil, nil // a re-run of the batch starts afresh (writer.do)
-		var err error
-		if row, err = s.writerRow(ctx, tx, id); err != nil {
-			return err
+		writes := s.wst.writes
+		err := s.runWrite(ctx, tx, id, op, opts, fn, &w, &replay, &row)
+		if err != nil && (s.wst.writes != writes || resultCode(err) != 0) {
+			return dirtyError{err}
 		}
-		scope := branchScope(row.incarnation)
-		if r, ok, err := s.recall(ctx, &s.wst, tx, scope, op, opts.RequestID); err != nil || ok {
-			if ok {
-				res := r.(store.WriteResult)
-				res.Replayed = true
-				replay = &res
-			}
-			return err
-		}
-		st := s.state(ctx, tx, row)
-		if err := store.CheckHead(st, opts); err != nil {
-			return err
-		}
-		if w, err = fn(st); err != nil {
-			return err
-		}
-		if err := s.commitEvents(ctx, tx, row, w.commit); err != nil {
-			return err
-		}
-		if err := s.updateBranch(ctx, tx, row); err != nil {
-			return err
-		}
-		if err := s.remember(ctx, tx, scope, op, opts.RequestID, w.res); err != nil {
-			return err
-		}
-		s.keepRow(row)
-		return nil
+		return err
 	}, func() {
 		if replay == nil {
 			s.publish(id, row.incarnation, w.commit)
@@ -97,6 +75,44 @@ func (s *Store) writeAsync(ctx context.Context, id uuid.UUID, op store.Op, opts 
 		}
 		return w.res, store.Notify(ctx, id, obs, w.added)
 	}
+}
+
+// runWrite is the body of a branch write in the writer's transaction
+// (writeAsync): it sets what the write answers through w, replay and row.
+func (s *Store) runWrite(ctx context.Context, tx *sql.Tx, id uuid.UUID, op store.Op, opts store.WriteOptions, fn mutation,
+	w *written, replay **store.WriteResult, rowp **branchRow) error {
+	row, err := s.writerRow(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	*rowp = row
+	scope := branchScope(row.incarnation)
+	if r, ok, err := s.recall(ctx, &s.wst, tx, scope, op, opts.RequestID); err != nil || ok {
+		if ok {
+			res := r.(store.WriteResult)
+			res.Replayed = true
+			*replay = &res
+		}
+		return err
+	}
+	st := s.state(ctx, tx, row)
+	if err := store.CheckHead(st, opts); err != nil {
+		return err
+	}
+	if *w, err = fn(st); err != nil {
+		return err
+	}
+	if err := s.commitEvents(ctx, tx, row, w.commit); err != nil {
+		return err
+	}
+	if err := s.updateBranch(ctx, tx, row); err != nil {
+		return err
+	}
+	if err := s.remember(ctx, tx, scope, op, opts.RequestID, w.res); err != nil {
+		return err
+	}
+	s.keepRow(row)
+	return nil
 }
 
 // maxCachedRows bounds the writer's cache of branch rows.
