@@ -33,7 +33,8 @@ const DefaultAppendMaxWindow = 256
 //     it (on the store's ordered queue when the store is a store.Pipeliner, else on a goroutine
 //     that waits for the stream's previous item on the same branch), and queues its answer;
 //   - the handler's own goroutine answers the queued items in the order received: it waits for
-//     each item's result, sends it, and frees its place in the window;
+//     each item's result, sends it (with the answers queued behind it that are ready too, in one
+//     handoff: answer), and frees its place in the window;
 //   - per item, on a store that is no Pipeliner, one goroutine (appendLanes).
 //
 // The receiver stops reading while the window is full, so the client's sends block in HTTP/2 flow

@@ -46,8 +46,10 @@ const maxBatchTag = 1 + 5 // a frame is under 2 GiB: its length is a varint of a
 // waking it, so a batch costs the watcher one wake-up for its first commit and one for the timer,
 // not one per commit (with 100 watchers, the writer's Publish woke 100 goroutines per commit).
 // The linger is cut short once a quarter of the subscription's buffer is waiting (checked at its
-// half): a burst fast enough to fill the buffer within the linger is sent at once instead of
-// evicting the watcher as too slow.
+// start and half-way): a burst is sent instead of being held until it fills the buffer. Only a
+// whole buffer's worth within half the linger (256 commits in 1 ms at the default buffer, several
+// times what an engine commits to one branch) could still evict the watcher as too slow, as it
+// could evict one busy sending a frame.
 const batchLinger = 2 * time.Millisecond
 
 // sendLive sends the live commit c and, with batch_commits, the commits that follow within
