@@ -15,13 +15,13 @@ import (
 // ExchangeService. It runs in the test process so that -race sees both ends and a test can shrink
 // the store's buffers (storeOpts) to force the slow paths. It returns the address; Cleanup shuts
 // it down.
-func startServer(t *testing.T, storeOpts ...store.Option) string {
+func startServer(t testing.TB, storeOpts ...store.Option) string {
 	t.Helper()
 	return startServerWith(t, nil, storeOpts...)
 }
 
 // startServerWith is startServer with server options too (auth tokens, limits).
-func startServerWith(t *testing.T, serverOpts []server.Option, storeOpts ...store.Option) string {
+func startServerWith(t testing.TB, serverOpts []server.Option, storeOpts ...store.Option) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -33,7 +33,8 @@ const DefaultAppendMaxWindow = 256
 //     it (on the store's ordered queue when the store is a store.Pipeliner, else on a goroutine
 //     that waits for the stream's previous item on the same branch), and queues its answer;
 //   - the handler's own goroutine answers the queued items in the order received: it waits for
-//     each item's result, sends it, and frees its place in the window;
+//     each item's result, sends it (with the answers queued behind it that are ready too, in one
+//     handoff: answer), and frees its place in the window;
 //   - per item, on a store that is no Pipeliner, one goroutine (appendLanes).
 //
 // The receiver stops reading while the window is full, so the client's sends block in HTTP/2 flow
@@ -74,6 +75,7 @@ func (s *HistoryServer) AppendMessages(stream historyv1.HistoryService_AppendMes
 	if _, ok := s.store.(store.Pipeliner); !ok {
 		r.lanes = appendLanes{}
 	}
+	_, r.applied = s.store.(store.AppliedPipeliner)
 	go r.run(first, err)
 
 	for {
@@ -121,6 +123,7 @@ type appendItem struct {
 	index uint64
 	bytes int64 // what it holds of the call's in-flight reservation
 	wait  func() *historyv1.AppendMessagesResponse
+	ready bool // wait returns at once: the answer is known (a failure, a repeat, a store that applies in the call)
 }
 
 // appendReceiver is the receiving side of one AppendMessages stream.
@@ -131,9 +134,14 @@ type appendReceiver struct {
 	ctx    context.Context
 	res    *reservation // the call's in-flight reservation, grown by the items held; nil without the tap
 
-	slots chan struct{}   // the window: a place per item in flight
-	queue chan appendItem // the items taken, in order; closed when the receiver ends
-	lanes appendLanes     // nil when the store is a Pipeliner
+	slots   chan struct{}   // the window: a place per item in flight
+	queue   chan appendItem // the items taken, in order; closed when the receiver ends
+	lanes   appendLanes     // nil when the store is a Pipeliner
+	applied bool            // the store is a store.AppliedPipeliner: its items' answers are ready once started
+
+	// The handler's: the items of the answers being sent, and the answers (reused).
+	items  []appendItem
+	frames []any
 
 	mu      sync.Mutex // orders halt against queueing an item
 	halted  bool
@@ -178,7 +186,7 @@ func (r *appendReceiver) take(index uint64, req *historyv1.AddMessageRequest, ma
 		<-r.slots
 		return false
 	}
-	it := appendItem{index: index}
+	it := appendItem{index: index, ready: true}
 	switch {
 	case malformed != nil:
 		it.wait = r.failed(index, malformed)
@@ -190,7 +198,7 @@ func (r *appendReceiver) take(index uint64, req *historyv1.AddMessageRequest, ma
 			it.bytes, it.wait = 0, r.failed(index, err)
 			break
 		}
-		it.wait = r.startSafe(index, req)
+		it.wait, it.ready = r.startSafe(index, req)
 	}
 	r.queue <- it // room: the queue is as long as the window
 	return true
@@ -206,13 +214,51 @@ func (r *appendReceiver) halt() {
 	}
 }
 
-// answer waits for an item's result and sends it; it frees the item's place and bytes. After an
-// error the stream is over: the handler must not send again (streamSender).
+// answer waits for an item's result and sends it, with the answers of the items queued behind it
+// that are ready now (appendItem.ready), in order and in one handoff to the streamSender: on the
+// memory engine a window's answers are all ready as soon as they are queued, and handing them over
+// one at a time cost a goroutine switch each way per item. An item whose answer is not ready
+// (a write in progress) is not waited for while answers before it are ready: those are sent
+// first. Sent answers free their items' places and bytes. After an error the stream is over: the
+// handler must not send again (streamSender).
 func (r *appendReceiver) answer(it appendItem) error {
+	items, frames := r.items[:0], r.frames[:0]
+	for {
+		items = append(items, it)
+		frames = append(frames, r.resolve(it))
+		if len(items) == cap(r.slots) || len(r.queue) == 0 {
+			break
+		}
+		it = <-r.queue // only this goroutine receives: the item counted is there
+		if !it.ready {
+			if err := r.flush(items, frames); err != nil {
+				it.wait() // taken from the queue: end does not see it
+				r.release(it)
+				return err
+			}
+			items, frames = items[:0], frames[:0]
+		}
+	}
+	return r.flush(items, frames)
+}
+
+// resolve waits for an item's answer.
+func (r *appendReceiver) resolve(it appendItem) any {
 	resp := it.wait()
 	resp.Index = it.index
-	err := r.out.send(resp, nil, r.s.stopping)
-	r.release(it)
+	return resp
+}
+
+// flush sends the answers of items and frees their places and bytes.
+func (r *appendReceiver) flush(items []appendItem, frames []any) error {
+	err := r.out.sendAll(frames, nil, r.s.stopping)
+	for _, it := range items {
+		r.release(it)
+	}
+	if err == nil { // else the streamSender's goroutine may still read frames, and the stream is over
+		clear(frames) // hold no answer until the next batch
+		r.items, r.frames = items[:0], frames[:0]
+	}
 	return err
 }
 
@@ -241,14 +287,15 @@ func (r *appendReceiver) end(sendErr error) error {
 	return sendErr
 }
 
-// start starts one decoded item and returns the wait for its answer. The repeat check and the
-// conversion run here, in order; the write runs on the store's ordered queue, or on its lane.
-func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) func() *historyv1.AppendMessagesResponse {
+// start starts one decoded item and returns the wait for its answer, and whether that returns at
+// once. The repeat check and the conversion run here, in order; the write runs on the store's
+// ordered queue, or on its lane.
+func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) (func() *historyv1.AppendMessagesResponse, bool) {
 	s := r.s
 	p, resp, err := s.prepareAppend(r.ctx, req)
 	switch {
 	case resp != nil:
-		return func() *historyv1.AppendMessagesResponse { return appendOK(resp) }
+		return func() *historyv1.AppendMessagesResponse { return appendOK(resp) }, true
 	case err != nil && p.recalled && req.GetRequestId() != "":
 		// The request is invalid, but an earlier item of the stream with the same request id may
 		// not be written yet: a unary AddMessage sent after it would get its first response. The
@@ -260,16 +307,16 @@ func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) f
 				err = rerr
 			}
 			return r.itemError(index, err)
-		}
+		}, false
 	case err != nil:
-		return r.failed(index, err)
+		return r.failed(index, err), true
 	}
 	if pl, ok := s.store.(store.Pipeliner); ok {
 		wait := pl.AddMessageAsync(r.ctx, p.branch, p.in, p.opts)
 		return func() *historyv1.AppendMessagesResponse {
 			res, err := wait()
 			return r.result(index, p, res, err)
-		}
+		}, r.applied
 	}
 	done := r.lanes.run(p.branch, func() (store.WriteResult, error) {
 		return s.store.AddMessage(r.ctx, p.branch, p.in, p.opts)
@@ -277,17 +324,17 @@ func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) f
 	return func() *historyv1.AppendMessagesResponse {
 		o := <-done
 		return r.result(index, p, o.res, o.err)
-	}
+	}, false
 }
 
 // startSafe is start, with a panic in it (conversion, the repeat check, the store's queueing)
 // answered as the item's INTERNAL status: start runs on the receiver's goroutine, which the
 // recovery interceptor does not cover, so an unrecovered panic would end the process (issue 21
 // review, finding B).
-func (r *appendReceiver) startSafe(index uint64, req *historyv1.AddMessageRequest) (wait func() *historyv1.AppendMessagesResponse) {
+func (r *appendReceiver) startSafe(index uint64, req *historyv1.AddMessageRequest) (wait func() *historyv1.AppendMessagesResponse, ready bool) {
 	defer func() {
 		if p := recover(); p != nil {
-			wait = r.failed(index, panicError(p))
+			wait, ready = r.failed(index, panicError(p)), true
 		}
 	}()
 	return r.start(index, req)

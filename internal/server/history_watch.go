@@ -98,13 +98,14 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 
 // watch is one WatchBranch stream's state: what it has sent.
 type watch struct {
-	s      *HistoryServer
-	sender *streamSender
-	sub    *store.Subscription
-	branch string
-	render bool        // the request's include_rendered
-	batch  bool        // the request's batch_commits: commits waiting go out several to a frame
-	linger *time.Timer // batchLinger's timer, made at the first batch
+	s       *HistoryServer
+	sender  *streamSender
+	sub     *store.Subscription
+	branch  string
+	render  bool           // the request's include_rendered
+	batch   bool           // the request's batch_commits: commits waiting go out several to a frame
+	linger  *time.Timer    // batchLinger's timer, made at the first batch
+	pending []store.Commit // a live batch's commits, kept for the next batch's
 	// delivered is the stream's cursor: every event up to it was sent (or filtered out). It only
 	// moves once a frame's send has returned, so it is never ahead of what the client received.
 	delivered uint64

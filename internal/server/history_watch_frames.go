@@ -41,8 +41,23 @@ type sharedFrame struct {
 	frame *preEncoded
 }
 
-// preEncoded is a frame already marshalled; requestCodec sends its bytes as they are.
-type preEncoded struct{ b []byte }
+// preEncoded is a frame already marshalled; requestCodec sends its bytes as they are. buf is b as
+// a mem.Buffer and entry the frame as an entry of a batch frame without its tag (b after its
+// commit tag), both made once with the frame so that sending it allocates nothing per watcher.
+type preEncoded struct {
+	b     []byte
+	buf   mem.Buffer
+	entry mem.Buffer
+}
+
+// newPreEncoded wraps the bytes of a WatchBranchResponse{commit} frame.
+func newPreEncoded(b []byte) *preEncoded {
+	return &preEncoded{b: b, buf: mem.SliceBuffer(b), entry: mem.SliceBuffer(b[len(commitFrameTag):])}
+}
+
+// preEncodedParts is a frame already marshalled in parts (a batch frame spliced from shared
+// commit frames, history_watch_batch.go); requestCodec sends the parts as they are, in order.
+type preEncodedParts struct{ parts mem.BufferSlice }
 
 // frame returns c's frame, its messages rendered with render, and its size in bytes. With encode
 // (the server's codec is requestCodec, as in every Server built by New) it is marshalled once and
@@ -71,16 +86,20 @@ func (fc *frameCache) frame(c store.Commit, render, encode bool, limit int) (any
 	if err != nil || len(b) > maxSharedFrame {
 		return frame, len(b) // the stream's codec marshals it (and reports the error, if any)
 	}
-	shared := &preEncoded{b: b}
+	shared := newPreEncoded(b)
 	slot.Store(&sharedFrame{first: &c[0], n: len(c), frame: shared})
 	return shared, len(b)
 }
 
 // Marshal encodes v as the proto codec does, except that a preEncoded frame is sent as its bytes
-// (see frameCache); the bytes are never written to, so every stream may send the same ones.
+// and a preEncodedParts frame as its parts (see frameCache); the bytes are never written to, so
+// every stream may send the same ones, and their Free does nothing (mem.SliceBuffer).
 func (c requestCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if p, ok := v.(*preEncoded); ok {
-		return mem.BufferSlice{mem.SliceBuffer(p.b)}, nil
+	switch p := v.(type) {
+	case *preEncoded:
+		return mem.BufferSlice{p.buf}, nil
+	case *preEncodedParts:
+		return p.parts, nil
 	}
 	return c.CodecV2.Marshal(v)
 }

@@ -177,20 +177,23 @@ func (h *heartbeat) Stop() {
 // which ends the stream and so unblocks SendMsg; the handler must then return at once, and close
 // does not wait (the goroutine ends right after the handler).
 type streamSender struct {
-	ss      grpc.ServerStream
-	timeout time.Duration
-	timer   *time.Timer
-	frames  chan any
-	results chan error
-	quit    chan struct{}
-	done    chan struct{}
-	stuck   bool // a send was given up on
+	ss       grpc.ServerStream
+	timeout  time.Duration
+	timer    *time.Timer
+	frames   chan []any
+	results  chan error
+	progress chan struct{} // a frame of several handed over was accepted: the next has a timeout of its own
+	quit     chan struct{}
+	done     chan struct{}
+	stuck    bool   // a send was given up on
+	one      [1]any // send's frame, handed over as a slice without allocating one
 }
 
 func newStreamSender(ss grpc.ServerStream, timeout time.Duration) *streamSender {
 	s := &streamSender{
 		ss: ss, timeout: timeout, timer: time.NewTimer(timeout),
-		frames: make(chan any), results: make(chan error, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		frames: make(chan []any), results: make(chan error, 1), progress: make(chan struct{}, 1),
+		quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.timer.Stop()
 	go s.loop()
@@ -201,8 +204,20 @@ func (s *streamSender) loop() {
 	defer close(s.done)
 	for {
 		select {
-		case m := <-s.frames:
-			s.results <- s.ss.SendMsg(m) // results has room: send reads each result or gives up once
+		case msgs := <-s.frames:
+			var err error
+			for i, m := range msgs {
+				if err = s.ss.SendMsg(m); err != nil {
+					break
+				}
+				if i < len(msgs)-1 {
+					select {
+					case s.progress <- struct{}{}:
+					default: // one pending is enough: it restarts the timeout
+					}
+				}
+			}
+			s.results <- err // results has room: send reads each result or gives up once
 		case <-s.quit:
 			return
 		}
@@ -214,22 +229,44 @@ func (s *streamSender) loop() {
 // (either may be nil), so that a stream blocked by a client that stopped reading still ends
 // promptly; SendMsg's own error otherwise. After an error the handler must not send again.
 func (s *streamSender) send(msg any, evicted, shutdown <-chan struct{}) error {
+	s.one[0] = msg
+	err := s.sendAll(s.one[:], evicted, shutdown)
+	if !s.stuck { // else the goroutine may still hold it
+		s.one[0] = nil
+	}
+	return err
+}
+
+// sendAll is send for several frames in order, handed to the goroutine at once: one handoff for
+// frames that are ready together (the answers of an AppendMessages window). Each frame has the
+// send timeout to be accepted in, as if sent alone; on an error the frames after the one that
+// failed are not sent. msgs must not change until sendAll returns, nor after it gave up on a send
+// (the goroutine may still be reading it).
+func (s *streamSender) sendAll(msgs []any, evicted, shutdown <-chan struct{}) error {
 	if s.stuck {
 		return errSendAborted
 	}
-	s.frames <- msg // the goroutine is idle: it returned the previous result
+	select {
+	case <-s.progress: // left from an earlier call whose last frames came fast
+	default:
+	}
+	s.frames <- msgs // the goroutine is idle: it returned the previous result
 	s.timer.Reset(s.timeout)
 	defer s.timer.Stop() // since Go 1.23 a stopped timer delivers nothing stale
-	select {
-	case err := <-s.results:
-		return err
-	case <-s.timer.C:
-		s.stuck = true
-		return errSendTimeout
-	case <-evicted:
-		return s.abort()
-	case <-shutdown:
-		return s.abort()
+	for {
+		select {
+		case err := <-s.results:
+			return err
+		case <-s.progress:
+			s.timer.Reset(s.timeout)
+		case <-s.timer.C:
+			s.stuck = true
+			return errSendTimeout
+		case <-evicted:
+			return s.abort()
+		case <-shutdown:
+			return s.abort()
+		}
 	}
 }
 

@@ -21,7 +21,21 @@ type Pipeliner interface {
 	AddMessageAsync(ctx context.Context, branch uuid.UUID, in AddInput, opts WriteOptions) (wait func() (WriteResult, error))
 }
 
-var _ Pipeliner = (*Memory)(nil)
+// AppliedPipeliner is a Pipeliner whose AddMessageAsync applies the write in
+// the call, so the wait it returns never blocks: a caller may gather the
+// results of the writes queued so far and act on them together (the
+// AppendMessages stream sends their answers in one handoff) without holding
+// one behind a write still in progress.
+type AppliedPipeliner interface {
+	Pipeliner
+	// AppliesInCall marks the engine; it does nothing.
+	AppliesInCall()
+}
+
+var _ AppliedPipeliner = (*Memory)(nil)
+
+// AppliesInCall marks Memory as an AppliedPipeliner.
+func (m *Memory) AppliesInCall() {}
 
 // AddMessageAsync is AddMessage (Pipeliner): the memory engine applies a
 // write in the call, so queueing it is doing it, and order holds trivially.
