@@ -85,6 +85,7 @@ type branchWrite struct {
 	replay *store.WriteResult
 	row    *branchRow
 	err    error
+	alone  bool // to run in a transaction of its own, after its group
 	done   chan struct{}
 }
 
@@ -191,28 +192,46 @@ func (s *Store) runGroupWorker() {
 	}
 }
 
-// runGroup runs ws (distinct branches) and answers each.
+// runGroup runs ws (distinct branches) and answers each: the members
+// the group committed (or refused) first, then those it left to run alone
+// (a row another transaction holds, an unknown branch, or every member of
+// a group that failed with nothing applied), each in a transaction of its
+// own.
 func (s *Store) runGroup(ws []*branchWrite) {
-	defer func() {
-		for _, bw := range ws {
-			s.settle(bw)
+	alone := s.tryGroup(ws)
+	for _, bw := range ws {
+		if !bw.alone {
+			s.settleAsync(bw)
 			close(bw.done)
 		}
-	}()
+	}
+	for _, bw := range alone {
+		bw.w, bw.replay, bw.row = written{}, nil, nil
+		bw.err = s.writeAlone(bw)
+		s.settleAsync(bw)
+		close(bw.done)
+	}
+}
+
+// tryGroup runs ws as one transaction when there are several, and returns
+// the members to run alone (marked alone).
+func (s *Store) tryGroup(ws []*branchWrite) (alone []*branchWrite) {
 	defer func() {
-		// A panic (a bug in the rules, say) fails the group's calls, as the
-		// recovery interceptor fails a call whose handler panics, instead of
-		// ending the process from a goroutine no interceptor covers.
+		// A panic outside the members' rules (which panic alone: planSafe)
+		// fails the group's calls, as the recovery interceptor fails a call
+		// whose handler panics, instead of ending the process from a
+		// goroutine no interceptor covers; tryTx rolled the transaction back.
 		if p := recover(); p != nil {
 			err := fmt.Errorf("postgres: panic in a group commit: %v\n%s", p, debug.Stack())
+			alone = nil
 			for _, bw := range ws {
-				bw.err = err
+				bw.err, bw.alone = err, false
 			}
 		}
 	}()
 	if len(ws) == 1 {
-		ws[0].err = s.writeAlone(ws[0])
-		return
+		ws[0].alone = true
+		return ws
 	}
 	ctx, cancel := groupContext(ws)
 	defer cancel()
@@ -220,19 +239,29 @@ func (s *Store) runGroup(ws []*branchWrite) {
 	var se *StorageError
 	switch {
 	case err == nil:
-	case errors.As(err, &se) && se.AtCommit:
 		for _, bw := range ws {
-			if bw.err == nil && bw.replay == nil {
-				bw.err = err // the outcome of the COMMIT is unknown, as a lone write's would be
+			if bw.alone {
+				alone = append(alone, bw)
 			}
 		}
-	default:
-		// Nothing was applied: each write alone, for its own outcome.
+		return alone
+	case errors.As(err, &se) && se.AtCommit, errors.As(err, new(commitError)):
+		// A COMMIT without an answer (StorageError AtCommit), or cut by the
+		// group's context once every caller had left: its outcome is
+		// unknown, as a lone write's would be.
 		for _, bw := range ws {
-			bw.w, bw.replay, bw.row = written{}, nil, nil
-			bw.err = s.writeAlone(bw)
+			if bw.err == nil && bw.replay == nil {
+				bw.err = err
+			}
+			bw.alone = false
 		}
+		return nil
 	}
+	// Nothing was applied: each write alone, for its own outcome.
+	for _, bw := range ws {
+		bw.alone = true
+	}
+	return ws
 }
 
 // groupContext is a group's context: cancelled once every member's caller
@@ -286,6 +315,9 @@ func (s *Store) groupTx(ctx context.Context, tx pgx.Tx, ws []*branchWrite) error
 			continue
 		}
 		r, ok, err := s.recalled(br.QueryRow(), bw.op, bw.opts.RequestID)
+		if bw.row == nil {
+			continue // run alone: the recall ran before its row was locked
+		}
 		switch {
 		case err != nil && !memberError(err):
 			br.Close()
@@ -304,14 +336,17 @@ func (s *Store) groupTx(ctx context.Context, tx pgx.Tx, ws []*branchWrite) error
 	var batches []*pgx.Batch
 	for _, bw := range ws {
 		switch {
-		case bw.err != nil, bw.replay != nil:
-			continue
 		case bw.row == nil:
-			bw.err = &store.BranchError{Err: store.ErrBranchNotFound, BranchID: bw.id}
+			// Locked by another transaction (SKIP LOCKED), or no such
+			// branch: alone, after the group, it waits for the lock or
+			// reports the branch unknown, without holding the group.
+			bw.err, bw.replay, bw.alone = nil, nil, true
+			continue
+		case bw.err != nil, bw.replay != nil:
 			continue
 		}
 		st := newState(ctx, tx, bw.row)
-		w, err := s.plan(st, bw)
+		w, err := s.planSafe(st, bw)
 		switch {
 		case err != nil && !memberError(err):
 			return err
@@ -363,6 +398,17 @@ func mergeAppends(batches []*pgx.Batch) *pgx.Batch {
 		out.QueuedQueries = append(out.QueuedQueries, q...)
 	}
 	return out
+}
+
+// planSafe is plan, with a panic in a member's rules made that member's
+// error: the others commit.
+func (s *Store) planSafe(st *txState, bw *branchWrite) (w written, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("postgres: panic in a write: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return s.plan(st, bw)
 }
 
 // lockedRows reads the group's first result: the rows locked, by id.

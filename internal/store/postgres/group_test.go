@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/postgres/pgtest"
@@ -102,13 +103,23 @@ func queueWrites(t *testing.T, s *Store, branches []uuid.UUID, opts []store.Writ
 // reported.
 func TestGroupCommitSharesTransaction(t *testing.T) {
 	s := groupStore(t, nil)
-	h := hold(s)
 	others := make([]uuid.UUID, 8)
 	for i := range others {
 		others[i] = newBranch(t, s)
 	}
+	// Rows whose nullable columns are set (system_id, selected) beside rows
+	// where they are NULL, in the one qAppendMany statement.
+	if _, err := s.SetSystem(tctx(t), others[0], envelope.NewSystem("be brief"), store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetProgression(tctx(t), others[1], &[]uuid.UUID{}, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h := hold(s)
 	held := h.start(t, s)
-	results := queueWrites(t, s, others, make([]store.WriteOptions, len(others)))
+	opts := make([]store.WriteOptions, len(others))
+	opts[2].RequestID = "req-2"
+	results := queueWrites(t, s, others, opts)
 	close(h.release)
 	if err := <-held; err != nil {
 		t.Fatal(err)
@@ -117,13 +128,31 @@ func TestGroupCommitSharesTransaction(t *testing.T) {
 	ids := make([]uuid.UUID, len(others))
 	for i, r := range results {
 		got := <-r
-		if got.err != nil || got.res.Index != 0 {
-			t.Fatalf("member: %+v, %v: want index 0", got.res, got.err)
+		want := 0
+		if i == 0 {
+			want = 1
+		}
+		if got.err != nil || got.res.Index != want {
+			t.Fatalf("member %d: %+v, %v: want index %d", i, got.res, got.err, want)
 		}
 		heads[i], ids[i] = got.res.Head, got.res.Message.Message.ID
 	}
-	if got := h.taken(); len(got) != 2 || got[1] != len(others) {
-		t.Fatalf("groups taken %v: want [1 %d]", got, len(others))
+	// The request id was remembered in the group: a repeat replays it.
+	again, err := s.AddMessage(tctx(t), others[2], instruction("m"), opts[2])
+	if err != nil || !again.Replayed || again.Message.Message.ID != ids[2] {
+		t.Fatalf("repeat of the group's request id: %+v, %v: want the first result, replayed", again, err)
+	}
+	if got := h.taken(); len(got) < 2 || got[1] != len(others) {
+		t.Fatalf("groups taken %v: want [1 %d ...]", got, len(others))
+	}
+	// One transaction wrote them all: a group that failed and ran its
+	// members alone would have answered the same.
+	var txs int
+	if err := s.pool.QueryRow(tctx(t), `SELECT count(DISTINCT xmin::text) FROM messages WHERE id = ANY($1)`, ids).Scan(&txs); err != nil {
+		t.Fatal(err)
+	}
+	if txs != 1 {
+		t.Fatalf("the group's messages were written by %d transactions, want 1", txs)
 	}
 	for i, br := range others {
 		info, err := s.GetBranch(tctx(t), br)
@@ -131,11 +160,15 @@ func TestGroupCommitSharesTransaction(t *testing.T) {
 			t.Fatal(err)
 		}
 		msgs := fullOrder(t, s, br)
-		if len(msgs) != 1 || info.HeadSequence != heads[i] || info.MessageCount != 1 {
-			t.Fatalf("branch %s: %d messages (count %d), head %d: want 1 and %d", br, len(msgs), info.MessageCount, info.HeadSequence, heads[i])
+		want := 1
+		if i == 0 {
+			want = 2 // the system at index 0, the message after it
 		}
-		if msgs[0].Message.ID != ids[i] || msgs[0].Sequence != heads[i] {
-			t.Fatalf("branch %s holds %s at sequence %d, want %s at %d", br, msgs[0].Message.ID, msgs[0].Sequence, ids[i], heads[i])
+		if len(msgs) != want || info.HeadSequence != heads[i] || info.MessageCount != want {
+			t.Fatalf("branch %s: %d messages (count %d), head %d: want %d and %d", br, len(msgs), info.MessageCount, info.HeadSequence, want, heads[i])
+		}
+		if last := msgs[len(msgs)-1]; last.Message.ID != ids[i] || last.Sequence != heads[i] {
+			t.Fatalf("branch %s holds %s at sequence %d, want %s at %d", br, last.Message.ID, last.Sequence, ids[i], heads[i])
 		}
 	}
 }
@@ -231,11 +264,12 @@ func TestGroupFailureRunsEachAlone(t *testing.T) {
 	}
 }
 
-// A write whose caller left before its group started is not written.
+// A write whose caller left before its group started is not written; the
+// live write taken with it is.
 func TestGroupCallerLeftNotWritten(t *testing.T) {
 	s := groupStore(t, nil)
+	gone, live := newBranch(t, s), newBranch(t, s)
 	h := hold(s)
-	gone := newBranch(t, s)
 	held := h.start(t, s)
 	ctx, cancel := context.WithCancel(tctx(t))
 	left := make(chan error, 1)
@@ -244,16 +278,105 @@ func TestGroupCallerLeftNotWritten(t *testing.T) {
 		left <- err
 	}()
 	waitFor(t, 10*time.Second, "the write queued", func() bool { return s.group.queued() == 1 })
+	livec := make(chan result, 1)
+	go func() {
+		res, err := s.AddMessage(tctx(t), live, instruction("m"), store.WriteOptions{})
+		livec <- result{res, err}
+	}()
+	waitFor(t, 10*time.Second, "both writes queued", func() bool { return s.group.queued() == 2 })
 	cancel()
 	if err := <-left; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the caller that left got %v, want context.Canceled", err)
 	}
+	n := s.group.queued()
 	close(h.release)
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
-	add(t, s, newBranch(t, s), "after", store.WriteOptions{}) // the worker has passed the queue since
+	if n != 2 {
+		t.Fatalf("%d writes queued after the caller left, want both still there", n)
+	}
+	if got := <-livec; got.err != nil {
+		t.Fatal(got.err)
+	}
 	if n := len(fullOrder(t, s, gone)); n != 0 {
 		t.Fatalf("the write whose caller left was written: %d messages", n)
+	}
+	if n := len(fullOrder(t, s, live)); n != 1 {
+		t.Fatalf("the live write beside it: %d messages, want 1", n)
+	}
+}
+
+// A member whose row another transaction holds does not hold its group:
+// the others commit while it waits, alone, for the lock.
+func TestGroupSkipsLockedRow(t *testing.T) {
+	s := groupStore(t, nil)
+	locked, free := newBranch(t, s), newBranch(t, s)
+	tx, err := s.pool.Begin(tctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // committed below, or the test failed
+	if _, err := tx.Exec(tctx(t), qBranchForUpdate, locked); err != nil {
+		t.Fatal(err)
+	}
+	h := hold(s)
+	held := h.start(t, s)
+	results := queueWrites(t, s, []uuid.UUID{locked, free}, []store.WriteOptions{{}, {}})
+	close(h.release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if got := <-results[1]; got.err != nil || got.res.Index != 0 {
+		t.Fatalf("the free member: %+v, %v", got.res, got.err)
+	}
+	select {
+	case got := <-results[0]:
+		t.Fatalf("the member whose row is locked was answered before the lock ended: %+v, %v", got.res, got.err)
+	default:
+	}
+	if err := tx.Commit(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-results[0]; got.err != nil || got.res.Index != 0 {
+		t.Fatalf("the locked member after the lock: %+v, %v", got.res, got.err)
+	}
+}
+
+// A panic in a group fails its calls, rolls its transaction back (no row
+// stays locked, no connection is kept: Close at the test's end would wait
+// for it) and the process goes on.
+func TestGroupPanicReleasesLocks(t *testing.T) {
+	var once sync.Once
+	s := groupStore(t, func(ws []*branchWrite) error {
+		once.Do(func() { panic("a bug (test)") })
+		return nil
+	})
+	branches := []uuid.UUID{newBranch(t, s), newBranch(t, s), newBranch(t, s)}
+	h := hold(s)
+	held := h.start(t, s)
+	results := queueWrites(t, s, branches, make([]store.WriteOptions, len(branches)))
+	close(h.release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if got := <-r; got.err == nil {
+			t.Fatalf("a member of the panicking group succeeded: %+v", got.res)
+		}
+	}
+	for _, br := range branches {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := s.AddMessage(ctx, br, instruction("after"), store.WriteOptions{})
+		cancel()
+		if err != nil {
+			t.Fatalf("a write after the panic: %v (its row still locked?)", err)
+		}
+		if n := len(fullOrder(t, s, br)); n != 1 {
+			t.Fatalf("branch %s: %d messages, want the one written after the panic", br, n)
+		}
+	}
+	if n := s.pool.Stat().AcquiredConns(); n != 0 {
+		t.Fatalf("%d connections still acquired after the panic", n)
 	}
 }

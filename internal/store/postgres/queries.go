@@ -10,9 +10,9 @@ const (
 	// branch's writers across replicas, held only for the write.
 	qBranchForUpdate = qBranch + ` FOR UPDATE`
 	// qBranchesForUpdate is a group's first statement (group.go): its
-	// branches' rows locked in id order, so that two groups never wait on
-	// each other in a cycle.
-	qBranchesForUpdate = `SELECT ` + branchCols + ` FROM branches WHERE tenant = '' AND id = ANY($1) ORDER BY id FOR UPDATE`
+	// branches' rows locked, those another transaction holds skipped (their
+	// writes run alone after the group, which so never waits on a lock).
+	qBranchesForUpdate = `SELECT ` + branchCols + ` FROM branches WHERE tenant = '' AND id = ANY($1) ORDER BY id FOR UPDATE SKIP LOCKED`
 	// qBranchForShare is a fork's read of its source: no write changes the
 	// source while it is copied.
 	qBranchForShare = qBranch + ` FOR SHARE`

@@ -338,6 +338,18 @@ func (s *Store) tryTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx
 		return err
 	}
 	tx := newLazyTx(conn, opts)
+	defer func() {
+		// A panic in fn: the transaction is rolled back and its connection
+		// released before the panic goes on, so no row lock outlives it
+		// (a recovered panic would otherwise hold them until the process
+		// ends, and Close would wait for the connection forever).
+		if p := recover(); p != nil {
+			rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			tx.Rollback(rbCtx) //nolint:errcheck // the panic is what to report
+			cancel()
+			panic(p)
+		}
+	}()
 	if err := fn(tx); err != nil {
 		rbCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		tx.Rollback(rbCtx) //nolint:errcheck // the error that ended fn is the one to report
