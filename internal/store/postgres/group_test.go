@@ -98,6 +98,20 @@ func queueWrites(t *testing.T, s *Store, branches []uuid.UUID, opts []store.Writ
 	return out
 }
 
+// behind queues writes on branches, with opts, behind a held write, lets
+// the worker go on and returns their outcomes' channels: they are the
+// worker's next group.
+func (h *holder) behind(t *testing.T, s *Store, branches []uuid.UUID, opts []store.WriteOptions) []chan result {
+	t.Helper()
+	held := h.start(t, s)
+	results := queueWrites(t, s, branches, opts)
+	close(h.release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	return results
+}
+
 // Writes queued while a group runs go together in the next (one
 // transaction), and each lands on its branch at index 0, at the head it
 // reported.
@@ -116,14 +130,9 @@ func TestGroupCommitSharesTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := hold(s)
-	held := h.start(t, s)
 	opts := make([]store.WriteOptions, len(others))
 	opts[2].RequestID = "req-2"
-	results := queueWrites(t, s, others, opts)
-	close(h.release)
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
+	results := h.behind(t, s, others, opts)
 	heads := make([]uint64, len(others))
 	ids := make([]uuid.UUID, len(others))
 	for i, r := range results {
@@ -181,15 +190,10 @@ func TestGroupMemberRefusedAlone(t *testing.T) {
 	ok1, ok2, stale, repeat := newBranch(t, s), newBranch(t, s), newBranch(t, s), newBranch(t, s)
 	first := add(t, s, repeat, "first", store.WriteOptions{RequestID: "r1"})
 	h := hold(s)
-	held := h.start(t, s)
 	wrongHead := uint64(7)
 	branches := []uuid.UUID{ok1, stale, uuid.New(), repeat, ok2}
 	opts := []store.WriteOptions{{}, {ExpectedHead: &wrongHead}, {}, {RequestID: "r1"}, {}}
-	results := queueWrites(t, s, branches, opts)
-	close(h.release)
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
+	results := h.behind(t, s, branches, opts)
 	got := make([]result, len(branches))
 	for i := range results {
 		got[i] = <-results[i]
@@ -240,12 +244,7 @@ func TestGroupFailureRunsEachAlone(t *testing.T) {
 	for i := range branches {
 		branches[i] = newBranch(t, s)
 	}
-	held := h.start(t, s)
-	results := queueWrites(t, s, branches, make([]store.WriteOptions, len(branches)))
-	close(h.release)
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
+	results := h.behind(t, s, branches, make([]store.WriteOptions, len(branches)))
 	for _, r := range results {
 		if got := <-r; got.err != nil || got.res.Index != 0 {
 			t.Fatalf("member: %+v, %v: want index 0", got.res, got.err)
@@ -321,12 +320,7 @@ func TestGroupSkipsLockedRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := hold(s)
-	held := h.start(t, s)
-	results := queueWrites(t, s, []uuid.UUID{locked, free}, []store.WriteOptions{{}, {}})
-	close(h.release)
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
+	results := h.behind(t, s, []uuid.UUID{locked, free}, []store.WriteOptions{{}, {}})
 	if got := <-results[1]; got.err != nil || got.res.Index != 0 {
 		t.Fatalf("the free member: %+v, %v", got.res, got.err)
 	}
@@ -354,12 +348,7 @@ func TestGroupPanicReleasesLocks(t *testing.T) {
 	})
 	branches := []uuid.UUID{newBranch(t, s), newBranch(t, s), newBranch(t, s)}
 	h := hold(s)
-	held := h.start(t, s)
-	results := queueWrites(t, s, branches, make([]store.WriteOptions, len(branches)))
-	close(h.release)
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
+	results := h.behind(t, s, branches, make([]store.WriteOptions, len(branches)))
 	for _, r := range results {
 		if got := <-r; got.err == nil {
 			t.Fatalf("a member of the panicking group succeeded: %+v", got.res)
