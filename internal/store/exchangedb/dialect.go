@@ -30,6 +30,15 @@ func (d Dialect) forNoKeyUpdate() string {
 	return ""
 }
 
+// forNoKeyUpdateOf is forNoKeyUpdate for the rows of the table aliased alias alone (the
+// selected rows of an outer join's other side are not locked, and may be none).
+func (d Dialect) forNoKeyUpdateOf(alias string) string {
+	if d == Postgres {
+		return " FOR NO KEY UPDATE OF " + alias
+	}
+	return ""
+}
+
 // forKeyShare locks a selected owner row against its deletion only (an Unregister's FOR UPDATE
 // waits, counter updates do not): the Pop that empties a sender's inbox reads the sender's row so.
 func (d Dialect) forKeyShare() string {
