@@ -79,7 +79,7 @@ func BenchmarkSendCollectPostgres(b *testing.B) {
 
 // benchBroadcastCollect is review17 R5's case: a broadcast to 300 owners and its Collect, which
 // locks every owner row and lands in an inbox at each.
-func benchBroadcastCollect(b *testing.B, svc exchange.Service) {
+func benchBroadcastCollect(b *testing.B, svc exchange.Service, pg bool) {
 	ctx := context.Background()
 	owners := make([]uuid.UUID, 300)
 	for i := range owners {
@@ -88,6 +88,7 @@ func benchBroadcastCollect(b *testing.B, svc exchange.Service) {
 			b.Fatal(err)
 		}
 	}
+	cpu := startCPU(b, pg)
 	for b.Loop() {
 		if _, err := svc.Send(ctx, exchange.SendRequest{Sender: owners[0], Recipient: envelope.None(), Content: jsonv.StringValue("hi")}); err != nil {
 			b.Fatal(err)
@@ -96,6 +97,7 @@ func benchBroadcastCollect(b *testing.B, svc exchange.Service) {
 			b.Fatal(err)
 		}
 	}
+	cpu.report(b)
 }
 
 func BenchmarkBroadcastCollectSQLite(b *testing.B) {
@@ -103,18 +105,18 @@ func BenchmarkBroadcastCollectSQLite(b *testing.B) {
 	defer s.Close()
 	e := sqliteEngineB(s, exchangetest.Options{MaxInbox: exchangetest.NoBound})
 	defer e.Close()
-	benchBroadcastCollect(b, e)
+	benchBroadcastCollect(b, e, false)
 }
 
 func BenchmarkBroadcastCollectPostgres(b *testing.B) {
-	s, err := postgres.Open(context.Background(), postgres.Config{URL: pgtest.New(b), MaxConns: 4})
+	s, err := postgres.Open(context.Background(), postgres.Config{URL: benchPGURL(b), MaxConns: 4})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
 	e := exchangedb.New(s.ExchangeDriver(), exchangetest.Options{MaxInbox: exchangetest.NoBound}.ExchangeOptions())
 	defer e.Close()
-	benchBroadcastCollect(b, e)
+	benchBroadcastCollect(b, e, true)
 }
 
 // Issue 18's benchmark, in process: Lease+Ack round trips per second at concurrency 50 against
