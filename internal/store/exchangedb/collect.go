@@ -275,11 +275,12 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 }
 
 // lockOwners locks the owner rows of ids that exist, in id order (as text, the order the database
-// sorts them in), and returns their counters, each with sender's inbox at it, read in the same
-// statement (exchange_inboxes' primary key): while the owner's row is locked, no Pop, Unregister
-// or other collect of sender changes that inbox until the transaction ends. A broadcast to 300
-// owners read them with 300 queries, all while holding the owners' locks (review17 R5); a direct
-// collect read its recipient's with a query of its own (issue 17's benchmark).
+// sorts them in), and returns their counters, each with sender's inbox at it, read by
+// exchange_inboxes' primary key in the statement that reads the counters: while the owner's row
+// is locked, no Pop, Unregister or other collect of sender changes that inbox until the
+// transaction ends. A broadcast to 300 owners read them with 300 queries, all while holding the
+// owners' locks (review17 R5); a direct collect read its recipient's with a query of its own
+// (issue 17's benchmark).
 func (e *Engine) lockOwners(ctx context.Context, q Querier, ids map[uuid.UUID]struct{}, sender uuid.UUID) (map[uuid.UUID]*recipientRow, error) {
 	keys := make([]string, 0, len(ids))
 	for id := range ids {
@@ -291,6 +292,18 @@ func (e *Engine) lockOwners(ctx context.Context, q Querier, ids map[uuid.UUID]st
 		chunk := keys[:min(len(keys), lockChunk)]
 		keys = keys[len(chunk):]
 		where, keyArgs := e.dia.ownerKeys(chunk)
+		if lock := e.dia.forNoKeyUpdate(); lock != "" {
+			// The locks first, in a statement of their own (led: one round trip with the read).
+			// A statement that waits for a row lock reads the row's newest version once it has
+			// it, but the rows it joined to it as they were when it started (READ COMMITTED's
+			// recheck re-reads only the locked rows): a Pop at that owner committed meanwhile
+			// would leave the inbox count read with the lock stale. The read below starts once
+			// the locks are held, and nothing changes the inboxes it reads until the commit.
+			// It locks too, for an owner registered between the two statements.
+			if err := q.Lead(ctx, `SELECT 1 FROM exchange_owners o WHERE `+where+` ORDER BY o.owner`+lock, keyArgs...); err != nil {
+				return nil, err
+			}
+		}
 		args := append([]any{sender.String()}, keyArgs...)
 		err := collect(ctx, q, func(r Rows) error {
 			var (
