@@ -20,7 +20,7 @@ import (
 
 // benchSendCollect is issue 17's benchmark shape in process: 100 owners, each op a direct Send
 // to the next owner and a Collect of the sender, 50 at a time.
-func benchSendCollect(b *testing.B, svc exchange.Service) {
+func benchSendCollect(b *testing.B, svc exchange.Service, pg bool) {
 	ctx := context.Background()
 	owners := make([]uuid.UUID, 100)
 	for i := range owners {
@@ -31,6 +31,7 @@ func benchSendCollect(b *testing.B, svc exchange.Service) {
 	}
 	var next atomic.Int64
 	b.SetParallelism(50)
+	cpu := startCPU(b, pg)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -44,12 +45,14 @@ func benchSendCollect(b *testing.B, svc exchange.Service) {
 			}
 		}
 	})
+	b.StopTimer()
+	cpu.report(b)
 }
 
 func BenchmarkSendCollectMemory(b *testing.B) {
 	svc := exchange.Memory(exchange.WithMaxInbox(0), exchange.WithByteBudget(0))
 	defer svc.Close()
-	benchSendCollect(b, svc)
+	benchSendCollect(b, svc, false)
 }
 
 func BenchmarkSendCollectSQLite(b *testing.B) {
@@ -57,13 +60,13 @@ func BenchmarkSendCollectSQLite(b *testing.B) {
 	defer s.Close()
 	e := sqliteEngineB(s, exchangetest.Options{MaxInbox: exchangetest.NoBound})
 	defer e.Close()
-	benchSendCollect(b, e)
+	benchSendCollect(b, e, false)
 	commits, writes := s.Writes()
 	b.ReportMetric(float64(writes)/float64(max(commits, 1)), "writes/commit")
 }
 
 func BenchmarkSendCollectPostgres(b *testing.B) {
-	url := pgtest.New(b)
+	url := benchPGURL(b)
 	s, err := postgres.Open(context.Background(), postgres.Config{URL: url, MaxConns: 10})
 	if err != nil {
 		b.Fatal(err)
@@ -71,12 +74,12 @@ func BenchmarkSendCollectPostgres(b *testing.B) {
 	defer s.Close()
 	e := exchangedb.New(s.ExchangeDriver(), exchangetest.Options{MaxInbox: exchangetest.NoBound}.ExchangeOptions())
 	defer e.Close()
-	benchSendCollect(b, e)
+	benchSendCollect(b, e, true)
 }
 
 // benchBroadcastCollect is review17 R5's case: a broadcast to 300 owners and its Collect, which
 // locks every owner row and lands in an inbox at each.
-func benchBroadcastCollect(b *testing.B, svc exchange.Service) {
+func benchBroadcastCollect(b *testing.B, svc exchange.Service, pg bool) {
 	ctx := context.Background()
 	owners := make([]uuid.UUID, 300)
 	for i := range owners {
@@ -85,6 +88,7 @@ func benchBroadcastCollect(b *testing.B, svc exchange.Service) {
 			b.Fatal(err)
 		}
 	}
+	cpu := startCPU(b, pg)
 	for b.Loop() {
 		if _, err := svc.Send(ctx, exchange.SendRequest{Sender: owners[0], Recipient: envelope.None(), Content: jsonv.StringValue("hi")}); err != nil {
 			b.Fatal(err)
@@ -93,6 +97,7 @@ func benchBroadcastCollect(b *testing.B, svc exchange.Service) {
 			b.Fatal(err)
 		}
 	}
+	cpu.report(b)
 }
 
 func BenchmarkBroadcastCollectSQLite(b *testing.B) {
@@ -100,18 +105,18 @@ func BenchmarkBroadcastCollectSQLite(b *testing.B) {
 	defer s.Close()
 	e := sqliteEngineB(s, exchangetest.Options{MaxInbox: exchangetest.NoBound})
 	defer e.Close()
-	benchBroadcastCollect(b, e)
+	benchBroadcastCollect(b, e, false)
 }
 
 func BenchmarkBroadcastCollectPostgres(b *testing.B) {
-	s, err := postgres.Open(context.Background(), postgres.Config{URL: pgtest.New(b), MaxConns: 4})
+	s, err := postgres.Open(context.Background(), postgres.Config{URL: benchPGURL(b), MaxConns: 4})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
 	e := exchangedb.New(s.ExchangeDriver(), exchangetest.Options{MaxInbox: exchangetest.NoBound}.ExchangeOptions())
 	defer e.Close()
-	benchBroadcastCollect(b, e)
+	benchBroadcastCollect(b, e, true)
 }
 
 // Issue 18's benchmark, in process: Lease+Ack round trips per second at concurrency 50 against

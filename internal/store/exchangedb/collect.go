@@ -2,7 +2,7 @@ package exchangedb
 
 import (
 	"context"
-	"errors"
+	"database/sql"
 	"slices"
 
 	"github.com/google/uuid"
@@ -15,6 +15,17 @@ import (
 // PostgreSQL 65,535); chunks are taken in id order, so the order stays global.
 const lockChunk = 500
 
+// qOutbox reads the outbox being collected, each message by its key in a subquery of its own.
+// A join read them the same way only while PostgreSQL had statistics: on tables it had not
+// analysed yet (a new deployment's first minute, every fresh schema of the benchmark), its
+// generic plan for "tenant = $1" guessed a selective tenant and read every message of the
+// tenant through a bitmap of exchange_messages_pkey's first column, for each collect (issue
+// 17's benchmark: 850 buffers a collect after 4,000 rounds, and growing). A subquery bound on
+// the whole key has no such plan. Args: tenant, the owner, the outbox state.
+const qOutbox = `SELECT (SELECT m.body FROM exchange_messages m WHERE m.tenant = l.tenant AND m.id = l.message),
+	(SELECT m.known FROM exchange_messages m WHERE m.tenant = l.tenant AND m.id = l.message)
+	FROM exchange_ledger l WHERE l.tenant = ? AND l.holder = ? AND l.state = ? ORDER BY l.seq`
+
 // outboxRow is one message of the outbox being collected.
 type outboxRow struct {
 	msg   *envelope.Message
@@ -25,15 +36,14 @@ type outboxRow struct {
 type recipientRow struct {
 	reg, nextSeq, nextOrd, landed int64
 	nextDead, dead                int64
-	inboxes                       map[uuid.UUID]*inboxRow // by sender (only the collecting owner's)
-	// inboxesRead says inboxes holds every inbox of the collecting owner's at this one (read for
-	// all recipients at once, readInboxes): one not there is still to create.
-	inboxesRead bool
+	// inbox is the collecting owner's inbox at this owner, read with the row's lock (lockOwners);
+	// nil when it has none yet (the first delivery creates it).
+	inbox *inboxRow
 }
 
 type inboxRow struct {
-	ord, count int64
-	isNew      bool
+	ord, count     int64
+	isNew, changed bool
 }
 
 // Collect drains owner's outbox and routes each message as the memory engine does
@@ -72,19 +82,21 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 	var batch []outboxRow
 	err := collect(ctx, q, func(r Rows) error {
 		var (
-			body  string
-			known int64
+			body  nullString
+			known sql.NullInt64
 		)
 		if err := r.Scan(&body, &known); err != nil {
 			return err
 		}
-		m, err := decodeMessage(body)
+		if !body.Valid {
+			return nil // no message (the join this was skipped it)
+		}
+		m, err := decodeMessage(body.String)
 		if err == nil {
-			batch = append(batch, outboxRow{msg: m, known: known != 0})
+			batch = append(batch, outboxRow{msg: m, known: known.Int64 != 0})
 		}
 		return err
-	}, `SELECT m.body, m.known FROM exchange_ledger l JOIN exchange_messages m ON m.tenant = l.tenant AND m.id = l.message
-		WHERE l.tenant = ? AND l.holder = ? AND l.state = ? ORDER BY l.seq`, tenant, oid, stOutbox)
+	}, qOutbox, tenant, oid, stOutbox)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -129,42 +141,52 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 			want[id] = struct{}{}
 		}
 	}
-	rows, err := e.lockOwners(ctx, q, want)
+	rows, err := e.lockOwners(ctx, q, want, owner)
 	if err != nil {
 		return nil, nil, err
 	}
 	if _, ok := rows[owner]; !ok { // outbox rows without an owner row: Unregister returns them in the same transaction
 		return nil, nil, ownerErr("Owner", owner, exchange.ErrOwnerNotRegistered)
 	}
-	if len(rows) > readInboxesFrom {
-		if err := e.readInboxes(ctx, q, rows, owner); err != nil {
-			return nil, nil, err
-		}
-	}
 
 	now := e.now().UnixNano()
 	var dead []deadRow
-	deliver := func(m *envelope.Message, to uuid.UUID) (bool, exchange.Reason, error) {
+	// deliver lands m in to's inbox. A direct message's one delivery takes over its outbox row
+	// (moved: one statement instead of an insert and a delete); a broadcast's are rows of their
+	// own, and its outbox row is deleted after them.
+	deliver := func(m *envelope.Message, to uuid.UUID, moved bool) (bool, exchange.Reason, error) {
 		r, ok := rows[to]
 		if !ok {
 			return false, exchange.ReasonRecipientLeft, nil
 		}
-		in, err := e.inbox(ctx, q, r, to, owner)
-		if err != nil {
-			return false, 0, err
+		in := r.inbox
+		if in == nil {
+			// The first delivery from owner creates its inbox after every existing one (ADR-0006
+			// D5); the row is written with its count at the end.
+			r.nextOrd++
+			in = &inboxRow{ord: r.nextOrd, isNew: true}
+			r.inbox = in
 		}
 		if e.set.MaxInbox > 0 && in.count >= int64(e.set.MaxInbox) {
 			return false, exchange.ReasonInboxFull, nil
 		}
 		in.count++
+		in.changed = true
 		r.nextSeq++
 		r.landed++
-		err = q.Defer(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, holder_reg, ord, seq)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, tenant, m.ID.String(), to.String(), oid, stInbox, to.String(), r.reg, in.ord, r.nextSeq)
+		var err error
+		if moved {
+			err = q.Defer(ctx, `UPDATE exchange_ledger SET recipient = ?, state = ?, holder = ?, holder_reg = ?, ord = ?, seq = ?
+				WHERE tenant = ? AND message = ? AND recipient = ''`, to.String(), stInbox, to.String(), r.reg, in.ord, r.nextSeq, tenant, m.ID.String())
+		} else {
+			err = q.Defer(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, holder_reg, ord, seq)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, tenant, m.ID.String(), to.String(), oid, stInbox, to.String(), r.reg, in.ord, r.nextSeq)
+		}
 		return err == nil, 0, err
 	}
 	for _, b := range batch {
 		d := exchange.Delivery{Message: b.msg}
+		moved := false // the outbox row is now the delivery's
 		reached := func(to uuid.UUID) {
 			d.ReachedCount++
 			if o.OwnerIDs {
@@ -173,7 +195,7 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 		}
 		if b.msg.IsBroadcast() {
 			for _, to := range others {
-				ok, reason, err := deliver(b.msg, to)
+				ok, reason, err := deliver(b.msg, to, false)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -190,12 +212,13 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 			to, ok, reason := exchange.RouteDirect(b.msg.Recipient, func(id uuid.UUID) bool { _, ok := rows[id]; return ok }, b.known)
 			if ok {
 				var err error
-				if ok, reason, err = deliver(b.msg, to); err != nil {
+				if ok, reason, err = deliver(b.msg, to, true); err != nil {
 					return nil, nil, err
 				}
 			}
 			switch {
 			case ok:
+				moved = true
 				reached(to)
 			case reason == exchange.ReasonInboxFull:
 				d.Dropped = append(d.Dropped, exchange.Drop{Recipient: envelope.IDParticipant(to), Reason: reason})
@@ -210,8 +233,10 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 		for _, dr := range d.Dropped {
 			dead = append(dead, deadRow{msg: b.msg.ID, rcpt: recipientKey(dr.Recipient), reason: dr.Reason})
 		}
-		if err := q.Defer(ctx, `DELETE FROM exchange_ledger WHERE tenant = ? AND message = ? AND recipient = ''`, tenant, b.msg.ID.String()); err != nil {
-			return nil, nil, err
+		if !moved {
+			if err := q.Defer(ctx, `DELETE FROM exchange_ledger WHERE tenant = ? AND message = ? AND recipient = ''`, tenant, b.msg.ID.String()); err != nil {
+				return nil, nil, err
+			}
 		}
 		rep.Deliveries = append(rep.Deliveries, d)
 	}
@@ -228,9 +253,14 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 			r.nextSeq, r.nextOrd, r.landed, tenant, id.String()); err != nil {
 			return nil, nil, err
 		}
-		for sender, in := range r.inboxes {
-			if err := q.Defer(ctx, `UPDATE exchange_inboxes SET count = ? WHERE tenant = ? AND owner = ? AND sender = ?`,
-				in.count, tenant, id.String(), sender.String()); err != nil {
+		if in := r.inbox; in != nil && in.changed {
+			query := `UPDATE exchange_inboxes SET count = ? WHERE tenant = ? AND owner = ? AND sender = ?`
+			args := []any{in.count, tenant, id.String(), oid}
+			if in.isNew {
+				query = `INSERT INTO exchange_inboxes (tenant, owner, sender, ord, count) VALUES (?, ?, ?, ?, ?)`
+				args = []any{tenant, id.String(), oid, in.ord, in.count}
+			}
+			if err := q.Defer(ctx, query, args...); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -245,8 +275,13 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 }
 
 // lockOwners locks the owner rows of ids that exist, in id order (as text, the order the database
-// sorts them in), and returns their counters.
-func (e *Engine) lockOwners(ctx context.Context, q Querier, ids map[uuid.UUID]struct{}) (map[uuid.UUID]*recipientRow, error) {
+// sorts them in), and returns their counters, each with sender's inbox at it, read by
+// exchange_inboxes' primary key in the statement that reads the counters: while the owner's row
+// is locked, no Pop, Unregister or other collect of sender changes that inbox until the
+// transaction ends. A broadcast to 300 owners read them with 300 queries, all while holding the
+// owners' locks (review17 R5); a direct collect read its recipient's with a query of its own
+// (issue 17's benchmark).
+func (e *Engine) lockOwners(ctx context.Context, q Querier, ids map[uuid.UUID]struct{}, sender uuid.UUID) (map[uuid.UUID]*recipientRow, error) {
 	keys := make([]string, 0, len(ids))
 	for id := range ids {
 		keys = append(keys, id.String())
@@ -256,106 +291,48 @@ func (e *Engine) lockOwners(ctx context.Context, q Querier, ids map[uuid.UUID]st
 	for len(keys) > 0 {
 		chunk := keys[:min(len(keys), lockChunk)]
 		keys = keys[len(chunk):]
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, tenant)
-		for _, k := range chunk {
-			args = append(args, k)
+		where, keyArgs := e.dia.ownerKeys(chunk)
+		if lock := e.dia.forNoKeyUpdate(); lock != "" {
+			// The locks first, in a statement of their own (led: one round trip with the read).
+			// A statement that waits for a row lock reads the row's newest version once it has
+			// it, but the rows it joined to it as they were when it started (READ COMMITTED's
+			// recheck re-reads only the locked rows): a Pop at that owner committed meanwhile
+			// would leave the inbox count read with the lock stale. The read below starts once
+			// the locks are held, and nothing changes the inboxes it reads until the commit.
+			// It locks too, for an owner registered between the two statements.
+			if err := q.Lead(ctx, `SELECT 1 FROM exchange_owners o WHERE `+where+` ORDER BY o.owner`+lock, keyArgs...); err != nil {
+				return nil, err
+			}
 		}
+		args := append([]any{sender.String()}, keyArgs...)
 		err := collect(ctx, q, func(r Rows) error {
 			var (
 				s                                  string
 				reg, nextSeq, next, nextDead, dead int64
+				ord, count                         sql.NullInt64
 			)
-			if err := r.Scan(&s, &reg, &nextSeq, &next, &nextDead, &dead); err != nil {
+			if err := r.Scan(&s, &reg, &nextSeq, &next, &nextDead, &dead, &ord, &count); err != nil {
 				return err
 			}
 			id, err := parseUUID(s)
 			if err == nil {
-				out[id] = &recipientRow{reg: reg, nextSeq: nextSeq, nextOrd: next, nextDead: nextDead, dead: dead}
+				row := &recipientRow{reg: reg, nextSeq: nextSeq, nextOrd: next, nextDead: nextDead, dead: dead}
+				if ord.Valid {
+					row.inbox = &inboxRow{ord: ord.Int64, count: count.Int64}
+				}
+				out[id] = row
 			}
 			return err
-		}, `SELECT owner, reg_seq, next_seq, next_ord, next_dead, dead FROM exchange_owners WHERE tenant = ? AND owner IN (`+placeholders(len(chunk))+`)
-			ORDER BY owner`+e.dia.forNoKeyUpdate(), args...)
+		}, `SELECT o.owner, o.reg_seq, o.next_seq, o.next_ord, o.next_dead, o.dead, i.ord, i.count FROM exchange_owners o
+			LEFT JOIN exchange_inboxes i ON i.tenant = o.tenant AND i.owner = o.owner AND i.sender = ?
+			WHERE `+where+`
+			ORDER BY o.owner`+e.dia.forNoKeyUpdateOf("o"), args...)
 		if err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
-
-// readInboxesFrom is how many locked owners make a collect read the collecting owner's inboxes
-// at all of them in one query (readInboxes) rather than one at a time as it delivers.
-const readInboxesFrom = 8
-
-// readInboxes reads sender's inboxes at every owner of rows (locked: no Pop, Unregister or other
-// collect of sender changes them until the transaction ends) in one query, by
-// exchange_inboxes_by_sender: a broadcast to 300 owners read them with 300 queries, all while
-// holding the owners' locks (review17 R5). An owner the query finds none at has none.
-func (e *Engine) readInboxes(ctx context.Context, q Querier, rows map[uuid.UUID]*recipientRow, sender uuid.UUID) error {
-	err := collect(ctx, q, func(r Rows) error {
-		var (
-			s          string
-			ord, count int64
-		)
-		if err := r.Scan(&s, &ord, &count); err != nil {
-			return err
-		}
-		id, err := parseUUID(s)
-		if err != nil {
-			return err
-		}
-		if row, ok := rows[id]; ok {
-			if row.inboxes == nil {
-				row.inboxes = map[uuid.UUID]*inboxRow{}
-			}
-			row.inboxes[sender] = &inboxRow{ord: ord, count: count}
-		}
-		return nil
-	}, `SELECT owner, ord, count FROM exchange_inboxes WHERE tenant = ? AND sender = ?`, tenant, sender.String())
-	if err != nil {
-		return err
-	}
-	for _, row := range rows {
-		row.inboxesRead = true
-	}
-	return nil
-}
-
-// inbox returns sender's inbox at owner (whose row r is locked), creating it on first delivery
-// after every existing one (ADR-0006 D5).
-func (e *Engine) inbox(ctx context.Context, q Querier, r *recipientRow, owner, sender uuid.UUID) (*inboxRow, error) {
-	if in, ok := r.inboxes[sender]; ok {
-		return in, nil
-	}
-	if r.inboxes == nil {
-		r.inboxes = map[uuid.UUID]*inboxRow{}
-	}
-	in := &inboxRow{}
-	var err error
-	if r.inboxesRead {
-		err = errNoInbox
-	} else {
-		err = q.QueryRow(ctx, `SELECT ord, count FROM exchange_inboxes WHERE tenant = ? AND owner = ? AND sender = ?`,
-			tenant, owner.String(), sender.String()).Scan(&in.ord, &in.count)
-	}
-	switch {
-	case err == nil:
-	case errors.Is(err, errNoInbox) || q.IsNoRows(err):
-		r.nextOrd++
-		in.ord, in.isNew = r.nextOrd, true
-		if err := q.Defer(ctx, `INSERT INTO exchange_inboxes (tenant, owner, sender, ord, count) VALUES (?, ?, ?, ?, 0)`,
-			tenant, owner.String(), sender.String(), in.ord); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, err
-	}
-	r.inboxes[sender] = in
-	return in, nil
-}
-
-// errNoInbox is "readInboxes found none there".
-var errNoInbox = errors.New("exchangedb: no inbox")
 
 // deadRow is one drop of a collect.
 type deadRow struct {

@@ -24,6 +24,12 @@ type Querier interface {
 	// once). Its error, if any, fails the commit and applies nothing. Statements run later must
 	// not read what a deferred one writes.
 	Defer(ctx context.Context, query string, args ...any) error
+	// Lead runs a statement whose result nothing reads before the next statement of the
+	// transaction (Exec, Query, QueryRow, a Defer'd one, or the COMMIT), in that statement's
+	// round trip (PostgreSQL sends them in one batch, which runs them in order: a lock led in
+	// front of a query is held before the query reads; SQLite runs it at once). Its error, if
+	// any, is the next statement's.
+	Lead(ctx context.Context, query string, args ...any) error
 }
 
 // Rows is a query's result.

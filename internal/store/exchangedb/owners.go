@@ -103,20 +103,15 @@ func (e *Engine) UnregisterIf(ctx context.Context, owner uuid.UUID, check func(*
 	return snap, ok, nil
 }
 
-// collectLock takes the per-owner collect lock (PostgreSQL; SQLite's single writer is one).
+// collectLock takes the per-owner collect lock (PostgreSQL; SQLite's single writer is one). It is
+// led in front of the transaction's next statement (one round trip for both), which runs once the
+// lock is held.
 func (e *Engine) collectLock(ctx context.Context, q Querier, owner uuid.UUID) error {
 	stmt := e.dia.collectLock()
 	if stmt == "" {
 		return nil
 	}
-	rows, err := q.Query(ctx, stmt, tenant, owner.String())
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-	}
-	rows.Close()
-	return rows.Err()
+	return q.Lead(ctx, stmt, tenant, owner.String())
 }
 
 // Get returns what owner holds, false when it is not registered. Expired last-attempt leases are

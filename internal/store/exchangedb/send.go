@@ -28,73 +28,27 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 	if e.closed.Load() {
 		return nil, exchange.ErrClosed
 	}
-	var m *envelope.Message // built once: the transaction may run more than once
+	// The message is built and encoded before the transaction (on SQLite its statements run on
+	// the single writer, which all writes wait for), once, as the transaction may run more than
+	// once; an invalid message is reported after the sender's check, in the memory engine's
+	// order.
+	m, mErr := exchange.NewMessage(req)
 	var body string
+	if mErr == nil {
+		body, mErr = encodeMessage(m)
+	}
 	var answer *envelope.Message
 	sender := req.Sender.String()
 	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
 		answer = nil
-		now := e.now()
 		if req.RequestID != "" {
-			// Within the transaction again: a concurrent repeat on another replica waits for the
-			// first one's record (the primary key) and answers from it.
-			if _, err := q.Exec(ctx, `DELETE FROM exchange_requests WHERE tenant = ? AND sender = ? AND request_id = ? AND created_ns < ?`,
-				tenant, sender, req.RequestID, now.Add(-e.set.RequestTTL).UnixNano()); err != nil {
-				return err
-			}
-		}
-		// The sender's row is locked now (as the counter update below would lock it), so Sends of
-		// one sender are serialised before the request record's number is read: the statement
-		// "MAX(n) + 1" then sees the previous Send's record, and two Sends never share a number
-		// (the per-sender window stays exact; review R10).
-		var reg int64
-		if err := q.QueryRow(ctx, `SELECT reg_seq FROM exchange_owners WHERE tenant = ? AND owner = ?`+e.dia.forNoKeyUpdate(), tenant, sender).Scan(&reg); err != nil {
-			if q.IsNoRows(err) {
-				return ownerErr("Sender", req.Sender, exchange.ErrOwnerNotRegistered)
-			}
-			return err
-		}
-		if m == nil {
 			var err error
-			if m, err = exchange.NewMessage(req); err != nil {
-				return err
-			}
-			if body, err = encodeMessage(m); err != nil {
+			if answer, err = e.sendRequest(ctx, q, &req, m, mErr); err != nil || answer != nil {
 				return err
 			}
 		}
-		if req.RequestID != "" {
-			rec := exchange.NewRequestRecord(req.Sender, m)
-			var ch any
-			if rec.Channel != nil {
-				ch = *rec.Channel
-			}
-			n, err := q.Exec(ctx, `INSERT INTO exchange_requests (tenant, sender, request_id, n, created_ns, message, created_at, recipient, channel, digest)
-				VALUES (?, ?, ?, (SELECT COALESCE(MAX(n), 0) + 1 FROM exchange_requests WHERE tenant = ? AND sender = ?), ?, ?, ?, ?, ?, ?)
-				ON CONFLICT (tenant, sender, request_id) DO NOTHING`,
-				tenant, sender, req.RequestID, tenant, sender, now.UnixNano(), m.ID.String(), formatFloat(m.CreatedAt),
-				participantText(m.Recipient), ch, hex.EncodeToString(rec.Digest[:]))
-			if err != nil {
-				return err
-			}
-			if n == 0 { // a concurrent repeat committed first
-				a, ok, err := e.remembered(ctx, q, sender, req.RequestID, &req)
-				if err != nil {
-					return err
-				}
-				if ok {
-					answer = a
-					return nil
-				}
-				return fmt.Errorf("exchangedb: request %q of %s: a record conflicts and cannot be read", req.RequestID, sender)
-			}
-			// The sender's own bound: the last RequestsPerSender ids.
-			if err := q.Defer(ctx, `DELETE FROM exchange_requests WHERE tenant = ? AND sender = ?
-				AND n <= (SELECT MAX(n) FROM exchange_requests WHERE tenant = ? AND sender = ?) - ?`,
-				tenant, sender, tenant, sender, int64(e.set.RequestsPerSender)); err != nil {
-				return err
-			}
-		}
+		// The counters first (the sender's row is locked from here): it is the check that the
+		// sender is registered, the message's flow number and the outbox bound.
 		var seq, queued int64
 		if err := q.QueryRow(ctx, `UPDATE exchange_owners SET next_seq = next_seq + 1, queued = queued + 1
 			WHERE tenant = ? AND owner = ? RETURNING next_seq, queued`, tenant, sender).Scan(&seq, &queued); err != nil {
@@ -103,22 +57,22 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 			}
 			return err
 		}
+		if mErr != nil {
+			return mErr
+		}
 		if e.set.MaxOutbox > 0 && queued > int64(e.set.MaxOutbox) {
 			return ownerErr("Sender", req.Sender, &exchange.OutboxFullError{Queued: int(queued - 1), Limit: e.set.MaxOutbox})
 		}
-		known := int64(0)
+		// known (the direct recipient is registered now) is read by the insert itself: one
+		// statement, which PostgreSQL sends with the COMMIT.
 		if id, ok := req.Recipient.ID(); ok {
-			var one int64
-			err := q.QueryRow(ctx, `SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, id.String()).Scan(&one)
-			switch {
-			case err == nil:
-				known = 1
-			case !q.IsNoRows(err):
+			if err := q.Defer(ctx, `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?,
+				CASE WHEN EXISTS (SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?) THEN 1 ELSE 0 END)`,
+				tenant, m.ID.String(), sender, body, tenant, id.String()); err != nil {
 				return err
 			}
-		}
-		if err := q.Defer(ctx, `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?, ?)`,
-			tenant, m.ID.String(), sender, body, known); err != nil {
+		} else if err := q.Defer(ctx, `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?, 0)`,
+			tenant, m.ID.String(), sender, body); err != nil {
 			return err
 		}
 		return q.Defer(ctx, `INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, seq)
@@ -134,6 +88,60 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 		e.bg.note(req.Sender)
 	}
 	return m, nil
+}
+
+// sendRequest is the part of a Send with a request id before its counters: the expired records
+// forgotten, the sender's row locked (as the counter update would lock it), so that Sends of one
+// sender are serialised before the record's number is read ("MAX(n) + 1" then sees the previous
+// Send's record, and two Sends never share a number: the per-sender window stays exact; review
+// R10), then the record. A concurrent repeat that committed first is answered from its record
+// (answer not nil: the transaction writes nothing else).
+func (e *Engine) sendRequest(ctx context.Context, q Querier, req *exchange.SendRequest, m *envelope.Message, mErr error) (*envelope.Message, error) {
+	sender := req.Sender.String()
+	now := e.now()
+	// Within the transaction again: a concurrent repeat on another replica waits for the first
+	// one's record (the primary key) and answers from it.
+	if _, err := q.Exec(ctx, `DELETE FROM exchange_requests WHERE tenant = ? AND sender = ? AND request_id = ? AND created_ns < ?`,
+		tenant, sender, req.RequestID, now.Add(-e.set.RequestTTL).UnixNano()); err != nil {
+		return nil, err
+	}
+	var reg int64
+	if err := q.QueryRow(ctx, `SELECT reg_seq FROM exchange_owners WHERE tenant = ? AND owner = ?`+e.dia.forNoKeyUpdate(), tenant, sender).Scan(&reg); err != nil {
+		if q.IsNoRows(err) {
+			return nil, ownerErr("Sender", req.Sender, exchange.ErrOwnerNotRegistered)
+		}
+		return nil, err
+	}
+	if mErr != nil {
+		return nil, mErr
+	}
+	rec := exchange.NewRequestRecord(req.Sender, m)
+	var ch any
+	if rec.Channel != nil {
+		ch = *rec.Channel
+	}
+	n, err := q.Exec(ctx, `INSERT INTO exchange_requests (tenant, sender, request_id, n, created_ns, message, created_at, recipient, channel, digest)
+		VALUES (?, ?, ?, (SELECT COALESCE(MAX(n), 0) + 1 FROM exchange_requests WHERE tenant = ? AND sender = ?), ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant, sender, request_id) DO NOTHING`,
+		tenant, sender, req.RequestID, tenant, sender, now.UnixNano(), m.ID.String(), formatFloat(m.CreatedAt),
+		participantText(m.Recipient), ch, hex.EncodeToString(rec.Digest[:]))
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 { // a concurrent repeat committed first
+		a, ok, err := e.remembered(ctx, q, sender, req.RequestID, req)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return a, nil
+		}
+		return nil, fmt.Errorf("exchangedb: request %q of %s: a record conflicts and cannot be read", req.RequestID, sender)
+	}
+	// The sender's own bound: the last RequestsPerSender ids.
+	return nil, q.Defer(ctx, `DELETE FROM exchange_requests WHERE tenant = ? AND sender = ?
+		AND n <= (SELECT MAX(n) FROM exchange_requests WHERE tenant = ? AND sender = ?) - ?`,
+		tenant, sender, tenant, sender, int64(e.set.RequestsPerSender))
 }
 
 // Remembered answers a repeat of a Send request id within the request memory (TTL and the

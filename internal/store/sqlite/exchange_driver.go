@@ -157,6 +157,11 @@ func (q sqlQuerier) Defer(ctx context.Context, query string, args ...any) error 
 	return err
 }
 
+// Lead runs the statement now, as Defer does.
+func (q sqlQuerier) Lead(ctx context.Context, query string, args ...any) error {
+	return q.Defer(ctx, query, args...)
+}
+
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { r.Rows.Close() } //nolint:errcheck // Err reports what reading them met
