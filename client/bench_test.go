@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/historyd/historyd/client"
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/cputime"
 	"github.com/historyd/historyd/internal/store"
 )
 
@@ -22,15 +21,6 @@ import (
 // historyd's over loopback TCP. Client and server share the cores, so the figure to compare is
 // cpu-µs per operation (both sides together), which other load on the machine moves little; the
 // rates are reported for the ratios.
-
-// processCPU is the CPU time (user and system) the process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 func benchAddRequest(branch string, i int) *historyv1.AddMessageRequest {
 	return &historyv1.AddMessageRequest{BranchId: branch, Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{
@@ -72,7 +62,7 @@ func BenchmarkAppendVsUnary(b *testing.B) {
 			}
 			done <- first
 		}()
-		cpu := processCPU()
+		cpu := cputime.Process()
 		b.ResetTimer()
 		for i := range b.N {
 			results <- ap.Append(b.Context(), reqs[i%len(reqs)])
@@ -80,7 +70,7 @@ func BenchmarkAppendVsUnary(b *testing.B) {
 		close(results)
 		err := <-done
 		b.StopTimer()
-		cpu = processCPU() - cpu
+		cpu = cputime.Process() - cpu
 		if cerr := ap.Close(); err == nil {
 			err = cerr
 		}
@@ -95,7 +85,7 @@ func BenchmarkAppendVsUnary(b *testing.B) {
 		branches := benchBranches(b, c, 50)
 		var wg sync.WaitGroup
 		per := (b.N + 49) / 50
-		cpu := processCPU()
+		cpu := cputime.Process()
 		b.ResetTimer()
 		for w := range 50 {
 			wg.Add(1)
@@ -112,7 +102,7 @@ func BenchmarkAppendVsUnary(b *testing.B) {
 		}
 		wg.Wait()
 		b.StopTimer()
-		cpu = processCPU() - cpu
+		cpu = cputime.Process() - cpu
 		b.ReportMetric(float64(per*50)/b.Elapsed().Seconds(), "calls/s")
 		b.ReportMetric(float64(cpu.Microseconds())/float64(per*50), "cpu-µs/call")
 	})
@@ -202,7 +192,7 @@ func BenchmarkWatchBatches(b *testing.B) {
 			}
 			waitAll(1)
 			per := (b.N + 49) / 50
-			cpu := processCPU()
+			cpu := cputime.Process()
 			b.ResetTimer()
 			var wwg sync.WaitGroup
 			for w := range 50 {
@@ -222,7 +212,7 @@ func BenchmarkWatchBatches(b *testing.B) {
 			elapsed := b.Elapsed()
 			waitAll(uint64(per*50) + 1)
 			b.StopTimer()
-			cpu = processCPU() - cpu
+			cpu = cputime.Process() - cpu
 			b.ReportMetric(float64(per*50)/elapsed.Seconds(), "writes/s")
 			b.ReportMetric(float64(cpu.Microseconds())/float64(per*50), "cpu-µs/write")
 		})

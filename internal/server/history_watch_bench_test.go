@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+	"github.com/historyd/historyd/internal/cputime"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
 )
@@ -150,7 +151,7 @@ func BenchmarkWatchDelivery(b *testing.B) {
 			const window = store.DefaultSubscriberBuffer / 2
 			head := uint64(1)
 			b.ResetTimer()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			for range b.N {
 				for head-slowest(progress) >= window {
 					<-progressed
@@ -165,7 +166,7 @@ func BenchmarkWatchDelivery(b *testing.B) {
 				<-progressed
 			}
 			b.StopTimer()
-			cpu = processCPU() - cpu
+			cpu = cputime.Process() - cpu
 			if ev := wait(); ev > 0 {
 				b.Fatalf("%d watchers evicted at the default buffer", ev)
 			}
@@ -197,7 +198,7 @@ func BenchmarkWatchAddMessage(b *testing.B) {
 			}
 			text := strings.Repeat("x", 1000)
 			b.ResetTimer()
-			cpu := processCPU()
+			cpu := cputime.Process()
 			b.RunParallel(func(pb *testing.PB) {
 				req := &historyv1.AddMessageRequest{BranchId: branch, Input: instructionInput(text)}
 				for pb.Next() {
@@ -208,7 +209,7 @@ func BenchmarkWatchAddMessage(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			cpu = processCPU() - cpu
+			cpu = cputime.Process() - cpu
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/write")
 			b.ReportMetric(float64(wait()), "evictions")

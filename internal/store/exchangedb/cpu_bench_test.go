@@ -7,12 +7,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/historyd/historyd/internal/cputime"
 	"github.com/historyd/historyd/internal/store/postgres/pgtest"
 )
 
@@ -43,7 +43,7 @@ type cpuMeter struct {
 
 // startCPU starts measuring; pg: the backends' CPU too (after benchPGURL).
 func startCPU(b *testing.B, pg bool) *cpuMeter {
-	m := &cpuMeter{self: selfCPU(b)}
+	m := &cpuMeter{self: cputime.Process()}
 	if pg {
 		m.pg = backendCPU(b)
 	}
@@ -52,7 +52,7 @@ func startCPU(b *testing.B, pg bool) *cpuMeter {
 
 func (m *cpuMeter) report(b *testing.B) {
 	n := float64(max(b.N, 1))
-	b.ReportMetric(float64((selfCPU(b)-m.self).Microseconds())/n, "cpu-µs/op")
+	b.ReportMetric(float64((cputime.Process()-m.self).Microseconds())/n, "cpu-µs/op")
 	if m.pg == nil {
 		return
 	}
@@ -65,14 +65,6 @@ func (m *cpuMeter) report(b *testing.B) {
 		pg += t - m.pg[pid]
 	}
 	b.ReportMetric(float64(pg.Microseconds())/n, "pg-cpu-µs/op")
-}
-
-func selfCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // backendCPU reads the CPU time of the backends serving benchAppName's connections (none when

@@ -4,12 +4,11 @@ import (
 	"context"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/historyd/historyd/internal/cputime"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
 )
@@ -32,7 +31,7 @@ func benchAdd(b *testing.B, sync Sync) {
 	b.SetParallelism(25) // x GOMAXPROCS (2 here): 50 writers
 	b.ReportAllocs()
 	c0, w0 := s.Writes()
-	cpu0 := processCPU(b)
+	cpu0 := cputime.Process()
 	var failed atomic.Bool
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
@@ -52,7 +51,7 @@ func benchAdd(b *testing.B, sync Sync) {
 	if failed.Load() {
 		b.Fatal("a write failed")
 	}
-	cpu := processCPU(b) - cpu0
+	cpu := cputime.Process() - cpu0
 	c1, w1 := s.Writes()
 	if c1 > c0 {
 		b.ReportMetric(float64(w1-w0)/float64(c1-c0), "writes/commit")
@@ -61,15 +60,6 @@ func benchAdd(b *testing.B, sync Sync) {
 	// system, every goroutine of the process, the writer's included) is
 	// the figure to compare, not the wall-clock ns/op.
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
-}
-
-// processCPU is the CPU time the process has used so far (user + system).
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkAddMessageSyncNormal(b *testing.B) { benchAdd(b, SyncNormal) }

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package server
-
-import "time"
-
-// processCPU is not measured here: benchmarks report 0 CPU per operation.
-func processCPU() time.Duration { return 0 }
