@@ -1,16 +1,13 @@
 package exchangedb_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/exchange"
 	"github.com/historyd/historyd/internal/store/exchangedb"
-	"github.com/historyd/historyd/internal/store/postgres/pgtest"
 )
 
 // A collect of b that waits for the lock on recipient x's row, held by a Pop at x that takes a
@@ -19,11 +16,7 @@ import (
 // so an inbox count read with the lock was one too many (issue 17's benchmark work, which read
 // the inbox in the locking statement).
 func TestCollectWaitingOnAPopCountsTheInboxAfterIt(t *testing.T) {
-	url := pgtest.New(t)
-	s := openPostgres(t, url)
-	t.Cleanup(func() { _ = s.Close() })
-	e := exchangedb.New(s.ExchangeDriver(), nil)
-	t.Cleanup(func() { _ = e.Close() })
+	url, e := postgresEngine(t, nil)
 	ctx := tctx(t)
 	x, b := uuid.New(), uuid.New()
 	register(t, e, x, b)
@@ -36,16 +29,7 @@ func TestCollectWaitingOnAPopCountsTheInboxAfterIt(t *testing.T) {
 
 	// A Pop at x, held open by a session of the test: x's row locked as a Pop locks it, the
 	// oldest message of b's inbox there popped, the counts taken down.
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // committed below
+	conn, tx := sessionTx(t, ctx, url)
 	for _, q := range []string{
 		`SELECT 1 FROM exchange_owners WHERE owner = $1 FOR NO KEY UPDATE`,
 		`UPDATE exchange_ledger SET state = '` + exchangedb.StPopped + `', done_at = 1 WHERE recipient = $1 AND message =
@@ -57,20 +41,12 @@ func TestCollectWaitingOnAPopCountsTheInboxAfterIt(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	var holder int
-	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
-		t.Fatal(err)
-	}
 	collected := make(chan error, 1)
 	go func() {
 		_, err := e.Collect(ctx, b, exchange.ReportOptions{})
 		collected <- err
 	}()
-	waitFor(t, "the collect to wait for x's row", func() bool {
-		var n int
-		_ = conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&n)
-		return n > 0
-	})
+	waitBlockedBy(t, ctx, conn, tx, "the collect to wait for x's row")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,19 @@ func openPostgres(t *testing.T, url string) *postgres.Store {
 	return s
 }
 
+// postgresEngine opens an engine with xopts on a PostgreSQL store in a
+// schema of its own, both closed when the test ends, and returns the
+// schema's URL (for the test's own sessions) with it.
+func postgresEngine(t *testing.T, xopts []exchange.Option) (string, *exchangedb.Engine) {
+	t.Helper()
+	url := pgtest.New(t)
+	s := openPostgres(t, url)
+	t.Cleanup(func() { _ = s.Close() })
+	e := exchangedb.New(s.ExchangeDriver(), xopts)
+	t.Cleanup(func() { _ = e.Close() })
+	return url, e
+}
+
 func postgresFactory(t *testing.T, o exchangetest.Options) exchange.Service {
 	s := openPostgres(t, pgtest.New(t))
 	t.Cleanup(func() { _ = s.Close() })

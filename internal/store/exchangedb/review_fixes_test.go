@@ -33,6 +33,39 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// sessionTx opens a session of the test on url and begins a transaction
+// there, rolled back (if still open) and closed when the test ends: the
+// test takes locks in it that the engine's statements then wait for.
+func sessionTx(t *testing.T, ctx context.Context, url string) (*pgx.Conn, pgx.Tx) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) }) //nolint:errcheck // committed or rolled back by the test, or failed
+	return conn, tx
+}
+
+// waitBlockedBy waits until a statement waits on a lock that tx, a
+// transaction on conn, holds.
+func waitBlockedBy(t *testing.T, ctx context.Context, conn *pgx.Conn, tx pgx.Tx, what string) {
+	t.Helper()
+	var holder int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, what, func() bool {
+		var n int
+		_ = conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&n)
+		return n > 0
+	})
+}
+
 // Review R1: the memory engine reclaims an empty inbox of a departed sender whatever the order of
 // the emptying Pop and the sender's Unregister (internal/exchange/reclaim.go: "Two moments cover
 // every order of events"). In the SQL engine, a Pop that checked "sender still registered" before
@@ -40,11 +73,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // ran, leaves an empty inbox of a gone sender forever (and a re-registered sender's mail lands in
 // that old inbox, at its old place, not "after every existing one").
 func TestReviewPopRacingSenderUnregisterLeavesStaleInbox(t *testing.T) {
-	url := pgtest.New(t)
-	s := openPostgres(t, url)
-	t.Cleanup(func() { _ = s.Close() })
-	e := exchangedb.New(s.ExchangeDriver(), nil)
-	t.Cleanup(func() { _ = e.Close() })
+	url, e := postgresEngine(t, nil)
 	ctx := tctx(t)
 	x, b := uuid.New(), uuid.New()
 	register(t, e, x, b)
@@ -300,21 +329,8 @@ func TestReviewCollectLockIsPerSchema(t *testing.T) {
 	send(t, eb, o, envelope.IDParticipant(o), "in B")
 
 	// A session of schema A holds o's owner row, so A's Collect takes o's collect lock and waits.
-	conn, err := pgx.Connect(ctx, urlA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // rolled back below
+	conn, tx := sessionTx(t, ctx, urlA)
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM exchange_owners WHERE owner = $1 FOR UPDATE`, o.String()); err != nil {
-		t.Fatal(err)
-	}
-	var holder int
-	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
 		t.Fatal(err)
 	}
 	collected := make(chan error, 1)
@@ -322,11 +338,7 @@ func TestReviewCollectLockIsPerSchema(t *testing.T) {
 		_, err := ea.Collect(ctx, o, exchange.ReportOptions{})
 		collected <- err
 	}()
-	waitFor(t, "A's Collect to hold o's collect lock and wait for the owner row", func() bool {
-		var n int
-		_ = conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&n)
-		return n > 0
-	})
+	waitBlockedBy(t, ctx, conn, tx, "A's Collect to hold o's collect lock and wait for the owner row")
 	bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	_, errB := eb.Collect(bctx, o, exchange.ReportOptions{})
 	cancel()
@@ -480,39 +492,18 @@ func TestReviewUndecodableRowIsStorageDamaged(t *testing.T) {
 // Review R10: the background collector's collects ran under context.Background with a 30 s
 // timeout, so Close waited for a collect stuck on a lock for up to 30 s. Close cancels them now.
 func TestReviewCloseDoesNotWaitOutABackgroundCollect(t *testing.T) {
-	url := pgtest.New(t)
-	s := openPostgres(t, url)
-	t.Cleanup(func() { _ = s.Close() })
-	e := exchangedb.New(s.ExchangeDriver(), []exchange.Option{exchange.WithBackgroundCollection(true)})
-	t.Cleanup(func() { _ = e.Close() })
+	url, e := postgresEngine(t, []exchange.Option{exchange.WithBackgroundCollection(true)})
 	ctx := tctx(t)
 	a, b := uuid.New(), uuid.New()
 	register(t, e, a, b)
 
 	// A session holds the recipient's owner row: the background collect of a waits for it.
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // the test's own lock
+	conn, tx := sessionTx(t, ctx, url)
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM exchange_owners WHERE owner = $1 FOR UPDATE`, b.String()); err != nil {
 		t.Fatal(err)
 	}
-	var holder int
-	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
-		t.Fatal(err)
-	}
 	send(t, e, a, envelope.IDParticipant(b), "held up")
-	waitFor(t, "the background collect to wait for b's row", func() bool {
-		var n int
-		_ = conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&n)
-		return n > 0
-	})
+	waitBlockedBy(t, ctx, conn, tx, "the background collect to wait for b's row")
 	closed := make(chan struct{})
 	go func() {
 		_ = e.Close()
