@@ -49,3 +49,7 @@ func (e *Engine) StoredSettings(ctx context.Context, owner uuid.UUID) (maxAttemp
 	})
 	return maxAttempts, visibilityNs, err
 }
+
+// DispatchIdle reports whether e's dispatcher has dispatched every wake-up given so far and runs
+// no dispatch.
+func DispatchIdle(e *Engine) bool { return e.subs.idle() }

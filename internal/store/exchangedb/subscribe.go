@@ -38,6 +38,7 @@ type subscribers struct {
 	byOwner map[uuid.UUID]map[*sub]struct{}
 	pending map[uuid.UUID]struct{}
 	all     bool
+	busy    bool // the dispatcher took owners to dispatch and is not done with them
 	ended   bool // endAll ran (Close)
 	kick    chan struct{}
 }
@@ -110,7 +111,7 @@ func (ss *subscribers) run(replicated bool) {
 				owners = append(owners, o)
 			}
 		}
-		ss.all, ss.pending = false, map[uuid.UUID]struct{}{}
+		ss.all, ss.pending, ss.busy = false, map[uuid.UUID]struct{}{}, true
 		ss.mu.Unlock()
 		failed := false
 		for _, o := range owners {
@@ -125,6 +126,9 @@ func (ss *subscribers) run(replicated bool) {
 			}
 			cancel()
 		}
+		ss.mu.Lock()
+		ss.busy = false
+		ss.mu.Unlock()
 		if !failed {
 			backoff = retryMin
 			continue
@@ -132,6 +136,14 @@ func (ss *subscribers) run(replicated bool) {
 		retry.Reset(backoff)
 		backoff = min(2*backoff, retryMax)
 	}
+}
+
+// idle reports whether the dispatcher has no wake-up pending and no dispatch running: every
+// wake-up given before it was dispatched (the tests' point of synchronisation).
+func (ss *subscribers) idle() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return !ss.busy && !ss.all && len(ss.pending) == 0
 }
 
 // dispatch offers owner's new inbox rows to its subscriptions, and ends them once the owner has

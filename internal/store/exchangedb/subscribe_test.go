@@ -11,6 +11,7 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/exchange"
 	"github.com/historyd/historyd/internal/exchange/exchangetest"
+	"github.com/historyd/historyd/internal/store/exchangedb"
 )
 
 // event waits for the next event of s, failing the test when it ends or at the deadline.
@@ -34,10 +35,12 @@ func event(t *testing.T, s *exchange.Subscription) *envelope.Message {
 // Collect of 50 into buffers of 4 ends a plain subscription with ErrSubscriberTooSlow and leaves
 // the WakeOnly one live, its buffer full; once drained, the next delivery wakes it again.
 //
-// Without sleeping: the dispatcher is one goroutine, and a dispatch reads its page before it
-// offers a row, so once the plain subscription has ended the burst's page was read; a marker from
-// carol collected after that is dispatched after the burst, and its arrival at a subscription to
-// carol's inbox alone says the burst's offers are over.
+// Without sleeping: the dispatcher is one goroutine; a marker from carol, collected once the plain
+// subscription has ended, is dispatched after the burst; once it has reached a subscription to
+// carol's mail alone and the dispatcher is idle (exchangedb.DispatchIdle), every subscription has
+// been offered the burst and the marker. (The marker's arrival alone was not enough: a row is
+// offered to each subscription in turn, and the test could drain the WakeOnly one between two of
+// those offers, making room for the marker: seen under load in CI.)
 func TestWakeOnlySurvivesBurst(t *testing.T) {
 	const buffer, burst = 4, 50
 	for _, eng := range engines {
@@ -83,6 +86,11 @@ func TestWakeOnlySurvivesBurst(t *testing.T) {
 			if m := event(t, fromCarol); m.ID != marker.ID {
 				t.Fatalf("carol's subscription got %s, want the marker", m.ID)
 			}
+			e, ok := svc.(*exchangedb.Engine)
+			if !ok {
+				t.Fatalf("the factory's service is a %T, not an *exchangedb.Engine", svc)
+			}
+			waitFor(t, "the dispatcher idle after the marker", func() bool { return exchangedb.DispatchIdle(e) })
 			select {
 			case <-wake.Done():
 				t.Fatalf("the WakeOnly subscription ended with %v after the burst", wake.Err())
