@@ -202,20 +202,26 @@ func (r batchRow) Scan(dest ...any) error {
 }
 
 // rebinds caches exchangedb.Rebind's rewrite of each statement text: a few dozen texts, but
-// those with IN lists vary with the list's length, so the cache stops growing at maxRebinds.
+// those with IN lists vary with the list's length, so the cache stops growing at maxRebinds, and
+// keeps no text longer than maxRebindLen (a broadcast's lock of hundreds of owners is tens of KB,
+// rewritten in microseconds; kept, a thousand of them would pin tens of MB; review of issue 17's
+// benchmark work).
 var (
 	rebinds  sync.Map // string -> string
 	nRebinds atomic.Int64
 )
 
-const maxRebinds = 1024
+const (
+	maxRebinds   = 1024
+	maxRebindLen = 2048
+)
 
 func rebind(query string) string {
 	if s, ok := rebinds.Load(query); ok {
 		return s.(string)
 	}
 	s := exchangedb.Rebind(query)
-	if nRebinds.Load() < maxRebinds {
+	if len(query) <= maxRebindLen && nRebinds.Load() < maxRebinds {
 		if _, loaded := rebinds.LoadOrStore(query, s); !loaded {
 			nRebinds.Add(1)
 		}
