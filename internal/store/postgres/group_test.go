@@ -365,7 +365,7 @@ func TestGroupPanicReleasesLocks(t *testing.T) {
 			t.Fatalf("branch %s: %d messages, want the one written after the panic", br, n)
 		}
 	}
-	if n := s.pool.Stat().AcquiredConns(); n != 0 {
-		t.Fatalf("%d connections still acquired after the panic", n)
-	}
+	// The Store's own goroutines (notifier, prober, janitor) acquire connections now and then,
+	// briefly: a connection the panic kept would stay acquired for good.
+	waitFor(t, 10*time.Second, "no connection acquired after the panic", func() bool { return s.pool.Stat().AcquiredConns() == 0 })
 }
