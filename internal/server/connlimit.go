@@ -42,8 +42,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		if l.open.Add(1) > l.max {
 			l.open.Add(-1)
-			_ = c.Close()
+			// Counted before the close: a client that has read the close sees the refusal in
+			// the metrics (TestLimitListener read it first, once, under load).
 			l.metrics.connectionRefused()
+			_ = c.Close()
 			continue
 		}
 		l.metrics.connectionOpened(1)
