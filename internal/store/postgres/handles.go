@@ -243,17 +243,21 @@ func (s *Store) advance(h *handle, head uint64, c store.Commit) error {
 	return err
 }
 
+// publishNext publishes c from the caller's hands when it is the next
+// commit of h's log, and reports whether it was.
+func (s *Store) publishNext(h *handle, c store.Commit) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next := !h.deleted && c[0].Sequence == h.log.last+1
+	if next {
+		s.publish(h, c)
+	}
+	return next
+}
+
 func (s *Store) advanceTo(h *handle, head uint64, c store.Commit) error {
-	if c != nil {
-		h.mu.Lock()
-		next := !h.deleted && c[0].Sequence == h.log.last+1
-		if next {
-			s.publish(h, c)
-		}
-		h.mu.Unlock()
-		if next {
-			return nil
-		}
+	if c != nil && s.publishNext(h, c) {
+		return nil
 	}
 	for {
 		h.mu.RLock()

@@ -97,17 +97,7 @@ func (s *Store) settleAsync(bw *branchWrite) {
 	id, inc, c := bw.id, bw.row.incarnation, bw.w.commit
 	head := c[len(c)-1].Sequence
 	s.wake.notify(id, inc, head)
-	h := s.handleOf(id, inc)
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	next := !h.deleted && c[0].Sequence == h.log.last+1
-	if next {
-		s.publish(h, c)
-	}
-	h.mu.Unlock()
-	if !next {
+	if h := s.handleOf(id, inc); h != nil && !s.publishNext(h, c) {
 		s.wake.pull(id, inc, head)
 	}
 }
