@@ -46,6 +46,7 @@ func benchSendCollect(b *testing.B, svc exchange.Service, pg bool) {
 		}
 	})
 	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rounds/s")
 	cpu.report(b)
 }
 

@@ -3,6 +3,7 @@ package exchangedb
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -39,6 +40,19 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 	}
 	var answer *envelope.Message
 	sender := req.Sender.String()
+	if req.RequestID == "" && mErr == nil && e.dia == Postgres {
+		switch err := e.sendInOne(ctx, req, m, body); {
+		case err == nil:
+			if e.bg != nil {
+				e.bg.note(req.Sender)
+			}
+			return m, nil
+		case !isGuardRefusal(err):
+			return nil, err
+		}
+		// Not registered, or the outbox full: nothing was applied; the statements below say
+		// which, in a transaction of their own.
+	}
 	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
 		answer = nil
 		if req.RequestID != "" {
@@ -88,6 +102,44 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 		e.bg.note(req.Sender)
 	}
 	return m, nil
+}
+
+// sendInOne is a Send without a request id on PostgreSQL in one round trip: its statements go
+// out with BEGIN and COMMIT in one batch (Querier.Defer). The counter update and the outbox row
+// are one statement, the ledger row taking its seq from the update's RETURNING (a
+// data-modifying WITH): NULL when the update changed nothing (the sender is not registered) or
+// took the outbox past its bound, and then the ledger's NOT NULL refuses the row and the whole
+// transaction (isGuardRefusal), and the Send runs again the statements that tell which, in a
+// transaction of their own, as the memory engine would answer. The message's INSERT is the
+// next statement, with a snapshot of its own (READ COMMITTED), so its `known` is still read once
+// the sender's row is locked, as when the update's answer came back first. Issue 17's
+// benchmark: the sender's row lock is held for one round trip instead of two, and a Send is one
+// batch and two statements instead of two and three (a Send+Collect round: 4 round trips).
+func (e *Engine) sendInOne(ctx context.Context, req exchange.SendRequest, m *envelope.Message, body string) error {
+	sender := req.Sender.String()
+	return e.d.Write(ctx, func(ctx context.Context, q Querier) error {
+		if err := q.Defer(ctx, `WITH o AS (UPDATE exchange_owners SET next_seq = next_seq + 1, queued = queued + 1
+				WHERE tenant = ? AND owner = ? RETURNING next_seq, queued)
+			INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, seq)
+			VALUES (?, ?, '', ?, ?, ?, (SELECT o.next_seq FROM o WHERE ?::bigint = 0 OR o.queued <= ?::bigint))`,
+			tenant, sender, tenant, m.ID.String(), sender, stOutbox, sender, int64(e.set.MaxOutbox), int64(e.set.MaxOutbox)); err != nil {
+			return err
+		}
+		if id, ok := req.Recipient.ID(); ok {
+			return q.Defer(ctx, `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?,
+				CASE WHEN EXISTS (SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?) THEN 1 ELSE 0 END)`,
+				tenant, m.ID.String(), sender, body, tenant, id.String())
+		}
+		return q.Defer(ctx, `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?, 0)`,
+			tenant, m.ID.String(), sender, body)
+	}, nil)
+}
+
+// isGuardRefusal reports sendInOne's refusal: a NOT NULL violation (SQLSTATE 23502), which no
+// other statement of its batch can raise.
+func isGuardRefusal(err error) bool {
+	var st interface{ SQLState() string }
+	return errors.As(err, &st) && st.SQLState() == "23502"
 }
 
 // sendRequest is the part of a Send with a request id before its counters: the expired records

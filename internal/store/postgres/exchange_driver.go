@@ -27,8 +27,11 @@ func (exchangeDriver) Dialect() exchangedb.Dialect { return exchangedb.Postgres 
 
 func (d exchangeDriver) Write(ctx context.Context, fn func(ctx context.Context, q exchangedb.Querier) error, after func()) error {
 	err := d.s.inTx(ctx, func(tx pgx.Tx) error { return runQuerier(ctx, tx, fn) })
-	if err == nil && after != nil {
-		after()
+	if err == nil {
+		d.s.exchangeWrote()
+		if after != nil {
+			after()
+		}
 	}
 	return err
 }

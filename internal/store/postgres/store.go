@@ -81,6 +81,13 @@ type Store struct {
 	subsOpen atomic.Int64
 	closed   atomic.Bool
 
+	// exWrites counts this process's committed Exchange writes; analyzeNow asks the analyser
+	// to analyse the Exchange tables still without statistics (analyze.go).
+	exWrites   atomic.Int64
+	analyzeNow chan struct{}
+	// hookAnalyzed, a test hook, runs after each run of the analyser with what it analysed.
+	hookAnalyzed func(tables []string, err error)
+
 	wake *wake // the cross-replica wake-ups (wake.go)
 
 	group *group // group commit (group.go); nil when off
@@ -92,7 +99,7 @@ type Store struct {
 	hookTaken func(ws []*branchWrite)
 
 	// stop ends every goroutine of the Store (connector, notifier,
-	// listener, puller, sweeper, janitor, prober); wg waits for them.
+	// listener, puller, sweeper, janitor, prober, analyser); wg waits for them.
 	ctx  context.Context
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -149,6 +156,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		cfg: cfg, pool: pool, conn: pcfg.ConnConfig.Copy(), target: target(pcfg.ConnConfig),
+		analyzeNow: make(chan struct{}, 1),
 	}
 	s.health = newHealth()
 	s.ctx, s.stop = context.WithCancel(context.Background())
@@ -176,7 +184,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			go s.runGroupWorker()
 		}
 	}
-	s.wg.Add(6)
+	s.wg.Add(7)
+	go s.runAnalyzer()
 	go s.runNotifier()
 	go s.runListener()
 	go s.runPuller()
