@@ -23,7 +23,8 @@
 //     checkpoint (target at most 2.5 KB);
 //   - time from start to SERVING on a 1M-message database over an empty one (reported);
 //   - Exchange Send+Collect direct, 100 owners, concurrency 50, sqlite --sync=normal over the
-//     memory engine (issue 17; two processes; target at least 0.6);
+//     memory engine (issue 17; two processes; target at least 0.6; -engines sqlite-exchange
+//     runs this row alone);
 //
 // and for the PostgreSQL engine (issue 16, -postgres-url; -engines postgres runs only these), each
 // historyd on a schema the bench makes and drops, named by the URL's search_path parameter:

@@ -61,9 +61,11 @@ func BenchmarkSendCollectSQLite(b *testing.B) {
 	defer s.Close()
 	e := sqliteEngineB(s, exchangetest.Options{MaxInbox: exchangetest.NoBound})
 	defer e.Close()
+	pages := s.WALPages()
 	benchSendCollect(b, e, false)
 	commits, writes := s.Writes()
 	b.ReportMetric(float64(writes)/float64(max(commits, 1)), "writes/commit")
+	b.ReportMetric(float64(s.WALPages()-pages)/float64(max(b.N, 1)), "wal-pages/op")
 }
 
 func BenchmarkSendCollectPostgres(b *testing.B) {

@@ -31,6 +31,8 @@ const (
 	QPopVisible          = qPopVisible
 	QDue                 = qDue
 	QSweepSelect         = qSweepSelect
+	QOutboxSQLite        = qOutboxSQLite
+	StOutbox             = stOutbox
 )
 
 // SetPruneChunk sets pruneChunk until the returned function restores it.

@@ -18,6 +18,17 @@ import (
 func (e *Engine) Register(ctx context.Context, owner uuid.UUID, settings ...exchange.OwnerSettings) (*exchange.Snapshot, error) {
 	set := exchange.RegisterSettings(settings, e.set)
 	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
+		// An owner registered already is told so before anything is written (SQLite runs the
+		// Exchange's writes without a savepoint: a refusal after the counter's update would roll
+		// back the writes batched with it, which then run again). The insert below still decides
+		// between two registrations at once (PostgreSQL).
+		var one int64
+		switch err := q.QueryRow(ctx, `SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?`, tenant, owner.String()).Scan(&one); {
+		case err == nil:
+			return ownerErr("Owner", owner, exchange.ErrOwnerAlreadyRegistered)
+		case !q.IsNoRows(err):
+			return err
+		}
 		var reg int64
 		if err := q.QueryRow(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES (?, 'reg', 1)
 			ON CONFLICT (tenant, name) DO UPDATE SET value = exchange_counters.value + 1 RETURNING value`, tenant).Scan(&reg); err != nil {

@@ -62,20 +62,33 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 			}
 		}
 		// The counters first (the sender's row is locked from here): it is the check that the
-		// sender is registered, the message's flow number and the outbox bound.
-		var seq, queued int64
-		if err := q.QueryRow(ctx, `UPDATE exchange_owners SET next_seq = next_seq + 1, queued = queued + 1
-			WHERE tenant = ? AND owner = ? RETURNING next_seq, queued`, tenant, sender).Scan(&seq, &queued); err != nil {
-			if q.IsNoRows(err) {
-				return ownerErr("Sender", req.Sender, exchange.ErrOwnerNotRegistered)
-			}
-			return err
-		}
+		// sender is registered, the message's flow number and the outbox bound. A Send that fails
+		// its checks writes nothing (SQLite runs the Exchange's writes without a savepoint: one
+		// that failed after it wrote would roll back the writes batched with it, which then run
+		// again), so the update takes a place in the outbox only when there is one, and
+		// sendRefused says why not.
 		if mErr != nil {
-			return mErr
+			return e.sendRefused(ctx, q, req.Sender, mErr)
 		}
-		if e.set.MaxOutbox > 0 && queued > int64(e.set.MaxOutbox) {
-			return ownerErr("Sender", req.Sender, &exchange.OutboxFullError{Queued: int(queued - 1), Limit: e.set.MaxOutbox})
+		var seq, queued int64
+		for try := 0; ; try++ {
+			err := q.QueryRow(ctx, `UPDATE exchange_owners SET next_seq = next_seq + 1, queued = queued + 1
+				WHERE tenant = ? AND owner = ? AND (? <= 0 OR queued < ?) RETURNING next_seq, queued`,
+				tenant, sender, int64(e.set.MaxOutbox), int64(e.set.MaxOutbox)).Scan(&seq, &queued)
+			if err == nil {
+				break
+			}
+			if !q.IsNoRows(err) {
+				return err
+			}
+			if err := e.sendRefused(ctx, q, req.Sender, nil); err != nil {
+				return err
+			}
+			// A place was made between the two statements (PostgreSQL: a collect committed):
+			// the row is locked now, and the update takes it.
+			if try > 0 {
+				return fmt.Errorf("exchangedb: the outbox of %s has room but its counters did not update", sender)
+			}
 		}
 		// known (the direct recipient is registered now) is read by the insert itself: one
 		// statement, which PostgreSQL sends with the COMMIT.
@@ -140,6 +153,28 @@ func (e *Engine) sendInOne(ctx context.Context, req exchange.SendRequest, m *env
 func isGuardRefusal(err error) bool {
 	var st interface{ SQLState() string }
 	return errors.As(err, &st) && st.SQLState() == "23502"
+}
+
+// sendRefused says why a Send takes no place in the sender's outbox, reading the sender's row
+// (locked, as the counter update would lock it): not registered, else mErr (the message is
+// invalid), else a full outbox; nil when there is room after all (only PostgreSQL's concurrent
+// collects make one).
+func (e *Engine) sendRefused(ctx context.Context, q Querier, sender uuid.UUID, mErr error) error {
+	var queued int64
+	if err := q.QueryRow(ctx, `SELECT queued FROM exchange_owners WHERE tenant = ? AND owner = ?`+e.dia.forNoKeyUpdate(),
+		tenant, sender.String()).Scan(&queued); err != nil {
+		if q.IsNoRows(err) {
+			return ownerErr("Sender", sender, exchange.ErrOwnerNotRegistered)
+		}
+		return err
+	}
+	if mErr != nil {
+		return mErr
+	}
+	if e.set.MaxOutbox > 0 && queued >= int64(e.set.MaxOutbox) {
+		return ownerErr("Sender", sender, &exchange.OutboxFullError{Queued: int(queued), Limit: e.set.MaxOutbox})
+	}
+	return nil
 }
 
 // sendRequest is the part of a Send with a request id before its counters: the expired records

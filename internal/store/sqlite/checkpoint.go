@@ -75,10 +75,11 @@ type writerStats struct {
 	cacheHits    atomic.Int64
 	cacheMisses  atomic.Int64 // the write connection's page cache
 
-	pages       int       // pages written to the WAL since the last passive checkpoint
-	lastCommit  time.Time // when the last batch committed
-	resetFailed time.Time // when the last restarting checkpoint ran if a reader outlasted it; zero if it completed
-	truncateDue bool      // the WAL may hold pages: idle is armed
+	pages       int          // pages written to the WAL since the last passive checkpoint
+	walPages    atomic.Int64 // pages written to the WAL since Open (benchmarks: pages a write costs)
+	lastCommit  time.Time    // when the last batch committed
+	resetFailed time.Time    // when the last restarting checkpoint ran if a reader outlasted it; zero if it completed
+	truncateDue bool         // the WAL may hold pages: idle is armed
 	idle        *time.Timer
 
 	hooks checkpointHooks
@@ -156,6 +157,7 @@ func (w *writer) committed() {
 		return
 	}
 	s := &w.storage
+	s.walPages.Add(int64(pages))
 	if !s.truncateDue {
 		s.truncateDue = true
 		s.idle.Reset(truncateIdle)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/historyd/historyd/internal/cputime"
 	"github.com/historyd/historyd/internal/store/exchangedb"
 )
 
@@ -31,6 +32,7 @@ func BenchmarkExchangeWriteTx(b *testing.B) {
 	}, nil); err != nil {
 		b.Fatal(err)
 	}
+	cpu := cputime.Process()
 	b.ResetTimer()
 	for b.Loop() {
 		err := d.Write(ctx, func(ctx context.Context, q exchangedb.Querier) error {
@@ -50,4 +52,5 @@ func BenchmarkExchangeWriteTx(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64((cputime.Process()-cpu).Microseconds())/float64(max(b.N, 1)), "cpu-µs/op")
 }

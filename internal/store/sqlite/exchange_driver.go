@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/google/uuid"
@@ -21,20 +22,33 @@ type exchangeDriver struct{ s *Store }
 
 func (exchangeDriver) Dialect() exchangedb.Dialect { return exchangedb.SQLite }
 
+// Write runs fn on the writer without a savepoint of its own (writer.doUnguardedAsync), as the
+// branch writes do: a savepoint cost each Exchange write two statements more and a copy of every
+// page it first touched (SQLite's statement journal), about a tenth of a Send+Collect round's CPU
+// (issue 17's benchmark). What a failed fn wrote cannot then be undone alone, so the querier
+// notes the statements that may have written (any but a SELECT) and SQLite's errors: fn's error
+// after either is a dirtyError, and the writer rolls the batch back and runs its other writes
+// again without it (fn may run more than once: Driver.Write). An fn that fails before its first
+// write, as the Exchange's checks do, leaves nothing to undo and fails alone.
 func (d exchangeDriver) Write(ctx context.Context, fn func(ctx context.Context, q exchangedb.Querier) error, after func()) error {
 	if d.s.closed.Load() {
 		return ErrClosed
 	}
-	return d.s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return fn(ctx, sqlQuerier{tx: tx, stmt: func(ctx context.Context, q string) (*sql.Stmt, error) {
+	return d.s.w.doUnguardedAsync(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		q := &sqlQuerier{tx: tx, stmt: func(ctx context.Context, q string) (*sql.Stmt, error) {
 			return d.s.ex.writeStmt(ctx, d.s.w.conn, tx, q)
-		}})
-	}, after)
+		}, track: true}
+		err := fn(ctx, q)
+		if err != nil && (q.dirty || resultCode(err) != 0) {
+			return dirtyError{err}
+		}
+		return err
+	}, after)()
 }
 
 func (d exchangeDriver) Read(ctx context.Context, fn func(ctx context.Context, q exchangedb.Querier) error) error {
 	return d.s.read(ctx, func(tx *sql.Tx) error {
-		return fn(ctx, sqlQuerier{tx: tx, stmt: func(ctx context.Context, q string) (*sql.Stmt, error) {
+		return fn(ctx, &sqlQuerier{tx: tx, stmt: func(ctx context.Context, q string) (*sql.Stmt, error) {
 			return d.s.ex.readStmt(ctx, tx, q)
 		}})
 	})
@@ -115,53 +129,96 @@ func (exchangeDriver) Listen(func([]uuid.UUID)) bool { return false }
 type sqlQuerier struct {
 	tx   *sql.Tx
 	stmt func(ctx context.Context, query string) (*sql.Stmt, error)
+	// track: note in dirty whether the transaction may have been written to (a statement other
+	// than a SELECT ran, or one met SQLite's error): Write's unguarded fn (writer goroutine only).
+	track bool
+	dirty bool
 }
 
-func (q sqlQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+// ran returns err, noting SQLite's error (some end the transaction, and a failed statement may
+// leave the job's earlier ones in it).
+func (q *sqlQuerier) ran(err error) error {
+	if q.track && err != nil && resultCode(err) != 0 {
+		q.dirty = true
+	}
+	return err
+}
+
+// writes notes that query may write: anything but a SELECT (an UPDATE ... RETURNING is run by
+// QueryRow).
+func (q *sqlQuerier) writes(query string) {
+	if q.track && !q.dirty && !isSelect(query) {
+		q.dirty = true
+	}
+}
+
+// isSelect reports whether query starts with SELECT (leading blanks skipped).
+func isSelect(query string) bool {
+	query = strings.TrimLeft(query, " \t\r\n")
+	return len(query) >= 6 && strings.EqualFold(query[:6], "SELECT")
+}
+
+func (q *sqlQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	st, err := q.stmt(ctx, query)
 	if err != nil {
-		return 0, err
+		return 0, q.ran(err)
 	}
+	q.writes(query)
 	res, err := st.ExecContext(ctx, args...)
 	if err != nil {
-		return 0, err
+		return 0, q.ran(err)
 	}
 	return res.RowsAffected()
 }
 
-func (q sqlQuerier) Query(ctx context.Context, query string, args ...any) (exchangedb.Rows, error) {
+func (q *sqlQuerier) Query(ctx context.Context, query string, args ...any) (exchangedb.Rows, error) {
 	st, err := q.stmt(ctx, query)
 	if err != nil {
-		return nil, err
+		return nil, q.ran(err)
 	}
+	q.writes(query)
 	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
-		return nil, err
+		return nil, q.ran(err)
 	}
-	return sqlRows{rows}, nil
+	return sqlRows{rows, q}, nil
 }
 
-func (q sqlQuerier) QueryRow(ctx context.Context, query string, args ...any) exchangedb.Row {
+func (q *sqlQuerier) QueryRow(ctx context.Context, query string, args ...any) exchangedb.Row {
 	st, err := q.stmt(ctx, query)
 	if err != nil {
-		return errRow{err}
+		return errRow{q.ran(err)}
 	}
-	return st.QueryRowContext(ctx, args...)
+	q.writes(query)
+	return trackedRow{st.QueryRowContext(ctx, args...), q}
 }
 
-func (sqlQuerier) IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+func (*sqlQuerier) IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 // Defer runs the statement now: SQLite has no round trips to save.
-func (q sqlQuerier) Defer(ctx context.Context, query string, args ...any) error {
+func (q *sqlQuerier) Defer(ctx context.Context, query string, args ...any) error {
 	_, err := q.Exec(ctx, query, args...)
 	return err
 }
 
 // Lead runs the statement now, as Defer does.
-func (q sqlQuerier) Lead(ctx context.Context, query string, args ...any) error {
+func (q *sqlQuerier) Lead(ctx context.Context, query string, args ...any) error {
 	return q.Defer(ctx, query, args...)
 }
 
-type sqlRows struct{ *sql.Rows }
+type sqlRows struct {
+	*sql.Rows
+	q *sqlQuerier
+}
 
-func (r sqlRows) Close() { r.Rows.Close() } //nolint:errcheck // Err reports what reading them met
+func (r sqlRows) Scan(dest ...any) error { return r.q.ran(r.Rows.Scan(dest...)) }
+func (r sqlRows) Err() error             { return r.q.ran(r.Rows.Err()) }
+func (r sqlRows) Close()                 { r.Rows.Close() } //nolint:errcheck // Err reports what reading them met
+
+// trackedRow is a QueryRow's result whose SQLite error marks the querier dirty.
+type trackedRow struct {
+	row *sql.Row
+	q   *sqlQuerier
+}
+
+func (r trackedRow) Scan(dest ...any) error { return r.q.ran(r.row.Scan(dest...)) }

@@ -230,6 +230,10 @@ func (s *Store) Stats() store.Stats {
 // writes they held (group commit: writes/commits is the batch size).
 func (s *Store) Writes() (commits, writes int64) { return s.w.commits.Load(), s.w.writes.Load() }
 
+// WALPages is how many pages the writer has written to the WAL since Open (benchmarks: the pages
+// a write dirties, which its commit writes and a checkpoint copies back).
+func (s *Store) WALPages() int64 { return s.w.storage.walPages.Load() }
+
 func (s *Store) now() time.Time { return s.cfg.Clock() }
 
 // stmtCache prepares each query once per database handle; a transaction
