@@ -134,7 +134,7 @@ func (e *Engine) sendInOne(ctx context.Context, req exchange.SendRequest, m *env
 		if err := q.Defer(ctx, `WITH o AS (UPDATE exchange_owners SET next_seq = next_seq + 1, queued = queued + 1
 				WHERE tenant = ? AND owner = ? RETURNING next_seq, queued)
 			INSERT INTO exchange_ledger (tenant, message, recipient, sender, state, holder, seq)
-			VALUES (?, ?, '', ?, ?, ?, (SELECT o.next_seq FROM o WHERE ?::bigint = 0 OR o.queued <= ?::bigint))`,
+			VALUES (?, ?, '', ?, ?, ?, (SELECT o.next_seq FROM o WHERE ?::bigint <= 0 OR o.queued <= ?::bigint))`,
 			tenant, sender, tenant, m.ID.String(), sender, stOutbox, sender, int64(e.set.MaxOutbox), int64(e.set.MaxOutbox)); err != nil {
 			return err
 		}

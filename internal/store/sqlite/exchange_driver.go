@@ -189,8 +189,11 @@ func (q *sqlQuerier) QueryRow(ctx context.Context, query string, args ...any) ex
 	if err != nil {
 		return errRow{q.ran(err)}
 	}
-	q.writes(query)
-	return trackedRow{st.QueryRowContext(ctx, args...), q}
+	// A DML statement run by QueryRow (UPDATE or INSERT ... RETURNING) that returns no row
+	// changed none (the schema has no triggers): its Scan decides whether it wrote, so that a
+	// guarded update that matched nothing (Send to a full outbox) refuses alone, its batch not
+	// re-run.
+	return trackedRow{st.QueryRowContext(ctx, args...), q, !isSelect(query)}
 }
 
 func (*sqlQuerier) IsNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
@@ -215,10 +218,18 @@ func (r sqlRows) Scan(dest ...any) error { return r.q.ran(r.Rows.Scan(dest...)) 
 func (r sqlRows) Err() error             { return r.q.ran(r.Rows.Err()) }
 func (r sqlRows) Close()                 { r.Rows.Close() } //nolint:errcheck // Err reports what reading them met
 
-// trackedRow is a QueryRow's result whose SQLite error marks the querier dirty.
+// trackedRow is a QueryRow's result whose SQLite error marks the querier dirty, as does a row
+// (or any error but no rows) of a statement that may write.
 type trackedRow struct {
-	row *sql.Row
-	q   *sqlQuerier
+	row    *sql.Row
+	q      *sqlQuerier
+	writes bool
 }
 
-func (r trackedRow) Scan(dest ...any) error { return r.q.ran(r.row.Scan(dest...)) }
+func (r trackedRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if r.writes && r.q.track && !errors.Is(err, sql.ErrNoRows) {
+		r.q.dirty = true
+	}
+	return r.q.ran(err)
+}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -16,12 +17,14 @@ import (
 // in their first run.
 func TestExchangeWriteFailingAfterItWroteFailsAlone(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
-		wroteFirst bool
-		wantRuns   int // of the function of the write queued before it
+		name     string
+		first    string // what the failing write runs before it fails: "insert", "select" or "update"
+		wantRuns int    // of the function of the write queued before it
 	}{
-		{"after a write", true, 2}, // the batch, rolled back at the failure, then again without it
-		{"before any write", false, 1},
+		{"after a write", "insert", 2}, // the batch, rolled back at the failure, then again without it
+		{"before any write", "select", 1},
+		// A guarded UPDATE ... RETURNING that matched no row wrote nothing (Send to a full outbox).
+		{"after an update that matched nothing", "update", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestStore(t, storetest.Options{})
@@ -49,14 +52,21 @@ func TestExchangeWriteFailingAfterItWroteFailsAlone(t *testing.T) {
 						if name != "b" {
 							return insert(ctx, q, name)
 						}
-						if tc.wroteFirst {
+						switch tc.first {
+						case "insert":
 							if err := insert(ctx, q, name); err != nil {
 								return err
 							}
-						} else {
+						case "select":
 							var n int64
 							if err := q.QueryRow(ctx, `SELECT count(*) FROM exchange_counters`).Scan(&n); err != nil {
 								return err
+							}
+						case "update":
+							var n int64
+							err := q.QueryRow(ctx, `UPDATE exchange_counters SET value = value + 1 WHERE tenant = '' AND name = 'none' RETURNING value`).Scan(&n)
+							if !q.IsNoRows(err) {
+								return fmt.Errorf("the update of no row: %v, want no rows", err)
 							}
 						}
 						return fail
