@@ -31,6 +31,7 @@ func benchAdd(b *testing.B, sync Sync) {
 	b.SetParallelism(25) // x GOMAXPROCS (2 here): 50 writers
 	b.ReportAllocs()
 	c0, w0 := s.Writes()
+	f0 := s.w.storage.walFrames.Load()
 	cpu0 := cputime.Process()
 	var failed atomic.Bool
 	b.RunParallel(func(pb *testing.PB) {
@@ -55,6 +56,11 @@ func benchAdd(b *testing.B, sync Sync) {
 	c1, w1 := s.Writes()
 	if c1 > c0 {
 		b.ReportMetric(float64(w1-w0)/float64(c1-c0), "writes/commit")
+	}
+	if w1 > w0 {
+		// Every page a commit dirties is a WAL frame: a header and the
+		// page, each a write(2) of SQLite's.
+		b.ReportMetric(float64(s.w.storage.walFrames.Load()-f0)/float64(w1-w0), "walframes/write")
 	}
 	// The machine's cores are shared: the CPU a write costs (user and
 	// system, every goroutine of the process, the writer's included) is

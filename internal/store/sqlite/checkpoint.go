@@ -74,6 +74,7 @@ type writerStats struct {
 	checkpoints  [store.CheckpointModes]checkpointStats
 	cacheHits    atomic.Int64
 	cacheMisses  atomic.Int64 // the write connection's page cache
+	walFrames    atomic.Int64 // pages committed to the WAL, ever (the benchmarks' pages a write)
 
 	pages       int       // pages written to the WAL since the last passive checkpoint
 	lastCommit  time.Time // when the last batch committed
@@ -156,6 +157,7 @@ func (w *writer) committed() {
 		return
 	}
 	s := &w.storage
+	s.walFrames.Add(int64(pages))
 	if !s.truncateDue {
 		s.truncateDue = true
 		s.idle.Reset(truncateIdle)
