@@ -35,18 +35,20 @@ import (
 //     its start by the next commit that finds no reader on it and no frame
 //     written since; under steady writes there always is one, so it is the
 //     restarting checkpoint below that lets the WAL be reused;
-//   - restarting, on the writer, when a passive one finds restartPages or
-//     more in the WAL: the WAL is copied to its end and the next commit
-//     writes it from its start. It waits up to restartWaitMS for the
+//   - restarting, on the writer, when the WAL holds restartPages or more
+//     (as far as the writer knows: the last passive one's count and the
+//     pages written since), looked at when a passive one's result comes
+//     and when the next is due: the WAL is copied to its end and the next
+//     commit writes it from its start. It waits up to restartWaitMS for the
 //     readers on the WAL to finish (new ones read the database file):
 //     readers that never pause (one always on the WAL when a commit would
 //     reuse it) would starve the reuse, and the WAL would grow with the
 //     writes (TestWALBoundedUnderLoad, 3.2k 1 KB writes and two readers
 //     looping: 43 MB with SQLite's own auto-checkpoint; 45-75 MB when a
 //     restart ran at most once a second). With readers shorter than that
-//     wait, the WAL file stays under restartPages + 2 checkpointPages + one
+//     wait, the WAL file stays under restartPages + checkpointPages + one
 //     batch's pages (the same test: 16.6 MB, 21 MB when a restart missed
-//     once). A reader that outlasts the wait makes it incomplete. The next
+//     once, with the passive ones on the writer). A reader that outlasts the wait makes it incomplete. The next
 //     is tried at the next passive one if no reader is older than the last
 //     checkpointPages pages (that reader has ended), and otherwise (a long
 //     reader: a backup, an export) no sooner than restartEvery later, so
@@ -91,6 +93,9 @@ type writerStats struct {
 	walFrames    atomic.Int64 // pages committed to the WAL, ever (the benchmarks' pages a write)
 
 	pages       int       // pages written to the WAL since the last passive checkpoint was asked for
+	walPages    int       // pages in the WAL as far as the writer knows (at least as many): the last passive one's, and those written since
+	uncopied    int       // pages the last passive one left in the WAL for the readers that still need them
+	tried       bool      // a restarting checkpoint ran since the last passive one's result
 	lastCommit  time.Time // when the last batch committed
 	resetFailed time.Time // when the last restarting checkpoint ran if a reader outlasted it; zero if it completed
 	truncateDue bool      // the WAL may hold pages: idle is armed
@@ -178,37 +183,55 @@ func (w *writer) committed() {
 		s.idle.Reset(truncateIdle)
 	}
 	s.pages += pages
+	s.walPages += pages
 	if r, ok := w.ckpt.result(false); ok {
-		w.afterPassive(r)
+		s.took(r)
+		w.restartIfDue()
 	}
 	if s.pages < checkpointPages {
 		return
 	}
 	// The next is due: the last one, if it is still copying, is waited for
-	// (the WAL grows no further between two than with them on the writer).
+	// (the WAL grows no further between two than with them on the writer),
+	// and the WAL may have reached restartPages since its result.
 	if r, ok := w.ckpt.result(true); ok {
-		w.afterPassive(r)
+		s.took(r)
 	}
 	s.pages = 0
+	if !s.tried && w.restartIfDue() {
+		return // the WAL is copied to its end; the next passive one after checkpointPages more
+	}
 	w.ckpt.start()
 }
 
-// afterPassive runs, on the writer, the restarting (or truncating)
-// checkpoint a passive one's result calls for: log pages were in the WAL
-// when it began, and it copied copied of them.
-func (w *writer) afterPassive(r checkpointResult) {
+// took takes a passive checkpoint's result: log pages were in the WAL when
+// it began, and it copied copied of them.
+func (s *writerStats) took(r checkpointResult) {
+	s.walPages = r.log + s.pages // s.pages were written since it was asked for: at least the WAL's size now
+	s.uncopied = r.log - r.copied
+	s.tried = false
+}
+
+// restartIfDue runs, on the writer, the restarting (or truncating)
+// checkpoint the WAL's size calls for, if it may run (restartDue), and
+// says whether it ran and completed.
+func (w *writer) restartIfDue() bool {
 	s := &w.storage
-	if r.log < restartPages || !s.restartDue(r.log-r.copied) {
-		return
+	if s.walPages < restartPages || !s.restartDue(s.uncopied) {
+		return false
 	}
+	s.tried = true
 	mode := store.CheckpointRestart
-	if r.log > truncatePages {
+	if s.walPages > truncatePages {
 		mode = store.CheckpointTruncate
 	}
 	s.resetFailed = time.Time{}
 	if !w.waitingCheckpoint(mode, restartWaitMS) {
 		s.resetFailed = s.hooks.now()
+		return false
 	}
+	s.walPages, s.uncopied = 0, 0
+	return true
 }
 
 // restartDue says whether a restarting checkpoint may run after a passive
@@ -233,7 +256,7 @@ func (w *writer) idle() {
 	}
 	w.ckpt.result(true) // the truncate does what a restart it called for would (one checkpoint at a time)
 	if w.waitingCheckpoint(store.CheckpointTruncate, 0) {
-		s.truncateDue, s.pages = false, 0
+		s.truncateDue, s.pages, s.walPages, s.uncopied = false, 0, 0, 0
 		return
 	}
 	s.idle.Reset(truncateIdle) // a reader is still on the WAL: at the next pause
