@@ -51,7 +51,7 @@ type config struct {
 	PostgresMaxConns     int      // --postgres-max-conns of the AddMessage and convoy servers
 	PostgresReplicaConns int      // --postgres-max-conns of each of the two replicas of the watch rows
 	ConvoyMessages       int      // messages of the convoy's branch
-	Engines              string   // "all", or only the scenarios of "memory", "sqlite", "postgres", "append", "lease", "pgexchange" or "sqlite-exchange"
+	Engines              string   // "all", or only the scenarios of "memory", "sqlite", "postgres", "append", "sqlite-add", "lease", "pgexchange" or "sqlite-exchange"
 	Profile              bool     // profile the server when a target is missed
 	ServerFlags          []string // extra historyd flags (the bench's own settings)
 }
@@ -127,7 +127,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.PostgresReplicaConns, "postgres-replica-conns", 25,
 		"--postgres-max-conns of each of the two replicas of the PostgreSQL watch rows (both connected at once: 50 of the server's connections)")
 	fs.IntVar(&cfg.ConvoyMessages, "convoy-messages", 100_000, "messages of the branch the PostgreSQL convoy row appends to")
-	fs.StringVar(&cfg.Engines, "engines", "all", "the scenarios to run: all, memory (issue 8's, on the memory engine), sqlite (issue 14's; the sqlite-versus-memory row still starts a memory server), postgres (issue 16's, on -postgres-url), append (issue 21's rows alone: AppendMessages against AddMessage and Redis, batched watch frames) lease (issue 18's rows alone: Lease+Ack against Send+PopMessage on each engine), pgexchange (issue 17's PostgreSQL Exchange Send+Collect row alone) or sqlite-exchange (issue 17's sqlite Exchange row alone: Send+Collect on sqlite --sync=normal over the memory engine)")
+	fs.StringVar(&cfg.Engines, "engines", "all", "the scenarios to run: all, memory (issue 8's, on the memory engine), sqlite (issue 14's; the sqlite-versus-memory row still starts a memory server), postgres (issue 16's, on -postgres-url), append (issue 21's rows alone: AppendMessages against AddMessage and Redis, batched watch frames), sqlite-add (issue 14's two AddMessage rows alone: sqlite normal over memory, sqlite full over a PostgreSQL INSERT), lease (issue 18's rows alone: Lease+Ack against Send+PopMessage on each engine), pgexchange (issue 17's PostgreSQL Exchange Send+Collect row alone) or sqlite-exchange (issue 17's sqlite Exchange row alone: Send+Collect on sqlite --sync=normal over the memory engine)")
 	fs.BoolVar(&cfg.Profile, "profile", true, "when a target is missed, profile the server during a further run and add the top entries to the results")
 	quick := fs.Bool("quick", false, "every scenario with tiny sizes and one short run (a smoke test, not figures)")
 	if err := fs.Parse(args); err != nil {
@@ -136,8 +136,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *quick {
 		cfg.quick()
 	}
-	if cfg.Engines != "all" && cfg.Engines != "memory" && cfg.Engines != "sqlite" && cfg.Engines != "postgres" && cfg.Engines != "append" && cfg.Engines != "lease" && cfg.Engines != "pgexchange" && cfg.Engines != "sqlite-exchange" {
-		fmt.Fprintln(stderr, "historybench: -engines: want all, memory, sqlite, postgres, append, lease, pgexchange or sqlite-exchange")
+	if cfg.Engines != "all" && cfg.Engines != "memory" && cfg.Engines != "sqlite" && cfg.Engines != "postgres" && cfg.Engines != "append" && cfg.Engines != "sqlite-add" && cfg.Engines != "lease" && cfg.Engines != "pgexchange" && cfg.Engines != "sqlite-exchange" {
+		fmt.Fprintln(stderr, "historybench: -engines: want all, memory, sqlite, postgres, append, sqlite-add, lease, pgexchange or sqlite-exchange")
 		return 2
 	}
 	if cfg.Runs < 1 || cfg.Duration <= 0 || cfg.SmallBranch < listPage || cfg.BigBranch < cfg.SmallBranch || cfg.Owners < 2 ||
@@ -199,6 +199,13 @@ func benchAll(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	if cfg.Engines == "all" || cfg.Engines == "sqlite" {
 		sqliteRows, err := benchSQLite(ctx, b, memKB)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, sqliteRows...)
+	}
+	if cfg.Engines == "sqlite-add" {
+		sqliteRows, err := benchSQLiteAdd(ctx, b)
 		if err != nil {
 			return err
 		}
@@ -300,6 +307,23 @@ func benchSQLite(ctx context.Context, b *bench, memKB float64) ([]row, error) {
 		rows = append(rows, rs...)
 	}
 	return rows, nil
+}
+
+// benchSQLiteAdd runs issue 14's two AddMessage rows alone (-engines sqlite-add): a few minutes
+// less than every sqlite row, for work on the engine's write path.
+func benchSQLiteAdd(ctx context.Context, b *bench) ([]row, error) {
+	rows, sq, err := benchSQLiteVsMemory(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := sq.stop(); err != nil {
+		return nil, err
+	}
+	pg, err := benchSQLiteVsPostgres(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, pg...), nil
 }
 
 // describeMachine collects the date, the cores, the CPU model and the versions.

@@ -104,7 +104,7 @@ func (c config) validate() error {
 	if err := validatePprof(c.PprofAddr); err != nil {
 		return err
 	}
-	if _, _, err := gcPercent(c.GCPercent, func(string) string { return "" }); err != nil {
+	if _, _, err := gcPercent(c.GCPercent, c.Store.Engine, func(string) string { return "" }); err != nil {
 		return err
 	}
 	if _, _, err := memoryLimit(c, func(string) string { return "" }); err != nil {

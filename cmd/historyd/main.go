@@ -80,7 +80,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 	}
 	defer func() { _ = logger.Sync() }() // stderr may not support fsync; nothing to do about it
 	// The collector's GOGC (gc.go); parseConfig has validated the value.
-	if err := applyGC(cfg.GCPercent, getenv); err != nil {
+	if err := applyGC(cfg.GCPercent, cfg.Store.Engine, getenv); err != nil {
 		logger.Error("cannot set the collector's GOGC", zap.Error(err))
 		return 2
 	}

@@ -31,6 +31,8 @@ func benchAdd(b *testing.B, sync Sync) {
 	b.SetParallelism(25) // x GOMAXPROCS (2 here): 50 writers
 	b.ReportAllocs()
 	c0, w0 := s.Writes()
+	f0 := s.w.storage.walFrames.Load()
+	k0, r0 := checkpointSeconds(s)
 	cpu0 := cputime.Process()
 	var failed atomic.Bool
 	b.RunParallel(func(pb *testing.PB) {
@@ -56,10 +58,33 @@ func benchAdd(b *testing.B, sync Sync) {
 	if c1 > c0 {
 		b.ReportMetric(float64(w1-w0)/float64(c1-c0), "writes/commit")
 	}
+	if w1 > w0 {
+		// Every page a commit dirties is a WAL frame: a header and the
+		// page, each a write(2) of SQLite's.
+		b.ReportMetric(float64(s.w.storage.walFrames.Load()-f0)/float64(w1-w0), "walframes/write")
+		// The wall time the checkpoints took (their fsyncs included), and
+		// of it the restarting and truncating ones, which run on the
+		// writer: every queued write waits for them.
+		k1, r1 := checkpointSeconds(s)
+		b.ReportMetric((k1-k0)*1e6/float64(w1-w0), "ckpt-µs/write")
+		b.ReportMetric((r1-r0)*1e6/float64(w1-w0), "restart-µs/write")
+	}
 	// The machine's cores are shared: the CPU a write costs (user and
 	// system, every goroutine of the process, the writer's included) is
 	// the figure to compare, not the wall-clock ns/op.
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// checkpointSeconds is the time every checkpoint of s took so far, and
+// the restarting and truncating ones.
+func checkpointSeconds(s *Store) (all, waiting float64) {
+	for mode, c := range s.StorageStats().Checkpoints {
+		all += c.Seconds.Sum
+		if store.CheckpointMode(mode) != store.CheckpointPassive {
+			waiting += c.Seconds.Sum
+		}
+	}
+	return all, waiting
 }
 
 func BenchmarkAddMessageSyncNormal(b *testing.B) { benchAdd(b, SyncNormal) }

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -15,35 +16,45 @@ import (
 // Checkpoints (issue 15: "checkpoint duration"). SQLite's auto-checkpoint
 // runs inside the commit that takes the WAL past wal_autocheckpoint pages:
 // its time cannot be told apart from the commit's. So the write connection
-// turns it off (wal_autocheckpoint(0), db.go) and the writer checkpoints the
-// WAL itself, between batches, once the batch has been answered. It runs on
-// the writer goroutine, as the auto-checkpoint ran in a commit: the writes
-// queued meanwhile wait for its copy and its fsync of the database (in
-// their gRPC latency, not in write_transaction_seconds: checkpoint_seconds
-// is that wait).
+// turns it off (wal_autocheckpoint(0), db.go) and the store checkpoints the
+// WAL itself, between batches:
 //
-//   - passive, after a batch, once the batches have written about
-//     checkpointPages pages to the WAL since the last one (SQLite's own
-//     default): it copies what no reader still needs and does not wait for
-//     the readers. A WAL fully copied is reused from its start by the next
-//     commit that finds no reader on it;
-//   - restarting, when a passive one finds restartPages or more in the WAL:
+//   - passive, once the batches have written about checkpointPages pages
+//     to the WAL since the last one (SQLite's own default): it copies what
+//     no reader still needs and does not wait for the readers. It runs on
+//     a connection and a goroutine of its own (the checkpointer), not on
+//     the writer: the writer asks for it after a batch and goes on
+//     committing while it copies and fsyncs (SQLite lets a checkpoint run
+//     beside a writer: it copies the frames that were in the WAL when it
+//     began). On the writer, with --sync=normal, the writes queued behind a
+//     checkpoint waited for its two fsyncs: BenchmarkAddMessageSyncNormal
+//     spent about 40 µs of the writer's time a write there, of about 100.
+//     The writer takes its result after a later batch; when the next one is
+//     due before the last has ended it waits for it, so the WAL grows no
+//     further than before between them. A WAL fully copied is reused from
+//     its start by the next commit that finds no reader on it and no frame
+//     written since; under steady writes there always is one, so it is the
+//     restarting checkpoint below that lets the WAL be reused;
+//   - restarting, on the writer, when the WAL holds restartPages or more
+//     (as far as the writer knows: the last passive one's count and the
+//     pages written since), looked at when a passive one's result comes
+//     and when the next is due: the WAL is copied to its end and the next
+//     commit writes it from its start. It waits up to restartWaitMS for the
+//     readers on the WAL to finish (new ones read the database file):
 //     readers that never pause (one always on the WAL when a commit would
-//     reuse it) starve the reuse, and the WAL then grows with the writes,
-//     with SQLite's own auto-checkpoint too (TestWALBoundedUnderLoad, 3.2k
-//     1 KB writes and two readers looping: 43 MB; 45-75 MB when a restart
-//     ran at most once a second). It waits up to restartWaitMS for the
-//     readers on the WAL to finish (new ones read the database file), and
-//     the next commit writes the WAL from its start: with readers shorter
-//     than that wait, the WAL file stays under restartPages +
-//     checkpointPages + one batch's pages (the same test: 16.6 MB, 21 MB
-//     when a restart missed once). A reader that outlasts the wait makes it
-//     incomplete. The next is tried at the next passive one if no reader
-//     is older than the last checkpointPages pages (that reader has
-//     ended), and otherwise (a long reader: a backup, an export) no sooner
-//     than restartEvery later, so that such a reader costs the writes at
-//     most restartWaitMS per restartEvery; the WAL grows with the writes
-//     until it ends;
+//     reuse it) would starve the reuse, and the WAL would grow with the
+//     writes (TestWALBoundedUnderLoad, 3.2k 1 KB writes and two readers
+//     looping: 43 MB with SQLite's own auto-checkpoint; 45-75 MB when a
+//     restart ran at most once a second). With readers shorter than that
+//     wait, the WAL file stays under restartPages + checkpointPages + one
+//     batch's pages (the same test: 16.6 MB, 21 MB when a restart missed
+//     once, with the passive ones on the writer). A reader that outlasts the wait makes it incomplete. The next
+//     is tried at the next passive one if no reader is older than the last
+//     checkpointPages pages (that reader has ended), and otherwise (a long
+//     reader: a backup, an export) no sooner than restartEvery later, so
+//     that such a reader costs the writes at most restartWaitMS per
+//     restartEvery; the WAL grows with the writes until it ends. Most of
+//     its copying was done by the passive ones before it;
 //   - truncating instead of restarting, when the WAL holds over
 //     truncatePages (a long reader let it grow): the same wait, and the
 //     file goes back to zero bytes instead of staying that size;
@@ -53,9 +64,10 @@ import (
 //     still on the WAL makes it stop short, and it is tried again at the
 //     next pause.
 //
-// Each mode counts the checkpoints that failed and those that stopped
-// short (the metrics show them). Closing the last connection checkpoints
-// and removes the WAL, as before.
+// Only one runs at a time: the writer runs its own only when no passive
+// one is running. Each mode counts the checkpoints that failed and those
+// that stopped short (the metrics show them). Closing the last connection
+// checkpoints and removes the WAL, as before.
 const (
 	checkpointPages = 1000
 	restartPages    = 4 * checkpointPages
@@ -63,6 +75,10 @@ const (
 	restartWaitMS   = 20
 	restartEvery    = time.Second
 	truncateIdle    = time.Second
+	// checkpointCacheKiB is the checkpointer connection's page cache: a
+	// checkpoint copies the WAL's frames to the database file through a
+	// buffer of its own, not through the cache.
+	checkpointCacheKiB = 64
 )
 
 // writerStats is what the writer measures for the storage metrics
@@ -74,12 +90,15 @@ type writerStats struct {
 	checkpoints  [store.CheckpointModes]checkpointStats
 	cacheHits    atomic.Int64
 	cacheMisses  atomic.Int64 // the write connection's page cache
+	walFrames    atomic.Int64 // pages committed to the WAL, ever (the benchmarks' pages a write)
 
-	pages       int          // pages written to the WAL since the last passive checkpoint
-	walPages    atomic.Int64 // pages written to the WAL since Open (benchmarks: pages a write costs)
-	lastCommit  time.Time    // when the last batch committed
-	resetFailed time.Time    // when the last restarting checkpoint ran if a reader outlasted it; zero if it completed
-	truncateDue bool         // the WAL may hold pages: idle is armed
+	pages       int       // pages written to the WAL since the last passive checkpoint was asked for
+	walPages    int       // pages in the WAL as far as the writer knows (at least as many): the last passive one's, and those written since
+	uncopied    int       // pages the last passive one left in the WAL for the readers that still need them
+	tried       bool      // a restarting checkpoint ran since the last passive one's result
+	lastCommit  time.Time // when the last batch committed
+	resetFailed time.Time // when the last restarting checkpoint ran if a reader outlasted it; zero if it completed
+	truncateDue bool      // the WAL may hold pages: idle is armed
 	idle        *time.Timer
 
 	hooks checkpointHooks
@@ -143,7 +162,8 @@ func (s *writerStats) recordCommit(begin, end time.Time, writes int) {
 }
 
 // committed runs after each batch: it takes the write connection's page
-// counters and checkpoints when the WAL has grown enough.
+// counters and the result of the passive checkpoint it asked for, if it
+// ended, and asks for the next one when the WAL has grown enough.
 func (w *writer) committed() {
 	var pages int
 	_ = w.conn.Raw(func(dc any) error {
@@ -157,27 +177,61 @@ func (w *writer) committed() {
 		return
 	}
 	s := &w.storage
-	s.walPages.Add(int64(pages))
+	s.walFrames.Add(int64(pages))
 	if !s.truncateDue {
 		s.truncateDue = true
 		s.idle.Reset(truncateIdle)
 	}
-	if s.pages += pages; s.pages < checkpointPages {
+	s.pages += pages
+	s.walPages += pages
+	if r, ok := w.ckpt.result(false); ok {
+		s.took(r)
+		w.restartIfDue()
+	}
+	if s.pages < checkpointPages {
 		return
+	}
+	// The next is due: the last one, if it is still copying, is waited for
+	// (the WAL grows no further between two than with them on the writer),
+	// and the WAL may have reached restartPages since its result.
+	if r, ok := w.ckpt.result(true); ok {
+		s.took(r)
 	}
 	s.pages = 0
-	wal, copied, _ := w.checkpoint(store.CheckpointPassive)
-	if wal < restartPages || !s.restartDue(wal-copied) {
-		return
+	if !s.tried && w.restartIfDue() {
+		return // the WAL is copied to its end; the next passive one after checkpointPages more
 	}
+	w.ckpt.start()
+}
+
+// took takes a passive checkpoint's result: log pages were in the WAL when
+// it began, and it copied copied of them.
+func (s *writerStats) took(r checkpointResult) {
+	s.walPages = r.log + s.pages // s.pages were written since it was asked for: at least the WAL's size now
+	s.uncopied = r.log - r.copied
+	s.tried = false
+}
+
+// restartIfDue runs, on the writer, the restarting (or truncating)
+// checkpoint the WAL's size calls for, if it may run (restartDue), and
+// says whether it ran and completed.
+func (w *writer) restartIfDue() bool {
+	s := &w.storage
+	if s.walPages < restartPages || !s.restartDue(s.uncopied) {
+		return false
+	}
+	s.tried = true
 	mode := store.CheckpointRestart
-	if wal > truncatePages {
+	if s.walPages > truncatePages {
 		mode = store.CheckpointTruncate
 	}
 	s.resetFailed = time.Time{}
 	if !w.waitingCheckpoint(mode, restartWaitMS) {
 		s.resetFailed = s.hooks.now()
+		return false
 	}
+	s.walPages, s.uncopied = 0, 0
+	return true
 }
 
 // restartDue says whether a restarting checkpoint may run after a passive
@@ -200,8 +254,9 @@ func (w *writer) idle() {
 		s.idle.Reset(wait)
 		return
 	}
+	w.ckpt.result(true) // the truncate does what a restart it called for would (one checkpoint at a time)
 	if w.waitingCheckpoint(store.CheckpointTruncate, 0) {
-		s.truncateDue, s.pages = false, 0
+		s.truncateDue, s.pages, s.walPages, s.uncopied = false, 0, 0, 0
 		return
 	}
 	s.idle.Reset(truncateIdle) // a reader is still on the WAL: at the next pause
@@ -223,17 +278,23 @@ func (w *writer) waitingCheckpoint(mode store.CheckpointMode, waitMS int) bool {
 	return complete
 }
 
-// checkpoint runs one checkpoint in mode and records its time and, when it
-// failed or stopped short, that it did. It returns the pages the WAL holds,
-// those copied to the database so far (both 0 after a truncating one that
-// completed) and whether every one was. A failure is not the writes'
-// concern (they are in the WAL): the next checkpoint tries again, as
-// SQLite's auto-checkpoint would.
+// checkpoint runs one checkpoint in mode on the writer's connection and
+// records its time and, when it failed or stopped short, that it did. It
+// returns the pages the WAL holds, those copied to the database so far
+// (both 0 after a truncating one that completed) and whether every one
+// was. A failure is not the writes' concern (they are in the WAL): the
+// next checkpoint tries again, as SQLite's auto-checkpoint would.
 func (w *writer) checkpoint(mode store.CheckpointMode) (log, copied int, complete bool) {
+	return w.checkpointOn(w.conn, mode)
+}
+
+// checkpointOn is checkpoint on conn (the checkpointer's, for a passive
+// one).
+func (w *writer) checkpointOn(conn *sql.Conn, mode store.CheckpointMode) (log, copied int, complete bool) {
 	c := &w.storage.checkpoints[mode]
 	begin := time.Now()
 	var busy int
-	err := w.conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint("+strings.ToUpper(mode.String())+")").Scan(&busy, &log, &copied)
+	err := conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint("+strings.ToUpper(mode.String())+")").Scan(&busy, &log, &copied)
 	c.seconds.observe(time.Since(begin).Seconds())
 	complete = err == nil && busy == 0 && log == copied
 	switch {
@@ -246,6 +307,91 @@ func (w *writer) checkpoint(mode store.CheckpointMode) (log, copied int, complet
 		w.storage.hooks.onCheckpoint(mode, log, complete)
 	}
 	return log, copied, complete
+}
+
+// checkpointer runs the passive checkpoints the writer asks for, on a
+// connection of its own (DB.checkpointDSN), on a goroutine of its own
+// (writer.runCheckpointer), so the writer goes on committing while one
+// copies and fsyncs. It runs one at a time: the writer asks for the next
+// only once it has taken the last one's result.
+//
+// Owner and stop path: the writer opens it (newWriter) and closes it when
+// it stops (writer.run): close ends the goroutine after the checkpoint in
+// progress, then closes the connection, before the writer gives its own
+// back, so the write connection stays the last one closed (it checkpoints
+// the WAL and removes it).
+type checkpointer struct {
+	pool    *sql.DB
+	conn    *sql.Conn
+	reqs    chan struct{}         // cap 1; closed by close
+	results chan checkpointResult // cap 1
+	exited  chan struct{}
+	running bool // one was asked for and its result not taken yet (writer goroutine only)
+}
+
+// checkpointResult is what a passive checkpoint found: the pages in the WAL
+// when it began, and how many of them the database has.
+type checkpointResult struct{ log, copied int }
+
+// openCheckpointer opens the checkpointer's connection on dsn.
+func openCheckpointer(ctx context.Context, dsn string) (*checkpointer, error) {
+	pool, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	pool.SetMaxOpenConns(1)
+	conn, err := pool.Conn(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &checkpointer{pool: pool, conn: conn, reqs: make(chan struct{}, 1),
+		results: make(chan checkpointResult, 1), exited: make(chan struct{})}, nil
+}
+
+// runCheckpointer runs the checkpointer's passive checkpoints until close.
+func (w *writer) runCheckpointer() {
+	c := w.ckpt
+	defer close(c.exited)
+	for range c.reqs {
+		log, copied, _ := w.checkpointOn(c.conn, store.CheckpointPassive)
+		c.results <- checkpointResult{log, copied}
+	}
+}
+
+// start asks for a passive checkpoint (writer goroutine; none running).
+func (c *checkpointer) start() {
+	c.running = true
+	c.reqs <- struct{}{}
+}
+
+// result returns the result of the passive checkpoint asked for, if one
+// was: at once if it has ended (ok false if not), or once it ends when
+// wait (writer goroutine).
+func (c *checkpointer) result(wait bool) (r checkpointResult, ok bool) {
+	if !c.running {
+		return r, false
+	}
+	if wait {
+		r = <-c.results
+	} else {
+		select {
+		case r = <-c.results:
+		default:
+			return r, false
+		}
+	}
+	c.running = false
+	return r, true
+}
+
+// close ends the checkpointer after the checkpoint in progress and closes
+// its connection (writer goroutine, at its end).
+func (c *checkpointer) close() {
+	close(c.reqs)
+	<-c.exited
+	c.conn.Close()
+	c.pool.Close()
 }
 
 // pageCounters reads and zeroes the page counters of a driver connection

@@ -86,8 +86,12 @@ type DB struct {
 	write      *sql.DB
 	closeWrite func() error // closes the write pool once the writer took it
 	read       *sql.DB
-	lock       *dirLock
-	closed     bool
+	// checkpointDSN opens the checkpointer's connection (checkpoint.go):
+	// the write connection's settings (its synchronous mode: the
+	// checkpoint's fsyncs), without its limit or its cache.
+	checkpointDSN string
+	lock          *dirLock
+	closed        bool
 
 	// The read connections' page cache counts so far (storage_stats.go).
 	readHits   atomic.Int64
@@ -198,6 +202,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 			return fail(err)
 		}
 	}
+	db.checkpointDSN = dsn(path, sync, checkpointCacheKiB, false, 0)
 	if db.read, err = sql.Open("sqlite", dsn(path, sync, cache, true, 0)); err != nil {
 		return fail(err)
 	}

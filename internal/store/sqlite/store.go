@@ -232,7 +232,7 @@ func (s *Store) Writes() (commits, writes int64) { return s.w.commits.Load(), s.
 
 // WALPages is how many pages the writer has written to the WAL since Open (benchmarks: the pages
 // a write dirties, which its commit writes and a checkpoint copies back).
-func (s *Store) WALPages() int64 { return s.w.storage.walPages.Load() }
+func (s *Store) WALPages() int64 { return s.w.storage.walFrames.Load() }
 
 func (s *Store) now() time.Time { return s.cfg.Clock() }
 

@@ -49,7 +49,8 @@ type writer struct {
 	commits atomic.Int64 // transactions committed
 	writes  atomic.Int64 // writes committed
 
-	storage writerStats // the storage metrics the writer keeps (checkpoint.go)
+	storage writerStats   // the storage metrics the writer keeps (checkpoint.go)
+	ckpt    *checkpointer // runs the passive checkpoints (checkpoint.go)
 
 	// onAbort, when set, runs on the writer goroutine when a batch's
 	// commit fails: what the batch's writes left in memory is void.
@@ -111,7 +112,13 @@ func newWriter(ctx context.Context, db *DB, maxBatch int, hooks checkpointHooks)
 	}
 	w := &writer{conn: conn, reqs: make(chan *job, maxBatch), stop: make(chan struct{}), done: make(chan struct{})}
 	copy(w.sp.prepared[:], prepared)
+	if w.ckpt, err = openCheckpointer(ctx, db.checkpointDSN); err != nil {
+		w.sp.close()
+		conn.Close()
+		return nil, fmt.Errorf("sqlite: the checkpointer's connection: %w", err)
+	}
 	w.storage.init(hooks)
+	go w.runCheckpointer()
 	go w.run()
 	return w, nil
 }
@@ -205,6 +212,7 @@ func (w *writer) run() {
 	defer w.conn.Close() // back to the pool, which Close closes: the last connection closed checkpoints the WAL and removes it
 	defer w.sp.close()
 	defer w.storage.idle.Stop()
+	defer w.ckpt.close() // before the write connection goes back: it stays the last one closed
 	batch := make([]*job, 0, cap(w.reqs))
 	for {
 		select {
