@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -206,10 +208,19 @@ func (w *writer) committed() {
 
 // took takes a passive checkpoint's result: log pages were in the WAL when
 // it began, and it copied copied of them.
+//
+// One that could not run says nothing of the WAL: walPages, which counts
+// every page committed since the last checkpoint that did, is kept, so the
+// writer's restart (or truncate) still bounds the WAL when the passive
+// ones keep failing (review: a failing checkpointer left the WAL growing
+// until the writes paused).
 func (s *writerStats) took(r checkpointResult) {
+	s.tried = false
+	if !r.ok {
+		return
+	}
 	s.walPages = r.log + s.pages // s.pages were written since it was asked for: at least the WAL's size now
 	s.uncopied = r.log - r.copied
-	s.tried = false
 }
 
 // restartIfDue runs, on the writer, the restarting (or truncating)
@@ -254,7 +265,9 @@ func (w *writer) idle() {
 		s.idle.Reset(wait)
 		return
 	}
-	w.ckpt.result(true) // the truncate does what a restart it called for would (one checkpoint at a time)
+	if r, ok := w.ckpt.result(true); ok { // the truncate does what a restart it called for would (one checkpoint at a time)
+		s.took(r)
+	}
 	if w.waitingCheckpoint(store.CheckpointTruncate, 0) {
 		s.truncateDue, s.pages, s.walPages, s.uncopied = false, 0, 0, 0
 		return
@@ -285,16 +298,17 @@ func (w *writer) waitingCheckpoint(mode store.CheckpointMode, waitMS int) bool {
 // was. A failure is not the writes' concern (they are in the WAL): the
 // next checkpoint tries again, as SQLite's auto-checkpoint would.
 func (w *writer) checkpoint(mode store.CheckpointMode) (log, copied int, complete bool) {
-	return w.checkpointOn(w.conn, mode)
+	log, copied, complete, _ = w.checkpointOn(w.conn, mode)
+	return log, copied, complete
 }
 
 // checkpointOn is checkpoint on conn (the checkpointer's, for a passive
-// one).
-func (w *writer) checkpointOn(conn *sql.Conn, mode store.CheckpointMode) (log, copied int, complete bool) {
+// one), with the pragma's error.
+func (w *writer) checkpointOn(conn *sql.Conn, mode store.CheckpointMode) (log, copied int, complete bool, err error) {
 	c := &w.storage.checkpoints[mode]
 	begin := time.Now()
 	var busy int
-	err := conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint("+strings.ToUpper(mode.String())+")").Scan(&busy, &log, &copied)
+	err = conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint("+strings.ToUpper(mode.String())+")").Scan(&busy, &log, &copied)
 	c.seconds.observe(time.Since(begin).Seconds())
 	complete = err == nil && busy == 0 && log == copied
 	switch {
@@ -306,7 +320,7 @@ func (w *writer) checkpointOn(conn *sql.Conn, mode store.CheckpointMode) (log, c
 	if w.storage.hooks.onCheckpoint != nil {
 		w.storage.hooks.onCheckpoint(mode, log, complete)
 	}
-	return log, copied, complete
+	return log, copied, complete, err
 }
 
 // checkpointer runs the passive checkpoints the writer asks for, on a
@@ -330,8 +344,13 @@ type checkpointer struct {
 }
 
 // checkpointResult is what a passive checkpoint found: the pages in the WAL
-// when it began, and how many of them the database has.
-type checkpointResult struct{ log, copied int }
+// when it began, and how many of them the database has; ok is false when it
+// could not run (an error, or SQLite's -1 for both), and then neither says
+// anything of the WAL.
+type checkpointResult struct {
+	log, copied int
+	ok          bool
+}
 
 // openCheckpointer opens the checkpointer's connection on dsn.
 func openCheckpointer(ctx context.Context, dsn string) (*checkpointer, error) {
@@ -354,9 +373,29 @@ func (w *writer) runCheckpointer() {
 	c := w.ckpt
 	defer close(c.exited)
 	for range c.reqs {
-		log, copied, _ := w.checkpointOn(c.conn, store.CheckpointPassive)
-		c.results <- checkpointResult{log, copied}
+		c.results <- w.passive()
 	}
+}
+
+// passive runs one passive checkpoint on the checkpointer's connection,
+// opening a new one first when the last one broke (review: a connection
+// that broke once failed every later checkpoint).
+func (w *writer) passive() checkpointResult {
+	c := w.ckpt
+	if c.conn == nil {
+		conn, err := c.pool.Conn(context.Background())
+		if err != nil {
+			w.storage.checkpoints[store.CheckpointPassive].errors.Add(1)
+			return checkpointResult{}
+		}
+		c.conn = conn
+	}
+	log, copied, _, err := w.checkpointOn(c.conn, store.CheckpointPassive)
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
+		c.conn.Close()
+		c.conn = nil
+	}
+	return checkpointResult{log, copied, err == nil && log >= 0}
 }
 
 // start asks for a passive checkpoint (writer goroutine; none running).
@@ -390,7 +429,9 @@ func (c *checkpointer) result(wait bool) (r checkpointResult, ok bool) {
 func (c *checkpointer) close() {
 	close(c.reqs)
 	<-c.exited
-	c.conn.Close()
+	if c.conn != nil {
+		c.conn.Close()
+	}
 	c.pool.Close()
 }
 

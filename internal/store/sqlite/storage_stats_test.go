@@ -311,3 +311,89 @@ func TestScrapeDoesNotBlockReads(t *testing.T) {
 		t.Errorf("cache hits %d after %d reads (before %d): the reads' pages not counted", after.CacheHits, reads, before.CacheHits)
 	}
 }
+
+// issue 14 (review of the checkpointer beside the writer): when the
+// passive checkpoints cannot run (the checkpointer's connection broke and
+// no other can be opened), the writer's restarts still bound the WAL: it
+// counts every page committed since the last checkpoint that ran.
+func TestWALBoundedWhenPassiveCheckpointsFail(t *testing.T) {
+	s := newTestStore(t, storetest.Options{})
+	ctx := context.Background()
+	// Before any write, so before the checkpointer is asked for one: the
+	// pool refuses a new connection and the one it has is gone.
+	c := s.w.ckpt
+	if err := c.pool.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const writers, perWriter = 8, 500
+	var maxWAL atomic.Int64
+	var wg sync.WaitGroup
+	for range writers {
+		res, err := s.CreateBranch(ctx, store.CreateBranchInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range perWriter {
+				if _, err := s.AddMessage(ctx, res.Branch.ID, kilobyteInput, store.WriteOptions{}); err != nil {
+					t.Error(err)
+					return
+				}
+				if n := fileSize(s.Path() + "-wal"); n > maxWAL.Load() {
+					maxWAL.Store(n)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := s.StorageStats()
+	passive, restart, truncate := st.Checkpoints[store.CheckpointPassive], st.Checkpoints[store.CheckpointRestart], st.Checkpoints[store.CheckpointTruncate]
+	t.Logf("%d writes: %d passive checkpoints failed, %d restarting and %d truncating ones, largest WAL %d bytes",
+		writers*perWriter, passive.Errors, restart.Seconds.Count, truncate.Seconds.Count, maxWAL.Load())
+	if passive.Errors == 0 {
+		t.Fatal("no passive checkpoint failed: the test does not test")
+	}
+	if restart.Seconds.Count+truncate.Seconds.Count == 0 {
+		t.Fatal("no restarting checkpoint while the passive ones failed")
+	}
+	var pageSize int64
+	if err := s.db.read.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	const walHeader, frameHeader = 32, 24
+	pages := int64(restartPages + 2*checkpointPages)
+	if bound := walHeader + pages*(pageSize+frameHeader); maxWAL.Load() > bound {
+		t.Fatalf("WAL reached %d bytes, want <= %d (%d pages)", maxWAL.Load(), bound, pages)
+	}
+}
+
+// issue 14 (same review): a checkpointer whose connection broke opens
+// another, so one broken connection fails one passive checkpoint, not
+// every later one.
+func TestCheckpointerReopensItsConnection(t *testing.T) {
+	s := newTestStore(t, storetest.Options{})
+	ctx := context.Background()
+	if err := s.w.ckpt.conn.Close(); err != nil { // before any write: see TestWALBoundedWhenPassiveCheckpointsFail
+		t.Fatal(err)
+	}
+	res, err := s.CreateBranch(ctx, store.CreateBranchInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, passive := 0, (store.CheckpointStats{}); passive.Seconds.Count < 3; i, passive = i+1, s.StorageStats().Checkpoints[store.CheckpointPassive] {
+		if i == 20_000 {
+			t.Fatalf("%d writes and %d passive checkpoints, want 3", i, passive.Seconds.Count)
+		}
+		if _, err := s.AddMessage(ctx, res.Branch.ID, kilobyteInput, store.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if passive := s.StorageStats().Checkpoints[store.CheckpointPassive]; passive.Errors != 1 {
+		t.Fatalf("%d of %d passive checkpoints failed, want the first alone", passive.Errors, passive.Seconds.Count)
+	}
+}
