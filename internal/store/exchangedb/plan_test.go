@@ -113,24 +113,7 @@ func TestSQLiteStatementsAreIndexBounded(t *testing.T) {
 	bob, alice := seedPlans(t, e)
 	d := s.ExchangeDriver()
 	for _, st := range planStatements(bob, alice) {
-		var plan []string
-		err := d.Read(ctx, func(ctx context.Context, q exchangedb.Querier) error {
-			plan = plan[:0]
-			rows, err := q.Query(ctx, "EXPLAIN QUERY PLAN "+st.query, st.args...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var id, parent, notused int64
-				var detail string
-				if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-					return err
-				}
-				plan = append(plan, detail)
-			}
-			return rows.Err()
-		})
+		plan, err := sqlitePlan(ctx, d, st.query, st.args...)
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
@@ -157,24 +140,8 @@ func TestSQLiteOutboxReadIsOrderedByItsIndex(t *testing.T) {
 	defer e.Close()
 	ctx := tctx(t)
 	_, alice := seedPlans(t, e)
-	var plan []string
-	if err := s.ExchangeDriver().Read(ctx, func(ctx context.Context, q exchangedb.Querier) error {
-		plan = plan[:0]
-		rows, err := q.Query(ctx, "EXPLAIN QUERY PLAN "+exchangedb.QOutboxSQLite, exchangedb.Tenant, alice.String(), exchangedb.StOutbox)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id, parent, notused int64
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				return err
-			}
-			plan = append(plan, detail)
-		}
-		return rows.Err()
-	}); err != nil {
+	plan, err := sqlitePlan(ctx, s.ExchangeDriver(), exchangedb.QOutboxSQLite, exchangedb.Tenant, alice.String(), exchangedb.StOutbox)
+	if err != nil {
 		t.Fatal(err)
 	}
 	text := strings.Join(plan, "\n")
@@ -240,4 +207,27 @@ func TestPostgresStatementsAreIndexBounded(t *testing.T) {
 		}
 		t.Logf("%s:\n%s", st.name, text)
 	}
+}
+
+// sqlitePlan returns the detail lines of SQLite's EXPLAIN QUERY PLAN of query, read through d.
+func sqlitePlan(ctx context.Context, d exchangedb.Driver, query string, args ...any) ([]string, error) {
+	var plan []string
+	err := d.Read(ctx, func(ctx context.Context, q exchangedb.Querier) error {
+		plan = plan[:0]
+		rows, err := q.Query(ctx, "EXPLAIN QUERY PLAN "+query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, parent, notused int64
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				return err
+			}
+			plan = append(plan, detail)
+		}
+		return rows.Err()
+	})
+	return plan, err
 }
