@@ -42,7 +42,7 @@ type storeConfig struct {
 }
 
 // defaultSQLiteCache and defaultSQLiteReaders fit the Kubernetes manifest's 512 MiB
-// (deploy/kubernetes.yaml): 5 connections x 32 MiB = 160 MiB of page cache, which leaves the
+// (deploy/kubernetes.yaml): 4 readers x 32 MiB + the writer's 8 MiB = 136 MiB of page cache, which leaves the
 // exchange budget, the response buffers and the runtime their share.
 const (
 	defaultSQLiteCache   = "32MiB"
@@ -56,7 +56,7 @@ var storeSettings = []setting{
 	{"data-dir", "HISTORYD_DATA_DIR", "./data", "directory of the sqlite engine's database (historyd.db), created 0700 when missing; one historyd at a time (a second one is refused)"},
 	{"sync", "HISTORYD_SYNC", string(sqlite.SyncNormal), "sqlite durability: normal (an acknowledged write survives kill -9 of historyd; an OS crash or power loss may lose the last moments) or full (an acknowledged write has been fsynced)"},
 	{"auto-migrate", "HISTORYD_AUTO_MIGRATE", "true", "apply the database's pending schema migrations at start; false refuses to start on a database that needs `historyd migrate`"},
-	{"sqlite-cache", "HISTORYD_SQLITE_CACHE", defaultSQLiteCache, "sqlite page cache per connection (each reader and the writer has one), a size with an optional KiB, MiB or GiB suffix (>= 1MiB)"},
+	{"sqlite-cache", "HISTORYD_SQLITE_CACHE", defaultSQLiteCache, "sqlite page cache per connection (each reader has one; the writer's is the smaller of it and 8MiB), a size with an optional KiB, MiB or GiB suffix (>= 1MiB)"},
 	{"sqlite-readers", "HISTORYD_SQLITE_READERS", strconv.Itoa(defaultSQLiteReaders), "sqlite read connections, each with its own --sqlite-cache (1 to 64)"},
 	{"max-db-bytes", "HISTORYD_MAX_DB_BYTES", "0", "the largest the sqlite database file may grow, a size with an optional KiB, MiB or GiB suffix (0 = no limit, else at least 1MiB): a write past it is RESOURCE_EXHAUSTED (reason STORAGE_FULL) like one on a full disk, reads go on, and deleting branches makes room; the WAL beside it is not counted"},
 	{"postgres-url", "HISTORYD_POSTGRES_URL", "", "the database of --store postgres, a libpq URL (postgres://user:password@host:5432/db?sslmode=verify-full) or key=value DSN; historyd replicas that share it serve one history"},

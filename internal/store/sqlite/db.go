@@ -63,7 +63,8 @@ type Config struct {
 	// NoAutoMigrate refuses a database with pending migrations instead of
 	// applying them (--auto-migrate=false).
 	NoAutoMigrate bool
-	// CacheKiB is SQLite's page cache per connection, in KiB (0: 8192).
+	// CacheKiB is SQLite's page cache per connection, in KiB (0: 8192);
+	// the write connection's is at most writeCacheMaxKiB.
 	CacheKiB int
 	// Readers is the number of read connections (0: 4).
 	Readers int
@@ -100,6 +101,27 @@ type DB struct {
 
 // busyTimeoutMS is how long a connection waits for a lock another holds.
 const busyTimeoutMS = 10000
+
+// writeCacheMaxKiB caps the write connection's page cache (issues 14 and 17).
+// At the end of every write transaction SQLite truncates the connection's page
+// cache to the database's size (pager_end_transaction -> sqlite3PcacheTruncate),
+// and pcache1 does it by scanning its whole hash table (about one slot and one
+// page header per cached page) whenever its highest page number ever cached
+// passed the database's end by more than the table's size. That happens in
+// most commits here: balance_nonroot, when it puts the new sibling pages of a
+// split in ascending order, swaps two of them through a temporary page number,
+// the pending-byte page (1 GiB / page size + 1: 262145 at 4 KiB pages), which
+// is past the end of any database under 1 GiB; the cache's high-water mark
+// stays there until the commit's truncate. Any b-tree filled in its middle
+// does such splits: the messages' primary key (random ids) and every index
+// that 50 branches append to at once. The scan's cost grows with the cache,
+// so the writer's is kept small: it touches the right edges of the branches
+// it writes to and the leaves of their random-key index, while the reads run
+// on the read connections, which keep --sqlite-cache. Figures (in-process,
+// 1 KB AddMessage from 50 writers, --sqlite-cache 32 MiB): 56 cpu-µs a write
+// with a 32 MiB writer cache, 51-54 with 8 MiB; the writer's cache misses a
+// write, 10 branches of 20k messages each: 0.13 with 32 MiB, 0.61 with 8 MiB.
+const writeCacheMaxKiB = 8192
 
 // dsn returns the driver's data source name for the database file;
 // maxPages > 0 sets max_page_count (on every connection the pool opens).
@@ -160,7 +182,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, openError(path, err)
 	}
 	openWrite := func(maxPages int64) error {
-		if db.write, err = sql.Open("sqlite", dsn(path, sync, cache, false, maxPages)); err != nil {
+		if db.write, err = sql.Open("sqlite", dsn(path, sync, min(cache, writeCacheMaxKiB), false, maxPages)); err != nil {
 			return err
 		}
 		// One writer: SQLite has one, and the group-commit goroutine is it.

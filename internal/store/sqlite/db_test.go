@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,5 +95,26 @@ func TestMigrationsAtOpen(t *testing.T) {
 	_, err = Open(ctx, Config{Dir: dir})
 	if !errors.Is(err, migrations.ErrSchemaTooNew) || !strings.Contains(err.Error(), "42") {
 		t.Fatalf("Open on a newer schema = %v, want ErrSchemaTooNew naming 42", err)
+	}
+}
+
+// issues 14 and 17: the write connection's page cache is at most
+// writeCacheMaxKiB (the truncate at each commit scans it); the read
+// connections keep CacheKiB, and a smaller CacheKiB holds for both.
+func TestWriteCacheCapped(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ cache, write, read int }{
+		{32768, writeCacheMaxKiB, 32768},
+		{1024, 1024, 1024},
+	} {
+		db := openT(t, Config{CacheKiB: tc.cache})
+		var w int
+		if err := db.write.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&w); err != nil || w != -tc.write {
+			t.Fatalf("CacheKiB %d: the writer's cache_size = %d, %v; want -%d", tc.cache, w, err, tc.write)
+		}
+		if r, err := db.pragma(ctx, "cache_size"); err != nil || r != fmt.Sprint(-tc.read) {
+			t.Fatalf("CacheKiB %d: a reader's cache_size = %s, %v; want -%d", tc.cache, r, err, tc.read)
+		}
+		db.Close()
 	}
 }
