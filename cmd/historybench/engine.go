@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/historyd/historyd/internal/store/sqlite"
 )
 
 // The engines behind HistoryService (issue 14): every historyd the bench starts names its engine,
@@ -28,8 +30,13 @@ func (b *bench) sqliteFlags(dir, sync string) []string {
 }
 
 // cacheBytes is the page cache the sqlite engine may hold: one cache per connection, the readers'
-// and the writer's.
-func (c config) cacheBytes() int64 { return c.SQLiteCache * int64(c.SQLiteReaders+1) }
+// (-sqlite-cache each) and the writer's (at most sqlite.WriteCacheMaxKiB).
+func (c config) cacheBytes() int64 {
+	return c.SQLiteCache*int64(c.SQLiteReaders) + c.writerCacheBytes()
+}
+
+// writerCacheBytes is the write connection's page cache.
+func (c config) writerCacheBytes() int64 { return min(c.SQLiteCache, sqlite.WriteCacheMaxKiB<<10) }
 
 // sqliteServer is a historyd on the sqlite engine in a temporary data directory, removed when it
 // stops.

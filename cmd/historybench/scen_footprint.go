@@ -43,7 +43,7 @@ func benchFootprint(ctx context.Context, b *bench, memKB float64) ([]row, error)
 		Name:   fmt.Sprintf("sqlite resident memory growth storing %s 1 KB messages", count(n)),
 		Unit:   "MiB",
 		Runs:   growth,
-		Detail: fmt.Sprintf("page caches %s (%s x %d connections) + 32 MiB; Go heap in use grew %.1f MiB", mib(caches), mib(b.cfg.SQLiteCache), b.cfg.SQLiteReaders+1, summarize(heap).Median),
+		Detail: fmt.Sprintf("page caches %s (%s x %d readers, %s the writer) + 32 MiB; Go heap in use grew %.1f MiB", mib(caches), mib(b.cfg.SQLiteCache), b.cfg.SQLiteReaders, mib(b.cfg.writerCacheBytes()), summarize(heap).Median),
 		Note: fmt.Sprintf("%d run(s) (-footprint-runs); the highest VmRSS while storing, less VmRSS before, fresh server per run, %d writers over %d branches",
 			b.cfg.FootprintRuns, engineConcurrency, memoryBranches),
 	}

@@ -64,7 +64,7 @@ type Config struct {
 	// applying them (--auto-migrate=false).
 	NoAutoMigrate bool
 	// CacheKiB is SQLite's page cache per connection, in KiB (0: 8192);
-	// the write connection's is at most writeCacheMaxKiB.
+	// the write connection's is at most WriteCacheMaxKiB.
 	CacheKiB int
 	// Readers is the number of read connections (0: 4).
 	Readers int
@@ -102,7 +102,7 @@ type DB struct {
 // busyTimeoutMS is how long a connection waits for a lock another holds.
 const busyTimeoutMS = 10000
 
-// writeCacheMaxKiB caps the write connection's page cache (issues 14 and 17).
+// WriteCacheMaxKiB caps the write connection's page cache (issues 14 and 17).
 // At the end of every write transaction SQLite truncates the connection's page
 // cache to the database's size (pager_end_transaction -> sqlite3PcacheTruncate),
 // and pcache1 does it by scanning its whole hash table (about one slot and one
@@ -121,7 +121,7 @@ const busyTimeoutMS = 10000
 // 1 KB AddMessage from 50 writers, --sqlite-cache 32 MiB): 56 cpu-µs a write
 // with a 32 MiB writer cache, 51-54 with 8 MiB; the writer's cache misses a
 // write, 10 branches of 20k messages each: 0.13 with 32 MiB, 0.61 with 8 MiB.
-const writeCacheMaxKiB = 8192
+const WriteCacheMaxKiB = 8192
 
 // dsn returns the driver's data source name for the database file;
 // maxPages > 0 sets max_page_count (on every connection the pool opens).
@@ -182,7 +182,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, openError(path, err)
 	}
 	openWrite := func(maxPages int64) error {
-		if db.write, err = sql.Open("sqlite", dsn(path, sync, min(cache, writeCacheMaxKiB), false, maxPages)); err != nil {
+		if db.write, err = sql.Open("sqlite", dsn(path, sync, min(cache, WriteCacheMaxKiB), false, maxPages)); err != nil {
 			return err
 		}
 		// One writer: SQLite has one, and the group-commit goroutine is it.

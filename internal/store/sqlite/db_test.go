@@ -99,12 +99,12 @@ func TestMigrationsAtOpen(t *testing.T) {
 }
 
 // issues 14 and 17: the write connection's page cache is at most
-// writeCacheMaxKiB (the truncate at each commit scans it); the read
+// WriteCacheMaxKiB (the truncate at each commit scans it); the read
 // connections keep CacheKiB, and a smaller CacheKiB holds for both.
 func TestWriteCacheCapped(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct{ cache, write, read int }{
-		{32768, writeCacheMaxKiB, 32768},
+		{32768, WriteCacheMaxKiB, 32768},
 		{1024, 1024, 1024},
 	} {
 		db := openT(t, Config{CacheKiB: tc.cache})
