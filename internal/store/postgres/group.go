@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/historyd/historyd/internal/store"
 )
@@ -386,7 +387,7 @@ func mergeAppends(batches []*pgx.Batch) *pgx.Batch {
 			for r, args := range appends {
 				col[r] = args[c]
 			}
-			cols[c] = col
+			cols[c] = typedColumn(col)
 		}
 		out.Queue(qAppendMany, cols...)
 	}
@@ -398,6 +399,69 @@ func mergeAppends(batches []*pgx.Batch) *pgx.Batch {
 		out.QueuedQueries = append(out.QueuedQueries, q...)
 	}
 	return out
+}
+
+// typedColumn returns a column of qAppendMany as a slice of one type, which
+// pgx encodes without looking each element up: from []any it planned every
+// element through reflection, and a uuid.UUID through its driver.Valuer
+// (String, then a parse of the text): 11-12% of the server's CPU in the
+// PostgreSQL AddMessage row's profile. NULLs (nil) are kept; a column of
+// any other type, or of mixed types, is returned as it is.
+func typedColumn(col []any) any {
+	const (
+		uuids = iota + 1
+		ints
+		texts
+	)
+	kind, nulls := 0, false
+	for _, v := range col {
+		k := 0
+		switch v.(type) {
+		case nil:
+			nulls = true
+			continue
+		case uuid.UUID:
+			k = uuids
+		case int64, int:
+			k = ints
+		case string:
+			k = texts
+		default:
+			return col
+		}
+		if kind != 0 && k != kind {
+			return col
+		}
+		kind = k
+	}
+	switch {
+	case kind == uuids:
+		out := make([]pgtype.UUID, len(col))
+		for i, v := range col {
+			if u, ok := v.(uuid.UUID); ok {
+				out[i] = pgtype.UUID{Bytes: u, Valid: true}
+			}
+		}
+		return out
+	case kind == ints && !nulls:
+		out := make([]int64, len(col))
+		for i, v := range col {
+			switch n := v.(type) {
+			case int64:
+				out[i] = n
+			case int:
+				out[i] = int64(n)
+			}
+		}
+		return out
+	case kind == texts && !nulls:
+		out := make([]string, len(col))
+		for i, v := range col {
+			out[i] = v.(string)
+		}
+		return out
+	}
+	return col
 }
 
 // planSafe is plan, with a panic in a member's rules made that member's
