@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -136,8 +137,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *quick {
 		cfg.quick()
 	}
-	if cfg.Engines != "all" && cfg.Engines != "memory" && cfg.Engines != "sqlite" && cfg.Engines != "postgres" && cfg.Engines != "append" && cfg.Engines != "sqlite-add" && cfg.Engines != "lease" && cfg.Engines != "pgexchange" && cfg.Engines != "sqlite-exchange" {
-		fmt.Fprintln(stderr, "historybench: -engines: want all, memory, sqlite, postgres, append, sqlite-add, lease, pgexchange or sqlite-exchange")
+	if !slices.Contains(engineChoices, cfg.Engines) {
+		fmt.Fprintf(stderr, "historybench: -engines: want %s or %s\n", strings.Join(engineChoices[:len(engineChoices)-1], ", "), engineChoices[len(engineChoices)-1])
 		return 2
 	}
 	if cfg.Runs < 1 || cfg.Duration <= 0 || cfg.SmallBranch < listPage || cfg.BigBranch < cfg.SmallBranch || cfg.Owners < 2 ||
@@ -325,6 +326,9 @@ func benchSQLiteAdd(ctx context.Context, b *bench) ([]row, error) {
 	}
 	return append(rows, pg...), nil
 }
+
+// engineChoices are the values of -engines, in the order its usage names them.
+var engineChoices = []string{"all", "memory", "sqlite", "postgres", "append", "sqlite-add", "lease", "pgexchange", "sqlite-exchange"}
 
 // describeMachine collects the date, the cores, the CPU model and the versions.
 func describeMachine(ctx context.Context, gocmd, bin string) machine {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // A new deployment's Exchange tables have no statistics until autovacuum's first ANALYZE of
@@ -80,17 +82,8 @@ func (s *Store) analyzeExchange(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tables []string
-	for rows.Next() {
-		var t string
-		if err := rows.Scan(&t); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		tables = append(tables, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(tables) == 0 {
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(tables) == 0 {
 		return nil, err
 	}
 	// The names are exchangeTables' own, not input: no quoting needed.
