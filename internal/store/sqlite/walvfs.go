@@ -3,7 +3,6 @@ package sqlite
 import (
 	"encoding/binary"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -65,6 +64,7 @@ type (
 	xFileSizeFn    = func(*libc.TLS, uintptr, uintptr) int32
 	xFileControlFn = func(*libc.TLS, uintptr, int32, uintptr) int32
 	xShmBarrierFn  = func(*libc.TLS, uintptr)
+	xShmLockFn     = func(*libc.TLS, uintptr, int32, int32, int32) int32
 )
 
 // cFunc is a Go function as the transpiled C holds a function pointer (its funcval), as
@@ -147,47 +147,56 @@ func doRegisterWALVFS() error {
 	return nil
 }
 
-// walFile is the state of an open WAL file. Its mutex is held through every wrapped method:
-// the barrier of another connection (the safety net) may write the buffer out.
+// walFile is the state of an open WAL file. Every method of it, and of its database file, runs on
+// the connection that opened both (SQLite serialises a connection's calls); the mutex only makes
+// that explicit to the race detector.
 type walFile struct {
 	mu    sync.Mutex
 	pFile uintptr // its sqlite3_file, fixed while it is open
 	orig  *sqlite3.Tsqlite3_io_methods
-	db    string // the database's path, which the barrier names
+	// db is the connection's database file, whose write-lock release and barrier write the
+	// buffer out; nil when it could not be found (then nothing is held: every write goes
+	// through, as unix's).
+	db *dbFile
 	// buf holds n bytes of frames not written yet, to go at off; walBufMax bytes of SQLite's
 	// allocator, taken at the first write, freed at the close.
 	buf uintptr
 	n   int
 	off int64
-	// hwm is the end of the furthest write since the log last started over: the frontier
-	// where SQLite appends frames.
-	hwm int64
-	// commitPage is the offset of the page of the last commit frame whose header was
-	// written (-1: none): the write there is the commit's last, and the buffer goes out
-	// after it.
+	// hwm is the end of the furthest write of the current write transaction: the frontier
+	// where SQLite appends frames. fresh: no write yet since the write lock was last released,
+	// so the next write (a transaction's first: at the log's end, or its header at 0) sets it.
+	hwm   int64
+	fresh bool
+	// commitPage is the offset of the page of the last commit frame whose header was held
+	// (-1: none): the write there is the commit's last, and the buffer goes out after it.
 	commitPage int64
+	// err is the failure of a write of the buffer that SQLite could not be told of when it
+	// happened (a read, a size or a barrier wrote the buffer out): every later write and sync
+	// of the transaction fails with it, so that the transaction cannot commit without those
+	// frames; the write lock's release (the transaction is over, its frames past the log's
+	// end) clears it.
+	err int32
 }
 
-// dbFile is the state of an open main database file: what its barrier needs.
+// dbFile is the state of an open main database file.
 type dbFile struct {
 	orig *sqlite3.Tsqlite3_io_methods
-	path string
+	wal  *walFile // its connection's WAL, once open
 }
 
 // The open wrapped files, by handle (the number kept in their sqlite3_file's tail).
-var (
-	vfsFiles      sync.Map // uintptr -> *walFile or *dbFile
-	vfsNextHandle atomic.Uintptr
-	// walPending counts the WAL files holding unwritten bytes, so that a barrier with none
-	// (every commit's, in practice) costs one atomic load.
-	walPending atomic.Int64
-)
+var vfsFiles struct {
+	sync.RWMutex
+	m    map[uintptr]any // *walFile or *dbFile
+	next uintptr
+}
 
 // walStats are counters the tests read: the buffers' writes and the safety net's firings.
 var walStats struct {
 	flushes        atomic.Int64 // writes of a buffer (each one pwrite(2) through unix's xWrite)
-	frames         atomic.Int64 // frame headers buffered
-	barrierFlushes atomic.Int64 // buffers the barrier found unwritten (none expected)
+	frames         atomic.Int64 // frame headers held
+	barrierFlushes atomic.Int64 // buffers a barrier found unwritten (none expected)
 }
 
 func handleAt(pFile uintptr) *uintptr {
@@ -195,8 +204,27 @@ func handleAt(pFile uintptr) *uintptr {
 }
 
 func fileState[T any](pFile uintptr) T {
-	s, _ := vfsFiles.Load(*handleAt(pFile))
+	vfsFiles.RLock()
+	s := vfsFiles.m[*handleAt(pFile)]
+	vfsFiles.RUnlock()
 	return s.(T)
+}
+
+func addFile(pFile uintptr, state any) {
+	vfsFiles.Lock()
+	defer vfsFiles.Unlock()
+	if vfsFiles.m == nil {
+		vfsFiles.m = make(map[uintptr]any)
+	}
+	vfsFiles.next++
+	vfsFiles.m[vfsFiles.next] = state
+	*handleAt(pFile) = vfsFiles.next
+}
+
+func removeFile(pFile uintptr) {
+	vfsFiles.Lock()
+	delete(vfsFiles.m, *handleAt(pFile))
+	vfsFiles.Unlock()
 }
 
 // walVFSOpen opens a file through unix's xOpen, then wraps the WAL and the main database.
@@ -208,11 +236,14 @@ func walVFSOpen(tls *libc.TLS, pVfs, zName, pFile uintptr, flags int32, pOutFlag
 		return rc
 	}
 	orig := (*sqlite3.Tsqlite3_io_methods)(cPtr(f.FpMethods))
-	var state any
+	var (
+		state   any
+		methods uintptr
+	)
 	switch {
 	case flags&sqlite3.SQLITE_OPEN_WAL != 0:
-		state = &walFile{pFile: pFile, orig: orig, db: strings.TrimSuffix(libc.GoString(zName), "-wal"), commitPage: -1}
-		f.FpMethods = wrappedMethods(tls, "w", orig, func(m *sqlite3.Tsqlite3_io_methods) {
+		state = &walFile{pFile: pFile, orig: orig, db: walDatabase(pFile), commitPage: -1, fresh: true}
+		methods = wrappedMethods(tls, "w", orig, func(m *sqlite3.Tsqlite3_io_methods) {
 			m.FxClose = cFunc(walClose)
 			m.FxRead = cFunc(walRead)
 			m.FxWrite = cFunc(walWrite)
@@ -221,23 +252,45 @@ func walVFSOpen(tls *libc.TLS, pVfs, zName, pFile uintptr, flags int32, pOutFlag
 			m.FxFileSize = cFunc(walFileSize)
 			m.FxFileControl = cFunc(walFileControl)
 		})
-	case flags&sqlite3.SQLITE_OPEN_MAIN_DB != 0 && orig.FiVersion >= 2 && orig.FxShmBarrier != 0:
-		state = &dbFile{orig: orig, path: libc.GoString(zName)}
-		f.FpMethods = wrappedMethods(tls, "d", orig, func(m *sqlite3.Tsqlite3_io_methods) {
+	case flags&sqlite3.SQLITE_OPEN_MAIN_DB != 0 && orig.FiVersion >= 2 && orig.FxShmBarrier != 0 && orig.FxShmLock != 0:
+		state = &dbFile{orig: orig}
+		methods = wrappedMethods(tls, "d", orig, func(m *sqlite3.Tsqlite3_io_methods) {
 			m.FxClose = cFunc(dbClose)
+			m.FxShmLock = cFunc(dbShmLock)
 			m.FxShmBarrier = cFunc(dbShmBarrier)
 		})
 	default:
 		return rc
 	}
-	h := vfsNextHandle.Add(1)
-	vfsFiles.Store(h, state)
-	*handleAt(pFile) = h
+	if methods == 0 { // out of memory for the copy: the file stays unix's
+		return rc
+	}
+	addFile(pFile, state)
+	f.FpMethods = methods
+	if w, ok := state.(*walFile); ok && w.db != nil {
+		w.db.wal = w
+	}
 	return rc
 }
 
+// walDatabase is the database file of the connection opening the WAL file pFile. SQLite's pager
+// allocates the WAL's sqlite3_file right after its Wal struct (sqlite3WalOpen: pWalFd =
+// &pRet[1]), whose pDbFd is the database file, set before the WAL is opened. The layout is
+// checked (the Wal's pWalFd must be pFile, its database file one of ours) rather than trusted:
+// with another, the WAL is not buffered.
+func walDatabase(pFile uintptr) *dbFile {
+	w := (*sqlite3.TWal)(cPtr(pFile - unsafe.Sizeof(sqlite3.TWal{})))
+	if w.FpWalFd != pFile || w.FpDbFd == 0 {
+		return nil
+	}
+	vfsFiles.RLock()
+	defer vfsFiles.RUnlock()
+	d, _ := vfsFiles.m[*handleAt(w.FpDbFd)].(*dbFile)
+	return d
+}
+
 // wrappedMethods is the io_methods of a wrapped file whose unix methods are orig: a copy of
-// them with the wrapped ones set by wrap, made once per kind and original.
+// them with the wrapped ones set by wrap, made once per kind and original; 0 when out of memory.
 func wrappedMethods(tls *libc.TLS, kind string, orig *sqlite3.Tsqlite3_io_methods, wrap func(*sqlite3.Tsqlite3_io_methods)) uintptr {
 	key := fmt.Sprintf("%s%x", kind, uintptr(unsafe.Pointer(orig)))
 	if m, ok := walVFS.methods.Load(key); ok {
@@ -250,7 +303,7 @@ func wrappedMethods(tls *libc.TLS, kind string, orig *sqlite3.Tsqlite3_io_method
 	}
 	p := cAlloc(tls, unsafe.Sizeof(sqlite3.Tsqlite3_io_methods{}))
 	if p == 0 {
-		return uintptr(unsafe.Pointer(orig)) // out of memory: the file stays unix's, unwrapped
+		return 0
 	}
 	m := (*sqlite3.Tsqlite3_io_methods)(cPtr(p))
 	*m = *orig
@@ -260,31 +313,38 @@ func wrappedMethods(tls *libc.TLS, kind string, orig *sqlite3.Tsqlite3_io_method
 }
 
 // flush writes the buffer out with one call of unix's xWrite; the buffer is empty after it,
-// written or not (a failed write is the failure of the transaction whose frames it held).
-// w.mu is held.
+// written or not. A failure is kept in w.err for the transaction's later writes and syncs, as
+// well as returned. w.mu is held.
 func (w *walFile) flush(tls *libc.TLS) int32 {
 	n := w.n
 	if n == 0 {
 		return sqlite3.SQLITE_OK
 	}
 	w.n = 0
-	walPending.Add(-1)
 	walStats.flushes.Add(1)
-	return goFunc[xReadWriteFn](w.orig.FxWrite)(tls, w.pFile, w.buf, int32(n), w.off)
+	rc := goFunc[xReadWriteFn](w.orig.FxWrite)(tls, w.pFile, w.buf, int32(n), w.off)
+	if rc != sqlite3.SQLITE_OK && w.err == sqlite3.SQLITE_OK {
+		w.err = rc
+	}
+	return rc
 }
 
 func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32 {
 	w := fileState[*walFile](pFile)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if iOfst == 0 { // the WAL's header: a new log (the first, or a restart's) starts over
-		w.hwm = 0
+	if w.err != sqlite3.SQLITE_OK {
+		return w.err
 	}
-	// Only frames appended at the log's frontier are gathered. A write below it rewrites what
-	// is in the file already (a frame a spill wrote and the commit writes again, the headers
-	// walRewriteChecksums writes back, the frames after a rolled-back spill's) and goes
-	// through at once: its commit's end would not be told by its page's write (the checksums'
-	// headers come without one).
+	if w.fresh || iOfst == 0 {
+		// A write transaction's first write is at the log's end (or its header at 0, starting
+		// it over): the frontier.
+		w.hwm, w.fresh = iOfst, false
+	}
+	// Only frames appended at the frontier are held. A write below it rewrites what the
+	// transaction wrote already (a frame a spill wrote and the commit writes again, the
+	// headers walRewriteChecksums writes back) and goes through at once: its commit's end
+	// would not be told by its page's write (the checksums' headers come without one).
 	frontier := iOfst >= w.hwm
 	w.hwm = max(w.hwm, iOfst+int64(iAmt))
 	if w.n > 0 && (!frontier || iOfst != w.off+int64(w.n) || w.n+int(iAmt) > walBufMax) {
@@ -294,8 +354,13 @@ func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32
 	}
 	ends := iOfst == w.commitPage
 	w.commitPage = -1
-	if !frontier || int(iAmt) > walBufMax {
+	if w.db == nil || !frontier || int(iAmt) > walBufMax {
 		return goFunc[xReadWriteFn](w.orig.FxWrite)(tls, pFile, zBuf, iAmt, iOfst)
+	}
+	if w.buf == 0 {
+		if w.buf = libc.Xmalloc(tls, walBufMax); w.buf == 0 {
+			return goFunc[xReadWriteFn](w.orig.FxWrite)(tls, pFile, zBuf, iAmt, iOfst)
+		}
 	}
 	src := unsafe.Slice((*byte)(cPtr(zBuf)), iAmt)
 	if iAmt == walFrameHeaderSize {
@@ -304,14 +369,8 @@ func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32
 			w.commitPage = iOfst + walFrameHeaderSize
 		}
 	}
-	if w.buf == 0 {
-		if w.buf = libc.Xmalloc(tls, walBufMax); w.buf == 0 {
-			return goFunc[xReadWriteFn](w.orig.FxWrite)(tls, pFile, zBuf, iAmt, iOfst)
-		}
-	}
 	if w.n == 0 {
 		w.off = iOfst
-		walPending.Add(1)
 	}
 	w.n += copy(unsafe.Slice((*byte)(cPtr(w.buf)), walBufMax)[w.n:], src)
 	if ends {
@@ -345,7 +404,12 @@ func walTruncate(tls *libc.TLS, pFile uintptr, size int64) int32 {
 
 func walSync(tls *libc.TLS, pFile uintptr, flags int32) int32 {
 	w := fileState[*walFile](pFile)
-	return w.then(tls, func() int32 { return goFunc[xSyncFn](w.orig.FxSync)(tls, pFile, flags) })
+	return w.then(tls, func() int32 {
+		if w.err != sqlite3.SQLITE_OK {
+			return w.err
+		}
+		return goFunc[xSyncFn](w.orig.FxSync)(tls, pFile, flags)
+	})
 }
 
 func walFileSize(tls *libc.TLS, pFile, pSize uintptr) int32 {
@@ -359,48 +423,71 @@ func walFileControl(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 
 }
 
 func walClose(tls *libc.TLS, pFile uintptr) int32 {
-	h := *handleAt(pFile)
 	w := fileState[*walFile](pFile)
 	rc := w.then(tls, func() int32 { return sqlite3.SQLITE_OK })
 	if w.buf != 0 {
 		libc.Xfree(tls, w.buf)
 		w.buf = 0
 	}
+	if w.db != nil && w.db.wal == w {
+		w.db.wal = nil
+	}
 	if crc := goFunc[xCloseFn](w.orig.FxClose)(tls, pFile); rc == sqlite3.SQLITE_OK {
 		rc = crc
 	}
-	vfsFiles.Delete(h)
+	removeFile(pFile)
 	return rc
 }
 
 func dbClose(tls *libc.TLS, pFile uintptr) int32 {
-	h := *handleAt(pFile)
 	d := fileState[*dbFile](pFile)
 	rc := goFunc[xCloseFn](d.orig.FxClose)(tls, pFile)
-	vfsFiles.Delete(h)
+	if d.wal != nil {
+		d.wal.mu.Lock()
+		d.wal.db = nil
+		d.wal.mu.Unlock()
+	}
+	removeFile(pFile)
 	return rc
 }
 
-// dbShmBarrier is the safety net. A commit's frames are written out at its commit frame, so a
-// barrier never finds its database's WAL holding any (walStats.barrierFlushes stays 0, which
-// TestWALVFSGathersFrames checks across every kind of write). If one did, they are written
-// before the wal-index header that makes them visible; a failure of that write cannot be
-// reported (a barrier has no result), as the kernel's failure to write back a page SQLite
-// wrote is not.
+// walWriteLock is the wal-index lock a write transaction holds (WAL_WRITE_LOCK).
+const walWriteLock = 0
+
+// dbShmLock writes the connection's WAL buffer out before the write lock is released, as unix's
+// would have written every byte by then: what a transaction that rolled back after a spill left
+// held is written before another writer can append where it lies (a later flush would write it
+// over that writer's frames). The transaction is over, so a failure to write it is nobody's (its
+// frames lie past the log's end) and a write error kept for it is cleared.
+func dbShmLock(tls *libc.TLS, pFile uintptr, ofst, n, flags int32) int32 {
+	d := fileState[*dbFile](pFile)
+	if flags == sqlite3.SQLITE_SHM_UNLOCK|sqlite3.SQLITE_SHM_EXCLUSIVE && ofst <= walWriteLock && walWriteLock < ofst+n {
+		if w := d.wal; w != nil {
+			w.mu.Lock()
+			w.flush(tls)
+			w.err, w.fresh, w.commitPage = sqlite3.SQLITE_OK, true, -1
+			w.mu.Unlock()
+		}
+	}
+	return goFunc[xShmLockFn](d.orig.FxShmLock)(tls, pFile, ofst, n, flags)
+}
+
+// dbShmBarrier is the safety net. SQLite calls it on a connection's database file when it
+// publishes a commit (between the two copies of the wal-index header), and at the start of its
+// read transactions. The commit's frames are written out at its commit frame, and a transaction
+// begins with nothing held, so it never finds the connection's WAL holding any
+// (walStats.barrierFlushes stays 0, which TestWALVFSCommitsReachTheFile checks under concurrent
+// readers). If it did, they are written before the header that makes them visible; a failure is
+// kept for the transaction's later writes (it cannot be returned: a barrier has no result).
 func dbShmBarrier(tls *libc.TLS, pFile uintptr) {
 	d := fileState[*dbFile](pFile)
-	if walPending.Load() > 0 {
-		vfsFiles.Range(func(_, s any) bool {
-			if w, ok := s.(*walFile); ok && w.db == d.path {
-				w.mu.Lock()
-				if w.n > 0 {
-					walStats.barrierFlushes.Add(1)
-					w.flush(tls)
-				}
-				w.mu.Unlock()
-			}
-			return true
-		})
+	if w := d.wal; w != nil {
+		w.mu.Lock()
+		if w.n > 0 {
+			walStats.barrierFlushes.Add(1)
+			w.flush(tls)
+		}
+		w.mu.Unlock()
 	}
 	goFunc[xShmBarrierFn](d.orig.FxShmBarrier)(tls, pFile)
 }

@@ -5,40 +5,48 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 )
 
-// walBuffered is how many bytes the WAL files of the database at path hold unwritten.
-func walBuffered(path string) int {
+// walBuffered is how many bytes the WAL files open in the process hold unwritten.
+func walBuffered() int {
+	vfsFiles.RLock()
+	defer vfsFiles.RUnlock()
 	n := 0
-	vfsFiles.Range(func(_, s any) bool {
-		if w, ok := s.(*walFile); ok && w.db == path {
+	for _, s := range vfsFiles.m {
+		if w, ok := s.(*walFile); ok {
 			w.mu.Lock()
 			n += w.n
 			w.mu.Unlock()
 		}
-		return true
-	})
+	}
 	return n
 }
+
+// spill40 inserts 40 rows of 3000 bytes: more pages than a 64 KiB page cache holds.
+const spill40 = `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 40) INSERT INTO t (v) SELECT randomblob(3000) FROM c`
 
 // TestWALVFSCommitsReachTheFile checks the historyd VFS's promise (walvfs.go, docs/decisions/0022):
 // a commit's WAL frames are gathered into few writes, and every one of them is in the file when
 // COMMIT returns, whatever the transaction's size (one page, more than a buffer, more than the
 // page cache, so that SQLite spills frames mid-transaction and rewrites them in place), after a
-// rollback of spilled frames, across WAL restarts and truncations, and with --sync=full. A second
-// connection, which reads the WAL through a file of its own, sees each commit at once; the
-// barrier safety net never fires; the database checks clean and reopens with every row.
+// rollback of spilled frames (of the transaction, or to a savepoint within it), across WAL
+// restarts and truncations, and with --sync=full. A second connection, which reads the WAL
+// through a file of its own, sees each commit at once; the barrier safety net never fires, though
+// other readers start read transactions all along; the database checks clean and reopens with
+// every row.
 func TestWALVFSCommitsReachTheFile(t *testing.T) {
-	for _, sync := range []Sync{SyncNormal, SyncFull} {
-		t.Run(string(sync), func(t *testing.T) {
+	for _, syncMode := range []Sync{SyncNormal, SyncFull} {
+		t.Run(string(syncMode), func(t *testing.T) {
 			if err := registerWALVFS(); err != nil {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), FileName)
 			// A 64 KiB page cache: a transaction of more than 16 pages spills.
-			w, err := sql.Open("sqlite", dsn(path, sync, 64, false, 0))
+			w, err := sql.Open("sqlite", dsn(path, syncMode, 64, false, 0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,12 +55,36 @@ func TestWALVFSCommitsReachTheFile(t *testing.T) {
 			if _, err := w.ExecContext(ctx, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`); err != nil {
 				t.Fatal(err)
 			}
-			r, err := sql.Open("sqlite", dsn(path, sync, 64, true, 0))
+			r, err := sql.Open("sqlite", dsn(path, syncMode, 64, true, 0))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer r.Close()
 			r.SetMaxOpenConns(1)
+
+			// Readers on connections of their own start read transactions all along (each a
+			// barrier on their database file), while the writer's buffer holds frames.
+			others, err := sql.Open("sqlite", dsn(path, syncMode, 64, true, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer others.Close()
+			others.SetMaxOpenConns(2)
+			readCtx, stopReading := context.WithCancel(ctx)
+			var readers sync.WaitGroup
+			for range 2 {
+				readers.Go(func() {
+					for readCtx.Err() == nil {
+						var n int
+						if err := others.QueryRowContext(readCtx, `SELECT count(*) FROM t`).Scan(&n); err != nil && readCtx.Err() == nil {
+							t.Errorf("a reader: %v", err)
+							return
+						}
+					}
+				})
+			}
+			defer readers.Wait()
+			defer stopReading()
 
 			frames0, flushes0, barrier0 := walStats.frames.Load(), walStats.flushes.Load(), walStats.barrierFlushes.Load()
 			rows := 0
@@ -61,6 +93,13 @@ func TestWALVFSCommitsReachTheFile(t *testing.T) {
 				tx, err := w.BeginTx(ctx, nil)
 				if err != nil {
 					t.Fatal(err)
+				}
+				// historyd's batches: a write under a savepoint that spills and is rolled back
+				// to it, the rest of the transaction going on.
+				for _, st := range []string{`SAVEPOINT s`, spill40, `ROLLBACK TO s`, `RELEASE s`} {
+					if _, err := tx.ExecContext(ctx, st); err != nil {
+						t.Fatal(err)
+					}
 				}
 				for range n {
 					v := make([]byte, 3000)
@@ -83,7 +122,7 @@ func TestWALVFSCommitsReachTheFile(t *testing.T) {
 					}
 					rows += n
 				}
-				if b := walBuffered(path); b != 0 {
+				if b := walBuffered(); b != 0 {
 					t.Fatalf("after a transaction of %d rows (commit %v): %d bytes of the WAL still unwritten", n, commit, b)
 				}
 				var got int
@@ -106,6 +145,8 @@ func TestWALVFSCommitsReachTheFile(t *testing.T) {
 				write(5, true)
 				write(120, true)
 			}
+			stopReading()
+			readers.Wait()
 			var check string
 			if err := r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
 				t.Fatalf("integrity_check: %q, %v", check, err)
@@ -122,7 +163,7 @@ func TestWALVFSCommitsReachTheFile(t *testing.T) {
 			// A new process's view: the WAL read back by recovery.
 			r.Close()
 			w.Close()
-			again, err := sql.Open("sqlite", dsn(path, sync, 64, true, 0))
+			again, err := sql.Open("sqlite", dsn(path, syncMode, 64, true, 0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,5 +173,59 @@ func TestWALVFSCommitsReachTheFile(t *testing.T) {
 				t.Fatalf("reopened: %d rows (%v), want %d", got, err, rows)
 			}
 		})
+	}
+}
+
+// TestWALVFSRolledBackSpillWrittenAtItsEnd: frames a transaction spilled and then rolled back are
+// written before its write lock is released, as unix's VFS writes them at the spill, never
+// later: another writer (here a connection through unix's VFS, as the sqlite3 shell would be)
+// appends its frames where they lay, and a later write of them would land on its commit. A
+// review reproduced that: "file is not a database" on the next read.
+func TestWALVFSRolledBackSpillWrittenAtItsEnd(t *testing.T) {
+	if err := registerWALVFS(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	a, err := sql.Open("sqlite", dsn(path, SyncNormal, 64, false, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.SetMaxOpenConns(1)
+	if _, err := a.ExecContext(ctx, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := a.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, spill40); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if b := walBuffered(); b != 0 {
+		t.Fatalf("after the rollback, %d bytes of the WAL still unwritten", b)
+	}
+	b, err := sql.Open("sqlite", strings.Replace(dsn(path, SyncNormal, 64, false, 0), "vfs="+walVFSName, "vfs=unix", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.ExecContext(ctx, spill40); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var check string
+	if err := a.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 40 {
+		t.Fatalf("after the other writer's commit: %d rows (%v), want 40", n, err)
+	}
+	if err := a.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("integrity_check: %q, %v", check, err)
 	}
 }
