@@ -156,8 +156,9 @@ type walFile struct {
 	orig  *sqlite3.Tsqlite3_io_methods
 	// db is the connection's database file, whose write-lock release and barrier write the
 	// buffer out; nil when it could not be found (then nothing is held: every write goes
-	// through, as unix's).
-	db *dbFile
+	// through, as unix's). wal is the connection's Wal struct, in SQLite's memory.
+	db  *dbFile
+	wal uintptr
 	// buf holds n bytes of frames not written yet, to go at off; walBufMax bytes of SQLite's
 	// allocator, taken at the first write, freed at the close.
 	buf uintptr
@@ -242,7 +243,8 @@ func walVFSOpen(tls *libc.TLS, pVfs, zName, pFile uintptr, flags int32, pOutFlag
 	)
 	switch {
 	case flags&sqlite3.SQLITE_OPEN_WAL != 0:
-		state = &walFile{pFile: pFile, orig: orig, db: walDatabase(pFile), commitPage: -1, fresh: true}
+		db, wal := walDatabase(pFile)
+		state = &walFile{pFile: pFile, orig: orig, db: db, wal: wal, commitPage: -1, fresh: true}
 		methods = wrappedMethods(tls, "w", orig, func(m *sqlite3.Tsqlite3_io_methods) {
 			m.FxClose = cFunc(walClose)
 			m.FxRead = cFunc(walRead)
@@ -273,20 +275,21 @@ func walVFSOpen(tls *libc.TLS, pVfs, zName, pFile uintptr, flags int32, pOutFlag
 	return rc
 }
 
-// walDatabase is the database file of the connection opening the WAL file pFile. SQLite's pager
+// walDatabase is the database file of the connection opening the WAL file pFile, and its Wal. SQLite's pager
 // allocates the WAL's sqlite3_file right after its Wal struct (sqlite3WalOpen: pWalFd =
 // &pRet[1]), whose pDbFd is the database file, set before the WAL is opened. The layout is
 // checked (the Wal's pWalFd must be pFile, its database file one of ours) rather than trusted:
 // with another, the WAL is not buffered.
-func walDatabase(pFile uintptr) *dbFile {
-	w := (*sqlite3.TWal)(cPtr(pFile - unsafe.Sizeof(sqlite3.TWal{})))
+func walDatabase(pFile uintptr) (*dbFile, uintptr) {
+	p := pFile - unsafe.Sizeof(sqlite3.TWal{})
+	w := (*sqlite3.TWal)(cPtr(p))
 	if w.FpWalFd != pFile || w.FpDbFd == 0 {
-		return nil
+		return nil, 0
 	}
 	vfsFiles.RLock()
 	defer vfsFiles.RUnlock()
 	d, _ := vfsFiles.m[*handleAt(w.FpDbFd)].(*dbFile)
-	return d
+	return d, p
 }
 
 // wrappedMethods is the io_methods of a wrapped file whose unix methods are orig: a copy of
@@ -354,7 +357,10 @@ func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32
 	}
 	ends := iOfst == w.commitPage
 	w.commitPage = -1
-	if w.db == nil || !frontier || int(iAmt) > walBufMax {
+	if !w.holds() || !frontier || int(iAmt) > walBufMax {
+		if rc := w.flush(tls); rc != sqlite3.SQLITE_OK {
+			return rc
+		}
 		return goFunc[xReadWriteFn](w.orig.FxWrite)(tls, pFile, zBuf, iAmt, iOfst)
 	}
 	if w.buf == 0 {
@@ -377,6 +383,24 @@ func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32
 		return w.flush(tls)
 	}
 	return sqlite3.SQLITE_OK
+}
+
+// holds reports whether the WAL may hold frames now: its database file is known, and its Wal is
+// neither in exclusive locking mode nor padding commits to a sector. In exclusive mode (and with
+// a heap-memory wal-index) the write lock is never released through xShmLock, where a rolled-back
+// spill's frames and a kept write error would be dealt with; with padding (no
+// SQLITE_IOCAP_POWERSAFE_OVERWRITE, psow=0) SQLite splits the writes of a commit's padding frames
+// at a sync point, so that the commit's last bytes do not follow its commit frame's header. A
+// second review reproduced both: a rolled-back spill's frames written over another writer's
+// commit after leaving exclusive mode, a connection failing every write after one failure, and a
+// padded commit's tail left to the barrier. historyd uses neither (its DSN leaves locking_mode
+// NORMAL and psow at 1); read each write, as both can change while the file is open.
+func (w *walFile) holds() bool {
+	if w.db == nil {
+		return false
+	}
+	wal := (*sqlite3.TWal)(cPtr(w.wal))
+	return wal.FexclusiveMode == 0 && wal.FpadToSectorBoundary == 0
 }
 
 // then runs a method of unix's on the WAL file once the buffer is written out.
