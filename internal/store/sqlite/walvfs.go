@@ -159,6 +159,8 @@ type walFile struct {
 	// through, as unix's). wal is the connection's Wal struct, in SQLite's memory.
 	db  *dbFile
 	wal uintptr
+	// name is the file's path, for the tests to find it.
+	name string
 	// buf holds n bytes of frames not written yet, to go at off; walBufMax bytes of SQLite's
 	// allocator, taken at the first write, freed at the close.
 	buf uintptr
@@ -244,7 +246,7 @@ func walVFSOpen(tls *libc.TLS, pVfs, zName, pFile uintptr, flags int32, pOutFlag
 	switch {
 	case flags&sqlite3.SQLITE_OPEN_WAL != 0:
 		db, wal := walDatabase(pFile)
-		state = &walFile{pFile: pFile, orig: orig, db: db, wal: wal, commitPage: -1, fresh: true}
+		state = &walFile{pFile: pFile, orig: orig, db: db, wal: wal, name: libc.GoString(zName), commitPage: -1, fresh: true}
 		methods = wrappedMethods(tls, "w", orig, func(m *sqlite3.Tsqlite3_io_methods) {
 			m.FxClose = cFunc(walClose)
 			m.FxRead = cFunc(walRead)

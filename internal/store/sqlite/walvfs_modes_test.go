@@ -60,7 +60,7 @@ func TestWALVFSExclusiveModeHoldsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	execAll(t, conn, `BEGIN`, spill40, `PRAGMA locking_mode=NORMAL`, `ROLLBACK`)
-	if b := walBuffered(); b != 0 {
+	if b := walBuffered(path); b != 0 {
 		t.Errorf("%d bytes held after the rollback", b)
 	}
 	conn.Close()
@@ -76,7 +76,7 @@ func TestWALVFSExclusiveModeHoldsNothing(t *testing.T) {
 	}
 }
 
-// injected makes the WAL file of the one connection open through the VFS fail its writes while
+// injected makes the WAL file of the database at path (its one connection) fail its writes while
 // fail holds (fail's rule, on the write's offset), through a copy of its unix methods.
 type injected struct {
 	fail  func(off int64) bool
@@ -95,12 +95,12 @@ func injectedWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) 
 	return goFunc[xReadWriteFn](in.real)(tls, pFile, zBuf, iAmt, iOfst)
 }
 
-func injectWriteFailures(t *testing.T) *injected {
+func injectWriteFailures(t *testing.T, path string) *injected {
 	t.Helper()
 	vfsFiles.RLock()
 	defer vfsFiles.RUnlock()
 	for _, s := range vfsFiles.m {
-		if w, ok := s.(*walFile); ok && w.db != nil {
+		if w, ok := s.(*walFile); ok && w.db != nil && w.name == path+"-wal" {
 			tls := libc.NewTLS()
 			defer tls.Close()
 			p := cAlloc(tls, unsafe.Sizeof(sqlite3.Tsqlite3_io_methods{}))
@@ -137,7 +137,7 @@ func TestWALVFSFailedFlushFailsItsTransaction(t *testing.T) {
 				execAll(t, a, `PRAGMA locking_mode=`+mode)
 			}
 			execAll(t, a, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`, `INSERT INTO t (v) VALUES (1)`)
-			in := injectWriteFailures(t)
+			in := injectWriteFailures(t, path)
 			conn, err := a.Conn(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -190,7 +190,7 @@ func TestWALVFSSectorPaddingHoldsNothing(t *testing.T) {
 	if d := walStats.barrierFlushes.Load() - barrier0; d != 0 {
 		t.Fatalf("the barrier wrote held bytes %d times in 20 commits", d)
 	}
-	in := injectWriteFailures(t)
+	in := injectWriteFailures(t, path)
 	// A write at a page boundary that is not a frame's header or page: a padding frame's tail,
 	// split at the sector.
 	in.fail = func(off int64) bool { return off%4096 == 0 && (off-32)%4120 != 0 && (off-56)%4120 != 0 }

@@ -10,13 +10,13 @@ import (
 	"testing"
 )
 
-// walBuffered is how many bytes the WAL files open in the process hold unwritten.
-func walBuffered() int {
+// walBuffered is how many bytes the WAL files of the database at path hold unwritten.
+func walBuffered(path string) int {
 	vfsFiles.RLock()
 	defer vfsFiles.RUnlock()
 	n := 0
 	for _, s := range vfsFiles.m {
-		if w, ok := s.(*walFile); ok {
+		if w, ok := s.(*walFile); ok && w.name == path+"-wal" {
 			w.mu.Lock()
 			n += w.n
 			w.mu.Unlock()
@@ -122,7 +122,7 @@ func TestWALVFSCommitsReachTheFile(t *testing.T) {
 					}
 					rows += n
 				}
-				if b := walBuffered(); b != 0 {
+				if b := walBuffered(path); b != 0 {
 					t.Fatalf("after a transaction of %d rows (commit %v): %d bytes of the WAL still unwritten", n, commit, b)
 				}
 				var got int
@@ -209,7 +209,7 @@ func TestWALVFSRolledBackSpillWrittenAtItsEnd(t *testing.T) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if b := walBuffered(); b != 0 {
+	if b := walBuffered(path); b != 0 {
 		t.Fatalf("after the rollback, %d bytes of the WAL still unwritten", b)
 	}
 	b, err := sql.Open("sqlite", strings.Replace(dsn(path, SyncNormal, 64, false, 0), "vfs="+walVFSName, "vfs=unix", 1))
