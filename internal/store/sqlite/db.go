@@ -132,6 +132,9 @@ func dsn(path string, sync Sync, cacheKiB int, readOnly bool, maxPages int64) st
 	q.Add("_pragma", "synchronous("+sync.pragma()+")")
 	q.Add("_pragma", "foreign_keys(0)")
 	q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", cacheKiB))
+	// Every connection opens the files through the historyd VFS (walvfs.go: unix's, with a
+	// commit's WAL frames written in one call); registerWALVFS must have run.
+	q.Set("vfs", walVFSName)
 	if maxPages > 0 {
 		q.Add("_pragma", fmt.Sprintf("max_page_count(%d)", maxPages))
 	}
@@ -158,6 +161,9 @@ func dsn(path string, sync Sync, cacheKiB int, readOnly bool, maxPages int64) st
 func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("sqlite: no data directory")
+	}
+	if err := registerWALVFS(); err != nil {
+		return nil, err
 	}
 	sync, err := ParseSync(string(cfg.Sync))
 	if err != nil {
@@ -265,6 +271,9 @@ func checkOwner(ctx context.Context, path string) error {
 // migrate) and returns the versions applied. It takes the directory's
 // lock, so it is refused while a server runs on it.
 func Migrate(ctx context.Context, dir string) ([]int64, error) {
+	if err := registerWALVFS(); err != nil {
+		return nil, err
+	}
 	lock, err := lockDir(dir)
 	if err != nil {
 		return nil, err
