@@ -38,7 +38,10 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 	if mErr == nil {
 		body, mErr = encodeMessage(m)
 	}
-	var answer *envelope.Message
+	var (
+		answer *envelope.Message
+		known  bool
+	)
 	sender := req.Sender.String()
 	if req.RequestID == "" && mErr == nil && e.dia == Postgres {
 		switch err := e.sendInOne(ctx, req, m, body); {
@@ -91,11 +94,18 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 			}
 		}
 		// known (the direct recipient is registered now) is read by the insert itself: one
-		// statement, which PostgreSQL sends with the COMMIT.
+		// statement, which PostgreSQL sends with the COMMIT. SQLite returns it, for the sent
+		// cache.
+		known = false
 		if id, ok := req.Recipient.ID(); ok {
-			if err := q.Defer(ctx, `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?,
-				CASE WHEN EXISTS (SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?) THEN 1 ELSE 0 END)`,
-				tenant, m.ID.String(), sender, body, tenant, id.String()); err != nil {
+			const insert = `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?,
+				CASE WHEN EXISTS (SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?) THEN 1 ELSE 0 END)`
+			args := []any{tenant, m.ID.String(), sender, body, tenant, id.String()}
+			if e.sent != nil {
+				if err := q.QueryRow(ctx, insert+` RETURNING known`, args...).Scan(&known); err != nil {
+					return err
+				}
+			} else if err := q.Defer(ctx, insert, args...); err != nil {
 				return err
 			}
 		} else if err := q.Defer(ctx, `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?, 0)`,
@@ -110,6 +120,9 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 	}
 	if answer != nil {
 		return answer, nil
+	}
+	if e.sent != nil {
+		e.sent.put(m, known)
 	}
 	if e.bg != nil {
 		e.bg.note(req.Sender)
