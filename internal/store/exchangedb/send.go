@@ -122,7 +122,7 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 		return answer, nil
 	}
 	if e.sent != nil {
-		e.sent.put(m, known)
+		e.sent.put(m, known, len(body))
 	}
 	if e.bg != nil {
 		e.bg.note(req.Sender)

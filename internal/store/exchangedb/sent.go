@@ -8,9 +8,12 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 )
 
-// sentCacheSize bounds the messages the sent cache holds: about 1,024 × 2.5 KB for 1 KB
-// messages (the envelope as decoded), a few MiB. A variable for the tests.
+// The sent cache's bounds: at most sentCacheSize messages and sentCacheBytes of their encoded
+// size (the decoded envelope takes about as much again); a message of more than a sixteenth of
+// that is not kept. A variable for the tests.
 var sentCacheSize = 1024
+
+const sentCacheBytes = 4 << 20
 
 // sentCache holds, on SQLite, the messages of recent Sends as Send built them, so that the
 // Collect that drains them reads only the ledger's outbox rows (a range of one index, which
@@ -22,37 +25,53 @@ var sentCacheSize = 1024
 // pointer between the Send's answer and the collect's report, as this does), so an entry is
 // never stale: either the ledger still names the message in an outbox, and the entry is that
 // message, or nothing will ask for it again (collected through the database, returned by
-// Unregister, pruned, or its Send rolled back) and the bound evicts it. A Collect takes the
+// Unregister, pruned, or its Send rolled back) and the bounds evict it. A Collect takes the
 // entries it uses out; one that finds none reads the message's row, as it always did. SQLite
 // only: with PostgreSQL, replicas send and collect in other processes, whose caches would miss.
 type sentCache struct {
-	mu   sync.Mutex
-	m    map[uuid.UUID]sentEntry
-	ring []uuid.UUID // insertion order, for eviction
-	next int
+	mu    sync.Mutex
+	m     map[uuid.UUID]sentEntry
+	order []uuid.UUID // insertion order from head, for eviction (taken ids stay until passed)
+	head  int
+	bytes int
 }
 
 type sentEntry struct {
 	msg *envelope.Message
 	// known: the direct recipient was a registered owner at the Send (exchange_messages.known).
 	known bool
+	size  int
 }
 
 func newSentCache() *sentCache {
-	return &sentCache{m: make(map[uuid.UUID]sentEntry, sentCacheSize), ring: make([]uuid.UUID, sentCacheSize)}
+	return &sentCache{m: make(map[uuid.UUID]sentEntry, sentCacheSize)}
 }
 
-// put keeps m, evicting the oldest entry when full (it may be gone already: taken).
-func (c *sentCache) put(m *envelope.Message, known bool) {
+// put keeps m, whose encoding is size bytes, evicting the oldest entries past the bounds.
+func (c *sentCache) put(m *envelope.Message, known bool, size int) {
+	if size > sentCacheBytes/16 {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.ring[c.next]
-	if _, ok := c.m[old]; ok && old != m.ID {
-		delete(c.m, old)
+	c.m[m.ID] = sentEntry{msg: m, known: known, size: size}
+	c.bytes += size
+	c.order = append(c.order, m.ID)
+	// The queue too is bounded: ids taken out stay in it, and the oldest pass out after
+	// 2 × sentCacheSize Sends whatever they hold.
+	for len(c.m) > sentCacheSize || c.bytes > sentCacheBytes || len(c.order)-c.head > 2*sentCacheSize {
+		id := c.order[c.head]
+		c.head++
+		if e, ok := c.m[id]; ok {
+			delete(c.m, id)
+			c.bytes -= e.size
+		}
 	}
-	c.ring[c.next] = m.ID
-	c.next = (c.next + 1) % len(c.ring)
-	c.m[m.ID] = sentEntry{msg: m, known: known}
+	// Taken ids leave the queue only when passed: compact it when they are most of it.
+	if c.head >= sentCacheSize {
+		c.order = append(c.order[:0], c.order[c.head:]...)
+		c.head = 0
+	}
 }
 
 // take returns and forgets the entry of id.
@@ -62,6 +81,7 @@ func (c *sentCache) take(id uuid.UUID) (sentEntry, bool) {
 	e, ok := c.m[id]
 	if ok {
 		delete(c.m, id)
+		c.bytes -= e.size
 	}
 	return e, ok
 }
