@@ -65,7 +65,7 @@ func (e *Engine) outboxCached(ctx context.Context, q Querier, oid string) ([]out
 			return err
 		}
 		if c, ok := e.sent.take(id); ok {
-			batch = append(batch, outboxRow{msg: c.msg, known: c.known})
+			batch = append(batch, outboxRow{msg: c.msg, knownUnread: true})
 			return nil
 		}
 		missed = append(missed, len(batch))
@@ -99,7 +99,17 @@ func (e *Engine) outboxCached(ctx context.Context, q Querier, oid string) ([]out
 type outboxRow struct {
 	msg   *envelope.Message
 	known bool
-	id    uuid.UUID // outboxCached's, while msg is still to read
+	// knownUnread: the message came from the sent cache, and known is to be read (knownAt)
+	// if its direct recipient is not registered.
+	knownUnread bool
+	id          uuid.UUID // outboxCached's, while msg is still to read
+}
+
+// knownAt reads whether the direct recipient of message id was a registered owner at its Send.
+func knownAt(ctx context.Context, q Querier, id uuid.UUID) (bool, error) {
+	var known int64
+	err := q.QueryRow(ctx, `SELECT known FROM exchange_messages WHERE tenant = ? AND id = ?`, tenant, id.String()).Scan(&known)
+	return known != 0, err
 }
 
 // recipientRow is what a collect changes of one recipient owner, written back at its end.
@@ -283,6 +293,14 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 				d.Dropped = append(d.Dropped, exchange.BroadcastDrop())
 			}
 		} else {
+			if id, direct := b.msg.Recipient.ID(); direct && b.knownUnread {
+				if _, registered := rows[id]; !registered {
+					var err error
+					if b.known, err = knownAt(ctx, q, b.msg.ID); err != nil {
+						return nil, nil, err
+					}
+				}
+			}
 			to, ok, reason := exchange.RouteDirect(b.msg.Recipient, func(id uuid.UUID) bool { _, ok := rows[id]; return ok }, b.known)
 			if ok {
 				var err error

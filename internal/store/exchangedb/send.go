@@ -38,10 +38,7 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 	if mErr == nil {
 		body, mErr = encodeMessage(m)
 	}
-	var (
-		answer *envelope.Message
-		known  bool
-	)
+	var answer *envelope.Message
 	sender := req.Sender.String()
 	if req.RequestID == "" && mErr == nil && e.dia == Postgres {
 		switch err := e.sendInOne(ctx, req, m, body); {
@@ -94,18 +91,11 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 			}
 		}
 		// known (the direct recipient is registered now) is read by the insert itself: one
-		// statement, which PostgreSQL sends with the COMMIT. SQLite returns it, for the sent
-		// cache.
-		known = false
+		// statement, which PostgreSQL sends with the COMMIT.
 		if id, ok := req.Recipient.ID(); ok {
-			const insert = `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?,
-				CASE WHEN EXISTS (SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?) THEN 1 ELSE 0 END)`
-			args := []any{tenant, m.ID.String(), sender, body, tenant, id.String()}
-			if e.sent != nil {
-				if err := q.QueryRow(ctx, insert+` RETURNING known`, args...).Scan(&known); err != nil {
-					return err
-				}
-			} else if err := q.Defer(ctx, insert, args...); err != nil {
+			if err := q.Defer(ctx, `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?,
+				CASE WHEN EXISTS (SELECT 1 FROM exchange_owners WHERE tenant = ? AND owner = ?) THEN 1 ELSE 0 END)`,
+				tenant, m.ID.String(), sender, body, tenant, id.String()); err != nil {
 				return err
 			}
 		} else if err := q.Defer(ctx, `INSERT INTO exchange_messages (tenant, id, sender, body, known) VALUES (?, ?, ?, ?, 0)`,
@@ -122,7 +112,7 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 		return answer, nil
 	}
 	if e.sent != nil {
-		e.sent.put(m, known, len(body))
+		e.sent.put(m, len(body))
 	}
 	if e.bg != nil {
 		e.bg.note(req.Sender)

@@ -26,7 +26,10 @@ const sentCacheBytes = 4 << 20
 // never stale: either the ledger still names the message in an outbox, and the entry is that
 // message, or nothing will ask for it again (collected through the database, returned by
 // Unregister, pruned, or its Send rolled back) and the bounds evict it. A Collect takes the
-// entries it uses out; one that finds none reads the message's row, as it always did. SQLite
+// entries it uses out; one that finds none reads the message's row, as it always did. What the
+// entry lacks is the row's `known` (the direct recipient was registered at the Send), which
+// decides only the reason a message whose recipient is not registered at the collect is dropped
+// for; that collect reads it (knownAt). SQLite
 // only: with PostgreSQL, replicas send and collect in other processes, whose caches would miss.
 type sentCache struct {
 	mu    sync.Mutex
@@ -37,10 +40,8 @@ type sentCache struct {
 }
 
 type sentEntry struct {
-	msg *envelope.Message
-	// known: the direct recipient was a registered owner at the Send (exchange_messages.known).
-	known bool
-	size  int
+	msg  *envelope.Message
+	size int
 }
 
 func newSentCache() *sentCache {
@@ -48,13 +49,13 @@ func newSentCache() *sentCache {
 }
 
 // put keeps m, whose encoding is size bytes, evicting the oldest entries past the bounds.
-func (c *sentCache) put(m *envelope.Message, known bool, size int) {
+func (c *sentCache) put(m *envelope.Message, size int) {
 	if size > sentCacheBytes/16 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.m[m.ID] = sentEntry{msg: m, known: known, size: size}
+	c.m[m.ID] = sentEntry{msg: m, size: size}
 	c.bytes += size
 	c.order = append(c.order, m.ID)
 	// The queue too is bounded: ids taken out stay in it, and the oldest pass out after

@@ -16,7 +16,7 @@ func TestSentCacheBounded(t *testing.T) {
 	msg := func() *envelope.Message { return &envelope.Message{Element: envelope.Element{ID: uuid.New()}} }
 	for i := range 10 * sentCacheSize {
 		m := msg()
-		c.put(m, false, 100)
+		c.put(m, 100)
 		if i%2 == 0 {
 			if _, ok := c.take(m.ID); !ok {
 				t.Fatalf("put %d: not there", i)
@@ -30,12 +30,12 @@ func TestSentCacheBounded(t *testing.T) {
 		t.Fatalf("bytes %d for %d messages of 100", c.bytes, len(c.m))
 	}
 	big := msg()
-	c.put(big, false, sentCacheBytes/16+1)
+	c.put(big, sentCacheBytes/16+1)
 	if _, ok := c.take(big.ID); ok {
 		t.Fatal("a message over the size limit was kept")
 	}
 	for range 100 {
-		c.put(msg(), false, sentCacheBytes/16)
+		c.put(msg(), sentCacheBytes/16)
 		if c.bytes > sentCacheBytes {
 			t.Fatalf("%d bytes held, at most %d", c.bytes, sentCacheBytes)
 		}
