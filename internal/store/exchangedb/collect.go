@@ -296,7 +296,9 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 			if id, direct := b.msg.Recipient.ID(); direct && b.knownUnread {
 				if _, registered := rows[id]; !registered {
 					var err error
-					if b.known, err = knownAt(ctx, q, b.msg.ID); err != nil {
+					if b.known, err = knownAt(ctx, q, b.msg.ID); q.IsNoRows(err) {
+						return nil, nil, damaged("exchangedb: message %s of an outbox has no row", b.msg.ID)
+					} else if err != nil {
 						return nil, nil, err
 					}
 				}

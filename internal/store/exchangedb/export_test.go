@@ -57,7 +57,7 @@ func (e *Engine) StoredSettings(ctx context.Context, owner uuid.UUID) (maxAttemp
 // no dispatch.
 func DispatchIdle(e *Engine) bool { return e.subs.idle() }
 
-// SetSentCacheSize sets the sent cache's bound for the Engines made until restore is called.
+// SetSentCacheSize sets the sent caches' bound on their count until restore is called.
 func SetSentCacheSize(n int) (restore func()) {
 	old := sentCacheSize
 	sentCacheSize = n

@@ -8,12 +8,16 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 )
 
-// The sent cache's bounds: at most sentCacheSize messages and sentCacheBytes of their encoded
-// size (the decoded envelope takes about as much again); a message of more than a sixteenth of
-// that is not kept. A variable for the tests.
+// The sent cache's bounds: at most sentCacheSize messages, each charged three times its encoding
+// against sentCacheBytes, none of more than 16 KiB encoded kept. A decoded message takes from
+// about its encoding (one long string) to about nine times it (content of many tiny JSON values,
+// measured by a review), so the cache holds at most about 12 MiB of heap. A variable for the tests.
 var sentCacheSize = 1024
 
-const sentCacheBytes = 4 << 20
+const (
+	sentCacheBytes      = 4 << 20
+	sentCacheMaxMessage = 16 << 10
+)
 
 // sentCache holds, on SQLite, the messages of recent Sends as Send built them, so that the
 // Collect that drains them reads only the ledger's outbox rows (a range of one index, which
@@ -50,11 +54,15 @@ func newSentCache() *sentCache {
 
 // put keeps m, whose encoding is size bytes, evicting the oldest entries past the bounds.
 func (c *sentCache) put(m *envelope.Message, size int) {
-	if size > sentCacheBytes/16 {
+	if size > sentCacheMaxMessage {
 		return
 	}
+	size *= 3
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, ok := c.m[m.ID]; ok { // ids are random: never, but the counts must not drift
+		return
+	}
 	c.m[m.ID] = sentEntry{msg: m, size: size}
 	c.bytes += size
 	c.order = append(c.order, m.ID)
