@@ -43,10 +43,73 @@ func (d Dialect) outboxQuery() string {
 	return qOutbox
 }
 
+// qOutboxIDs names the messages of an outbox in order: a range of exchange_ledger_by_holder alone
+// (the index holds the primary key's message), for outboxCached. Args as qOutbox's.
+const qOutboxIDs = `SELECT message FROM exchange_ledger
+	WHERE tenant = ? AND holder = ? AND state = ? ORDER BY ord, seq`
+
+// outboxCached reads the outbox being collected on SQLite: its messages' ids from the ledger, each
+// message from the sent cache when it is there (sent.go), else from its row.
+func (e *Engine) outboxCached(ctx context.Context, q Querier, oid string) ([]outboxRow, error) {
+	var (
+		batch  []outboxRow
+		missed []int // indexes in batch of the messages to read
+	)
+	err := collect(ctx, q, func(r Rows) error {
+		var s string
+		if err := r.Scan(&s); err != nil {
+			return err
+		}
+		id, err := parseUUID(s)
+		if err != nil {
+			return err
+		}
+		if c, ok := e.sent.take(id); ok {
+			batch = append(batch, outboxRow{msg: c.msg, knownUnread: true})
+			return nil
+		}
+		missed = append(missed, len(batch))
+		batch = append(batch, outboxRow{id: id})
+		return nil
+	}, qOutboxIDs, tenant, oid, stOutbox)
+	if err != nil || len(missed) == 0 {
+		return batch, err
+	}
+	for _, i := range missed {
+		var (
+			body  string
+			known int64
+		)
+		err := q.QueryRow(ctx, `SELECT body, known FROM exchange_messages WHERE tenant = ? AND id = ?`, tenant, batch[i].id.String()).Scan(&body, &known)
+		switch {
+		case q.IsNoRows(err):
+			continue // no message: skipped, as qOutbox's join skips it
+		case err != nil:
+			return nil, err
+		}
+		if batch[i].msg, err = decodeMessage(body); err != nil {
+			return nil, err
+		}
+		batch[i].known = known != 0
+	}
+	return slices.DeleteFunc(batch, func(b outboxRow) bool { return b.msg == nil }), nil
+}
+
 // outboxRow is one message of the outbox being collected.
 type outboxRow struct {
 	msg   *envelope.Message
 	known bool
+	// knownUnread: the message came from the sent cache, and known is to be read (knownAt)
+	// if its direct recipient is not registered.
+	knownUnread bool
+	id          uuid.UUID // outboxCached's, while msg is still to read
+}
+
+// knownAt reads whether the direct recipient of message id was a registered owner at its Send.
+func knownAt(ctx context.Context, q Querier, id uuid.UUID) (bool, error) {
+	var known int64
+	err := q.QueryRow(ctx, `SELECT known FROM exchange_messages WHERE tenant = ? AND id = ?`, tenant, id.String()).Scan(&known)
+	return known != 0, err
 }
 
 // recipientRow is what a collect changes of one recipient owner, written back at its end.
@@ -97,7 +160,12 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 		return nil, nil, err
 	}
 	var batch []outboxRow
-	err := collect(ctx, q, func(r Rows) error {
+	if e.sent != nil {
+		var err error
+		if batch, err = e.outboxCached(ctx, q, oid); err != nil {
+			return nil, nil, err
+		}
+	} else if err := collect(ctx, q, func(r Rows) error {
 		var (
 			body  nullString
 			known sql.NullInt64
@@ -113,8 +181,7 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 			batch = append(batch, outboxRow{msg: m, known: known.Int64 != 0})
 		}
 		return err
-	}, e.dia.outboxQuery(), tenant, oid, stOutbox)
-	if err != nil {
+	}, e.dia.outboxQuery(), tenant, oid, stOutbox); err != nil {
 		return nil, nil, err
 	}
 	rep := &exchange.Report{Owner: owner, Deliveries: make([]exchange.Delivery, 0, len(batch))}
@@ -226,6 +293,16 @@ func (e *Engine) collect(ctx context.Context, q Querier, owner uuid.UUID, o exch
 				d.Dropped = append(d.Dropped, exchange.BroadcastDrop())
 			}
 		} else {
+			if id, direct := b.msg.Recipient.ID(); direct && b.knownUnread {
+				if _, registered := rows[id]; !registered {
+					var err error
+					if b.known, err = knownAt(ctx, q, b.msg.ID); q.IsNoRows(err) {
+						return nil, nil, damaged("exchangedb: message %s of an outbox has no row", b.msg.ID)
+					} else if err != nil {
+						return nil, nil, err
+					}
+				}
+			}
 			to, ok, reason := exchange.RouteDirect(b.msg.Recipient, func(id uuid.UUID) bool { _, ok := rows[id]; return ok }, b.known)
 			if ok {
 				var err error

@@ -73,6 +73,7 @@ type Engine struct {
 	closeOnce sync.Once
 	subs      *subscribers // subscribe.go
 	bg        *collector   // background.go; nil unless exchange.WithBackgroundCollection(true)
+	sent      *sentCache   // sent.go; SQLite only
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -94,6 +95,9 @@ func New(d Driver, xopts []exchange.Option, opts ...Option) *Engine {
 	}
 	e := &Engine{d: d, dia: d.Dialect(), set: exchange.ResolveOptions(xopts...), cfg: cfg, stop: make(chan struct{})}
 	e.subs = newSubscribers(e)
+	if e.dia == SQLite {
+		e.sent = newSentCache()
+	}
 	replicated := d.Listen(e.subs.wake)
 	e.wg.Add(2)
 	go e.subs.run(replicated)

@@ -23,6 +23,7 @@ var (
 
 const (
 	Tenant               = tenant
+	QOutboxIDs           = qOutboxIDs
 	QPruneSelect         = qPruneSelect
 	QPruneRow            = qPruneRow
 	QPruneMessage        = qPruneMessage
@@ -55,3 +56,10 @@ func (e *Engine) StoredSettings(ctx context.Context, owner uuid.UUID) (maxAttemp
 // DispatchIdle reports whether e's dispatcher has dispatched every wake-up given so far and runs
 // no dispatch.
 func DispatchIdle(e *Engine) bool { return e.subs.idle() }
+
+// SetSentCacheSize sets the sent caches' bound on their count until restore is called.
+func SetSentCacheSize(n int) (restore func()) {
+	old := sentCacheSize
+	sentCacheSize = n
+	return func() { sentCacheSize = old }
+}

@@ -153,6 +153,16 @@ func TestSQLiteOutboxReadIsOrderedByItsIndex(t *testing.T) {
 	if strings.Contains(text, "TEMP B-TREE") || strings.Contains(text, "SCAN ") {
 		t.Errorf("the outbox read sorts or scans:\n%s", text)
 	}
+	// With the sent cache (sent.go), the ids alone: exchange_ledger_by_holder, nothing else.
+	plan, err = sqlitePlan(ctx, s.ExchangeDriver(), exchangedb.QOutboxIDs, exchangedb.Tenant, alice.String(), exchangedb.StOutbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = strings.Join(plan, "\n")
+	if want := "COVERING INDEX exchange_ledger_by_holder (tenant=? AND holder=? AND state=?)"; !strings.Contains(text, want) ||
+		strings.Contains(text, "TEMP B-TREE") || strings.Contains(text, "SCAN ") || len(plan) != 1 {
+		t.Errorf("the outbox's ids are not one covering range of %q:\n%s", want, text)
+	}
 }
 
 // TestPostgresStatementsAreIndexBounded is TestSQLiteStatementsAreIndexBounded on PostgreSQL:

@@ -111,6 +111,9 @@ func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.
 	if answer != nil {
 		return answer, nil
 	}
+	if e.sent != nil {
+		e.sent.put(m, len(body))
+	}
 	if e.bg != nil {
 		e.bg.note(req.Sender)
 	}
