@@ -80,6 +80,9 @@ type appendSession struct {
 	mu      sync.Mutex
 	pending []appendWaiter // in the order sent
 	broken  bool           // the stream ended: no more sends
+	// ended is why it ended (the stream's status, as its pending items got it), for an item
+	// that finds it broken when it comes to be sent.
+	ended error
 }
 
 type appendWaiter struct {
@@ -176,6 +179,13 @@ func (a *Appender) session() (*appendSession, error) {
 	stream, err := a.c.AppendMessages(ctx)
 	if err == nil {
 		err = stream.Send(&historyv1.AppendMessagesRequest{Window: uint32(a.window)})
+		if errors.Is(err, io.EOF) {
+			// The server ended the stream already (shutting down): gRPC's Send says only io.EOF,
+			// and the stream's status comes from Recv.
+			if _, rerr := stream.Recv(); rerr != nil && !errors.Is(rerr, io.EOF) {
+				err = rerr
+			}
+		}
 	}
 	if err != nil {
 		cancel()
@@ -195,8 +205,15 @@ func (a *Appender) session() (*appendSession, error) {
 func (s *appendSession) send(req *historyv1.AddMessageRequest, out chan AppendResult) error {
 	s.mu.Lock()
 	if s.broken {
+		// The reader saw the stream end after session() handed it out: the item gets the
+		// stream's status, as the items in flight did (an io.ErrUnexpectedEOF here lost
+		// SERVER_SHUTTING_DOWN: TestAppenderStreamBroken failed once in CI on it).
+		err := s.ended
 		s.mu.Unlock()
-		return io.ErrUnexpectedEOF
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
 	}
 	s.pending = append(s.pending, appendWaiter{requestID: req.GetRequestId(), out: out})
 	s.mu.Unlock()
@@ -223,7 +240,7 @@ func (s *appendSession) read(slots chan struct{}) {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			s.broken = true
+			s.broken, s.ended = true, err
 			left := s.pending
 			s.pending = nil
 			s.mu.Unlock()
