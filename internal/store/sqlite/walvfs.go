@@ -350,19 +350,16 @@ func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32
 	// transaction wrote already (a frame a spill wrote and the commit writes again, the
 	// headers walRewriteChecksums writes back) and goes through at once: its commit's end
 	// would not be told by its page's write (the checksums' headers come without one).
-	frontier := iOfst >= w.hwm
+	hold := iOfst >= w.hwm && int(iAmt) <= walBufMax && w.holds()
 	w.hwm = max(w.hwm, iOfst+int64(iAmt))
-	if w.n > 0 && (!frontier || iOfst != w.off+int64(w.n) || w.n+int(iAmt) > walBufMax) {
+	if w.n > 0 && (!hold || iOfst != w.off+int64(w.n) || w.n+int(iAmt) > walBufMax) {
 		if rc := w.flush(tls); rc != sqlite3.SQLITE_OK {
 			return rc
 		}
 	}
 	ends := iOfst == w.commitPage
 	w.commitPage = -1
-	if !w.holds() || !frontier || int(iAmt) > walBufMax {
-		if rc := w.flush(tls); rc != sqlite3.SQLITE_OK {
-			return rc
-		}
+	if !hold {
 		return goFunc[xReadWriteFn](w.orig.FxWrite)(tls, pFile, zBuf, iAmt, iOfst)
 	}
 	if w.buf == 0 {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -182,23 +181,10 @@ func TestWALVFSCommitsReachTheFile(t *testing.T) {
 // appends its frames where they lay, and a later write of them would land on its commit. A
 // review reproduced that: "file is not a database" on the next read.
 func TestWALVFSRolledBackSpillWrittenAtItsEnd(t *testing.T) {
-	if err := registerWALVFS(); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), FileName)
-	a, err := sql.Open("sqlite", dsn(path, SyncNormal, 64, false, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	a.SetMaxOpenConns(1)
-	if _, err := a.ExecContext(ctx, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-		t.Fatal(err)
-	}
+	a := openVFSTest(t, dsn(path, SyncNormal, 64, false, 0))
+	execAll(t, a, `CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`, `PRAGMA wal_checkpoint(TRUNCATE)`)
 	tx, err := a.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -212,14 +198,8 @@ func TestWALVFSRolledBackSpillWrittenAtItsEnd(t *testing.T) {
 	if b := walBuffered(path); b != 0 {
 		t.Fatalf("after the rollback, %d bytes of the WAL still unwritten", b)
 	}
-	b, err := sql.Open("sqlite", strings.Replace(dsn(path, SyncNormal, 64, false, 0), "vfs="+walVFSName, "vfs=unix", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if _, err := b.ExecContext(ctx, spill40); err != nil {
-		t.Fatal(err)
-	}
+	b := openVFSTest(t, unixDSN(path, false))
+	execAll(t, b, spill40)
 	var n int
 	var check string
 	if err := a.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 40 {
