@@ -81,8 +81,9 @@ func TestStorageStatsMove(t *testing.T) {
 // by time: a passive checkpoint each checkpointPages pages, and a
 // restarting one as soon as a passive one finds restartPages in the WAL
 // (the review: one restart a second let the WAL grow to 45-75 MB here).
+// It runs on smallWAL's schedule, which 3,200 writes cross several times.
 func TestWALBoundedUnderLoad(t *testing.T) {
-	s := newTestStore(t, storetest.Options{})
+	s := newSmallWALStore(t)
 	ctx := context.Background()
 	const writers, perWriter = 8, 400
 	var maxWAL atomic.Int64
@@ -158,7 +159,7 @@ func TestWALBoundedUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	const walHeader, frameHeader = 32, 24
-	pages := restartPages + (2+int64(restart.Incomplete))*checkpointPages
+	pages := int64(smallWAL.restart + (2+int(restart.Incomplete))*smallWAL.passive)
 	if bound := walHeader + pages*(pageSize+frameHeader); maxWAL.Load() > bound {
 		t.Fatalf("WAL reached %d bytes, want <= %d (%d pages)", maxWAL.Load(), bound, pages)
 	}
@@ -317,7 +318,7 @@ func TestScrapeDoesNotBlockReads(t *testing.T) {
 // no other can be opened), the writer's restarts still bound the WAL: it
 // counts every page committed since the last checkpoint that ran.
 func TestWALBoundedWhenPassiveCheckpointsFail(t *testing.T) {
-	s := newTestStore(t, storetest.Options{})
+	s := newSmallWALStore(t)
 	ctx := context.Background()
 	// Before any write, so before the checkpointer is asked for one: the
 	// pool refuses a new connection and the one it has is gone.
@@ -366,7 +367,7 @@ func TestWALBoundedWhenPassiveCheckpointsFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	const walHeader, frameHeader = 32, 24
-	pages := int64(restartPages + 2*checkpointPages)
+	pages := int64(smallWAL.restart + 2*smallWAL.passive)
 	if bound := walHeader + pages*(pageSize+frameHeader); maxWAL.Load() > bound {
 		t.Fatalf("WAL reached %d bytes, want <= %d (%d pages)", maxWAL.Load(), bound, pages)
 	}
@@ -396,4 +397,27 @@ func TestCheckpointerReopensItsConnection(t *testing.T) {
 	if passive := s.StorageStats().Checkpoints[store.CheckpointPassive]; passive.Errors != 1 {
 		t.Fatalf("%d of %d passive checkpoints failed, want the first alone", passive.Errors, passive.Seconds.Count)
 	}
+}
+
+// smallWAL is the schedule of the tests that bound the WAL: the store's
+// before checkpointPages went from 1000 to 4000, so that a few thousand
+// 1 KB writes cross it several times.
+var smallWAL = walSchedule{passive: 1000, restart: 4000, truncate: 16000}
+
+// newSmallWALStore is newTestStore's store on smallWAL's schedule.
+func newSmallWALStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := OpenStore(context.Background(), StoreConfig{
+		Config:      Config{Dir: t.TempDir(), CacheKiB: 2048, Readers: 2},
+		walSchedule: smallWAL,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
 }
