@@ -26,7 +26,8 @@ func TestMetricsStorageSQLite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateBranch: %v", err)
 	}
-	// ~1.6 MB of instructions: more than the ~4000 WAL pages after which the writer checkpoints.
+	// ~1.6 MB of instructions, about 8 WAL pages a write one at a time (indexes, event, branch row):
+	// more than the ~4000 WAL pages after which the writer checkpoints.
 	const writes = 1600
 	text := strings.Repeat("All work and no play makes Jack a dull boy. ", 23)
 	for i := range writes {

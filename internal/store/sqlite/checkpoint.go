@@ -134,6 +134,20 @@ type checkpointHooks struct {
 // pages, truncating instead of restarting over truncate pages.
 type walSchedule struct{ passive, restart, truncate int }
 
+// orDefault is the schedule with each size left zero the store's own.
+func (w walSchedule) orDefault() walSchedule {
+	if w.passive == 0 {
+		w.passive = checkpointPages
+	}
+	if w.restart == 0 {
+		w.restart = restartPages
+	}
+	if w.truncate == 0 {
+		w.truncate = truncatePages
+	}
+	return w
+}
+
 // checkpointStats is what the checkpoints of one mode did.
 type checkpointStats struct {
 	seconds    *histogram
@@ -143,7 +157,8 @@ type checkpointStats struct {
 
 // Buckets: a commit takes from tens of microseconds (--sync=normal) to
 // milliseconds (an fsync); a batch carries 1 to DefaultMaxBatch writes; a
-// checkpoint copies up to a few thousand pages and fsyncs the database.
+// checkpoint copies up to about 4000 pages (passive; a restart may copy
+// more) and fsyncs the database.
 var (
 	transactionBounds  = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
 	commitWritesBounds = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
@@ -155,9 +170,7 @@ func (s *writerStats) init(hooks checkpointHooks) {
 	if s.hooks.now == nil {
 		s.hooks.now = time.Now
 	}
-	if s.hooks.pages == (walSchedule{}) {
-		s.hooks.pages = walSchedule{passive: checkpointPages, restart: restartPages, truncate: truncatePages}
-	}
+	s.hooks.pages = s.hooks.pages.orDefault()
 	s.transaction = newHistogram(transactionBounds...)
 	s.commitWrites = newHistogram(commitWritesBounds...)
 	for m := range s.checkpoints {

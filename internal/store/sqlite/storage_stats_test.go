@@ -145,15 +145,15 @@ func TestWALBoundedUnderLoad(t *testing.T) {
 	if passive.Seconds.Count == 0 {
 		t.Fatalf("no passive checkpoint after %d KB written", writers*perWriter)
 	}
-	// A passive checkpoint runs once checkpointPages have been written
-	// since the last, so the one that finds restartPages or more finds
-	// less than restartPages + checkpointPages + a batch's pages; the
+	// A passive checkpoint runs once smallWAL.passive pages have been
+	// written since the last, so the one that finds smallWAL.restart or
+	// more finds less than restart + passive + a batch's pages; the
 	// restart it runs lets the next commit write the WAL from its start.
 	// A batch here is at most one 1 KB write per writer: far fewer than
-	// checkpointPages pages. A restart that a reader outlasts (one that
+	// smallWAL.passive pages. A restart that a reader outlasts (one that
 	// lost the CPU on a loaded machine) is tried again at the next
 	// passive checkpoint, these readers being short: each such adds
-	// checkpointPages at most.
+	// smallWAL.passive at most.
 	var pageSize int64
 	if err := s.db.read.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
 		t.Fatal(err)
