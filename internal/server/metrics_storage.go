@@ -14,7 +14,7 @@ type StorageStats interface {
 
 // The checkpoint series' help, one per name whatever the mode.
 const (
-	checkpointSecondsHelp    = "Seconds each WAL checkpoint took, by mode: passive (after a commit, each ~1000 pages written to the WAL), restart (readers kept the WAL from being reused), truncate (writes paused, or the WAL far over: the WAL file back to 0 bytes). Queued writes wait for it."
+	checkpointSecondsHelp    = "Seconds each WAL checkpoint took, by mode: passive (after a commit, each ~4000 pages written to the WAL), restart (readers kept the WAL from being reused), truncate (writes paused, or the WAL far over: the WAL file back to 0 bytes). Queued writes wait for it."
 	checkpointIncompleteHelp = "WAL checkpoints that stopped short, by mode: passive, pages a reader's snapshot still needed were left in the WAL (common under reads); restart and truncate, a reader outlasted the 20 ms wait, so the WAL was not reset and grows."
 	checkpointErrorsHelp     = "WAL checkpoints that failed, by mode (an I/O error, a full disk); the next one tries again."
 )

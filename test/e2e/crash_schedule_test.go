@@ -11,9 +11,10 @@ import (
 
 // The crash harness's kill schedule (crash_test.go; issue 15: "kill -9 at random moments"): what
 // each cycle's load does and when its kill comes. The sqlite writer checkpoints its WAL itself
-// (internal/store/sqlite/checkpoint.go): passively after about 1000 pages written, which a few
-// hundred milliseconds of load reach (measured: 0-4 per cycle); restarting when a passive one finds
-// the WAL over 4000 pages, which takes readers that never pause; truncating once writes have paused
+// (internal/store/sqlite/checkpoint.go): passively after about 4000 pages written, which a few
+// hundred milliseconds of load may reach (0-4 per cycle when it was 1000 pages); restarting when a
+// passive one finds the WAL over 16,000 pages, the WAL the last kill left included (10-14 a 30-cycle
+// run); truncating once writes have paused
 // for truncateIdle (1 s), which a steady load never does. So in each block of crashBlock cycles the
 // schedule makes one cycle a pause (writes stop for crashMinPause-crashMaxPause while the watchers
 // stay open, and the kill comes at the pause's end or shortly after the writes resume: about when

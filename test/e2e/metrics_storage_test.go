@@ -26,8 +26,9 @@ func TestMetricsStorageSQLite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateBranch: %v", err)
 	}
-	// ~400 KB of instructions: more than the ~1000 WAL pages after which the writer checkpoints.
-	const writes = 400
+	// ~1.6 MB of instructions, about 8 WAL pages a write one at a time (indexes, event, branch row):
+	// more than the ~4000 WAL pages after which the writer checkpoints.
+	const writes = 1600
 	text := strings.Repeat("All work and no play makes Jack a dull boy. ", 23)
 	for i := range writes {
 		if _, err := c.AddMessage(ctx, instruction(b.GetBranch().GetId(), text, "")); err != nil {

@@ -22,8 +22,16 @@ import (
 // WAL itself, between batches:
 //
 //   - passive, once the batches have written about checkpointPages pages
-//     to the WAL since the last one (SQLite's own default): it copies what
-//     no reader still needs and does not wait for the readers. It runs on
+//     to the WAL since the last one: it copies what no reader still needs
+//     and does not wait for the readers. 4000 pages (16 MB), not SQLite's
+//     own 1000: a checkpoint costs two fsyncs and a pread and a pwrite per
+//     page it copies, and a page written again before the next checkpoint
+//     is copied once, so fewer checkpoints copy fewer pages (issue 14 and
+//     17's benchmarks write each index's page of each branch or owner in
+//     every batch). Measured on 2 cores: the checkpoints' time a write
+//     fell from 18-23 µs to 13-16 µs (BenchmarkAddMessageSyncNormal), and
+//     the sqlite/memory ratio of the Exchange row from 0.44-0.51 to
+//     0.53-0.58 (docs/decisions/0016). It runs on
 //     a connection and a goroutine of its own (the checkpointer), not on
 //     the writer: the writer asks for it after a batch and goes on
 //     committing while it copies and fsyncs (SQLite lets a checkpoint run
@@ -49,8 +57,10 @@ import (
 //     looping: 43 MB with SQLite's own auto-checkpoint; 45-75 MB when a
 //     restart ran at most once a second). With readers shorter than that
 //     wait, the WAL file stays under restartPages + checkpointPages + one
-//     batch's pages (the same test: 16.6 MB, 21 MB when a restart missed
-//     once, with the passive ones on the writer). A reader that outlasts the wait makes it incomplete. The next
+//     batch's pages: about 80 MB (the same test on a schedule of 1000
+//     pages: 16.6 MB, 21 MB when a restart missed once, with the passive
+//     ones on the writer). A reader that outlasts the wait makes it
+//     incomplete. The next
 //     is tried at the next passive one if no reader is older than the last
 //     checkpointPages pages (that reader has ended), and otherwise (a long
 //     reader: a backup, an export) no sooner than restartEvery later, so
@@ -71,9 +81,9 @@ import (
 // that stopped short (the metrics show them). Closing the last connection
 // checkpoints and removes the WAL, as before.
 const (
-	checkpointPages = 1000
+	checkpointPages = 4000
 	restartPages    = 4 * checkpointPages
-	truncatePages   = 4 * restartPages
+	truncatePages   = 2 * restartPages
 	restartWaitMS   = 20
 	restartEvery    = time.Second
 	truncateIdle    = time.Second
@@ -113,6 +123,29 @@ type checkpointHooks struct {
 	onCheckpoint func(mode store.CheckpointMode, wal int, complete bool)
 	// now, when set, replaces time.Now for the restarts' schedule.
 	now func() time.Time
+	// pages, when set, replaces the WAL sizes the checkpoints run at
+	// (checkpointPages and the rest): tests that write a WAL past the
+	// truncating size write a smaller one.
+	pages walSchedule
+}
+
+// walSchedule is the WAL sizes, in pages, at which the writer checkpoints:
+// passive each passive pages written, restarting when the WAL holds restart
+// pages, truncating instead of restarting over truncate pages.
+type walSchedule struct{ passive, restart, truncate int }
+
+// orDefault is the schedule with each size left zero the store's own.
+func (w walSchedule) orDefault() walSchedule {
+	if w.passive == 0 {
+		w.passive = checkpointPages
+	}
+	if w.restart == 0 {
+		w.restart = restartPages
+	}
+	if w.truncate == 0 {
+		w.truncate = truncatePages
+	}
+	return w
 }
 
 // checkpointStats is what the checkpoints of one mode did.
@@ -124,7 +157,8 @@ type checkpointStats struct {
 
 // Buckets: a commit takes from tens of microseconds (--sync=normal) to
 // milliseconds (an fsync); a batch carries 1 to DefaultMaxBatch writes; a
-// checkpoint copies up to a few thousand pages and fsyncs the database.
+// checkpoint copies up to about 4000 pages (passive; a restart may copy
+// more) and fsyncs the database.
 var (
 	transactionBounds  = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
 	commitWritesBounds = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
@@ -136,6 +170,7 @@ func (s *writerStats) init(hooks checkpointHooks) {
 	if s.hooks.now == nil {
 		s.hooks.now = time.Now
 	}
+	s.hooks.pages = s.hooks.pages.orDefault()
 	s.transaction = newHistogram(transactionBounds...)
 	s.commitWrites = newHistogram(commitWritesBounds...)
 	for m := range s.checkpoints {
@@ -190,7 +225,7 @@ func (w *writer) committed() {
 		s.took(r)
 		w.restartIfDue()
 	}
-	if s.pages < checkpointPages {
+	if s.pages < s.hooks.pages.passive {
 		return
 	}
 	// The next is due: the last one, if it is still copying, is waited for
@@ -228,12 +263,12 @@ func (s *writerStats) took(r checkpointResult) {
 // says whether it ran and completed.
 func (w *writer) restartIfDue() bool {
 	s := &w.storage
-	if s.walPages < restartPages || !s.restartDue(s.uncopied) {
+	if s.walPages < s.hooks.pages.restart || !s.restartDue(s.uncopied) {
 		return false
 	}
 	s.tried = true
 	mode := store.CheckpointRestart
-	if s.walPages > truncatePages {
+	if s.walPages > s.hooks.pages.truncate {
 		mode = store.CheckpointTruncate
 	}
 	s.resetFailed = time.Time{}
@@ -254,7 +289,7 @@ func (w *writer) restartIfDue() bool {
 // sooner than restartEvery later, so that such a reader costs the writes
 // at most restartWaitMS per restartEvery.
 func (s *writerStats) restartDue(uncopied int) bool {
-	return s.resetFailed.IsZero() || uncopied < checkpointPages || s.hooks.now().Sub(s.resetFailed) >= restartEvery
+	return s.resetFailed.IsZero() || uncopied < s.hooks.pages.passive || s.hooks.now().Sub(s.resetFailed) >= restartEvery
 }
 
 // idle runs when the idle timer fires: it truncates the WAL if no batch

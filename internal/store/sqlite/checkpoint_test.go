@@ -80,23 +80,27 @@ func writeBlobsUntil(t *testing.T, w *writer, limit int, done func() bool) {
 // (the passive ones that could not copy everything too). While that
 // reader stays, the next try waits restartEvery, however far the WAL
 // grows; once it is gone, the next passive checkpoint tries at once, and
-// a WAL grown past truncatePages is truncated, not kept at its size.
+// a WAL grown past the truncating size is truncated, not kept at its size.
 func TestCheckpointsIncompleteCounted(t *testing.T) {
 	ctx := context.Background()
 	db := openT(t, Config{})
 	log := &checkpointLog{walPath: db.Path + "-wal"}
 	base := time.Now()
 	var skew atomic.Int64 // the writer's clock moves when the test moves it
+	// A smaller schedule than the store's: the test writes the WAL past its
+	// truncating size, twice (the store's is 32,000 pages, 128 MB).
+	pages := smallWAL
 	w, err := newWriter(ctx, db, 0, checkpointHooks{
 		onCheckpoint: log.seen,
 		now:          func() time.Time { return base.Add(time.Duration(skew.Load())) },
+		pages:        pages,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.close()
-	// Writes to reach a WAL of truncatePages pages, with room.
-	const limit = 2 * truncatePages / 16
+	// Writes to reach a WAL of pages.truncate pages, with room.
+	limit := 2 * pages.truncate / 16
 	waited := func(n int) func() bool { return func() bool { return len(log.waitingOnes()) >= n } }
 	writeBlobsUntil(t, w, 1, func() bool { return true })
 	reader, err := db.read.BeginTx(ctx, nil)
@@ -128,7 +132,7 @@ func TestCheckpointsIncompleteCounted(t *testing.T) {
 
 	// The clock stands still: however far the WAL grows, no other is
 	// tried (a long reader costs the writes one wait per restartEvery).
-	writeBlobsUntil(t, w, limit, func() bool { return log.lastWAL() > truncatePages })
+	writeBlobsUntil(t, w, limit, func() bool { return log.lastWAL() > pages.truncate })
 	if ws := log.waitingOnes(); len(ws) != 1 {
 		t.Fatalf("%d waiting checkpoints within restartEvery of an incomplete one: %+v", len(ws), ws)
 	}

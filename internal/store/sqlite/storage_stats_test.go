@@ -81,8 +81,9 @@ func TestStorageStatsMove(t *testing.T) {
 // by time: a passive checkpoint each checkpointPages pages, and a
 // restarting one as soon as a passive one finds restartPages in the WAL
 // (the review: one restart a second let the WAL grow to 45-75 MB here).
+// It runs on smallWAL's schedule, which 3,200 writes cross several times.
 func TestWALBoundedUnderLoad(t *testing.T) {
-	s := newTestStore(t, storetest.Options{})
+	s := newSmallWALStore(t)
 	ctx := context.Background()
 	const writers, perWriter = 8, 400
 	var maxWAL atomic.Int64
@@ -144,21 +145,21 @@ func TestWALBoundedUnderLoad(t *testing.T) {
 	if passive.Seconds.Count == 0 {
 		t.Fatalf("no passive checkpoint after %d KB written", writers*perWriter)
 	}
-	// A passive checkpoint runs once checkpointPages have been written
-	// since the last, so the one that finds restartPages or more finds
-	// less than restartPages + checkpointPages + a batch's pages; the
+	// A passive checkpoint runs once smallWAL.passive pages have been
+	// written since the last, so the one that finds smallWAL.restart or
+	// more finds less than restart + passive + a batch's pages; the
 	// restart it runs lets the next commit write the WAL from its start.
 	// A batch here is at most one 1 KB write per writer: far fewer than
-	// checkpointPages pages. A restart that a reader outlasts (one that
+	// smallWAL.passive pages. A restart that a reader outlasts (one that
 	// lost the CPU on a loaded machine) is tried again at the next
 	// passive checkpoint, these readers being short: each such adds
-	// checkpointPages at most.
+	// smallWAL.passive at most.
 	var pageSize int64
 	if err := s.db.read.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
 		t.Fatal(err)
 	}
 	const walHeader, frameHeader = 32, 24
-	pages := restartPages + (2+int64(restart.Incomplete))*checkpointPages
+	pages := int64(smallWAL.restart + (2+int(restart.Incomplete))*smallWAL.passive)
 	if bound := walHeader + pages*(pageSize+frameHeader); maxWAL.Load() > bound {
 		t.Fatalf("WAL reached %d bytes, want <= %d (%d pages)", maxWAL.Load(), bound, pages)
 	}
@@ -317,7 +318,7 @@ func TestScrapeDoesNotBlockReads(t *testing.T) {
 // no other can be opened), the writer's restarts still bound the WAL: it
 // counts every page committed since the last checkpoint that ran.
 func TestWALBoundedWhenPassiveCheckpointsFail(t *testing.T) {
-	s := newTestStore(t, storetest.Options{})
+	s := newSmallWALStore(t)
 	ctx := context.Background()
 	// Before any write, so before the checkpointer is asked for one: the
 	// pool refuses a new connection and the one it has is gone.
@@ -366,7 +367,7 @@ func TestWALBoundedWhenPassiveCheckpointsFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	const walHeader, frameHeader = 32, 24
-	pages := int64(restartPages + 2*checkpointPages)
+	pages := int64(smallWAL.restart + 2*smallWAL.passive)
 	if bound := walHeader + pages*(pageSize+frameHeader); maxWAL.Load() > bound {
 		t.Fatalf("WAL reached %d bytes, want <= %d (%d pages)", maxWAL.Load(), bound, pages)
 	}
@@ -396,4 +397,27 @@ func TestCheckpointerReopensItsConnection(t *testing.T) {
 	if passive := s.StorageStats().Checkpoints[store.CheckpointPassive]; passive.Errors != 1 {
 		t.Fatalf("%d of %d passive checkpoints failed, want the first alone", passive.Errors, passive.Seconds.Count)
 	}
+}
+
+// smallWAL is the schedule of the tests that bound the WAL: the store's
+// before checkpointPages went from 1000 to 4000, so that a few thousand
+// 1 KB writes cross it several times.
+var smallWAL = walSchedule{passive: 1000, restart: 4000, truncate: 16000}
+
+// newSmallWALStore is newTestStore's store on smallWAL's schedule.
+func newSmallWALStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := OpenStore(context.Background(), StoreConfig{
+		Config:      Config{Dir: t.TempDir(), CacheKiB: 2048, Readers: 2},
+		walSchedule: smallWAL,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
 }

@@ -44,6 +44,9 @@ type StoreConfig struct {
 	// freeSpace, when set, replaces the statfs of the data directory that
 	// a backup checks its room against (backup.go; this package's tests).
 	freeSpace func(dir string) (int64, error)
+	// walSchedule, when set, replaces the WAL sizes the writer checkpoints
+	// at (checkpoint.go; this package's tests, to bound a smaller WAL).
+	walSchedule walSchedule
 }
 
 // Store is the durable store.Store over one SQLite database (issue 14).
@@ -165,7 +168,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		return nil, err
 	}
 	s.rows, s.pinning = map[uuid.UUID]*branchRow{}, map[uuid.UUID]int{}
-	if s.w, err = newWriter(ctx, db, 0, checkpointHooks{}); err != nil {
+	if s.w, err = newWriter(ctx, db, 0, checkpointHooks{pages: cfg.walSchedule}); err != nil {
 		s.wst.close()
 		s.rst.close()
 		db.Close()
