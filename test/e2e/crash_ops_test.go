@@ -26,6 +26,10 @@ type crashOp struct {
 	desc  string
 	call  func(ctx context.Context, c historyv1.HistoryServiceClient) (proto.Message, error)
 	apply func(resp proto.Message) error
+	// branch is the branch an AddMessage (add) appends to, or a DeleteBranch deletes; nil for the
+	// other writes. resend tells the two apart: an AddMessage may be sent again.
+	branch *mBranch
+	resend bool
 }
 
 // Bounds that keep each cycle's check small: a branch this long is deleted, a writer keeps at most
@@ -140,6 +144,7 @@ func (w *crashWriter) add(b *mBranch, action bool) *crashOp {
 		}}
 	}
 	return &crashOp{
+		branch: b, resend: true,
 		desc: fmt.Sprintf("AddMessage %s to %s", tok, b.name),
 		call: func(ctx context.Context, c historyv1.HistoryServiceClient) (proto.Message, error) {
 			return c.AddMessage(ctx, req)
@@ -311,7 +316,8 @@ func (w *crashWriter) delete(b *mBranch) *crashOp {
 	tok := w.token()
 	in := &historyv1.DeleteBranchRequest{BranchId: b.id, RequestId: tok}
 	return &crashOp{
-		desc: fmt.Sprintf("DeleteBranch %s (%s)", b.name, tok),
+		branch: b,
+		desc:   fmt.Sprintf("DeleteBranch %s (%s)", b.name, tok),
 		call: func(ctx context.Context, c historyv1.HistoryServiceClient) (proto.Message, error) {
 			return c.DeleteBranch(ctx, in)
 		},

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -199,7 +200,7 @@ func TestPGFaultConnectionLost(t *testing.T) {
 	proxy.cut()
 	cutAt := time.Now()
 	_, refusedAtCut := proxy.counts()
-	beforeCut := st.get().last // acknowledged before the cut: its request id must survive it
+	beforeCut := st.get().recent // acknowledged before the cut: their request ids must survive it
 	waitHealth(t, healthCh, healthpb.HealthCheckResponse_NOT_SERVING, "after the cut")
 	select {
 	case err := <-rawEnd:
@@ -232,9 +233,25 @@ func TestPGFaultConnectionLost(t *testing.T) {
 	// before the cut gets the first response and writes nothing; the checker below counts a second
 	// copy. It needs no luck, where a write that committed just as the cut came needs the cut to
 	// fall between PostgreSQL's commit and its answer.
-	if again, err := beforeCut.op.call(ctx, c); err != nil || !proto.Equal(again, beforeCut.resp) {
+	// The writers went on after the restore and may have deleted the branch of the last AddMessage
+	// before the cut (a retry to a deleted branch is NOT_FOUND, rightly; CI saw it once), so the
+	// retry is of the newest one whose branch the model says is live and no write still in flight
+	// names (a DeleteBranch in flight at the stop may have committed).
+	var resent *ackedOp
+	r.m.mu.Lock()
+	for i := len(beforeCut) - 1; i >= 0 && resent == nil; i-- {
+		b := beforeCut[i].op.branch
+		if b.live() && !slices.ContainsFunc(inFlight, func(op *crashOp) bool { return op != nil && op.branch == b }) {
+			resent = &beforeCut[i]
+		}
+	}
+	r.m.mu.Unlock()
+	if resent == nil {
+		t.Fatalf("none of the last %d AddMessages acknowledged before the cut is on a branch still live: nothing to send again", len(beforeCut))
+	}
+	if again, err := resent.op.call(ctx, c); err != nil || !proto.Equal(again, resent.resp) {
 		t.Errorf("%s, acknowledged before the cut, sent again with its request id after the restore: %v, %v; want the first response %v",
-			beforeCut.op.desc, again, err, beforeCut.resp)
+			resent.op.desc, again, err, resent.resp)
 	}
 	for _, op := range inFlight {
 		if op != nil {
@@ -280,12 +297,15 @@ func TestPGFaultConnectionLost(t *testing.T) {
 // faultStats counts the writers' attempts; get returns a copy.
 type faultStats struct {
 	mu        sync.Mutex
-	acked     int      // acknowledged writes
-	failed    int      // failed attempts
-	recovered int      // writes acknowledged after a failed attempt
-	wrong     []string // failed attempts that were not UNAVAILABLE with STORAGE_UNAVAILABLE
-	last      ackedOp  // the last write acknowledged
+	acked     int       // acknowledged writes
+	failed    int       // failed attempts
+	recovered int       // writes acknowledged after a failed attempt
+	wrong     []string  // failed attempts that were not UNAVAILABLE with STORAGE_UNAVAILABLE
+	recent    []ackedOp // the last faultRecent AddMessages acknowledged, the newest last
 }
+
+// faultRecent is how many of the last acknowledged AddMessages faultStats keeps.
+const faultRecent = 16
 
 // ackedOp is a write and its response.
 type ackedOp struct {
@@ -296,7 +316,7 @@ type ackedOp struct {
 func (s *faultStats) get() faultStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return faultStats{acked: s.acked, failed: s.failed, recovered: s.recovered, wrong: append([]string(nil), s.wrong...), last: s.last}
+	return faultStats{acked: s.acked, failed: s.failed, recovered: s.recovered, wrong: append([]string(nil), s.wrong...), recent: slices.Clone(s.recent)}
 }
 
 func (s *faultStats) update(f func(s *faultStats)) {
@@ -326,7 +346,12 @@ func (r *crashRun) writeRetrying(ctx context.Context, c historyv1.HistoryService
 				}
 				st.update(func(s *faultStats) {
 					s.acked++
-					s.last = ackedOp{op, resp}
+					if op.resend {
+						s.recent = append(s.recent, ackedOp{op, resp})
+						if len(s.recent) > faultRecent {
+							s.recent = s.recent[1:]
+						}
+					}
 					if failures > 0 {
 						s.recovered++
 					}
