@@ -188,3 +188,38 @@ func TestCheckpointErrorCounted(t *testing.T) {
 		t.Fatalf("passive checkpoints: %d errors, %d incomplete of %d, want 1, 0 of 1", c.Errors, c.Incomplete, c.Seconds.Count)
 	}
 }
+
+// A restart copies, with the writes waiting, every page written since the
+// last passive checkpoint began; over a quarter of a passive one's pages,
+// another passive one copies them first (catchUp), once in a row, and
+// only where a restart would run (docs/decisions/0016: a restart's mean
+// went from 13 ms to 9, the writes' p99 from 14-15 ms to 10-11).
+func TestCatchUpBeforeRestart(t *testing.T) {
+	now := time.Now()
+	due := func(mod func(s *writerStats)) bool {
+		var s writerStats
+		s.init(checkpointHooks{pages: smallWAL, now: func() time.Time { return now }})
+		defer s.idle.Stop()
+		s.walPages, s.pages = smallWAL.restart, smallWAL.passive/catchUpShare
+		mod(&s)
+		return s.catchUpDue()
+	}
+	for _, c := range []struct {
+		name string
+		mod  func(s *writerStats)
+		want bool
+	}{
+		{"a restart due, a quarter of a passive one written since the last began", func(*writerStats) {}, true},
+		{"a restart due, a passive one's pages written since", func(s *writerStats) { s.pages = smallWAL.passive }, true},
+		{"a restart due, less than a quarter written since", func(s *writerStats) { s.pages-- }, false},
+		{"the catch-up already asked for", func(s *writerStats) { s.catchUps = 1 }, false},
+		{"no restart due: the WAL is smaller", func(s *writerStats) { s.walPages-- }, false},
+		{"no restart due: a reader outlasted the last just now", func(s *writerStats) {
+			s.resetFailed, s.uncopied = now, smallWAL.passive
+		}, false},
+	} {
+		if got := due(c.mod); got != c.want {
+			t.Errorf("%s: catchUpDue %v, want %v", c.name, got, c.want)
+		}
+	}
+}
