@@ -50,10 +50,11 @@ import (
 //     pages written since), looked at when a passive one's result comes
 //     and when the next is due: the WAL is copied to its end and the next
 //     commit writes it from its start. The writes wait for what it copies,
-//     all written since the last passive one began: when that is over a
-//     quarter of checkpointPages, another passive one copies it first,
-//     beside the writes (catchUp), and the restart follows its result. It waits up to restartWaitMS for the
-//     readers on the WAL to finish (new ones read the database file):
+//     all written since the last passive one began: when that is at least
+//     a quarter of checkpointPages, another passive one copies it first,
+//     beside the writes (catchUp), and the restart follows its result.
+//     It waits up to restartWaitMS for the readers on the WAL to finish
+//     (new ones read the database file):
 //     readers that never pause (one always on the WAL when a commit would
 //     reuse it) would starve the reuse, and the WAL would grow with the
 //     writes (TestWALBoundedUnderLoad, 3.2k 1 KB writes and two readers
@@ -61,11 +62,11 @@ import (
 //     restart ran at most once a second). With readers shorter than that
 //     wait, the WAL file stays under restartPages + 2 * checkpointPages
 //     (catchUp's included) + one batch's pages: 82-84 MB measured with
-//     20,000 writes, about 100 MB at most (the same test on a schedule of 1000
-//     pages: 16.6 MB, 21 MB when a restart missed once, with the passive
-//     ones on the writer). A reader that outlasts the wait makes it
-//     incomplete. The next
-//     is tried at the next passive one if no reader is older than the last
+//     20,000 writes, about 100 MB at most (the same test on a schedule of
+//     1000 pages: 16.6 MB, 21 MB when a restart missed once, with the
+//     passive ones on the writer). A reader that outlasts the wait makes it
+//     incomplete. The next is tried, without a catch-up, at the next
+//     passive one if no reader is older than the last
 //     checkpointPages pages (that reader has ended), and otherwise (a long
 //     reader: a backup, an export) no sooner than restartEvery later, so
 //     that such a reader costs the writes at most restartWaitMS per
@@ -89,7 +90,7 @@ const (
 	restartPages    = 4 * checkpointPages
 	truncatePages   = 2 * restartPages
 	restartWaitMS   = 20
-	// catchUpShare: a restart that would copy more than a passive one's
+	// catchUpShare: a restart that would copy at least a passive one's
 	// 1/catchUpShare of pages written since the last began first lets a
 	// passive one copy them (catchUp).
 	catchUpShare = 4
@@ -112,15 +113,16 @@ type writerStats struct {
 	cacheMisses  atomic.Int64 // the write connection's page cache
 	walFrames    atomic.Int64 // pages committed to the WAL, ever (the benchmarks' pages a write)
 
-	pages       int       // pages written to the WAL since the last passive checkpoint was asked for
-	walPages    int       // pages in the WAL as far as the writer knows (at least as many): the last passive one's, and those written since
-	uncopied    int       // pages the last passive one left in the WAL for the readers that still need them
-	tried       bool      // a restarting checkpoint ran since the last passive one's result
-	catchUps    int       // passive ones asked for by catchUp since the last restart
-	lastCommit  time.Time // when the last batch committed
-	resetFailed time.Time // when the last restarting checkpoint ran if a reader outlasted it; zero if it completed
-	truncateDue bool      // the WAL may hold pages: idle is armed
-	idle        *time.Timer
+	pages         int       // pages written to the WAL since the last passive checkpoint was asked for
+	walPages      int       // pages in the WAL as far as the writer knows (at least as many): the last passive one's, and those written since
+	uncopied      int       // pages the last passive one left in the WAL for the readers that still need them
+	tried         bool      // a restarting checkpoint ran since the last passive one's result
+	catchUps      int       // 1 once catchUp asked for a passive one or a restart was tried, until one completes
+	catchUpsAsked int       // passive ones catchUp asked for (the writer's; tests read it after close)
+	lastCommit    time.Time // when the last batch committed
+	resetFailed   time.Time // when the last restarting checkpoint ran if a reader outlasted it; zero if it completed
+	truncateDue   bool      // the WAL may hold pages: idle is armed
+	idle          *time.Timer
 
 	hooks checkpointHooks
 }
@@ -274,10 +276,12 @@ func (s *writerStats) took(r checkpointResult) {
 }
 
 // catchUp asks for a passive checkpoint where a restart is due but would
-// copy, with the writes waiting, more than catchUpPages written since the
-// last passive one began: that one copies them beside the writes, and the
-// restart at its result copies only what was written meanwhile. Once in a
-// row (catchUps): a restart follows the next result whatever it leaves.
+// copy, with the writes waiting, at least passive/catchUpShare pages
+// written since the last passive one began: that one copies them beside
+// the writes, and the restart at its result copies only what was written
+// meanwhile. Once before each restart that completes (catchUps): the
+// restart follows the next result whatever it leaves, and one a reader
+// outlasted is tried again as before, without another.
 // Measured in process, 50 writers on a branch each: with passive ones
 // every 4000 pages and no catch-up, a restart took 13 ms on average and the
 // writes' p99 was 14-15 ms, against 6-7 ms and 9-11 ms every 1000 pages.
@@ -287,18 +291,24 @@ func (w *writer) catchUp() bool {
 		return false
 	}
 	s.catchUps++
+	s.catchUpsAsked++
 	s.pages = 0
 	w.ckpt.start()
 	return true
 }
 
 // catchUpDue says whether catchUp asks for a passive checkpoint: a restart
-// is due (restartIfDue would run one), none was asked for since the last
-// restart, and over a quarter of a passive one's pages were written since
-// the last passive one began.
+// is due (restartWanted), none was asked for or tried since the last
+// restart that completed, and at least a quarter of a passive one's pages
+// were written since the last passive one began.
 func (s *writerStats) catchUpDue() bool {
-	return s.catchUps == 0 && s.pages >= s.hooks.pages.passive/catchUpShare &&
-		s.walPages >= s.hooks.pages.restart && s.restartDue(s.uncopied)
+	return s.catchUps == 0 && s.pages >= s.hooks.pages.passive/catchUpShare && s.restartWanted()
+}
+
+// restartWanted says whether the WAL's size calls for a restarting (or
+// truncating) checkpoint and one may run (restartDue).
+func (s *writerStats) restartWanted() bool {
+	return s.walPages >= s.hooks.pages.restart && s.restartDue(s.uncopied)
 }
 
 // restartIfDue runs, on the writer, the restarting (or truncating)
@@ -306,10 +316,12 @@ func (s *writerStats) catchUpDue() bool {
 // says whether it ran and completed.
 func (w *writer) restartIfDue() bool {
 	s := &w.storage
-	if s.walPages < s.hooks.pages.restart || !s.restartDue(s.uncopied) {
+	if !s.restartWanted() {
 		return false
 	}
-	s.tried, s.catchUps = true, 0
+	// Until it completes, no catch-up: a retry after a reader outlasted it
+	// comes at the next passive one, not the one after.
+	s.tried, s.catchUps = true, 1
 	mode := store.CheckpointRestart
 	if s.walPages > s.hooks.pages.truncate {
 		mode = store.CheckpointTruncate
@@ -319,7 +331,7 @@ func (w *writer) restartIfDue() bool {
 		s.resetFailed = s.hooks.now()
 		return false
 	}
-	s.walPages, s.uncopied = 0, 0
+	s.walPages, s.uncopied, s.catchUps = 0, 0, 0
 	return true
 }
 
@@ -347,7 +359,7 @@ func (w *writer) idle() {
 		s.took(r)
 	}
 	if w.waitingCheckpoint(store.CheckpointTruncate, 0) {
-		s.truncateDue, s.pages, s.walPages, s.uncopied = false, 0, 0, 0
+		s.truncateDue, s.pages, s.walPages, s.uncopied, s.catchUps = false, 0, 0, 0, 0
 		return
 	}
 	s.idle.Reset(truncateIdle) // a reader is still on the WAL: at the next pause

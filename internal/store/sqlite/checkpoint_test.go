@@ -212,7 +212,7 @@ func TestCatchUpBeforeRestart(t *testing.T) {
 		{"a restart due, a quarter of a passive one written since the last began", func(*writerStats) {}, true},
 		{"a restart due, a passive one's pages written since", func(s *writerStats) { s.pages = smallWAL.passive }, true},
 		{"a restart due, less than a quarter written since", func(s *writerStats) { s.pages-- }, false},
-		{"the catch-up already asked for", func(s *writerStats) { s.catchUps = 1 }, false},
+		{"the catch-up already asked for, or a restart tried, since the last that completed", func(s *writerStats) { s.catchUps = 1 }, false},
 		{"no restart due: the WAL is smaller", func(s *writerStats) { s.walPages-- }, false},
 		{"no restart due: a reader outlasted the last just now", func(s *writerStats) {
 			s.resetFailed, s.uncopied = now, smallWAL.passive
@@ -222,4 +222,30 @@ func TestCatchUpBeforeRestart(t *testing.T) {
 			t.Errorf("%s: catchUpDue %v, want %v", c.name, got, c.want)
 		}
 	}
+}
+
+// The writer asks for the catch-up (TestCatchUpBeforeRestart's rule) where
+// it takes a passive one's result or asks for the next, and again after each
+// restart that completed: sequential 64 KiB writes (16 pages each) on a
+// schedule a fifth of smallWAL's, until three restarts ran.
+func TestCatchUpAskedBeforeEachRestart(t *testing.T) {
+	db := openT(t, Config{})
+	log := &checkpointLog{walPath: db.Path + "-wal"}
+	pages := walSchedule{passive: 200, restart: 800, truncate: 3200}
+	w, err := newWriter(context.Background(), db, 0, checkpointHooks{onCheckpoint: log.seen, pages: pages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeBlobsUntil(t, w, 4*pages.truncate/16, func() bool { return len(log.waitingOnes()) >= 3 })
+	w.close() // the writer's goroutine has ended: its counters may be read
+	restarts := log.waitingOnes()
+	for _, c := range restarts {
+		if c.mode != store.CheckpointRestart || !c.complete {
+			t.Fatalf("waiting checkpoints %+v with no reader: want complete restarts", restarts)
+		}
+	}
+	if n := w.storage.catchUpsAsked; n < len(restarts)-1 {
+		t.Errorf("%d catch-ups asked for before %d restarts, want one before each (the first may find few pages to copy)", n, len(restarts))
+	}
+	t.Logf("%d restarts, %d catch-ups", len(restarts), w.storage.catchUpsAsked)
 }
