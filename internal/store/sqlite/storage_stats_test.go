@@ -409,17 +409,5 @@ var smallWAL = walSchedule{passive: 1000, restart: 4000, truncate: 16000}
 // newSmallWALStore is newTestStore's store on smallWAL's schedule.
 func newSmallWALStore(t *testing.T) *Store {
 	t.Helper()
-	s, err := OpenStore(context.Background(), StoreConfig{
-		Config:      Config{Dir: t.TempDir(), CacheKiB: 2048, Readers: 2},
-		walSchedule: smallWAL,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return s
+	return newTestStoreWith(t, storetest.Options{}, func(c *StoreConfig) { c.walSchedule = smallWAL })
 }

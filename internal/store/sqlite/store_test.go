@@ -12,12 +12,20 @@ import (
 // test ends.
 func newTestStore(t testing.TB, opts storetest.Options) *Store {
 	t.Helper()
+	return newTestStoreWith(t, opts, func(*StoreConfig) {})
+}
+
+// newTestStoreWith is newTestStore with its configuration changed by edit
+// before the store opens.
+func newTestStoreWith(t testing.TB, opts storetest.Options, edit func(*StoreConfig)) *Store {
+	t.Helper()
 	cfg := StoreConfig{
 		Config:         Config{Dir: t.TempDir(), CacheKiB: 2048, Readers: 2},
 		EventRetention: opts.EventRetention, RequestMax: opts.RequestMax,
 		SubscriberBuffer: opts.SubscriberBuffer, MaxSubscriptions: opts.MaxSubscriptions,
 		Clock: opts.Clock,
 	}
+	edit(&cfg)
 	s, err := OpenStore(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
