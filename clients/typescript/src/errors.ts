@@ -88,8 +88,20 @@ export function toHistorydError(err: unknown, signal?: AbortSignal): HistorydErr
   return new cls(ce, info);
 }
 
-/** Whether err is a dropped connection that connect-node reports as CANCELED: no status from the
- * server (no ErrorInfo) and no cancellation by the caller. */
+/** Whether err is a dropped connection: no status from the server (no ErrorInfo), no cancellation
+ * by the caller, and either CANCELED (connect-node's code for a reset HTTP/2 stream) or ABORTED
+ * caused by a reset or broken socket (connect-node's code for ECONNRESET, which CI met once as
+ * "[aborted] read ECONNRESET" on a write whose answer the test proxy cut: not retried, it failed). */
 export function isConnectionLoss(err: ConnectError, signal?: AbortSignal): boolean {
-  return err.code === Code.Canceled && err.findDetails(ErrorInfoSchema).length === 0 && !(signal?.aborted ?? false);
+  if (err.findDetails(ErrorInfoSchema).length > 0 || (signal?.aborted ?? false)) return false;
+  return err.code === Code.Canceled || (err.code === Code.Aborted && socketLost(err.cause));
+}
+
+/** Whether a Node.js error in cause's chain is a reset or broken socket. */
+function socketLost(cause: unknown): boolean {
+  for (let e = cause, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (code === "ECONNRESET" || code === "EPIPE") return true;
+  }
+  return false;
 }

@@ -91,6 +91,21 @@ describe("errors, retries, deadlines", () => {
     assert.equal(plain.reason, undefined);
   });
 
+  test("a reset socket is a lost connection, UNAVAILABLE, though connect-node says ABORTED", () => {
+    const reset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
+    // What connect-node's connectErrorFromNodeReason makes of it (CI met it once, unretried).
+    const lost = toHistorydError(new ConnectError("read ECONNRESET", Code.Aborted, undefined, undefined, reset));
+    assert.equal(lost.code, Code.Unavailable);
+    const aborted = toHistorydError(new ConnectError("aborted", Code.Aborted));
+    assert.equal(aborted.code, Code.Aborted, "ABORTED with no socket error under it stays ABORTED");
+    const fromServer = toHistorydError(
+      new ConnectError("conflict", Code.Aborted, undefined, [
+        { desc: ErrorInfoSchema, value: { reason: "ERROR_REASON_FROM_THE_FUTURE", domain: "historyd", metadata: {} } },
+      ], reset),
+    );
+    assert.equal(fromServer.code, Code.Aborted, "the server's ABORTED (an ErrorInfo) stays ABORTED");
+  });
+
   test("an idempotent call is retried on UNAVAILABLE with one client-made request id (client/retry.go)", async () => {
     const proxy = await CuttableProxy.start(server.addr);
     const attempts: string[] = [];
