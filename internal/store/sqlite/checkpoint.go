@@ -117,7 +117,7 @@ type writerStats struct {
 	walPages      int       // pages in the WAL as far as the writer knows (at least as many): the last passive one's, and those written since
 	uncopied      int       // pages the last passive one left in the WAL for the readers that still need them
 	tried         bool      // a restarting checkpoint ran since the last passive one's result
-	catchUps      int       // 1 once catchUp asked for a passive one or a restart was tried, until one completes
+	caughtUp      bool      // catchUp asked for a passive one, or a restart was tried, since the last restart that completed
 	catchUpsAsked int       // passive ones catchUp asked for (the writer's; tests read it after close)
 	lastCommit    time.Time // when the last batch committed
 	resetFailed   time.Time // when the last restarting checkpoint ran if a reader outlasted it; zero if it completed
@@ -279,7 +279,7 @@ func (s *writerStats) took(r checkpointResult) {
 // copy, with the writes waiting, at least passive/catchUpShare pages
 // written since the last passive one began: that one copies them beside
 // the writes, and the restart at its result copies only what was written
-// meanwhile. Once before each restart that completes (catchUps): the
+// meanwhile. Once before each restart that completes (caughtUp): the
 // restart follows the next result whatever it leaves, and one a reader
 // outlasted is tried again as before, without another.
 // Measured in process, 50 writers on a branch each: with passive ones
@@ -290,7 +290,7 @@ func (w *writer) catchUp() bool {
 	if !s.catchUpDue() {
 		return false
 	}
-	s.catchUps++
+	s.caughtUp = true
 	s.catchUpsAsked++
 	s.pages = 0
 	w.ckpt.start()
@@ -302,7 +302,7 @@ func (w *writer) catchUp() bool {
 // restart that completed, and at least a quarter of a passive one's pages
 // were written since the last passive one began.
 func (s *writerStats) catchUpDue() bool {
-	return s.catchUps == 0 && s.pages >= s.hooks.pages.passive/catchUpShare && s.restartWanted()
+	return !s.caughtUp && s.pages >= s.hooks.pages.passive/catchUpShare && s.restartWanted()
 }
 
 // restartWanted says whether the WAL's size calls for a restarting (or
@@ -321,7 +321,7 @@ func (w *writer) restartIfDue() bool {
 	}
 	// Until it completes, no catch-up: a retry after a reader outlasted it
 	// comes at the next passive one, not the one after.
-	s.tried, s.catchUps = true, 1
+	s.tried, s.caughtUp = true, true
 	mode := store.CheckpointRestart
 	if s.walPages > s.hooks.pages.truncate {
 		mode = store.CheckpointTruncate
@@ -331,7 +331,7 @@ func (w *writer) restartIfDue() bool {
 		s.resetFailed = s.hooks.now()
 		return false
 	}
-	s.walPages, s.uncopied, s.catchUps = 0, 0, 0
+	s.walPages, s.uncopied, s.caughtUp = 0, 0, false
 	return true
 }
 
@@ -359,7 +359,7 @@ func (w *writer) idle() {
 		s.took(r)
 	}
 	if w.waitingCheckpoint(store.CheckpointTruncate, 0) {
-		s.truncateDue, s.pages, s.walPages, s.uncopied, s.catchUps = false, 0, 0, 0, 0
+		s.truncateDue, s.pages, s.walPages, s.uncopied, s.caughtUp = false, 0, 0, 0, false
 		return
 	}
 	s.idle.Reset(truncateIdle) // a reader is still on the WAL: at the next pause

@@ -212,7 +212,7 @@ func TestCatchUpBeforeRestart(t *testing.T) {
 		{"a restart due, a quarter of a passive one written since the last began", func(*writerStats) {}, true},
 		{"a restart due, a passive one's pages written since", func(s *writerStats) { s.pages = smallWAL.passive }, true},
 		{"a restart due, less than a quarter written since", func(s *writerStats) { s.pages-- }, false},
-		{"the catch-up already asked for, or a restart tried, since the last that completed", func(s *writerStats) { s.catchUps = 1 }, false},
+		{"the catch-up already asked for, or a restart tried, since the last that completed", func(s *writerStats) { s.caughtUp = true }, false},
 		{"no restart due: the WAL is smaller", func(s *writerStats) { s.walPages-- }, false},
 		{"no restart due: a reader outlasted the last just now", func(s *writerStats) {
 			s.resetFailed, s.uncopied = now, smallWAL.passive
