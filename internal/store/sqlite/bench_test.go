@@ -21,7 +21,7 @@ var kilobyteText = strings.Repeat("All work and no play makes Jack a dull boy. "
 // on a branch of its own, on a store with the given sync mode: the
 // in-process cost of a durable write with group commit (issue 14;
 // `make bench` measures it over gRPC against the memory engine).
-func benchAdd(b *testing.B, sync Sync) {
+func benchAdd(b *testing.B, sync Sync, requestIDs bool) {
 	s, err := OpenStore(context.Background(), StoreConfig{Config: Config{Dir: b.TempDir(), Sync: sync}})
 	if err != nil {
 		b.Fatal(err)
@@ -44,7 +44,11 @@ func benchAdd(b *testing.B, sync Sync) {
 		}
 		branch := res.Branch.ID
 		for pb.Next() {
-			if _, err := s.AddMessage(ctx, branch, in, store.WriteOptions{}); err != nil {
+			var opts store.WriteOptions
+			if requestIDs {
+				opts.RequestID = uuid.NewString()
+			}
+			if _, err := s.AddMessage(ctx, branch, in, opts); err != nil {
 				failed.Store(true)
 				return
 			}
@@ -87,8 +91,13 @@ func checkpointSeconds(s *Store) (all, waiting float64) {
 	return all, waiting
 }
 
-func BenchmarkAddMessageSyncNormal(b *testing.B) { benchAdd(b, SyncNormal) }
-func BenchmarkAddMessageSyncFull(b *testing.B)   { benchAdd(b, SyncFull) }
+func BenchmarkAddMessageSyncNormal(b *testing.B) { benchAdd(b, SyncNormal, false) }
+func BenchmarkAddMessageSyncFull(b *testing.B)   { benchAdd(b, SyncFull, false) }
+
+// BenchmarkAddMessageRequestIDs is BenchmarkAddMessageSyncNormal with a new request id on every
+// write, as the client package's Appender sends them (issue 21's AppendMessages row): each write
+// also keeps its idempotency record (requests.go).
+func BenchmarkAddMessageRequestIDs(b *testing.B) { benchAdd(b, SyncNormal, true) }
 
 // BenchmarkListMessagesPage: a page of 100 from the middle of a branch of
 // n messages; the page costs the same whatever n (O(page)).

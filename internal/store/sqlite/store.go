@@ -82,6 +82,9 @@ type Store struct {
 	// (writer goroutine only): a job of pin has read the branch, its after
 	// function has not yet made the handle; a failed commit empties it.
 	pinning map[uuid.UUID]int
+	// requests is the writer's bookkeeping of the idempotency records
+	// (requests.go; writer goroutine only); a failed commit empties it.
+	requests requestBook
 
 	health *health // whether the database is usable (health.go)
 
@@ -168,13 +171,14 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		return nil, err
 	}
 	s.rows, s.pinning = map[uuid.UUID]*branchRow{}, map[uuid.UUID]int{}
+	s.requests = requestBook{last: map[string]int64{}}
 	if s.w, err = newWriter(ctx, db, 0, checkpointHooks{pages: cfg.walSchedule}); err != nil {
 		s.wst.close()
 		s.rst.close()
 		db.Close()
 		return nil, err
 	}
-	s.w.onAbort = func() { clear(s.rows); clear(s.pinning) }
+	s.w.onAbort = func() { clear(s.rows); clear(s.pinning); s.requests.reset() }
 	s.w.onCommit = func() { s.health.set(nil) } // a commit clears an I/O error, never damage (health.go)
 	s.w.fault = s.fault
 	s.w.failCommit = cfg.failCommit
