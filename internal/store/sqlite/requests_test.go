@@ -1,0 +1,132 @@
+package sqlite
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/historyd/historyd/internal/store"
+)
+
+// requestStore opens a store remembering max request ids a scope, on a clock the test moves, with
+// commits failing as faults says.
+func requestStore(t *testing.T, max int, faults *commitFaults) (*Store, *testClock) {
+	t.Helper()
+	clock := &testClock{t: time.Unix(1_800_000_000, 0)}
+	s := faultStoreConfig(t, StoreConfig{RequestMax: max, RequestTTL: time.Minute, Clock: clock.now}, faults)
+	return s, clock
+}
+
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// addWithID adds an instruction under request id, and reports whether it was a repeat.
+func addWithID(t *testing.T, s *Store, branch uuid.UUID, id string) bool {
+	t.Helper()
+	res, err := s.AddMessage(context.Background(), branch, addInput("hello"), store.WriteOptions{RequestID: id})
+	if err != nil {
+		t.Fatalf("AddMessage %s: %v", id, err)
+	}
+	return res.Replayed
+}
+
+// requestIDs lists the request ids the requests table holds, in order.
+func requestIDs(t *testing.T, s *Store) string {
+	t.Helper()
+	rows, err := s.db.read.QueryContext(context.Background(), `SELECT request_id FROM requests ORDER BY request_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(ids, " ")
+}
+
+// The writer numbers a scope's records itself (requestBook): a commit that fails must leave it as
+// the database is, or the next record's number runs ahead and the bound forgets a record it should
+// keep. ADR-0010's window: "the last RequestMax ids" of the scope are remembered.
+func TestRequestBookAfterFailedCommit(t *testing.T) {
+	faults := &commitFaults{}
+	s, _ := requestStore(t, 2, faults)
+	res, err := s.CreateBranch(context.Background(), store.CreateBranchInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	branch := res.Branch.ID
+	addWithID(t, s, branch, "a") // 1
+	addWithID(t, s, branch, "b") // 2
+	faults.inject(1, ioError{})
+	if _, err := s.AddMessage(context.Background(), branch, addInput("lost"), store.WriteOptions{RequestID: "c"}); err == nil {
+		t.Fatal("the write whose commit failed succeeded")
+	}
+	addWithID(t, s, branch, "d") // 3: forgets 1 ("a"), keeps "b"
+	if !addWithID(t, s, branch, "b") {
+		t.Fatal(`"b" is one of the last 2 ids of its scope, but its repeat wrote anew`)
+	}
+	if addWithID(t, s, branch, "a") {
+		t.Fatal(`"a" is past the bound of 2 ids, but its repeat was answered`)
+	}
+}
+
+// The expired records are forgotten by a write at least a second (of the store's clock) after the
+// last forgetting, not by every write; an expired id is never answered meanwhile, as recall checks
+// a record's age (ADR-0010's window).
+func TestRequestBookExpiry(t *testing.T) {
+	s, clock := requestStore(t, 100, nil)
+	res, err := s.CreateBranch(context.Background(), store.CreateBranchInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	branch := res.Branch.ID
+	t0 := clock.now()
+	at := func(d time.Duration) { clock.set(t0.Add(d)) }
+	addWithID(t, s, branch, "a") // forgets (the first write)
+	at(500 * time.Millisecond)
+	addWithID(t, s, branch, "b")
+	at(time.Minute + 200*time.Millisecond)
+	addWithID(t, s, branch, "c") // forgets: "a" is past the window, "b" not yet
+	if got := requestIDs(t, s); got != "b c" {
+		t.Fatalf("request ids %q, want %q", got, "b c")
+	}
+	at(time.Minute + 600*time.Millisecond) // "b" is past the window; the last forgetting was 0.4 s ago
+	addWithID(t, s, branch, "d")
+	if got := requestIDs(t, s); got != "b c d" {
+		t.Fatalf("request ids %q, want %q (the expired kept until the next forgetting)", got, "b c d")
+	}
+	if addWithID(t, s, branch, "b") {
+		t.Fatal("an expired request id was answered before it was forgotten")
+	}
+	at(time.Minute + 1300*time.Millisecond)
+	addWithID(t, s, branch, "e") // forgets, and nothing else has expired
+	if got := requestIDs(t, s); got != "b c d e" {
+		t.Fatalf("request ids %q, want %q", got, "b c d e")
+	}
+}
