@@ -114,7 +114,7 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 		if err := s.forgetScope(ctx, tx, deleteScope(row.id)); err != nil {
 			return err
 		}
-		return s.remember(ctx, tx, creatorScope(principal), op, requestID, kept)
+		return s.remember(ctx, tx, creatorScope(principal), op, requestID, kept, nil)
 	}, nil)
 	switch {
 	case err != nil:
@@ -307,7 +307,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 			return err
 		}
 		res = store.DeleteResult{BranchID: id, LastSequence: row.head}
-		return s.remember(ctx, tx, scope, store.OpDeleteBranch, opts.RequestID, res)
+		return s.remember(ctx, tx, scope, store.OpDeleteBranch, opts.RequestID, res, nil)
 	}, func() {
 		if replay || !watched {
 			return

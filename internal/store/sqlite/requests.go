@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/rowjson"
 )
@@ -56,11 +57,14 @@ func (s *Store) recall(ctx context.Context, c *stmtCache, tx *sql.Tx, scope stri
 // remember records a successful write's result under its request id (in
 // the write's transaction), forgetting its scope's oldest id past the
 // bound and every id past the window.
-func (s *Store) remember(ctx context.Context, tx *sql.Tx, scope string, op store.Op, requestID string, result any) error {
+// known, when not nil, gives the text of a result's message the write
+// already encoded to store it (rowjson.EncodeResultKnown).
+func (s *Store) remember(ctx context.Context, tx *sql.Tx, scope string, op store.Op, requestID string, result any,
+	known func(*envelope.Message) (string, bool)) error {
 	if requestID == "" {
 		return nil
 	}
-	text, err := rowjson.EncodeResult(result)
+	text, err := rowjson.EncodeResultKnown(result, known)
 	if err != nil {
 		return err
 	}

@@ -135,6 +135,15 @@ func (st *txState) apply(p store.Placement, seq uint64) (*msgRow, int, error) {
 	return m, row.index(m.pos), nil
 }
 
+// stored returns the text this transaction stored m with, if it wrote m's
+// row (the remembered result of a write reuses it: requests.go).
+func (st *txState) stored(m *envelope.Message) (string, bool) {
+	if r := st.cache[m.ID]; r != nil && r.msg == m {
+		return r.body, true
+	}
+	return "", false
+}
+
 // insert writes a new message row.
 func (st *txState) insert(m *msgRow, body string) error {
 	_, err := st.s.wst.exec(st.ctx, st.tx, qInsertMessage, blob(st.row.id), blob(m.msg.ID), m.pos, int(m.msg.Kind()), m.rank, m.seq, body)

@@ -108,7 +108,7 @@ func (s *Store) runWrite(ctx context.Context, tx *sql.Tx, id uuid.UUID, op store
 	if err := s.updateBranch(ctx, tx, row); err != nil {
 		return err
 	}
-	if err := s.remember(ctx, tx, scope, op, opts.RequestID, w.res); err != nil {
+	if err := s.remember(ctx, tx, scope, op, opts.RequestID, w.res, st.stored); err != nil {
 		return err
 	}
 	s.keepRow(row)
