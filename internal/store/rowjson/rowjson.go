@@ -143,6 +143,8 @@ func (c Codec) DecodeEvent(ev *store.Event, body string) error {
 // resultJSON is a remembered result: one of a write's, a branch-creating
 // call's (the branch and its system, the one message a response carries)
 // or a delete's.
+// resultJSON is a remembered result. A write result is written without it (encodeWriteResult,
+// which a field added here for write results must follow) and read back with it.
 type resultJSON struct {
 	Message  *storedJSON `json:"m,omitempty"`
 	Index    int         `json:"i,omitempty"`
@@ -212,20 +214,19 @@ func EncodeResultKnown(result any, known func(*envelope.Message) (string, bool))
 // encodeWriteResult writes r as json.Marshal writes its resultJSON: the fields in order, the
 // empty ones left out.
 func encodeWriteResult(r store.WriteResult, known func(*envelope.Message) (string, bool)) (string, error) {
-	b := make([]byte, 0, 64)
-	var err error
-	if r.Message.Message != nil {
-		if b, err = appendStored(append(b, `{"m":`...), r.Message, known); err != nil {
-			return "", err
-		}
-	}
+	b := append(make([]byte, 0, 64), '{')
 	field := func(name string) {
-		if len(b) == 0 {
-			b = append(b, '{')
-		} else {
+		if len(b) > 1 {
 			b = append(b, ',')
 		}
 		b = append(append(append(b, '"'), name...), `":`...)
+	}
+	var err error
+	if r.Message.Message != nil {
+		field("m")
+		if b, err = appendStored(b, r.Message, known); err != nil {
+			return "", err
+		}
 	}
 	if r.Index != 0 {
 		field("i")
@@ -240,9 +241,6 @@ func encodeWriteResult(r store.WriteResult, known func(*envelope.Message) (strin
 	if r.Head != 0 {
 		field("h")
 		b = strconv.AppendUint(b, r.Head, 10)
-	}
-	if len(b) == 0 {
-		return "{}", nil
 	}
 	return string(append(b, '}')), nil
 }

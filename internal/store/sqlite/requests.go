@@ -79,7 +79,6 @@ func (s *Store) remember(ctx context.Context, tx *sql.Tx, scope string, op store
 	if _, err := s.wst.exec(ctx, tx, qRemember, scope, requestID, string(op), n, now, text); err != nil {
 		return err
 	}
-	s.requests.keep(scope, n)
 	// The scope's ids are numbered from 1: until the bound is passed, no
 	// id is old enough to forget.
 	if n > int64(s.cfg.RequestMax) {
@@ -87,11 +86,17 @@ func (s *Store) remember(ctx context.Context, tx *sql.Tx, scope string, op store
 			return err
 		}
 	}
-	if !s.requests.expireDue(now) {
-		return nil
+	if s.requests.expireDue(now) {
+		if _, err := s.wst.exec(ctx, tx, qForgetExpired, now-int64(s.cfg.RequestTTL)); err != nil {
+			return err
+		}
 	}
-	_, err = s.wst.exec(ctx, tx, qForgetExpired, now-int64(s.cfg.RequestTTL))
-	return err
+	// Last, once nothing of the record can fail: a write under a
+	// savepoint whose statement failed here is rolled back alone while
+	// its batch commits, and the book must not count the record it undid.
+	// Nothing a write does after remember can fail.
+	s.requests.keep(scope, n)
+	return nil
 }
 
 // forgetScope forgets every id of a scope (a deleted branch's writes; the
@@ -107,12 +112,15 @@ func (s *Store) forgetScope(ctx context.Context, tx *sql.Tx, scope string) error
 // without, in BenchmarkAddMessageRequestIDs; these two statements of the
 // five it added ran on every write).
 type requestBook struct {
-	// last is the number of each scope's newest record, as
-	// qRequestLast would read it: the writer alone numbers them.
+	// last is the number of each scope's newest record, as qRequestLast
+	// read it, or more once the expired records forgotten included the
+	// newest (numbers only have to increase): the writer alone numbers
+	// them.
 	last map[string]int64
 	// expired is when (the store's clock, unix nanoseconds) the expired
-	// records were last forgotten.
+	// records were last forgotten; ran is false until they first were.
 	expired int64
+	ran     bool
 }
 
 // maxBookScopes bounds requestBook.last, as maxCachedRows bounds the rows.
@@ -134,10 +142,10 @@ func (b *requestBook) keep(scope string, n int64) {
 // expireDue reports whether the expired records are to be forgotten at now,
 // and if so notes that they are.
 func (b *requestBook) expireDue(now int64) bool {
-	if b.expired != 0 && now >= b.expired && now-b.expired < int64(expireEvery) {
+	if b.ran && now >= b.expired && now-b.expired < int64(expireEvery) {
 		return false
 	}
-	b.expired = now
+	b.expired, b.ran = now, true
 	return true
 }
 
@@ -145,7 +153,7 @@ func (b *requestBook) expireDue(now int64) bool {
 // rolled back.
 func (b *requestBook) reset() {
 	clear(b.last)
-	b.expired = 0
+	b.ran = false
 }
 
 // Recall returns a remembered result (Store.Recall).
