@@ -4,40 +4,23 @@ import (
 	"context"
 	"database/sql"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/historyd/historyd/internal/exchange/exchangetest"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/rowjson"
 )
 
 // requestStore opens a store remembering max request ids a scope, on a clock the test moves, with
 // commits failing as faults says.
-func requestStore(t *testing.T, max int, faults *commitFaults) (*Store, *testClock) {
+func requestStore(t *testing.T, max int, faults *commitFaults) (*Store, *exchangetest.Clock) {
 	t.Helper()
-	clock := &testClock{t: time.Unix(1_800_000_000, 0)}
-	s := faultStoreConfig(t, StoreConfig{RequestMax: max, RequestTTL: time.Minute, Clock: clock.now}, faults)
+	clock := exchangetest.NewClock(time.Unix(1_800_000_000, 0))
+	s := faultStoreConfig(t, StoreConfig{RequestMax: max, RequestTTL: time.Minute, Clock: clock.Now}, faults)
 	return s, clock
-}
-
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
 }
 
 // addWithID adds an instruction under request id, and reports whether it was a repeat.
@@ -150,8 +133,8 @@ func TestRequestBookExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	branch := res.Branch.ID
-	t0 := clock.now()
-	at := func(d time.Duration) { clock.set(t0.Add(d)) }
+	t0 := clock.Now()
+	at := func(d time.Duration) { clock.Add(t0.Add(d).Sub(clock.Now())) }
 	addWithID(t, s, branch, "a") // forgets (the first write)
 	at(500 * time.Millisecond)
 	addWithID(t, s, branch, "b")
