@@ -142,9 +142,8 @@ func (c Codec) DecodeEvent(ev *store.Event, body string) error {
 
 // resultJSON is a remembered result: one of a write's, a branch-creating
 // call's (the branch and its system, the one message a response carries)
-// or a delete's.
-// resultJSON is a remembered result. A write result is written without it (encodeWriteResult,
-// which a field added here for write results must follow) and read back with it.
+// or a delete's. A write's is written without it (encodeWriteResult, which
+// a field added here for write results must follow) and read back with it.
 type resultJSON struct {
 	Message  *storedJSON `json:"m,omitempty"`
 	Index    int         `json:"i,omitempty"`

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,26 +32,16 @@ func addWithID(t *testing.T, s *Store, branch uuid.UUID, id string) bool {
 	return res.Replayed
 }
 
-// requestIDs lists the request ids the requests table holds, in order.
+// requestIDs lists the request ids the requests table holds, in order, separated by spaces.
 func requestIDs(t *testing.T, s *Store) string {
 	t.Helper()
-	rows, err := s.db.read.QueryContext(context.Background(), `SELECT request_id FROM requests ORDER BY request_id`)
+	var ids string
+	err := s.db.read.QueryRowContext(context.Background(),
+		`SELECT COALESCE(group_concat(request_id, ' '), '') FROM (SELECT request_id FROM requests ORDER BY request_id)`).Scan(&ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(ids, " ")
+	return ids
 }
 
 // The writer numbers a scope's records itself (requestBook): a commit that fails must leave it as
