@@ -106,9 +106,23 @@ func testIdempotency(t *testing.T, newStore Factory) {
 	if res, err := st.AddMessage(ctx(t), b, store.AddInput{Factory: store.Factory{Instruction: text("three")}}, store.WriteOptions{RequestID: "r1"}); err != nil || res.Replayed {
 		t.Errorf("after the window: %+v, %v", res, err)
 	}
-	// ... and beyond RequestMax newer ids, too.
+	// ... and beyond RequestMax newer ids, too. The write above reused an
+	// expired id, whose record the SQL engines replace under a new number:
+	// the old number becomes a gap, but every record below it is expired
+	// too (numbers and times grow together), so the scope still keeps
+	// exactly its last RequestMax ids (stop 32's review suspected one fewer).
 	for _, id := range []string{"a", "b", "c", "d"} {
 		addWith(t, st, b, id)
+	}
+	for _, id := range []string{"r1", "a"} {
+		if _, ok, err := st.Recall(ctx(t), "", &b, store.OpAddMessage, id); ok || err != nil {
+			t.Errorf("Recall(%q), more than RequestMax ids back = %v, %v; want forgotten", id, ok, err)
+		}
+	}
+	for _, id := range []string{"b", "c", "d"} {
+		if _, ok, err := st.Recall(ctx(t), "", &b, store.OpAddMessage, id); !ok || err != nil {
+			t.Errorf("Recall(%q), one of the last RequestMax ids = %v, %v; want remembered", id, ok, err)
+		}
 	}
 	if res := addWith(t, st, b, "a"); res.Replayed {
 		t.Error("the oldest of more than RequestMax ids is still remembered")
