@@ -123,7 +123,8 @@ func NewAppender(ctx context.Context, c historyv1.HistoryServiceClient, opts ...
 // the Appender never waits for the caller to read it). It waits while the window is full, at most
 // as long as ctx; req must not be changed until the result has come. An empty request_id is filled
 // in (a fresh UUID; req is copied, not changed), so that an item whose stream broke can be
-// appended again safely.
+// appended again safely. Set req's OmitContent when the result need not carry the message back:
+// the answer is then the message less its content, and a long message crosses the wire once.
 func (a *Appender) Append(ctx context.Context, req *historyv1.AddMessageRequest) <-chan AppendResult {
 	out := make(chan AppendResult, 1)
 	if req.GetRequestId() == "" {

@@ -32,6 +32,9 @@ type messageOut struct {
 	// omitRendered leaves rendered unset and does no rendering (a read's
 	// omit_rendered, a write without include_rendered).
 	omitRendered bool
+	// omitContent leaves the content unset, and the rendering too (a
+	// write's omit_content: the answer is an acknowledgement).
+	omitContent bool
 }
 
 // renderCap is the cap in force.
@@ -47,6 +50,9 @@ func (o messageOut) renderCap() int {
 // lion_class (docs/design.md#wire-model). The output-only sequence stays 0: a
 // message outside a branch has none; stored fills it for branch messages.
 func (o messageOut) message(m *envelope.Message) *historyv1.Message {
+	if o.omitContent {
+		return envelopeToProto(m)
+	}
 	pb := unrenderedMessageToProto(m)
 	if !o.omitRendered {
 		pb.Rendered = o.rendered(m.RenderWithin(o.renderCap()))
@@ -78,6 +84,14 @@ func messageToProto(m *envelope.Message) *historyv1.Message { return messageOut{
 // the responses of writes that did not ask for it (rendering costs more
 // than the write).
 func unrenderedMessageToProto(m *envelope.Message) *historyv1.Message {
+	pb := envelopeToProto(m)
+	setContent(pb, m.Content)
+	return pb
+}
+
+// envelopeToProto converts a domain message to the wire without its content
+// or rendering: what an omit_content write answers with.
+func envelopeToProto(m *envelope.Message) *historyv1.Message {
 	pb := &historyv1.Message{
 		Id:        m.ID.String(),
 		CreatedAt: proto.Float64(m.CreatedAt),
@@ -90,7 +104,12 @@ func unrenderedMessageToProto(m *envelope.Message) *historyv1.Message {
 	if m.HasEmbedding {
 		pb.Embedding = &historyv1.Embedding{Values: append([]float64{}, m.Embedding...)}
 	}
-	switch c := m.Content.(type) {
+	return pb
+}
+
+// setContent sets pb's content oneof from a message's typed content.
+func setContent(pb *historyv1.Message, content envelope.Content) {
+	switch c := content.(type) {
 	case *envelope.SystemContent:
 		sc := &historyv1.SystemContent{SystemMessage: proto.String(c.SystemMessage)}
 		switch {
@@ -130,7 +149,6 @@ func unrenderedMessageToProto(m *envelope.Message) *historyv1.Message {
 		}
 		pb.Content = &historyv1.Message_Generic{Generic: g}
 	}
-	return pb
 }
 
 func instructionToProto(c *envelope.InstructionContent) *historyv1.InstructionContent {

@@ -203,10 +203,14 @@ func TestAppendOrderPerBranch(t *testing.T) {
 // each is sent in order, unary on one server and pipelined on another, and must be answered the
 // same.
 func appendCases(branch, other string) []*historyv1.AddMessageRequest {
-	m1, m2, missing := "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222", uuid.NewString()
+	m1, m2, m3, missing := "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222", "33333333-3333-4333-8333-333333333333", uuid.NewString()
 	ins := func(text, requestID string) *historyv1.AddMessageRequest {
 		r := instructionReq(branch, text)
 		r.RequestId = requestID
+		return r
+	}
+	omit := func(r *historyv1.AddMessageRequest) *historyv1.AddMessageRequest {
+		r.OmitContent = true
 		return r
 	}
 	head := func(r *historyv1.AddMessageRequest, h uint64) *historyv1.AddMessageRequest {
@@ -245,6 +249,11 @@ func appendCases(branch, other string) []*historyv1.AddMessageRequest {
 		{BranchId: branch, Input: &historyv1.AddMessageRequest_System{System: &historyv1.SystemInput{SystemMessage: new("sys")}}}, // a System at index 0
 		{BranchId: branch, IncludeRendered: true, Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{"k": structpb.NewStringValue("v")}},
 			Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: "rendered"}}}},
+		omit(ins("acknowledged", "")), // omit_content: the message less its content
+		omit(ins("x", "r1")),          // a repeat answered as it asks: r1's first response less its content
+		prebuilt(m3, &historyv1.Message{Content: &historyv1.Message_ActionRequest{ActionRequest: &historyv1.ActionRequestContent{Function: "g"}}}),
+		omit(&historyv1.AddMessageRequest{BranchId: branch, Input: &historyv1.AddMessageRequest_ActionOutput{ActionOutput: &historyv1.ActionOutputInput{ActionRequestId: m3}}}), // updated_request less its content too
+		{BranchId: branch, OmitContent: true, IncludeRendered: true, Input: instructionInput("both")},                                                                           // INVALID_FIELD omit_content
 	}
 }
 

@@ -236,6 +236,9 @@ func systemDatetime(in *historyv1.SystemInput) jsonv.Value {
 // addInputFromProto maps AddMessage's request onto the store's AddInput.
 func addInputFromProto(req *historyv1.AddMessageRequest) (store.AddInput, error) {
 	var in store.AddInput
+	if req.GetOmitContent() && req.GetIncludeRendered() {
+		return in, &FieldError{Field: "omit_content", Err: fmt.Errorf("%w: include_rendered asks for the rendering, which omit_content leaves out with the content", envelope.ErrInvalid)}
+	}
 	target, err := parseOptionalID("target_id", req.GetTargetId())
 	if err != nil {
 		return in, err

@@ -88,7 +88,7 @@ func (s *HistoryServer) recallAdd(ctx context.Context, p addPrep) (*historyv1.Ad
 	if err != nil || !ok {
 		return nil, err
 	}
-	return addMessageResponse(r, s.out(!p.req.GetIncludeRendered())), nil
+	return addMessageResponse(r, s.addOut(p.req)), nil
 }
 
 // addResult is the response of p's write, or its error as AddMessage returns it.
@@ -96,7 +96,15 @@ func (s *HistoryServer) addResult(p addPrep, res store.WriteResult, err error) (
 	if err = s.committed("AddMessage", err); err != nil {
 		return nil, factoryError(inputField(p.req), err)
 	}
-	return addMessageResponse(res, s.out(!p.req.GetIncludeRendered())), nil
+	return addMessageResponse(res, s.addOut(p.req)), nil
+}
+
+// addOut is how an AddMessage request's response converts its messages: rendered on request
+// (include_rendered), without content on request (omit_content: an acknowledgement).
+func (s *HistoryServer) addOut(req *historyv1.AddMessageRequest) messageOut {
+	out := s.out(!req.GetIncludeRendered())
+	out.omitContent = req.GetOmitContent()
+	return out
 }
 
 func addMessageResponse(r store.WriteResult, out messageOut) *historyv1.AddMessageResponse {

@@ -22,7 +22,7 @@ import (
 func TestHistoryConvertedMessagesFieldCount(t *testing.T) {
 	checkFieldCounts(t, "history_*.go", []fieldCount{
 		{&historyv1.Branch{}, 12},
-		{&historyv1.AddMessageRequest{}, 14},
+		{&historyv1.AddMessageRequest{}, 15},
 		{&historyv1.InstructionInput{}, 14},
 		{&historyv1.SystemInput{}, 3},
 		{&historyv1.AssistantResponseInput{}, 2},

@@ -1931,6 +1931,13 @@ type AddMessageRequest struct {
 	// default: rendering costs more than the write itself, and the prompt is read with
 	// ToChatMessages, GetMessage or ListMessages, which always render.
 	IncludeRendered bool `protobuf:"varint,8,opt,name=include_rendered,json=includeRendered,proto3" json:"include_rendered,omitempty"`
+	// omit_content asks for an acknowledgement: the response's message (and updated_request) without
+	// its content and rendering, the rest as written (id, created_at, metadata, role, sender,
+	// recipient, channel, embedding, sequence) with index and head_sequence. A writer that only needs
+	// to know its message landed saves the bytes of sending it back (AppendMessages of long messages:
+	// every answer carries its message). With include_rendered: INVALID_ARGUMENT. A repeated
+	// request_id is answered as this request asks. Read the content with GetMessage.
+	OmitContent bool `protobuf:"varint,9,opt,name=omit_content,json=omitContent,proto3" json:"omit_content,omitempty"`
 	// input is the one message input.
 	//
 	// Types that are valid to be assigned to Input:
@@ -2028,6 +2035,13 @@ func (x *AddMessageRequest) GetTargetId() string {
 func (x *AddMessageRequest) GetIncludeRendered() bool {
 	if x != nil {
 		return x.IncludeRendered
+	}
+	return false
+}
+
+func (x *AddMessageRequest) GetOmitContent() bool {
+	if x != nil {
+		return x.OmitContent
 	}
 	return false
 }
@@ -4627,7 +4641,7 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\x17_expected_head_sequence\"f\n" +
 	"\x11SetSystemResponse\x12,\n" +
 	"\x06system\x18\x01 \x01(\v2\x14.historyd.v1.MessageR\x06system\x12#\n" +
-	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xa1\x06\n" +
+	"\rhead_sequence\x18\x02 \x01(\x04R\fheadSequence\"\xc4\x06\n" +
 	"\x11AddMessageRequest\x12\x1b\n" +
 	"\tbranch_id\x18\x01 \x01(\tR\bbranchId\x12\x1d\n" +
 	"\n" +
@@ -4637,7 +4651,8 @@ const file_historyd_v1_history_service_proto_rawDesc = "" +
 	"\trecipient\x18\x05 \x01(\v2\x16.google.protobuf.ValueR\trecipient\x123\n" +
 	"\bmetadata\x18\x06 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12\x1b\n" +
 	"\ttarget_id\x18\a \x01(\tR\btargetId\x12)\n" +
-	"\x10include_rendered\x18\b \x01(\bR\x0fincludeRendered\x12A\n" +
+	"\x10include_rendered\x18\b \x01(\bR\x0fincludeRendered\x12!\n" +
+	"\fomit_content\x18\t \x01(\bR\vomitContent\x12A\n" +
 	"\vinstruction\x18\n" +
 	" \x01(\v2\x1d.historyd.v1.InstructionInputH\x00R\vinstruction\x12T\n" +
 	"\x12assistant_response\x18\v \x01(\v2#.historyd.v1.AssistantResponseInputH\x00R\x11assistantResponse\x122\n" +
