@@ -23,8 +23,12 @@ import (
 // rates are reported for the ratios.
 
 func benchAddRequest(branch string, i int) *historyv1.AddMessageRequest {
+	return benchAddRequestOf(branch, i, 1000)
+}
+
+func benchAddRequestOf(branch string, i, size int) *historyv1.AddMessageRequest {
 	return &historyv1.AddMessageRequest{BranchId: branch, Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{
-		InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: fmt.Sprint(i, " ", strings.Repeat("x", 1000))},
+		InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: fmt.Sprint(i, " ", strings.Repeat("x", size))},
 	}}}
 }
 
@@ -41,14 +45,28 @@ func benchBranches(b *testing.B, c *client.Client, n int) []string {
 	return ids
 }
 
-// BenchmarkAppendVsUnary runs the AppendMessages row and the unary row it is compared with.
+// BenchmarkAppendVsUnary runs the AppendMessages row and the unary row it is compared with. The
+// append cases also run with omit_content (the answers are acknowledgements) and with 16 KB
+// messages, where sending each message back weighs more.
 func BenchmarkAppendVsUnary(b *testing.B) {
-	b.Run("append", func(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		size int
+		omit bool
+	}{{"append", 1000, false}, {"append-omit", 1000, true}, {"append-16k", 16000, false}, {"append-16k-omit", 16000, true}} {
+		b.Run(tc.name, func(b *testing.B) { benchAppend(b, tc.size, tc.omit) })
+	}
+	b.Run("unary-c50", benchUnary)
+}
+
+func benchAppend(b *testing.B, size int, omit bool) {
+	{
 		c := benchClient(b)
 		branches := benchBranches(b, c, 50)
 		reqs := make([]*historyv1.AddMessageRequest, len(branches))
 		for i, br := range branches {
-			reqs[i] = benchAddRequest(br, i)
+			reqs[i] = benchAddRequestOf(br, i, size)
+			reqs[i].OmitContent = omit
 		}
 		ap := c.NewAppender(b.Context(), client.WithAppendWindow(64))
 		results := make(chan (<-chan client.AppendResult), 128)
@@ -79,8 +97,11 @@ func BenchmarkAppendVsUnary(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "items/s")
 		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/item")
-	})
-	b.Run("unary-c50", func(b *testing.B) {
+	}
+}
+
+func benchUnary(b *testing.B) {
+	{
 		c := benchClient(b)
 		branches := benchBranches(b, c, 50)
 		var wg sync.WaitGroup
@@ -105,7 +126,7 @@ func BenchmarkAppendVsUnary(b *testing.B) {
 		cpu = cputime.Process() - cpu
 		b.ReportMetric(float64(per*50)/b.Elapsed().Seconds(), "calls/s")
 		b.ReportMetric(float64(cpu.Microseconds())/float64(per*50), "cpu-µs/call")
-	})
+	}
 }
 
 func benchClient(b *testing.B) *client.Client {
