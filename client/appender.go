@@ -124,7 +124,8 @@ func NewAppender(ctx context.Context, c historyv1.HistoryServiceClient, opts ...
 // as long as ctx; req must not be changed until the result has come. An empty request_id is filled
 // in (a fresh UUID; req is copied, not changed), so that an item whose stream broke can be
 // appended again safely. Set req's OmitContent when the result need not carry the message back:
-// the answer is then the message less its content, and a long message crosses the wire once.
+// the answer is then the message less its content and rendering (its metadata, embedding and the
+// rest stay), so a long instruction or response is not sent back.
 func (a *Appender) Append(ctx context.Context, req *historyv1.AddMessageRequest) <-chan AppendResult {
 	out := make(chan AppendResult, 1)
 	if req.GetRequestId() == "" {

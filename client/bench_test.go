@@ -60,73 +60,69 @@ func BenchmarkAppendVsUnary(b *testing.B) {
 }
 
 func benchAppend(b *testing.B, size int, omit bool) {
-	{
-		c := benchClient(b)
-		branches := benchBranches(b, c, 50)
-		reqs := make([]*historyv1.AddMessageRequest, len(branches))
-		for i, br := range branches {
-			reqs[i] = benchAddRequestOf(br, i, size)
-			reqs[i].OmitContent = omit
-		}
-		ap := c.NewAppender(b.Context(), client.WithAppendWindow(64))
-		results := make(chan (<-chan client.AppendResult), 128)
-		done := make(chan error, 1)
-		go func() {
-			var first error
-			for ch := range results {
-				if r := <-ch; r.Err != nil && first == nil {
-					first = r.Err
-				}
-			}
-			done <- first
-		}()
-		cpu := cputime.Process()
-		b.ResetTimer()
-		for i := range b.N {
-			results <- ap.Append(b.Context(), reqs[i%len(reqs)])
-		}
-		close(results)
-		err := <-done
-		b.StopTimer()
-		cpu = cputime.Process() - cpu
-		if cerr := ap.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "items/s")
-		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/item")
+	c := benchClient(b)
+	branches := benchBranches(b, c, 50)
+	reqs := make([]*historyv1.AddMessageRequest, len(branches))
+	for i, br := range branches {
+		reqs[i] = benchAddRequestOf(br, i, size)
+		reqs[i].OmitContent = omit
 	}
+	ap := c.NewAppender(b.Context(), client.WithAppendWindow(64))
+	results := make(chan (<-chan client.AppendResult), 128)
+	done := make(chan error, 1)
+	go func() {
+		var first error
+		for ch := range results {
+			if r := <-ch; r.Err != nil && first == nil {
+				first = r.Err
+			}
+		}
+		done <- first
+	}()
+	cpu := cputime.Process()
+	b.ResetTimer()
+	for i := range b.N {
+		results <- ap.Append(b.Context(), reqs[i%len(reqs)])
+	}
+	close(results)
+	err := <-done
+	b.StopTimer()
+	cpu = cputime.Process() - cpu
+	if cerr := ap.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "items/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/item")
 }
 
 func benchUnary(b *testing.B) {
-	{
-		c := benchClient(b)
-		branches := benchBranches(b, c, 50)
-		var wg sync.WaitGroup
-		per := (b.N + 49) / 50
-		cpu := cputime.Process()
-		b.ResetTimer()
-		for w := range 50 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				req := benchAddRequest(branches[w], w)
-				for range per {
-					if _, err := c.History.AddMessage(b.Context(), req); err != nil {
-						b.Error(err)
-						return
-					}
+	c := benchClient(b)
+	branches := benchBranches(b, c, 50)
+	var wg sync.WaitGroup
+	per := (b.N + 49) / 50
+	cpu := cputime.Process()
+	b.ResetTimer()
+	for w := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := benchAddRequest(branches[w], w)
+			for range per {
+				if _, err := c.History.AddMessage(b.Context(), req); err != nil {
+					b.Error(err)
+					return
 				}
-			}()
-		}
-		wg.Wait()
-		b.StopTimer()
-		cpu = cputime.Process() - cpu
-		b.ReportMetric(float64(per*50)/b.Elapsed().Seconds(), "calls/s")
-		b.ReportMetric(float64(cpu.Microseconds())/float64(per*50), "cpu-µs/call")
+			}
+		}()
 	}
+	wg.Wait()
+	b.StopTimer()
+	cpu = cputime.Process() - cpu
+	b.ReportMetric(float64(per*50)/b.Elapsed().Seconds(), "calls/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(per*50), "cpu-µs/call")
 }
 
 func benchClient(b *testing.B) *client.Client {

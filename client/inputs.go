@@ -24,7 +24,7 @@ type Input struct {
 type InstructionOption func(*historyv1.InstructionInput) error
 
 // AddOption sets an optional field of an AddMessage request: its participants, request id,
-// metadata, or include_rendered.
+// metadata, include_rendered or omit_content.
 type AddOption func(*historyv1.AddMessageRequest) error
 
 // Instruction is a user instruction (LionAGI's Instruction) with the given text.
@@ -194,6 +194,13 @@ func WithMetadata(md map[string]any) AddOption {
 // IncludeRendered asks for the written message's rendered text in the response.
 func IncludeRendered() AddOption {
 	return func(r *historyv1.AddMessageRequest) error { r.IncludeRendered = true; return nil }
+}
+
+// OmitContent asks for an acknowledgement: the response's message without its content and
+// rendering (omit_content). The message is written whole; read it with GetMessage. Not with
+// IncludeRendered (INVALID_ARGUMENT).
+func OmitContent() AddOption {
+	return func(r *historyv1.AddMessageRequest) error { r.OmitContent = true; return nil }
 }
 
 // Request is the AddMessage request that adds in to branch.

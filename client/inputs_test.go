@@ -36,6 +36,8 @@ func TestInputsBuildTheGeneratedRequests(t *testing.T) {
 				}}}},
 		{"assistant text", client.AssistantText("42"), nil, &historyv1.AddMessageRequest{BranchId: b,
 			Input: &historyv1.AddMessageRequest_AssistantResponse{AssistantResponse: &historyv1.AssistantResponseInput{Response: &historyv1.AssistantResponseInput_Text{Text: "42"}}}}},
+		{"omit content", client.AssistantText("42"), []client.AddOption{client.OmitContent()}, &historyv1.AddMessageRequest{BranchId: b, OmitContent: true,
+			Input: &historyv1.AddMessageRequest_AssistantResponse{AssistantResponse: &historyv1.AssistantResponseInput{Response: &historyv1.AssistantResponseInput_Text{Text: "42"}}}}},
 		{"assistant raw", client.AssistantRaw(`{"choices": []}`), nil, &historyv1.AddMessageRequest{BranchId: b,
 			Input: &historyv1.AddMessageRequest_AssistantResponse{AssistantResponse: &historyv1.AssistantResponseInput{Response: &historyv1.AssistantResponseInput_RawResponseJson{RawResponseJson: `{"choices": []}`}}}}},
 		{"system", client.System("S"), nil, &historyv1.AddMessageRequest{BranchId: b,

@@ -249,8 +249,9 @@ func appendCases(branch, other string) []*historyv1.AddMessageRequest {
 		{BranchId: branch, Input: &historyv1.AddMessageRequest_System{System: &historyv1.SystemInput{SystemMessage: new("sys")}}}, // a System at index 0
 		{BranchId: branch, IncludeRendered: true, Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{"k": structpb.NewStringValue("v")}},
 			Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: "rendered"}}}},
-		omit(ins("acknowledged", "")), // omit_content: the message less its content
-		omit(ins("x", "r1")),          // a repeat answered as it asks: r1's first response less its content
+		omit(ins("acknowledged", "")),         // omit_content: the message less its content
+		omit(ins("x", "r1")),                  // a repeat answered as it asks: r1's first response less its content
+		omit(badDetail(ins("invalid", "r3"))), // an invalid repeat of r3 (answered after the earlier items): r3's response less its content
 		prebuilt(m3, &historyv1.Message{Content: &historyv1.Message_ActionRequest{ActionRequest: &historyv1.ActionRequestContent{Function: "g"}}}),
 		omit(&historyv1.AddMessageRequest{BranchId: branch, Input: &historyv1.AddMessageRequest_ActionOutput{ActionOutput: &historyv1.ActionOutputInput{ActionRequestId: m3}}}), // updated_request less its content too
 		{BranchId: branch, OmitContent: true, IncludeRendered: true, Input: instructionInput("both")},                                                                           // INVALID_FIELD omit_content

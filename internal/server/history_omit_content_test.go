@@ -42,6 +42,23 @@ func TestAddMessageOmitContent(t *testing.T) {
 		t.Errorf("the acknowledgement lacks lion_class or the sequence: %v", ack.GetMessage())
 	}
 
+	// Every field but the content stays: a pre-built message with a channel and an embedding.
+	channel := "ops"
+	prebuilt := f.add(t, &historyv1.AddMessageRequest{BranchId: b, OmitContent: true, Input: &historyv1.AddMessageRequest_Message{Message: &historyv1.Message{
+		Channel: &channel, Embedding: &historyv1.Embedding{Values: []float64{0.5, 1}}, Sender: sval("user"),
+		Content: &historyv1.Message_Instruction{Instruction: &historyv1.InstructionContent{InstructionValue: &historyv1.InstructionContent_Instruction{Instruction: "pre"}}},
+	}}})
+	got, err = f.c.GetMessage(ctx, &historyv1.GetMessageRequest{BranchId: b, MessageId: prebuilt.GetMessage().GetId(), OmitRendered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored = proto.Clone(got.GetMessage()).(*historyv1.Message)
+	stored.Content = nil
+	sameResponse(t, "a pre-built message's acknowledgement against the stored message without its content", stored, prebuilt.GetMessage())
+	if prebuilt.GetMessage().GetChannel() != channel || len(prebuilt.GetMessage().GetEmbedding().GetValues()) != 2 {
+		t.Errorf("the acknowledgement lost the channel or the embedding: %v", prebuilt.GetMessage())
+	}
+
 	// A repeat is answered as the repeat asks, both ways.
 	again := f.add(t, &historyv1.AddMessageRequest{BranchId: b, RequestId: "full", OmitContent: true, Input: instructionInput("other")})
 	want := proto.Clone(full).(*historyv1.AddMessageResponse)

@@ -1934,9 +1934,11 @@ type AddMessageRequest struct {
 	// omit_content asks for an acknowledgement: the response's message (and updated_request) without
 	// its content and rendering, the rest as written (id, created_at, metadata, role, sender,
 	// recipient, channel, embedding, sequence) with index and head_sequence. A writer that only needs
-	// to know its message landed saves the bytes of sending it back (AppendMessages of long messages:
-	// every answer carries its message). With include_rendered: INVALID_ARGUMENT. A repeated
-	// request_id is answered as this request asks. Read the content with GetMessage.
+	// to know its message landed is not sent its content back (AppendMessages of long messages: every
+	// answer carries its message); metadata stays, model_response included. The message is written
+	// whole: read it with GetMessage. With include_rendered: INVALID_ARGUMENT, unless the request_id
+	// repeats a remembered one (the repeat check comes first). A repeated request_id is answered as
+	// the repeating request asks.
 	OmitContent bool `protobuf:"varint,9,opt,name=omit_content,json=omitContent,proto3" json:"omit_content,omitempty"`
 	// input is the one message input.
 	//
@@ -2156,13 +2158,14 @@ func (*AddMessageRequest_Message) isAddMessageRequest_Input() {}
 // AddMessageResponse is the response of AddMessage.
 type AddMessageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// message is the message as written.
+	// message is the message as written (less its content with omit_content).
 	Message *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// index is the message's position in the branch after the write (the system is 0).
 	Index uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
 	// head_sequence is the branch's head after the write.
 	HeadSequence uint64 `protobuf:"varint,3,opt,name=head_sequence,json=headSequence,proto3" json:"head_sequence,omitempty"`
-	// updated_request is the ActionRequest whose action_response_id an action output set.
+	// updated_request is the ActionRequest whose action_response_id an action output set (less its
+	// content with omit_content).
 	UpdatedRequest *Message `protobuf:"bytes,4,opt,name=updated_request,json=updatedRequest,proto3" json:"updated_request,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

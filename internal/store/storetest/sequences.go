@@ -110,7 +110,7 @@ func testIdempotency(t *testing.T, newStore Factory) {
 	// expired id, whose record the SQL engines replace under a new number:
 	// the old number becomes a gap, but every record below it is expired
 	// too (numbers and times grow together), so the scope still keeps
-	// exactly its last RequestMax ids (stop 32's review suspected one fewer).
+	// exactly its last RequestMax ids, not one fewer.
 	for _, id := range []string{"a", "b", "c", "d"} {
 		addWith(t, st, b, id)
 	}

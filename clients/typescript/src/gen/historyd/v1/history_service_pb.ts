@@ -949,9 +949,11 @@ export type AddMessageRequest = Message<"historyd.v1.AddMessageRequest"> & {
    * omit_content asks for an acknowledgement: the response's message (and updated_request) without
    * its content and rendering, the rest as written (id, created_at, metadata, role, sender,
    * recipient, channel, embedding, sequence) with index and head_sequence. A writer that only needs
-   * to know its message landed saves the bytes of sending it back (AppendMessages of long messages:
-   * every answer carries its message). With include_rendered: INVALID_ARGUMENT. A repeated
-   * request_id is answered as this request asks. Read the content with GetMessage.
+   * to know its message landed is not sent its content back (AppendMessages of long messages: every
+   * answer carries its message); metadata stays, model_response included. The message is written
+   * whole: read it with GetMessage. With include_rendered: INVALID_ARGUMENT, unless the request_id
+   * repeats a remembered one (the repeat check comes first). A repeated request_id is answered as
+   * the repeating request asks.
    *
    * @generated from field: bool omit_content = 9;
    */
@@ -1027,7 +1029,7 @@ export const AddMessageRequestSchema: GenMessage<AddMessageRequest> = /*@__PURE_
  */
 export type AddMessageResponse = Message<"historyd.v1.AddMessageResponse"> & {
   /**
-   * message is the message as written.
+   * message is the message as written (less its content with omit_content).
    *
    * @generated from field: historyd.v1.Message message = 1;
    */
@@ -1048,7 +1050,8 @@ export type AddMessageResponse = Message<"historyd.v1.AddMessageResponse"> & {
   headSequence: bigint;
 
   /**
-   * updated_request is the ActionRequest whose action_response_id an action output set.
+   * updated_request is the ActionRequest whose action_response_id an action output set (less its
+   * content with omit_content).
    *
    * @generated from field: historyd.v1.Message updated_request = 4;
    */
