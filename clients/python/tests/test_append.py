@@ -39,3 +39,16 @@ def test_appender_order_and_failures(client: Client) -> None:
     assert texts == [f"m{i}" for i in range(100) if i != 50 and i % 3 != 0]
     with pytest.raises(RuntimeError):
         ap.append_instruction(a.id, "late")
+
+
+def test_appender_omit_content(client: Client) -> None:
+    """AddMessageRequest.omit_content through the appender: the answer is the message less its
+    content; the branch holds it whole."""
+    a = client.create_branch()
+    with client.appender(window=4) as ap:
+        acks = [ap.append_instruction(a.id, f"long {i}", omit_content=True) for i in range(5)]
+        msgs = [f.result(timeout=30) for f in acks]
+    for i, m in enumerate(msgs):
+        assert m.kind is None and m.content == {}, f"item {i} came back with its content"
+        assert m.id and m.sequence == i + 2 and m.metadata["lion_class"].endswith("Instruction")
+    assert [m.content["instruction"] for m in a.messages()] == [f"long {i}" for i in range(5)]

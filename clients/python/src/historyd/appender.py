@@ -183,9 +183,12 @@ class Appender:
 
     def append_instruction(self, branch_id: str, instruction: Any, **kwargs: Any) -> "Future[Message]":
         """Appends an Instruction (the keyword arguments of Branch.add_instruction's input:
-        context, guidance, ...; and request_id, expected_head_sequence)."""
+        context, guidance, ...; and request_id, expected_head_sequence). ``omit_content=True``
+        asks for an acknowledgement: the future's message has no content (``kind`` None, ``content``
+        empty); the message is written whole."""
         head = {k: kwargs.pop(k, None) for k in ("request_id", "expected_head_sequence", "sender", "recipient", "metadata")}
         req = rq.add_message(branch_id, include_rendered=kwargs.pop("include_rendered", False), **head)
+        req.omit_content = bool(kwargs.pop("omit_content", False))
         body = {k: kwargs.pop(k, None) for k in _INSTRUCTION_ARGS}
         if kwargs:
             raise TypeError(f"append_instruction: unknown arguments {sorted(kwargs)}")
