@@ -28,16 +28,24 @@ func TestAddMessageOmitContent(t *testing.T) {
 		t.Errorf("index, head = %d, %d; want %d, %d", ack.GetIndex(), ack.GetHeadSequence(), full.GetIndex()+1, full.GetHeadSequence()+1)
 	}
 	// The acknowledgement is the stored message, content aside.
-	got, err := f.c.GetMessage(ctx, &historyv1.GetMessageRequest{BranchId: b, MessageId: ack.GetMessage().GetId(), OmitRendered: true})
-	if err != nil {
-		t.Fatal(err)
+	stored := func(id string) *historyv1.Message {
+		t.Helper()
+		got, err := f.c.GetMessage(ctx, &historyv1.GetMessageRequest{BranchId: b, MessageId: id, OmitRendered: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.GetMessage()
 	}
-	if got.GetMessage().GetInstruction().GetInstruction() != "hello again" {
-		t.Fatalf("the message was not written whole: %v", got.GetMessage())
+	withoutContent := func(m *historyv1.Message) *historyv1.Message {
+		m = proto.Clone(m).(*historyv1.Message)
+		m.Content = nil
+		return m
 	}
-	stored := proto.Clone(got.GetMessage()).(*historyv1.Message)
-	stored.Content = nil
-	sameResponse(t, "the acknowledgement against the stored message without its content", stored, ack.GetMessage())
+	got := stored(ack.GetMessage().GetId())
+	if got.GetInstruction().GetInstruction() != "hello again" {
+		t.Fatalf("the message was not written whole: %v", got)
+	}
+	sameResponse(t, "the acknowledgement against the stored message without its content", withoutContent(got), ack.GetMessage())
 	if ack.GetMessage().GetMetadata().GetFields()["lion_class"].GetStringValue() == "" || ack.GetMessage().GetSequence() == 0 {
 		t.Errorf("the acknowledgement lacks lion_class or the sequence: %v", ack.GetMessage())
 	}
@@ -48,13 +56,7 @@ func TestAddMessageOmitContent(t *testing.T) {
 		Channel: &channel, Embedding: &historyv1.Embedding{Values: []float64{0.5, 1}}, Sender: sval("user"),
 		Content: &historyv1.Message_Instruction{Instruction: &historyv1.InstructionContent{InstructionValue: &historyv1.InstructionContent_Instruction{Instruction: "pre"}}},
 	}}})
-	got, err = f.c.GetMessage(ctx, &historyv1.GetMessageRequest{BranchId: b, MessageId: prebuilt.GetMessage().GetId(), OmitRendered: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored = proto.Clone(got.GetMessage()).(*historyv1.Message)
-	stored.Content = nil
-	sameResponse(t, "a pre-built message's acknowledgement against the stored message without its content", stored, prebuilt.GetMessage())
+	sameResponse(t, "a pre-built message's acknowledgement against the stored message without its content", withoutContent(stored(prebuilt.GetMessage().GetId())), prebuilt.GetMessage())
 	if prebuilt.GetMessage().GetChannel() != channel || len(prebuilt.GetMessage().GetEmbedding().GetValues()) != 2 {
 		t.Errorf("the acknowledgement lost the channel or the embedding: %v", prebuilt.GetMessage())
 	}
@@ -70,7 +72,7 @@ func TestAddMessageOmitContent(t *testing.T) {
 	}
 
 	head := f.head(t, b)
-	_, err = f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, OmitContent: true, IncludeRendered: true, Input: instructionInput("x")})
+	_, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, OmitContent: true, IncludeRendered: true, Input: instructionInput("x")})
 	wantField(t, err, "omit_content")
 	if h := f.head(t, b); h != head {
 		t.Errorf("head %d after the refused write, want %d", h, head)

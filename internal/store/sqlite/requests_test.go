@@ -50,11 +50,7 @@ func requestIDs(t *testing.T, s *Store) string {
 func TestRequestBookAfterFailedCommit(t *testing.T) {
 	faults := &commitFaults{}
 	s, _ := requestStore(t, 2, faults)
-	res, err := s.CreateBranch(context.Background(), store.CreateBranchInput{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	branch := res.Branch.ID
+	branch := emptyBranch(t, s)
 	addWithID(t, s, branch, "a") // 1
 	addWithID(t, s, branch, "b") // 2
 	faults.inject(1, ioError{})
@@ -117,11 +113,7 @@ func TestRequestBookAfterFailedRecord(t *testing.T) {
 // a record's age (ADR-0010's window).
 func TestRequestBookExpiry(t *testing.T) {
 	s, clock := requestStore(t, 100, nil)
-	res, err := s.CreateBranch(context.Background(), store.CreateBranchInput{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	branch := res.Branch.ID
+	branch := emptyBranch(t, s)
 	t0 := clock.Now()
 	at := func(d time.Duration) { clock.Add(t0.Add(d).Sub(clock.Now())) }
 	addWithID(t, s, branch, "a") // forgets (the first write)
@@ -154,11 +146,7 @@ func TestRequestBookExpiry(t *testing.T) {
 func TestRememberedResultText(t *testing.T) {
 	s, _ := requestStore(t, 100, nil)
 	ctx := context.Background()
-	res, err := s.CreateBranch(ctx, store.CreateBranchInput{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	branch := res.Branch.ID
+	branch := emptyBranch(t, s)
 	first, err := s.AddMessage(ctx, branch, addInput("first <b> & x"), store.WriteOptions{RequestID: "r1"})
 	if err != nil {
 		t.Fatal(err)
