@@ -208,6 +208,11 @@ func TestConnectionLost(t *testing.T) {
 	// that writes meet the cut however fast the others went (group commit
 	// made a branch's writes fast enough to finish before it).
 	cut, downed := make(chan struct{}), make(chan struct{})
+	// metCut is closed by the first write the cut refused: the proxy stays
+	// down until then. Without it, on a loaded machine the writers woke
+	// only after the proxy was up again (7 runs in 60 failed "no write met
+	// the cut").
+	metCut, met := make(chan struct{}), sync.Once{}
 	for w := range writers {
 		wg.Add(1)
 		go func() {
@@ -232,6 +237,7 @@ func TestConnectionLost(t *testing.T) {
 						return
 					}
 					unavailable.Store(id, true)
+					met.Do(func() { close(metCut) })
 					if time.Now().After(stopAt) {
 						t.Errorf("write %s never succeeded", id)
 						return
@@ -257,6 +263,10 @@ func TestConnectionLost(t *testing.T) {
 	waitHealth(t, s, false, 15*time.Second)
 	if _, err := s.GetBranch(tctx(t), br); !errors.Is(err, store.ErrStorageUnavailable) {
 		t.Fatalf("GetBranch with the connection cut: %v, want ErrStorageUnavailable", err)
+	}
+	select {
+	case <-metCut:
+	case <-time.After(30 * time.Second): // the check below reports it
 	}
 	p.up(t)
 	waitHealth(t, s, true, 15*time.Second)
