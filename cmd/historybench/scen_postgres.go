@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,11 +73,13 @@ func benchSQLiteVsPostgres(ctx context.Context, b *bench) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	rs, x, y, _, _ := ratios(xs, ys)
+	rs, x, y, xc, yc := ratios(xs, ys)
 	r := row{
 		Name: name, Unit: "ratio", Runs: rs, Target: target, meets: meets,
-		Detail: fmt.Sprintf("sqlite %.0f/s, PostgreSQL %.0f/s (%s)", x, y, settings),
-		Note:   "PostgreSQL " + redactURL(b.cfg.PostgresURL) + ", one INSERT of a 1 KB message's row (a table shaped as the engine's messages table, in a schema the bench creates and drops) per call, a pool of 50 connections; sqlite: one historyd, a branch per worker",
+		Detail: fmt.Sprintf("sqlite %.0f/s, PostgreSQL %.0f/s; CPU a write: historyd %.0f µs and the load generator %.0f µs, "+
+			"%s and the load generator %.0f µs (%s)",
+			x, y, xc, medianClientCPU(xs), postgresCPUDetail(yc), medianClientCPU(ys), settings),
+		Note: "PostgreSQL " + redactURL(b.cfg.PostgresURL) + ", one INSERT of a 1 KB message's row (a table shaped as the engine's messages table, in a schema the bench creates and drops) per call, a pool of 50 connections; sqlite: one historyd, a branch per worker",
 	}
 	if r.Met() == "NO" && b.cfg.Profile {
 		r.Profile, err = b.cpuProfile(ctx, sq.historyd, func(context.Context) error {
@@ -132,6 +136,11 @@ func pgInsertLoad(ctx context.Context, pool *pgxpool.Pool, schema string, d time
 			branches[w] = uuid.New()
 			bodies[w] = fmt.Sprintf(`{"role":"user","content":{"instruction":%q}}`, fmt.Sprint(w, " ", kilobyteText))
 		}
+		c0, err := cpuTimeOf(os.Getpid())
+		if err != nil {
+			return measured{}, err
+		}
+		p0 := postgresCPU()
 		r, err := closedLoop(ctx, engineConcurrency, d, func(ctx context.Context, w, i int) (int, error) {
 			_, err := pool.Exec(ctx, insert, branches[w], uuid.New(), i, bodies[w])
 			return 1, err
@@ -139,12 +148,61 @@ func pgInsertLoad(ctx context.Context, pool *pgxpool.Pool, schema string, d time
 		if err != nil {
 			return measured{}, fmt.Errorf("PostgreSQL INSERT: %w", err)
 		}
+		p1 := postgresCPU()
+		c1, err := cpuTimeOf(os.Getpid())
+		if err != nil {
+			return measured{}, err
+		}
+		n := float64(r.Ops)
+		m := measured{PerSecond: r.PerSecond(), ClientCPU: micros(c1-c0) / n, ServerCPU: micros(p1-p0) / n}
 		// Keep the table small between runs, as the sqlite side deletes its branches.
 		if _, err := pool.Exec(ctx, "TRUNCATE "+schema+".messages"); err != nil {
 			return measured{}, err
 		}
-		return measured{PerSecond: r.PerSecond()}, nil
+		return m, nil
 	}
+}
+
+// medianClientCPU is the median of the load generator's CPU a call over runs.
+func medianClientCPU(ms []measured) float64 {
+	v := make([]float64, len(ms))
+	for i, m := range ms {
+		v[i] = m.ClientCPU
+	}
+	return summarize(v).Median
+}
+
+// postgresCPUDetail words PostgreSQL's CPU a write for the detail: none read means it runs on
+// another machine.
+func postgresCPUDetail(us float64) string {
+	if us == 0 {
+		return "PostgreSQL's processes not on this machine"
+	}
+	return fmt.Sprintf("PostgreSQL's processes %.0f µs", us)
+}
+
+// postgresCPU is the CPU time of every process of this machine named postgres (the server and
+// its backends): what a PostgreSQL on this machine spent, to set beside historyd's CPU a call.
+// Backends that end between two readings are missed, so it reads low when connections come and
+// go; the INSERT pool holds its connections for the whole run. A PostgreSQL on another machine
+// reads as 0.
+func postgresCPU() time.Duration {
+	procs, _ := filepath.Glob("/proc/[0-9]*/comm")
+	var sum time.Duration
+	for _, p := range procs {
+		comm, err := os.ReadFile(p)
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err != nil {
+			continue
+		}
+		if t, err := cpuTimeOf(pid); err == nil {
+			sum += t
+		}
+	}
+	return sum
 }
 
 // redactURL hides a password in a connection URL.
