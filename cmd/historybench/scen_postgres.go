@@ -136,11 +136,11 @@ func pgInsertLoad(ctx context.Context, pool *pgxpool.Pool, schema string, d time
 			branches[w] = uuid.New()
 			bodies[w] = fmt.Sprintf(`{"role":"user","content":{"instruction":%q}}`, fmt.Sprint(w, " ", kilobyteText))
 		}
+		p0 := postgresProcs()
 		c0, err := cpuTimeOf(os.Getpid())
 		if err != nil {
 			return measured{}, err
 		}
-		p0 := postgresCPU()
 		r, err := closedLoop(ctx, engineConcurrency, d, func(ctx context.Context, w, i int) (int, error) {
 			_, err := pool.Exec(ctx, insert, branches[w], uuid.New(), i, bodies[w])
 			return 1, err
@@ -148,13 +148,13 @@ func pgInsertLoad(ctx context.Context, pool *pgxpool.Pool, schema string, d time
 		if err != nil {
 			return measured{}, fmt.Errorf("PostgreSQL INSERT: %w", err)
 		}
-		p1 := postgresCPU()
 		c1, err := cpuTimeOf(os.Getpid())
 		if err != nil {
 			return measured{}, err
 		}
+		pg := postgresCPUSince(p0)
 		n := float64(r.Ops)
-		m := measured{PerSecond: r.PerSecond(), ClientCPU: micros(c1-c0) / n, ServerCPU: micros(p1-p0) / n}
+		m := measured{PerSecond: r.PerSecond(), ClientCPU: micros(c1-c0) / n, ServerCPU: micros(pg) / n}
 		// Keep the table small between runs, as the sqlite side deletes its branches.
 		if _, err := pool.Exec(ctx, "TRUNCATE "+schema+".messages"); err != nil {
 			return measured{}, err
@@ -172,23 +172,27 @@ func medianClientCPU(ms []measured) float64 {
 	return summarize(v).Median
 }
 
-// postgresCPUDetail words PostgreSQL's CPU a write for the detail: none read means it runs on
-// another machine.
+// postgresCPUDetail words PostgreSQL's CPU a write for the detail: none read means no process
+// named postgres was visible (a server on another machine, in a container, or behind /proc's
+// hidepid).
 func postgresCPUDetail(us float64) string {
-	if us == 0 {
-		return "PostgreSQL's processes not on this machine"
+	if us <= 0 {
+		return "PostgreSQL's processes not measured (none visible on this machine)"
 	}
 	return fmt.Sprintf("PostgreSQL's processes %.0f µs", us)
 }
 
-// postgresCPU is the CPU time of every process of this machine named postgres (the server and
-// its backends): what a PostgreSQL on this machine spent, to set beside historyd's CPU a call.
-// Backends that end between two readings are missed, so it reads low when connections come and
-// go; the INSERT pool holds its connections for the whole run. A PostgreSQL on another machine
-// reads as 0.
-func postgresCPU() time.Duration {
+// pgProc is a process named postgres as procTimes read it.
+type pgProc struct {
+	cpu   time.Duration
+	start int64
+}
+
+// postgresProcs reads every process of this machine named postgres (the server, its background
+// processes and its backends), by pid.
+func postgresProcs() map[int]pgProc {
 	procs, _ := filepath.Glob("/proc/[0-9]*/comm")
-	var sum time.Duration
+	seen := map[int]pgProc{}
 	for _, p := range procs {
 		comm, err := os.ReadFile(p)
 		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
@@ -198,8 +202,24 @@ func postgresCPU() time.Duration {
 		if err != nil {
 			continue
 		}
-		if t, err := cpuTimeOf(pid); err == nil {
-			sum += t
+		if cpu, start, err := procTimes(pid); err == nil {
+			seen[pid] = pgProc{cpu, start}
+		}
+	}
+	return seen
+}
+
+// postgresCPUSince is the CPU time the processes named postgres spent since before was read: each
+// process's own growth, all of it for one that started since. One that ended meanwhile is missed,
+// so the figure reads low when processes come and go (the INSERT pool holds its backends for the
+// whole run), and it counts whatever else this machine's PostgreSQL did meanwhile.
+func postgresCPUSince(before map[int]pgProc) time.Duration {
+	var sum time.Duration
+	for pid, now := range postgresProcs() {
+		if b, ok := before[pid]; ok && b.start == now.start {
+			sum += now.cpu - b.cpu
+		} else {
+			sum += now.cpu
 		}
 	}
 	return sum
