@@ -13,19 +13,21 @@ func TestProcTimes(t *testing.T) {
 	if err != nil {
 		t.Skipf("no /proc here: %v", err)
 	}
-	x := 0
-	for i := range 50_000_000 { // about 20-50 ms of CPU: more than a clock tick of /proc
-		x ^= i
-	}
-	cpu1, start1, err := procTimes(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
+	// Work until /proc shows more CPU time (it counts in ticks of 10 ms), for at most 10 s.
+	x, cpu1, start1 := 0, cpu0, start0
+	for deadline := time.Now().Add(10 * time.Second); cpu1 <= cpu0 && time.Now().Before(deadline); {
+		for i := range 10_000_000 {
+			x ^= i
+		}
+		if cpu1, start1, err = procTimes(os.Getpid()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if start0 <= 0 || start1 != start0 {
 		t.Errorf("start time %d, then %d: want the same, positive", start0, start1)
 	}
 	if cpu1 <= cpu0 {
-		t.Errorf("CPU time %v, then %v after a busy loop (x=%d): want it to grow", cpu0, cpu1, x)
+		t.Errorf("CPU time %v, then %v after 10 s of a busy loop (x=%d): want it to grow", cpu0, cpu1, x)
 	}
 }
 
