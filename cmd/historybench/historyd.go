@@ -233,30 +233,36 @@ func (h *historyd) CPUTime() (time.Duration, error) { return cpuTimeOf(h.cmd.Pro
 
 // cpuTimeOf reads the CPU time of process pid (the load generator's own: os.Getpid()).
 func cpuTimeOf(pid int) (time.Duration, error) {
-	cpu, _, err := procTimes(pid)
-	return cpu, err
+	p, err := procTimes(pid)
+	return p.cpu, err
 }
 
-// procTimes reads the CPU time of process pid and its start time (in clock ticks since boot: with
-// the pid, it names the process, as a pid alone does not once the pid is reused).
-func procTimes(pid int) (cpu time.Duration, start int64, err error) {
+// procSample is a process's CPU time and its start time (in clock ticks since boot: with the pid,
+// it names the process, as a pid alone does not once the pid is reused).
+type procSample struct {
+	cpu   time.Duration
+	start int64
+}
+
+// procTimes reads process pid's CPU time and start time from /proc/PID/stat.
+func procTimes(pid int) (procSample, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, 0, fmt.Errorf("reading CPU time: %w", err)
+		return procSample{}, fmt.Errorf("reading CPU time: %w", err)
 	}
 	// The command name, in parentheses, may hold spaces: the fields that follow start after the last
 	// ')', with the state (field 3); utime and stime are fields 14 and 15, starttime field 22.
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	if len(f) < 20 {
-		return 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
+		return procSample{}, fmt.Errorf("short /proc/%d/stat", pid)
 	}
 	var n [3]int64
 	for i, s := range []string{f[11], f[12], f[19]} {
 		if n[i], err = strconv.ParseInt(s, 10, 64); err != nil {
-			return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+			return procSample{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 		}
 	}
-	return time.Duration(n[0]+n[1]) * 10 * time.Millisecond, n[2], nil
+	return procSample{cpu: time.Duration(n[0]+n[1]) * 10 * time.Millisecond, start: n[2]}, nil
 }
 
 func rssOf(pid int) (int64, error) {

@@ -69,13 +69,21 @@ func alternateRuns(b *bench, name string, x, y func() (measured, error)) (xs, ys
 // ratios returns the per-run ratios of xs over ys and the medians of the rates and of the server
 // CPU per call.
 func ratios(xs, ys []measured) (rs []float64, x, y, xCPU, yCPU float64) {
-	var xr, yr, xc, yc []float64
 	for i := range xs {
 		rs = append(rs, xs[i].PerSecond/ys[i].PerSecond)
-		xr, yr = append(xr, xs[i].PerSecond), append(yr, ys[i].PerSecond)
-		xc, yc = append(xc, xs[i].ServerCPU), append(yc, ys[i].ServerCPU)
 	}
-	return rs, summarize(xr).Median, summarize(yr).Median, summarize(xc).Median, summarize(yc).Median
+	rate := func(m measured) float64 { return m.PerSecond }
+	server := func(m measured) float64 { return m.ServerCPU }
+	return rs, medianOf(xs, rate), medianOf(ys, rate), medianOf(xs, server), medianOf(ys, server)
+}
+
+// medianOf is the median over runs of one figure of each measurement.
+func medianOf(ms []measured, figure func(measured) float64) float64 {
+	v := make([]float64, len(ms))
+	for i, m := range ms {
+		v[i] = figure(m)
+	}
+	return summarize(v).Median
 }
 
 // benchSQLiteVsMemory measures AddMessage throughput at concurrency 50 on a sqlite-engine historyd

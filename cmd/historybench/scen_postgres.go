@@ -74,11 +74,12 @@ func benchSQLiteVsPostgres(ctx context.Context, b *bench) ([]row, error) {
 		return nil, err
 	}
 	rs, x, y, xc, yc := ratios(xs, ys)
+	client := func(m measured) float64 { return m.ClientCPU }
 	r := row{
 		Name: name, Unit: "ratio", Runs: rs, Target: target, meets: meets,
 		Detail: fmt.Sprintf("sqlite %.0f/s, PostgreSQL %.0f/s; CPU a write: historyd %.0f µs and the load generator %.0f µs, "+
 			"%s and the load generator %.0f µs (%s)",
-			x, y, xc, medianClientCPU(xs), postgresCPUDetail(yc), medianClientCPU(ys), settings),
+			x, y, xc, medianOf(xs, client), postgresCPUDetail(yc), medianOf(ys, client), settings),
 		Note: "PostgreSQL " + redactURL(b.cfg.PostgresURL) + ", one INSERT of a 1 KB message's row (a table shaped as the engine's messages table, in a schema the bench creates and drops) per call, a pool of 50 connections; sqlite: one historyd, a branch per worker",
 	}
 	if r.Met() == "NO" && b.cfg.Profile {
@@ -163,15 +164,6 @@ func pgInsertLoad(ctx context.Context, pool *pgxpool.Pool, schema string, d time
 	}
 }
 
-// medianClientCPU is the median of the load generator's CPU a call over runs.
-func medianClientCPU(ms []measured) float64 {
-	v := make([]float64, len(ms))
-	for i, m := range ms {
-		v[i] = m.ClientCPU
-	}
-	return summarize(v).Median
-}
-
 // postgresCPUDetail words PostgreSQL's CPU a write for the detail: none read means no process
 // named postgres was visible (a server on another machine, in a container, or behind /proc's
 // hidepid).
@@ -182,17 +174,11 @@ func postgresCPUDetail(us float64) string {
 	return fmt.Sprintf("PostgreSQL's processes %.0f µs", us)
 }
 
-// pgProc is a process named postgres as procTimes read it.
-type pgProc struct {
-	cpu   time.Duration
-	start int64
-}
-
 // postgresProcs reads every process of this machine named postgres (the server, its background
 // processes and its backends), by pid.
-func postgresProcs() map[int]pgProc {
+func postgresProcs() map[int]procSample {
 	procs, _ := filepath.Glob("/proc/[0-9]*/comm")
-	seen := map[int]pgProc{}
+	seen := map[int]procSample{}
 	for _, p := range procs {
 		comm, err := os.ReadFile(p)
 		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
@@ -202,8 +188,8 @@ func postgresProcs() map[int]pgProc {
 		if err != nil {
 			continue
 		}
-		if cpu, start, err := procTimes(pid); err == nil {
-			seen[pid] = pgProc{cpu, start}
+		if p, err := procTimes(pid); err == nil {
+			seen[pid] = p
 		}
 	}
 	return seen
@@ -213,7 +199,7 @@ func postgresProcs() map[int]pgProc {
 // process's own growth, all of it for one that started since. One that ended meanwhile is missed,
 // so the figure reads low when processes come and go (the INSERT pool holds its backends for the
 // whole run), and it counts whatever else this machine's PostgreSQL did meanwhile.
-func postgresCPUSince(before map[int]pgProc) time.Duration {
+func postgresCPUSince(before map[int]procSample) time.Duration {
 	var sum time.Duration
 	for pid, now := range postgresProcs() {
 		if b, ok := before[pid]; ok && b.start == now.start {
