@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +85,77 @@ func TestCancelledCallerFailsAlone(t *testing.T) {
 	}
 	if info, err := s.GetBranch(context.Background(), a); err != nil || info.HeadSequence != 1 {
 		t.Errorf("the cancelled caller's branch: head %d, %v; want 1 (nothing written)", info.HeadSequence, err)
+	}
+}
+
+// lateCancel is a caller's context that is live when the writer checks it,
+// before the job runs, and cancelled from then on: a caller that gives up
+// while its write is running.
+type lateCancel struct {
+	context.Context
+	checked atomic.Bool
+	done    chan struct{}
+}
+
+func newLateCancel() *lateCancel {
+	return &lateCancel{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *lateCancel) Done() <-chan struct{} { return c.done }
+
+func (c *lateCancel) Err() error {
+	if c.checked.CompareAndSwap(false, true) {
+		close(c.done)
+		return nil
+	}
+	return context.Canceled
+}
+
+// A ClearMessages whose caller gives up once the writer has taken it still
+// runs its statements under the writer's context (the job.fn rule,
+// writer.go), so it commits, and the writes batched with it are neither
+// rolled back nor run again. Its statements ran under the caller's
+// context: they failed with context.Canceled after the write had begun,
+// which rolled the whole batch back.
+func TestClearMessagesCancelledMidBatch(t *testing.T) {
+	s := newTestStore(t, storetest.Options{})
+	a, b := emptyBranch(t, s), emptyBranch(t, s)
+	if _, err := s.AddMessage(context.Background(), a, addInput("gone soon"), store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var aborts atomic.Int32
+	release, done := holdWriter(t, s)
+	prev := s.w.onAbort // set before release: the writer reads it after its receive
+	s.w.onAbort = func() {
+		aborts.Add(1)
+		if prev != nil {
+			prev()
+		}
+	}
+	var wg sync.WaitGroup
+	var errA, errB error
+	wg.Add(2)
+	go func() { defer wg.Done(); _, errA = s.ClearMessages(newLateCancel(), a, store.WriteOptions{}) }()
+	queued(s, 1)
+	go func() {
+		defer wg.Done()
+		_, errB = s.AddMessage(context.Background(), b, addInput("b"), store.WriteOptions{})
+	}()
+	queued(s, 2)
+	close(release)
+	<-done
+	wg.Wait()
+	if errA != nil {
+		t.Errorf("ClearMessages cancelled after the writer took it: %v, want it committed", errA)
+	}
+	if errB != nil {
+		t.Errorf("the write batched with it: %v", errB)
+	}
+	if n := aborts.Load(); n != 0 {
+		t.Errorf("%d batches rolled back, want 0", n)
+	}
+	if info, err := s.GetBranch(context.Background(), a); err != nil || info.MessageCount != 0 {
+		t.Errorf("the cleared branch: %d messages, %v; want 0", info.MessageCount, err)
 	}
 }
 

@@ -276,10 +276,10 @@ func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store
 func (s *Store) ClearMessages(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
 	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (written, error) {
 		row := st.row
-		if _, err := s.wst.exec(ctx, st.tx, qKeepVersions, blob(row.id), blob(row.incarnation), optBlob(row.systemID)); err != nil {
+		if _, err := s.wst.exec(st.ctx, st.tx, qKeepVersions, blob(row.id), blob(row.incarnation), optBlob(row.systemID)); err != nil {
 			return written{}, err
 		}
-		if _, err := s.wst.exec(ctx, st.tx, qClearMessages, blob(row.id)); err != nil {
+		if _, err := s.wst.exec(st.ctx, st.tx, qClearMessages, blob(row.id)); err != nil {
 			return written{}, err
 		}
 		clear(st.cache)
