@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/exchangedb"
 )
 
 // Issue 15: "a full disk (RESOURCE_EXHAUSTED on writes, reads go on, writes
@@ -118,6 +119,94 @@ func TestPinGoesOnWhenTheCommitIsFull(t *testing.T) {
 	if got := head(t, s, written); got != 1 {
 		t.Fatalf("the failed write moved the head to %d", got)
 	}
+}
+
+// A repeated request answered from its record writes nothing, as a pin
+// does: when SQLITE_FULL fails its batch's commit, it is answered with the
+// first response, not told that nothing was changed (the first attempt did
+// commit, and the memory engine answers the same repeat with it). The
+// Exchange's writes follow the same rule (exchange_driver.go).
+func TestRepeatGoesOnWhenTheCommitIsFull(t *testing.T) {
+	var faults commitFaults
+	s := faultStore(t, 0, &faults)
+	ctx := tctx(t)
+	repeated, written := emptyBranch(t, s), emptyBranch(t, s)
+	opts := store.WriteOptions{RequestID: "the-first-attempt-committed"}
+	first, err := s.AddMessage(ctx, repeated, addInput("once"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, done := holdWriter(t, s)
+	faults.inject(2, fullError{}) // the hold's batch's commit, then the batch under test's
+	var (
+		wg               sync.WaitGroup
+		again            store.WriteResult
+		againErr, addErr error
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); again, againErr = s.AddMessage(ctx, repeated, addInput("once"), opts) }()
+	queued(s, 1)
+	go func() { defer wg.Done(); _, addErr = s.AddMessage(ctx, written, addInput("a"), store.WriteOptions{}) }()
+	queued(s, 2)
+	close(release)
+	<-done
+	wg.Wait()
+	if againErr != nil {
+		t.Fatalf("the repeat on a full disk: %v, want the first response", againErr)
+	}
+	if !again.Replayed || again.Message.Message.ID != first.Message.Message.ID || again.Head != first.Head {
+		t.Fatalf("the repeat: replayed %v, message %v, head %d; want the first response (message %v, head %d)",
+			again.Replayed, again.Message.Message.ID, again.Head, first.Message.Message.ID, first.Head)
+	}
+	wantStorageError(t, s, addErr, store.ErrStorageFull)
+	if got := head(t, s, written); got != 1 {
+		t.Fatalf("the failed write moved the head to %d", got)
+	}
+}
+
+// The Exchange's writes: one that succeeded without writing (a Send's
+// repeat answered from its record reads and writes nothing) goes on when
+// SQLITE_FULL fails its batch's commit; one that wrote fails with it.
+func TestExchangeReadOnlyWriteGoesOnWhenTheCommitIsFull(t *testing.T) {
+	var faults commitFaults
+	s := faultStore(t, 0, &faults)
+	d := s.ExchangeDriver()
+	ctx := tctx(t)
+	release, done := holdWriter(t, s)
+	faults.inject(2, fullError{}) // the hold's batch's commit, then the batch under test's
+	var (
+		wg                 sync.WaitGroup
+		readErr, writeErr  error
+		readRuns, afterRan int // the writer goroutine's, read after wg.Wait
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		readErr = d.Write(ctx, func(ctx context.Context, q exchangedb.Querier) error {
+			readRuns++
+			var n int
+			return q.QueryRow(ctx, `SELECT count(*) FROM exchange_counters`).Scan(&n)
+		}, func() { afterRan++ })
+	}()
+	queued(s, 1)
+	go func() {
+		defer wg.Done()
+		writeErr = d.Write(ctx, func(ctx context.Context, q exchangedb.Querier) error {
+			_, err := q.Exec(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES ('', 'x', 1)`)
+			return err
+		}, nil)
+	}()
+	queued(s, 2)
+	close(release)
+	<-done
+	wg.Wait()
+	if readErr != nil || afterRan != 1 {
+		t.Fatalf("the write that wrote nothing, on a full disk: %v, its after run %d times; want it answered once, as if the disk had room", readErr, afterRan)
+	}
+	if readRuns != 2 {
+		t.Fatalf("the write that wrote nothing ran %d times, want 2 (its batch, then alone)", readRuns)
+	}
+	wantStorageError(t, s, writeErr, store.ErrStorageFull)
 }
 
 // Only SQLITE_FULL re-runs a batch's other jobs: after an I/O error that

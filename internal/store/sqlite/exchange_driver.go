@@ -39,8 +39,11 @@ func (d exchangeDriver) Write(ctx context.Context, fn func(ctx context.Context, 
 			return d.s.ex.writeStmt(ctx, d.s.w.conn, tx, q)
 		}, track: true}
 		err := fn(ctx, q)
-		if err != nil && (q.dirty || resultCode(err) != 0) {
+		switch {
+		case err != nil && (q.dirty || resultCode(err) != 0):
 			return dirtyError{err}
+		case err == nil && !q.dirty: // a repeat answered from its record, or a read
+			return errWroteNothing
 		}
 		return err
 	}, after)()

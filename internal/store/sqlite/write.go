@@ -50,8 +50,11 @@ func (s *Store) writeAsync(ctx context.Context, id uuid.UUID, op store.Op, opts 
 		w, replay, row = written{}, nil, nil // a re-run of the batch starts afresh (writer.do)
 		writes := s.wst.writes
 		err := s.runWrite(ctx, tx, id, op, opts, fn, &w, &replay, &row)
-		if err != nil && (s.wst.writes != writes || resultCode(err) != 0) {
+		switch {
+		case err != nil && (s.wst.writes != writes || resultCode(err) != 0):
 			return dirtyError{err}
+		case err == nil && s.wst.writes == writes: // a repeat answered from its record
+			return errWroteNothing
 		}
 		return err
 	}, func() {

@@ -99,6 +99,14 @@ type dirtyError struct{ err error }
 func (e dirtyError) Error() string { return e.err.Error() }
 func (e dirtyError) Unwrap() error { return e.err }
 
+// errWroteNothing is what the fn of an unguarded job returns when it
+// succeeded without writing (a repeated request answered from its record):
+// the job succeeded, and like a pin it needs no space, so a commit that
+// fails with SQLITE_FULL runs it again in a transaction of its own instead
+// of failing it with the batch's writes (commit). A repeat told "nothing
+// was changed" would be wrong: its first attempt did commit.
+var errWroteNothing = errors.New("sqlite: the job wrote nothing")
+
 // newWriter takes db's write connection (db has one: SQLite has one
 // writer; db.write is nil from then on) and starts the writer on it.
 // hooks are the tests' (none in production).
@@ -305,14 +313,18 @@ func (w *writer) commit(batch []*job) {
 		return
 	}
 	ok, firstOK := 0, len(batch)
-	stale := make([]bool, len(batch)) // an error worked out over an earlier write of the batch
+	stale := make([]bool, len(batch))    // an error worked out over an earlier write of the batch
+	readOnly := make([]bool, len(batch)) // the job wrote nothing in this run
 	for i, j := range batch {
 		if errs[i] = j.caller.Err(); errs[i] != nil {
 			continue
 		}
+		readOnly[i] = j.readOnly
 		var fatal error
 		if j.unguarded {
-			errs[i], fatal = unguarded(ctx, tx, j.fn)
+			var wroteNothing bool
+			errs[i], fatal, wroteNothing = unguarded(ctx, tx, j.fn)
+			readOnly[i] = wroteNothing
 		} else {
 			errs[i], fatal = w.sp.run(ctx, tx, j.fn)
 		}
@@ -370,7 +382,7 @@ func (w *writer) commit(batch []*job) {
 				// names): the commit's error, which is retryable, is the
 				// true answer.
 				j.err <- err
-			case j.readOnly && resultCode(err) == sqlite3.SQLITE_FULL:
+			case readOnly[i] && resultCode(err) == sqlite3.SQLITE_FULL:
 				reads = append(reads, j)
 			default:
 				j.err <- err
@@ -379,8 +391,10 @@ func (w *writer) commit(batch []*job) {
 		if len(reads) > 0 && len(reads) < ok {
 			// On a real full disk SQLITE_FULL comes at COMMIT (the WAL
 			// cannot grow), so it fails every job of the batch: the
-			// read-only ones (pins) need no space and run again in a
-			// transaction of their own (issue 15: "reads go on").
+			// read-only ones (pins, and writes that wrote nothing: a
+			// repeat answered from its record) need no space and run
+			// again in a transaction of their own (issue 15: "reads go
+			// on").
 			w.commit(reads)
 		} else {
 			for _, j := range reads {
@@ -431,19 +445,22 @@ func (w *writer) aborted() {
 
 // unguarded runs the fn of an unguarded job: its dirtyError, or a panic,
 // is fatal (what it wrote stays in the transaction); its other errors
-// left nothing written.
-func unguarded(ctx context.Context, tx *sql.Tx, fn func(ctx context.Context, tx *sql.Tx) error) (err, fatal error) {
+// left nothing written; errWroteNothing is a success that wrote nothing.
+func unguarded(ctx context.Context, tx *sql.Tx, fn func(ctx context.Context, tx *sql.Tx) error) (err, fatal error, wroteNothing bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("sqlite: write panicked: %v", p)
-			fatal = err
+			fatal, wroteNothing = err, false
 		}
 	}()
 	err = fn(ctx, tx)
 	if d, ok := errors.AsType[dirtyError](err); ok {
-		return d.err, d.err
+		return d.err, d.err, false
 	}
-	return err, nil
+	if err == errWroteNothing {
+		return nil, nil, true
+	}
+	return err, nil, false
 }
 
 // savepoints runs each write of a batch under a savepoint of its own. Its
