@@ -43,7 +43,7 @@ func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, erro
 	info := from.info
 	b, err := m.prepare(in.ID, nil, info.Metadata)
 	if err != nil {
-		return BranchResult{}, err
+		return m.firstOr(err, in.Principal, OpForkBranch, in.RequestID)
 	}
 	b.name, b.user = info.Name, info.User
 	if in.Name != nil {

@@ -2,12 +2,27 @@ package store
 
 import (
 	"context"
+	"errors"
 
 	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 )
+
+// firstOr returns prepare's error err, unless it is ErrBranchExists and the
+// request's first attempt has been published since the caller's recall:
+// then the branch that exists is that attempt's, and a retry racing it (a
+// hedged or timed-out call) gets its result, as it would have a moment
+// later (storetest's RetryRacingFirstAttempt).
+func (m *Memory) firstOr(err error, principal string, op Op, requestID string) (BranchResult, error) {
+	if requestID != "" && errors.Is(err, ErrBranchExists) {
+		if r, ok, rerr := m.recallCreated(principal, op, requestID); rerr == nil && ok {
+			return r, nil
+		}
+	}
+	return BranchResult{}, err
+}
 
 // prepare builds a new, unpublished branch: its identity, metadata and
 // charge. The caller seeds it and then calls publish or discard.
@@ -133,7 +148,7 @@ func (m *Memory) CreateBranch(_ context.Context, in CreateBranchInput) (BranchRe
 	}
 	b, err := m.prepare(in.ID, in.CreatedAt, in.Metadata)
 	if err != nil {
-		return BranchResult{}, err
+		return m.firstOr(err, in.Principal, OpCreateBranch, in.RequestID)
 	}
 	b.name, b.user = in.Name, in.User
 	if err := CreateSeeds(b.id, in, func(s Seed) error { return m.seed(b, s.Message, s.Field) }); err != nil {
@@ -158,7 +173,7 @@ func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, 
 	}
 	b, err := m.prepare(id, im.createdAt, im.metadata)
 	if err != nil {
-		return BranchResult{}, err
+		return m.firstOr(err, in.Principal, OpImportBranch, in.RequestID)
 	}
 	b.name, b.user = im.name, im.user
 	if im.pile != nil {

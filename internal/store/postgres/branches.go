@@ -50,6 +50,22 @@ func exists(ctx context.Context, q querier, id uuid.UUID) (bool, error) {
 	return err == nil, err
 }
 
+// firstOr returns prepare's error err (sorted by fault), unless it is
+// ErrBranchExists and the request's first attempt has committed since the
+// caller's recall: then the branch that exists is that attempt's (its row
+// and its record commit together), and a retry racing it (a hedged or
+// timed-out call, or the same call sent to two replicas) gets its result,
+// as it would have a moment later. ForkBranch needs none: its id check
+// runs after the repeat check, in publishNew's transaction.
+func (s *Store) firstOr(ctx context.Context, err error, principal string, op store.Op, requestID string) (store.BranchResult, error) {
+	if requestID != "" && errors.Is(err, store.ErrBranchExists) {
+		if r, ok, rerr := s.recallCreated(ctx, s.pool, principal, op, requestID); rerr == nil && ok {
+			return r, nil
+		}
+	}
+	return store.BranchResult{}, s.fault(ctx, err)
+}
+
 // recallCreated returns a remembered result of a principal's
 // branch-creating calls, marked as replayed.
 func (s *Store) recallCreated(ctx context.Context, q querier, principal string, op store.Op, requestID string) (store.BranchResult, bool, error) {
@@ -160,7 +176,7 @@ func (s *Store) CreateBranch(ctx context.Context, in store.CreateBranchInput) (s
 	}
 	b, err := prepare(ctx, s.pool, in.ID, in.CreatedAt, in.Metadata)
 	if err != nil {
-		return store.BranchResult{}, s.fault(ctx, err)
+		return s.firstOr(ctx, err, in.Principal, store.OpCreateBranch, in.RequestID)
 	}
 	b.row.name, b.row.user = in.Name, in.User
 	if err := store.CreateSeeds(b.row.id, in, func(sd store.Seed) error { return b.seed(sd.Message, sd.Field) }); err != nil {
@@ -187,7 +203,7 @@ func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.B
 	}
 	b, err := prepare(ctx, s.pool, id, im.CreatedAt, im.Metadata)
 	if err != nil {
-		return store.BranchResult{}, s.fault(ctx, err)
+		return s.firstOr(ctx, err, in.Principal, store.OpImportBranch, in.RequestID)
 	}
 	b.row.name, b.row.user = im.Name, im.User
 	if im.Pile != nil {

@@ -39,6 +39,19 @@ func (s *Store) prepare(ctx context.Context, id uuid.UUID, createdAt *float64, m
 	}), nil
 }
 
+// firstOr returns prepare's error err, unless it is ErrBranchExists and the
+// request's first attempt has committed since the caller's recall: then the
+// branch that exists is that attempt's, and a retry racing it (a hedged or
+// timed-out call) gets its result, as it would have a moment later.
+func (s *Store) firstOr(ctx context.Context, err error, principal string, op store.Op, requestID string) (store.BranchResult, error) {
+	if requestID != "" && errors.Is(err, store.ErrBranchExists) {
+		if r, ok, rerr := s.recallCreated(ctx, &s.rst, nil, principal, op, requestID); rerr == nil && ok {
+			return r, nil
+		}
+	}
+	return store.BranchResult{}, err
+}
+
 func (s *Store) exists(ctx context.Context, id uuid.UUID) (bool, error) {
 	var one int
 	err := s.rst.queryRow(ctx, nil, qBranchExists, blob(id)).Scan(&one)
@@ -137,7 +150,7 @@ func (s *Store) CreateBranch(ctx context.Context, in store.CreateBranchInput) (s
 	}
 	b, err := s.prepare(ctx, in.ID, in.CreatedAt, in.Metadata)
 	if err != nil {
-		return store.BranchResult{}, err
+		return s.firstOr(ctx, err, in.Principal, store.OpCreateBranch, in.RequestID)
 	}
 	b.row.name, b.row.user = in.Name, in.User
 	if err := store.CreateSeeds(b.row.id, in, func(sd store.Seed) error { return b.seed(sd.Message, sd.Field) }); err != nil {
@@ -161,7 +174,7 @@ func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.B
 	}
 	b, err := s.prepare(ctx, id, im.CreatedAt, im.Metadata)
 	if err != nil {
-		return store.BranchResult{}, err
+		return s.firstOr(ctx, err, in.Principal, store.OpImportBranch, in.RequestID)
 	}
 	b.row.name, b.row.user = im.Name, im.User
 	if im.Pile != nil {
@@ -246,7 +259,7 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 	}
 	b, err := s.prepare(ctx, in.ID, nil, src.metadata)
 	if err != nil {
-		return store.BranchResult{}, err
+		return s.firstOr(ctx, err, in.Principal, store.OpForkBranch, in.RequestID)
 	}
 	b.row.name, b.row.user = src.name, src.user
 	if in.Name != nil {

@@ -111,6 +111,7 @@ func RunFor(t *testing.T, newStore Factory, caps Capabilities) {
 		{"DeleteBranch", testDeleteBranch},
 		{"ConcurrentAddsOneBranch", testConcurrentOneBranch},
 		{"ConcurrentAddsManyBranches", testConcurrentManyBranches},
+		{"RetryRacingFirstAttempt", testRetryRacingFirstAttempt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if budgetCases[tc.name] && !caps.MemoryBudget {
