@@ -12,7 +12,7 @@ import (
 )
 
 // retryRounds is how many times each branch-creating call races its retry.
-const retryRounds = 60
+const retryRounds = 200
 
 // testRetryRacingFirstAttempt: a branch-creating call with an explicit id
 // and a request id, retried while its first attempt is still in flight (a
