@@ -319,7 +319,14 @@ func (s *Store) publish(id, incarnation uuid.UUID, c store.Commit) {
 // sweepBelow is the sequence below which a branch's events may be deleted
 // after a write that brings its head to head: past the retention, and
 // behind what its subscribers were told is retained (writer goroutine).
+// Nothing, while a pin earlier in the batch is making the branch's handle:
+// the pin read the oldest event before this write, and the handle it makes
+// says that event is there from the pin's after until this write's, for
+// any subscriber that joins it meanwhile; the next write trims.
 func (s *Store) sweepBelow(id, incarnation uuid.UUID, head uint64) uint64 {
+	if s.pinning[id] > 0 {
+		return 0
+	}
 	below := s.retainedFrom(head)
 	s.mu.Lock()
 	h := s.handles[id]
