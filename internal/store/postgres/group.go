@@ -187,8 +187,7 @@ func (s *Store) runGroupWorker() {
 			if s.hookTaken != nil {
 				s.hookTaken(ws)
 			}
-			s.runGroup(ws)
-			s.group.finish(ws)
+			s.runGroup(ws) // and finishes them
 		}
 	}
 }
@@ -197,21 +196,27 @@ func (s *Store) runGroupWorker() {
 // the group committed (or refused) first, then those it left to run alone
 // (a row another transaction holds, an unknown branch, or every member of
 // a group that failed with nothing applied), each in a transaction of its
-// own.
+// own. It finishes the first ones' branches before it runs the others, so
+// that a member waiting for a row lock holds back its own branch only
+// (docs/decisions/0021).
 func (s *Store) runGroup(ws []*branchWrite) {
 	alone := s.tryGroup(ws)
+	answered := make([]*branchWrite, 0, len(ws)-len(alone))
 	for _, bw := range ws {
 		if !bw.alone {
 			s.settleAsync(bw)
 			close(bw.done)
+			answered = append(answered, bw)
 		}
 	}
+	s.group.finish(answered)
 	for _, bw := range alone {
 		bw.w, bw.replay, bw.row = written{}, nil, nil
 		bw.err = s.writeAlone(bw)
 		s.settleAsync(bw)
 		close(bw.done)
 	}
+	s.group.finish(alone)
 }
 
 // tryGroup runs ws as one transaction when there are several, and returns
@@ -249,14 +254,19 @@ func (s *Store) tryGroup(ws []*branchWrite) (alone []*branchWrite) {
 	case errors.As(err, &se) && se.AtCommit, errors.As(err, new(commitError)):
 		// A COMMIT without an answer (StorageError AtCommit), or cut by the
 		// group's context once every caller had left: its outcome is
-		// unknown, as a lone write's would be.
+		// unknown, as a lone write's would be, for the members it wrote.
+		// Those left to run alone (a row another transaction held, an
+		// unknown branch) were never in it: they still run alone, for
+		// their own outcome.
 		for _, bw := range ws {
-			if bw.err == nil && bw.replay == nil {
+			switch {
+			case bw.alone:
+				alone = append(alone, bw)
+			case bw.err == nil && bw.replay == nil:
 				bw.err = err
 			}
-			bw.alone = false
 		}
-		return nil
+		return alone
 	}
 	// Nothing was applied: each write alone, for its own outcome.
 	for _, bw := range ws {
@@ -295,7 +305,7 @@ func (s *Store) groupTx(ctx context.Context, tx pgx.Tx, ws []*branchWrite) error
 	ids := make([]uuid.UUID, len(ws))
 	b := &pgx.Batch{}
 	for i, bw := range ws {
-		bw.w, bw.replay, bw.row, bw.err = written{}, nil, nil, nil // a retried transaction starts afresh
+		bw.w, bw.replay, bw.row, bw.err, bw.alone = written{}, nil, nil, nil, false // a retried transaction starts afresh
 		ids[i] = bw.id
 	}
 	b.Queue(qBranchesForUpdate, ids)

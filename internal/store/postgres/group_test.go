@@ -369,3 +369,119 @@ func TestGroupPanicReleasesLocks(t *testing.T) {
 	// briefly: a connection the panic kept would stay acquired for good.
 	waitFor(t, 10*time.Second, "no connection acquired after the panic", func() bool { return s.pool.Stat().AcquiredConns() == 0 })
 }
+
+// lockRow holds branch's row in a transaction of the test's until the
+// returned function commits it.
+func lockRow(t *testing.T, s *Store, branch uuid.UUID) (unlock func()) {
+	t.Helper()
+	tx, err := s.pool.Begin(tctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(tctx(t), qBranchForUpdate, branch); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if err := tx.Commit(tctx(t)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// A group retried after a deadlock starts afresh, "alone" included: a
+// member whose row was locked in the first attempt (so left to run alone)
+// and free in the second is written by the second and answered once. It
+// was run alone again as well: a second insert of its message (a
+// duplicate key error for a write that had committed), or a replay of its
+// own request id.
+func TestGroupRetryAfterDeadlockStartsAfresh(t *testing.T) {
+	var unlock func()
+	var once sync.Once
+	s := groupStore(t, func(ws []*branchWrite) error {
+		retry := false
+		once.Do(func() {
+			unlock() // the locked member's row is free for the retry
+			retry = true
+		})
+		if retry {
+			return &pgconn.PgError{Code: "40P01", Message: "deadlock detected (test)"}
+		}
+		return nil
+	})
+	locked, free := newBranch(t, s), newBranch(t, s)
+	unlock = lockRow(t, s, locked)
+	h := hold(s)
+	results := h.behind(t, s, []uuid.UUID{locked, free}, []store.WriteOptions{{}, {}})
+	for i, r := range results {
+		if got := <-r; got.err != nil || got.res.Index != 0 || got.res.Replayed {
+			t.Fatalf("member %d: %+v, %v: want index 0, written once", i, got.res, got.err)
+		}
+	}
+	for _, br := range []uuid.UUID{locked, free} {
+		if n := len(fullOrder(t, s, br)); n != 1 {
+			t.Fatalf("branch %s holds %d messages, want 1", br, n)
+		}
+	}
+}
+
+// A COMMIT without an answer leaves its group's outcome unknown, but only
+// for the members in its transaction: one whose row another transaction
+// held, and one whose branch does not exist, were never in it, and get
+// their own outcomes (written once the lock ends; NOT_FOUND), not "may or
+// may not have been applied".
+func TestGroupUnknownCommitOnlyForItsMembers(t *testing.T) {
+	var once sync.Once
+	s := groupStore(t, func(ws []*branchWrite) error {
+		var err error
+		once.Do(func() {
+			err = &StorageError{Target: "test", Err: store.ErrStorageUnavailable, Cause: errors.New("connection lost at COMMIT (test)"), AtCommit: true}
+		})
+		return err
+	})
+	locked, free := newBranch(t, s), newBranch(t, s)
+	unlock := lockRow(t, s, locked)
+	h := hold(s)
+	results := h.behind(t, s, []uuid.UUID{locked, free, uuid.New()}, []store.WriteOptions{{}, {}, {}})
+	if got := <-results[1]; !errors.Is(got.err, store.ErrStorageUnavailable) {
+		t.Fatalf("the member in the unanswered COMMIT: %+v, %v; want the commit's error", got.res, got.err)
+	}
+	if got := <-results[2]; !errors.Is(got.err, store.ErrBranchNotFound) {
+		t.Fatalf("the member whose branch does not exist: %v; want ErrBranchNotFound", got.err)
+	}
+	unlock()
+	if got := <-results[0]; got.err != nil || got.res.Index != 0 {
+		t.Fatalf("the member whose row was locked: %+v, %v; want it written once the lock ended", got.res, got.err)
+	}
+}
+
+// A member left to wait for a row lock holds back only its own branch:
+// once the group's other members are answered, their branches may take
+// new writes (on another worker) while it waits (docs/decisions/0021).
+func TestGroupLockedMemberHoldsOnlyItsBranch(t *testing.T) {
+	s := groupStore(t, nil)
+	locked, free := newBranch(t, s), newBranch(t, s)
+	unlock := lockRow(t, s, locked)
+	defer unlock()
+	h := hold(s)
+	results := h.behind(t, s, []uuid.UUID{locked, free}, []store.WriteOptions{{}, {}})
+	if got := <-results[1]; got.err != nil {
+		t.Fatalf("the free member: %v", got.err)
+	}
+	writing := func(id uuid.UUID) bool {
+		s.group.mu.Lock()
+		defer s.group.mu.Unlock()
+		return s.group.writing[id]
+	}
+	waitFor(t, 5*time.Second, "the free member's branch released", func() bool { return !writing(free) })
+	if !writing(locked) {
+		t.Fatal("the locked member's branch was released while its write waits")
+	}
+	unlock()
+	if got := <-results[0]; got.err != nil {
+		t.Fatalf("the locked member after the lock: %v", got.err)
+	}
+}
