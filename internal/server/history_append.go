@@ -145,6 +145,7 @@ type appendReceiver struct {
 	slots   chan struct{}   // the window: a place per item in flight
 	queue   chan appendItem // the items taken, in order; closed when the receiver ends
 	lanes   appendLanes     // nil when the store is a Pipeliner
+	ids     appendIDs       // the request ids of the items in flight (history_append_ids.go)
 	applied bool            // the store is a store.AppliedPipeliner: its items' answers are ready once started
 
 	// The handler's: the items of the answers being sent, and the answers (reused).
@@ -300,15 +301,24 @@ func (r *appendReceiver) end(sendErr error) error {
 // ordered queue, or on its lane.
 func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) (func() *historyv1.AppendMessagesResponse, bool) {
 	s := r.s
-	p, resp, err := s.prepareAppend(r.ctx, req)
+	var earlier *appendID // the earlier items with the request id in flight before the repeat check
+	p, resp, err := s.prepareAppend(r.ctx, req, func(branch uuid.UUID) {
+		if id := req.GetRequestId(); id != "" {
+			earlier = r.ids.earlier(appendKey{branch, id})
+		}
+	})
 	switch {
 	case resp != nil:
 		return func() *historyv1.AppendMessagesResponse { return appendOK(resp) }, true
-	case err != nil && p.recalled && req.GetRequestId() != "":
-		// The request is invalid, but an earlier item of the stream with the same request id may
-		// not be written yet: a unary AddMessage sent after it would get its first response. The
-		// answer waits until every earlier item is answered (answers go in order) and looks again.
+	case err != nil && p.recalled && earlier != nil:
+		// The request is invalid, but an earlier item of the stream with the same request id was
+		// not answered yet when the repeat check missed: a unary AddMessage sent after it would
+		// get its first response. The answer waits until every earlier item is answered (answers
+		// go in order) and, if one of them succeeded, looks again (history_append_ids.go).
 		return func() *historyv1.AppendMessagesResponse {
+			if !r.ids.succeeded(earlier) {
+				return r.itemError(index, err)
+			}
 			if again, rerr := s.recallAdd(r.ctx, p); again != nil {
 				return appendOK(again)
 			} else if rerr != nil {
@@ -319,11 +329,20 @@ func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) (
 	case err != nil:
 		return r.failed(index, err), true
 	}
+	answered := func(a *historyv1.AppendMessagesResponse) *historyv1.AppendMessagesResponse { return a }
+	if id := p.opts.RequestID; id != "" {
+		key := appendKey{p.branch, id}
+		e := r.ids.started(key)
+		answered = func(a *historyv1.AppendMessagesResponse) *historyv1.AppendMessagesResponse {
+			r.ids.answered(key, e, a.GetError() == nil)
+			return a
+		}
+	}
 	if pl, ok := s.store.(store.Pipeliner); ok {
 		wait := pl.AddMessageAsync(r.ctx, p.branch, p.in, p.opts)
 		return func() *historyv1.AppendMessagesResponse {
 			res, err := wait()
-			return r.result(index, p, res, err)
+			return answered(r.result(index, p, res, err))
 		}, r.applied
 	}
 	done := r.lanes.run(p.branch, func() (store.WriteResult, error) {
@@ -331,7 +350,7 @@ func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) (
 	})
 	return func() *historyv1.AppendMessagesResponse {
 		o := <-done
-		return r.result(index, p, o.res, o.err)
+		return answered(r.result(index, p, o.res, o.err))
 	}, false
 }
 
@@ -467,13 +486,14 @@ func isMalformed(err error) bool {
 // matters for a request that does not convert, whose repeat must still get the first response
 // (docs/design.md#branches: the repeat check comes before any other). Skipping it saves the
 // stream a read per item before its write is queued, which on the sqlite engine kept the writer
-// waiting for the receiver instead of gathering a window per commit.
-func (s *HistoryServer) prepareAppend(ctx context.Context, req *historyv1.AddMessageRequest) (p addPrep, resp *historyv1.AddMessageResponse, err error) {
+// waiting for the receiver instead of gathering a window per commit. beforeRecall runs just before that repeat check, with the item's branch.
+func (s *HistoryServer) prepareAppend(ctx context.Context, req *historyv1.AddMessageRequest, beforeRecall func(uuid.UUID)) (p addPrep, resp *historyv1.AddMessageResponse, err error) {
 	p.req = req
 	if p.branch, err = parseID("branch_id", req.GetBranchId()); err != nil {
 		return p, nil, err
 	}
 	if p.in, err = addInputFromProto(req); err != nil {
+		beforeRecall(p.branch)
 		return s.prepareAdd(ctx, req) // the repeat check first, as the unary call does it
 	}
 	p.opts = writeOptions(req.GetRequestId(), req.ExpectedHeadSequence)

@@ -306,6 +306,79 @@ func TestAppendConformanceStoreCases(t *testing.T) {
 	}
 }
 
+// holdOne holds the writes to one branch until gate is closed, and tells wrote of every write to
+// the others once it is done.
+type holdOne struct {
+	store.Store
+	held  uuid.UUID
+	gate  chan struct{}
+	wrote chan struct{}
+}
+
+func (h *holdOne) AddMessage(ctx context.Context, b uuid.UUID, in store.AddInput, o store.WriteOptions) (store.WriteResult, error) {
+	if b == h.held {
+		select {
+		case <-h.gate:
+		case <-ctx.Done():
+			return store.WriteResult{}, ctx.Err()
+		}
+	}
+	res, err := h.Store.AddMessage(ctx, b, in, o)
+	if b != h.held {
+		h.wrote <- struct{}{}
+	}
+	return res, err
+}
+
+// An invalid item is answered from the record of its request id only when an earlier item of the
+// stream made it: not when a later item with the same request id was written before the invalid
+// one was answered (the unary calls, one after another, answer INVALID_ARGUMENT and then write),
+// nor when the earlier item with it was refused. A first item on another branch, held, keeps the
+// invalid one unanswered while the later one is written (a review found it answered OK with the
+// later item's message).
+func TestAppendInvalidItemNotAnsweredByALaterOne(t *testing.T) {
+	ahead := uint64(999)
+	for _, tc := range []struct {
+		name   string
+		refuse bool // an earlier item with the request id, refused, before the invalid one
+	}{{"a later item", false}, {"a refused earlier item and a later one", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			held, branch := uuid.New(), uuid.NewString()
+			st := &holdOne{Store: store.NewMemory(), held: held, gate: make(chan struct{}), wrote: make(chan struct{}, 4)}
+			f := newAppendFixture(t, st)
+			f.create(t, &historyv1.CreateBranchRequest{BranchId: held.String()})
+			f.create(t, &historyv1.CreateBranchRequest{BranchId: branch})
+			item := func(text string, bad bool, head *uint64) *historyv1.AddMessageRequest {
+				r := instructionReq(branch, text)
+				r.RequestId, r.ExpectedHeadSequence = "x", head
+				if bad { // refused by the conversion, before the store: omit_content with include_rendered
+					r.OmitContent, r.IncludeRendered = true, true
+				}
+				return r
+			}
+			reqs := []*historyv1.AddMessageRequest{instructionReq(held.String(), "held")}
+			if tc.refuse {
+				reqs = append(reqs, item("refused", false, &ahead))
+			}
+			invalid := len(reqs)
+			reqs = append(reqs, item("invalid", true, nil), item("valid", false, nil))
+			got := make(chan []*historyv1.AppendMessagesResponse, 1)
+			go func() { got <- pipeline(t, f.c, 8, reqs) }()
+			for range len(reqs) - 2 { // the writes to branch: the later one, and the refused one
+				<-st.wrote
+			}
+			close(st.gate)
+			answers := <-got
+			if _, err := itemAnswer(answers[invalid]); status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("the invalid item: %v, want INVALID_ARGUMENT", err)
+			}
+			if resp, err := itemAnswer(answers[invalid+1]); err != nil || resp.GetMessage().GetId() == "" {
+				t.Fatalf("the later item: %v, %v; want it written", resp, err)
+			}
+		})
+	}
+}
+
 // answerText is an AddMessage answer as the transcripts of the conformance tests write it.
 func answerText(resp *historyv1.AddMessageResponse, err error) string {
 	tr := &addTranscript{}
