@@ -50,8 +50,10 @@ func commitFrameWithin(c store.Commit, out messageOut, limit int) (*historyv1.Wa
 		LastSequence:  c[len(c)-1].CommitLast,
 		Events:        make([]*historyv1.BranchEvent, 0, len(c)),
 	}
-	// the commit's bounds, and the commit field and its length in the frame (at most 16 bytes)
-	size := proto.Size(pb) + 16
+	// The commit's bounds, and the commit field's tag and length in the frame at their least (two
+	// bytes): a lower bound of the frame's size, so that building stops only for a frame that
+	// cannot fit; the caller checks the whole frame's size.
+	size := proto.Size(pb) + 2
 	for i := range c {
 		ev := eventToProto(&c[i], out)
 		size += fieldSize(3, proto.Size(ev))

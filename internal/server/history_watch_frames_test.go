@@ -108,3 +108,28 @@ func TestFrameMeasuredAsBuilt(t *testing.T) {
 		t.Errorf("refusing the frame allocated %d bytes, want at most %d", got, 2<<20)
 	}
 }
+
+// A commit whose frame is exactly the limit fits: commitFrameWithin's early stop counts the frame's
+// overhead at its least (a tag and a one-byte length), so it refuses only a frame that cannot fit,
+// and the caller checks the whole frame's size. It counted 16 bytes for the 2 to 6 they take, and
+// refused frames within about 14 bytes of the limit (a review's find).
+func TestCommitFrameWithinTakesAFrameAtTheLimit(t *testing.T) {
+	st := store.NewMemory()
+	res, err := st.CreateBranch(t.Context(), store.CreateBranchInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.AddMessage(t.Context(), res.Branch.ID, store.AddInput{Factory: store.Factory{Instruction: jsonv.StringValue("at the limit")}}, store.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := store.Commit{{Sequence: 2, CommitFirst: 2, CommitLast: 2, Kind: store.EventMessageAdded, Message: w.Message.Message, Index: 0}}
+	out := messageOut{omitRendered: true}
+	exact := proto.Size(commitFrame(c, out))
+	if frame, size := commitFrameWithin(c, out, exact); frame == nil || size != exact {
+		t.Fatalf("a frame of %d bytes under a limit of %d: %v, size %d; want it, at %d", exact, exact, frame, size, exact)
+	}
+	if frame, size := commitFrameWithin(c, out, exact-1); frame != nil && size <= exact-1 {
+		t.Fatalf("a frame of %d bytes under a limit of %d: size %d, want it over the limit", exact, exact-1, size)
+	}
+}
