@@ -32,10 +32,14 @@ type AppendResult struct {
 
 // StreamBrokenError is the error of an item whose AppendMessages stream ended before its answer
 // came (the server shut down, the connection broke, the context ended): the item may or may not
-// have been applied. Its request_id is set (the Appender fills one in), so Append it again to have
-// it applied exactly once (docs/design.md#idempotency).
+// have been applied. Append its Request again to have it applied exactly once
+// (docs/design.md#idempotency): Request is the item as it was sent, its request_id set. The
+// request first given to Append is not changed, so when its request_id was empty, appending it
+// again would send a new id, and the item could be applied twice.
 type StreamBrokenError struct {
-	// RequestID is the item's request_id, to resend it with.
+	// Request is the item as it was sent, with its request_id: the one to append again.
+	Request *historyv1.AddMessageRequest
+	// RequestID is the item's request_id (Request's).
 	RequestID string
 	// Err is the stream's end: a gRPC status error, or io.ErrUnexpectedEOF when the server closed
 	// the stream OK without answering every item.
@@ -44,7 +48,7 @@ type StreamBrokenError struct {
 
 // Error implements error.
 func (e *StreamBrokenError) Error() string {
-	return fmt.Sprintf("client: the append stream ended before item %s was answered (it may or may not be applied; append it again): %v", e.RequestID, e.Err)
+	return fmt.Sprintf("client: the append stream ended before item %s was answered (it may or may not be applied; append the error's Request again, which carries that request_id): %v", e.RequestID, e.Err)
 }
 
 // Unwrap returns the stream's end.
@@ -86,8 +90,8 @@ type appendSession struct {
 }
 
 type appendWaiter struct {
-	requestID string
-	out       chan AppendResult // cap 1
+	req *historyv1.AddMessageRequest // as sent, its request_id set
+	out chan AppendResult            // cap 1
 }
 
 // AppenderOption configures an Appender.
@@ -123,7 +127,8 @@ func NewAppender(ctx context.Context, c historyv1.HistoryServiceClient, opts ...
 // the Appender never waits for the caller to read it). It waits while the window is full, at most
 // as long as ctx; req must not be changed until the result has come. An empty request_id is filled
 // in (a fresh UUID; req is copied, not changed), so that an item whose stream broke can be
-// appended again safely. Set req's OmitContent when the result need not carry the message back:
+// appended again safely: append the *StreamBrokenError's Request, which carries that id, not req.
+// Set req's OmitContent when the result need not carry the message back:
 // the answer is then the message less its content and rendering (its metadata, embedding and the
 // rest stay), so a long instruction or response is not sent back.
 func (a *Appender) Append(ctx context.Context, req *historyv1.AddMessageRequest) <-chan AppendResult {
@@ -150,7 +155,7 @@ func (a *Appender) Append(ctx context.Context, req *historyv1.AddMessageRequest)
 	}
 	if err != nil {
 		<-a.slots
-		out <- AppendResult{Err: &StreamBrokenError{RequestID: req.GetRequestId(), Err: err}}
+		out <- AppendResult{Err: &StreamBrokenError{Request: req, RequestID: req.GetRequestId(), Err: err}}
 	}
 	return out
 }
@@ -217,7 +222,7 @@ func (s *appendSession) send(req *historyv1.AddMessageRequest, out chan AppendRe
 		}
 		return err
 	}
-	s.pending = append(s.pending, appendWaiter{requestID: req.GetRequestId(), out: out})
+	s.pending = append(s.pending, appendWaiter{req: req, out: out})
 	s.mu.Unlock()
 	// A failed Send means the stream is over (Send returns io.EOF; the status comes from Recv): the
 	// reader fails every pending item, this one included, with the stream's status.
@@ -247,7 +252,7 @@ func (s *appendSession) read(slots chan struct{}) {
 			s.pending = nil
 			s.mu.Unlock()
 			for _, w := range left {
-				w.out <- AppendResult{Err: &StreamBrokenError{RequestID: w.requestID, Err: err}}
+				w.out <- AppendResult{Err: &StreamBrokenError{Request: w.req, RequestID: w.req.GetRequestId(), Err: err}}
 				<-slots
 			}
 			return

@@ -96,6 +96,21 @@ func TestAppenderStreamBroken(t *testing.T) {
 			client.Reason(r.Err) != historyv1.ErrorReason_ERROR_REASON_SERVER_SHUTTING_DOWN {
 			t.Fatalf("Append on an ended stream: %v, want a *StreamBrokenError with the request id, UNAVAILABLE SERVER_SHUTTING_DOWN", r.Err)
 		}
+		// Its Request is the item to send again: the same input, with the request id it went out
+		// with, so that however often it is resent it is applied once (the request given to
+		// Append had none, and resending that would mint a new id).
+		if broken.Request.GetRequestId() != broken.RequestID || broken.Request.GetInstruction().GetInstruction() != "two" {
+			t.Fatalf("the broken item's Request: %v, want the item with request id %s", broken.Request, broken.RequestID)
+		}
+		first, err := c.History.AddMessage(ctx, broken.Request)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := c.History.AddMessage(ctx, broken.Request)
+		if err != nil || again.GetMessage().GetId() != first.GetMessage().GetId() || again.GetHeadSequence() != first.GetHeadSequence() ||
+			head(t, c, b) != first.GetHeadSequence() {
+			t.Fatalf("the broken item's Request sent again: %v, %v; want the first response, nothing written", again, err)
+		}
 	}
 	if err := ap.Close(); err != nil && status.Code(err) != codes.Unavailable {
 		t.Errorf("Close: %v", err)
