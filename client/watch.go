@@ -81,7 +81,9 @@ func (c *Client) Watch(ctx context.Context, req *historyv1.WatchBranchRequest, o
 		attempt := 0
 		for {
 			err := w.stream(ctx)
-			if w.stopped {
+			if w.stopped || w.deleted {
+				// After the commit of BRANCH_DELETED nothing more can come: the sequence ends
+				// there, whatever ended the stream (a reconnection would find the branch gone).
 				return
 			}
 			if ctx.Err() != nil {
