@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -136,6 +138,11 @@ func (a *Appender) Append(ctx context.Context, req *historyv1.AddMessageRequest)
 	if req.GetRequestId() == "" {
 		req = withRequestID(req, uuid.NewString())
 	}
+	item, err := encodeItem(req)
+	if err != nil { // fails alone (append_codec.go)
+		out <- AppendResult{Err: status.Errorf(codes.InvalidArgument, "client: the item cannot be encoded: %v", err)}
+		return out
+	}
 	select {
 	case a.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -151,7 +158,7 @@ func (a *Appender) Append(ctx context.Context, req *historyv1.AddMessageRequest)
 	}
 	s, err := a.session()
 	if err == nil {
-		err = s.send(req, out)
+		err = s.send(req, item, out)
 	}
 	if err != nil {
 		<-a.slots
@@ -183,7 +190,7 @@ func (a *Appender) session() (*appendSession, error) {
 		return a.cur, nil
 	}
 	ctx, cancel := context.WithCancel(a.ctx)
-	stream, err := a.c.AppendMessages(ctx)
+	stream, err := a.c.AppendMessages(ctx, grpc.ForceCodecV2(newAppendCodec()))
 	if err == nil {
 		err = stream.Send(&historyv1.AppendMessagesRequest{Window: uint32(a.window)})
 		if errors.Is(err, io.EOF) {
@@ -209,7 +216,7 @@ func (a *Appender) session() (*appendSession, error) {
 }
 
 // send sends one item and records its waiter, unless the stream broke.
-func (s *appendSession) send(req *historyv1.AddMessageRequest, out chan AppendResult) error {
+func (s *appendSession) send(req *historyv1.AddMessageRequest, item encodedItem, out chan AppendResult) error {
 	s.mu.Lock()
 	if s.broken {
 		// The reader saw the stream end after session() handed it out: the item gets the
@@ -226,7 +233,7 @@ func (s *appendSession) send(req *historyv1.AddMessageRequest, out chan AppendRe
 	s.mu.Unlock()
 	// A failed Send means the stream is over (Send returns io.EOF; the status comes from Recv): the
 	// reader fails every pending item, this one included, with the stream's status.
-	_ = s.stream.Send(&historyv1.AppendMessagesRequest{Item: req})
+	_ = s.stream.SendMsg(item) // AppendMessagesRequest{Item: req}, encoded by Append
 	return nil
 }
 

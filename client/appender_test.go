@@ -116,3 +116,38 @@ func TestAppenderStreamBroken(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 }
+
+// An item that cannot be encoded (a string that is not UTF-8) fails alone with INVALID_ARGUMENT,
+// not as a *StreamBrokenError, and the items around it, on the same stream, are written: gRPC
+// ends a stream whose message it cannot marshal, so the Appender encodes each item before sending
+// it (a review saw 19-20 of 20 items in flight broken by one such item).
+func TestAppenderUnencodableItemFailsAlone(t *testing.T) {
+	c := dial(t, startServer(t))
+	ctx := testContext(t)
+	b := newBranch(t, c)
+	ap := c.NewAppender(ctx, client.WithAppendWindow(64))
+	var results []<-chan client.AppendResult
+	for i := range 41 {
+		text := fmt.Sprint("item ", i)
+		if i == 20 {
+			text = "not UTF-8: \xff"
+		}
+		results = append(results, ap.Append(ctx, &historyv1.AddMessageRequest{BranchId: b, Input: instruction(text)}))
+	}
+	for i, ch := range results {
+		r := <-ch
+		var broken *client.StreamBrokenError
+		switch {
+		case i == 20 && (status.Code(r.Err) != codes.InvalidArgument || errors.As(r.Err, &broken)):
+			t.Fatalf("the item that cannot be encoded: %v, want INVALID_ARGUMENT, alone", r.Err)
+		case i != 20 && r.Err != nil:
+			t.Fatalf("item %d: %v, want it written", i, r.Err)
+		}
+	}
+	if err := ap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h := head(t, c, b); h != 41 { // BRANCH_CREATED and the 40 items written
+		t.Fatalf("branch head %d, want 41", h)
+	}
+}

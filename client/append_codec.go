@@ -1,0 +1,47 @@
+package client
+
+import (
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
+)
+
+// encodedItem is an AppendMessagesRequest carrying one item, already marshalled. Append encodes
+// each item before it takes a place in the window, so that one that cannot be encoded (a string
+// that is not UTF-8) fails alone, with INVALID_ARGUMENT: gRPC ends the whole stream when it cannot
+// marshal a message it is asked to send, and every item in flight would get a
+// *StreamBrokenError. The encoding moves from the stream's Send to Append; it is not done twice.
+type encodedItem []byte
+
+// itemField is AppendMessagesRequest.item's field number.
+const itemField = 2
+
+// encodeItem marshals AppendMessagesRequest{Item: req}.
+func encodeItem(req *historyv1.AddMessageRequest) (encodedItem, error) {
+	n := proto.Size(req)
+	b := make([]byte, 0, 1+protowire.SizeVarint(uint64(n))+n)
+	b = protowire.AppendTag(b, itemField, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, req)
+}
+
+// appendCodec is the proto codec, except that an encodedItem is sent as its bytes (gRPC does not
+// write to them, and each is sent once).
+type appendCodec struct{ proto encoding.CodecV2 }
+
+func newAppendCodec() appendCodec { return appendCodec{encoding.GetCodecV2(grpcproto.Name)} }
+
+func (c appendCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if b, ok := v.(encodedItem); ok {
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	return c.proto.Marshal(v)
+}
+
+func (c appendCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
+
+func (appendCodec) Name() string { return grpcproto.Name }
