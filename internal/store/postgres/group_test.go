@@ -449,10 +449,10 @@ func TestGroupUnknownCommitOnlyForItsMembers(t *testing.T) {
 	if got := <-results[1]; !errors.Is(got.err, store.ErrStorageUnavailable) {
 		t.Fatalf("the member in the unanswered COMMIT: %+v, %v; want the commit's error", got.res, got.err)
 	}
+	unlock() // the members left to run alone run one after another, in the order they were queued
 	if got := <-results[2]; !errors.Is(got.err, store.ErrBranchNotFound) {
 		t.Fatalf("the member whose branch does not exist: %v; want ErrBranchNotFound", got.err)
 	}
-	unlock()
 	if got := <-results[0]; got.err != nil || got.res.Index != 0 {
 		t.Fatalf("the member whose row was locked: %+v, %v; want it written once the lock ended", got.res, got.err)
 	}
