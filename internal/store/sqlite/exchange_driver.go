@@ -166,12 +166,21 @@ func (q *sqlQuerier) Exec(ctx context.Context, query string, args ...any) (int64
 	if err != nil {
 		return 0, q.ran(err)
 	}
+	was := q.dirty
 	q.writes(query)
 	res, err := st.ExecContext(ctx, args...)
 	if err != nil {
 		return 0, q.ran(err)
 	}
-	return res.RowsAffected()
+	n, err := res.RowsAffected()
+	if err == nil && n == 0 {
+		// It changed no row, so it wrote nothing: a guarded DELETE or UPDATE that matched none,
+		// an INSERT ... ON CONFLICT DO NOTHING that conflicted. A Send repeated while its first
+		// attempt was in flight runs two of those and reads its answer from the record: it
+		// wrote nothing, and goes on when its batch's commit fails for want of space (writer.go).
+		q.dirty = was
+	}
+	return n, err
 }
 
 func (q *sqlQuerier) Query(ctx context.Context, query string, args ...any) (exchangedb.Rows, error) {
