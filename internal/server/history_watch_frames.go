@@ -64,12 +64,14 @@ type preEncodedParts struct{ parts mem.BufferSlice }
 // shared; without, each stream converts its own. A cache holds frames of one render setting.
 //
 // A frame is measured as it is built: past limit bytes (limit > 0) building stops and frame
-// returns nil with the size reached, which is over limit (commitFrameWithin).
+// returns nil with the size reached, which is over limit (commitFrameWithin); a frame built whole
+// and over limit is nil too, with its size. A cached frame fit the limit it was made under, the
+// server's, which every caller passes.
 func (fc *frameCache) frame(c store.Commit, render, encode bool, limit int) (any, int) {
 	out := messageOut{maxRendered: fc.maxRendered, omitRendered: !render}
 	if !encode {
 		frame, size := commitFrameWithin(c, out, limit)
-		if frame == nil {
+		if frame == nil || (limit > 0 && size > limit) {
 			return nil, size
 		}
 		return frame, size
@@ -79,7 +81,7 @@ func (fc *frameCache) frame(c store.Commit, render, encode bool, limit int) (any
 		return sf.frame, len(sf.frame.b)
 	}
 	frame, size := commitFrameWithin(c, out, limit)
-	if frame == nil {
+	if frame == nil || (limit > 0 && size > limit) { // its early stop counts the frame's overhead at its least
 		return nil, size
 	}
 	b, err := proto.Marshal(frame)

@@ -132,4 +132,16 @@ func TestCommitFrameWithinTakesAFrameAtTheLimit(t *testing.T) {
 	if frame, size := commitFrameWithin(c, out, exact-1); frame != nil && size <= exact-1 {
 		t.Fatalf("a frame of %d bytes under a limit of %d: size %d, want it over the limit", exact, exact-1, size)
 	}
+	// The frame cache, which both the one-commit and the batched watch frames take their frames
+	// from, gives nil for a frame a byte over the limit, shared or not (a frame built whole can be
+	// over it by a few bytes: commitFrameWithin's early stop counts the overhead at its least).
+	for _, encode := range []bool{true, false} {
+		var fc frameCache
+		if frame, size := fc.frame(c, false, encode, exact-1); frame != nil || size <= exact-1 {
+			t.Fatalf("encode %v: a frame of %d bytes under a limit of %d: %T, size %d; want nil, over the limit", encode, exact, exact-1, frame, size)
+		}
+		if frame, size := fc.frame(c, false, encode, exact); frame == nil || size != exact {
+			t.Fatalf("encode %v: a frame of %d bytes under a limit of %d: %T, size %d; want it", encode, exact, exact, frame, size)
+		}
+	}
 }
