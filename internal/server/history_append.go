@@ -314,9 +314,10 @@ func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) (
 		// The request is invalid, but an earlier item of the stream with the same request id was
 		// not answered yet when the repeat check missed: a unary AddMessage sent after it would
 		// get its first response. The answer waits until every earlier item is answered (answers
-		// go in order) and, if one of them succeeded, looks again (history_append_ids.go).
+		// go in order) and, if one of them may have written the record, looks again
+		// (history_append_ids.go).
 		return func() *historyv1.AppendMessagesResponse {
-			if !r.ids.succeeded(earlier) {
+			if !r.ids.mayHaveRecorded(earlier) {
 				return r.itemError(index, err)
 			}
 			if again, rerr := s.recallAdd(r.ctx, p); again != nil {
@@ -334,7 +335,7 @@ func (r *appendReceiver) start(index uint64, req *historyv1.AddMessageRequest) (
 		key := appendKey{p.branch, id}
 		e := r.ids.started(key)
 		answered = func(a *historyv1.AppendMessagesResponse) *historyv1.AppendMessagesResponse {
-			r.ids.answered(key, e, a.GetError() == nil)
+			r.ids.answered(key, e, mayHaveWritten(a))
 			return a
 		}
 	}

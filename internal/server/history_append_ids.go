@@ -4,13 +4,17 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
 // appendIDs tracks, per (branch, request id), the items of one AppendMessages stream that went to
 // the store and are not answered yet. An item that does not convert is answered from the record
 // of its request id when there is one, as the unary call is (the repeat check comes first); an
 // earlier item of the stream with the same request id may not be written yet when it is started,
-// so its answer waits for that item's, and takes the record only if that item succeeded. A later
+// so its answer waits for that item's, and looks for the record only if that item may have
+// written it (mayHaveWritten). A later
 // item with the same request id never counts: the unary calls, sent one after another, would have
 // answered this one before that one was written (issue 21: each item is answered as the unary call
 // would be). The entries are the items in flight only, so at most a window of them.
@@ -27,7 +31,25 @@ type appendKey struct {
 // appendID is a request id's items in flight in the stream.
 type appendID struct {
 	n  int  // items started and not answered
-	ok bool // one of them was answered with a result
+	ok bool // one of them may have written the record: answered with a result, or with an error that leaves the outcome open
+}
+
+// mayHaveWritten reports whether an item answered a (with its result, or with its error) may have
+// written its request id's record. An error of the request itself (a bad field, an unknown
+// branch, a head mismatch, a full disk or budget: nothing was changed) did not; one that leaves
+// the outcome open (UNAVAILABLE "may or may not have been applied", INTERNAL, a deadline, ...)
+// may have, and the record is looked for, as the unary call after it would find it.
+func mayHaveWritten(a *historyv1.AppendMessagesResponse) bool {
+	e := a.GetError()
+	if e == nil {
+		return true
+	}
+	switch codes.Code(e.GetCode()) {
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition, codes.OutOfRange,
+		codes.PermissionDenied, codes.Unauthenticated, codes.ResourceExhausted, codes.Unimplemented:
+		return false
+	}
+	return true
 }
 
 // earlier returns the entry of k's items in flight, or nil when there is none.
@@ -53,7 +75,8 @@ func (a *appendIDs) started(k appendKey) *appendID {
 	return e
 }
 
-// answered notes the answer of an item started with k: ok when it carried a result.
+// answered notes the answer of an item started with k: ok when it may have written the record
+// (mayHaveWritten).
 func (a *appendIDs) answered(k appendKey, e *appendID, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -63,8 +86,8 @@ func (a *appendIDs) answered(k appendKey, e *appendID, ok bool) {
 	}
 }
 
-// succeeded reports whether an item of e was answered with a result.
-func (a *appendIDs) succeeded(e *appendID) bool {
+// mayHaveRecorded reports whether an item of e may have written the record.
+func (a *appendIDs) mayHaveRecorded(e *appendID) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return e.ok

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -365,7 +366,11 @@ func TestAppendInvalidItemNotAnsweredByALaterOne(t *testing.T) {
 			got := make(chan []*historyv1.AppendMessagesResponse, 1)
 			go func() { got <- pipeline(t, f.c, 8, reqs) }()
 			for range len(reqs) - 2 { // the writes to branch: the later one, and the refused one
-				<-st.wrote
+				select {
+				case <-st.wrote:
+				case <-time.After(time.Minute):
+					t.Fatal("the items on the branch not held were not written")
+				}
 			}
 			close(st.gate)
 			answers := <-got
@@ -376,6 +381,25 @@ func TestAppendInvalidItemNotAnsweredByALaterOne(t *testing.T) {
 				t.Fatalf("the later item: %v, %v; want it written", resp, err)
 			}
 		})
+	}
+}
+
+// An earlier item answered with an error that leaves its outcome open (UNAVAILABLE "may or may not
+// have been applied") may have written its request id's record, so an invalid item after it
+// looks for the record, as the unary call after it would; a refusal of the request itself wrote
+// nothing.
+func TestAppendMayHaveWritten(t *testing.T) {
+	for code, want := range map[codes.Code]bool{
+		codes.OK: true, codes.Unavailable: true, codes.Internal: true, codes.DeadlineExceeded: true, codes.Unknown: true,
+		codes.InvalidArgument: false, codes.NotFound: false, codes.FailedPrecondition: false, codes.ResourceExhausted: false,
+	} {
+		a := &historyv1.AppendMessagesResponse{}
+		if code != codes.OK {
+			a.Result = &historyv1.AppendMessagesResponse_Error{Error: &historyv1.ItemStatus{Code: int32(code)}}
+		}
+		if got := mayHaveWritten(a); got != want {
+			t.Errorf("%v: %v, want %v", code, got, want)
+		}
 	}
 }
 
