@@ -15,6 +15,12 @@ import (
 // that is not UTF-8) fails alone, with INVALID_ARGUMENT: gRPC ends the whole stream when it cannot
 // marshal a message it is asked to send, and every item in flight would get a
 // *StreamBrokenError. The encoding moves from the stream's Send to Append; it is not done twice.
+//
+// What that changes on the wire and around it: the stream's content-type is
+// application/grpc+proto (a codec forced on a call names its subtype; the gRPC spec allows both),
+// and a stream interceptor or stats handler given to Dial sees each item as an encodedItem (its
+// bytes), not as an *AppendMessagesRequest; the stream's first message, the window, is a proto
+// message as before.
 type encodedItem []byte
 
 // itemField is AppendMessagesRequest.item's field number.
