@@ -85,6 +85,24 @@ func TestRerunAfterFullAnswersTheRerun(t *testing.T) {
 	}
 }
 
+// inFullBatch runs jobs, each on a goroutine of its own and queued in order,
+// as one batch of the writer whose commit fails with SQLITE_FULL, and
+// returns once each has returned.
+func inFullBatch(t *testing.T, s *Store, faults *commitFaults, jobs ...func()) {
+	t.Helper()
+	release, done := holdWriter(t, s)
+	faults.inject(2, fullError{}) // the hold's batch's commit, then the batch under test's
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		wg.Add(1)
+		go func() { defer wg.Done(); job() }()
+		queued(s, i+1)
+	}
+	close(release)
+	<-done
+	wg.Wait()
+}
+
 // On a real full disk SQLITE_FULL comes at COMMIT, failing every job of the
 // batch: a subscription's pin, made in that batch, reads and writes
 // nothing, so it goes on while the write fails with ErrStorageFull
@@ -94,21 +112,13 @@ func TestPinGoesOnWhenTheCommitIsFull(t *testing.T) {
 	s := faultStore(t, 0, &faults)
 	ctx := tctx(t)
 	watched, written := emptyBranch(t, s), emptyBranch(t, s)
-	release, done := holdWriter(t, s)
-	faults.inject(2, fullError{}) // the hold's batch's commit, then the batch under test's
 	var (
-		wg             sync.WaitGroup
 		sub            *store.Subscription
 		subErr, addErr error
 	)
-	wg.Add(2)
-	go func() { defer wg.Done(); sub, subErr = s.Subscribe(ctx, watched, store.SubscribeInput{}) }()
-	queued(s, 1)
-	go func() { defer wg.Done(); _, addErr = s.AddMessage(ctx, written, addInput("a"), store.WriteOptions{}) }()
-	queued(s, 2)
-	close(release)
-	<-done
-	wg.Wait()
+	inFullBatch(t, s, &faults,
+		func() { sub, subErr = s.Subscribe(ctx, watched, store.SubscribeInput{}) },
+		func() { _, addErr = s.AddMessage(ctx, written, addInput("a"), store.WriteOptions{}) })
 	if sub != nil {
 		defer sub.Close()
 	}
@@ -136,21 +146,13 @@ func TestRepeatGoesOnWhenTheCommitIsFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release, done := holdWriter(t, s)
-	faults.inject(2, fullError{}) // the hold's batch's commit, then the batch under test's
 	var (
-		wg               sync.WaitGroup
 		again            store.WriteResult
 		againErr, addErr error
 	)
-	wg.Add(2)
-	go func() { defer wg.Done(); again, againErr = s.AddMessage(ctx, repeated, addInput("once"), opts) }()
-	queued(s, 1)
-	go func() { defer wg.Done(); _, addErr = s.AddMessage(ctx, written, addInput("a"), store.WriteOptions{}) }()
-	queued(s, 2)
-	close(release)
-	<-done
-	wg.Wait()
+	inFullBatch(t, s, &faults,
+		func() { again, againErr = s.AddMessage(ctx, repeated, addInput("once"), opts) },
+		func() { _, addErr = s.AddMessage(ctx, written, addInput("a"), store.WriteOptions{}) })
 	if againErr != nil {
 		t.Fatalf("the repeat on a full disk: %v, want the first response", againErr)
 	}
@@ -178,42 +180,32 @@ func TestExchangeReadOnlyWriteGoesOnWhenTheCommitIsFull(t *testing.T) {
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	release, done := holdWriter(t, s)
-	faults.inject(2, fullError{}) // the hold's batch's commit, then the batch under test's
 	var (
-		wg                 sync.WaitGroup
 		readErr, writeErr  error
-		readRuns, afterRan int // the writer goroutine's, read after wg.Wait
+		readRuns, afterRan int // the writer goroutine's, read after inFullBatch
 	)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		readErr = d.Write(ctx, func(ctx context.Context, q exchangedb.Querier) error {
-			readRuns++
-			// Statements that change no row write nothing either (a Send's repeat runs such a
-			// DELETE and INSERT ... ON CONFLICT DO NOTHING before it reads its record).
-			if _, err := q.Exec(ctx, `DELETE FROM exchange_counters WHERE tenant = '' AND name = 'none'`); err != nil {
+	inFullBatch(t, s, &faults,
+		func() {
+			readErr = d.Write(ctx, func(ctx context.Context, q exchangedb.Querier) error {
+				readRuns++
+				// Statements that change no row write nothing either (a Send's repeat runs such a
+				// DELETE and INSERT ... ON CONFLICT DO NOTHING before it reads its record).
+				if _, err := q.Exec(ctx, `DELETE FROM exchange_counters WHERE tenant = '' AND name = 'none'`); err != nil {
+					return err
+				}
+				if _, err := q.Exec(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES ('', 'kept', 1) ON CONFLICT DO NOTHING`); err != nil {
+					return err
+				}
+				var n int
+				return q.QueryRow(ctx, `SELECT count(*) FROM exchange_counters`).Scan(&n)
+			}, func() { afterRan++ })
+		},
+		func() {
+			writeErr = d.Write(ctx, func(ctx context.Context, q exchangedb.Querier) error {
+				_, err := q.Exec(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES ('', 'x', 1)`)
 				return err
-			}
-			if _, err := q.Exec(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES ('', 'kept', 1) ON CONFLICT DO NOTHING`); err != nil {
-				return err
-			}
-			var n int
-			return q.QueryRow(ctx, `SELECT count(*) FROM exchange_counters`).Scan(&n)
-		}, func() { afterRan++ })
-	}()
-	queued(s, 1)
-	go func() {
-		defer wg.Done()
-		writeErr = d.Write(ctx, func(ctx context.Context, q exchangedb.Querier) error {
-			_, err := q.Exec(ctx, `INSERT INTO exchange_counters (tenant, name, value) VALUES ('', 'x', 1)`)
-			return err
-		}, nil)
-	}()
-	queued(s, 2)
-	close(release)
-	<-done
-	wg.Wait()
+			}, nil)
+		})
 	if readErr != nil || afterRan != 1 {
 		t.Fatalf("the write that wrote nothing, on a full disk: %v, its after run %d times; want it answered once, as if the disk had room", readErr, afterRan)
 	}
