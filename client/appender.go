@@ -130,9 +130,10 @@ func NewAppender(ctx context.Context, c historyv1.HistoryServiceClient, opts ...
 // as long as ctx; req must not be changed until the result has come. An empty request_id is filled
 // in (a fresh UUID; req is copied, not changed), so that an item whose stream broke can be
 // appended again safely: append the *StreamBrokenError's Request, which carries that id, not req.
-// Set req's OmitContent when the result need not carry the message back:
-// the answer is then the message less its content and rendering (its metadata, embedding and the
-// rest stay), so a long instruction or response is not sent back.
+// An item that cannot be encoded (a string that is not UTF-8) fails alone, INVALID_ARGUMENT. Set
+// req's OmitContent when the result need not carry the message back: the answer is then the
+// message less its content and rendering (its metadata, embedding and the rest stay), so a long
+// instruction or response is not sent back.
 func (a *Appender) Append(ctx context.Context, req *historyv1.AddMessageRequest) <-chan AppendResult {
 	out := make(chan AppendResult, 1)
 	if req.GetRequestId() == "" {

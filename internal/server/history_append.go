@@ -487,7 +487,8 @@ func isMalformed(err error) bool {
 // matters for a request that does not convert, whose repeat must still get the first response
 // (docs/design.md#branches: the repeat check comes before any other). Skipping it saves the
 // stream a read per item before its write is queued, which on the sqlite engine kept the writer
-// waiting for the receiver instead of gathering a window per commit. beforeRecall runs just before that repeat check, with the item's branch.
+// waiting for the receiver instead of gathering a window per commit. beforeRecall runs just
+// before that repeat check, with the item's branch.
 func (s *HistoryServer) prepareAppend(ctx context.Context, req *historyv1.AddMessageRequest, beforeRecall func(uuid.UUID)) (p addPrep, resp *historyv1.AddMessageResponse, err error) {
 	p.req = req
 	if p.branch, err = parseID("branch_id", req.GetBranchId()); err != nil {

@@ -14,10 +14,10 @@ import (
 // of its request id when there is one, as the unary call is (the repeat check comes first); an
 // earlier item of the stream with the same request id may not be written yet when it is started,
 // so its answer waits for that item's, and looks for the record only if that item may have
-// written it (mayHaveWritten). A later
-// item with the same request id never counts: the unary calls, sent one after another, would have
-// answered this one before that one was written (issue 21: each item is answered as the unary call
-// would be). The entries are the items in flight only, so at most a window of them.
+// written it (mayHaveWritten). A later item with the same request id never counts: the unary
+// calls, sent one after another, would have answered this one before that one was written (issue
+// 21: each item is answered as the unary call would be). The entries are the items in flight
+// only, so at most a window of them.
 type appendIDs struct {
 	mu sync.Mutex
 	m  map[appendKey]*appendID
@@ -31,7 +31,7 @@ type appendKey struct {
 // appendID is a request id's items in flight in the stream.
 type appendID struct {
 	n  int  // items started and not answered
-	ok bool // one of them may have written the record: answered with a result, or with an error that leaves the outcome open
+	ok bool // one of them may have written the record (mayHaveWritten)
 }
 
 // mayHaveWritten reports whether an item answered a (with its result, or with its error) may have
