@@ -178,6 +178,9 @@ func (q *sqlQuerier) Exec(ctx context.Context, query string, args ...any) (int64
 		// an INSERT ... ON CONFLICT DO NOTHING that conflicted. A Send repeated while its first
 		// attempt was in flight runs two of those and reads its answer from the record: it
 		// wrote nothing, and goes on when its batch's commit fails for want of space (writer.go).
+		// The count is SQLite's changes(), exact for an INSERT, UPDATE or DELETE while the
+		// Exchange's tables have no trigger and no AUTOINCREMENT (a conflicting insert into one
+		// would still move sqlite_sequence) and no DDL runs here: keep it so, or drop this.
 		q.dirty = was
 	}
 	return n, err
