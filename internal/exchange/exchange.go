@@ -122,9 +122,12 @@ func (x *Exchange) UnregisterIf(owner uuid.UUID, check func(*Snapshot) error) (*
 			f.collectMu.Unlock()
 			continue
 		}
-		// Leases ended at max attempts are dead letters in what the owner takes away (lease.go).
+		// Leases ended at max attempts are dead letters in what the owner takes away (lease.go),
+		// numbered above NoticedAfter.
+		before := f.dead.next
 		x.expireLeases(f)
 		snap := f.snapshot()
+		snap.NoticedAfter = before
 		if check != nil {
 			if err := check(snap); err != nil {
 				f.mu.Unlock()
@@ -207,6 +210,11 @@ type Snapshot struct {
 	DeadLetters []DeadLetter
 	// DeadLettersEvicted counts the dead letters the bound dropped.
 	DeadLettersEvicted uint64
+	// NoticedAfter, in UnregisterIf's snapshot, is the Seq of the owner's newest dead letter
+	// before the call: the dead letters above it are the ones the call itself made, from
+	// last-attempt leases it found expired, which the owner could not have read before it left
+	// (an Unregister that omits the dead letters it has read still returns those).
+	NoticedAfter uint64
 }
 
 // Inbox is one sender's inbox in a recipient's flow.

@@ -444,6 +444,38 @@ func TestLeaseUnregisterReturnsLeased(t *testing.T) {
 	checkStatus(t, err, codes.FailedPrecondition, historyv1.ErrorReason_ERROR_REASON_OWNER_NOT_REGISTERED, map[string]string{"ownerId": ownerB})
 }
 
+// An Unregister with omit_dead_letters still returns the dead letters it made itself: a last
+// attempt whose lease it finds expired becomes a dead letter then (expiry is noticed, not timed:
+// docs/decisions/0020-leases.md), which the client, having read its dead letters, could not have
+// seen. They were left out: the message was lost by leaving (a review's find). A dead letter read
+// before is still left out.
+func TestLeaseUnregisterOmittingDeadLettersReturnsThoseItMade(t *testing.T) {
+	f, clk := newLeaseFixture(t, nil, &historyv1.RegisterRequest{MaxAttempts: 1, VisibilityTimeout: secs(5 * time.Second)})
+	sent := f.deliver(t, `"read before"`, `"expires in Unregister"`)
+	ctx := testContext(t)
+	first := f.lease(t, &historyv1.LeaseRequest{MaxMessages: 1}).GetLeased()[0]
+	if _, err := f.client.Nack(ctx, &historyv1.NackRequest{OwnerId: ownerB, Receipt: first.GetReceipt()}); err != nil {
+		t.Fatal(err)
+	}
+	read, err := f.client.ListDeadLetters(ctx, &historyv1.ListDeadLettersRequest{OwnerId: ownerB})
+	if err != nil || len(read.GetDeadLetters()) != 1 || read.GetDeadLetters()[0].GetMessage().GetId() != sent[0].GetId() {
+		t.Fatalf("ListDeadLetters(B) = %v, %v; want the nacked message", read, err)
+	}
+	if got := f.lease(t, &historyv1.LeaseRequest{}).GetLeased(); len(got) != 1 || got[0].GetMessage().GetId() != sent[1].GetId() {
+		t.Fatalf("Lease = %v, want the second message", got)
+	}
+	clk.Add(6 * time.Second) // its last attempt's deadline passes; nothing looks at B meanwhile
+	un, err := f.client.Unregister(ctx, &historyv1.UnregisterRequest{OwnerId: ownerB, OmitDeadLetters: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := un.GetFlow().GetDeadLetters()
+	if len(dead) != 1 || dead[0].GetMessage().GetId() != sent[1].GetId() ||
+		dead[0].GetReason() != historyv1.DeadLetterReason_DEAD_LETTER_REASON_MAX_ATTEMPTS {
+		t.Fatalf("Unregister(B, omit_dead_letters) returned dead letters %v; want the one it made (the expired lease), not the one read before", dead)
+	}
+}
+
 // leaseBudgetSpy is the memory engine, recording the MaxBytes Lease is given and, with ignore,
 // taking whole batches regardless: an engine whose estimate let through more than the response
 // budget holds, which the handler must still keep within it.

@@ -60,8 +60,22 @@ func (e *ownerHoldsTooMuchError) ErrorMetadata() map[string]string {
 // that nothing is removed, at the first entry that passes it (never building the whole flow first).
 func unregisterResponse(out **historyv1.UnregisterResponse, omitDeadLetters bool, o messageOut, limit int) func(*exchange.Snapshot) error {
 	return func(snap *exchange.Snapshot) error {
+		returned := snap
+		if omitDeadLetters {
+			// The dead letters this call made (expired last-attempt leases it noticed) are
+			// returned all the same: the client could not have read them (nothing is lost by
+			// leaving, docs/decisions/0020-leases.md).
+			cp := *snap
+			cp.DeadLetters = nil
+			for _, dl := range snap.DeadLetters {
+				if dl.Seq > snap.NoticedAfter {
+					cp.DeadLetters = append(cp.DeadLetters, dl)
+				}
+			}
+			returned = &cp
+		}
 		// The flow is field 1 of the response: a tag and a length prefix of at most 5 bytes.
-		flow, n := flowWithin(snap, !omitDeadLetters, o, limit-6)
+		flow, n := flowWithin(returned, true, o, limit-6)
 		if flow == nil {
 			e := &ownerHoldsTooMuchError{owner: snap.Owner, size: n + 6, limit: limit, queued: len(snap.Outbox), dead: len(snap.DeadLetters)}
 			for _, in := range snap.Inboxes {

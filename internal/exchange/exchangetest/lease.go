@@ -354,6 +354,36 @@ func testLeaseUnregister(t *testing.T, f Factory, _ Capabilities) {
 	wantStale(t, "Ack after registering again", x.svc.Ack(ctx(t), ownerB, l.Leases[0].Receipt))
 }
 
+// testLeaseUnregisterNoticed: an Unregister that finds a last attempt's lease expired makes it a
+// dead letter before it takes the snapshot (expiry is noticed, not timed), and the snapshot says
+// which dead letters it made: those numbered above NoticedAfter, which a client that has read the
+// owner's dead letters has not seen (an Unregister omitting dead letters still returns them).
+func testLeaseUnregisterNoticed(t *testing.T, f Factory, _ Capabilities) {
+	x, sent := newLeaseFx(t, f, Options{}, exchange.OwnerSettings{MaxAttempts: 1, Visibility: time.Second}, "read before", "expires in Unregister")
+	l := x.lease(exchange.LeaseRequest{Max: 1})
+	if dead, err := x.svc.Nack(ctx(t), ownerB, l.Leases[0].Receipt, time.Hour); err != nil || !dead {
+		t.Fatalf("Nack at max attempts = %v, %v; want dead-lettered", dead, err)
+	}
+	read := x.deadLetters(ownerB, 0, 0)
+	if len(read.Letters) != 1 || !same(read.Letters[0].Message, sent[0]) {
+		t.Fatalf("B's dead letters = %+v, want the nacked message", read.Letters)
+	}
+	if l := x.lease(exchange.LeaseRequest{}); len(l.Leases) != 1 || !same(l.Leases[0].Message, sent[1]) {
+		t.Fatalf("lease = %+v, want the second message", l.Leases)
+	}
+	x.clk.Add(2 * time.Second) // its only attempt's deadline passes; nothing looks at B meanwhile
+	s, ok := x.unregister(ownerB)
+	if !ok || len(s.DeadLetters) != 2 {
+		t.Fatalf("Unregister(B) = %+v, %v; want both dead letters", s, ok)
+	}
+	if s.NoticedAfter != read.Letters[0].Seq {
+		t.Fatalf("Unregister(B)'s NoticedAfter = %d, want %d (the newest dead letter before it)", s.NoticedAfter, read.Letters[0].Seq)
+	}
+	if made := s.DeadLetters[1]; made.Seq <= s.NoticedAfter || !same(made.Message, sent[1]) || made.Reason != exchange.ReasonMaxAttempts {
+		t.Fatalf("the dead letter Unregister made = %+v, NoticedAfter %d; want the expired lease, numbered above it", made, s.NoticedAfter)
+	}
+}
+
 // testLeaseInboxBound: leased messages count against the inbox bound (issue 18: "inbox bounds
 // count leased messages").
 func testLeaseInboxBound(t *testing.T, f Factory, _ Capabilities) {

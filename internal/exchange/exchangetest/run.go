@@ -116,6 +116,7 @@ func cases() []testCase {
 		{"LeaseMaxAttempts", testLeaseMaxAttempts},
 		{"LeaseScope", testLeaseScope},
 		{"LeaseUnregister", testLeaseUnregister},
+		{"LeaseUnregisterNoticed", testLeaseUnregisterNoticed},
 		{"LeaseInboxBound", testLeaseInboxBound},
 		{"LeaseReclaim", testLeaseReclaim},
 		{"LeaseRegisterSettings", testLeaseRegisterSettings},

@@ -59,7 +59,8 @@ func (e *Engine) Register(ctx context.Context, owner uuid.UUID, settings ...exch
 // finishes first, and no delivery, send or pop changes the flow between the snapshot, the check
 // and the removal. Deliveries that come after find no row and are dead letters "recipient left";
 // the empty inboxes owner filled at other owners are reclaimed in the same transaction. Expired
-// last-attempt leases are swept first (sweep.go), so the snapshot returns their dead letters;
+// last-attempt leases are swept first (sweep.go), so the snapshot returns their dead letters,
+// numbered above its NoticedAfter;
 // the leased messages are returned with the rest of the inboxes and their leases end (a later
 // Ack finds no owner, or, once it registers again, a returned row: stale).
 func (e *Engine) UnregisterIf(ctx context.Context, owner uuid.UUID, check func(*exchange.Snapshot) error) (*exchange.Snapshot, bool, error) {
@@ -74,13 +75,15 @@ func (e *Engine) UnregisterIf(ctx context.Context, owner uuid.UUID, check func(*
 			return err
 		}
 		now := e.now().UnixNano()
-		if found, err := e.lockOwnerSwept(ctx, q, id, e.dia.forUpdate(), now); !found || err != nil {
+		found, deadBefore, err := e.lockOwnerSwept(ctx, q, id, e.dia.forUpdate(), now)
+		if !found || err != nil {
 			return err
 		}
 		s, found, err := e.snapshot(ctx, q, owner)
 		if err != nil || !found {
 			return err
 		}
+		s.NoticedAfter = deadBefore
 		if check != nil {
 			if err := check(s); err != nil {
 				return err

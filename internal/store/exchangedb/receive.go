@@ -86,7 +86,7 @@ func (e *Engine) PopIf(ctx context.Context, owner, sender uuid.UUID, check func(
 	err := e.d.Write(ctx, func(ctx context.Context, q Querier) error {
 		msg, ok = nil, false
 		now := e.now().UnixNano()
-		if found, err := e.lockOwnerSwept(ctx, q, oid, e.dia.forNoKeyUpdate(), now); !found || err != nil {
+		if found, _, err := e.lockOwnerSwept(ctx, q, oid, e.dia.forNoKeyUpdate(), now); !found || err != nil {
 			return err
 		}
 		var ord, count int64

@@ -102,22 +102,24 @@ func (e *Engine) sweepOwner(ctx context.Context, owner uuid.UUID, now int64) err
 
 // lockOwnerSwept locks owner's row with lock (qOwnerDue's caller's: PopIf's FOR NO KEY UPDATE,
 // UnregisterIf's FOR UPDATE) and, when a sweep is due at now, sweeps under it, in the caller's
-// transaction; false when owner is not registered.
-func (e *Engine) lockOwnerSwept(ctx context.Context, q Querier, owner, lock string, now int64) (bool, error) {
+// transaction; false when owner is not registered. deadBefore is the number of owner's newest
+// dead letter before the sweep: the sweep's are numbered above it.
+func (e *Engine) lockOwnerSwept(ctx context.Context, q Querier, owner, lock string, now int64) (found bool, deadBefore uint64, err error) {
 	var (
 		own recipientRow
 		due int64
 	)
 	if err := q.QueryRow(ctx, qOwnerDue+lock, tenant, owner, now, stInbox, tenant, owner).Scan(&own.nextDead, &own.dead, &due); err != nil {
 		if q.IsNoRows(err) {
-			return false, nil
+			return false, 0, nil
 		}
-		return false, err
+		return false, 0, err
 	}
+	deadBefore = uint64(own.nextDead)
 	if due != 0 {
-		return true, e.sweep(ctx, q, owner, &own, now)
+		return true, deadBefore, e.sweep(ctx, q, owner, &own, now)
 	}
-	return true, nil
+	return true, deadBefore, nil
 }
 
 // sweep makes dead letters of holder's expired last-attempt leases at now. The caller holds
