@@ -21,29 +21,38 @@ import (
 // and a stream interceptor or stats handler given to Dial sees each item as an encodedItem (its
 // bytes), not as an *AppendMessagesRequest; the stream's first message, the window, is a proto
 // message as before.
-type encodedItem []byte
+type encodedItem struct{ buf mem.Buffer }
 
 // itemField is AppendMessagesRequest.item's field number.
 const itemField = 2
 
-// encodeItem marshals AppendMessagesRequest{Item: req}.
+// encodeItem marshals AppendMessagesRequest{Item: req} into a buffer of gRPC's default pool, as
+// its proto codec does: the transport frees it once written.
 func encodeItem(req *historyv1.AddMessageRequest) (encodedItem, error) {
 	n := proto.Size(req)
-	b := make([]byte, 0, 1+protowire.SizeVarint(uint64(n))+n)
-	b = protowire.AppendTag(b, itemField, protowire.BytesType)
+	size := 1 + protowire.SizeVarint(uint64(n)) + n
+	pool := mem.DefaultBufferPool()
+	bp := pool.Get(size)
+	b := protowire.AppendTag((*bp)[:0], itemField, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(n))
-	return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, req)
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, req)
+	if err != nil {
+		pool.Put(bp)
+		return encodedItem{}, err
+	}
+	*bp = b
+	return encodedItem{mem.NewBuffer(bp, pool)}, nil
 }
 
-// appendCodec is the proto codec, except that an encodedItem is sent as its bytes (gRPC does not
-// write to them, and each is sent once).
+// appendCodec is the proto codec, except that an encodedItem is sent as its buffer (each is sent
+// once; the transport frees it).
 type appendCodec struct{ proto encoding.CodecV2 }
 
 func newAppendCodec() appendCodec { return appendCodec{encoding.GetCodecV2(grpcproto.Name)} }
 
 func (c appendCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if b, ok := v.(encodedItem); ok {
-		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	if it, ok := v.(encodedItem); ok {
+		return mem.BufferSlice{it.buf}, nil
 	}
 	return c.proto.Marshal(v)
 }
