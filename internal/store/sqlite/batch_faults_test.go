@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/exchangedb"
 )
@@ -103,6 +105,16 @@ func inFullBatch(t *testing.T, s *Store, faults *commitFaults, jobs ...func()) {
 	wg.Wait()
 }
 
+// wantFullAndUnwritten checks that a write to branch, a new one, failed with
+// ErrStorageFull and left its head where its creation put it.
+func wantFullAndUnwritten(t *testing.T, s *Store, err error, branch uuid.UUID) {
+	t.Helper()
+	wantStorageError(t, s, err, store.ErrStorageFull)
+	if got := head(t, s, branch); got != 1 {
+		t.Fatalf("the failed write moved the head to %d", got)
+	}
+}
+
 // On a real full disk SQLITE_FULL comes at COMMIT, failing every job of the
 // batch: a subscription's pin, made in that batch, reads and writes
 // nothing, so it goes on while the write fails with ErrStorageFull
@@ -125,10 +137,7 @@ func TestPinGoesOnWhenTheCommitIsFull(t *testing.T) {
 	if subErr != nil {
 		t.Fatalf("Subscribe on a full disk: %v", subErr)
 	}
-	wantStorageError(t, s, addErr, store.ErrStorageFull)
-	if got := head(t, s, written); got != 1 {
-		t.Fatalf("the failed write moved the head to %d", got)
-	}
+	wantFullAndUnwritten(t, s, addErr, written)
 }
 
 // A repeated request answered from its record writes nothing, as a pin
@@ -160,10 +169,7 @@ func TestRepeatGoesOnWhenTheCommitIsFull(t *testing.T) {
 		t.Fatalf("the repeat: replayed %v, message %v, head %d; want the first response (message %v, head %d)",
 			again.Replayed, again.Message.Message.ID, again.Head, first.Message.Message.ID, first.Head)
 	}
-	wantStorageError(t, s, addErr, store.ErrStorageFull)
-	if got := head(t, s, written); got != 1 {
-		t.Fatalf("the failed write moved the head to %d", got)
-	}
+	wantFullAndUnwritten(t, s, addErr, written)
 }
 
 // The Exchange's writes: one that succeeded without writing (a Send's
