@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -296,4 +297,20 @@ func branchResponse(res BranchResult, system *version) response {
 		vs = []*version{system}
 	}
 	return response{result: kept, versions: vs, extra: valueSize(res.Branch.Metadata)}
+}
+
+// FirstIfRaced is a branch-creating call's refusal err, unless it is
+// ErrBranchExists and recall finds the request's first result: a retry
+// racing its first attempt (a hedged or timed-out call) checks the id after
+// that attempt committed but recalled the request before, and the branch
+// that exists is the first attempt's, so the retry gets its result, as it
+// would have a moment later (storetest's RetryRacingFirstAttempt). Every
+// engine recalls the request, then checks the id, in two steps.
+func FirstIfRaced(err error, requestID string, recall func() (BranchResult, bool, error)) (BranchResult, error) {
+	if requestID != "" && errors.Is(err, ErrBranchExists) {
+		if r, ok, rerr := recall(); rerr == nil && ok {
+			return r, nil
+		}
+	}
+	return BranchResult{}, err
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 
 	"github.com/google/uuid"
 
@@ -10,18 +9,9 @@ import (
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 )
 
-// firstOr returns prepare's error err, unless it is ErrBranchExists and the
-// request's first attempt has been published since the caller's recall:
-// then the branch that exists is that attempt's, and a retry racing it (a
-// hedged or timed-out call) gets its result, as it would have a moment
-// later (storetest's RetryRacingFirstAttempt).
+// firstOr is FirstIfRaced over the memory engine's records.
 func (m *Memory) firstOr(err error, principal string, op Op, requestID string) (BranchResult, error) {
-	if requestID != "" && errors.Is(err, ErrBranchExists) {
-		if r, ok, rerr := m.recallCreated(principal, op, requestID); rerr == nil && ok {
-			return r, nil
-		}
-	}
-	return BranchResult{}, err
+	return FirstIfRaced(err, requestID, func() (BranchResult, bool, error) { return m.recallCreated(principal, op, requestID) })
 }
 
 // prepare builds a new, unpublished branch: its identity, metadata and

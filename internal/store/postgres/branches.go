@@ -50,20 +50,14 @@ func exists(ctx context.Context, q querier, id uuid.UUID) (bool, error) {
 	return err == nil, err
 }
 
-// firstOr returns prepare's error err (sorted by fault), unless it is
-// ErrBranchExists and the request's first attempt has committed since the
-// caller's recall: then the branch that exists is that attempt's (its row
-// and its record commit together), and a retry racing it (a hedged or
-// timed-out call, or the same call sent to two replicas) gets its result,
-// as it would have a moment later. ForkBranch needs none: its id check
-// runs after the repeat check, in publishNew's transaction.
+// firstOr is store.FirstIfRaced over the records (a first attempt's row and record commit
+// together), its error sorted by fault. ForkBranch needs none: its id check runs after the
+// repeat check, in publishNew's transaction.
 func (s *Store) firstOr(ctx context.Context, err error, principal string, op store.Op, requestID string) (store.BranchResult, error) {
-	if requestID != "" && errors.Is(err, store.ErrBranchExists) {
-		if r, ok, rerr := s.recallCreated(ctx, s.pool, principal, op, requestID); rerr == nil && ok {
-			return r, nil
-		}
-	}
-	return store.BranchResult{}, s.fault(ctx, err)
+	r, err := store.FirstIfRaced(err, requestID, func() (store.BranchResult, bool, error) {
+		return s.recallCreated(ctx, s.pool, principal, op, requestID)
+	})
+	return r, s.fault(ctx, err)
 }
 
 // recallCreated returns a remembered result of a principal's

@@ -39,17 +39,11 @@ func (s *Store) prepare(ctx context.Context, id uuid.UUID, createdAt *float64, m
 	}), nil
 }
 
-// firstOr returns prepare's error err, unless it is ErrBranchExists and the
-// request's first attempt has committed since the caller's recall: then the
-// branch that exists is that attempt's, and a retry racing it (a hedged or
-// timed-out call) gets its result, as it would have a moment later.
+// firstOr is store.FirstIfRaced over the records, read on the read pool.
 func (s *Store) firstOr(ctx context.Context, err error, principal string, op store.Op, requestID string) (store.BranchResult, error) {
-	if requestID != "" && errors.Is(err, store.ErrBranchExists) {
-		if r, ok, rerr := s.recallCreated(ctx, &s.rst, nil, principal, op, requestID); rerr == nil && ok {
-			return r, nil
-		}
-	}
-	return store.BranchResult{}, err
+	return store.FirstIfRaced(err, requestID, func() (store.BranchResult, bool, error) {
+		return s.recallCreated(ctx, &s.rst, nil, principal, op, requestID)
+	})
 }
 
 func (s *Store) exists(ctx context.Context, id uuid.UUID) (bool, error) {
