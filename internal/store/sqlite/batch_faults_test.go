@@ -87,22 +87,11 @@ func TestRerunAfterFullAnswersTheRerun(t *testing.T) {
 	}
 }
 
-// inFullBatch runs jobs, each on a goroutine of its own and queued in order,
-// as one batch of the writer whose commit fails with SQLITE_FULL, and
-// returns once each has returned.
+// inFullBatch is inBatch with the batch's commit failing with SQLITE_FULL.
 func inFullBatch(t *testing.T, s *Store, faults *commitFaults, jobs ...func()) {
 	t.Helper()
-	release, done := holdWriter(t, s)
-	faults.inject(2, fullError{}) // the hold's batch's commit, then the batch under test's
-	var wg sync.WaitGroup
-	for i, job := range jobs {
-		wg.Add(1)
-		go func() { defer wg.Done(); job() }()
-		queued(s, i+1)
-	}
-	close(release)
-	<-done
-	wg.Wait()
+	faults.inject(2, fullError{}) // the holding job's batch's commit, then the batch under test's
+	inBatch(t, s, jobs...)
 }
 
 // wantFullAndUnwritten checks that a write to branch, a new one, failed with

@@ -46,6 +46,23 @@ func holdWriter(t *testing.T, s *Store) (release, done chan struct{}) {
 	return release, done
 }
 
+// inBatch runs jobs, each on a goroutine of its own and queued in order
+// behind a held writer, as one batch of the writer, and returns once each
+// has returned.
+func inBatch(t *testing.T, s *Store, jobs ...func()) {
+	t.Helper()
+	release, done := holdWriter(t, s)
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		wg.Add(1)
+		go func() { defer wg.Done(); job() }()
+		queued(s, i+1)
+	}
+	close(release)
+	<-done
+	wg.Wait()
+}
+
 // queued waits until n jobs wait for the held writer.
 func queued(s *Store, n int) {
 	for len(s.w.reqs) < n {
@@ -124,27 +141,17 @@ func TestClearMessagesCancelledMidBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var aborts atomic.Int32
-	release, done := holdWriter(t, s)
-	prev := s.w.onAbort // set before release: the writer reads it after its receive
+	prev := s.w.onAbort // set before the batch is queued: the writer reads it after its receive
 	s.w.onAbort = func() {
 		aborts.Add(1)
 		if prev != nil {
 			prev()
 		}
 	}
-	var wg sync.WaitGroup
 	var errA, errB error
-	wg.Add(2)
-	go func() { defer wg.Done(); _, errA = s.ClearMessages(newLateCancel(), a, store.WriteOptions{}) }()
-	queued(s, 1)
-	go func() {
-		defer wg.Done()
-		_, errB = s.AddMessage(context.Background(), b, addInput("b"), store.WriteOptions{})
-	}()
-	queued(s, 2)
-	close(release)
-	<-done
-	wg.Wait()
+	inBatch(t, s,
+		func() { _, errA = s.ClearMessages(newLateCancel(), a, store.WriteOptions{}) },
+		func() { _, errB = s.AddMessage(context.Background(), b, addInput("b"), store.WriteOptions{}) })
 	if errA != nil {
 		t.Errorf("ClearMessages cancelled after the writer took it: %v, want it committed", errA)
 	}
@@ -166,33 +173,18 @@ func TestClearMessagesCancelledMidBatch(t *testing.T) {
 func TestBrokenSavepointFailsTheBatch(t *testing.T) {
 	s := newTestStore(t, storetest.Options{})
 	a, c := emptyBranch(t, s), emptyBranch(t, s)
-	release, done := holdWriter(t, s)
-	var wg sync.WaitGroup
 	var errA, errB, errC error
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		_, errA = s.AddMessage(context.Background(), a, addInput("a"), store.WriteOptions{})
-	}()
-	queued(s, 1)
-	go func() {
-		defer wg.Done()
-		errB = s.w.do(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, "ROLLBACK"); err != nil {
-				return err
-			}
-			return errors.New("the transaction was ended under the writer")
-		}, nil)
-	}()
-	queued(s, 2)
-	go func() {
-		defer wg.Done()
-		_, errC = s.AddMessage(context.Background(), c, addInput("c"), store.WriteOptions{})
-	}()
-	queued(s, 3)
-	close(release)
-	<-done
-	wg.Wait()
+	inBatch(t, s,
+		func() { _, errA = s.AddMessage(context.Background(), a, addInput("a"), store.WriteOptions{}) },
+		func() {
+			errB = s.w.do(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, "ROLLBACK"); err != nil {
+					return err
+				}
+				return errors.New("the transaction was ended under the writer")
+			}, nil)
+		},
+		func() { _, errC = s.AddMessage(context.Background(), c, addInput("c"), store.WriteOptions{}) })
 	if errB == nil {
 		t.Error("the job that broke the transaction succeeded")
 	}
