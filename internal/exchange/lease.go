@@ -63,8 +63,9 @@ const (
 
 var (
 	// ErrLeaseStale is returned by Ack, Nack and ExtendLease for a receipt whose lease is no
-	// longer held: the message was leased again, acknowledged, nacked, popped, dead-lettered or
-	// returned by Unregister since. Nothing changed. The error is a *LeaseStaleError.
+	// longer held: the message was leased again, acknowledged, nacked, popped, dead-lettered, or
+	// returned by Unregister to an owner registered again since (an owner not registered is
+	// ErrOwnerNotRegistered). Nothing changed. The error is a *LeaseStaleError.
 	ErrLeaseStale = errors.New("lease no longer held")
 	// ErrInvalidReceipt is returned by ParseReceipt for text that is not a receipt.
 	ErrInvalidReceipt = errors.New("invalid lease receipt")

@@ -182,8 +182,9 @@ const (
 	ErrorReason_ERROR_REASON_BACKUP_UNSUPPORTED ErrorReason = 35
 	// ERROR_REASON_LEASE_STALE: Ack, Nack or ExtendLease named a lease that is no longer held
 	// (FAILED_PRECONDITION): the message was leased again, acknowledged, nacked, popped,
-	// dead-lettered or returned by Unregister since (issue 18). Nothing changed; the message, if it
-	// is still in the inbox, is another lease's now. Metadata: ownerId, messageId, attempt.
+	// dead-lettered, or returned by Unregister to an owner that has registered again since (issue 18;
+	// an owner not registered is ERROR_REASON_OWNER_NOT_REGISTERED). Nothing changed; the message, if
+	// it is still in the inbox, is another lease's now. Metadata: ownerId, messageId, attempt.
 	ErrorReason_ERROR_REASON_LEASE_STALE ErrorReason = 36
 )
 

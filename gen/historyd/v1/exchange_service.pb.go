@@ -786,8 +786,10 @@ type UnregisterRequest struct {
 	// omit_dead_letters leaves the dead letters out of the returned flow (dead_letters_evicted is
 	// still set), for a client that has read them with ListDeadLetters: they cannot be drained
 	// otherwise, so an owner whose dead letters alone exceed the response limit can leave only this
-	// way. Only the owner's own collects add dead letters: a client that has not collected it since
-	// reading them loses nothing.
+	// way. The dead letters this Unregister makes itself (leases on their last attempt whose
+	// deadline it finds passed) are returned all the same. Others are added only by the owner's own
+	// collects and by its leases ending on their last attempt (Nack, or a deadline noticed by another
+	// call): a client that has done neither since reading them loses nothing.
 	OmitDeadLetters bool `protobuf:"varint,2,opt,name=omit_dead_letters,json=omitDeadLetters,proto3" json:"omit_dead_letters,omitempty"`
 	// omit_rendered leaves every message's rendered text out of the flow (as PopMessage's
 	// omit_rendered); otherwise each is rendered under the server's --max-rendered-bytes.

@@ -157,10 +157,12 @@ type ExchangeServiceClient interface {
 	// whose next_visible_time says when one will be.
 	Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error)
 	// Ack ends a lease by removing its message. A receipt whose lease is no longer held (someone else
-	// leased the message since, or it was acknowledged, nacked, popped, dead-lettered or returned by
-	// Unregister) is FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE) and changes nothing; a receipt
-	// whose deadline passed but that no one has taken since is still held. A receipt that is not one
-	// of this server's is INVALID_ARGUMENT.
+	// leased the message since, or it was acknowledged, nacked, popped or dead-lettered) is
+	// FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE) and changes nothing; a receipt whose deadline
+	// passed but that no one has taken since is still held. Once the owner has unregistered
+	// (Unregister returns its leased messages and ends their leases), a receipt of it is
+	// FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED), and ERROR_REASON_LEASE_STALE if the
+	// owner has registered again. A receipt that is not one of this server's is INVALID_ARGUMENT.
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
 	// Nack ends a lease and makes the message visible again after delay (none by default); its
 	// attempt counts. At the owner's max_attempts the message becomes a dead letter instead. A stale
@@ -438,10 +440,12 @@ type ExchangeServiceServer interface {
 	// whose next_visible_time says when one will be.
 	Lease(context.Context, *LeaseRequest) (*LeaseResponse, error)
 	// Ack ends a lease by removing its message. A receipt whose lease is no longer held (someone else
-	// leased the message since, or it was acknowledged, nacked, popped, dead-lettered or returned by
-	// Unregister) is FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE) and changes nothing; a receipt
-	// whose deadline passed but that no one has taken since is still held. A receipt that is not one
-	// of this server's is INVALID_ARGUMENT.
+	// leased the message since, or it was acknowledged, nacked, popped or dead-lettered) is
+	// FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE) and changes nothing; a receipt whose deadline
+	// passed but that no one has taken since is still held. Once the owner has unregistered
+	// (Unregister returns its leased messages and ends their leases), a receipt of it is
+	// FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED), and ERROR_REASON_LEASE_STALE if the
+	// owner has registered again. A receipt that is not one of this server's is INVALID_ARGUMENT.
 	Ack(context.Context, *AckRequest) (*AckResponse, error)
 	// Nack ends a lease and makes the message visible again after delay (none by default); its
 	// attempt counts. At the owner's max_attempts the message becomes a dead letter instead. A stale

@@ -414,8 +414,10 @@ export type UnregisterRequest = Message<"historyd.v1.UnregisterRequest"> & {
    * omit_dead_letters leaves the dead letters out of the returned flow (dead_letters_evicted is
    * still set), for a client that has read them with ListDeadLetters: they cannot be drained
    * otherwise, so an owner whose dead letters alone exceed the response limit can leave only this
-   * way. Only the owner's own collects add dead letters: a client that has not collected it since
-   * reading them loses nothing.
+   * way. The dead letters this Unregister makes itself (leases on their last attempt whose
+   * deadline it finds passed) are returned all the same. Others are added only by the owner's own
+   * collects and by its leases ending on their last attempt (Nack, or a deadline noticed by another
+   * call): a client that has done neither since reading them loses nothing.
    *
    * @generated from field: bool omit_dead_letters = 2;
    */
@@ -1652,10 +1654,12 @@ export const ExchangeService: GenService<{
   },
   /**
    * Ack ends a lease by removing its message. A receipt whose lease is no longer held (someone else
-   * leased the message since, or it was acknowledged, nacked, popped, dead-lettered or returned by
-   * Unregister) is FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE) and changes nothing; a receipt
-   * whose deadline passed but that no one has taken since is still held. A receipt that is not one
-   * of this server's is INVALID_ARGUMENT.
+   * leased the message since, or it was acknowledged, nacked, popped or dead-lettered) is
+   * FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE) and changes nothing; a receipt whose deadline
+   * passed but that no one has taken since is still held. Once the owner has unregistered
+   * (Unregister returns its leased messages and ends their leases), a receipt of it is
+   * FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED), and ERROR_REASON_LEASE_STALE if the
+   * owner has registered again. A receipt that is not one of this server's is INVALID_ARGUMENT.
    *
    * @generated from rpc historyd.v1.ExchangeService.Ack
    */
