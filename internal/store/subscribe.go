@@ -143,7 +143,6 @@ type Subscription struct {
 	replay    []Commit // copied from the log, not yet returned
 	replaying bool     // the log may still have commits to copy for it
 	last      uint64   // the last sequence Next delivered
-	failed    error    // a FallibleLog's read error, not yet acted on (fill)
 }
 
 // Subscribe opens a subscription (Store.Subscribe). It validates the
@@ -211,16 +210,25 @@ type Log interface {
 
 // FallibleLog is a Log whose reads can fail: a database's table, whose
 // rows another process may have deleted and whose server may be down.
-// ChunkErr is Chunk that returns an error instead of looping or panicking;
-// the one subscription whose reader got it ends with it (issue 16): the
-// replay copied so far is delivered, then Err returns the error as a
-// *SequenceError whose Last is the cursor to resume from. An engine
-// returns a store sentinel: ErrSubscriberTooSlow when the rows it needs
-// are gone, ErrStorageUnavailable when they cannot be read, ErrClosed when
-// the store is closed. Memory's log cannot fail and is a plain Log.
+// ChunkErr is Chunk over (after, last] that returns an error instead of
+// looping or panicking; the one subscription whose reader got it ends
+// with it (issue 16): the replay copied so far is delivered, then Err
+// returns the error as a *SequenceError whose Last is the cursor to
+// resume from. An engine returns a store sentinel: ErrSubscriberTooSlow
+// when the rows it needs are gone, ErrStorageUnavailable when they cannot
+// be read, ErrClosed when the store is closed. Memory's log cannot fail
+// and is a plain Log.
+//
+// ChunkErr is called with no lock held: last is Last as the feed's lock
+// showed it, every sequence up to it published. A database read can wait
+// (for a connection a long export holds, for the server), and the engine
+// publishes under the feed's lock: a reader that held the lock across its
+// read would hold every write behind it (the writer never waits for a
+// watcher). Rows the engine trims meanwhile may be missing from the read:
+// Publish has then ended the subscription, and fill discards the read.
 type FallibleLog interface {
 	Log
-	ChunkErr(after uint64, n int, keep func(Commit) Commit) (out []Commit, through uint64, err error)
+	ChunkErr(after, last uint64, n int, keep func(Commit) Commit) (out []Commit, through uint64, err error)
 }
 
 // NewFeed returns a branch's feed over its lock and its log.
@@ -355,22 +363,19 @@ func (s *Subscription) catchUp() {
 // the write lock, copies what was written since and, if that reaches the
 // head too, goes live (reader side).
 //
-// The locks are released by defer: a Log that panics (a database engine's
-// read error) ends this reader's call, never leaves the branch locked for
-// its writer.
+// The locks are released by defer: a Log that panics ends this reader's
+// call, never leaves the branch locked for its writer. A FallibleLog (a
+// database's table) is read with no lock held (fillUnlocked).
 func (s *Subscription) fill() {
+	if s.fillUnlocked() {
+		return
+	}
 	f := s.feed
 	atHead := func() bool {
 		f.mu.RLock()
 		defer f.mu.RUnlock()
 		return s.copyChunk()
 	}()
-	if s.failed != nil {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		s.fail()
-		return
-	}
 	if !atHead || !s.replaying {
 		return
 	}
@@ -381,9 +386,73 @@ func (s *Subscription) fill() {
 		// pushed from now on, and every one up to it is in the replay.
 		s.catching, s.replaying = false, false
 	}
-	if s.failed != nil {
-		s.fail()
+}
+
+// fillUnlocked is fill for a FallibleLog, which it reads with no lock
+// held (FallibleLog says why): the bounds under the read lock, the chunk
+// after the cursor with none, then, under the write lock, the chunk is
+// kept only if the subscription still reads that log (not ended
+// meanwhile, as too slow or closed, nor left with the log the branch's
+// delete froze, which the next call reads from the same cursor). If the
+// chunk reached the log's head, nothing having been published since the
+// read, the subscription goes live there (or, on a frozen log, is through
+// BRANCH_DELETED); otherwise the next call reads what was. Until it goes
+// live it copies from the log what a live one would have been sent, so it
+// never stops making progress. It reports false, having done nothing, when
+// the log is not a FallibleLog or there is none left to read.
+func (s *Subscription) fillUnlocked() bool {
+	f := s.feed
+	f.mu.RLock()
+	log, ok := s.source().(FallibleLog)
+	var after, last uint64
+	if ok {
+		after, last = s.pushed, log.Last()
 	}
+	f.mu.RUnlock()
+	if !ok {
+		return false
+	}
+	var (
+		cs      []Commit
+		through = after
+		err     error
+	)
+	if after < last {
+		cs, through, err = log.ChunkErr(after, last, replayChunk, s.kinds.filter)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case s.source() != log:
+		return true // ended, or frozen by the delete, meanwhile: the next call sees which
+	case err != nil:
+		s.fail(err)
+		return true
+	}
+	s.replay = append(s.replay, cs...)
+	s.pushed = through
+	if through == log.Last() {
+		if s.frozen != nil {
+			s.replaying, s.frozen = false, nil // through BRANCH_DELETED (copyChunk)
+		} else {
+			s.catching, s.replaying = false, false // publish pushes every commit after pushed
+		}
+	}
+	return true
+}
+
+// source is the log a subscription copies its replay from (feed lock
+// held): the one its branch's delete left, for one ended by it while
+// catching up; the branch's while catching up; none once it is live or
+// ended.
+func (s *Subscription) source() Log {
+	switch {
+	case s.frozen != nil:
+		return s.frozen
+	case s.catching:
+		return s.feed.log
+	}
+	return nil
 }
 
 // fail ends the subscription with the error its reader got from a
@@ -391,9 +460,8 @@ func (s *Subscription) fill() {
 // registered; if the branch's delete had already ended it and it was
 // reading the frozen log, it did not get BRANCH_DELETED, so that is not
 // its end any more. A Close that came first stays the end.
-func (s *Subscription) fail() {
-	err := s.failed
-	s.failed, s.replaying = nil, false
+func (s *Subscription) fail(err error) {
+	s.replaying = false
 	if _, ok := s.feed.subs[s]; ok {
 		s.feed.endSub(s, err)
 		return
@@ -421,16 +489,7 @@ func (s *Subscription) copyChunk() (atEnd bool) {
 		cs      []Commit
 		through uint64
 	)
-	if fl, ok := log.(FallibleLog); ok {
-		var err error
-		if cs, through, err = fl.ChunkErr(s.pushed, replayChunk, s.kinds.filter); err != nil {
-			// fill ends it under the write lock; nothing more to copy.
-			s.failed, s.replaying = err, false
-			return false
-		}
-	} else {
-		cs, through = log.Chunk(s.pushed, replayChunk, s.kinds.filter)
-	}
+	cs, through = log.Chunk(s.pushed, replayChunk, s.kinds.filter)
 	s.replay = append(s.replay, cs...)
 	s.pushed = through
 	atEnd = through == log.Last()

@@ -28,12 +28,12 @@ func (l *failingLog) Chunk(after uint64, n int, keep func(Commit) Commit) ([]Com
 	panic("a FallibleLog is read through ChunkErr")
 }
 
-func (l *failingLog) ChunkErr(after uint64, n int, keep func(Commit) Commit) ([]Commit, uint64, error) {
+func (l *failingLog) ChunkErr(after, last uint64, n int, keep func(Commit) Commit) ([]Commit, uint64, error) {
 	if after >= l.failAfter {
 		return nil, after, l.err
 	}
 	var out []Commit
-	for seq := after + 1; seq <= min(l.last, l.failAfter) && len(out) < n; seq++ {
+	for seq := after + 1; seq <= min(last, l.failAfter) && len(out) < n; seq++ {
 		out = append(out, keep(l.commit(seq)))
 		after = seq
 	}

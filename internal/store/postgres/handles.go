@@ -70,19 +70,20 @@ func (l *dbLog) Last() uint64   { return l.last }
 // Chunk is ChunkErr without its error (store.Log); store.Feed reads a
 // FallibleLog through ChunkErr, so nothing calls it.
 func (l *dbLog) Chunk(after uint64, n int, keep func(store.Commit) store.Commit) ([]store.Commit, uint64) {
-	out, through, _ := l.ChunkErr(after, n, keep)
+	out, through, _ := l.ChunkErr(after, l.last, n, keep)
 	return out, through
 }
 
-// ChunkErr reads the events after after from the table (store.FallibleLog),
-// once, under the handle's read lock: no retry and no sleep there (issue
-// 16 review 2). A read that fails ends the one subscription reading it
+// ChunkErr reads the events in (after, last] from the table
+// (store.FallibleLog), once, with no lock held: no retry and no sleep
+// (issue 16 review 2), and the writers publishing to the handle never wait
+// for it (a read may wait for a pool connection). A read that fails ends the one subscription reading it
 // (issue 16 review 1: the puller cannot, once the branch's delete or Close
 // let go of the handle): ErrStorageUnavailable (it resumes from its
 // cursor), or ErrClosed after Close. Rows gone (trimmed while this replica
 // lagged, or the deleted branch's log past deadGrace) end it as too slow,
 // it alone (issue 16 review 4): the live subscribers lack nothing.
-func (l *dbLog) ChunkErr(after uint64, n int, keep func(store.Commit) store.Commit) ([]store.Commit, uint64, error) {
+func (l *dbLog) ChunkErr(after, last uint64, n int, keep func(store.Commit) store.Commit) ([]store.Commit, uint64, error) {
 	if l.s.closed.Load() {
 		return nil, after, store.ErrClosed
 	}
@@ -90,11 +91,11 @@ func (l *dbLog) ChunkErr(after uint64, n int, keep func(store.Commit) store.Comm
 	// hold n commits.
 	ctx, cancel := context.WithTimeout(l.s.ctx, 10*time.Second)
 	defer cancel()
-	evs, err := readEvents(ctx, l.s.pool, l.branch, l.incarnation, after, l.last, 2*n)
+	evs, err := readEvents(ctx, l.s.pool, l.branch, l.incarnation, after, last, 2*n)
 	switch {
 	case err != nil:
 		return nil, after, l.s.unavailable(ctx, err)
-	case after < l.last && (len(evs) == 0 || evs[0].Sequence != after+1):
+	case after < last && (len(evs) == 0 || evs[0].Sequence != after+1):
 		if len(evs) > 0 {
 			raise(&l.h.floor, evs[0].Sequence)
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -54,33 +53,46 @@ type dbLog struct {
 	frozen      *atomic.Int32 // frozen copies alive; the deleted log's rows go with the last
 }
 
-var _ store.Log = (*dbLog)(nil)
+var _ store.FallibleLog = (*dbLog)(nil)
 
 func (l *dbLog) Oldest() uint64 { return l.oldest }
 func (l *dbLog) Last() uint64   { return l.last }
 
-// Chunk reads the events after after from the table (store.Log).
+// Chunk is ChunkErr up to the log's last, without its error (store.Log);
+// store.Feed reads a FallibleLog through ChunkErr, so nothing calls it.
 func (l *dbLog) Chunk(after uint64, n int, keep func(store.Commit) store.Commit) ([]store.Commit, uint64) {
+	out, through, _ := l.ChunkErr(after, l.last, n, keep)
+	return out, through
+}
+
+// ChunkErr reads the events in (after, last] from the table
+// (store.FallibleLog), once, with no lock held: the writer, which
+// publishes to the handle under its lock, never waits for this read, which
+// may wait for a read connection as long as an export holds one. A read
+// that fails ends the one subscription reading it (its client resumes):
+// ErrClosed once the store is closed, else the error as fault sorts it (a
+// *StorageError for a storage fault). An event missing from the rows read
+// is a damaged log (ErrStorageDamaged) unless the writer trimmed it
+// meanwhile: it deletes rows only below an oldest it has published, and
+// that publish ended every subscription catching up from below it
+// (store.Feed.Publish), whose read store.Feed then discards.
+func (l *dbLog) ChunkErr(after, last uint64, n int, keep func(store.Commit) store.Commit) ([]store.Commit, uint64, error) {
+	if l.s.closed.Load() {
+		return nil, after, ErrClosed
+	}
 	// A commit has at most two events (CreateActionResponse), so 2n rows
 	// hold n commits.
-	var (
-		evs []store.Event
-		err error
-	)
-	for attempt := range 3 {
-		if evs, err = l.s.readEvents(context.Background(), l.branch, l.incarnation, after, l.last, 2*n); err == nil {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond) // a busy database; not synchronisation
-	}
+	evs, err := l.s.readEvents(context.Background(), l.branch, l.incarnation, after, last, 2*n)
 	if err != nil {
-		// store.Log has no error path: a subscription cannot skip what it
-		// could not read. The server's recovery ends the stream.
-		panic(fmt.Sprintf("sqlite: reading the event log of incarnation %s after %d: %v", l.incarnation, after, err))
+		if l.s.closed.Load() {
+			return nil, after, ErrClosed
+		}
+		return nil, after, l.s.fault(err)
 	}
-	for i, want := 0, after+1; i < len(evs) || (i == 0 && after < l.last); i, want = i+1, want+1 {
+	for i, want := 0, after+1; i < len(evs) || (i == 0 && after < last); i, want = i+1, want+1 {
 		if i == len(evs) || evs[i].Sequence != want {
-			panic(fmt.Sprintf("sqlite: the event log of incarnation %s has no event %d", l.incarnation, want))
+			return nil, after, &StorageError{File: l.s.db.Path, Err: store.ErrStorageDamaged,
+				Cause: fmt.Errorf("sqlite: the event log of incarnation %s has no event %d", l.incarnation, want)}
 		}
 	}
 	through := after
@@ -101,7 +113,7 @@ func (l *dbLog) Chunk(after uint64, n int, keep func(store.Commit) store.Commit)
 		evs = evs[k:]
 		commits++
 	}
-	return out, through
+	return out, through, nil
 }
 
 // Frozen returns the log as the delete left it (store.Log); its rows are
