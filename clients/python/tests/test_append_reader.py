@@ -10,7 +10,7 @@ from typing import Any, List
 
 import pytest
 
-from historyd.appender import AppendStreamBrokenError, _Stream
+from historyd.appender import Appender, AppendStreamBrokenError, _Stream
 from historyd.v1 import history_service_pb2 as hs
 
 _DONE = object()
@@ -115,3 +115,59 @@ def test_any_reader_exit_breaks_the_stream(failure: Any) -> None:
     assert call.cancelled, "the call was not cancelled"
     for _ in range(2):  # every slot given back
         assert slots.acquire(timeout=5)
+
+
+class FakeClient:
+    """What an Appender uses of a Client: its stub and call metadata."""
+
+    def __init__(self, stub: Any) -> None:
+        self.history_stub = stub
+        self._metadata = None
+
+
+def item(rid: str) -> hs.AddMessageRequest:
+    return hs.AddMessageRequest(branch_id="b", request_id=rid)
+
+
+def test_done_callback_may_append_with_the_window_full() -> None:
+    """The rule: a future's done-callback may append the next item (a chained pipeline) however
+    full the window is, because the answer that settled its future has freed that item's slot.
+    concurrent.futures runs a done-callback on the thread that settles the future; when that was
+    the reader and the slot was still held, or another append took the freed slot first, the
+    callback's append waited for a slot only the reader could free: the reader blocked for good,
+    no later future settled and close() hung (review of the clients, fault 1)."""
+    stub = FakeStub()
+    ap = Appender(FakeClient(stub), window=1)
+    first = ap.append(item("r0"))  # the window (1) is full
+    call = stub.call
+
+    # Another thread waits for a slot too: it takes the one r0's answer frees, so the callback's
+    # append must wait for the next answer, which only a reader that is not blocked can read.
+    other_sent = threading.Event()
+    other: List[Any] = []
+
+    def append_other() -> None:
+        other.append(ap.append(item("r1")))
+        other_sent.set()
+
+    chained: List[Any] = []
+    chained_sent = threading.Event()
+
+    def on_done(_f: Any) -> None:
+        other_sent.wait(timeout=10)
+        chained.append(ap.append(item("r2")))
+        chained_sent.set()
+
+    first.add_done_callback(on_done)
+    t = threading.Thread(target=append_other, daemon=True)
+    t.start()
+    call.answers.put(ok_answer(0, "zero"))
+    assert other_sent.wait(timeout=10), "r0's answer did not free its slot"
+    call.answers.put(ok_answer(1, "one"))
+    assert chained_sent.wait(timeout=10), "the callback's append never returned: the reader is blocked in it"
+    call.answers.put(ok_answer(2, "two"))
+    assert first.result(timeout=10).content["instruction"] == "zero"
+    assert other[0].result(timeout=10).content["instruction"] == "one"
+    assert chained[0].result(timeout=10).content["instruction"] == "two"
+    call.answers.put(_DONE)
+    ap.close()
