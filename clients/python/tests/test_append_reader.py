@@ -77,19 +77,36 @@ def send(s: _Stream, slots: threading.Semaphore, rid: str):
     return fut
 
 
-def test_cancelled_future_is_skipped() -> None:
+def test_a_sent_future_cannot_be_cancelled() -> None:
+    """The rule (Appender.append): a sent item's future is running, so cancel() returns False and
+    the answer settles it; cancel() used to return True for an item the server then applied, and
+    its answer was dropped (review of the clients, fault 3)."""
     s, call, slots = start()
     first = send(s, slots, "r0")
-    assert first.cancel(), "a pending future can be cancelled"
+    assert first.running()
+    assert not first.cancel(), "an item sent cannot be taken back"
     call.answers.put(ok_answer(0, "zero"))
     second = send(s, slots, "r1")
     call.answers.put(ok_answer(1, "one"))
-    # Before the fix the reader died on InvalidStateError and this waited forever.
-    msg = second.result(timeout=10)
-    assert msg.content["instruction"] == "one"
+    assert first.result(timeout=10).content["instruction"] == "zero"
+    assert second.result(timeout=10).content["instruction"] == "one"
     assert not s.broken
     call.answers.put(_DONE)
     s.close()
+
+
+def test_settling_a_cancelled_future_is_skipped() -> None:
+    """_settle skips a cancelled future: set_result on one raises InvalidStateError, which killed
+    the reader (issue 21 review, finding C)."""
+    from concurrent.futures import Future
+
+    from historyd.appender import _settle
+
+    fut: Future = Future()
+    assert fut.cancel()
+    _settle(fut, result="late")
+    _settle(fut, exc=ValueError("late"))
+    assert fut.cancelled()
 
 
 @pytest.mark.parametrize("failure", [ValueError("decoder fault"), "answer to no item"])

@@ -8,7 +8,8 @@ writes many messages is not bound by one round trip per message.
 
 Answers come back in the order appended, and items on one branch are applied in that order. A
 failed item fails alone: its future raises the typed :class:`~historyd.errors.HistorydError` a
-unary AddMessage would have raised. When the stream breaks, the items in flight raise
+unary AddMessage would have raised. A sent item cannot be taken back: its future is running, and
+``cancel()`` returns False. When the stream breaks, the items in flight raise
 :class:`AppendStreamBrokenError` (with their ``request_id``, filled in when empty, so they can be
 appended again safely) and the next append opens a new stream.
 """
@@ -92,9 +93,14 @@ class _Stream:
             yield r
 
     def send(self, req: hs.AddMessageRequest, fut: Future) -> bool:
+        """Queues req, whose answer settles fut, a new future; False when the stream is broken.
+        fut is running from here on: cancel() returns False, as the server may already have the
+        item (cancel() returned True, and the item was applied all the same; review of the
+        clients, fault 3)."""
         with self.lock:
             if self.broken:
                 return False
+            fut.set_running_or_notify_cancel()
             self.pending.append((req.request_id, fut))
             self.requests.put(hs.AppendMessagesRequest(item=req))
             return True
@@ -196,7 +202,10 @@ class Appender:
 
     def append(self, req: hs.AddMessageRequest) -> "Future[Message]":
         """Sends req as the next item (waiting while the window is full); its future gives the
-        message as written, or raises the item's error. An empty ``request_id`` is filled in."""
+        message as written, or raises the item's error. An empty ``request_id`` is filled in.
+
+        The item is sent once append returns, and its future is running: ``cancel()`` returns
+        False and cannot take the item back (the server applies it); wait for its answer."""
         if not req.request_id:
             cp = hs.AddMessageRequest()
             cp.CopyFrom(req)
