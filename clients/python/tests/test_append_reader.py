@@ -188,3 +188,33 @@ def test_done_callback_may_append_with_the_window_full() -> None:
     assert chained[0].result(timeout=10).content["instruction"] == "two"
     call.answers.put(_DONE)
     ap.close()
+
+
+class ClosedChannelStub:
+    """A stub whose AppendMessages raises, as grpc's does on a closed channel."""
+
+    def AppendMessages(self, requests: Any, metadata: Any = None) -> Any:  # noqa: N802 (gRPC's name)
+        raise ValueError("Cannot invoke RPC on closed channel!")
+
+
+def test_append_whose_stream_cannot_open_gives_its_slot_back() -> None:
+    """The rule: an append that fails before its item is sent holds no slot afterwards. append()
+    took a slot before it built the stream; when building it raised (the client's channel
+    closed), the slot leaked, and after `window` such calls append blocked forever (review of the
+    clients, fault 4)."""
+    ap = Appender(FakeClient(ClosedChannelStub()), window=2)
+    errors: List[BaseException] = []
+
+    def run() -> None:
+        for i in range(5):
+            try:
+                ap.append(item(f"r{i}"))
+            except ValueError as e:
+                errors.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout=10)
+    assert not t.is_alive(), f"append blocked after {len(errors)} failed calls: their slots leaked"
+    assert len(errors) == 5
+    ap.close()

@@ -218,7 +218,13 @@ class Appender:
                 self._slots.release()
                 raise RuntimeError("historyd: the appender is closed")
             if self._stream is None or self._stream.broken:
-                self._stream = _Stream(self._client.history_stub, self._client._metadata, self._window, self._slots)
+                try:
+                    self._stream = _Stream(self._client.history_stub, self._client._metadata, self._window, self._slots)
+                except BaseException:
+                    # Nothing was sent: give the slot back, or `window` such failures (a closed
+                    # channel) left every later append waiting (review of the clients, fault 4).
+                    self._slots.release()
+                    raise
             if not self._stream.send(req, fut):
                 self._slots.release()
                 fut.set_exception(
