@@ -1,6 +1,6 @@
 """watch() against scripted WatchBranch streams (as the Go client's watch_deleted_internal_test.go),
 so that how each stream ends is the test's: a connection lost right after the BRANCH_DELETED
-commit."""
+commit, and the bound on reconnections in a row."""
 
 from __future__ import annotations
 
@@ -129,3 +129,41 @@ async def test_async_watch_raises_branch_deleted_when_the_connection_drops_after
     with pytest.raises(BranchDeletedError) as ei:
         await it.__anext__()
     check_deleted(ei.value, stub)
+
+
+GONE: List[Script] = [([start(0), commit(1)], UNAVAILABLE), ([], UNAVAILABLE)]
+
+
+@pytest.mark.parametrize("max_attempts", [1, 3])
+def test_watch_reconnects_max_attempts_times_in_a_row(max_attempts: int) -> None:
+    """The rule (Branch.watch; the Go client's Watch and DefaultWatchRetry): ``retry`` bounds the
+    reconnections in a row that deliver nothing, and watch() raises the last error after
+    ``max_attempts`` of them. It gave up after max_attempts - 1 (review of the clients, fault 5)."""
+    stub = ScriptedStub(GONE)
+    resumes: List[int] = []
+    it = Branch(FakeClient(stub), "b").watch(  # type: ignore[arg-type]
+        after=0, retry=RetryPolicy(max_attempts=max_attempts, initial_backoff=0), on_resume=lambda cursor, err: resumes.append(cursor)
+    )
+    assert next(it).last_sequence == 1
+    with pytest.raises(Exception) as ei:
+        next(it)
+    assert getattr(ei.value, "code", None) == grpc.StatusCode.UNAVAILABLE
+    assert resumes == [1] * max_attempts
+    assert stub.calls == 1 + max_attempts
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("max_attempts", [1, 3])
+async def test_async_watch_reconnects_max_attempts_times_in_a_row(max_attempts: int) -> None:
+    """As the sync test above, through AsyncBranch.watch (review of the clients, fault 5)."""
+    stub = ScriptedStub(GONE)
+    resumes: List[int] = []
+    it = AsyncBranch(FakeClient(stub), "b").watch(  # type: ignore[arg-type]
+        after=0, retry=RetryPolicy(max_attempts=max_attempts, initial_backoff=0), on_resume=lambda cursor, err: resumes.append(cursor)
+    )
+    assert (await it.__anext__()).last_sequence == 1
+    with pytest.raises(Exception) as ei:
+        await it.__anext__()
+    assert getattr(ei.value, "code", None) == grpc.StatusCode.UNAVAILABLE
+    assert resumes == [1] * max_attempts
+    assert stub.calls == 1 + max_attempts

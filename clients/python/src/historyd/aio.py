@@ -528,6 +528,9 @@ class AsyncBranch:
         reconnections in a row that deliver nothing, and ``on_resume(cursor, error)`` is called
         before each. ``heartbeats=True`` also yields the :class:`Heartbeat` bookmarks.
 
+        After ``retry.max_attempts`` reconnections in a row that deliver nothing (no commit, no
+        heartbeat), it raises the last error, as the Go client's Watch does.
+
         Raises :class:`HistoryCompactedError` when the cursor is no longer retained (or the branch
         was re-created under its id: re-read it and watch from its head), and
         :class:`BranchDeletedError` after yielding the commit of the deletion, even when the
@@ -573,7 +576,7 @@ class AsyncBranch:
             if not resumable(err):
                 raise err
             attempt += 1
-            if attempt >= retry.max_attempts:
+            if attempt > max(retry.max_attempts, 1):  # max_attempts reconnections, as Go's Watch
                 raise err
             if on_resume is not None:
                 on_resume(cursor if cursor is not None else 0, err)

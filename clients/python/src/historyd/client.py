@@ -569,6 +569,9 @@ class Branch:
         ``batch_commits=True`` lets the server send the commits a lagging watcher is behind on
         several to a frame (issue 21); they are yielded one at a time all the same.
 
+        After ``retry.max_attempts`` reconnections in a row that deliver nothing (no commit, no
+        heartbeat), it raises the last error, as the Go client's Watch does.
+
         Raises :class:`HistoryCompactedError` when the cursor is no longer retained (or the branch
         was re-created under its id: re-read it and watch from its head), and
         :class:`BranchDeletedError` after yielding the commit of the deletion, even when the
@@ -621,7 +624,7 @@ class Branch:
             if not resumable(err):
                 raise err
             attempt += 1
-            if attempt >= retry.max_attempts:
+            if attempt > max(retry.max_attempts, 1):  # max_attempts reconnections, as Go's Watch
                 raise err
             if on_resume is not None:
                 on_resume(cursor if cursor is not None else 0, err)
