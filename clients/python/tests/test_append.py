@@ -52,3 +52,19 @@ def test_appender_omit_content(client: Client) -> None:
         assert m.kind is None and m.content == {}, f"item {i} came back with its content"
         assert m.id and m.sequence == i + 2 and m.metadata["lion_class"].endswith("Instruction")
     assert [m.content["instruction"] for m in a.messages()] == [f"long {i}" for i in range(5)]
+
+
+def test_appender_cancel_cannot_take_back_a_sent_item(client: Client) -> None:
+    """The rule (Appender.append): an item is sent when append returns, so its future is running
+    and cancel() returns False; the future gives the message the server wrote. cancel() returned
+    True for an item in flight, which the server applied all the same, and its answer was dropped
+    (review of the clients, fault 3)."""
+    b = client.create_branch()
+    with client.appender(window=4) as ap:
+        fut = ap.append_instruction(b.id, "sent")
+        assert fut.running() or fut.done()
+        assert not fut.cancel(), "cancel() of an item already sent must say it cannot take it back"
+        assert not fut.cancelled()
+        msg = fut.result(timeout=30)
+    assert msg.content["instruction"] == "sent"
+    assert [m.content["instruction"] for m in b.messages() if m.kind == "instruction"] == ["sent"]

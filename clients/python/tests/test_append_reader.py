@@ -10,7 +10,7 @@ from typing import Any, List
 
 import pytest
 
-from historyd.appender import AppendStreamBrokenError, _Stream
+from historyd.appender import Appender, AppendStreamBrokenError, _Stream
 from historyd.v1 import history_service_pb2 as hs
 
 _DONE = object()
@@ -77,19 +77,36 @@ def send(s: _Stream, slots: threading.Semaphore, rid: str):
     return fut
 
 
-def test_cancelled_future_is_skipped() -> None:
+def test_a_sent_future_cannot_be_cancelled() -> None:
+    """The rule (Appender.append): a sent item's future is running, so cancel() returns False and
+    the answer settles it; cancel() used to return True for an item the server then applied, and
+    its answer was dropped (review of the clients, fault 3)."""
     s, call, slots = start()
     first = send(s, slots, "r0")
-    assert first.cancel(), "a pending future can be cancelled"
+    assert first.running()
+    assert not first.cancel(), "an item sent cannot be taken back"
     call.answers.put(ok_answer(0, "zero"))
     second = send(s, slots, "r1")
     call.answers.put(ok_answer(1, "one"))
-    # Before the fix the reader died on InvalidStateError and this waited forever.
-    msg = second.result(timeout=10)
-    assert msg.content["instruction"] == "one"
+    assert first.result(timeout=10).content["instruction"] == "zero"
+    assert second.result(timeout=10).content["instruction"] == "one"
     assert not s.broken
     call.answers.put(_DONE)
     s.close()
+
+
+def test_settling_a_cancelled_future_is_skipped() -> None:
+    """_settle skips a cancelled future: set_result on one raises InvalidStateError, which killed
+    the reader (issue 21 review, finding C)."""
+    from concurrent.futures import Future
+
+    from historyd.appender import _settle
+
+    fut: Future = Future()
+    assert fut.cancel()
+    _settle(fut, result="late")
+    _settle(fut, exc=ValueError("late"))
+    assert fut.cancelled()
 
 
 @pytest.mark.parametrize("failure", [ValueError("decoder fault"), "answer to no item"])
@@ -115,3 +132,89 @@ def test_any_reader_exit_breaks_the_stream(failure: Any) -> None:
     assert call.cancelled, "the call was not cancelled"
     for _ in range(2):  # every slot given back
         assert slots.acquire(timeout=5)
+
+
+class FakeClient:
+    """What an Appender uses of a Client: its stub and call metadata."""
+
+    def __init__(self, stub: Any) -> None:
+        self.history_stub = stub
+        self._metadata = None
+
+
+def item(rid: str) -> hs.AddMessageRequest:
+    return hs.AddMessageRequest(branch_id="b", request_id=rid)
+
+
+def test_done_callback_may_append_with_the_window_full() -> None:
+    """The rule: a future's done-callback may append the next item (a chained pipeline) however
+    full the window is, because the answer that settled its future has freed that item's slot.
+    concurrent.futures runs a done-callback on the thread that settles the future; when that was
+    the reader and the slot was still held, or another append took the freed slot first, the
+    callback's append waited for a slot only the reader could free: the reader blocked for good,
+    no later future settled and close() hung (review of the clients, fault 1)."""
+    stub = FakeStub()
+    ap = Appender(FakeClient(stub), window=1)
+    first = ap.append(item("r0"))  # the window (1) is full
+    call = stub.call
+
+    # Another thread waits for a slot too: it takes the one r0's answer frees, so the callback's
+    # append must wait for the next answer, which only a reader that is not blocked can read.
+    other_sent = threading.Event()
+    other: List[Any] = []
+
+    def append_other() -> None:
+        other.append(ap.append(item("r1")))
+        other_sent.set()
+
+    chained: List[Any] = []
+    chained_sent = threading.Event()
+
+    def on_done(_f: Any) -> None:
+        other_sent.wait(timeout=10)
+        chained.append(ap.append(item("r2")))
+        chained_sent.set()
+
+    first.add_done_callback(on_done)
+    t = threading.Thread(target=append_other, daemon=True)
+    t.start()
+    call.answers.put(ok_answer(0, "zero"))
+    assert other_sent.wait(timeout=10), "r0's answer did not free its slot"
+    call.answers.put(ok_answer(1, "one"))
+    assert chained_sent.wait(timeout=10), "the callback's append never returned: the reader is blocked in it"
+    call.answers.put(ok_answer(2, "two"))
+    assert first.result(timeout=10).content["instruction"] == "zero"
+    assert other[0].result(timeout=10).content["instruction"] == "one"
+    assert chained[0].result(timeout=10).content["instruction"] == "two"
+    call.answers.put(_DONE)
+    ap.close()
+
+
+class ClosedChannelStub:
+    """A stub whose AppendMessages raises, as grpc's does on a closed channel."""
+
+    def AppendMessages(self, requests: Any, metadata: Any = None) -> Any:  # noqa: N802 (gRPC's name)
+        raise ValueError("Cannot invoke RPC on closed channel!")
+
+
+def test_append_whose_stream_cannot_open_gives_its_slot_back() -> None:
+    """The rule: an append that fails before its item is sent holds no slot afterwards. append()
+    took a slot before it built the stream; when building it raised (the client's channel
+    closed), the slot leaked, and after `window` such calls append blocked forever (review of the
+    clients, fault 4)."""
+    ap = Appender(FakeClient(ClosedChannelStub()), window=2)
+    errors: List[BaseException] = []
+
+    def run() -> None:
+        for i in range(5):
+            try:
+                ap.append(item(f"r{i}"))
+            except ValueError as e:
+                errors.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout=10)
+    assert not t.is_alive(), f"append blocked after {len(errors)} failed calls: their slots leaked"
+    assert len(errors) == 5
+    ap.close()

@@ -5,19 +5,28 @@
 // promise rejecting with the HistorydError a unary AddMessage would have. When the stream breaks,
 // the items in flight reject with an AppendStreamBrokenError (with their request id, filled in when
 // empty, so they can be appended again safely), and the next append opens a new stream.
+//
+// An item that cannot be encoded (an expectedHeadSequence below 0, at or above 2^64, or not an
+// integer) fails alone too: append() encodes it first, and rejects at once with a HistorydError,
+// INVALID_ARGUMENT, without sending it or taking a place in the window. Connect encodes the
+// requests of a stream inside its request pump, where one such item aborted the whole stream and
+// every item in flight rejected with AppendStreamBrokenError (review of the clients, fault 2; the
+// Go client's client/append_codec.go encodes each item in Append for the same reason). The check
+// costs one encoding more per item: Connect encodes the item again when it sends it.
 
 import { randomUUID } from "node:crypto";
 
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import type { HistorydClient } from "./client.js";
 import { HistorydError, toHistorydError } from "./errors.js";
 import type { Message } from "./gen/historyd/v1/envelope_pb.js";
-import type {
+import {
   AddMessageRequestSchema,
-  AppendMessagesRequestSchema,
-  ItemStatus,
+  type AddMessageRequest,
+  type AppendMessagesRequestSchema,
+  type ItemStatus,
 } from "./gen/historyd/v1/history_service_pb.js";
 
 /** The default window: 64 items in flight, where the server's group commit has most of its gain. */
@@ -98,7 +107,7 @@ class AppendStream {
     }
   }
 
-  send(item: AddMessageInit, w: Waiter): boolean {
+  send(item: AddMessageRequest, w: Waiter): boolean {
     if (this.broken || this.#ended) return false;
     this.pending.push(w);
     this.#queue.push({ item });
@@ -130,6 +139,19 @@ function itemError(st: ItemStatus): HistorydError {
   return toHistorydError(ce);
 }
 
+/** The item as a message, once it is known to encode; else a HistorydError, INVALID_ARGUMENT, as
+ * the Go client's Append reports an item it cannot encode. */
+function encodable(init: AddMessageInit): AddMessageRequest {
+  try {
+    const item = create(AddMessageRequestSchema, init);
+    toBinary(AddMessageRequestSchema, item);
+    return item;
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    throw new HistorydError(new ConnectError(`historyd: the item cannot be encoded: ${why}`, Code.InvalidArgument, undefined, undefined, e), undefined);
+  }
+}
+
 /** AddMessage pipelined over one AppendMessages stream; see the file's comment. */
 export class Appender {
   readonly #client: HistorydClient;
@@ -145,9 +167,10 @@ export class Appender {
   }
 
   /** Sends `req` as the next item (waiting while the window is full) and resolves to the message
-   * as written, or rejects with the item's error. An empty requestId is filled in. */
+   * as written, or rejects with the item's error. An empty requestId is filled in. An item that
+   * cannot be encoded rejects at once, INVALID_ARGUMENT, and is not sent (see the file's comment). */
   async append(req: AddMessageInit): Promise<Message> {
-    const item = { ...req, requestId: req.requestId || randomUUID() };
+    const item = encodable({ ...req, requestId: req.requestId || randomUUID() });
     while (!this.#closed && this.#inFlight >= this.#window) await new Promise<void>((r) => this.#slotWaiters.push(r));
     if (this.#closed) throw new Error("historyd: the appender is closed");
     this.#inFlight++;

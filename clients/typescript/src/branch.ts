@@ -291,7 +291,8 @@ export class Branch {
    * Watches the branch: an async iterable of commits (and heartbeats when asked) that resumes from
    * its cursor after a disconnect, so every event arrives once and in order. It ends by `close()`,
    * a `break` out of the loop, or an error: HistoryCompactedError when the cursor is gone,
-   * BranchDeletedError after the branch's BRANCH_DELETED commit.
+   * BranchDeletedError after the branch's BRANCH_DELETED commit (even when the connection drops
+   * before the stream's own end: the watch does not resume after a deletion).
    */
   watch(options: WatchOptions = {}): BranchWatch {
     return new BranchWatch(this.client, this.id, options);

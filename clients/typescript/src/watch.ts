@@ -3,11 +3,13 @@
 // heartbeat's head_sequence) and the incarnation, and after a disconnect opens a new WatchBranch
 // after that cursor, so the caller sees every event once and in order across the gap.
 
+import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import type { HistorydClient } from "./client.js";
-import { ErrorReason, HistorydError, toHistorydError } from "./errors.js";
-import type { BranchCommit, EventKind, WatchHeartbeat } from "./gen/historyd/v1/history_service_pb.js";
+import { BranchDeletedError, ErrorReason, HistorydError, toHistorydError } from "./errors.js";
+import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import { EventKind, type BranchCommit, type WatchHeartbeat } from "./gen/historyd/v1/history_service_pb.js";
 import { backoffMs, defaultRetryPolicy, sleep, type RetryPolicy } from "./retry.js";
 
 /** Options of Branch.watch. */
@@ -87,6 +89,7 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
     const policy = { ...defaultRetryPolicy, ...this.options.backoff };
     const maxResumes = this.options.maxResumes ?? 8;
     let failures = 0;
+    let deletedAt: bigint | undefined; // the sequence of the BRANCH_DELETED commit yielded
     try {
       for (;;) {
         try {
@@ -111,12 +114,14 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
               case "commit":
                 failures = 0; // progress: the next disconnect starts the backoff over
                 this.cursor = frame.frame.value.lastSequence;
+                if (isDeletion(frame.frame.value)) deletedAt = this.cursor;
                 yield { case: "commit", value: frame.frame.value };
                 break;
               case "commits": // batchCommits (issue 21): each in order, as a commit frame
                 for (const c of frame.frame.value.commits) {
                   failures = 0;
                   this.cursor = c.lastSequence;
+                  if (isDeletion(c)) deletedAt = this.cursor;
                   yield { case: "commit", value: c };
                 }
                 break;
@@ -132,6 +137,8 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
         } catch (err) {
           if (signal.aborted) return;
           const e = toHistorydError(err);
+          // Nothing can follow the deletion: the watch ends there, however its stream ended.
+          if (deletedAt !== undefined) throw deletedError(this.branchId, deletedAt, e);
           if (!resumable(e) || ++failures > maxResumes) throw e;
           await sleep(backoffMs(policy, failures), signal);
           this.resumes++;
@@ -146,6 +153,28 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
       this.#abort.abort();
     }
   }
+}
+
+/** Whether the commit holds the branch's BRANCH_DELETED event. */
+function isDeletion(c: BranchCommit): boolean {
+  return c.events.some((ev) => ev.kind === EventKind.BRANCH_DELETED);
+}
+
+/** How a watch that yielded the commit of the branch's deletion ends, whatever ended its stream:
+ * BranchDeletedError, as the server's own end says it (branchId, lastSequence). When the connection
+ * dropped between that commit and the stream's NOT_FOUND status, the stream ended UNAVAILABLE, and
+ * a resume could only find the branch gone (BRANCH_NOT_FOUND, or HISTORY_COMPACTED for a branch made
+ * again under its id), which the docs do not promise (review of the clients, fault 5; the Go
+ * client's Watch ends there too: client/watch.go, deleted). */
+function deletedError(branchId: string, lastSequence: bigint, e: HistorydError): HistorydError {
+  if (e instanceof BranchDeletedError) return e;
+  const info = create(ErrorInfoSchema, {
+    reason: "ERROR_REASON_BRANCH_DELETED",
+    domain: "historyd",
+    metadata: { branchId, lastSequence: lastSequence.toString() },
+  });
+  const msg = `the branch was deleted: its BRANCH_DELETED commit (${lastSequence}) was received, then the stream ended (${e.message})`;
+  return new BranchDeletedError(new ConnectError(msg, Code.NotFound, undefined, undefined, e), info);
 }
 
 /** Whether a watch's end is worth a resume from the cursor: the connection broke or the server is

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { connect, ErrorReason, HistorydError, type HistorydClient } from "../src/index.js";
+import { Code, connect, ErrorReason, HistorydError, type HistorydClient } from "../src/index.js";
 import { startHistoryd, type Historyd } from "./helpers/server.js";
 
 describe("appender", () => {
@@ -52,5 +52,41 @@ describe("appender", () => {
     });
     await ap.close();
     await assert.rejects(ap.append({ branchId: a.id }), /closed/);
+  });
+
+  // The rule (issue 21; appender.ts; the Go client's client/append_codec.go): a failed item fails
+  // alone, and the stream goes on. An item that cannot be encoded (an expectedHeadSequence of -1n,
+  // 2^64 or 1.5) was encoded inside Connect's request pump, which aborted the whole stream: every
+  // item in flight rejected with AppendStreamBrokenError (review of the clients, fault 2).
+  test("an item that cannot be encoded fails alone, INVALID_ARGUMENT, unsent; the stream goes on", async () => {
+    const branch = await client.createBranch();
+    const ap = client.appender(8);
+    const instr = (text: string, expectedHeadSequence?: bigint) => ({
+      branchId: branch.id,
+      expectedHeadSequence,
+      input: { case: "instruction" as const, value: { instructionValue: { case: "instruction" as const, value: text } } },
+    });
+    const settle = (p: Promise<{ sequence: bigint }>) => p.then((m) => ({ m, err: undefined }), (err: unknown) => ({ m: undefined, err }));
+    const unencodable = [-1n, 2n ** 64n, 1.5 as unknown as bigint];
+    const answers = [
+      settle(ap.append(instr("a"))),
+      ...unencodable.map((v, i) => settle(ap.append(instr(`bad ${i}`, v)))),
+      settle(ap.append(instr("c"))),
+    ];
+    const results = await Promise.all(answers);
+    assert.equal(results[0]!.err, undefined, `the item before: ${String(results[0]!.err)}`);
+    assert.equal(results[4]!.err, undefined, `the item after: ${String(results[4]!.err)}`);
+    const first = results[0]!.m!.sequence;
+    assert.equal(results[4]!.m!.sequence, first + 1n, "the item after follows the item before");
+    for (const [i, r] of results.slice(1, 4).entries()) {
+      assert.ok(r.err instanceof HistorydError, `bad ${i}: ${String(r.err)}`);
+      assert.equal(r.err.code, Code.InvalidArgument, `bad ${i}: ${String(r.err)}`);
+      assert.match(r.err.rawMessage, /cannot be encoded/);
+    }
+    assert.equal((await ap.append(instr("d"))).sequence, first + 2n, "the stream goes on");
+    await ap.close();
+    const texts = [];
+    for await (const m of branch.messages()) if (m.content.case === "instruction") texts.push(m.content.value.instructionValue.value);
+    assert.deepEqual(texts, ["a", "c", "d"], "no unencodable item was sent");
   });
 });

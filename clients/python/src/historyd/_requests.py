@@ -44,7 +44,7 @@ class RetryPolicy:
 
 #: The unary calls' default policy: 5 attempts, 50 ms doubling to 2 s, ±20%.
 DEFAULT_RETRY = RetryPolicy()
-#: watch()'s reconnections: 10 attempts in a row that deliver nothing, 100 ms doubling to 2 s.
+#: watch()'s reconnections: at most 10 in a row that deliver nothing, 100 ms doubling to 2 s.
 DEFAULT_WATCH_RETRY = RetryPolicy(max_attempts=10, initial_backoff=0.1)
 
 

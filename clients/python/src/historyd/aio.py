@@ -15,7 +15,7 @@ from google.protobuf.message import Message as _PbMessage
 from . import _requests as rq
 from ._convert import UNSET, BranchInfo, Commit, Heartbeat, InboxHeartbeat, Message, Participant, to_py
 from ._requests import DEFAULT_RETRY, DEFAULT_WATCH_RETRY, TLS, RetryPolicy
-from .client import resumable
+from .client import deleted_error, is_deletion, resumable
 from .errors import HistorydError, from_rpc_error
 from .v1 import exchange_service_pb2 as ex
 from .v1 import exchange_service_pb2_grpc as ex_grpc
@@ -528,15 +528,20 @@ class AsyncBranch:
         reconnections in a row that deliver nothing, and ``on_resume(cursor, error)`` is called
         before each. ``heartbeats=True`` also yields the :class:`Heartbeat` bookmarks.
 
+        After ``retry.max_attempts`` reconnections in a row that deliver nothing (no commit, no
+        heartbeat), it raises the last error, as the Go client's Watch does.
+
         Raises :class:`HistoryCompactedError` when the cursor is no longer retained (or the branch
         was re-created under its id: re-read it and watch from its head), and
-        :class:`BranchDeletedError` after yielding the commit of the deletion. Closing the iterator
-        (``await it.aclose()``, or ``contextlib.aclosing``) cancels the stream.
+        :class:`BranchDeletedError` after yielding the commit of the deletion, even when the
+        connection drops before the stream's own end. Closing the iterator (``await it.aclose()``,
+        or ``contextlib.aclosing``) cancels the stream.
         """
         stub = self.client.history_stub
         metadata = self.client._metadata
         kind_numbers = rq.kinds_numbers(kinds)
         cursor, inc, attempt = after, incarnation, 0
+        deleted_at: Optional[int] = None  # the sequence of the BRANCH_DELETED commit yielded
         while True:
             req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered)
             if cursor is not None:
@@ -554,6 +559,8 @@ class AsyncBranch:
                     elif which == "commit":
                         cursor, attempt = frame.commit.last_sequence, 0
                         self._seen(cursor)
+                        if is_deletion(frame.commit):
+                            deleted_at = cursor
                         yield Commit.from_proto(frame.commit)
                     elif which == "heartbeat":
                         cursor, attempt = frame.heartbeat.head_sequence, 0
@@ -564,10 +571,12 @@ class AsyncBranch:
                 err = from_rpc_error(e)
             finally:
                 call.cancel()
+            if deleted_at is not None:  # nothing can follow the deletion: no reconnection
+                raise deleted_error(self.id, deleted_at, err)
             if not resumable(err):
                 raise err
             attempt += 1
-            if attempt >= retry.max_attempts:
+            if attempt > max(retry.max_attempts, 1):  # max_attempts reconnections, as Go's Watch
                 raise err
             if on_resume is not None:
                 on_resume(cursor if cursor is not None else 0, err)

@@ -8,7 +8,8 @@ writes many messages is not bound by one round trip per message.
 
 Answers come back in the order appended, and items on one branch are applied in that order. A
 failed item fails alone: its future raises the typed :class:`~historyd.errors.HistorydError` a
-unary AddMessage would have raised. When the stream breaks, the items in flight raise
+unary AddMessage would have raised. A sent item cannot be taken back: its future is running, and
+``cancel()`` returns False. When the stream breaks, the items in flight raise
 :class:`AppendStreamBrokenError` (with their ``request_id``, filled in when empty, so they can be
 appended again safely) and the next append opens a new stream.
 """
@@ -54,18 +55,35 @@ class AppendStreamBrokenError(HistorydError):
 
 
 class _Stream:
-    """One AppendMessages call: its request queue, its futures in order, and its reader thread."""
+    """One AppendMessages call: its request queue, its futures in order, its reader thread, and
+    the thread that settles the futures.
+
+    The reader frees an item's window slot as soon as its answer comes, and hands the settling of
+    its future to the settler thread. concurrent.futures runs a done-callback on the thread that
+    settles the future, so a callback that appends (a chained pipeline) waits for a slot on the
+    settler, while the reader goes on reading the answers that free slots. When the reader settled
+    futures itself, such a callback blocked it for good whenever the window was full: no later
+    future settled and close() hung (review of the clients, fault 1). The window still bounds the
+    items sent and not yet answered; answered items waiting to be settled hold no slot."""
 
     def __init__(self, stub: Any, metadata: Any, window: int, slots: threading.Semaphore) -> None:
         self.requests: "queue.Queue[Any]" = queue.Queue()
         self.pending: Deque[Tuple[str, Future]] = deque()
+        self.settlements: "queue.Queue[Any]" = queue.Queue()  # (future, result, exception), then _END
         self.lock = threading.Lock()
         self.broken = False
         self.slots = slots
         self.requests.put(hs.AppendMessagesRequest(window=window))
         self.call = stub.AppendMessages(self._requests(), metadata=metadata)
+        self.settler = threading.Thread(target=self._settle_all, name="historyd-appender-settler", daemon=True)
         self.reader = threading.Thread(target=self._read, name="historyd-appender", daemon=True)
-        self.reader.start()
+        try:
+            self.settler.start()
+            self.reader.start()
+        except BaseException:
+            self.call.cancel()
+            self.settlements.put(_END)
+            raise
 
     def _requests(self) -> Any:
         while True:
@@ -75,9 +93,14 @@ class _Stream:
             yield r
 
     def send(self, req: hs.AddMessageRequest, fut: Future) -> bool:
+        """Queues req, whose answer settles fut, a new future; False when the stream is broken.
+        fut is running from here on: cancel() returns False, as the server may already have the
+        item (cancel() returned True, and the item was applied all the same; review of the
+        clients, fault 3)."""
         with self.lock:
             if self.broken:
                 return False
+            fut.set_running_or_notify_cancel()
             self.pending.append((req.request_id, fut))
             self.requests.put(hs.AppendMessagesRequest(item=req))
             return True
@@ -91,16 +114,16 @@ class _Stream:
             for resp in self.call:
                 with self.lock:
                     request_id, fut = self.pending.popleft()  # IndexError on an answer to no item: broken
+                # The item is answered: its slot is free before its future settles (see the class).
+                self.slots.release()
                 try:
                     if resp.WhichOneof("result") == "error":
-                        _settle(fut, exc=from_item_status(resp.error))
+                        self.settlements.put((fut, None, from_item_status(resp.error)))
                     else:
-                        _settle(fut, result=Message.from_proto(resp.response.message))
+                        self.settlements.put((fut, Message.from_proto(resp.response.message), None))
                 except Exception as e:  # an answer that does not convert fails its item, and the stream
-                    _settle(fut, exc=AppendStreamBrokenError(request_id, _reader_error(e)))
+                    self.settlements.put((fut, None, AppendStreamBrokenError(request_id, _reader_error(e))))
                     raise
-                finally:
-                    self.slots.release()
             err = HistorydError("the append stream ended with OK before every answer", code=grpc.StatusCode.UNAVAILABLE)
         except grpc.RpcError as e:
             err = from_rpc_error(e)
@@ -112,25 +135,40 @@ class _Stream:
 
     def _break(self, err: HistorydError) -> None:
         """Marks the stream broken, ends its requests and fails the items in flight, releasing
-        their slots."""
+        their slots (each before its future settles, as in _read), then ends the settler."""
         with self.lock:
             self.broken = True
             left = list(self.pending)
             self.pending.clear()
         self.requests.put(_END)
         for request_id, fut in left:
-            _settle(fut, exc=AppendStreamBrokenError(request_id, err))
             self.slots.release()
+            self.settlements.put((fut, None, AppendStreamBrokenError(request_id, err)))
+        self.settlements.put(_END)
+
+    def _settle_all(self) -> None:
+        """The settler thread: settles the futures in the order answered (done-callbacks run here;
+        concurrent.futures logs and drops what they raise)."""
+        while True:
+            s = self.settlements.get()
+            if s is _END:
+                return
+            fut, result, exc = s
+            _settle(fut, result=result, exc=exc)
 
     def close(self) -> None:
+        """Ends the requests and waits for every answer, and for every future to be settled (unless
+        called from a done-callback, on the settler itself)."""
         self.requests.put(_END)  # the server answers what it has, then ends the stream
         self.reader.join()
+        if threading.current_thread() is not self.settler:
+            self.settler.join()
 
 
 def _settle(fut: Future, result: Any = None, exc: Optional[BaseException] = None) -> None:
     """Settles fut, unless its caller cancelled it: set_result on a cancelled future raises
-    InvalidStateError, which killed the reader thread (issue 21 review, finding C). The check and
-    the set race with a cancel, hence the except too."""
+    InvalidStateError, which killed the thread settling it (issue 21 review, finding C). The check
+    and the set race with a cancel, hence the except too."""
     if fut.cancelled():
         return
     try:
@@ -148,7 +186,11 @@ def _reader_error(e: BaseException) -> HistorydError:
 
 class Appender:
     """Appends messages over one AppendMessages stream; see the module's doc. Thread-safe. Use as a
-    context manager, or call :meth:`close`, which waits for the answers in flight."""
+    context manager, or call :meth:`close`, which waits for the answers in flight.
+
+    The futures' done-callbacks run on the appender's own settler thread, one at a time in the
+    order answered; one may append (waiting for a slot if the window is full), but one that waits
+    for a later future's result waits forever."""
 
     def __init__(self, client: Any, window: int = DEFAULT_APPEND_WINDOW) -> None:
         self._client = client
@@ -160,7 +202,10 @@ class Appender:
 
     def append(self, req: hs.AddMessageRequest) -> "Future[Message]":
         """Sends req as the next item (waiting while the window is full); its future gives the
-        message as written, or raises the item's error. An empty ``request_id`` is filled in."""
+        message as written, or raises the item's error. An empty ``request_id`` is filled in.
+
+        The item is sent once append returns, and its future is running: ``cancel()`` returns
+        False and cannot take the item back (the server applies it); wait for its answer."""
         if not req.request_id:
             cp = hs.AddMessageRequest()
             cp.CopyFrom(req)
@@ -173,7 +218,13 @@ class Appender:
                 self._slots.release()
                 raise RuntimeError("historyd: the appender is closed")
             if self._stream is None or self._stream.broken:
-                self._stream = _Stream(self._client.history_stub, self._client._metadata, self._window, self._slots)
+                try:
+                    self._stream = _Stream(self._client.history_stub, self._client._metadata, self._window, self._slots)
+                except BaseException:
+                    # Nothing was sent: give the slot back, or `window` such failures (a closed
+                    # channel) left every later append waiting (review of the clients, fault 4).
+                    self._slots.release()
+                    raise
             if not self._stream.send(req, fut):
                 self._slots.release()
                 fut.set_exception(

@@ -13,6 +13,7 @@ from . import _requests as rq
 from ._convert import UNSET, BranchInfo, Commit, Heartbeat, InboxHeartbeat, Message, Participant, to_py
 from ._requests import DEFAULT_RETRY, DEFAULT_WATCH_RETRY, TLS, RetryPolicy
 from .errors import (
+    BranchDeletedError,
     HistorydError,
     ServerShuttingDownError,
     SubscriberTooSlowError,
@@ -33,6 +34,30 @@ def resumable(err: HistorydError) -> bool:
     """Whether a watch (or inbox) stream that ended with err can be resumed from its cursor:
     the connection broke or the server is going (UNAVAILABLE), or the stream fell behind."""
     return err.code == grpc.StatusCode.UNAVAILABLE or isinstance(err, (SubscriberTooSlowError, ServerShuttingDownError))
+
+
+def is_deletion(commit: Any) -> bool:
+    """Whether a BranchCommit (the proto) holds the branch's BRANCH_DELETED event."""
+    return any(e.kind == hs.EVENT_KIND_BRANCH_DELETED for e in commit.events)
+
+
+def deleted_error(branch_id: str, last_sequence: int, err: HistorydError) -> HistorydError:
+    """How a watch that yielded the commit of the branch's deletion ends, whatever ended its
+    stream: BranchDeletedError, as the server's own end says it (branchId, lastSequence). When the
+    connection dropped between that commit and the stream's NOT_FOUND status, the stream ended
+    UNAVAILABLE, and a reconnection could only find the branch gone (BranchNotFoundError, or
+    HistoryCompactedError for a branch made again under its id), which the docs do not promise
+    (review of the clients, fault 5; the Go client's Watch ends there too: client/watch.go,
+    deleted)."""
+    if isinstance(err, BranchDeletedError):
+        return err
+    e = BranchDeletedError(
+        f"the branch was deleted: its BRANCH_DELETED commit ({last_sequence}) was received, then the stream ended ({err})",
+        code=grpc.StatusCode.NOT_FOUND,
+        metadata={"branchId": branch_id, "lastSequence": str(last_sequence)},
+    )
+    e.__cause__ = err
+    return e
 
 
 class Client:
@@ -544,15 +569,20 @@ class Branch:
         ``batch_commits=True`` lets the server send the commits a lagging watcher is behind on
         several to a frame (issue 21); they are yielded one at a time all the same.
 
+        After ``retry.max_attempts`` reconnections in a row that deliver nothing (no commit, no
+        heartbeat), it raises the last error, as the Go client's Watch does.
+
         Raises :class:`HistoryCompactedError` when the cursor is no longer retained (or the branch
         was re-created under its id: re-read it and watch from its head), and
-        :class:`BranchDeletedError` after yielding the commit of the deletion. Closing the iterator
-        (``break``) cancels the stream.
+        :class:`BranchDeletedError` after yielding the commit of the deletion, even when the
+        connection drops before the stream's own end. Closing the iterator (``break``) cancels the
+        stream.
         """
         stub = self.client.history_stub
         metadata = self.client._metadata
         kind_numbers = rq.kinds_numbers(kinds)
         cursor, inc, attempt = after, incarnation, 0
+        deleted_at: Optional[int] = None  # the sequence of the BRANCH_DELETED commit yielded
         while True:
             req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered, batch_commits=batch_commits)
             if cursor is not None:
@@ -570,11 +600,15 @@ class Branch:
                     elif which == "commit":
                         cursor, attempt = frame.commit.last_sequence, 0
                         self._seen(cursor)
+                        if is_deletion(frame.commit):
+                            deleted_at = cursor
                         yield Commit.from_proto(frame.commit)
                     elif which == "commits":  # batch_commits (issue 21): each in order
                         for c in frame.commits.commits:
                             cursor, attempt = c.last_sequence, 0
                             self._seen(cursor)
+                            if is_deletion(c):
+                                deleted_at = cursor
                             yield Commit.from_proto(c)
                     elif which == "heartbeat":
                         cursor, attempt = frame.heartbeat.head_sequence, 0
@@ -585,10 +619,12 @@ class Branch:
                 err = from_rpc_error(e)
             finally:
                 call.cancel()
+            if deleted_at is not None:  # nothing can follow the deletion: no reconnection
+                raise deleted_error(self.id, deleted_at, err)
             if not resumable(err):
                 raise err
             attempt += 1
-            if attempt >= retry.max_attempts:
+            if attempt > max(retry.max_attempts, 1):  # max_attempts reconnections, as Go's Watch
                 raise err
             if on_resume is not None:
                 on_resume(cursor if cursor is not None else 0, err)
