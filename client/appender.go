@@ -72,8 +72,10 @@ type Appender struct {
 	window int
 
 	slots chan struct{} // a place per item in flight
-
-	mu     sync.Mutex // orders sends: an item's place in pending is its place on the stream
+	// turn orders sends (an item's place in pending is its place on the stream) and guards cur
+	// and closed: a lock taken by sending to it, so that an Append waiting for its turn can stop at
+	// its ctx while the holder is held in a send by flow control (a server that stopped reading).
+	turn   chan struct{} // cap 1
 	cur    *appendSession
 	closed bool
 	wg     sync.WaitGroup // the sessions' readers
@@ -122,12 +124,15 @@ func NewAppender(ctx context.Context, c historyv1.HistoryServiceClient, opts ...
 		o(a)
 	}
 	a.slots = make(chan struct{}, a.window)
+	a.turn = make(chan struct{}, 1)
 	return a
 }
 
 // Append sends req as the next item and returns the channel its result will come on (buffered:
-// the Appender never waits for the caller to read it). It waits while the window is full, at most
-// as long as ctx; req must not be changed until the result has come. An empty request_id is filled
+// the Appender never waits for the caller to read it). It waits while the window is full and
+// while another item is being sent, at most as long as ctx; once its turn comes the item is sent,
+// which HTTP/2 flow control may hold until the server reads or the Appender's context ends. req
+// must not be changed until the result has come. An empty request_id is filled
 // in (a fresh UUID; req is copied, not changed), so that an item whose stream broke can be
 // appended again safely: append the *StreamBrokenError's Request, which carries that id, not req.
 // An item that cannot be encoded (a string that is not UTF-8) fails alone, INVALID_ARGUMENT. Set
@@ -150,8 +155,14 @@ func (a *Appender) Append(ctx context.Context, req *historyv1.AddMessageRequest)
 		out <- AppendResult{Err: status.FromContextError(ctx.Err()).Err()}
 		return out
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	select {
+	case a.turn <- struct{}{}:
+	case <-ctx.Done():
+		<-a.slots
+		out <- AppendResult{Err: status.FromContextError(ctx.Err()).Err()}
+		return out
+	}
+	defer func() { <-a.turn }()
 	if a.closed {
 		<-a.slots
 		out <- AppendResult{Err: ErrAppenderClosed}
@@ -185,7 +196,8 @@ func withRequestID(req *historyv1.AddMessageRequest, id string) *historyv1.AddMe
 	return cp
 }
 
-// session returns the open stream, opening a new one when there is none or it broke (a.mu held).
+// session returns the open stream, opening a new one when there is none or it broke (a.turn
+// held).
 func (a *Appender) session() (*appendSession, error) {
 	if a.cur != nil && !a.cur.isBroken() {
 		return a.cur, nil
@@ -290,10 +302,10 @@ func itemResult(resp *historyv1.AppendMessagesResponse) AppendResult {
 // Close stops taking items, waits for the answers of the items in flight (at most as long as the
 // Appender's context), and ends the stream. Appends after Close fail with ErrAppenderClosed.
 func (a *Appender) Close() error {
-	a.mu.Lock()
+	a.turn <- struct{}{} // after the send in progress: CloseSend must not run beside a SendMsg
 	a.closed = true
 	s := a.cur
-	a.mu.Unlock()
+	<-a.turn
 	var err error
 	if s != nil {
 		err = s.stream.CloseSend() // the server answers what it has, then ends the stream OK
