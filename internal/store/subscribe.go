@@ -26,9 +26,11 @@ const DefaultSubscriberBuffer = 256
 const DefaultMaxSubscriptions = 1_000
 
 // replayChunk is how many commits a subscription catching up copies from
-// the branch's log at a time, under the branch's read lock: a writer waits
-// for at most one chunk's copy (microseconds), and a subscription holds at
-// most two chunks whatever the depth of its cursor.
+// the branch's log at a time, under the branch's read lock (a database's
+// log with no lock held: FallibleLog): a writer waits for at most one
+// chunk's copy from memory (microseconds), never for a database read, and
+// a subscription holds at most two chunks whatever the depth of its
+// cursor.
 const replayChunk = 64
 
 // SubscribeInput are the arguments of Subscribe.
@@ -103,12 +105,14 @@ func (s kindSet) filter(c Commit) Commit {
 // A subscription with a cursor behind the head starts out catching up, as
 // etcd's unsynced watchers do: Subscribe only registers it, and its reader
 // copies the retained log after its cursor a chunk at a time (replayChunk
-// commits, under the branch's read lock), so neither the replay's memory
-// nor the writer's wait grows with the cursor's depth. publish passes a
-// subscription over while it catches up. Once a chunk reaches the head,
-// the reader takes the branch's write lock, the one publish holds, copies
-// what was written meanwhile and goes live in the same critical section:
-// every later commit is pushed to it, every earlier one was copied. If the
+// commits, under the branch's read lock; a database's log with no lock
+// held, fillUnlocked), so neither the replay's memory nor the writer's
+// wait grows with the cursor's depth. publish passes a subscription over
+// while it catches up. Once a chunk reaches the head, the reader takes the
+// branch's write lock, the one publish holds, copies what was written
+// meanwhile (a database's log: only if nothing was, else it reads again)
+// and goes live in the same critical section: every later commit is pushed
+// to it, every earlier one was copied. If the
 // log evicts an event it has not copied yet, it is ended as too slow, as a
 // live subscriber whose buffer overflows is; if the branch is deleted, it
 // reads the log as the delete left it, through BRANCH_DELETED.

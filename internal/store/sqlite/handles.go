@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -65,13 +66,18 @@ func (l *dbLog) Chunk(after uint64, n int, keep func(store.Commit) store.Commit)
 	return out, through
 }
 
+// chunkReadTimeout bounds a catching-up subscription's read of its log
+// (ChunkErr), as the PostgreSQL engine's.
+const chunkReadTimeout = 10 * time.Second
+
 // ChunkErr reads the events in (after, last] from the table
 // (store.FallibleLog), once, with no lock held: the writer, which
 // publishes to the handle under its lock, never waits for this read, which
 // may wait for a read connection as long as an export holds one. A read
 // that fails ends the one subscription reading it (its client resumes):
-// ErrClosed once the store is closed, else the error as fault sorts it (a
-// *StorageError for a storage fault). An event missing from the rows read
+// ErrClosed once the store is closed, ErrStorageUnavailable when it waited
+// chunkReadTimeout, else the error as fault sorts it (a *StorageError for
+// a storage fault). An event missing from the rows read
 // is a damaged log (ErrStorageDamaged) unless the writer trimmed it
 // meanwhile: it deletes rows only below an oldest it has published, and
 // that publish ended every subscription catching up from below it
@@ -81,12 +87,20 @@ func (l *dbLog) ChunkErr(after, last uint64, n int, keep func(store.Commit) stor
 		return nil, after, ErrClosed
 	}
 	// A commit has at most two events (CreateActionResponse), so 2n rows
-	// hold n commits.
-	evs, err := l.s.readEvents(context.Background(), l.branch, l.incarnation, after, last, 2*n)
-	if err != nil {
-		if l.s.closed.Load() {
-			return nil, after, ErrClosed
-		}
+	// hold n commits. The wait for a read connection is bounded, as
+	// PostgreSQL's is: the subscription's reader (and its place under the
+	// limit of subscriptions) is not held for as long as exports hold
+	// every connection; its client resumes.
+	ctx, cancel := context.WithTimeout(context.Background(), chunkReadTimeout)
+	defer cancel()
+	evs, err := l.s.readEvents(ctx, l.branch, l.incarnation, after, last, 2*n)
+	switch {
+	case err == nil:
+	case l.s.closed.Load():
+		return nil, after, ErrClosed
+	case ctx.Err() != nil:
+		return nil, after, &StorageError{File: l.s.db.Path, Err: store.ErrStorageUnavailable, Cause: err}
+	default:
 		return nil, after, l.s.fault(err)
 	}
 	for i, want := 0, after+1; i < len(evs) || (i == 0 && after < last); i, want = i+1, want+1 {
