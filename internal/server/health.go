@@ -13,8 +13,9 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// healthServer is grpc-go's health server with one change: Watch streams end when the server shuts
-// down. health.Server.Shutdown only sends NOT_SERVING to its watchers and leaves their streams
+// healthServer is grpc-go's health server with two changes: a call's body deadline ends and its
+// place is given back once its request is read (health_limits.go), and Watch streams end when the
+// server shuts down. health.Server.Shutdown only sends NOT_SERVING to its watchers and leaves their streams
 // open, so GracefulStop would wait out the whole grace period for them, and every client that uses
 // client-side health checking holds one such stream per connection. A watcher is told NOT_SERVING
 // first, then its stream ends with UNAVAILABLE, reason SERVER_SHUTTING_DOWN, like the watch and
@@ -34,6 +35,18 @@ func newHealthServer() *healthServer {
 	return &healthServer{Server: health.NewServer(), stopping: stopping, stop: stop}
 }
 
+// Check is health.Server.Check, once its request is read.
+func (h *healthServer) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	requestRead(ctx)
+	return h.Server.Check(ctx, req)
+}
+
+// List is health.Server.List, once its request is read.
+func (h *healthServer) List(ctx context.Context, req *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
+	requestRead(ctx)
+	return h.Server.List(ctx, req)
+}
+
 // shutdown sets every status to NOT_SERVING and ends the open Watch streams. Safe to call more
 // than once.
 func (h *healthServer) shutdown() {
@@ -47,6 +60,7 @@ func (h *healthServer) shutdown() {
 // see that end before the NOT_SERVING update that shutdown queued for it (it selects over both),
 // so Watch sends NOT_SERVING itself when the last status sent was anything else.
 func (h *healthServer) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	requestRead(stream.Context())
 	if h.stopping.Err() != nil {
 		return errShuttingDown
 	}

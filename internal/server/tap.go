@@ -23,7 +23,7 @@ import (
 type callTap struct {
 	tokens  *Tokens         // nil: no authentication
 	budget  *inflightBudget // --max-inflight-bytes
-	health  *inflightBudget // the health checks' own pool, when budget is full
+	health  *inflightBudget // the health calls' own pool (health_limits.go)
 	metrics *Metrics        // nil: no metrics
 
 	// methods holds the kind of each registered method (the full name's); Serve sets it from the
@@ -62,9 +62,12 @@ func (c *callTap) kind(fullMethod string) methodKind {
 }
 
 // handle authenticates the call, then reserves its share of the in-flight budget; see callTap.
+// Health calls, which need no token, have rules of their own (health_limits.go).
 func (c *callTap) handle(ctx context.Context, info *tap.Info) (context.Context, error) {
-	exempt := authExempt(info.FullMethodName)
-	if c.tokens != nil && !exempt {
+	if authExempt(info.FullMethodName) {
+		return c.healthTap(ctx, info)
+	}
+	if c.tokens != nil {
 		digest, err := bearerDigest(info.Header, c.tokens)
 		if err != nil {
 			c.metrics.refusedBeforeRead("unauthenticated")
@@ -76,11 +79,7 @@ func (c *callTap) handle(ctx context.Context, info *tap.Info) (context.Context, 
 	kind := c.kind(info.FullMethodName)
 	if !kind.serverStream {
 		r, err := c.budget.reserve()
-		if err != nil && exempt {
-			// A health check the full budget refuses takes a place of its own: probes pass a flood.
-			r, _ = c.health.reserve()
-		}
-		if r == nil {
+		if err != nil {
 			c.metrics.refusedBeforeRead("inflight_budget")
 			return ctx, err
 		}
