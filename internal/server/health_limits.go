@@ -3,18 +3,29 @@ package server
 import (
 	"context"
 	"errors"
+	"strconv"
+	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
 // What a grpc.health.v1 call may cost (ADR-0009, review of health's exemption). Health needs no
-// token, so with tokens on it is the one door open to anyone. A health call took its place from the
-// shared in-flight budget, so 72 calls that sent their headers and never their body starved every
-// authenticated call and the probes too, and nothing bounded how long a call might wait for that
-// body. grpc-go has no per-method receive limit and reads a request before any code of ours sees
-// its size, so what a health request may cost while it is read is charged (a place of
-// --max-recv-msg-size), and:
+// token, so with tokens on it is the one door open to anyone, and three things were unbounded
+// behind it: a health call took its place from the shared in-flight budget, so 72 calls that sent
+// their headers and never their body starved every authenticated call and the probes too; nothing
+// bounded how long a call might wait for that body; and a Health.Watch kept its request's service
+// name (up to --max-recv-msg-size) for the life of its stream, in no budget, with no limit on the
+// number of streams.
+//
+// grpc-go has no per-method receive limit and reads a request before any code of ours sees its
+// size, so a health request cannot be refused by size before it is read; what it may cost while
+// it is read is charged instead (a place of --max-recv-msg-size), and what it may keep after is
+// bounded by refusing it:
 //
 //   - a health call without a valid token, when tokens are on, reserves from the health pool only
 //     (healthInflightCalls places), never from --max-inflight-bytes, and gives its place back once
@@ -22,13 +33,24 @@ import (
 //     tokens, reserves as before (the budget, then the pool);
 //   - every health call's request must arrive within healthBodyTimeout of its headers, or its
 //     stream is ended (CANCELED), giving its place back: a client cannot pin a place by sending
-//     headers alone.
+//     headers alone;
+//   - a request whose service name is longer than healthMaxServiceBytes is refused,
+//     INVALID_ARGUMENT, before health.Server sees it, so no Watch keeps a large name;
+//   - Health.Watch streams opened without a valid token are at most --max-connections at once
+//     (client-side health checking opens one per connection), RESOURCE_EXHAUSTED, TOO_MANY_STREAMS
+//     past it.
 const (
 	// healthBodyTimeout is how long a health call may wait for its request after its headers: a
 	// probe sends both at once, so 2 s is far beyond any real one (Kubernetes gives a probe 1 s in
 	// all by default), and what a client that sends only headers can hold a place for.
 	healthBodyTimeout = 2 * time.Second
+	// healthMaxServiceBytes bounds the service name of a health request. Names are fully
+	// qualified gRPC service names, a few dozen bytes; 1 KiB leaves room for any real one.
+	healthMaxServiceBytes = 1 << 10
 )
+
+// flagMaxConnections names the flag that sets the cap on anonymous Health.Watch streams.
+const flagMaxConnections = "--max-connections"
 
 // errHealthBodyTimeout is the cause of a health call ended for a request that did not arrive in time.
 var errHealthBodyTimeout = errors.New("the health request did not arrive within " + healthBodyTimeout.String() + " of its headers")
@@ -37,7 +59,7 @@ type healthCallKey struct{}
 
 // healthCall is what the tap leaves in a health call's context for the health service.
 type healthCall struct {
-	anonymous bool         // no valid token
+	anonymous bool         // no valid token: it counts against the anonymous Watch cap
 	res       *reservation // its place, given back once the request is read; nil: none
 	timer     *time.Timer  // ends the call at healthBodyTimeout unless the request is read first
 }
@@ -90,7 +112,7 @@ func healthCallFrom(ctx context.Context) *healthCall {
 
 // requestRead is called by the health service once it holds a call's request: the body deadline
 // is over, and the place that covered the reading is given back (what the call holds now is its
-// request).
+// request, which healthMaxServiceBytes bounds).
 func requestRead(ctx context.Context) {
 	hc := healthCallFrom(ctx)
 	if hc == nil {
@@ -101,3 +123,42 @@ func requestRead(ctx context.Context) {
 		hc.res.release()
 	}
 }
+
+// checkServiceName refuses a health request whose service name is longer than
+// healthMaxServiceBytes.
+func checkServiceName(service string) error {
+	if len(service) <= healthMaxServiceBytes {
+		return nil
+	}
+	st := status.Newf(codes.InvalidArgument, "service: %d bytes, longer than the %d a health request may name", len(service), healthMaxServiceBytes)
+	return withErrorInfo(st, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, map[string]string{
+		"field":           "service",
+		"serviceBytes":    strconv.Itoa(len(service)),
+		"maxServiceBytes": strconv.Itoa(healthMaxServiceBytes),
+	}).Err()
+}
+
+// watchSlots caps the Health.Watch streams opened without a valid token.
+type watchSlots struct {
+	limit int64
+	open  atomic.Int64
+}
+
+// take takes a slot, or refuses with RESOURCE_EXHAUSTED, TOO_MANY_STREAMS when none is free.
+func (w *watchSlots) take() error {
+	if n := w.open.Add(1); n > w.limit {
+		w.open.Add(-1)
+		st := status.Newf(codes.ResourceExhausted,
+			"%d Health.Watch streams without a token are open, the limit is %d (set by %s); retry when a stream has ended",
+			n-1, w.limit, flagMaxConnections)
+		return withErrorInfo(st, historyv1.ErrorReason_ERROR_REASON_TOO_MANY_STREAMS, map[string]string{
+			"openStreams": strconv.FormatInt(n-1, 10),
+			"maxStreams":  strconv.FormatInt(w.limit, 10),
+			"flag":        flagMaxConnections,
+		}).Err()
+	}
+	return nil
+}
+
+// give gives a slot back.
+func (w *watchSlots) give() { w.open.Add(-1) }

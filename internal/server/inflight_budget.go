@@ -49,7 +49,8 @@ const flagMaxInflightBytes = "--max-inflight-bytes"
 // they open and then hold none for hours, and a reservation held from their headers to their first
 // message made a thousand watchers opening at once refuse each other; their number is bounded by
 // --watch-max-streams and the inbox stream limit instead (a Health.Watch without a token takes a
-// place of the health pool until its request is read: health_limits.go).
+// place of the health pool until its request is read, and one of --max-connections slots after:
+// health_limits.go).
 type inflightBudget struct {
 	limit, per int64
 	flag       string // the flag that sets limit, for the refusal's ErrorInfo
