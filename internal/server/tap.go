@@ -12,7 +12,8 @@ import (
 // it with a call's method and metadata as soon as its HEADERS frame arrives, before it reads or
 // decodes a byte of the body; a call it refuses is answered from there (its status, ErrorInfo
 // included, goes in the trailers-only response) and the body is never read: the stream is reset.
-// So an unauthenticated call, or one past the in-flight budget, costs the server its headers.
+// So an unauthenticated call, or one past the in-flight budget, costs the server its headers (and,
+// with a grpc-timeout, grpc-go's timer for it until that deadline, which the tap cannot stop).
 //
 // It runs on the connection's reader goroutine with the transport's lock held, so it must not
 // block: it hashes a token, compares digests, does one atomic add and, for a stream, makes its
