@@ -13,8 +13,9 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// healthServer is grpc-go's health server with one change: Watch streams end when the server shuts
-// down. health.Server.Shutdown only sends NOT_SERVING to its watchers and leaves their streams
+// healthServer is grpc-go's health server with two changes: a request is held to the limits of
+// health_limits.go (its service name's length, the anonymous Watch streams' number, the end of its
+// body deadline), and Watch streams end when the server shuts down. health.Server.Shutdown only sends NOT_SERVING to its watchers and leaves their streams
 // open, so GracefulStop would wait out the whole grace period for them, and every client that uses
 // client-side health checking holds one such stream per connection. A watcher is told NOT_SERVING
 // first, then its stream ends with UNAVAILABLE, reason SERVER_SHUTTING_DOWN, like the watch and
@@ -27,11 +28,32 @@ type healthServer struct {
 	// own context to it with context.AfterFunc and no goroutine per stream.
 	stopping context.Context
 	stop     context.CancelFunc
+
+	anonymousWatches watchSlots // the Watch streams opened without a valid token
 }
 
-func newHealthServer() *healthServer {
+// newHealthServer returns the health server, with at most maxAnonymousWatches Watch streams open
+// without a valid token.
+func newHealthServer(maxAnonymousWatches int) *healthServer {
 	stopping, stop := context.WithCancel(context.Background())
-	return &healthServer{Server: health.NewServer(), stopping: stopping, stop: stop}
+	h := &healthServer{Server: health.NewServer(), stopping: stopping, stop: stop}
+	h.anonymousWatches.limit = int64(maxAnonymousWatches)
+	return h
+}
+
+// Check is health.Server.Check for a request within the limits.
+func (h *healthServer) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	requestRead(ctx)
+	if err := checkServiceName(req.GetService()); err != nil {
+		return nil, err
+	}
+	return h.Server.Check(ctx, req)
+}
+
+// List is health.Server.List, once its request is read.
+func (h *healthServer) List(ctx context.Context, req *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
+	requestRead(ctx)
+	return h.Server.List(ctx, req)
 }
 
 // shutdown sets every status to NOT_SERVING and ends the open Watch streams. Safe to call more
@@ -47,8 +69,18 @@ func (h *healthServer) shutdown() {
 // see that end before the NOT_SERVING update that shutdown queued for it (it selects over both),
 // so Watch sends NOT_SERVING itself when the last status sent was anything else.
 func (h *healthServer) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	requestRead(stream.Context())
+	if err := checkServiceName(req.GetService()); err != nil {
+		return err // before health.Server keeps the name for the stream's life
+	}
 	if h.stopping.Err() != nil {
 		return errShuttingDown
+	}
+	if hc := healthCallFrom(stream.Context()); hc == nil || hc.anonymous {
+		if err := h.anonymousWatches.take(); err != nil {
+			return err
+		}
+		defer h.anonymousWatches.give()
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()

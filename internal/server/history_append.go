@@ -100,6 +100,11 @@ func (s *HistoryServer) AppendMessages(stream historyv1.HistoryService_AppendMes
 			// (SERVER_SHUTTING_DOWN): the client resends what got no answer. Answers still
 			// queued are not sent: a send could block on a client that stopped reading.
 			return r.end(errSendAborted)
+		case <-ctx.Done():
+			// The stream is over: revoked (ADR-0009: the revocation interceptor turns this end
+			// into TOKEN_REVOKED), cancelled by its client or past its deadline. As at shutdown,
+			// no queued answer is sent and the items taken are waited for.
+			return r.end(ctx.Err())
 		}
 	}
 }
@@ -155,7 +160,7 @@ type appendReceiver struct {
 	mu      sync.Mutex // orders halt against queueing an item
 	halted  bool
 	stop    chan struct{} // closed by halt
-	recvErr error         // why the receiver ended (nil: the client closed its side); read after queue closes
+	recvErr error         // why the receiver ended (nil: the client closed its side); set on its goroutine, read after queue closes
 }
 
 // run reads and starts items until the client closes its side, Recv fails or halt; first is the
@@ -193,6 +198,13 @@ func (r *appendReceiver) take(index uint64, req *historyv1.AddMessageRequest, ma
 	defer r.mu.Unlock()
 	if r.halted {
 		<-r.slots
+		return false
+	}
+	if err := r.ctx.Err(); err != nil {
+		// The stream ended (a revocation among the ways) after Recv returned the item: it is
+		// not started, as nothing read after a revocation may be written (ADR-0009).
+		<-r.slots
+		r.recvErr = err
 		return false
 	}
 	it := appendItem{index: index, ready: true}

@@ -51,7 +51,13 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 	if err := w.send(startFrame(sub), sub.After); err != nil {
 		return err
 	}
+	// The replay sends without waiting on anything but the client, so it looks at the context
+	// before each chunk and each frame: a stream revoked (ADR-0009), cancelled or past its
+	// deadline during a long replay sends no more of it.
 	for replay := sub.Replay(); replay != nil; replay = sub.Replay() { // a chunk at a time, until live
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if w.batch {
 			if err := w.sendCommits(replay, false); err != nil {
 				return err
@@ -59,6 +65,9 @@ func (s *HistoryServer) WatchBranch(req *historyv1.WatchBranchRequest, stream gr
 			continue
 		}
 		for _, c := range replay {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			if err := w.sendCommit(c, false); err != nil {
 				return err
 			}

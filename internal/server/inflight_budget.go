@@ -18,12 +18,14 @@ import (
 // container holds beside the memory budget (issue 11).
 const DefaultMaxInflightBytes = 256 << 20
 
-// healthInflightCalls is how many grpc.health.v1 calls may be in flight beyond the budget: a health
-// check reserves from --max-inflight-bytes like any call, and when that is full, from a pool of its
-// own of this many calls. A flood that fills the budget must not fail the probes (a failed liveness
-// probe restarts the pod, and an in-memory server loses every history), and health checks, which
-// need no token, can hold no more than the budget plus this pool. Eight covers a kubelet, a load
-// balancer and an operator's healthcheck at once.
+// healthInflightCalls is the number of places, of --max-recv-msg-size each, in the health calls' own
+// pool. A health call with a valid token (or any, on a server without tokens) reserves from
+// --max-inflight-bytes like any call and, when that is full, from this pool: a flood that fills the
+// budget must not fail the probes (a failed liveness probe restarts the pod, and an in-memory
+// server loses every history). A health call without a valid token on a server with tokens
+// reserves from this pool only, so that those without a token cannot touch the budget of those
+// with one, and gives its place back once its request is read (health_limits.go). Eight covers a
+// kubelet, a load balancer and an operator's healthcheck at once.
 const healthInflightCalls = 8
 
 // flagMaxInflightBytes names the flag in the ErrorInfo of a refusal.
@@ -43,10 +45,12 @@ const flagMaxInflightBytes = "--max-inflight-bytes"
 // buffers (reservation.grow), and ExportBranchStream, which reserves nothing in the tap, reserves
 // its export text while it sends it (reserveBytes, from the budget the tap puts in every call's
 // context). Server-streaming
-// calls (WatchBranch, SubscribeInbox, Health.Watch) do not: they read one request when they open
-// and then hold none for hours, and a reservation held from their headers to their first message
-// made a thousand watchers opening at once refuse each other; their number is bounded by
-// --watch-max-streams and the inbox stream limit instead.
+// calls (WatchBranch, SubscribeInbox, Health.Watch with a token) do not: they read one request when
+// they open and then hold none for hours, and a reservation held from their headers to their first
+// message made a thousand watchers opening at once refuse each other; their number is bounded by
+// --watch-max-streams and the inbox stream limit instead (a Health.Watch without a token takes a
+// place of the health pool until its request is read, and one of --max-connections slots after:
+// health_limits.go).
 type inflightBudget struct {
 	limit, per int64
 	flag       string // the flag that sets limit, for the refusal's ErrorInfo

@@ -62,8 +62,10 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 	o.streams, unwatch = newOpenStreams(o.tokens, o.tls)
 	unary, stream := interceptorChain(logger, o)
 	gs := grpc.NewServer(append(serverOptions(o, unary, stream), grpc.StatsHandler(&unchainedLogger{logger: logger}))...)
-	registerTestHooks(gs)   // only in binaries built with the historyd_testhook tag
-	hs := newHealthServer() // the overall service "" starts SERVING
+	registerTestHooks(gs) // only in binaries built with the historyd_testhook tag
+	// The overall service "" starts SERVING; Watch streams without a token are at most one per
+	// connection allowed (health_limits.go).
+	hs := newHealthServer(o.limits.MaxConnections)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs) // grpc.reflection.v1 and v1alpha
 	return &Server{

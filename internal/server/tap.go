@@ -12,48 +12,63 @@ import (
 // it with a call's method and metadata as soon as its HEADERS frame arrives, before it reads or
 // decodes a byte of the body; a call it refuses is answered from there (its status, ErrorInfo
 // included, goes in the trailers-only response) and the body is never read: the stream is reset.
-// So an unauthenticated call, or one past the in-flight budget, costs the server its headers.
+// So an unauthenticated call, or one past the in-flight budget, costs the server its headers (and,
+// with a grpc-timeout, grpc-go's timer for it until that deadline, which the tap cannot stop).
 //
 // It runs on the connection's reader goroutine with the transport's lock held, so it must not
-// block: it hashes a token, compares digests and does one atomic add. Calls it refuses never reach
+// block: it hashes a token, compares digests, does one atomic add and, for a stream, makes its
+// context cancellable (stream_cancel.go). Calls it refuses never reach
 // the interceptor chain or the stats handler; they are counted in
 // historyd_calls_refused_before_read_total (with WithMetrics), not logged one line each, which
 // would turn a flood into log volume.
 type callTap struct {
 	tokens  *Tokens         // nil: no authentication
 	budget  *inflightBudget // --max-inflight-bytes
-	health  *inflightBudget // the health checks' own pool, when budget is full
+	health  *inflightBudget // the health calls' own pool (health_limits.go)
 	metrics *Metrics        // nil: no metrics
 
-	// serverStreams holds the full names of the server-streaming methods, which do not reserve
-	// (inflight_budget.go); Serve sets it from the registered services. Before that, and for a
-	// method no service has, a call reserves.
-	serverStreams atomic.Pointer[map[string]bool]
+	// methods holds the kind of each registered method (the full name's); Serve sets it from the
+	// registered services. Before that, and for a method no service has, a call reserves and is
+	// treated as a stream.
+	methods atomic.Pointer[map[string]methodKind]
 }
 
-// learnMethods records which methods of gs are server-streaming only.
+// methodKind is what the tap needs to know of a method.
+type methodKind struct {
+	stream       bool // client- or server-streaming: it gets a context the server can end (stream_cancel.go)
+	serverStream bool // server-streaming only: it reserves nothing (inflight_budget.go)
+}
+
+// learnMethods records the kinds of the methods of gs.
 func (c *callTap) learnMethods(gs *grpc.Server) {
-	m := map[string]bool{}
+	m := map[string]methodKind{}
 	for service, info := range gs.GetServiceInfo() {
 		for _, method := range info.Methods {
-			if method.IsServerStream && !method.IsClientStream {
-				m["/"+service+"/"+method.Name] = true
+			m["/"+service+"/"+method.Name] = methodKind{
+				stream:       method.IsServerStream || method.IsClientStream,
+				serverStream: method.IsServerStream && !method.IsClientStream,
 			}
 		}
 	}
-	c.serverStreams.Store(&m)
+	c.methods.Store(&m)
 }
 
-// reserves reports whether a call of fullMethod reserves its share of the in-flight budget.
-func (c *callTap) reserves(fullMethod string) bool {
-	m := c.serverStreams.Load()
-	return m == nil || !(*m)[fullMethod]
+// kind is the kind of fullMethod: a stream that reserves when it is not known.
+func (c *callTap) kind(fullMethod string) methodKind {
+	m := c.methods.Load()
+	if m == nil {
+		return methodKind{stream: true}
+	}
+	return (*m)[fullMethod]
 }
 
 // handle authenticates the call, then reserves its share of the in-flight budget; see callTap.
+// Health calls, which need no token, have rules of their own (health_limits.go).
 func (c *callTap) handle(ctx context.Context, info *tap.Info) (context.Context, error) {
-	exempt := authExempt(info.FullMethodName)
-	if c.tokens != nil && !exempt {
+	if authExempt(info.FullMethodName) {
+		return c.healthTap(ctx, info)
+	}
+	if c.tokens != nil {
 		digest, err := bearerDigest(info.Header, c.tokens)
 		if err != nil {
 			c.metrics.refusedBeforeRead("unauthenticated")
@@ -62,17 +77,19 @@ func (c *callTap) handle(ctx context.Context, info *tap.Info) (context.Context, 
 		ctx = withPrincipal(ctx, digest)
 	}
 	ctx = withBudget(ctx, c.budget) // handlers that hold more than their request reserve it from here
-	if !c.reserves(info.FullMethodName) {
-		return ctx, nil
+	kind := c.kind(info.FullMethodName)
+	if !kind.serverStream {
+		r, err := c.budget.reserve()
+		if err != nil {
+			c.metrics.refusedBeforeRead("inflight_budget")
+			return ctx, err
+		}
+		ctx = withReservation(ctx, r)
 	}
-	r, err := c.budget.reserve()
-	if err != nil && exempt {
-		// A health check the full budget refuses takes a place of its own: probes pass a flood.
-		r, _ = c.health.reserve()
+	if kind.stream {
+		// Last, so that the reservation is released when grpc-go ends the stream, not when the
+		// server cuts it: the handler may still hold what it read until it returns.
+		ctx = withStreamCancel(ctx)
 	}
-	if r == nil {
-		c.metrics.refusedBeforeRead("inflight_budget")
-		return ctx, err
-	}
-	return withReservation(ctx, r), nil
+	return ctx, nil
 }
