@@ -41,7 +41,8 @@ type entry struct {
 	// Exchange's clock: its lease's deadline or the end of a Nack's delay (lease_memory.go).
 	visibleAt int64
 	// meta packs, low bits first: the size (32 bits), the lease attempts (16) and the flags
-	// (entryHeld, entryRecipientWasRegistered). Read and written through the methods below.
+	// (entryHeld, entryRecipientWasRegistered, entryPrevHeld). Read and written through the
+	// methods below.
 	meta uint64
 }
 
@@ -55,6 +56,10 @@ const (
 	// registered owner when the message was sent, so that a drop at collect says "recipient
 	// left" rather than "unknown recipient".
 	entryRecipientWasRegistered uint64 = 1 << 49
+	// entryPrevHeld is set by a Lease that took an inbox entry still held by the lease before
+	// (past its deadline, taken by no one else): a Release of the new lease, which gives it back as
+	// if never taken, makes the one before held again (lease_memory.go).
+	entryPrevHeld uint64 = 1 << 50
 )
 
 // MaxMaxAttempts must fit entry.meta's 16 bits of attempts: this fails to compile otherwise.
@@ -95,6 +100,18 @@ func (e *entry) setHeld(on bool) {
 		e.meta |= entryHeld
 	} else {
 		e.meta &^= entryHeld
+	}
+}
+
+// prevHeld reports entryPrevHeld.
+func (e *entry) prevHeld() bool { return e.meta&entryPrevHeld != 0 }
+
+// setPrevHeld sets or clears entryPrevHeld.
+func (e *entry) setPrevHeld(on bool) {
+	if on {
+		e.meta |= entryPrevHeld
+	} else {
+		e.meta &^= entryPrevHeld
 	}
 }
 

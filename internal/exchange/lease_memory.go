@@ -108,6 +108,7 @@ func (x *Exchange) Lease(req LeaseRequest) (LeaseResult, error) {
 			// A visible entry has attempts below MaxAttempts (so the increment stays within
 			// MaxMaxAttempts): expireLeasesAt made dead letters of the others, and Nack does at once.
 			e.setAttempts(e.attempts() + 1)
+			e.setPrevHeld(e.held())
 			e.setHeld(true)
 			e.visibleAt = due
 			if e.attempts() >= f.settings.MaxAttempts {
@@ -382,7 +383,9 @@ func (x *Exchange) reclaimIfDeparted(f *flow, p *progression) {
 // Release gives back the lease r names, which was never handed out (Service.Release): the lease
 // ends and its attempt is undone, the message visible at once. An entry back at 0 attempts is as
 // never leased (Receive shows no lease state, and the counts that keep lease-free paths lose it);
-// one with attempts left keeps them, visible from now. It never makes a dead letter: the attempts
+// one with attempts left keeps them, visible from now, and held again if the lease before was
+// when this one took it (entryPrevHeld: past its deadline, a lease holds until someone else
+// takes the message, so its receipt acknowledges it again). It never makes a dead letter: the attempts
 // are below the owner's MaxAttempts after it. dueAt may stay earlier than every remaining lease
 // at MaxAttempts, which its doc allows: the next expireLeasesAt walks once and sets it again.
 // Errors as Ack.
@@ -398,7 +401,10 @@ func (x *Exchange) Release(owner uuid.UUID, r Receipt) error {
 	}
 	e := &p.live()[i]
 	e.setHeld(false)
+	prev := e.prevHeld()
+	e.setPrevHeld(false)
 	if n := e.attempts() - 1; n > 0 {
+		e.setHeld(prev)
 		e.setAttempts(n)
 		e.visibleAt = x.opts.now().UnixNano()
 		return nil

@@ -527,8 +527,12 @@ func testLeaseRelease(t *testing.T, f Factory, _ Capabilities) {
 	}
 	x.ack(l1.Leases[0].Receipt)
 
-	// A second attempt released goes back to one attempt, visible, held by no lease: the first
-	// lease's receipt does not come back to life.
+	// A second attempt released goes back to one attempt, visible, "as if never taken"
+	// (docs/decisions/0020): the first lease, whose deadline had passed but which no one else had
+	// taken, is held again (a lease ends by Ack, Nack or another taker, not by its deadline), so its
+	// receipt still acknowledges the message. Release used to leave the row held by no lease, and
+	// the first receiver's Ack was refused as stale: the message was delivered again for a
+	// response that never reached anyone.
 	y, _ := newLeaseFx(t, f, Options{}, exchange.OwnerSettings{MaxAttempts: 3, Visibility: time.Second}, "m2")
 	first := y.lease(exchange.LeaseRequest{})
 	y.clk.Add(time.Second)
@@ -540,10 +544,34 @@ func testLeaseRelease(t *testing.T, f Factory, _ Capabilities) {
 		t.Fatalf("Release of attempt 2: %v", err)
 	}
 	q, err := y.svc.ReceivePage(ctx(t), ownerB, nil, exchange.Cursor{}, 0)
-	if err != nil || len(q.Leases) != 1 || q.Leases[0].Attempts != 1 || q.Leases[0].Held || q.Leases[0].Hidden(y.clk.Now()) {
-		t.Fatalf("Receive after releasing attempt 2: %+v, %v; want 1 attempt, visible, not held", q.Leases, err)
+	if err != nil || len(q.Leases) != 1 || q.Leases[0].Attempts != 1 || !q.Leases[0].Held || q.Leases[0].Hidden(y.clk.Now()) {
+		t.Fatalf("Receive after releasing attempt 2: %+v, %v; want 1 attempt, visible, held by the first lease again", q.Leases, err)
 	}
-	wantStale(t, "Ack of the first lease after the second was released", y.svc.Ack(ctx(t), ownerB, first.Leases[0].Receipt))
+	wantStale(t, "Release of the released attempt 2", y.svc.Release(ctx(t), ownerB, second.Leases[0].Receipt))
+	y.ack(first.Leases[0].Receipt)
+	if p, err := y.svc.ReceivePage(ctx(t), ownerB, nil, exchange.Cursor{}, 0); err != nil || len(p.Messages) != 0 {
+		t.Fatalf("Receive after the first lease's Ack = %v, %v; want nothing", contents(p.Messages), err)
+	}
+
+	// A first lease that was nacked is not held: releasing the attempt after it leaves the row
+	// held by no lease, and the nacked receipt stays stale.
+	y, _ = newLeaseFx(t, f, Options{}, exchange.OwnerSettings{MaxAttempts: 3, Visibility: time.Second}, "m3")
+	first = y.lease(exchange.LeaseRequest{})
+	if dead, err := y.svc.Nack(ctx(t), ownerB, first.Leases[0].Receipt, 0); err != nil || dead {
+		t.Fatalf("Nack = %v, %v; want the message visible again", dead, err)
+	}
+	second = y.lease(exchange.LeaseRequest{})
+	if len(second.Leases) != 1 || second.Leases[0].Receipt.Attempt != 2 {
+		t.Fatalf("lease after the Nack = %+v, want attempt 2", second.Leases)
+	}
+	if err := y.svc.Release(ctx(t), ownerB, second.Leases[0].Receipt); err != nil {
+		t.Fatalf("Release of attempt 2: %v", err)
+	}
+	q, err = y.svc.ReceivePage(ctx(t), ownerB, nil, exchange.Cursor{}, 0)
+	if err != nil || len(q.Leases) != 1 || q.Leases[0].Attempts != 1 || q.Leases[0].Held || q.Leases[0].Hidden(y.clk.Now()) {
+		t.Fatalf("Receive after releasing the attempt after a Nack: %+v, %v; want 1 attempt, visible, not held", q.Leases, err)
+	}
+	wantStale(t, "Ack of a nacked lease after the next attempt was released", y.svc.Ack(ctx(t), ownerB, first.Leases[0].Receipt))
 	if again := y.lease(exchange.LeaseRequest{}); len(again.Leases) != 1 || again.Leases[0].Receipt.Attempt != 2 {
 		t.Errorf("Lease after the Release = %+v, want attempt 2", again.Leases)
 	}

@@ -211,7 +211,9 @@ func (e *Engine) lease(ctx context.Context, q Querier, req exchange.LeaseRequest
 		if attempt >= int64(set.MaxAttempts) {
 			mark = heldLast
 		}
-		if err := q.Defer(ctx, `UPDATE exchange_ledger SET attempts = ?, visible_at = ?, held = ? WHERE tenant = ? AND message = ? AND recipient = ?`,
+		// prev_held = held: the old value (both databases evaluate an UPDATE's expressions on
+		// the row as it was), for a Release of this lease (migration 00004).
+		if err := q.Defer(ctx, `UPDATE exchange_ledger SET attempts = ?, visible_at = ?, held = ?, prev_held = held WHERE tenant = ? AND message = ? AND recipient = ?`,
 			attempt, deadline, mark, tenant, c.message, oid); err != nil {
 			return res, err
 		}
@@ -376,9 +378,12 @@ func (e *Engine) ExtendLease(ctx context.Context, owner uuid.UUID, r exchange.Re
 // Release gives back a held lease that was never handed out (exchange.Service.Release): the lease
 // ends and its attempt is undone, the message visible at once. A row back at 0 attempts is as
 // never leased (visible_at 0: it leaves exchange_ledger_by_visible, and Receive and the ledger
-// show no lease); one with attempts left is visible from now, as after a Nack with no delay. held
-// goes to 0 whether it was a lease or a last attempt (2): the row leaves exchange_ledger_by_last,
-// so the sweep never makes it a dead letter, and the next Lease marks its last attempt again.
+// show no lease); one with attempts left is visible from now, as after a Nack with no delay, and
+// held as it was when this lease took it (prev_held: the lease before still holds it if no one
+// else had taken it, so its receipt acknowledges the message again). held is never 2 after it,
+// whether this lease was a last attempt or not (the attempt before one is not the last): the row
+// leaves exchange_ledger_by_last, so the sweep never makes it a dead letter, and the next Lease
+// marks its last attempt again.
 // The owner row is read FOR KEY SHARE (shareOwner): only the lease's row changes. Errors as Ack.
 func (e *Engine) Release(ctx context.Context, owner uuid.UUID, r exchange.Receipt) error {
 	oid := owner.String()
@@ -390,11 +395,11 @@ func (e *Engine) Release(ctx context.Context, owner uuid.UUID, r exchange.Receip
 		if err != nil {
 			return err
 		}
-		attempts, visibleAt := lr.attempts-1, int64(0)
-		if attempts > 0 {
-			visibleAt = e.now().UnixNano()
+		if attempts := lr.attempts - 1; attempts > 0 {
+			return q.Defer(ctx, `UPDATE exchange_ledger SET attempts = ?, visible_at = ?, held = prev_held, prev_held = 0 WHERE tenant = ? AND message = ? AND recipient = ?`,
+				attempts, e.now().UnixNano(), tenant, lr.message, oid)
 		}
-		return q.Defer(ctx, `UPDATE exchange_ledger SET attempts = ?, visible_at = ?, held = 0 WHERE tenant = ? AND message = ? AND recipient = ?`,
-			attempts, visibleAt, tenant, lr.message, oid)
+		return q.Defer(ctx, `UPDATE exchange_ledger SET attempts = 0, visible_at = 0, held = 0, prev_held = 0 WHERE tenant = ? AND message = ? AND recipient = ?`,
+			tenant, lr.message, oid)
 	}, nil)
 }
