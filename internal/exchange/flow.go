@@ -95,11 +95,14 @@ func (e *entry) setAttempts(n int) {
 func (e *entry) held() bool { return e.meta&entryHeld != 0 }
 
 // setHeld sets or clears held.
-func (e *entry) setHeld(on bool) {
+func (e *entry) setHeld(on bool) { e.setFlag(entryHeld, on) }
+
+// setFlag sets or clears one of meta's flags.
+func (e *entry) setFlag(flag uint64, on bool) {
 	if on {
-		e.meta |= entryHeld
+		e.meta |= flag
 	} else {
-		e.meta &^= entryHeld
+		e.meta &^= flag
 	}
 }
 
@@ -107,13 +110,7 @@ func (e *entry) setHeld(on bool) {
 func (e *entry) prevHeld() bool { return e.meta&entryPrevHeld != 0 }
 
 // setPrevHeld sets or clears entryPrevHeld.
-func (e *entry) setPrevHeld(on bool) {
-	if on {
-		e.meta |= entryPrevHeld
-	} else {
-		e.meta &^= entryPrevHeld
-	}
-}
+func (e *entry) setPrevHeld(on bool) { e.setFlag(entryPrevHeld, on) }
 
 // recipientWasRegistered reports entryRecipientWasRegistered.
 func (e *entry) recipientWasRegistered() bool { return e.meta&entryRecipientWasRegistered != 0 }
