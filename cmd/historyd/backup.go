@@ -40,7 +40,9 @@ HISTORYD_TOKEN, else the first token of the server's own HISTORYD_AUTH_TOKENS_FI
 Address and TLS as for historyd healthcheck: --addr defaults to HISTORYD_LISTEN (default
 127.0.0.1:50051), and HISTORYD_TLS_CERT (and HISTORYD_TLS_CLIENT_CA) say how to reach a TLS server.
 Exit 0 when FILE holds the copy (with a warning on stderr if FILE.tmp could not be removed after),
-1 when the backup failed (FILE is then untouched), 2 for invalid flags.
+1 when the backup failed (FILE is then untouched), 2 for invalid flags, 3 when FILE holds the copy
+but its directory could not be synced (stderr says why): the copy is whole and checked, but a
+crash of the machine may yet lose its name until the filesystem is synced.
 `
 
 // backupConfig is the configuration of `historyd backup`.
@@ -133,7 +135,8 @@ func backup(ctx context.Context, args []string, getenv func(string) string, stdo
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
 	}
 	n, sum, warning, err := backupTo(ctx, historyv1.NewAdminServiceClient(conn), c.to, c.force)
-	if err != nil {
+	notSynced, ok := errors.AsType[*dirNotSyncedError](err)
+	if err != nil && !ok {
 		fmt.Fprintf(stderr, "historyd backup: %v\n", err)
 		return 1
 	}
@@ -141,6 +144,10 @@ func backup(ctx context.Context, args []string, getenv func(string) string, stdo
 		fmt.Fprintf(stderr, "historyd backup: warning: %v\n", warning)
 	}
 	fmt.Fprintf(stdout, "historyd backup: wrote %d bytes to %s (sha256 %s)\n", n, c.to, hex.EncodeToString(sum))
+	if notSynced != nil {
+		fmt.Fprintf(stderr, "historyd backup: %v\n", notSynced)
+		return 3
+	}
 	return 0
 }
 
@@ -150,7 +157,8 @@ var removeFile = os.Remove
 // backupTo writes the server's copy to FILE.tmp, checks it against the summary, syncs it and names
 // it to; on any failure FILE.tmp is removed and to is untouched. It returns the copy's size and
 // SHA-256, and a warning when to holds the copy but FILE.tmp, its other name, could not be removed:
-// the backup succeeded, and the exit code says so.
+// the backup succeeded, and the exit code says so. A *dirNotSyncedError comes with the size and
+// SHA-256: to holds the copy, but its directory could not be synced after it was named.
 func backupTo(ctx context.Context, client historyv1.AdminServiceClient, to string, force bool) (n int64, sum []byte, warning, err error) {
 	if !force {
 		if _, err := os.Lstat(to); err == nil {
@@ -197,15 +205,41 @@ func backupTo(ctx context.Context, client historyv1.AdminServiceClient, to strin
 		return 0, nil, nil, err
 	}
 	done = true
-	// The new name must survive a crash too: sync the directory that holds it.
-	if d, err := os.Open(filepath.Dir(to)); err == nil {
-		err = d.Sync()
-		d.Close()
-		if err != nil {
-			return 0, nil, nil, fmt.Errorf("%s: syncing its directory: %w", to, err)
-		}
+	// The new name must survive a crash too: sync the directory that holds it. FILE holds the whole
+	// copy already and FILE.tmp is gone, so a failure here is not a failed backup (exit 1 promises
+	// FILE untouched, and a retry without --force would be refused): it has its own error and exit.
+	if err := syncDir(filepath.Dir(to)); err != nil {
+		return n, h.Sum(nil), warning, &dirNotSyncedError{file: to, err: err}
 	}
 	return n, h.Sum(nil), warning, nil
+}
+
+// dirNotSyncedError is backupTo's error when FILE holds the checked copy but its directory could
+// not be synced: a crash of the machine (not of the command) may yet lose the name.
+type dirNotSyncedError struct {
+	file string
+	err  error
+}
+
+func (e *dirNotSyncedError) Error() string {
+	return fmt.Sprintf("%s holds the copy, but syncing its directory failed (%v): a crash of this machine may lose the "+
+		"name; sync the filesystem (sync -f %s) before relying on it", e.file, e.err, e.file)
+}
+
+func (e *dirNotSyncedError) Unwrap() error { return e.err }
+
+// syncDir syncs a directory, so that a name made in it survives a crash; a variable so that a test
+// can make it fail.
+var syncDir = syncDirectory
+
+// syncDirectory opens dir and syncs it; a directory that cannot be opened cannot be synced either.
+func syncDirectory(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // receiveCopy calls Backup and writes the chunks to w, then checks the summary against what was

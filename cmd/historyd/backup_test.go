@@ -196,6 +196,35 @@ func TestBackupTmpNotRemoved(t *testing.T) {
 	}
 }
 
+// TestBackupDirectoryNotSynced: review of the read paths, fault 3, "if syncing the directory fails
+// after the link it exits 1 though FILE holds the complete copy, while exit 1 promises FILE
+// untouched; a retry without --force is then refused": FILE holds the checked copy and FILE.tmp is
+// gone, so the command says so, naming the cause, and exits 3, which the usage text documents.
+func TestBackupDirectoryNotSynced(t *testing.T) {
+	addr := serveBackups(t, sqliteWithBranch(t, "kept"))
+	file := filepath.Join(t.TempDir(), "copy.db")
+	errSync := errors.New("injected: the filesystem refused to sync the directory")
+	syncDir = func(string) error { return errSync }
+	t.Cleanup(func() { syncDir = syncDirectory })
+	code, stdout, stderr := runBackup(t, nil, "--addr", addr, "--to", file)
+	if code != 3 {
+		t.Fatalf("exit %d, stderr %q; want 3: FILE holds the copy, its name not yet synced", code, stderr)
+	}
+	if !strings.Contains(stderr, file+" holds the copy") || !strings.Contains(stderr, errSync.Error()) {
+		t.Errorf("stderr %q, want it to say that %s holds the copy, and why its directory is not synced", stderr, file)
+	}
+	if !strings.Contains(stdout, file) {
+		t.Errorf("stdout %q, want the line naming %s", stdout, file)
+	}
+	noFile(t, file+".tmp")
+	if names := restoredNames(t, file); len(names) != 1 || names[0] != "kept" {
+		t.Errorf("FILE restores to %q, want [kept]", names)
+	}
+	if !strings.Contains(backupUsage, "3 when FILE holds the copy") {
+		t.Error("the usage text does not document exit 3")
+	}
+}
+
 // TestBackupCommandRefusals: a memory engine, a server that wants a token, an unreachable server
 // and bad flags end without FILE or FILE.tmp, each with its exit code and a reason.
 func TestBackupCommandRefusals(t *testing.T) {

@@ -44,55 +44,101 @@ const openAIGroupBytes = len(`{"role":"assistant","content":null,"tool_calls":[]
 // (issue 11). A nil fit takes everything.
 func OpenAIMessagesWithin(msgs []*Message, renderLimit int, fit func(i, n int) bool) (arr jsonv.Value, errs []error, stopped int) {
 	errs = make([]error, len(msgs))
-	out := make([]jsonv.Value, 0, len(msgs))
-	var calls []jsonv.Value // the tool calls of the ActionRequests read since the last other message
-	flush := func() {
-		if len(calls) > 0 {
-			out = append(out, jsonv.ObjectValue(
-				jsonv.Member{Key: "role", Value: jsonv.StringValue("assistant")},
-				jsonv.Member{Key: "content", Value: jsonv.NullValue()},
-				jsonv.Member{Key: "tool_calls", Value: jsonv.ArrayValue(calls...)},
-			))
-			calls = nil
-		}
-	}
-	fits := func(i int, v jsonv.Value, extra int) bool {
-		return fit == nil || fit(i, len(jsonv.Marshal(v))+1+extra)
-	}
+	p := NewOpenAIProjection(renderLimit)
 	for i, m := range msgs {
-		if req, ok := m.Content.(*ActionRequestContent); ok {
-			call := jsonv.ObjectValue(
-				jsonv.Member{Key: "id", Value: jsonv.StringValue(m.ID.String())},
-				jsonv.Member{Key: "type", Value: jsonv.StringValue("function")},
-				jsonv.Member{Key: "function", Value: jsonv.ObjectValue(
-					jsonv.Member{Key: "name", Value: jsonv.StringValue(req.Function)},
-					jsonv.Member{Key: "arguments", Value: jsonv.StringValue(string(jsonv.Marshal(objectOrEmpty(req.Arguments))))},
-				)},
-			)
-			extra := 0
-			if len(calls) == 0 {
-				extra = openAIGroupBytes
-			}
-			if !fits(i, call, extra) {
-				flush()
-				return jsonv.ArrayValue(out...), errs, i
-			}
-			calls = append(calls, call)
-			continue
+		var f func(n int) bool
+		if fit != nil {
+			f = func(n int) bool { return fit(i, n) }
 		}
-		flush()
-		msg, err := openAIMessage(m, renderLimit)
+		ok, err := p.Add(m, f)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		if !fits(i, msg, 0) {
-			return jsonv.ArrayValue(out...), errs, i
+		if !ok {
+			return p.Array(), errs, i
 		}
-		out = append(out, msg)
 	}
-	flush()
-	return jsonv.ArrayValue(out...), errs, len(msgs)
+	return p.Array(), errs, len(msgs)
+}
+
+// OpenAIProjection builds OpenAIMessages' array one message at a time, for a caller that is
+// handed the messages as a store reads them and must not hold them all (the server's
+// ToChatMessages, which counts the projection against its response budget as it grows).
+type OpenAIProjection struct {
+	renderLimit int
+	out         []jsonv.Value
+	calls       []jsonv.Value // the tool calls of the ActionRequests added since the last other message
+}
+
+// NewOpenAIProjection starts an empty projection whose messages render within renderLimit bytes.
+func NewOpenAIProjection(renderLimit int) *OpenAIProjection {
+	return &OpenAIProjection{renderLimit: renderLimit}
+}
+
+// flush closes a run of tool calls into its assistant message.
+func (p *OpenAIProjection) flush() {
+	if len(p.calls) > 0 {
+		p.out = append(p.out, toolCallsMessage(p.calls))
+		p.calls = nil
+	}
+}
+
+func toolCallsMessage(calls []jsonv.Value) jsonv.Value {
+	return jsonv.ObjectValue(
+		jsonv.Member{Key: "role", Value: jsonv.StringValue("assistant")},
+		jsonv.Member{Key: "content", Value: jsonv.NullValue()},
+		jsonv.Member{Key: "tool_calls", Value: jsonv.ArrayValue(calls...)},
+	)
+}
+
+// Add projects m after the messages added before it. Before its projection joins, fit (nil: take
+// everything) is called with the bytes it adds to the JSON text, as OpenAIMessagesWithin's is;
+// when fit returns false nothing is added and ok is false: the caller stops there. A message that
+// cannot be rendered is left out with its error (fit is not called), as chat_msg is None for it.
+func (p *OpenAIProjection) Add(m *Message, fit func(n int) bool) (ok bool, err error) {
+	fits := func(v jsonv.Value, extra int) bool {
+		return fit == nil || fit(len(jsonv.Marshal(v))+1+extra)
+	}
+	if req, isReq := m.Content.(*ActionRequestContent); isReq {
+		call := jsonv.ObjectValue(
+			jsonv.Member{Key: "id", Value: jsonv.StringValue(m.ID.String())},
+			jsonv.Member{Key: "type", Value: jsonv.StringValue("function")},
+			jsonv.Member{Key: "function", Value: jsonv.ObjectValue(
+				jsonv.Member{Key: "name", Value: jsonv.StringValue(req.Function)},
+				jsonv.Member{Key: "arguments", Value: jsonv.StringValue(string(jsonv.Marshal(objectOrEmpty(req.Arguments))))},
+			)},
+		)
+		extra := 0
+		if len(p.calls) == 0 {
+			extra = openAIGroupBytes
+		}
+		if !fits(call, extra) {
+			return false, nil
+		}
+		p.calls = append(p.calls, call)
+		return true, nil
+	}
+	p.flush()
+	msg, err := openAIMessage(m, p.renderLimit)
+	if err != nil {
+		return true, err
+	}
+	if !fits(msg, 0) {
+		return false, nil
+	}
+	p.out = append(p.out, msg)
+	return true, nil
+}
+
+// Array returns the projection of the messages added so far (a run of tool calls at the end
+// closed into its assistant message); Add may go on after it.
+func (p *OpenAIProjection) Array() jsonv.Value {
+	out := p.out
+	if len(p.calls) > 0 {
+		out = append(out[:len(out):len(out)], toolCallsMessage(p.calls))
+	}
+	return jsonv.ArrayValue(out...)
 }
 
 // openAIMessage is the projection of one message other than an ActionRequest.

@@ -50,16 +50,23 @@ var (
 )
 
 // responseTooLargeError refuses a response over the budget: what would not fit, its size and the
-// budget; ids names the branch or message involved (metadata keys branchId, messageId).
+// budget; ids names the branch or message involved (metadata keys branchId, messageId). atLeast
+// says size is a lower bound: what was counted when the budget was passed, the call having read
+// no further (ToChatMessages, ExportBranch: docs/decisions/0008).
 type responseTooLargeError struct {
 	what, hint  string
 	size, limit int
+	atLeast     bool
 	ids         map[string]string
 }
 
 func (e *responseTooLargeError) Error() string {
-	return fmt.Sprintf("%v: %s takes %d bytes, %d more than the response budget of %d bytes (%s); %s",
-		errResponseTooLarge, e.what, e.size, e.size-e.limit, e.limit, flagMaxResponseBytes, e.hint)
+	takes := "takes"
+	if e.atLeast {
+		takes = "takes at least"
+	}
+	return fmt.Sprintf("%v: %s %s %d bytes, %d more than the response budget of %d bytes (%s); %s",
+		errResponseTooLarge, e.what, takes, e.size, e.size-e.limit, e.limit, flagMaxResponseBytes, e.hint)
 }
 
 // Unwrap returns errResponseTooLarge, whose rule gives the code and reason.

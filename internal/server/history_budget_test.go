@@ -251,7 +251,7 @@ func TestHistoryExportImportStream(t *testing.T) {
 	for i := range 20 {
 		f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: instructionInput(strconv.Itoa(i) + strings.Repeat("é", 5<<10))})
 	}
-	exp, err := f.st.ExportBranch(ctx, mustUUID(t, b), envelope.ModeJSON, "")
+	exp, err := f.st.ExportBranch(ctx, mustUUID(t, b), store.ExportInput{Mode: envelope.ModeJSON})
 	if err != nil {
 		t.Fatal(err)
 	}

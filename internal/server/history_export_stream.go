@@ -26,7 +26,8 @@ func (s *HistoryServer) ExportBranchStream(req *historyv1.ExportBranchStreamRequ
 	if err != nil {
 		return err
 	}
-	exp, err := s.store.ExportBranch(stream.Context(), id, mode, req.GetDbMetaKey())
+	// Not bounded by the response budget: the stream is how a branch past it is read.
+	exp, err := s.store.ExportBranch(stream.Context(), id, store.ExportInput{Mode: mode, DBMetaKey: req.GetDbMetaKey()})
 	if err != nil {
 		return err
 	}

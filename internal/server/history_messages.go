@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -263,41 +262,19 @@ func (s *HistoryServer) ToChatMessages(ctx context.Context, req *historyv1.ToCha
 		}
 		in.Order = &order
 	}
-	in.Unrendered = true // rendered here, one at a time, against the render cap and the budget
+	// Rendered here, one message at a time as the store reads it, against the render cap and the
+	// response budget: the read stops at the first message past either, so refusing a big
+	// branch's projection costs about the budget, not the branch.
+	var proj chatProjection = newLionAGIChat(b, s.maxResponse, s.maxRendered)
+	if req.GetFormat() == historyv1.ChatFormat_CHAT_FORMAT_OPENAI {
+		proj = newOpenAIChat(b, s.maxResponse, s.maxRendered) // history_chat_openai.go
+	}
+	in.Unrendered, in.Each = true, proj.add
 	res, err := s.store.ToChatMessages(ctx, b, in)
 	if err != nil {
 		return nil, err
 	}
-	if req.GetFormat() == historyv1.ChatFormat_CHAT_FORMAT_OPENAI {
-		return s.openAIChat(b, res) // history_chat_openai.go
-	}
-	resp := &historyv1.ToChatMessagesResponse{HeadSequence: res.Head}
-	budget := newPageBudget(s.maxResponse)
-	for i, e := range res.Entries {
-		chat, err := e.Message.ChatMsgWithin(s.maxRendered)
-		cm, renderErr := &historyv1.ChatMessage{}, ""
-		if tl, ok := errors.AsType[*envelope.RenderTooLargeError](err); ok {
-			return nil, &renderTooLargeError{branch: b, message: e.MessageID, tl: tl}
-		} else if err != nil {
-			renderErr = err.Error()
-		} else {
-			cm = chatMessageToProto(chat)
-		}
-		id := e.MessageID.String()
-		n := fieldSize(1, proto.Size(cm)) + fieldSize(2, len(id)) + fieldSize(3, len(renderErr))
-		if !budget.add(n) {
-			return nil, &responseTooLargeError{
-				what: fmt.Sprintf("the chat projection of %d messages (message %d, %s, did not fit)", len(res.Entries), i+1, id),
-				size: budget.used + n, limit: s.maxResponse,
-				hint: "project fewer messages with order, or export the branch with ExportBranchStream",
-				ids:  map[string]string{"branchId": b.String(), "messageId": id},
-			}
-		}
-		resp.Messages = append(resp.Messages, cm)
-		resp.MessageIds = append(resp.MessageIds, id)
-		resp.RenderErrors = append(resp.RenderErrors, renderErr)
-	}
-	return resp, nil
+	return proj.response(res.Head)
 }
 
 // ClearMessages removes every message but the system (HistoryService.ClearMessages).

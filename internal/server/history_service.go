@@ -285,7 +285,25 @@ func (s *HistoryServer) ExportBranch(ctx context.Context, req *historyv1.ExportB
 	if err != nil {
 		return nil, err
 	}
-	exp, err := s.store.ExportBranch(ctx, id, mode, req.GetDbMetaKey())
+	// Each message's share of the text is counted as the store reads it, and the read stops at the
+	// first past the budget: refusing a big branch costs about the budget, not the branch, and
+	// reports what it counted, a lower bound of the export's size (docs/decisions/0008).
+	counted := responseFixedBytes
+	exp, err := s.store.ExportBranch(ctx, id, store.ExportInput{Mode: mode, DBMetaKey: req.GetDbMetaKey(),
+		Each: func(i int, m *envelope.Message) error {
+			if i == 0 {
+				counted = responseFixedBytes // the store's read started again
+			}
+			n, err := store.ExportedLen(m, mode)
+			if err != nil {
+				return err
+			}
+			if counted += n; counted > s.maxResponse {
+				return &responseTooLargeError{what: fmt.Sprintf("the export of branch %s", id), size: counted, limit: s.maxResponse, atLeast: true,
+					hint: "read it with ExportBranchStream", ids: map[string]string{"branchId": id.String()}}
+			}
+			return nil
+		}})
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,7 @@ func TestImportBranchStreamHoldsItsBuffer(t *testing.T) {
 	// An import that fits still works, and gives back what it held.
 	b := f.create(t, nil)
 	f.instruction(t, b, strings.Repeat("y", 40<<10))
-	exp, err := f.st.ExportBranch(testContext(t), mustUUID(t, b), envelope.ModeJSON, "")
+	exp, err := f.st.ExportBranch(testContext(t), mustUUID(t, b), store.ExportInput{Mode: envelope.ModeJSON})
 	if err != nil {
 		t.Fatal(err)
 	}

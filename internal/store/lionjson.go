@@ -296,10 +296,7 @@ func (b *branch) exportSource() exportSource {
 // node_metadata; the Pile's collections and its progression are written by
 // a plain to_dict(), so under metadata (issue 13 item 6).
 func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value, error) {
-	inner := mode // collections and the Pile's progression
-	if mode == envelope.ModeDB {
-		inner = envelope.ModeJSON
-	}
+	inner := collectionsMode(mode) // collections and the Pile's progression
 	coll := make([]jsonv.Value, len(s.collections))
 	order := make([]uuid.UUID, len(s.versions))
 	for i, v := range s.collections {
@@ -334,6 +331,29 @@ func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value,
 		fields = append(fields, jsonv.Member{Key: "system", Value: sys})
 	}
 	return encodeElement(s.id, s.createdAt, meta, envelope.ClassBranch, mode, dbMetaKey, fields...), nil
+}
+
+// collectionsMode is the mode encode writes the Pile's collections and
+// progression in: a plain to_dict() in db mode, as LionAGI's do.
+func collectionsMode(mode envelope.Mode) envelope.Mode {
+	if mode == envelope.ModeDB {
+		return envelope.ModeJSON
+	}
+	return mode
+}
+
+// ExportedLen is the bytes m takes in ExportBranch's text in mode: its
+// entry in the Pile's collections, where every message is once. The text
+// holds more (the progression's ids, the system again, the branch's own
+// fields), so a sum of these over a branch's messages is a lower bound of
+// its export's size, which a caller can count as the store reads
+// (ExportInput.Each) and refuse at without building the export.
+func ExportedLen(m *envelope.Message, mode envelope.Mode) (int, error) {
+	v, err := m.Encode(collectionsMode(mode), "")
+	if err != nil {
+		return 0, err
+	}
+	return jsonv.EncodedLen(v), nil
 }
 
 func optText(s *string) jsonv.Value {

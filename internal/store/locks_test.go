@@ -131,7 +131,7 @@ func TestWholeBranchWorkRunsUnlocked(t *testing.T) {
 			return res.Branch.MessageCount, err
 		}},
 		{"ExportBranch", func(m *Memory, b uuid.UUID) (int, error) {
-			exp, err := m.ExportBranch(ctx, b, envelope.ModeJSON, "")
+			exp, err := m.ExportBranch(ctx, b, ExportInput{Mode: envelope.ModeJSON})
 			pile, _ := exp.Data.Get("messages")
 			coll, _ := pile.Get("collections")
 			return coll.Len(), err

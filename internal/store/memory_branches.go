@@ -265,9 +265,9 @@ func (m *Memory) markDeleted(b *branch, scope requestScope, opts WriteOptions) (
 }
 
 // ExportBranch writes the branch as LionAGI JSON (Store.ExportBranch).
-func (m *Memory) ExportBranch(_ context.Context, id uuid.UUID, mode envelope.Mode, dbMetaKey string) (Export, error) {
-	if mode > envelope.ModeDB {
-		return Export{}, fieldErr("mode", envelope.ErrUnsupportedMode, "Unsupported mode: %d", mode)
+func (m *Memory) ExportBranch(_ context.Context, id uuid.UUID, in ExportInput) (Export, error) {
+	if in.Mode > envelope.ModeDB {
+		return Export{}, fieldErr("mode", envelope.ErrUnsupportedMode, "Unsupported mode: %d", in.Mode)
 	}
 	b, err := m.readLocked(id)
 	if err != nil {
@@ -276,7 +276,14 @@ func (m *Memory) ExportBranch(_ context.Context, id uuid.UUID, mode envelope.Mod
 	src := b.exportSource()
 	b.mu.RUnlock()
 	m.unlocked()
-	data, err := src.encode(mode, dbMetaKey)
+	if in.Each != nil { // before the encoding, which is what a refusal spares
+		for i, v := range src.versions {
+			if err := in.Each(i, v.msg); err != nil {
+				return Export{}, err
+			}
+		}
+	}
+	data, err := src.encode(in.Mode, in.DBMetaKey)
 	if err != nil {
 		return Export{}, err
 	}

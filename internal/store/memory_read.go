@@ -219,6 +219,14 @@ func (m *Memory) ToChatMessages(_ context.Context, branchID uuid.UUID, in ChatIn
 		return ChatResult{}, err
 	}
 	m.unlocked()
+	if in.Each != nil {
+		for i, v := range vs {
+			if err := in.Each(i, v.msg); err != nil {
+				return ChatResult{}, err
+			}
+		}
+		return ChatResult{Head: head}, nil
+	}
 	out := ChatResult{Head: head, Entries: make([]ChatEntry, len(vs))}
 	for i, v := range vs {
 		out.Entries[i] = ChatEntry{MessageID: v.msg.ID, Message: v.msg}

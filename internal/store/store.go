@@ -31,8 +31,8 @@ type Store interface {
 	// DeleteBranch deletes a branch; its subscriptions end with
 	// ErrBranchDeleted.
 	DeleteBranch(ctx context.Context, id uuid.UUID, opts WriteOptions) (DeleteResult, error)
-	// ExportBranch writes the branch as LionAGI's Branch.to_dict(mode).
-	ExportBranch(ctx context.Context, id uuid.UUID, mode envelope.Mode, dbMetaKey string) (Export, error)
+	// ExportBranch writes the branch as LionAGI's Branch.to_dict(in.Mode).
+	ExportBranch(ctx context.Context, id uuid.UUID, in ExportInput) (Export, error)
 
 	// SetSystem is set_system: the message (a System) becomes index 0,
 	// replacing the previous system (ADR-0006 D3 "Single system").

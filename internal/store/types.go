@@ -307,6 +307,19 @@ type ChatInput struct {
 	// a time against its render cap and response budget, instead of
 	// holding every rendering at once).
 	Unrendered bool
+	// Each, when set, is handed the projection one message at a time, in
+	// order, as the store reads it, and the result's Entries stay empty:
+	// the caller renders and counts each message and keeps what it needs,
+	// so the read holds one message at a time, not the branch, and an
+	// error from Each (the response budget passed) ends the read there
+	// and is the call's error, as it is. Without it a projection of a big
+	// branch was read whole before the server could refuse it (a
+	// 1000x20 KB branch cost 60 MiB to refuse a 4 MiB response). i counts
+	// from 0; an engine that runs its read again (PostgreSQL, after a
+	// serialization failure) starts again at 0, so a caller starts afresh
+	// when i is 0. The SQL engines call Each inside their read
+	// transaction, the memory engine after it let the branch lock go.
+	Each func(i int, m *envelope.Message) error
 }
 
 // ChatEntry is one message's chat projection; Err is set (and Chat zero)
@@ -323,6 +336,21 @@ type ChatEntry struct {
 type ChatResult struct {
 	Entries []ChatEntry
 	Head    uint64
+}
+
+// ExportInput says how ExportBranch writes a branch.
+type ExportInput struct {
+	// Mode is Branch.to_dict's mode.
+	Mode envelope.Mode
+	// DBMetaKey is a custom db-mode metadata key for the branch's metadata.
+	DBMetaKey string
+	// Each, when set, is shown each message of the full order as the store
+	// reads it, before the export is built; an error from Each ends the
+	// read there and is the call's error, as it is. A caller with a byte
+	// budget adds up ExportedLen and refuses at the first message past it,
+	// so refusing a branch larger than the budget costs about the budget,
+	// not the branch. i restarts at 0 as ChatInput.Each's does.
+	Each func(i int, m *envelope.Message) error
 }
 
 // Export is a branch written as LionAGI JSON.

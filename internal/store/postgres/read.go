@@ -304,18 +304,29 @@ func (s *Store) LastMessage(ctx context.Context, branchID uuid.UUID, view store.
 
 // ToChatMessages is to_chat_msgs (store.Store): the order given (every id
 // a member), the selected progression, or the full order, rendered after
-// the read.
+// the read; with in.Each, each message goes to it as it is read, and the
+// read stops at its first error (the caller's response budget).
 func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store.ChatInput) (store.ChatResult, error) {
 	var (
 		msgs []*envelope.Message
 		head uint64
 	)
 	err := s.read(ctx, func(tx pgx.Tx) error {
+		msgs = nil // a retried read starts afresh (runTx), and in.Each at 0 again
 		b, err := loadBranch(ctx, tx, qBranch, branchID)
 		if err != nil {
 			return err
 		}
 		head = b.head
+		n := 0
+		take := func(m *envelope.Message) error {
+			if in.Each == nil {
+				msgs = append(msgs, m)
+				return nil
+			}
+			n++
+			return in.Each(n-1, m)
+		}
 		var ids []uuid.UUID
 		switch {
 		case in.Order != nil:
@@ -327,14 +338,7 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 		case in.Selected && b.selected != nil:
 			ids = b.selected.Order
 		default:
-			rows, err := s.fullOrder(ctx, tx, b.id)
-			if err != nil {
-				return err
-			}
-			for _, m := range rows {
-				msgs = append(msgs, m.msg)
-			}
-			return nil
+			return eachInOrder(ctx, tx, b.id, in.Each != nil, func(m *msgRow) error { return take(m.msg) })
 		}
 		for _, id := range ids {
 			m, ok, err := getMessage(ctx, tx, b.id, id)
@@ -342,7 +346,9 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 				return err
 			}
 			if ok {
-				msgs = append(msgs, m.msg)
+				if err := take(m.msg); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -360,24 +366,31 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 	return out, nil
 }
 
-// fullOrder reads every message of a branch in the full order.
-func (s *Store) fullOrder(ctx context.Context, tx pgx.Tx, branch uuid.UUID) ([]*msgRow, error) {
-	return scanMsgs(tx.Query(ctx, qFullOrder, branch))
-}
-
 // ExportBranch writes the branch as LionAGI JSON (store.Store).
-func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, mode envelope.Mode, dbMetaKey string) (store.Export, error) {
+// The rows are read one at a time: in.Each sees each message before the
+// next is read, and stops the read with its error; a row keeps its message
+// and not its text too.
+func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, in store.ExportInput) (store.Export, error) {
 	var (
 		b    *branchRow
 		rows []*msgRow
 	)
 	err := s.read(ctx, func(tx pgx.Tx) error {
+		rows = nil // a retried read starts afresh (runTx), and in.Each at 0 again
 		var err error
 		if b, err = loadBranch(ctx, tx, qBranch, id); err != nil {
 			return err
 		}
-		rows, err = s.fullOrder(ctx, tx, id)
-		return err
+		return eachInOrder(ctx, tx, id, in.Each != nil, func(m *msgRow) error {
+			if in.Each != nil {
+				if err := in.Each(len(rows), m.msg); err != nil {
+					return err
+				}
+			}
+			m.body = ""
+			rows = append(rows, m)
+			return nil
+		})
 	})
 	if err != nil {
 		return store.Export{}, err
@@ -397,9 +410,46 @@ func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, mode envelope.Mo
 			d.System = m.msg
 		}
 	}
-	data, err := store.EncodeBranch(d, mode, dbMetaKey)
+	data, err := store.EncodeBranch(d, in.Mode, in.DBMetaKey)
 	if err != nil {
 		return store.Export{}, err
 	}
 	return store.Export{Data: data, Head: b.head}, nil
+}
+
+// eachPage is how many rows eachInOrder reads per query.
+const eachPage = 64
+
+// eachInOrder hands the branch's messages to fn in the full order, one row
+// at a time; fn's error ends it and is returned. One query reads them all,
+// unless stops says fn may stop early (ChatInput.Each, ExportInput.Each):
+// then they are read by position in pages of eachPage rows, in the
+// transaction's one snapshot, since closing a query's rows before their end
+// has pgx read (and the server send) every row left: a refusal at the
+// budget would still pull the whole branch through the connection. A page
+// costs a round trip; a caller that takes every message is bounded by its
+// budget too.
+func eachInOrder(ctx context.Context, tx pgx.Tx, branch uuid.UUID, stops bool, fn func(*msgRow) error) error {
+	if !stops {
+		rows, err := tx.Query(ctx, qFullOrder, branch)
+		if err != nil {
+			return err
+		}
+		return eachMsg(rows, fn)
+	}
+	next := int64(-1) // the system's position
+	for {
+		rows, err := tx.Query(ctx, qPosAsc, branch, next, eachPage)
+		if err != nil {
+			return err
+		}
+		n := 0
+		err = eachMsg(rows, func(m *msgRow) error {
+			n, next = n+1, m.pos+1
+			return fn(m)
+		})
+		if err != nil || n < eachPage {
+			return err
+		}
+	}
 }

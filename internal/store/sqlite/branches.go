@@ -42,17 +42,28 @@ func (s *Store) prepare(ctx context.Context, id uuid.UUID, createdAt *float64, m
 // firstOr is store.FirstIfRaced over the records, read on the read pool.
 func (s *Store) firstOr(ctx context.Context, err error, principal string, op store.Op, requestID string) (store.BranchResult, error) {
 	return store.FirstIfRaced(err, requestID, func() (store.BranchResult, bool, error) {
-		return s.recallCreated(ctx, &s.rst, nil, principal, op, requestID)
+		return s.recallCreatedRead(ctx, principal, op, requestID)
 	})
 }
 
+// recallCreatedRead is recallCreated on the read pool, outside any
+// transaction: s.read does not sort its error, so it is sorted here (a
+// damaged or unreadable file is DATA_LOSS or UNAVAILABLE and reaches the
+// store's health, not INTERNAL).
+func (s *Store) recallCreatedRead(ctx context.Context, principal string, op store.Op, requestID string) (store.BranchResult, bool, error) {
+	r, ok, err := s.recallCreated(ctx, &s.rst, nil, principal, op, requestID)
+	return r, ok, s.fault(err)
+}
+
+// exists reports whether a branch id is taken, on the read pool (its error
+// sorted as recallCreatedRead's).
 func (s *Store) exists(ctx context.Context, id uuid.UUID) (bool, error) {
 	var one int
 	err := s.rst.queryRow(ctx, nil, qBranchExists, blob(id)).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
-	return err == nil, err
+	return err == nil, s.fault(err)
 }
 
 // recallCreated returns a remembered result of a principal's
@@ -136,7 +147,7 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 // messages with D3's add-or-replace rule, then the system through the
 // factory, then a pre-built system with set_system (store.CreateSeeds).
 func (s *Store) CreateBranch(ctx context.Context, in store.CreateBranchInput) (store.BranchResult, error) {
-	if r, ok, err := s.recallCreated(ctx, &s.rst, nil, in.Principal, store.OpCreateBranch, in.RequestID); err != nil || ok {
+	if r, ok, err := s.recallCreatedRead(ctx, in.Principal, store.OpCreateBranch, in.RequestID); err != nil || ok {
 		return r, err
 	}
 	if err := store.CheckCreate(in); err != nil {
@@ -155,7 +166,7 @@ func (s *Store) CreateBranch(ctx context.Context, in store.CreateBranchInput) (s
 
 // ImportBranch creates a branch from LionAGI JSON (store.Store).
 func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.BranchResult, error) {
-	if r, ok, err := s.recallCreated(ctx, &s.rst, nil, in.Principal, store.OpImportBranch, in.RequestID); err != nil || ok {
+	if r, ok, err := s.recallCreatedRead(ctx, in.Principal, store.OpImportBranch, in.RequestID); err != nil || ok {
 		return r, err
 	}
 	im, err := store.ParseImport(in.Data, in.DBMetaKey)
@@ -204,7 +215,7 @@ func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.B
 // ForkBranch copies a branch up to and including a message (store.Store;
 // store.Memory's ForkBranch, over a read of the source).
 func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.BranchResult, error) {
-	if r, ok, err := s.recallCreated(ctx, &s.rst, nil, in.Principal, store.OpForkBranch, in.RequestID); err != nil || ok {
+	if r, ok, err := s.recallCreatedRead(ctx, in.Principal, store.OpForkBranch, in.RequestID); err != nil || ok {
 		return r, err
 	}
 	var (

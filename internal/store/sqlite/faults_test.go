@@ -425,7 +425,7 @@ func TestDamagedPageIsDamagedUntilRestart(t *testing.T) {
 	})
 	s := open(t, dir)
 	defer s.Close()
-	_, err := s.ExportBranch(context.Background(), id, envelope.ModeJSON, "")
+	_, err := s.ExportBranch(context.Background(), id, store.ExportInput{Mode: envelope.ModeJSON})
 	wantStorageError(t, s, err, store.ErrStorageDamaged)
 	if _, unusable := s.Health(); unusable == nil {
 		t.Fatal("a damaged page left the database usable")

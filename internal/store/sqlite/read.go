@@ -306,7 +306,8 @@ func (s *Store) LastMessage(ctx context.Context, branchID uuid.UUID, view store.
 
 // ToChatMessages is to_chat_msgs (store.Store): the order given (every id
 // a member), the selected progression, or the full order, rendered after
-// the read.
+// the read; with in.Each, each message goes to it as it is read, and the
+// read stops at its first error (the caller's response budget).
 func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store.ChatInput) (store.ChatResult, error) {
 	var (
 		msgs []*envelope.Message
@@ -318,6 +319,15 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 			return err
 		}
 		head = b.head
+		n := 0
+		take := func(m *envelope.Message) error {
+			if in.Each == nil {
+				msgs = append(msgs, m)
+				return nil
+			}
+			n++
+			return in.Each(n-1, m)
+		}
 		var ids []uuid.UUID
 		switch {
 		case in.Order != nil:
@@ -330,14 +340,11 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 		case in.Selected && b.selected != nil:
 			ids = b.selected.Order
 		default:
-			rows, err := s.fullOrder(ctx, tx, b.id)
+			rows, err := s.rst.query(ctx, tx, qFullOrder, blob(b.id))
 			if err != nil {
 				return err
 			}
-			for _, m := range rows {
-				msgs = append(msgs, m.msg)
-			}
-			return nil
+			return eachMsg(rows, func(m *msgRow) error { return take(m.msg) })
 		}
 		for _, id := range ids {
 			m, ok, err := s.getMessage(ctx, &s.rst, tx, b.id, id)
@@ -345,7 +352,9 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 				return err
 			}
 			if ok {
-				msgs = append(msgs, m.msg)
+				if err := take(m.msg); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -363,13 +372,11 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 	return out, nil
 }
 
-// fullOrder reads every message of a branch in the full order.
-func (s *Store) fullOrder(ctx context.Context, tx *sql.Tx, branch uuid.UUID) ([]*msgRow, error) {
-	return scanMsgs(s.rst.query(ctx, tx, qFullOrder, blob(branch)))
-}
-
 // ExportBranch writes the branch as LionAGI JSON (store.Store).
-func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, mode envelope.Mode, dbMetaKey string) (store.Export, error) {
+// The rows are read one at a time: in.Each sees each message before the
+// next is read, and stops the read with its error; a row keeps its message
+// and not its text too.
+func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, in store.ExportInput) (store.Export, error) {
 	var (
 		b    *branchRow
 		rows []*msgRow
@@ -379,8 +386,20 @@ func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, mode envelope.Mo
 		if b, err = s.loadBranch(ctx, &s.rst, tx, id); err != nil {
 			return err
 		}
-		rows, err = s.fullOrder(ctx, tx, id)
-		return err
+		msgs, err := s.rst.query(ctx, tx, qFullOrder, blob(id))
+		if err != nil {
+			return err
+		}
+		return eachMsg(msgs, func(m *msgRow) error {
+			if in.Each != nil {
+				if err := in.Each(len(rows), m.msg); err != nil {
+					return err
+				}
+			}
+			m.body = ""
+			rows = append(rows, m)
+			return nil
+		})
 	})
 	if err != nil {
 		return store.Export{}, err
@@ -400,7 +419,7 @@ func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, mode envelope.Mo
 			d.System = m.msg
 		}
 	}
-	data, err := store.EncodeBranch(d, mode, dbMetaKey)
+	data, err := store.EncodeBranch(d, in.Mode, in.DBMetaKey)
 	if err != nil {
 		return store.Export{}, err
 	}

@@ -157,8 +157,16 @@ func (b *requestBook) reset() {
 	b.ran = false
 }
 
-// Recall returns a remembered result (Store.Recall).
+// Recall returns a remembered result (Store.Recall). Its reads run on the
+// read pool outside s.read, so their errors are sorted here (s.fault): a
+// damaged or unreadable file is DATA_LOSS or UNAVAILABLE and reaches the
+// store's health, not INTERNAL.
 func (s *Store) Recall(ctx context.Context, principal string, branchID *uuid.UUID, op store.Op, requestID string) (any, bool, error) {
+	r, ok, err := s.recallOutside(ctx, principal, branchID, op, requestID)
+	return r, ok, s.fault(err)
+}
+
+func (s *Store) recallOutside(ctx context.Context, principal string, branchID *uuid.UUID, op store.Op, requestID string) (any, bool, error) {
 	if requestID == "" {
 		return nil, false, nil
 	}

@@ -78,7 +78,7 @@ func exportAll(t *testing.T, s *Store, id uuid.UUID) map[envelope.Mode]string {
 	t.Helper()
 	out := map[envelope.Mode]string{}
 	for _, mode := range []envelope.Mode{envelope.ModePython, envelope.ModeJSON, envelope.ModeDB} {
-		e, err := s.ExportBranch(tctx(t), id, mode, "")
+		e, err := s.ExportBranch(tctx(t), id, store.ExportInput{Mode: mode})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -209,16 +209,32 @@ func scanMsgs(rows *sql.Rows, err error) ([]*msgRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []*msgRow
+	err = eachMsg(rows, func(m *msgRow) error {
+		out = append(out, m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachMsg reads rows of msgCols one at a time and hands each to fn, so a
+// read that may stop early (ChatInput.Each, ExportInput.Each) decodes no
+// row past the one fn refused; fn's error ends it and is returned.
+func eachMsg(rows *sql.Rows, fn func(*msgRow) error) error {
+	defer rows.Close()
 	for rows.Next() {
 		m, err := scanMsg(rows)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, m)
+		if err := fn(m); err != nil {
+			return err
+		}
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // encodeMessage writes a message as its stored text: to_dict(mode='json').

@@ -64,7 +64,7 @@ func testImportExport(t *testing.T, newStore Factory) {
 	b := richBranch(t, st)
 	for _, mode := range []envelope.Mode{envelope.ModePython, envelope.ModeJSON, envelope.ModeDB} {
 		t.Run(mode.String(), func(t *testing.T) {
-			exp, err := st.ExportBranch(ctx(t), b, mode, "")
+			exp, err := st.ExportBranch(ctx(t), b, store.ExportInput{Mode: mode})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +103,7 @@ func testImportExport(t *testing.T, newStore Factory) {
 					if res.Branch.ID == b {
 						t.Fatal("NewID kept the payload's id")
 					}
-					again, err := st.ExportBranch(ctx(t), res.Branch.ID, mode, "")
+					again, err := st.ExportBranch(ctx(t), res.Branch.ID, store.ExportInput{Mode: mode})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -131,7 +131,7 @@ func testImportExport(t *testing.T, newStore Factory) {
 	}
 	// A db-mode export under a custom metadata key imports back with that key (review MINOR 5): the
 	// messages, the branch's metadata and its selection.
-	custom, err := st.ExportBranch(ctx(t), b, envelope.ModeDB, "meta")
+	custom, err := st.ExportBranch(ctx(t), b, store.ExportInput{Mode: envelope.ModeDB, DBMetaKey: "meta"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func testImportExport(t *testing.T, newStore Factory) {
 	if err != nil {
 		t.Fatalf("import of a db-mode export with db_meta_key meta: %v", err)
 	}
-	again, err := st.ExportBranch(ctx(t), imported.Branch.ID, envelope.ModeDB, "meta")
+	again, err := st.ExportBranch(ctx(t), imported.Branch.ID, store.ExportInput{Mode: envelope.ModeDB, DBMetaKey: "meta"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func testImportExport(t *testing.T, newStore Factory) {
 	}
 
 	// The payload's id is kept by default, and then taken.
-	exp, _ := st.ExportBranch(ctx(t), b, envelope.ModeJSON, "")
+	exp, _ := st.ExportBranch(ctx(t), b, store.ExportInput{Mode: envelope.ModeJSON})
 	_, err = st.ImportBranch(ctx(t), store.ImportInput{Data: exp.Data})
 	wantErr(t, err, store.ErrBranchExists)
 	chosen := uuid.New()

@@ -28,7 +28,7 @@ func testRetryRacingFirstAttempt(t *testing.T, newStore Factory) {
 	if _, err := st.AddMessage(ctx(t), src, store.AddInput{Factory: store.Factory{Instruction: text("copied")}}, store.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	exp, err := st.ExportBranch(ctx(t), src, envelope.ModeJSON, "")
+	exp, err := st.ExportBranch(ctx(t), src, store.ExportInput{Mode: envelope.ModeJSON})
 	if err != nil {
 		t.Fatal(err)
 	}

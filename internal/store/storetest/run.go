@@ -71,6 +71,7 @@ func RunFor(t *testing.T, newStore Factory, caps Capabilities) {
 		{"MessageErrorsNameFields", testMessageErrorsNameFields},
 		{"Views", testViews},
 		{"ToChatMessages", testToChatMessages},
+		{"EachStopsTheRead", testEachStopsTheRead},
 		{"SelectedProgression", testSelectedProgression},
 		{"ActionResponse", testActionResponse},
 		{"ClearMessages", testClearMessages},
@@ -249,7 +250,7 @@ type snapshot struct {
 
 func take(t *testing.T, st store.Store, b uuid.UUID) snapshot {
 	t.Helper()
-	exp, err := st.ExportBranch(ctx(t), b, envelope.ModeJSON, "")
+	exp, err := st.ExportBranch(ctx(t), b, store.ExportInput{Mode: envelope.ModeJSON})
 	if err != nil {
 		t.Fatalf("ExportBranch: %v", err)
 	}
