@@ -417,13 +417,21 @@ func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, in store.ExportI
 	return store.Export{Data: data, Head: b.head}, nil
 }
 
-// eachPage is how many rows eachInOrder reads per query.
-const eachPage = 64
+// eachFirstPage and eachMaxPage bound the rows eachInOrder reads per
+// query. Pages double from the first: a read refused at its budget reads at
+// most about as many rows past it as it read before, and one that takes a
+// long branch costs a round trip per doubling, not per 64 rows (a review
+// measured 5,000 messages exported 40-60% slower in pages of 64 than in
+// one query).
+const (
+	eachFirstPage = 64
+	eachMaxPage   = 4096
+)
 
 // eachInOrder hands the branch's messages to fn in the full order, one row
 // at a time; fn's error ends it and is returned. One query reads them all,
 // unless stops says fn may stop early (ChatInput.Each, ExportInput.Each):
-// then they are read by position in pages of eachPage rows, in the
+// then they are read by position in pages (eachFirstPage), in the
 // transaction's one snapshot, since closing a query's rows before their end
 // has pgx read (and the server send) every row left: a refusal at the
 // budget would still pull the whole branch through the connection. A page
@@ -438,8 +446,8 @@ func eachInOrder(ctx context.Context, tx pgx.Tx, branch uuid.UUID, stops bool, f
 		return eachMsg(rows, fn)
 	}
 	next := int64(-1) // the system's position
-	for {
-		rows, err := tx.Query(ctx, qPosAsc, branch, next, eachPage)
+	for page := eachFirstPage; ; page = min(2*page, eachMaxPage) {
+		rows, err := tx.Query(ctx, qPosAsc, branch, next, page)
 		if err != nil {
 			return err
 		}
@@ -448,7 +456,7 @@ func eachInOrder(ctx context.Context, tx pgx.Tx, branch uuid.UUID, stops bool, f
 			n, next = n+1, m.pos+1
 			return fn(m)
 		})
-		if err != nil || n < eachPage {
+		if err != nil || n < page {
 			return err
 		}
 	}
