@@ -25,7 +25,7 @@ type historyConfig struct {
 // historySettings are the store's settings; init appends them to settings, so they get the
 // environment fallback, the usage lines and the README table like every other setting.
 var historySettings = []setting{
-	{"memory-budget", "HISTORYD_MEMORY_BUDGET", "1GiB", "bytes the memory engine (--store memory; the sqlite engine ignores it) may hold, by its estimate of its heap use; a write past it is RESOURCE_EXHAUSTED and changes nothing (a number with an optional KiB, MiB or GiB suffix; 0 = no limit)"},
+	{"memory-budget", "HISTORYD_MEMORY_BUDGET", "1GiB", "bytes the memory engine (--store memory; refused with the others) may hold, by its estimate of its heap use; a write past it is RESOURCE_EXHAUSTED and changes nothing (a number with an optional KiB, MiB or GiB suffix; 0 = no limit)"},
 	{"event-retention", "HISTORYD_EVENT_RETENTION", strconv.Itoa(store.DefaultEventRetention), "events each branch's log keeps for watchers to resume from (>= 1)"},
 	{"watch-buffer", "HISTORYD_WATCH_BUFFER", strconv.Itoa(store.DefaultSubscriberBuffer), "commits a WatchBranch stream may have pending before it is ended as too slow, to resume from its cursor (>= 1)"},
 	{"watch-max-streams", "HISTORYD_WATCH_MAX_STREAMS", strconv.Itoa(store.DefaultMaxSubscriptions), "WatchBranch streams open at once; past it WatchBranch is RESOURCE_EXHAUSTED (0 = no limit)"},

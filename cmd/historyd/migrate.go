@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 
 	"github.com/pressly/goose/v3"
 
@@ -26,8 +27,9 @@ PostgreSQL it takes an advisory lock, so replicas and this command starting toge
 and historyd replicas may keep serving while it runs. Migrations
 are additive: a historyd one version older keeps working on the migrated database, so a rolling
 upgrade can migrate first and then replace the servers. A database whose schema is newer than this
-historyd is refused, naming both versions. Exit 0 when the schema is up to date, 1 when it cannot
-be migrated, 2 for invalid flags.
+historyd is refused, naming both versions. --postgres-url without --store postgres, and --data-dir
+with it, are refused (HISTORYD_DATA_DIR, which images set, is ignored with postgres). Exit 0 when
+the schema is up to date, 1 when it cannot be migrated, 2 for invalid flags.
 `
 
 // migrate is `historyd migrate` (issue 14): the server applies pending migrations at start unless
@@ -57,18 +59,28 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "historyd migrate: unexpected arguments %q (historyd migrate --help)\n", fs.Args())
 		return 2
+	case engine == storeMemory:
+		fmt.Fprintln(stderr, "historyd migrate: --store memory keeps no schema to migrate (historyd migrate --help)")
+		return 2
+	case engine != storeSQLite && engine != storePostgres:
+		fmt.Fprintf(stderr, "historyd migrate: store %q: want sqlite or postgres (historyd migrate --help)\n", engine)
+		return 2
+	}
+	// As serve does: a URL given with the sqlite engine is an operator who meant PostgreSQL, not
+	// one who wants ./data migrated (config_engine.go).
+	given := migrateGiven(fs, getenv)
+	storeGiven := slices.ContainsFunc(given, func(s settingSource) bool { return s.flag == "store" })
+	if err := engineMismatch(engine, storeGiven, given); err != nil {
+		fmt.Fprintf(stderr, "historyd migrate: %v (historyd migrate --help)\n", err)
+		return 2
+	}
+	switch {
 	case engine == storePostgres:
 		if url == "" {
 			fmt.Fprintln(stderr, "historyd migrate: --store postgres needs --postgres-url (or HISTORYD_POSTGRES_URL) (historyd migrate --help)")
 			return 2
 		}
 		return migratePostgres(ctx, url, stdout, stderr)
-	case engine == storeMemory:
-		fmt.Fprintln(stderr, "historyd migrate: --store memory keeps no schema to migrate (historyd migrate --help)")
-		return 2
-	case engine != storeSQLite:
-		fmt.Fprintf(stderr, "historyd migrate: store %q: want sqlite or postgres (historyd migrate --help)\n", engine)
-		return 2
 	case dir == "":
 		fmt.Fprintln(stderr, "historyd migrate: --data-dir is empty: want a directory, such as ./data (historyd migrate --help)")
 		return 2
@@ -79,6 +91,23 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		err = storeError(dir, err)
 	}
 	return reportMigration(file, migrations.SQLite, applied, err, stdout, stderr)
+}
+
+// migrateGiven lists migrate's settings given on the command line (fs, parsed) or in the
+// environment, as givenSettings does for serve's.
+func migrateGiven(fs *flag.FlagSet, getenv func(string) string) []settingSource {
+	onCLI := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCLI[f.Name] = true })
+	var given []settingSource
+	for _, s := range []setting{storeSettings[0], storeSettings[1], storeSettings[7]} {
+		switch {
+		case onCLI[s.flag]:
+			given = append(given, settingSource{flag: s.flag})
+		case getenv(s.env) != "":
+			given = append(given, settingSource{flag: s.flag, env: s.env})
+		}
+	}
+	return given
 }
 
 // migratePostgres migrates the PostgreSQL database at url (issue 16).
