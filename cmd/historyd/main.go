@@ -130,9 +130,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 		server.WithLimits(cfg.Serving.Limits), server.WithMetrics(metrics))...)
 	ex := branches.newExchange(cfg.Exchange.options(logger)) // engine.go: in the store's database but for memory
 	defer func() { _ = ex.Close() }()                        // after Shutdown, before the store closes: stops the background collector, if any
-	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions(cfg.Store.Engine)...)
-	server.RegisterHistory(srv, branches.Store, cfg.History.streamOptions()...)
-	server.RegisterAdmin(srv, branches.backup)
+	registerServices(srv, branches, ex, cfg)                 // services.go
 	if metrics != nil {
 		ms, err := startMetrics(cfg.Serving.MetricsAddr, metrics, branches, ex, logger)
 		if err != nil {
