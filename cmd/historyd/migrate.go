@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/pressly/goose/v3"
 
@@ -24,7 +25,8 @@ else ./data; created when missing), or of the PostgreSQL database at URL (defaul
 HISTORYD_POSTGRES_URL), and prints the versions it applied, or that the schema is up to date. On
 sqlite it takes the directory's lock, so it is refused while a historyd serves from it; on
 PostgreSQL it takes an advisory lock, so replicas and this command starting together migrate once,
-and historyd replicas may keep serving while it runs. Migrations
+and historyd replicas may keep serving while it runs; it waits up to 5 minutes for a lock another
+session holds, saying so on stderr, and up to 10 s for the server to answer. Migrations
 are additive: a historyd one version older keeps working on the migrated database, so a rolling
 upgrade can migrate first and then replace the servers. A database whose schema is newer than this
 historyd is refused, naming both versions. --postgres-url without --store postgres, and --data-dir
@@ -110,9 +112,18 @@ func migrateGiven(fs *flag.FlagSet, getenv func(string) string) []settingSource 
 	return given
 }
 
-// migratePostgres migrates the PostgreSQL database at url (issue 16).
+// migratePostgres migrates the PostgreSQL database at url (issue 16). Reaching the server is
+// bounded (postgres.Migrate); waiting for another session's migration lock is not, within
+// migrations.LockWait, so it says what it waits for first, on stderr (stdout keeps the results).
 func migratePostgres(ctx context.Context, url string, stdout, stderr io.Writer) int {
-	applied, err := postgres.Migrate(ctx, url)
+	applied, err := postgres.Migrate(ctx, url, postgres.OnLockWait(func(h postgres.LockHolder) {
+		app := ""
+		if h.Application != "" {
+			app = fmt.Sprintf(" %q", h.Application)
+		}
+		fmt.Fprintf(stderr, "historyd migrate: PostgreSQL %s: waiting up to %v for the migration lock, held by session %d%s from %s since %s: another historyd or historyd migrate is migrating this schema\n",
+			postgresTarget(url), migrations.LockWait, h.PID, app, h.Client, h.Since.UTC().Format(time.RFC3339))
+	}))
 	if err != nil {
 		err = postgresError(err)
 	}
