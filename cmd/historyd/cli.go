@@ -168,6 +168,9 @@ func validHint(fs *flag.FlagSet, name, cause string) string {
 	if _, err := strconv.ParseUint(example, 10, 64); kind == "" && err == nil {
 		kind = "a whole number"
 	}
+	if r, ok := countRanges[name]; ok { // config_maxima.go
+		kind = fmt.Sprintf("a whole number from %d to %d", r[0], r[1])
+	}
 	switch {
 	case kind != "" && example != "":
 		return fmt.Sprintf("want %s, such as %s", kind, example)
