@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -80,5 +81,25 @@ func TestStopSignalBeforeOpening(t *testing.T) {
 		if code != 1 || len(msgs) != 1 || levels[0] != "error" || !strings.Contains(msgs[0], "cannot be created") {
 			t.Errorf("a data directory under a file (context ended: %v): run = %d, log %q; want 1 and its error", ctx.Err() != nil, code, sink.lines())
 		}
+	}
+}
+
+// TestSIGTERMWhileConnectingProcess is TestStopSignalWhileConnecting with the real process and a
+// real SIGTERM, as the reviewer ran it: exit 0, "stopped before serving", no error line.
+func TestSIGTERMWhileConnectingProcess(t *testing.T) {
+	addr, accepted := silentServer(t)
+	p := startProcess(t, []string{"--listen", "127.0.0.1:0", "--store", "postgres",
+		"--postgres-url", "postgres://historyd@" + addr + "/historyd?sslmode=disable"})
+	select {
+	case <-accepted: // the open is under way, waiting for the server
+	case <-p.done:
+		t.Fatalf("historyd exited (%v) before connecting: %s", p.err, p.stderr.String())
+	case <-time.After(2 * testTimeout):
+		t.Fatalf("historyd did not connect within %v: %s", 2*testTimeout, p.stderr.String())
+	}
+	code := p.stop(t, syscall.SIGTERM)
+	log := p.stderr.String()
+	if code != 0 || !strings.Contains(log, `"msg":"stopped before serving`) || strings.Contains(log, `"level":"error"`) {
+		t.Errorf("SIGTERM while connecting: exit %d, log %s; want 0 and the info line", code, log)
 	}
 }
