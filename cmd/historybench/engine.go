@@ -14,8 +14,8 @@ import (
 // so that none serves from the default ./data, and a sqlite one gets a temporary data directory of
 // its own.
 
-// memoryFlags are the flags of a memory-engine server: the bench's own settings (cfg.ServerFlags)
-// on --store memory.
+// memoryFlags are the flags of a memory-engine server: the bench's own settings (cfg.ServerFlags,
+// the memory engine's budgets) on --store memory.
 func (b *bench) memoryFlags() []string {
 	return append([]string{"--store", "memory"}, b.cfg.ServerFlags...)
 }
@@ -24,9 +24,10 @@ func (b *bench) memoryFlags() []string {
 // ("normal" or "full") and the bench's cache settings (-sqlite-cache, -sqlite-readers), which
 // the memory figures are bounded by.
 func (b *bench) sqliteFlags(dir, sync string) []string {
-	return append([]string{"--store", "sqlite", "--data-dir", dir, "--sync", sync,
-		"--sqlite-cache", strconv.FormatInt(b.cfg.SQLiteCache, 10), "--sqlite-readers", strconv.Itoa(b.cfg.SQLiteReaders)},
-		b.cfg.ServerFlags...)
+	// Not cfg.ServerFlags: they are the memory engine's budgets, which historyd refuses beside
+	// --store sqlite.
+	return []string{"--store", "sqlite", "--data-dir", dir, "--sync", sync,
+		"--sqlite-cache", strconv.FormatInt(b.cfg.SQLiteCache, 10), "--sqlite-readers", strconv.Itoa(b.cfg.SQLiteReaders)}
 }
 
 // cacheBytes is the page cache the sqlite engine may hold: one cache per connection, the readers'

@@ -54,7 +54,7 @@ type config struct {
 	ConvoyMessages       int      // messages of the convoy's branch
 	Engines              string   // "all", or only the scenarios of "memory", "sqlite", "postgres", "append", "sqlite-add", "lease", "pgexchange" or "sqlite-exchange"
 	Profile              bool     // profile the server when a target is missed
-	ServerFlags          []string // extra historyd flags (the bench's own settings)
+	ServerFlags          []string // extra flags of the memory engine's servers (the bench's own budgets)
 }
 
 // quick is the configuration of -quick: every scenario, tiny, for the smoke test.

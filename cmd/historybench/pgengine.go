@@ -113,8 +113,9 @@ func (b *bench) startPostgres(ctx context.Context, e *pgEnv, schema string, conn
 	if err != nil {
 		return nil, err
 	}
-	flags := append([]string{"--store", "postgres", "--postgres-url", u, "--postgres-max-conns", strconv.Itoa(conns)},
-		b.cfg.ServerFlags...)
+	// Not cfg.ServerFlags: they are the memory engine's budgets, which historyd refuses beside
+	// --store postgres.
+	flags := []string{"--store", "postgres", "--postgres-url", u, "--postgres-max-conns", strconv.Itoa(conns)}
 	h, err := startHistoryd(ctx, b.bin, flags...)
 	if err != nil {
 		return nil, fmt.Errorf("historyd on PostgreSQL (schema %s): %w", schema, err)

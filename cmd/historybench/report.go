@@ -39,7 +39,7 @@ func markdown(w io.Writer, m machine, cfg config, rows []row) {
 	fmt.Fprintf(w, "- historyd %s, built with %s; the load generator runs on the same machine\n", m.Version, m.GoVersion)
 	fmt.Fprintf(w, "- %d runs of each figure (median, min-max), %v of load per throughput run; server flags: defaults", cfg.Runs, cfg.Duration)
 	if len(cfg.ServerFlags) > 0 {
-		fmt.Fprintf(w, " and `%s`", strings.Join(cfg.ServerFlags, " "))
+		fmt.Fprintf(w, " and `%s` with the memory engine", strings.Join(cfg.ServerFlags, " "))
 	}
 	fmt.Fprintf(w, "; memory engine `--store memory`, sqlite engine `--store sqlite --data-dir <a temporary directory> --sqlite-cache %d --sqlite-readers %d` and `--sync normal` unless the row says full",
 		cfg.SQLiteCache, cfg.SQLiteReaders)

@@ -56,8 +56,9 @@ func usage() string {
 		}
 		fmt.Fprintf(&b, "  --%s\n        %s\n        (env %s, default %s)\n", s.flag, s.usage, s.env, def)
 	}
-	b.WriteString("\nExit codes: 0 after a shutdown on SIGINT or SIGTERM, 1 when the server cannot start or\n" +
-		"stops serving on its own, 2 for an invalid flag or environment value.\n")
+	b.WriteString("\nExit codes: 0 after a shutdown on SIGINT or SIGTERM (one before serving, while the store\n" +
+		"opens, included), 1 when the server cannot start or stops serving on its own, 2 for an invalid\n" +
+		"flag or environment value.\n")
 	return b.String()
 }
 
@@ -166,6 +167,9 @@ func validHint(fs *flag.FlagSet, name, cause string) string {
 	}
 	if _, err := strconv.ParseUint(example, 10, 64); kind == "" && err == nil {
 		kind = "a whole number"
+	}
+	if r, ok := countRanges[name]; ok { // config_maxima.go
+		kind = fmt.Sprintf("a whole number from %d to %d", r[0], r[1])
 	}
 	switch {
 	case kind != "" && example != "":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -46,26 +47,16 @@ var errUsage = errors.New("invalid usage")
 // malformed or unknown value is an error wrapping errUsage; -h or --help returns flag.ErrHelp.
 func parseConfig(args []string, getenv func(string) string) (config, error) {
 	var cfg config
-	fs := flag.NewFlagSet("historyd", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // run prints errors and usage itself
-	fs.StringVar(&cfg.Listen, "listen", settings[0].def, settings[0].usage)
-	fs.StringVar(&cfg.LogLevel, "log-level", settings[1].def, settings[1].usage)
-	fs.StringVar(&cfg.LogFormat, "log-format", settings[2].def, settings[2].usage)
-	fs.DurationVar(&cfg.GracePeriod, "grace-period", mustDuration(settings[3].def), settings[3].usage)
-	cfg.Exchange.register(fs)
-	cfg.History.register(fs)
-	cfg.Store.register(fs)
-	cfg.Serving.register(fs)
-	registerPprof(fs, &cfg.PprofAddr)
-	registerGC(fs, &cfg.GCPercent)
-	registerMemoryLimit(fs, &cfg.MemoryLimit)
+	fs := newFlagSet(&cfg)
 
 	// The environment first, so that flags parsed afterwards win.
+	fromEnv := map[string]string{} // flag -> the variable that set it
 	for _, s := range settings {
 		if v := getenv(s.env); v != "" {
 			if err := fs.Set(s.flag, v); err != nil {
 				return config{}, fmt.Errorf("%w: invalid value %q for %s (--%s): %s", errUsage, v, s.env, s.flag, validHint(fs, s.flag, err.Error()))
 			}
+			fromEnv[s.flag] = s.env
 		}
 	}
 	if err := fs.Parse(args); err != nil {
@@ -80,7 +71,54 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if err := cfg.validate(); err != nil {
 		return config{}, fmt.Errorf("%w: %v", errUsage, err)
 	}
+	given := givenSettings(args, fromEnv)
+	storeGiven := slices.ContainsFunc(given, func(s settingSource) bool { return s.flag == "store" })
+	if err := engineMismatch(cfg.Store.Engine, storeGiven, given); err != nil {
+		return config{}, fmt.Errorf("%w: %v", errUsage, err)
+	}
 	return cfg, nil
+}
+
+// newFlagSet defines every setting's flag on a new flag set, writing into cfg.
+func newFlagSet(cfg *config) *flag.FlagSet {
+	fs := flag.NewFlagSet("historyd", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // run prints errors and usage itself
+	fs.StringVar(&cfg.Listen, "listen", settings[0].def, settings[0].usage)
+	fs.StringVar(&cfg.LogLevel, "log-level", settings[1].def, settings[1].usage)
+	fs.StringVar(&cfg.LogFormat, "log-format", settings[2].def, settings[2].usage)
+	fs.DurationVar(&cfg.GracePeriod, "grace-period", mustDuration(settings[3].def), settings[3].usage)
+	cfg.Exchange.register(fs)
+	cfg.History.register(fs)
+	cfg.Store.register(fs)
+	cfg.Serving.register(fs)
+	registerPprof(fs, &cfg.PprofAddr)
+	registerGC(fs, &cfg.GCPercent)
+	registerMemoryLimit(fs, &cfg.MemoryLimit)
+	return fs
+}
+
+// givenSettings lists the settings given explicitly, on the command line (args, which parse) or
+// in the environment (fromEnv: flag -> variable), in the settings' order; the command line wins
+// where both give one. A setting at its default value is not given: only these tell an operator's
+// choice from the default (engineMismatch). The command line is parsed again on a flag set of
+// its own because fs.Visit cannot tell a flag the environment set from one args set.
+func givenSettings(args []string, fromEnv map[string]string) []settingSource {
+	var scratch config
+	cli := newFlagSet(&scratch)
+	onCLI := map[string]bool{}
+	if cli.Parse(args) == nil {
+		cli.Visit(func(f *flag.Flag) { onCLI[f.Name] = true })
+	}
+	var given []settingSource
+	for _, s := range settings {
+		switch {
+		case onCLI[s.flag]:
+			given = append(given, settingSource{flag: s.flag})
+		case fromEnv[s.flag] != "":
+			given = append(given, settingSource{flag: s.flag, env: fromEnv[s.flag]})
+		}
+	}
+	return given
 }
 
 // validate checks the values that the flag types do not.

@@ -35,7 +35,7 @@ var exchangeSettings = []setting{
 	{"exchange-max-outbox", "HISTORYD_EXCHANGE_MAX_OUTBOX", strconv.Itoa(exchange.DefaultMaxOutbox), "messages one owner may have queued for collection; Send past it is RESOURCE_EXHAUSTED (0 = no bound)"},
 	{"exchange-max-inbox", "HISTORYD_EXCHANGE_MAX_INBOX", strconv.Itoa(exchange.DefaultMaxInbox), "messages one inbox (one sender's, at one owner) may hold; deliveries past it become dead letters with reason inbox full (0 = no bound)"},
 	{"exchange-max-dead-letters", "HISTORYD_EXCHANGE_MAX_DEAD_LETTERS", strconv.Itoa(exchange.DefaultMaxDeadLetters), "dead letters kept per owner; the oldest are evicted and counted (>= 1: the list is always bounded)"},
-	{"exchange-subscriber-buffer", "HISTORYD_EXCHANGE_SUBSCRIBER_BUFFER", strconv.Itoa(exchange.DefaultSubscriberBuffer), "messages a SubscribeInbox stream may have pending before it is ended as too slow (>= 1)"},
+	{"exchange-subscriber-buffer", "HISTORYD_EXCHANGE_SUBSCRIBER_BUFFER", strconv.Itoa(exchange.DefaultSubscriberBuffer), "messages a SubscribeInbox stream may have pending before it is ended as too slow (1 to 65536)"},
 	{"exchange-background-collect", "HISTORYD_EXCHANGE_BACKGROUND_COLLECT", "false", "collect outboxes in the background after each Send, as LionAGI's Exchange.run (true or false)"},
 	{"exchange-heartbeat", "HISTORYD_EXCHANGE_HEARTBEAT", server.DefaultHeartbeat.String(), "idle interval between SubscribeInbox heartbeats, jittered by 10% (Go duration; 0 = none after the first)"},
 	{"exchange-send-timeout", "HISTORYD_EXCHANGE_SEND_TIMEOUT", server.DefaultSendTimeout.String(), "how long a SubscribeInbox stream may wait for its client to accept a frame before it is ended as too slow (Go duration, > 0)"},
@@ -87,6 +87,9 @@ func (c exchangeConfig) validate() error {
 	}
 	if c.SubscriberBuffer < 1 {
 		return fmt.Errorf("exchange subscriber buffer %d: must be at least 1", c.SubscriberBuffer)
+	}
+	if err := checkMaximum("exchange-subscriber-buffer", int64(c.SubscriberBuffer)); err != nil {
+		return err
 	}
 	if c.Heartbeat < 0 {
 		return fmt.Errorf("exchange heartbeat %v: must not be negative", c.Heartbeat)

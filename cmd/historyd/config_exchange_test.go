@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,10 @@ func TestExchangeConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseConfig(tc.args, envOf(tc.env))
+			// The byte budgets are the memory engine's: under another --store they are refused.
+			env := map[string]string{"HISTORYD_STORE": "memory"}
+			maps.Copy(env, tc.env)
+			cfg, err := parseConfig(tc.args, envOf(env))
 			if err != nil {
 				t.Fatalf("parseConfig: %v", err)
 			}

@@ -25,9 +25,9 @@ type historyConfig struct {
 // historySettings are the store's settings; init appends them to settings, so they get the
 // environment fallback, the usage lines and the README table like every other setting.
 var historySettings = []setting{
-	{"memory-budget", "HISTORYD_MEMORY_BUDGET", "1GiB", "bytes the memory engine (--store memory; the sqlite engine ignores it) may hold, by its estimate of its heap use; a write past it is RESOURCE_EXHAUSTED and changes nothing (a number with an optional KiB, MiB or GiB suffix; 0 = no limit)"},
+	{"memory-budget", "HISTORYD_MEMORY_BUDGET", "1GiB", "bytes the memory engine (--store memory; refused with the others) may hold, by its estimate of its heap use; a write past it is RESOURCE_EXHAUSTED and changes nothing (a number with an optional KiB, MiB or GiB suffix; 0 = no limit)"},
 	{"event-retention", "HISTORYD_EVENT_RETENTION", strconv.Itoa(store.DefaultEventRetention), "events each branch's log keeps for watchers to resume from (>= 1)"},
-	{"watch-buffer", "HISTORYD_WATCH_BUFFER", strconv.Itoa(store.DefaultSubscriberBuffer), "commits a WatchBranch stream may have pending before it is ended as too slow, to resume from its cursor (>= 1)"},
+	{"watch-buffer", "HISTORYD_WATCH_BUFFER", strconv.Itoa(store.DefaultSubscriberBuffer), "commits a WatchBranch stream may have pending before it is ended as too slow, to resume from its cursor (1 to 65536)"},
 	{"watch-max-streams", "HISTORYD_WATCH_MAX_STREAMS", strconv.Itoa(store.DefaultMaxSubscriptions), "WatchBranch streams open at once; past it WatchBranch is RESOURCE_EXHAUSTED (0 = no limit)"},
 	{"watch-heartbeat", "HISTORYD_WATCH_HEARTBEAT", server.DefaultHeartbeat.String(), "idle interval between WatchBranch heartbeats, jittered by 10% (Go duration; 0 = none)"},
 	{"watch-send-timeout", "HISTORYD_WATCH_SEND_TIMEOUT", server.DefaultSendTimeout.String(), "how long a WatchBranch stream may wait for its client to accept a frame before it is ended as too slow (Go duration, > 0)"},
@@ -61,6 +61,8 @@ func (c historyConfig) validate() error {
 		return fmt.Errorf("event retention %d: must be at least 1", c.EventRetention)
 	case c.WatchBuffer < 1:
 		return fmt.Errorf("watch buffer %d: must be at least 1", c.WatchBuffer)
+	case c.WatchBuffer > maxWatchBuffer:
+		return checkMaximum("watch-buffer", int64(c.WatchBuffer))
 	case c.WatchMaxStreams < 0:
 		return fmt.Errorf("watch max streams %d: must not be negative", c.WatchMaxStreams)
 	case c.WatchHeartbeat < 0:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -44,7 +45,10 @@ func TestHistoryConfig(t *testing.T) {
 			with(func(c *historyConfig) { c.WatchBuffer, c.WatchMaxStreams, c.WatchHeartbeat = 1, 0, 0 })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseConfig(tc.args, envOf(tc.env))
+			// The byte budgets are the memory engine's: under another --store they are refused.
+			env := map[string]string{"HISTORYD_STORE": "memory"}
+			maps.Copy(env, tc.env)
+			cfg, err := parseConfig(tc.args, envOf(env))
 			if err != nil {
 				t.Fatalf("parseConfig: %v", err)
 			}

@@ -39,13 +39,13 @@ var servingSettings = func() []setting {
 		{"max-connection-idle", "HISTORYD_MAX_CONNECTION_IDLE", d.MaxConnectionIdle.String(), "close a connection that has had no open call this long (clients reconnect on their next call)"},
 		{"max-connection-age", "HISTORYD_MAX_CONNECTION_AGE", d.MaxConnectionAge.String(), "close any connection this old with GOAWAY, so clients reconnect (0 = never)"},
 		{"max-connection-age-grace", "HISTORYD_MAX_CONNECTION_AGE_GRACE", d.MaxConnectionAgeGrace.String(), "after --max-connection-age, how long open calls may finish before the connection is cut (0 = no limit)"},
-		{"stream-workers", "HISTORYD_STREAM_WORKERS", strconv.FormatUint(uint64(d.StreamWorkers), 10), "goroutines kept to serve calls, so that a call reuses a grown stack; a call that finds them all busy gets its own goroutine (0 = a new goroutine per call)"},
+		{"stream-workers", "HISTORYD_STREAM_WORKERS", strconv.FormatUint(uint64(d.StreamWorkers), 10), "goroutines kept to serve calls, so that a call reuses a grown stack; a call that finds them all busy gets its own goroutine (0 = a new goroutine per call; at most 1024)"},
 		{"max-connections", "HISTORYD_MAX_CONNECTIONS", strconv.Itoa(d.MaxConnections), "client connections open at once; one past it is closed as soon as it is accepted"},
 		{"max-inflight-bytes", "HISTORYD_MAX_INFLIGHT_BYTES", (*byteSize)(&d.MaxInflightBytes).String(), "request bytes of the calls in progress: each unary or client-streaming call reserves --max-recv-msg-size when its headers arrive, and one that does not fit is RESOURCE_EXHAUSTED before its body is read (a number with an optional KiB, MiB or GiB suffix; at least --max-recv-msg-size)"},
 		{"max-response-bytes", "HISTORYD_MAX_RESPONSE_BYTES", "4MiB", "response budget: the largest unary response and stream frame; pages come back shorter to fit, a response that cannot is RESOURCE_EXHAUSTED (RESPONSE_TOO_LARGE); also bounds WatchBranch frames (FRAME_TOO_LARGE) (a number with an optional KiB, MiB or GiB suffix)"},
 		{"max-rendered-bytes", "HISTORYD_MAX_RENDERED_BYTES", "1MiB", "cap on one message's rendered text, checked while rendering: a read returns a message past it with a render error, ToChatMessages fails RESOURCE_EXHAUSTED (RENDER_TOO_LARGE); at most --max-response-bytes"},
 		{"max-import-bytes", "HISTORYD_MAX_IMPORT_BYTES", "256MiB", "largest ImportBranchStream payload; past it the call is RESOURCE_EXHAUSTED (IMPORT_TOO_LARGE) and nothing is written"},
-		{"append-max-window", "HISTORYD_APPEND_MAX_WINDOW", strconv.Itoa(d.MaxAppendWindow), "most items an AppendMessages stream may have in flight: a client's larger window is lowered to it, and past it the server stops reading the stream until it has answered one"},
+		{"append-max-window", "HISTORYD_APPEND_MAX_WINDOW", strconv.Itoa(d.MaxAppendWindow), "most items an AppendMessages stream may have in flight: a client's larger window is lowered to it, and past it the server stops reading the stream until it has answered one (at most 65536)"},
 	}
 }()
 
@@ -74,7 +74,7 @@ func (c *servingConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Limits.MaxConnectionAge, s[12].flag, mustDuration(s[12].def), s[12].usage)
 	fs.DurationVar(&c.Limits.MaxConnectionAgeGrace, s[13].flag, mustDuration(s[13].def), s[13].usage)
 	fs.Func(s[14].flag, s[14].usage, func(v string) error {
-		n, err := strconv.ParseUint(v, 10, 32)
+		n, err := strconv.ParseUint(v, 10, 32) // validate holds it to maxStreamWorkers
 		c.Limits.StreamWorkers = uint32(n)
 		return err
 	})
@@ -122,6 +122,12 @@ func (c servingConfig) validate() error {
 		if err := validateAddr("metrics-addr", c.MetricsAddr, "127.0.0.1:9090"); err != nil {
 			return err
 		}
+	}
+	if err := checkMaximum("stream-workers", int64(c.Limits.StreamWorkers)); err != nil {
+		return err
+	}
+	if err := checkMaximum("append-max-window", int64(c.Limits.MaxAppendWindow)); err != nil {
+		return err
 	}
 	if c.Limits.MaxRenderedBytes > c.Limits.MaxResponseBytes {
 		return fmt.Errorf("--max-rendered-bytes %d is above --max-response-bytes %d: a rendering that large could never be sent", c.Limits.MaxRenderedBytes, c.Limits.MaxResponseBytes)

@@ -100,8 +100,22 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 	// cannot serve, is refused before anything listens (issue 14).
 	branches, err := openEngine(ctx, cfg) // engine.go
 	if err != nil {
+		// SIGINT or SIGTERM while the store opened (connecting, migrating, waiting for the
+		// migration lock) cancels the open: a stop asked for, exit 0 as documented, not a failure
+		// to start. Any other error is one, even with a signal under way.
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			logger.Info("stopped before serving: a stop signal came while the store was opening", cfg.Store.logFields()...)
+			return 0
+		}
 		logger.Error(err.Error(), cfg.Store.logFields()...)
 		return 1
+	}
+	if ctx.Err() != nil { // the signal came as the open finished: nothing has listened yet
+		if err := branches.close(); err != nil {
+			logger.Error("closing the store", zap.String("store", branches.name), zap.Error(err))
+		}
+		logger.Info("stopped before serving: a stop signal came while the store was opening", branches.logFields()...)
+		return 0
 	}
 	if branches.warning != "" {
 		logger.Warn(branches.warning, cfg.Store.logFields()...)
@@ -130,9 +144,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 		server.WithLimits(cfg.Serving.Limits), server.WithMetrics(metrics))...)
 	ex := branches.newExchange(cfg.Exchange.options(logger)) // engine.go: in the store's database but for memory
 	defer func() { _ = ex.Close() }()                        // after Shutdown, before the store closes: stops the background collector, if any
-	server.RegisterExchange(srv, ex, cfg.Exchange.streamOptions(cfg.Store.Engine)...)
-	server.RegisterHistory(srv, branches.Store, cfg.History.streamOptions()...)
-	server.RegisterAdmin(srv, branches.backup)
+	registerServices(srv, branches, ex, cfg)                 // services.go
 	if metrics != nil {
 		ms, err := startMetrics(cfg.Serving.MetricsAddr, metrics, branches, ex, logger)
 		if err != nil {

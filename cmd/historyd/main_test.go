@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -14,6 +15,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The tests that need the real process, its own os.Args and signals (process_test.go), run
+	// this binary again as historyd: main() exits the process.
+	if os.Getenv(envRunMain) == "1" {
+		main()
+	}
 	goleak.VerifyTestMain(m)
 }
 

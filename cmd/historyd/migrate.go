@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"github.com/pressly/goose/v3"
 
@@ -23,11 +25,13 @@ else ./data; created when missing), or of the PostgreSQL database at URL (defaul
 HISTORYD_POSTGRES_URL), and prints the versions it applied, or that the schema is up to date. On
 sqlite it takes the directory's lock, so it is refused while a historyd serves from it; on
 PostgreSQL it takes an advisory lock, so replicas and this command starting together migrate once,
-and historyd replicas may keep serving while it runs. Migrations
+and historyd replicas may keep serving while it runs; it waits up to 5 minutes for a lock another
+session holds, saying so on stderr, and up to 10 s for the server to answer. Migrations
 are additive: a historyd one version older keeps working on the migrated database, so a rolling
 upgrade can migrate first and then replace the servers. A database whose schema is newer than this
-historyd is refused, naming both versions. Exit 0 when the schema is up to date, 1 when it cannot
-be migrated, 2 for invalid flags.
+historyd is refused, naming both versions. --postgres-url without --store postgres, and --data-dir
+with it, are refused (HISTORYD_DATA_DIR, which images set, is ignored with postgres). Exit 0 when
+the schema is up to date, 1 when it cannot be migrated, 2 for invalid flags.
 `
 
 // migrate is `historyd migrate` (issue 14): the server applies pending migrations at start unless
@@ -57,18 +61,28 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "historyd migrate: unexpected arguments %q (historyd migrate --help)\n", fs.Args())
 		return 2
+	case engine == storeMemory:
+		fmt.Fprintln(stderr, "historyd migrate: --store memory keeps no schema to migrate (historyd migrate --help)")
+		return 2
+	case engine != storeSQLite && engine != storePostgres:
+		fmt.Fprintf(stderr, "historyd migrate: store %q: want sqlite or postgres (historyd migrate --help)\n", engine)
+		return 2
+	}
+	// As serve does: a URL given with the sqlite engine is an operator who meant PostgreSQL, not
+	// one who wants ./data migrated (config_engine.go).
+	given := migrateGiven(fs, getenv)
+	storeGiven := slices.ContainsFunc(given, func(s settingSource) bool { return s.flag == "store" })
+	if err := engineMismatch(engine, storeGiven, given); err != nil {
+		fmt.Fprintf(stderr, "historyd migrate: %v (historyd migrate --help)\n", err)
+		return 2
+	}
+	switch {
 	case engine == storePostgres:
 		if url == "" {
 			fmt.Fprintln(stderr, "historyd migrate: --store postgres needs --postgres-url (or HISTORYD_POSTGRES_URL) (historyd migrate --help)")
 			return 2
 		}
 		return migratePostgres(ctx, url, stdout, stderr)
-	case engine == storeMemory:
-		fmt.Fprintln(stderr, "historyd migrate: --store memory keeps no schema to migrate (historyd migrate --help)")
-		return 2
-	case engine != storeSQLite:
-		fmt.Fprintf(stderr, "historyd migrate: store %q: want sqlite or postgres (historyd migrate --help)\n", engine)
-		return 2
 	case dir == "":
 		fmt.Fprintln(stderr, "historyd migrate: --data-dir is empty: want a directory, such as ./data (historyd migrate --help)")
 		return 2
@@ -81,9 +95,35 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	return reportMigration(file, migrations.SQLite, applied, err, stdout, stderr)
 }
 
-// migratePostgres migrates the PostgreSQL database at url (issue 16).
+// migrateGiven lists migrate's settings given on the command line (fs, parsed) or in the
+// environment, as givenSettings does for serve's.
+func migrateGiven(fs *flag.FlagSet, getenv func(string) string) []settingSource {
+	onCLI := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCLI[f.Name] = true })
+	var given []settingSource
+	for _, s := range []setting{storeSettings[0], storeSettings[1], storeSettings[7]} {
+		switch {
+		case onCLI[s.flag]:
+			given = append(given, settingSource{flag: s.flag})
+		case getenv(s.env) != "":
+			given = append(given, settingSource{flag: s.flag, env: s.env})
+		}
+	}
+	return given
+}
+
+// migratePostgres migrates the PostgreSQL database at url (issue 16). Reaching the server is
+// bounded (postgres.Migrate); waiting for another session's migration lock is not, within
+// migrations.LockWait, so it says what it waits for first, on stderr (stdout keeps the results).
 func migratePostgres(ctx context.Context, url string, stdout, stderr io.Writer) int {
-	applied, err := postgres.Migrate(ctx, url)
+	applied, err := postgres.Migrate(ctx, url, postgres.OnLockWait(func(h postgres.LockHolder) {
+		app := ""
+		if h.Application != "" {
+			app = fmt.Sprintf(" %q", h.Application)
+		}
+		fmt.Fprintf(stderr, "historyd migrate: PostgreSQL %s: waiting up to %v for the migration lock, held by session %d%s from %s since %s: another historyd or historyd migrate is migrating this schema\n",
+			postgresTarget(url), migrations.LockWait, h.PID, app, h.Client, h.Since.UTC().Format(time.RFC3339))
+	}))
 	if err != nil {
 		err = postgresError(err)
 	}

@@ -38,7 +38,8 @@ func NewAdminServer(b Backuper, maxResponse int) *AdminServer {
 }
 
 // RegisterAdmin registers the AdminService over b on s, behind s's interceptors (authentication
-// included), and marks it SERVING in health. b is nil when the store has nothing to back up.
+// included), and marks it SERVING in health (FollowStorage makes that follow the database Backup
+// reads). b is nil when the store has nothing to back up.
 func RegisterAdmin(s *Server, b Backuper) *AdminServer {
 	as := NewAdminServer(b, s.limits.MaxResponseBytes)
 	historyv1.RegisterAdminServiceServer(s.GRPCServer(), as)

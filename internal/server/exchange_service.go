@@ -66,7 +66,8 @@ func RegisterExchange(s *Server, ex exchange.Service, opts ...StreamOption) *Exc
 	historyv1.RegisterExchangeServiceServer(s.GRPCServer(), es)
 	s.OnShutdown(es.EndStreams)
 	// issue 19: the service has its own health status, SERVING from now until Shutdown sets every
-	// status to NOT_SERVING with the whole server's.
+	// status to NOT_SERVING with the whole server's; when the Exchange lives in the store's
+	// database, the caller's FollowStorage makes it follow that database's health as well.
 	s.Health().SetServingStatus(historyv1.ExchangeService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return es
 }

@@ -118,53 +118,108 @@ func (s *healthWatchStream) Send(m *healthpb.HealthCheckResponse) error {
 	return nil
 }
 
-// storageHealth is implemented by a store whose storage can become unusable (the sqlite engine:
-// an I/O error or a damaged file; a full disk is not unusable, reads go on).
-type storageHealth interface {
+// StorageHealth is implemented by a store whose storage can become unusable (the sqlite engine:
+// an I/O error or a damaged file; a full disk is not unusable, reads go on; the PostgreSQL engine:
+// the server unreachable).
+type StorageHealth interface {
 	// Health returns a channel closed at the next change, and why the storage is unusable (nil
 	// while it is usable).
 	Health() (changed <-chan struct{}, unusable error)
 }
 
+// storageHealth is StorageHealth under the name RegisterHistory checks for.
+type storageHealth = StorageHealth
+
+// FollowStorage makes each of services follow st's storage health as HistoryService follows its
+// store's (RegisterHistory): NOT_SERVING while the storage is unusable, SERVING while it is usable,
+// NOT_SERVING for good from shutdown. It is for the services whose calls read or write that storage
+// too: the ExchangeService when the Exchange lives in the store's database, the AdminService whose
+// Backup copies it. Call it after registering them (their registration sets them SERVING) and
+// before Serve. One store is followed, and its changes logged, once however many services follow
+// it; st is told apart from other stores with ==, so pass the store itself (a pointer).
+func (s *Server) FollowStorage(st StorageHealth, services ...string) {
+	for _, service := range services {
+		s.followStorage(st, service)
+	}
+}
+
+// storageFollower is the goroutine that sets the overall status and its services' to st's
+// storage health (followStorage), and logs the changes, until shutdown.
+type storageFollower struct {
+	st StorageHealth
+
+	// mu orders a service's joining with the goroutine's updates, so that a service added while
+	// the storage is unusable is never left SERVING.
+	mu       sync.Mutex
+	services []string
+}
+
 // followStorage keeps the overall status and service's at NOT_SERVING while st's storage is
 // unusable and SERVING while it is usable (issue 15: "the engine's health joins the health
 // service"), and logs the changes (storageLog), until shutdown, which sets every status NOT_SERVING
-// for good (health.Server ignores later changes).
-func (s *Server) followStorage(st storageHealth, service string) {
-	log := &storageLog{logger: s.logger, every: storageLogEvery, now: time.Now}
+// for good (health.Server ignores later changes). The first call for st starts its follower; later
+// ones add service to it.
+func (s *Server) followStorage(st StorageHealth, service string) {
+	s.mu.Lock()
+	var f *storageFollower
+	for _, g := range s.followers {
+		if g.st == st {
+			f = g
+		}
+	}
+	started := f != nil
+	if !started {
+		f = &storageFollower{st: st}
+		s.followers = append(s.followers, f)
+	}
+	s.mu.Unlock()
+
+	f.mu.Lock()
+	f.services = append(f.services, service)
 	// A store unusable from the start (issue 16: PostgreSQL unreachable, historyd serving and
 	// retrying) is NOT_SERVING from the first Check, not once the goroutine below has first run:
-	// the overall status starts SERVING, and RegisterHistory has just set the service's SERVING.
+	// the overall status starts SERVING, and registration has just set the service's SERVING.
 	if _, unusable := st.Health(); unusable != nil {
 		s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 		s.health.SetServingStatus(service, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
-	go func() {
-		// recheck fires when a change to unusable was not logged (the rate limit): if the storage
-		// is still unusable then, that is logged, so the log never ends on "usable again" while
-		// the health is NOT_SERVING.
-		recheck := time.NewTimer(time.Hour)
-		recheck.Stop()
-		defer recheck.Stop()
-		for {
-			changed, unusable := st.Health()
-			status := healthpb.HealthCheckResponse_SERVING
-			if unusable != nil {
-				status = healthpb.HealthCheckResponse_NOT_SERVING
-			}
-			if wait := log.observe(unusable); wait > 0 {
-				recheck.Reset(wait)
-			}
-			s.health.SetServingStatus("", status)
-			s.health.SetServingStatus(service, status)
-			select {
-			case <-changed:
-			case <-recheck.C:
-			case <-s.health.stopping.Done():
-				return
-			}
+	f.mu.Unlock()
+	if !started {
+		go s.runStorageFollower(f)
+	}
+}
+
+// runStorageFollower is f's goroutine: it ends at shutdown.
+func (s *Server) runStorageFollower(f *storageFollower) {
+	log := &storageLog{logger: s.logger, every: storageLogEvery, now: time.Now}
+	// recheck fires when a change to unusable was not logged (the rate limit): if the storage
+	// is still unusable then, that is logged, so the log never ends on "usable again" while
+	// the health is NOT_SERVING.
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
+	defer recheck.Stop()
+	for {
+		f.mu.Lock()
+		changed, unusable := f.st.Health()
+		status := healthpb.HealthCheckResponse_SERVING
+		if unusable != nil {
+			status = healthpb.HealthCheckResponse_NOT_SERVING
 		}
-	}()
+		if wait := log.observe(unusable); wait > 0 {
+			recheck.Reset(wait)
+		}
+		s.health.SetServingStatus("", status)
+		for _, service := range f.services {
+			s.health.SetServingStatus(service, status)
+		}
+		f.mu.Unlock()
+		select {
+		case <-changed:
+		case <-recheck.C:
+		case <-s.health.stopping.Done():
+			return
+		}
+	}
 }
 
 // storageLogEvery is how often at most the storage's health logs that it became unusable.

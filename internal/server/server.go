@@ -34,8 +34,9 @@ type Server struct {
 	unwatch     func() // stops streams listening to credential reloads
 	limits      Limits // with defaults in place of zeros; RegisterHistory reads the byte bounds
 
-	mu    sync.Mutex
-	hooks []func()
+	mu        sync.Mutex
+	hooks     []func()
+	followers []*storageFollower // the stores whose health the statuses follow (health.go)
 }
 
 // New builds a Server that logs to logger (nil means zap.NewNop()). The server is not listening

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -77,6 +78,11 @@ func SessionLock(id int64) Option {
 	return func(o *options) { o.sessionLock, o.lockID = true, id }
 }
 
+// LockWait is how long Up with SessionLock waits for a lock another session
+// holds (another replica's or `historyd migrate`'s migration) before it
+// fails.
+const LockWait = 5 * time.Minute
+
 // LockID is SessionLock's key for historyd's schema in a database: a
 // 64-bit FNV-1a hash of both names, so that every replica of one schema
 // computes the same key and no two schemas share one but by chance.
@@ -101,9 +107,9 @@ func provider(d goose.Dialect, db *sql.DB, opts ...Option) (*goose.Provider, err
 		if d != Postgres {
 			return nil, fmt.Errorf("migrations: a session lock needs the postgres dialect, not %q", d)
 		}
-		// Probe every second (goose's default is 5 s) for up to 5 minutes:
+		// Probe every second (goose's default is 5 s) for up to LockWait:
 		// a replica waiting behind another's migration starts soon after.
-		l, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300), lock.WithLockID(o.lockID))
+		l, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, uint64(LockWait/time.Second)), lock.WithLockID(o.lockID))
 		if err != nil {
 			return nil, fmt.Errorf("migrations: %w", err)
 		}

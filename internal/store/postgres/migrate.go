@@ -2,31 +2,85 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/historyd/historyd/internal/store/migrations"
 )
 
+// MigrateOption changes how Migrate runs.
+type MigrateOption func(*migrateOptions)
+
+type migrateOptions struct {
+	onLockWait func(LockHolder)
+}
+
+// LockHolder is the session that holds the migration lock Migrate waits
+// for, as pg_stat_activity shows it.
+type LockHolder struct {
+	PID         int
+	Application string    // its application_name; "" when it set none
+	Client      string    // its client address; "local" for a Unix socket
+	Since       time.Time // when its session started
+}
+
+// OnLockWait has Migrate call f, before it waits, when another session
+// holds the schema's migration lock (another replica or `historyd migrate`
+// migrating it): Migrate then waits for it up to migrations.LockWait, and
+// a command that says nothing meanwhile looks hung.
+func OnLockWait(f func(LockHolder)) MigrateOption {
+	return func(o *migrateOptions) { o.onLockWait = f }
+}
+
 // Migrate applies the pending migrations to the database at url (historyd
 // migrate --store postgres) and returns the versions it applied. It holds
 // goose's session advisory lock while it does, so replicas starting
-// together migrate once.
-func Migrate(ctx context.Context, url string) (applied []int64, err error) {
+// together migrate once. Reaching the server is bounded as Open's is
+// (connectTimeout): a server that accepts the connection and never
+// answers fails it, where Migrate used to wait forever.
+func Migrate(ctx context.Context, url string, opts ...MigrateOption) (applied []int64, err error) {
+	var o migrateOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	pool, err := migrationPool(ctx, url)
 	if err != nil {
 		return nil, err
 	}
 	defer pool.Close()
+	if err := ping(ctx, pool); err != nil {
+		return nil, err
+	}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	id, err := lockID(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
+	if o.onLockWait != nil {
+		if holder, held, err := lockHolder(ctx, pool, id); err == nil && held {
+			o.onLockWait(holder)
+		}
+	}
 	return migrations.Up(ctx, migrations.Postgres, db, migrations.SessionLock(id))
+}
+
+// ping reaches the server within connectTimeout. Its error names the
+// server and the bound when that is what ended it.
+func ping(ctx context.Context, pool *pgxpool.Pool) error {
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	err := pool.Ping(pctx)
+	if err != nil && ctx.Err() == nil && errors.Is(pctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("postgres: %s did not answer within %v (is it a PostgreSQL server?): %w",
+			target(pool.Config().ConnConfig), connectTimeout, context.DeadlineExceeded)
+	}
+	return err
 }
 
 // migrationPool is a pool of two connections for the migrations (goose's
@@ -57,6 +111,28 @@ func lockID(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 		return 0, err
 	}
 	return migrations.LockID(database, schema), nil
+}
+
+// lockHolder returns the session that holds the advisory lock id in this
+// database, if any. PostgreSQL shows a bigint key's high and low 32 bits as
+// the lock's classid and objid, with objsubid 1.
+func lockHolder(ctx context.Context, pool *pgxpool.Pool, id int64) (LockHolder, bool, error) {
+	var h LockHolder
+	err := pool.QueryRow(ctx, `
+		SELECT l.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local'),
+		       coalesce(a.backend_start, now())
+		FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+		  AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid
+		  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		LIMIT 1`, int64(uint64(id)>>32), int64(uint64(id)&0xffffffff)).Scan(&h.PID, &h.Application, &h.Client, &h.Since)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return LockHolder{}, false, nil
+	case err != nil:
+		return LockHolder{}, false, err
+	}
+	return h, true, nil
 }
 
 // migrate brings the Store's database to this server's schema, or with

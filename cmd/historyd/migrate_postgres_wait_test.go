@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/historyd/historyd/internal/store/migrations"
+	"github.com/historyd/historyd/internal/store/postgres/pgtest"
+)
+
+// TestMigratePostgresNoAnswer: `historyd migrate --store postgres` against a server that accepts
+// the connection and never answers hung forever; it now gives up after the connect bound serving
+// uses (10 s), exit 1, one line naming the server and the bound, never the password.
+func TestMigratePostgresNoAnswer(t *testing.T) {
+	addr, _ := silentServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // the hang, were it back
+	defer cancel()
+	var stdout, stderr strings.Builder
+	code := runIO(ctx, signals{}, []string{"migrate", "--store", "postgres", "--postgres-url", "postgres://historyd:s3cret@" + addr + "/historyd?sslmode=disable"},
+		envOf(nil), &stdout, &stderr)
+	if ctx.Err() != nil {
+		t.Fatalf("migrate waited for the test's own deadline: %d, %q", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+	if code != 1 || len(lines) != 1 || !strings.Contains(lines[0], addr+"/historyd did not answer within 10s") || strings.Contains(lines[0], "s3cret") {
+		t.Errorf("migrate against a silent server = %d, %q; want 1 and one line naming %s and the 10s bound, without the password", code, stderr.String(), addr)
+	}
+}
+
+// lineSignal is a writer that signals when a line containing want has been written.
+type lineSignal struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *lineSignal) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+func (w *lineSignal) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestMigratePostgresSaysWhatItWaitsFor: while another session holds the schema's migration lock,
+// migrate (which waits for it up to 5 minutes) says so on stderr first, naming the holder, then
+// migrates once the lock is free.
+func TestMigratePostgresSaysWhatItWaitsFor(t *testing.T) {
+	base := pgtest.URL(t)
+	schema := pgtest.Schema(t, base)
+	target := pgtest.SchemaURL(t, base, schema)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	holderURL, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := holderURL.Query()
+	q.Set("application_name", "the-holder")
+	holderURL.RawQuery = q.Encode()
+	conn, err := pgx.Connect(ctx, holderURL.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var database string
+	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&database); err != nil {
+		t.Fatal(err)
+	}
+	id := migrations.LockID(database, schema)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", id); err != nil {
+		t.Fatal(err)
+	}
+
+	stderr := &lineSignal{want: "waiting up to 5m0s for the migration lock", seen: make(chan struct{})}
+	var stdout strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		done <- runIO(ctx, signals{}, []string{"migrate", "--store", "postgres", "--postgres-url", target}, envOf(nil), &stdout, stderr)
+	}()
+	select {
+	case <-stderr.seen:
+	case code := <-done:
+		t.Fatalf("migrate = %d while the lock was held, stderr %q", code, stderr.String())
+	case <-ctx.Done():
+		t.Fatalf("migrate said nothing while it waited for the lock: stderr %q", stderr.String())
+	}
+	if line := stderr.String(); !strings.Contains(line, `"the-holder"`) || !strings.Contains(line, "PostgreSQL "+postgresTarget(target)) {
+		t.Errorf("the waiting line %q does not name the holder and the database", line)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", id); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != 0 || !strings.Contains(stdout.String(), "applied migration 1") {
+		t.Errorf("migrate once the lock was free = %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}

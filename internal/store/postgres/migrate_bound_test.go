@@ -1,0 +1,136 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/historyd/historyd/internal/store/migrations"
+	"github.com/historyd/historyd/internal/store/postgres/pgtest"
+)
+
+// silentServer accepts TCP connections and never answers them, as a port that is not PostgreSQL
+// (or a server stuck before its startup reply) does. It returns its address; the connections and
+// the listener close when the test ends.
+func silentServer(t *testing.T) (addr string, accepted <-chan struct{}) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := make(chan struct{}, 1)
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() { // owned by the test: ends when Cleanup closes lis
+		defer close(done)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			select {
+			case acc <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		lis.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return lis.Addr().String(), acc
+}
+
+// Migrate against a server that accepts the connection and never answers failed to return at all
+// (`historyd migrate --store postgres` hung); its connect is now bounded as Open's is, and the
+// error names the server (never the password) and the bound.
+func TestMigrateBoundsTheConnect(t *testing.T) {
+	addr, _ := silentServer(t)
+	old := connectTimeout
+	connectTimeout = 300 * time.Millisecond
+	defer func() { connectTimeout = old }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // the hang, were it back
+	defer cancel()
+	_, err := Migrate(ctx, "postgres://historyd:s3cret@"+addr+"/historyd?sslmode=disable")
+	if ctx.Err() != nil {
+		t.Fatalf("Migrate waited for the test's own deadline: %v", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), addr+"/historyd") ||
+		!strings.Contains(err.Error(), "300ms") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("Migrate against a silent server = %v; want a deadline naming %s and 300ms, without the password", err, addr)
+	}
+}
+
+// Migrate waits for a migration lock another session holds (up to migrations.LockWait); it says
+// so first, naming the holder, through OnLockWait, and not when the lock is free.
+func TestMigrateSaysWhatItWaitsFor(t *testing.T) {
+	base := pgtest.URL(t)
+	schema := pgtest.Schema(t, base)
+	u := pgtest.SchemaURL(t, base, schema)
+	ctx := tctx(t)
+	holderURL, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := holderURL.Query()
+	q.Set("application_name", "the-holder")
+	holderURL.RawQuery = q.Encode()
+	conn, err := pgx.Connect(ctx, holderURL.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var database string
+	var pid int
+	if err := conn.QueryRow(ctx, "SELECT current_database(), pg_backend_pid()").Scan(&database, &pid); err != nil {
+		t.Fatal(err)
+	}
+	id := migrations.LockID(database, schema)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", id); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan LockHolder, 1)
+	type result struct {
+		applied []int64
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		applied, err := Migrate(ctx, u, OnLockWait(func(h LockHolder) { waiting <- h }))
+		done <- result{applied, err}
+	}()
+	select {
+	case h := <-waiting:
+		if h.PID != pid || h.Application != "the-holder" {
+			t.Errorf("waiting for %+v, want pid %d, application the-holder", h, pid)
+		}
+	case r := <-done:
+		t.Fatalf("Migrate returned %v, %v while the lock was held", r.applied, r.err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", id); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.err != nil || len(r.applied) == 0 {
+		t.Fatalf("Migrate once the lock was free = %v, %v", r.applied, r.err)
+	}
+	// Free: nothing to say.
+	if _, err := Migrate(ctx, u, OnLockWait(func(h LockHolder) { t.Errorf("waiting for a free lock: %+v", h) })); err != nil {
+		t.Fatal(err)
+	}
+}
