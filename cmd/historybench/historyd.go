@@ -105,6 +105,13 @@ func startHistoryd(ctx context.Context, bin string, extra ...string) (*historyd,
 	// share the default ./data (issue 14).
 	args := append([]string{"--listen", "127.0.0.1:0", "--pprof-addr", "127.0.0.1:0", "--log-format", "json", "--store", "memory"}, extra...)
 	cmd := exec.Command(bin, args...)
+	// Its configuration is its flags alone: a HISTORYD_* variable of the shell (one of another
+	// engine is refused at start) must not change what is measured.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HISTORYD_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err

@@ -104,7 +104,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 		// migration lock) cancels the open: a stop asked for, exit 0 as documented, not a failure
 		// to start. Any other error is one, even with a signal under way.
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			logger.Info("stopped before serving: a stop signal came while the store was opening", cfg.Store.logFields()...)
+			logger.Info(stoppedBeforeServing, cfg.Store.logFields()...)
 			return 0
 		}
 		logger.Error(err.Error(), cfg.Store.logFields()...)
@@ -114,7 +114,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 		if err := branches.close(); err != nil {
 			logger.Error("closing the store", zap.String("store", branches.name), zap.Error(err))
 		}
-		logger.Info("stopped before serving: a stop signal came while the store was opening", branches.logFields()...)
+		logger.Info(stoppedBeforeServing, branches.logFields()...)
 		return 0
 	}
 	if branches.warning != "" {
@@ -196,3 +196,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 	logger.Info("stopped")
 	return 0
 }
+
+// stoppedBeforeServing is the line of a stop signal that came while the store was opening: a stop
+// asked for, exit 0, not a failure to start.
+const stoppedBeforeServing = "stopped before serving: a stop signal came while the store was opening"

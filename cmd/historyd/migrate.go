@@ -96,12 +96,15 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 // migrateGiven lists migrate's settings given on the command line (fs, parsed) or in the
-// environment, as givenSettings does for serve's.
+// environment, as givenSettings does for serve's: the store settings that fs defines.
 func migrateGiven(fs *flag.FlagSet, getenv func(string) string) []settingSource {
 	onCLI := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCLI[f.Name] = true })
 	var given []settingSource
-	for _, s := range []setting{storeSettings[0], storeSettings[1], storeSettings[7]} {
+	for _, s := range storeSettings {
+		if fs.Lookup(s.flag) == nil {
+			continue // not one of migrate's flags
+		}
 		switch {
 		case onCLI[s.flag]:
 			given = append(given, settingSource{flag: s.flag})

@@ -31,6 +31,10 @@ const healthInflightCalls = 8
 // flagMaxInflightBytes names the flag in the ErrorInfo of a refusal.
 const flagMaxInflightBytes = "--max-inflight-bytes"
 
+// flagMaxRecvMsgSize sizes the health calls' own places (healthInflightCalls of it), which
+// --max-inflight-bytes does not: a refusal there names it.
+const flagMaxRecvMsgSize = "--max-recv-msg-size"
+
 // inflightBudget bounds the request bytes the server may be reading or holding at once. A call's
 // size is not known before its body is read, so each call reserves the largest request it may send
 // (--max-recv-msg-size) when its headers arrive, in the tap (tap.go), before grpc-go reads a byte

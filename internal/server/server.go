@@ -56,7 +56,7 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 	o.tap = &callTap{
 		tokens:  o.tokens,
 		budget:  newInflightBudget(o.limits.MaxInflightBytes, per, flagMaxInflightBytes, o.metrics.inflightChanged),
-		health:  newInflightBudget(healthInflightCalls*per, per, flagMaxInflightBytes, nil),
+		health:  newInflightBudget(healthInflightCalls*per, per, flagMaxRecvMsgSize, nil),
 		metrics: o.metrics,
 	}
 	var unwatch func()

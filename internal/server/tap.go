@@ -87,8 +87,8 @@ func (c *callTap) handle(ctx context.Context, info *tap.Info) (context.Context, 
 		ctx = withReservation(ctx, r)
 	}
 	if kind.stream {
-		// Last, so that the reservation is released when grpc-go ends the stream, not when the
-		// server cuts it: the handler may still hold what it read until it returns.
+		// Last: a cancellation through it does not release the reservation, which goes when
+		// grpc-go ends the stream (a revocation's status write ends it: stream_cancel.go).
 		ctx = withStreamCancel(ctx)
 	}
 	return ctx, nil

@@ -163,6 +163,10 @@ func startBinary(t *testing.T, bin string, args ...string) *proc {
 		// prlimit --as=2G survives make hostile"); prlimit execs historyd, so the PID is historyd's.
 		cmd = exec.Command("prlimit", append([]string{"--as=" + as, "--", bin}, args...)...)
 	}
+	// A variable of an engine's own setting exported in the developer's shell
+	// (HISTORYD_POSTGRES_URL, as the README's scaling-out example does) must not reach it: one of
+	// another engine is refused at start (exit 2). The tests' own variables (t.Setenv) do.
+	cmd.Env = withoutEngineEnv(os.Environ())
 	p := &proc{
 		cmd:    cmd,
 		stderr: &logLines{serving: make(chan string, 1)},
@@ -317,4 +321,18 @@ func stop(t *testing.T, p *proc, sig syscall.Signal, timeout time.Duration) (int
 		t.Errorf("after exit, kill(pid, 0) = %v, want ESRCH (process gone)", err)
 	}
 	return code, elapsed
+}
+
+// withoutEngineEnv is env less the variables of the settings only some engines read
+// (cmd/historyd/config_engine.go): the harness picks each server's engine with flags.
+func withoutEngineEnv(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		switch name, _, _ := strings.Cut(kv, "="); {
+		case strings.HasPrefix(name, "HISTORYD_POSTGRES_"), name == "HISTORYD_MEMORY_BUDGET", name == "HISTORYD_EXCHANGE_MAX_BYTES":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }

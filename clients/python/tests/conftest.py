@@ -39,6 +39,9 @@ class Server:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            # Its flags alone configure it: a HISTORYD_* variable of the shell (one of another
+            # engine is refused at start) must not reach it.
+            env={k: v for k, v in os.environ.items() if not k.startswith("HISTORYD_")},
         )
         self.logs: List[str] = []
         lines: "queue.Queue[Optional[str]]" = queue.Queue()

@@ -64,12 +64,16 @@ class _Stream:
     settler, while the reader goes on reading the answers that free slots. When the reader settled
     futures itself, such a callback blocked it for good whenever the window was full: no later
     future settled and close() hung (review of the clients, fault 1). The window still bounds the
-    items sent and not yet answered; answered items waiting to be settled hold no slot."""
+    items sent and not yet answered; answered items waiting to be settled hold no slot, and at
+    most a window of them wait (the reader waits for the settler beyond that)."""
 
     def __init__(self, stub: Any, metadata: Any, window: int, slots: threading.Semaphore) -> None:
         self.requests: "queue.Queue[Any]" = queue.Queue()
         self.pending: Deque[Tuple[str, Future]] = deque()
-        self.settlements: "queue.Queue[Any]" = queue.Queue()  # (future, result, exception), then _END
+        # (future, result, exception), then _END. Bounded by the window: a slow done-callback
+        # holds the reader back once a window of answers waits to be settled, so the answers held
+        # stay bounded; the slots of those answers are free, so a callback that appends gets one.
+        self.settlements: "queue.Queue[Any]" = queue.Queue(maxsize=max(window, 1))
         self.lock = threading.Lock()
         self.broken = False
         self.slots = slots

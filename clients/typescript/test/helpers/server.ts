@@ -41,8 +41,12 @@ export function startHistoryd(extraArgs: string[] = []): Promise<Historyd> {
   const bin = historydBin();
   // --store memory: parallel servers must never share the default ./data (issue 14); extraArgs
   // come after and win.
+  // Its flags alone configure it: a HISTORYD_* variable of the shell (one of another engine is
+  // refused at start) must not reach it.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("HISTORYD_")));
   const child = spawn(bin, ["--listen", "127.0.0.1:0", "--log-format", "json", "--store", "memory", ...extraArgs], {
     stdio: ["ignore", "ignore", "pipe"],
+    env,
   });
   const logs: string[] = [];
   const exited = new Promise<number | string>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal ?? "")));
