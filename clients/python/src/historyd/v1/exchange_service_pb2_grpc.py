@@ -259,10 +259,12 @@ class ExchangeServiceServicer(object):
 
     def Ack(self, request, context):
         """Ack ends a lease by removing its message. A receipt whose lease is no longer held (someone else
-        leased the message since, or it was acknowledged, nacked, popped, dead-lettered or returned by
-        Unregister) is FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE) and changes nothing; a receipt
-        whose deadline passed but that no one has taken since is still held. A receipt that is not one
-        of this server's is INVALID_ARGUMENT.
+        leased the message since, or it was acknowledged, nacked, popped or dead-lettered) is
+        FAILED_PRECONDITION (ERROR_REASON_LEASE_STALE) and changes nothing; a receipt whose deadline
+        passed but that no one has taken since is still held. Once the owner has unregistered
+        (Unregister returns its leased messages and ends their leases), a receipt of it is
+        FAILED_PRECONDITION (ERROR_REASON_OWNER_NOT_REGISTERED), and ERROR_REASON_LEASE_STALE if the
+        owner has registered again. A receipt that is not one of this server's is INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
