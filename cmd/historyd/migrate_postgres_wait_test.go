@@ -18,7 +18,7 @@ import (
 // the connection and never answers hung forever; it now gives up after the connect bound serving
 // uses (10 s), exit 1, one line naming the server and the bound, never the password.
 func TestMigratePostgresNoAnswer(t *testing.T) {
-	addr, _ := silentServer(t)
+	addr, _ := pgtest.SilentServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // the hang, were it back
 	defer cancel()
 	var stdout, stderr strings.Builder

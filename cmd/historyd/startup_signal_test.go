@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/historyd/historyd/internal/store/postgres/pgtest"
 )
 
 // logLevels returns the level and message of each JSON log line.
@@ -29,7 +31,7 @@ func logLevels(t *testing.T, lines []string) (levels, msgs []string) {
 // exit 0 with an info line, as the README promises for SIGTERM. It exited 1 with an error line
 // `PostgreSQL: context canceled`.
 func TestStopSignalWhileConnecting(t *testing.T) {
-	addr, accepted := silentServer(t)
+	addr, accepted := pgtest.SilentServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sink := newLogSink()
@@ -87,7 +89,7 @@ func TestStopSignalBeforeOpening(t *testing.T) {
 // TestSIGTERMWhileConnectingProcess is TestStopSignalWhileConnecting with the real process and a
 // real SIGTERM, as the reviewer ran it: exit 0, "stopped before serving", no error line.
 func TestSIGTERMWhileConnectingProcess(t *testing.T) {
-	addr, accepted := silentServer(t)
+	addr, accepted := pgtest.SilentServer(t)
 	p := startProcess(t, []string{"--listen", "127.0.0.1:0", "--store", "postgres",
 		"--postgres-url", "postgres://historyd@" + addr + "/historyd?sslmode=disable"})
 	select {

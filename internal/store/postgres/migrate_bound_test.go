@@ -3,10 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
-	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,52 +14,11 @@ import (
 	"github.com/historyd/historyd/internal/store/postgres/pgtest"
 )
 
-// silentServer accepts TCP connections and never answers them, as a port that is not PostgreSQL
-// (or a server stuck before its startup reply) does. It returns its address; the connections and
-// the listener close when the test ends.
-func silentServer(t *testing.T) (addr string, accepted <-chan struct{}) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	acc := make(chan struct{}, 1)
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() { // owned by the test: ends when Cleanup closes lis
-		defer close(done)
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			select {
-			case acc <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		lis.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return lis.Addr().String(), acc
-}
-
 // Migrate against a server that accepts the connection and never answers failed to return at all
 // (`historyd migrate --store postgres` hung); its connect is now bounded as Open's is, and the
 // error names the server (never the password) and the bound.
 func TestMigrateBoundsTheConnect(t *testing.T) {
-	addr, _ := silentServer(t)
+	addr, _ := pgtest.SilentServer(t)
 	old := connectTimeout
 	connectTimeout = 300 * time.Millisecond
 	defer func() { connectTimeout = old }()

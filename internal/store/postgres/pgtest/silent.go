@@ -1,4 +1,4 @@
-package main
+package pgtest
 
 import (
 	"net"
@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// silentServer accepts TCP connections and never answers them, as a port that is not PostgreSQL
-// (or a PostgreSQL stuck before its startup reply) does. It returns its address and a channel
-// that receives once a connection has been accepted; the connections and the listener close when
-// the test ends.
-func silentServer(t *testing.T) (addr string, accepted <-chan struct{}) {
+// SilentServer accepts TCP connections and never answers them, as a port that is not PostgreSQL
+// (or a PostgreSQL stuck before its startup reply) does: what a bounded connect must give up on.
+// It returns its address and a channel that receives once a connection has been accepted; the
+// connections and the listener close when the test ends.
+func SilentServer(t *testing.T) (addr string, accepted <-chan struct{}) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
