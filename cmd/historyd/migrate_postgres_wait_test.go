@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/historyd/historyd/internal/store/migrations"
 	"github.com/historyd/historyd/internal/store/postgres/pgtest"
@@ -67,26 +64,7 @@ func TestMigratePostgresSaysWhatItWaitsFor(t *testing.T) {
 	target := pgtest.SchemaURL(t, base, schema)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	holderURL, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := holderURL.Query()
-	q.Set("application_name", "the-holder")
-	holderURL.RawQuery = q.Encode()
-	conn, err := pgx.Connect(ctx, holderURL.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var database string
-	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&database); err != nil {
-		t.Fatal(err)
-	}
-	id := migrations.LockID(database, schema)
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", id); err != nil {
-		t.Fatal(err)
-	}
+	_, release := pgtest.HoldAdvisoryLock(ctx, t, base, "the-holder", func(database string) int64 { return migrations.LockID(database, schema) })
 
 	stderr := &lineSignal{want: "waiting up to 5m0s for the migration lock", seen: make(chan struct{})}
 	var stdout strings.Builder
@@ -104,9 +82,7 @@ func TestMigratePostgresSaysWhatItWaitsFor(t *testing.T) {
 	if line := stderr.String(); !strings.Contains(line, `"the-holder"`) || !strings.Contains(line, "PostgreSQL "+postgresTarget(target)) {
 		t.Errorf("the waiting line %q does not name the holder and the database", line)
 	}
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", id); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if code := <-done; code != 0 || !strings.Contains(stdout.String(), "applied migration 1") {
 		t.Errorf("migrate once the lock was free = %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}

@@ -3,12 +3,9 @@ package postgres
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/historyd/historyd/internal/store/migrations"
 	"github.com/historyd/historyd/internal/store/postgres/pgtest"
@@ -41,27 +38,7 @@ func TestMigrateSaysWhatItWaitsFor(t *testing.T) {
 	schema := pgtest.Schema(t, base)
 	u := pgtest.SchemaURL(t, base, schema)
 	ctx := tctx(t)
-	holderURL, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := holderURL.Query()
-	q.Set("application_name", "the-holder")
-	holderURL.RawQuery = q.Encode()
-	conn, err := pgx.Connect(ctx, holderURL.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var database string
-	var pid int
-	if err := conn.QueryRow(ctx, "SELECT current_database(), pg_backend_pid()").Scan(&database, &pid); err != nil {
-		t.Fatal(err)
-	}
-	id := migrations.LockID(database, schema)
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", id); err != nil {
-		t.Fatal(err)
-	}
+	pid, release := pgtest.HoldAdvisoryLock(ctx, t, base, "the-holder", func(database string) int64 { return migrations.LockID(database, schema) })
 	waiting := make(chan LockHolder, 1)
 	type result struct {
 		applied []int64
@@ -80,9 +57,7 @@ func TestMigrateSaysWhatItWaitsFor(t *testing.T) {
 	case r := <-done:
 		t.Fatalf("Migrate returned %v, %v while the lock was held", r.applied, r.err)
 	}
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", id); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if r := <-done; r.err != nil || len(r.applied) == 0 {
 		t.Fatalf("Migrate once the lock was free = %v, %v", r.applied, r.err)
 	}
