@@ -219,22 +219,13 @@ func (m *Memory) ToChatMessages(_ context.Context, branchID uuid.UUID, in ChatIn
 		return ChatResult{}, err
 	}
 	m.unlocked()
-	if in.Each != nil {
-		for i, v := range vs {
-			if err := in.Each(i, v.msg); err != nil {
-				return ChatResult{}, err
-			}
-		}
-		return ChatResult{Head: head}, nil
-	}
-	out := ChatResult{Head: head, Entries: make([]ChatEntry, len(vs))}
-	for i, v := range vs {
-		out.Entries[i] = ChatEntry{MessageID: v.msg.ID, Message: v.msg}
-		if !in.Unrendered {
-			out.Entries[i].Chat, out.Entries[i].Err = v.msg.ChatMsg()
+	sink := NewChatSink(in)
+	for _, v := range vs {
+		if err := sink.Take(v.msg); err != nil {
+			return ChatResult{}, err
 		}
 	}
-	return out, nil
+	return sink.Result(head), nil
 }
 
 // chatVersions returns, under the branch's read lock, the versions

@@ -307,26 +307,15 @@ func (s *Store) LastMessage(ctx context.Context, branchID uuid.UUID, view store.
 // the read; with in.Each, each message goes to it as it is read, and the
 // read stops at its first error (the caller's response budget).
 func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store.ChatInput) (store.ChatResult, error) {
-	var (
-		msgs []*envelope.Message
-		head uint64
-	)
+	var head uint64
+	sink := store.NewChatSink(in)
 	err := s.read(ctx, func(tx pgx.Tx) error {
-		msgs = nil // a retried read starts afresh (runTx), and in.Each at 0 again
+		sink.Reset() // a retried read starts afresh (runTx), and in.Each at 0 again
 		b, err := loadBranch(ctx, tx, qBranch, branchID)
 		if err != nil {
 			return err
 		}
 		head = b.head
-		n := 0
-		take := func(m *envelope.Message) error {
-			if in.Each == nil {
-				msgs = append(msgs, m)
-				return nil
-			}
-			n++
-			return in.Each(n-1, m)
-		}
 		var ids []uuid.UUID
 		switch {
 		case in.Order != nil:
@@ -338,7 +327,7 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 		case in.Selected && b.selected != nil:
 			ids = b.selected.Order
 		default:
-			return eachInOrder(ctx, tx, b.id, in.Each != nil, func(m *msgRow) error { return take(m.msg) })
+			return eachInOrder(ctx, tx, b.id, in.Each != nil, func(m *msgRow) error { return sink.Take(m.msg) })
 		}
 		for _, id := range ids {
 			m, ok, err := getMessage(ctx, tx, b.id, id)
@@ -346,7 +335,7 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 				return err
 			}
 			if ok {
-				if err := take(m.msg); err != nil {
+				if err := sink.Take(m.msg); err != nil {
 					return err
 				}
 			}
@@ -356,14 +345,7 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 	if err != nil {
 		return store.ChatResult{}, err
 	}
-	out := store.ChatResult{Head: head, Entries: make([]store.ChatEntry, len(msgs))}
-	for i, m := range msgs {
-		out.Entries[i] = store.ChatEntry{MessageID: m.ID, Message: m}
-		if !in.Unrendered {
-			out.Entries[i].Chat, out.Entries[i].Err = m.ChatMsg()
-		}
-	}
-	return out, nil
+	return sink.Result(head), nil
 }
 
 // ExportBranch writes the branch as LionAGI JSON (store.Store).

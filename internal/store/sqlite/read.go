@@ -309,25 +309,14 @@ func (s *Store) LastMessage(ctx context.Context, branchID uuid.UUID, view store.
 // the read; with in.Each, each message goes to it as it is read, and the
 // read stops at its first error (the caller's response budget).
 func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store.ChatInput) (store.ChatResult, error) {
-	var (
-		msgs []*envelope.Message
-		head uint64
-	)
+	var head uint64
+	sink := store.NewChatSink(in)
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		b, err := s.loadBranch(ctx, &s.rst, tx, branchID)
 		if err != nil {
 			return err
 		}
 		head = b.head
-		n := 0
-		take := func(m *envelope.Message) error {
-			if in.Each == nil {
-				msgs = append(msgs, m)
-				return nil
-			}
-			n++
-			return in.Each(n-1, m)
-		}
 		var ids []uuid.UUID
 		switch {
 		case in.Order != nil:
@@ -344,7 +333,7 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 			if err != nil {
 				return err
 			}
-			return eachMsg(rows, func(m *msgRow) error { return take(m.msg) })
+			return eachMsg(rows, func(m *msgRow) error { return sink.Take(m.msg) })
 		}
 		for _, id := range ids {
 			m, ok, err := s.getMessage(ctx, &s.rst, tx, b.id, id)
@@ -352,7 +341,7 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 				return err
 			}
 			if ok {
-				if err := take(m.msg); err != nil {
+				if err := sink.Take(m.msg); err != nil {
 					return err
 				}
 			}
@@ -362,14 +351,7 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 	if err != nil {
 		return store.ChatResult{}, err
 	}
-	out := store.ChatResult{Head: head, Entries: make([]store.ChatEntry, len(msgs))}
-	for i, m := range msgs {
-		out.Entries[i] = store.ChatEntry{MessageID: m.ID, Message: m}
-		if !in.Unrendered {
-			out.Entries[i].Chat, out.Entries[i].Err = m.ChatMsg()
-		}
-	}
-	return out, nil
+	return sink.Result(head), nil
 }
 
 // ExportBranch writes the branch as LionAGI JSON (store.Store).
