@@ -2,6 +2,7 @@ package rowjson
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -23,7 +24,9 @@ type Codec struct {
 	Name string
 	// DecodeMessage reads a message's stored text.
 	DecodeMessage func(body string) (*envelope.Message, error)
-	// BodyError wraps an event body that is not JSON.
+	// BodyError wraps a stored body that does not decode (an event's, a
+	// remembered result's): a row the engine wrote and cannot read back,
+	// which the engine words as damage (DATA_LOSS), not as its own fault.
 	BodyError func(error) error
 }
 
@@ -121,7 +124,7 @@ func (c Codec) DecodeEvent(ev *store.Event, body string) error {
 	if b.Branch != nil {
 		info, err := b.Branch.decode()
 		if err != nil {
-			return err
+			return c.BodyError(fmt.Errorf("an event's branch: %w", err))
 		}
 		ev.Branch = &info
 		ev.Messages = make([]*envelope.Message, len(b.Messages))
@@ -271,16 +274,16 @@ func appendStored(b []byte, m store.StoredMessage, known func(*envelope.Message)
 func (c Codec) DecodeResult(op store.Op, text string) (any, error) {
 	var j resultJSON
 	if err := json.Unmarshal([]byte(text), &j); err != nil {
-		return nil, fmt.Errorf("%s: a remembered result: %w", c.Name, err)
+		return nil, c.BodyError(fmt.Errorf("a remembered result: %w", err))
 	}
 	switch op {
 	case store.OpCreateBranch, store.OpImportBranch, store.OpForkBranch:
 		if j.Branch == nil {
-			return nil, fmt.Errorf("%s: a remembered branch result without its branch", c.Name)
+			return nil, c.BodyError(errors.New("a remembered branch result without its branch"))
 		}
 		info, err := j.Branch.decode()
 		if err != nil {
-			return nil, err
+			return nil, c.BodyError(fmt.Errorf("a remembered result's branch: %w", err))
 		}
 		res := store.BranchResult{Branch: info}
 		if j.System != nil {

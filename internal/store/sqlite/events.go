@@ -21,7 +21,7 @@ import (
 // codec reads the JSON this engine stores (internal/store/rowjson).
 var codec = rowjson.Codec{
 	Name: "sqlite", DecodeMessage: decodeMessage,
-	BodyError: func(err error) error { return fmt.Errorf("sqlite: %w", err) },
+	BodyError: func(err error) error { return damagedRowError{err} },
 }
 
 // decodeEvent reads an event row's body into ev.

@@ -116,3 +116,66 @@ func TestReadFaultsOutsideTransactionsAreStorageErrors(t *testing.T) {
 		damaged(t, s, "CreateBranch of a given id", err)
 	})
 }
+
+// A remembered result (the requests table's result column) that does not
+// decode is a row historyd wrote and cannot read back: DATA_LOSS and the
+// store's health, as a message row that does not decode is (damagedRowError),
+// not INTERNAL. It is read by Recall and inside the repeated call.
+func TestARememberedResultThatDoesNotDecodeIsDamage(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		op   store.Op
+		text string
+	}{
+		{"a write's, not JSON", store.OpAddMessage, "{not json"},
+		{"a write's, its message not one", store.OpAddMessage, `{"m":{"m":"x","s":1}}`},
+		{"a create's, not JSON", store.OpCreateBranch, "{not json"},
+		{"a create's, without its branch", store.OpCreateBranch, `{}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			s := open(t, dir)
+			created, err := s.CreateBranch(ctx, store.CreateBranchInput{RequestID: "create-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := created.Branch.ID
+			if _, err := s.AddMessage(ctx, id, addInput("x"), store.WriteOptions{RequestID: "add-1"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := sql.Open("sqlite", "file:"+filepath.Join(dir, FileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := raw.Exec(`UPDATE requests SET result = ? WHERE op = ?`, tc.text, string(tc.op)); err != nil {
+				t.Fatal(err)
+			} else if n, _ := res.RowsAffected(); n != 1 {
+				t.Fatalf("%d records of %s, want 1", n, tc.op)
+			}
+			raw.Close()
+			s = open(t, dir)
+			defer s.Close()
+			var repeat error
+			if tc.op == store.OpAddMessage {
+				_, _, err = s.Recall(ctx, "", &id, tc.op, "add-1")
+				_, repeat = s.AddMessage(ctx, id, addInput("x"), store.WriteOptions{RequestID: "add-1"})
+			} else {
+				_, _, err = s.Recall(ctx, "", nil, tc.op, "create-1")
+				_, repeat = s.CreateBranch(ctx, store.CreateBranchInput{RequestID: "create-1"})
+			}
+			if !errors.Is(err, store.ErrStorageDamaged) {
+				t.Errorf("Recall: %v, want the damage", err)
+			}
+			if !errors.Is(repeat, store.ErrStorageDamaged) {
+				t.Errorf("the repeated call: %v, want the damage", repeat)
+			}
+			if _, unusable := s.Health(); !errors.Is(unusable, store.ErrStorageDamaged) {
+				t.Errorf("health says %v, want the damage", unusable)
+			}
+		})
+	}
+}
