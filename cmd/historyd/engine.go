@@ -58,14 +58,15 @@ func (e *engine) logFields() []zap.Field {
 
 // openEngine builds the store c asks for: the memory engine as before issue 14, or the sqlite
 // engine over --data-dir, which takes the directory's lock and migrates the schema (unless
-// --auto-migrate=false). The error is one line for the log, naming the directory.
-func openEngine(ctx context.Context, c config) (*engine, error) {
+// --auto-migrate=false). The error is one line for the log, naming the directory. log hears what
+// the open waits for (another session's PostgreSQL migration lock).
+func openEngine(ctx context.Context, c config, log *zap.Logger) (*engine, error) {
 	if c.Store.Engine == storeMemory {
 		m := store.NewMemory(c.History.options()...)
 		return &engine{Store: m, stats: m, name: storeMemory, close: func() error { return nil }}, nil
 	}
 	if c.Store.Engine == storePostgres {
-		return openPostgres(ctx, c)
+		return openPostgres(ctx, c, log)
 	}
 	s, err := sqlite.OpenStore(ctx, sqlite.StoreConfig{
 		Config:           c.Store.sqliteConfig(),
@@ -113,9 +114,16 @@ func storeError(dir string, err error) error {
 // openPostgres opens the PostgreSQL engine (issue 16). An unreachable server is no error here: the
 // engine keeps connecting with backoff while historyd serves with health NOT_SERVING (the engine's
 // Health, which the server follows, says why and that it is retrying); a schema this historyd cannot
-// serve is refused at start.
-func openPostgres(ctx context.Context, c config) (*engine, error) {
+// serve is refused at start. While another session holds the schema's migration lock (another
+// replica or `historyd migrate` migrating it) the open waits for it, up to migrations.LockWait,
+// and says so first: a replica that starts and says nothing for minutes looks hung.
+func openPostgres(ctx context.Context, c config, log *zap.Logger) (*engine, error) {
 	cfg := c.Store.postgresConfig()
+	cfg.OnMigrationLockWait = func(h postgres.LockHolder) {
+		log.Warn(fmt.Sprintf("waiting up to %v for the PostgreSQL migration lock: another historyd or historyd migrate is migrating this schema", migrations.LockWait),
+			append(c.Store.logFields(), zap.Int("holder_pid", h.PID), zap.String("holder_application", h.Application),
+				zap.String("holder_client", h.Client), zap.Time("holder_since", h.Since))...)
+	}
 	cfg.EventRetention = c.History.EventRetention
 	cfg.SubscriberBuffer = c.History.WatchBuffer
 	cfg.MaxSubscriptions = c.History.WatchMaxStreams

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
 )
@@ -22,7 +24,7 @@ func TestMaxDBBytesBelowTheDatabaseWarns(t *testing.T) {
 		SQLiteCache: 1 << 20, SQLiteReaders: 1}}
 	open := func() *engine {
 		t.Helper()
-		e, err := openEngine(ctx, c)
+		e, err := openEngine(ctx, c, zap.NewNop())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -98,7 +98,7 @@ func runIO(ctx context.Context, sig signals, args []string, getenv func(string) 
 
 	// The store before the listener: a data directory another historyd holds, or a schema this one
 	// cannot serve, is refused before anything listens (issue 14).
-	branches, err := openEngine(ctx, cfg) // engine.go
+	branches, err := openEngine(ctx, cfg, logger) // engine.go
 	if err != nil {
 		// SIGINT or SIGTERM while the store opened (connecting, migrating, waiting for the
 		// migration lock) cancels the open: a stop asked for, exit 0 as documented, not a failure

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -85,5 +86,62 @@ func TestMigratePostgresSaysWhatItWaitsFor(t *testing.T) {
 	release()
 	if code := <-done; code != 0 || !strings.Contains(stdout.String(), "applied migration 1") {
 		t.Errorf("migrate once the lock was free = %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestServePostgresSaysWhatItWaitsFor: a replica starting while another session holds the schema's
+// migration lock waited for it (up to 5 minutes) without a word, looking hung; it now logs one
+// warning naming the holder first, then serves once the lock is free.
+func TestServePostgresSaysWhatItWaitsFor(t *testing.T) {
+	base := pgtest.URL(t)
+	schema := pgtest.Schema(t, base)
+	target := pgtest.SchemaURL(t, base, schema)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pid, release := pgtest.HoldAdvisoryLock(ctx, t, base, "the-holder", func(database string) int64 { return migrations.LockID(database, schema) })
+
+	log := &lineSignal{want: "for the PostgreSQL migration lock", seen: make(chan struct{})}
+	stop, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(stop, []string{"--listen", "127.0.0.1:0", "--store", "postgres", "--postgres-url", target, "--postgres-max-conns", "2"}, envOf(nil), log)
+	}()
+	select {
+	case <-log.seen:
+	case code := <-done:
+		t.Fatalf("serve = %d while the lock was held, log %q", code, log.String())
+	case <-ctx.Done():
+		t.Fatalf("serve said nothing while it waited for the lock: log %q", log.String())
+	}
+	var line struct {
+		Level, Msg        string
+		HolderPID         int    `json:"holder_pid"`
+		HolderApplication string `json:"holder_application"`
+		Postgres          string
+	}
+	first := strings.SplitN(log.String(), "\n", 2)[0]
+	if err := json.Unmarshal([]byte(first), &line); err != nil {
+		t.Fatalf("the first log line %q: %v", first, err)
+	}
+	if line.Level != "warn" || !strings.HasPrefix(line.Msg, "waiting up to 5m0s for the PostgreSQL migration lock") ||
+		line.HolderPID != pid || line.HolderApplication != "the-holder" || line.Postgres != postgresTarget(target) {
+		t.Errorf("the waiting line %q: want a warning naming the holder (pid %d, the-holder) and the database", first, pid)
+	}
+	serving := &lineSignal{want: `"msg":"serving"`, seen: make(chan struct{})}
+	log.mu.Lock()
+	log.want, log.seen, log.once = serving.want, serving.seen, sync.Once{}
+	log.mu.Unlock()
+	release()
+	select {
+	case <-serving.seen:
+	case code := <-done:
+		t.Fatalf("serve = %d once the lock was free, log %q", code, log.String())
+	case <-ctx.Done():
+		t.Fatalf("serve did not serve once the lock was free: log %q", log.String())
+	}
+	stopServing()
+	if code := <-done; code != 0 {
+		t.Errorf("serve = %d after its stop, log %q", code, log.String())
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/migrations"
 	"github.com/historyd/historyd/internal/store/postgres/pgtest"
@@ -77,7 +79,7 @@ func TestPostgresEngineBackupPointsToTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Store.Engine, c.Store.PostgresURL, c.Store.PostgresMaxConns = storePostgres, url, 2
-	e, err := openEngine(context.Background(), c)
+	e, err := openEngine(context.Background(), c, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

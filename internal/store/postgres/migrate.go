@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -58,13 +59,19 @@ func Migrate(ctx context.Context, url string, opts ...MigrateOption) (applied []
 	}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
+	return up(ctx, pool, db, o.onLockWait)
+}
+
+// up applies the pending migrations holding the schema's migration lock;
+// when another session holds it, onLockWait (if set) hears who first.
+func up(ctx context.Context, pool *pgxpool.Pool, db *sql.DB, onLockWait func(LockHolder)) ([]int64, error) {
 	id, err := lockID(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	if o.onLockWait != nil {
+	if onLockWait != nil {
 		if holder, held, err := lockHolder(ctx, pool, id); err == nil && held {
-			o.onLockWait(holder)
+			onLockWait(holder)
 		}
 	}
 	return migrations.Up(ctx, migrations.Postgres, db, migrations.SessionLock(id))
@@ -150,10 +157,6 @@ func (s *Store) migrate(ctx context.Context) error {
 	if s.cfg.NoAutoMigrate {
 		return migrations.Check(ctx, migrations.Postgres, db)
 	}
-	id, err := lockID(ctx, pool)
-	if err != nil {
-		return err
-	}
-	_, err = migrations.Up(ctx, migrations.Postgres, db, migrations.SessionLock(id))
+	_, err = up(ctx, pool, db, s.cfg.OnMigrationLockWait)
 	return err
 }

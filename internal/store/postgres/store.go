@@ -36,6 +36,12 @@ type Config struct {
 	// NoAutoMigrate refuses a database with pending migrations
 	// (*migrations.PendingError) instead of applying them.
 	NoAutoMigrate bool
+	// OnMigrationLockWait, when set, is called before the Store waits for
+	// the schema's migration lock another session holds (another replica
+	// or `historyd migrate`): the wait is up to migrations.LockWait, and a
+	// replica that says nothing meanwhile looks hung. It may be called
+	// again each time the Store connects (a server unreachable at start).
+	OnMigrationLockWait func(LockHolder)
 	// EventRetention, RequestTTL, RequestMax, SubscriberBuffer,
 	// MaxSubscriptions and Clock mean what sqlite.StoreConfig's do.
 	EventRetention   int
