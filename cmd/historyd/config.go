@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -68,10 +69,10 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	if err := cfg.validate(); err != nil {
-		return config{}, fmt.Errorf("%w: %v", errUsage, err)
-	}
 	given := givenSettings(args, fromEnv)
+	if err := cfg.validate(); err != nil {
+		return config{}, fmt.Errorf("%w: %v%s", errUsage, err, fromEnvNote(err.Error(), given))
+	}
 	storeGiven := slices.ContainsFunc(given, func(s settingSource) bool { return s.flag == "store" })
 	if err := engineMismatch(cfg.Store.Engine, storeGiven, given); err != nil {
 		return config{}, fmt.Errorf("%w: %v", errUsage, err)
@@ -95,6 +96,45 @@ func newFlagSet(cfg *config) *flag.FlagSet {
 	registerGC(fs, &cfg.GCPercent)
 	registerMemoryLimit(fs, &cfg.MemoryLimit)
 	return fs
+}
+
+// settingDefault returns the default of the setting whose flag is name, as --help shows it.
+func settingDefault(name string) string {
+	for _, s := range settings {
+		if s.flag == name {
+			return s.def
+		}
+	}
+	return ""
+}
+
+// fromEnvNote names the environment variables that gave the settings a validation error names
+// (as --flag), so that an operator who set no flag sees where the value came from.
+func fromEnvNote(msg string, given []settingSource) string {
+	var vars []string
+	for _, g := range given {
+		if g.env != "" && mentionsFlag(msg, g.flag) {
+			vars = append(vars, g.env)
+		}
+	}
+	if len(vars) == 0 {
+		return ""
+	}
+	return " (set by " + strings.Join(vars, ", ") + ")"
+}
+
+// mentionsFlag reports whether msg names --flag itself, not a longer flag it begins.
+func mentionsFlag(msg, flag string) bool {
+	for rest := msg; ; {
+		i := strings.Index(rest, "--"+flag)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+2+len(flag):]
+		if rest == "" || !(rest[0] == '-' || rest[0] >= 'a' && rest[0] <= 'z') {
+			return true
+		}
+	}
 }
 
 // givenSettings lists the settings given explicitly, on the command line (args, which parse) or
@@ -129,15 +169,15 @@ func (c config) validate() error {
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		return fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel)
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
 	}
 	switch c.LogFormat {
 	case "json", "console":
 	default:
-		return fmt.Errorf("log format %q: want json or console", c.LogFormat)
+		return fmt.Errorf("--log-format %q: want json or console", c.LogFormat)
 	}
 	if c.GracePeriod < 0 {
-		return fmt.Errorf("grace period %v: must not be negative", c.GracePeriod)
+		return fmt.Errorf("--grace-period %v: must not be negative, such as 10s", c.GracePeriod)
 	}
 	if err := validatePprof(c.PprofAddr); err != nil {
 		return err

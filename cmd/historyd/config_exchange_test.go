@@ -86,22 +86,22 @@ func TestExchangeConfigInvalid(t *testing.T) {
 	}{
 		{args: []string{"--exchange-max-outbox", "-1"}, mention: "-1"},
 		{args: []string{"--exchange-max-inbox", "lots"}, mention: "exchange-max-inbox"},
-		{args: []string{"--exchange-subscriber-buffer", "0"}, mention: "subscriber buffer"},
+		{args: []string{"--exchange-subscriber-buffer", "0"}, mention: "must be at least 1"},
 		// Review finding MINOR 3: 0 used to mean "no bound"; docs/design.md#exchange says bounded.
-		{args: []string{"--exchange-max-dead-letters", "0"}, mention: "dead letters"},
-		{env: map[string]string{"HISTORYD_EXCHANGE_MAX_DEAD_LETTERS": "-3"}, mention: "dead letters"},
-		{args: []string{"--exchange-send-timeout", "0s"}, mention: "send timeout"},
+		{args: []string{"--exchange-max-dead-letters", "0"}, mention: "must be at least 1"},
+		{env: map[string]string{"HISTORYD_EXCHANGE_MAX_DEAD_LETTERS": "-3"}, mention: "must be at least 1"},
+		{args: []string{"--exchange-send-timeout", "0s"}, mention: "must be positive"},
 		{args: []string{"--exchange-heartbeat", "-1s"}, mention: "heartbeat"},
-		{args: []string{"--exchange-max-bytes", "-1"}, mention: "exchange max bytes"},
-		{args: []string{"--inbox-max-streams", "-1"}, mention: "inbox max streams"},
+		{args: []string{"--exchange-max-bytes", "-1"}, mention: "must not be negative"},
+		{args: []string{"--inbox-max-streams", "-1"}, mention: "must not be negative"},
 		{args: []string{"--max-response-bytes", "-1"}, mention: "max-response-bytes"},
 		// issue 18: max_attempts 1..1000 and a lease length of 1ms..12h, as Register's own.
-		{args: []string{"--exchange-max-attempts", "0"}, mention: "exchange max attempts"},
-		{args: []string{"--exchange-max-attempts", "1001"}, mention: "exchange max attempts"},
-		{env: map[string]string{"HISTORYD_EXCHANGE_MAX_ATTEMPTS": "-1"}, mention: "exchange max attempts"},
-		{args: []string{"--exchange-visibility-timeout", "0s"}, mention: "exchange visibility timeout"},
-		{args: []string{"--exchange-visibility-timeout", "999us"}, mention: "exchange visibility timeout"},
-		{args: []string{"--exchange-visibility-timeout", "12h0m1s"}, mention: "exchange visibility timeout"},
+		{args: []string{"--exchange-max-attempts", "0"}, mention: "1 to 1000"},
+		{args: []string{"--exchange-max-attempts", "1001"}, mention: "1 to 1000"},
+		{env: map[string]string{"HISTORYD_EXCHANGE_MAX_ATTEMPTS": "-1"}, mention: "1 to 1000"},
+		{args: []string{"--exchange-visibility-timeout", "0s"}, mention: "1ms to 12h0m0s"},
+		{args: []string{"--exchange-visibility-timeout", "999us"}, mention: "1ms to 12h0m0s"},
+		{args: []string{"--exchange-visibility-timeout", "12h0m1s"}, mention: "1ms to 12h0m0s"},
 		{env: map[string]string{"HISTORYD_EXCHANGE_VISIBILITY_TIMEOUT": "30"}, mention: "HISTORYD_EXCHANGE_VISIBILITY_TIMEOUT"},
 		{env: map[string]string{"HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "maybe"}, mention: "HISTORYD_EXCHANGE_BACKGROUND_COLLECT"},
 	} {
@@ -109,6 +109,7 @@ func TestExchangeConfigInvalid(t *testing.T) {
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.mention) {
 			t.Errorf("parseConfig(%v, %v) = %v, want a usage error mentioning %q", tc.args, tc.env, err, tc.mention)
 		}
+		namesTheSetting(t, err, tc.args, tc.env)
 	}
 }
 

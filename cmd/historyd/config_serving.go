@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/historyd/historyd/internal/server"
 )
@@ -107,6 +108,43 @@ func defaultServingConfig() servingConfig {
 	return c
 }
 
+// limitFlags checks, by the flags that set them, the limits server.Limits.Validate checks in its
+// own words (which name the field, not the flag): the usage line names what to change.
+func (c servingConfig) limitFlags() error {
+	l := c.Limits
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+		zero bool // 0 is allowed (none)
+	}{
+		{"keepalive-min-time", l.KeepaliveMinTime, false}, {"keepalive-time", l.KeepaliveTime, false},
+		{"keepalive-timeout", l.KeepaliveTimeout, false}, {"max-connection-idle", l.MaxConnectionIdle, false},
+		{"max-connection-age", l.MaxConnectionAge, true}, {"max-connection-age-grace", l.MaxConnectionAgeGrace, true},
+	} {
+		switch {
+		case d.zero && d.v < 0:
+			return fmt.Errorf("--%s %v: must not be negative (0s: none)", d.flag, d.v)
+		case !d.zero && d.v <= 0:
+			return fmt.Errorf("--%s %v: must be positive, such as %s", d.flag, d.v, settingDefault(d.flag))
+		}
+	}
+	for _, n := range []struct {
+		flag string
+		v    int64
+	}{
+		{"max-recv-msg-size", int64(l.MaxRecvMsgSize)}, {"max-concurrent-streams", int64(l.MaxConcurrentStreams)},
+		{"max-connections", int64(l.MaxConnections)},
+	} {
+		if n.v <= 0 {
+			return fmt.Errorf("--%s %d: must be positive, such as %s", n.flag, n.v, settingDefault(n.flag))
+		}
+	}
+	if l.MaxAppendWindow < 0 {
+		return fmt.Errorf("--append-max-window %d: must not be negative (0: the server's default)", l.MaxAppendWindow)
+	}
+	return nil
+}
+
 // validate checks the values that the flag types do not.
 func (c servingConfig) validate() error {
 	switch {
@@ -127,6 +165,9 @@ func (c servingConfig) validate() error {
 		return err
 	}
 	if err := checkMaximum("append-max-window", int64(c.Limits.MaxAppendWindow)); err != nil {
+		return err
+	}
+	if err := c.limitFlags(); err != nil {
 		return err
 	}
 	if c.Limits.MaxRenderedBytes > c.Limits.MaxResponseBytes {

@@ -98,13 +98,17 @@ func TestServingConfigInvalid(t *testing.T) {
 		{"key without cert", []string{"--tls-key", "k.pem"}, "--tls-cert"},
 		{"client CA without cert", []string{"--tls-client-ca", "ca.pem"}, "--tls-client-ca"},
 		{"metrics address", []string{"--metrics-addr", "9090"}, "9090"},
-		{"zero message size", []string{"--max-recv-msg-size", "0"}, "message size"},
+		{"zero message size", []string{"--max-recv-msg-size", "0"}, "must be positive"},
 		{"streams not a number", []string{"--max-concurrent-streams", "many"}, "max-concurrent-streams"},
 		{"streams over uint32", []string{"--max-concurrent-streams", "4294967296"}, "max-concurrent-streams"},
-		{"zero streams", []string{"--max-concurrent-streams", "0"}, "concurrent streams"},
-		{"zero ping interval", []string{"--keepalive-min-time", "0s"}, "keepalive min time"},
-		{"negative age", []string{"--max-connection-age", "-1s"}, "connection age"},
-		{"zero connections", []string{"--max-connections", "0"}, "max connections"},
+		{"zero streams", []string{"--max-concurrent-streams", "0"}, "must be positive"},
+		{"zero ping interval", []string{"--keepalive-min-time", "0s"}, "must be positive"},
+		{"zero ping timeout", []string{"--keepalive-timeout", "0s"}, "must be positive"},
+		{"negative age", []string{"--max-connection-age", "-1s"}, "must not be negative"},
+		{"negative age grace", []string{"--max-connection-age-grace", "-1s"}, "must not be negative"},
+		{"zero idle", []string{"--max-connection-idle", "0s"}, "must be positive"},
+		{"negative window", []string{"--append-max-window", "-1"}, "must not be negative"},
+		{"zero connections", []string{"--max-connections", "0"}, "must be positive"},
 		// issue 11: "Refuse at start if --max-inflight-bytes < --max-recv-msg-size".
 		{"in-flight below one request", []string{"--max-recv-msg-size", "8388608", "--max-inflight-bytes", "4MiB"}, "--max-inflight-bytes"},
 		{"in-flight not a size", []string{"--max-inflight-bytes", "lots"}, "max-inflight-bytes"},
@@ -123,6 +127,7 @@ func TestServingConfigInvalid(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.mention) {
 				t.Errorf("error %q does not mention %q", err, tc.mention)
 			}
+			namesTheSetting(t, err, tc.args, nil)
 		})
 	}
 }

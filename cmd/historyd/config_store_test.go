@@ -82,7 +82,7 @@ func TestStoreConfigInvalid(t *testing.T) {
 		{args: []string{"--postgres-statement-timeout", "soon"}, mention: "--postgres-statement-timeout"},
 		{env: map[string]string{"HISTORYD_SQLITE_READERS": "many"}, mention: "HISTORYD_SQLITE_READERS"},
 		{args: []string{"--sync", "always"}, mention: "normal or full"},
-		{args: []string{"--data-dir", ""}, mention: "data dir"},
+		{args: []string{"--data-dir", ""}, mention: "want a directory"},
 		{args: []string{"--sqlite-cache", "64KiB"}, mention: "1MiB"},
 		{args: []string{"--sqlite-cache", "lots"}, mention: "--sqlite-cache"},
 		{args: []string{"--sqlite-readers", "0"}, mention: "1 to 64"},
@@ -97,7 +97,9 @@ func TestStoreConfigInvalid(t *testing.T) {
 		if code != 2 || len(lines) != 1 || !strings.Contains(lines[0], tc.mention) {
 			t.Errorf("historyd %q (env %v) = %d, %q; want 2 and one line mentioning %q", tc.args, tc.env, code, stderr.String(), tc.mention)
 		}
-		if _, err := parseConfig(tc.args, envOf(tc.env)); !errors.Is(err, errUsage) {
+		_, err := parseConfig(tc.args, envOf(tc.env))
+		namesTheSetting(t, err, tc.args, tc.env)
+		if !errors.Is(err, errUsage) {
 			t.Errorf("parseConfig(%q) = %v, want a usage error", tc.args, err)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +129,31 @@ func TestUsageNamesEverySetting(t *testing.T) {
 			if !strings.Contains(u, want) {
 				t.Errorf("usage does not mention %q", want)
 			}
+		}
+	}
+}
+
+// namesTheSetting checks that a usage error names what the operator gave (README: "one line that
+// names the flag"): a flag of args, and every variable of env, which is where the value came from.
+func namesTheSetting(t *testing.T, err error, args []string, env map[string]string) {
+	t.Helper()
+	if err == nil {
+		return // the caller reports the missing error
+	}
+	msg := err.Error()
+	var flags []string
+	for _, a := range args {
+		if name, ok := strings.CutPrefix(a, "--"); ok {
+			name, _, _ = strings.Cut(name, "=")
+			flags = append(flags, "--"+name)
+		}
+	}
+	if len(flags) > 0 && !slices.ContainsFunc(flags, func(f string) bool { return strings.Contains(msg, f) }) {
+		t.Errorf("usage error %q names none of the flags given, %q", msg, flags)
+	}
+	for v := range env {
+		if !strings.Contains(msg, v) {
+			t.Errorf("usage error %q does not name %s, which gave the value", msg, v)
 		}
 	}
 }
