@@ -13,6 +13,7 @@
 //	historyd [serve] [--listen ADDR] [--log-level LEVEL] [--log-format json|console] [--grace-period DURATION] [flags]
 //	historyd healthcheck [--addr HOST:PORT] [--service NAME] [--timeout DURATION] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]
 //	historyd migrate [--data-dir DIR]
+//	historyd migrate --store postgres [--postgres-url URL]
 //	historyd backup --to FILE [--force] [--token-file FILE] [--addr HOST:PORT] [--tls ...]
 //	historyd version
 //	historyd help
