@@ -12,6 +12,7 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // prepare starts a new branch's row: its identity and metadata, after
@@ -34,10 +35,10 @@ func prepare(ctx context.Context, q querier, id uuid.UUID, createdAt *float64, m
 	if createdAt != nil {
 		created = *createdAt
 	}
-	return newSeed(&branchRow{
-		id: id, incarnation: uuid.New(), createdAt: created, metadata: meta,
-		pile: store.ElementID{ID: uuid.New(), CreatedAt: created},
-		prog: store.ElementID{ID: uuid.New(), CreatedAt: created},
+	return newSeed(&sqlrow.Branch{
+		ID: id, Incarnation: uuid.New(), CreatedAt: created, Metadata: meta,
+		Pile: store.ElementID{ID: uuid.New(), CreatedAt: created},
+		Prog: store.ElementID{ID: uuid.New(), CreatedAt: created},
 	}), nil
 }
 
@@ -110,19 +111,19 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, build func(tx pgx.
 		res = store.BranchResult{Messages: make([]store.StoredMessage, len(ordered))}
 		msgs := make([]*envelope.Message, len(ordered))
 		for i, m := range ordered {
-			res.Messages[i], msgs[i] = m.stored(), m.msg
+			res.Messages[i], msgs[i] = m.Stored(), m.Msg
 		}
-		res.Branch = row.info()
-		info := row.info()
+		res.Branch = row.Info()
+		info := row.Info()
 		c := store.Commit{{Sequence: 1, CommitFirst: 1, CommitLast: 1, Kind: store.EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}}
 		kept := store.BranchResult{Branch: res.Branch}
-		if row.systemID != nil {
+		if row.SystemID != nil {
 			kept.Messages = res.Messages[:1]
 		}
 		st := newState(ctx, tx, row)
 		queueInsertBranch(st.b, row)
 		for _, m := range ordered {
-			body, err := encodeMessage(m.msg)
+			body, err := sqlrow.EncodeMessage(m.Msg)
 			if err != nil {
 				return err
 			}
@@ -130,10 +131,10 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, build func(tx pgx.
 				return err
 			}
 		}
-		if err := insertEvents(st.b, row.incarnation, c); err != nil {
+		if err := insertEvents(st.b, row.Incarnation, c); err != nil {
 			return err
 		}
-		forgetScope(st.b, deleteScope(row.id))
+		forgetScope(st.b, deleteScope(row.ID))
 		if err := s.remember(st.b, scope, op, requestID, kept); err != nil {
 			return err
 		}
@@ -142,7 +143,7 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, build func(tx pgx.
 		err := tx.SendBatch(ctx, st.b).Close()
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "branches_pkey" {
-			return &store.BranchError{Err: store.ErrBranchExists, BranchID: row.id}
+			return &store.BranchError{Err: store.ErrBranchExists, BranchID: row.ID}
 		}
 		return err
 	})
@@ -172,8 +173,8 @@ func (s *Store) CreateBranch(ctx context.Context, in store.CreateBranchInput) (s
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpCreateBranch, in.RequestID)
 	}
-	b.row.name, b.row.user = in.Name, in.User
-	if err := store.CreateSeeds(b.row.id, in, func(sd store.Seed) error { return b.seed(sd.Message, sd.Field) }); err != nil {
+	b.row.Name, b.row.User = in.Name, in.User
+	if err := store.CreateSeeds(b.row.ID, in, func(sd store.Seed) error { return b.seed(sd.Message, sd.Field) }); err != nil {
 		return store.BranchResult{}, err
 	}
 	return s.publishNew(ctx, b, nil, store.OpCreateBranch, in.Principal, in.RequestID)
@@ -199,12 +200,12 @@ func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.B
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpImportBranch, in.RequestID)
 	}
-	b.row.name, b.row.user = im.Name, im.User
+	b.row.Name, b.row.User = im.Name, im.User
 	if im.Pile != nil {
-		b.row.pile = *im.Pile
+		b.row.Pile = *im.Pile
 	}
 	if im.Prog != nil {
-		b.row.prog = *im.Prog
+		b.row.Prog = *im.Prog
 	}
 	for i, msg := range im.Messages {
 		if err := b.seed(msg, im.Paths[i]); err != nil {
@@ -214,18 +215,18 @@ func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.B
 	if im.CollRank != nil { // the collections order the import came with (issue 13 item 1)
 		ranks := make(map[uuid.UUID]uint64, len(b.msgs))
 		for id, m := range b.msgs {
-			ranks[id] = uint64(m.rank)
+			ranks[id] = uint64(m.Rank)
 		}
-		b.row.nextRank = int64(store.ImportRanks(ranks, im.CollRank))
+		b.row.NextRank = int64(store.ImportRanks(ranks, im.CollRank))
 		for id, r := range ranks {
-			b.msgs[id].rank = int64(r)
+			b.msgs[id].Rank = int64(r)
 		}
 	}
 	if im.Selected != nil {
 		if err := store.CheckMembers(b, "data.metadata.current_progression.order", im.Selected.Order, true); err != nil {
 			return store.BranchResult{}, err
 		}
-		b.row.selected = im.Selected
+		b.row.Selected = im.Selected
 	}
 	return s.publishNew(ctx, b, nil, store.OpImportBranch, in.Principal, in.RequestID)
 }
@@ -246,54 +247,54 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 		if err != nil {
 			return nil, err
 		}
-		if in.ExpectedHead != nil && *in.ExpectedHead != src.head {
-			return nil, &store.SequenceError{Err: store.ErrSequenceMismatch, BranchID: src.id, Head: src.head}
+		if in.ExpectedHead != nil && *in.ExpectedHead != src.Head {
+			return nil, &store.SequenceError{Err: store.ErrSequenceMismatch, BranchID: src.ID, Head: src.Head}
 		}
-		through := src.nextPos - 1
+		through := src.NextPos - 1
 		if in.At != nil {
-			at, ok, err := getMessage(ctx, tx, src.id, *in.At)
+			at, ok, err := getMessage(ctx, tx, src.ID, *in.At)
 			if err != nil {
 				return nil, err
 			}
 			if !ok {
-				return nil, &store.MessageError{Err: store.ErrMessageNotFound, BranchID: src.id, MessageID: *in.At, Field: "message_id"}
+				return nil, &store.MessageError{Err: store.ErrMessageNotFound, BranchID: src.ID, MessageID: *in.At, Field: "message_id"}
 			}
-			through = at.pos
+			through = at.Pos
 		}
-		rows, err := scanMsgs(tx.Query(ctx, qMessagesThrough, src.id, through))
+		rows, err := scanMsgs(tx.Query(ctx, qMessagesThrough, src.ID, through))
 		if err != nil {
 			return nil, err
 		}
 		msgs := make([]*envelope.Message, len(rows))
 		for i, m := range rows {
-			msgs[i] = m.msg
+			msgs[i] = m.Msg
 		}
 		var selected []uuid.UUID
-		if src.selected != nil {
-			selected = src.selected.Order
+		if src.Selected != nil {
+			selected = src.Selected.Order
 		}
-		copies, sel, err := store.ForkCopies(msgs, selected, src.selected != nil)
+		copies, sel, err := store.ForkCopies(msgs, selected, src.Selected != nil)
 		if err != nil {
 			return nil, err
 		}
-		b, err := prepare(ctx, tx, in.ID, nil, src.metadata)
+		b, err := prepare(ctx, tx, in.ID, nil, src.Metadata)
 		if err != nil {
 			return nil, err
 		}
-		b.row.name, b.row.user = src.name, src.user
+		b.row.Name, b.row.User = src.Name, src.User
 		if in.Name != nil {
-			b.row.name = in.Name
+			b.row.Name = in.Name
 		}
-		parent := src.id
-		b.row.parent = &parent
-		b.row.fork = store.ForkPoint(in.At, copies)
+		parent := src.ID
+		b.row.Parent = &parent
+		b.row.Fork = store.ForkPoint(in.At, copies)
 		for _, msg := range copies {
 			if err := b.seed(msg, ""); err != nil { // a clone has a new id: it replaces nothing
 				return nil, err
 			}
 		}
 		if sel != nil {
-			b.row.selected = store.NewProgression(sel, nil)
+			b.row.Selected = store.NewProgression(sel, nil)
 		}
 		return b, nil
 	}
@@ -311,7 +312,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 	var (
 		res    store.DeleteResult
 		replay bool
-		row    *branchRow
+		row    *sqlrow.Branch
 		c      store.Commit
 	)
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -349,12 +350,12 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		if err := s.commitEvents(st.b, row, c); err != nil {
 			return err
 		}
-		st.b.Queue(qKeepVersions, row.id, row.incarnation, nil)
-		st.b.Queue(qDeleteMessages, row.id)
-		st.b.Queue(qDeleteBranch, row.id)
-		forgetScope(st.b, branchScope(row.incarnation))
-		st.b.Queue(qMarkDead, deadMark(row.incarnation), strconv.FormatInt(s.now().UnixNano(), 10))
-		res = store.DeleteResult{BranchID: id, LastSequence: row.head}
+		st.b.Queue(qKeepVersions, row.ID, row.Incarnation, nil)
+		st.b.Queue(qDeleteMessages, row.ID)
+		st.b.Queue(qDeleteBranch, row.ID)
+		forgetScope(st.b, branchScope(row.Incarnation))
+		st.b.Queue(qMarkDead, deadMark(row.Incarnation), strconv.FormatInt(s.now().UnixNano(), 10))
+		res = store.DeleteResult{BranchID: id, LastSequence: row.Head}
 		if err := s.remember(st.b, scope, store.OpDeleteBranch, opts.RequestID, res); err != nil {
 			return err
 		}
@@ -364,7 +365,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		return store.DeleteResult{}, err
 	}
 	if !replay {
-		s.committed(id, row.incarnation, c)
+		s.committed(id, row.Incarnation, c)
 	}
 	return res, nil
 }

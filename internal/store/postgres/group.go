@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // Group commit (issue 16 benchmark, docs/decisions/0021): concurrent
@@ -84,7 +85,7 @@ type branchWrite struct {
 
 	w      written
 	replay *store.WriteResult
-	row    *branchRow
+	row    *sqlrow.Branch
 	err    error
 	alone  bool // to run in a transaction of its own, after its group
 	done   chan struct{}
@@ -486,19 +487,19 @@ func (s *Store) planSafe(st *txState, bw *branchWrite) (w written, err error) {
 }
 
 // lockedRows reads the group's first result: the rows locked, by id.
-func lockedRows(br pgx.BatchResults) (map[uuid.UUID]*branchRow, error) {
+func lockedRows(br pgx.BatchResults) (map[uuid.UUID]*sqlrow.Branch, error) {
 	rs, err := br.Query()
 	if err != nil {
 		return nil, err
 	}
 	defer rs.Close()
-	rows := map[uuid.UUID]*branchRow{}
+	rows := map[uuid.UUID]*sqlrow.Branch{}
 	for rs.Next() {
 		row, err := scanBranch(rs)
 		if err != nil {
 			return nil, err
 		}
-		rows[row.id] = row
+		rows[row.ID] = row
 	}
 	return rows, rs.Err()
 }

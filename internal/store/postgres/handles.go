@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // A handle is what this replica holds of a branch that has subscribers or
@@ -422,7 +423,7 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (h *handle, fresh bool, e
 	}
 	s.mu.Unlock()
 	var (
-		row    *branchRow
+		row    *sqlrow.Branch
 		oldest int64
 	)
 	err = s.read(ctx, func(tx pgxTx) error {
@@ -430,7 +431,7 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (h *handle, fresh bool, e
 		if row, err = loadBranch(ctx, tx, qBranch, id); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, qOldestEvent, row.incarnation).Scan(&oldest)
+		return tx.QueryRow(ctx, qOldestEvent, row.Incarnation).Scan(&oldest)
 	})
 	if err != nil {
 		return nil, false, err
@@ -448,13 +449,13 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (h *handle, fresh bool, e
 	return h, fresh, nil
 }
 
-func (s *Store) newHandle(row *branchRow, minSeq uint64) *handle {
-	h := &handle{id: row.id, incarnation: row.incarnation}
+func (s *Store) newHandle(row *sqlrow.Branch, minSeq uint64) *handle {
+	h := &handle{id: row.ID, incarnation: row.Incarnation}
 	oldest := uint64(0)
-	if row.head > 0 {
-		oldest = max(minSeq, s.retainedFrom(row.head), 1)
+	if row.Head > 0 {
+		oldest = max(minSeq, s.retainedFrom(row.Head), 1)
 	}
-	h.log = &dbLog{s: s, h: h, branch: row.id, incarnation: row.incarnation, oldest: oldest, last: row.head}
+	h.log = &dbLog{s: s, h: h, branch: row.ID, incarnation: row.Incarnation, oldest: oldest, last: row.Head}
 	h.oldest.Store(oldest)
 	h.feed = store.NewFeed(&h.mu, h.log)
 	// The last subscription closed: let the handle go if nothing else uses it.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // The reads: each in one read transaction, so what it returns (a page and
@@ -22,7 +23,7 @@ func (s *Store) GetBranch(ctx context.Context, id uuid.UUID) (store.BranchInfo, 
 	err := s.read(ctx, func(tx pgx.Tx) error {
 		b, err := loadBranch(ctx, tx, qBranch, id)
 		if err == nil {
-			info = b.info()
+			info = b.Info()
 		}
 		return err
 	})
@@ -66,7 +67,7 @@ func (s *Store) ListBranches(ctx context.Context, size int, token string) (store
 			if err != nil {
 				return err
 			}
-			out.Branches = append(out.Branches, b.info())
+			out.Branches = append(out.Branches, b.Info())
 		}
 		return rows.Err()
 	})
@@ -101,7 +102,7 @@ func (s *Store) GetMessage(ctx context.Context, branchID, msgID uuid.UUID) (stor
 		case !ok:
 			return &store.MessageError{Err: store.ErrMessageNotFound, BranchID: branchID, MessageID: msgID}
 		}
-		out = store.MessageRead{StoredMessage: m.stored(), Head: b.head}
+		out = store.MessageRead{StoredMessage: m.Stored(), Head: b.Head}
 		return nil
 	})
 	return out, err
@@ -148,16 +149,16 @@ func (s *Store) ListMessages(ctx context.Context, branchID uuid.UUID, in store.L
 	return page, err
 }
 
-func (s *Store) listPage(ctx context.Context, tx pgx.Tx, b *branchRow, in store.ListInput, size int) (store.MessagePage, error) {
-	query, epoch := in.View.String(), b.epoch
-	selected := in.Selected && b.selected != nil
+func (s *Store) listPage(ctx context.Context, tx pgx.Tx, b *sqlrow.Branch, in store.ListInput, size int) (store.MessagePage, error) {
+	query, epoch := in.View.String(), b.Epoch
+	selected := in.Selected && b.Selected != nil
 	if selected {
-		query, epoch = "selected", b.selEpoch
+		query, epoch = "selected", b.SelEpoch
 	}
 	if in.Descending {
 		query += ",desc"
 	}
-	scope := b.incarnation.String() // the branch id is not enough: a deleted branch's id can come back
+	scope := b.Incarnation.String() // the branch id is not enough: a deleted branch's id can come back
 	var next *int64
 	if in.PageToken != "" {
 		t, err := store.DecodePageToken(in.PageToken, scope, query)
@@ -170,17 +171,17 @@ func (s *Store) listPage(ctx context.Context, tx pgx.Tx, b *branchRow, in store.
 		next = &t.Next
 	}
 	var (
-		rows []*msgRow
+		rows []*sqlrow.Message
 		at   []int64 // at[i]: the position of rows[i]
 		err  error
 	)
 	if selected {
 		rows, at, err = s.selectedRows(ctx, tx, b, next, in.Descending, size+1)
 	} else {
-		rows, err = s.positionRows(ctx, tx, b.id, viewKinds(in.View), in.View == store.ViewAll, next, in.Descending, size+1)
+		rows, err = s.positionRows(ctx, tx, b.ID, viewKinds(in.View), in.View == store.ViewAll, next, in.Descending, size+1)
 		at = make([]int64, len(rows))
 		for i, m := range rows {
-			at[i] = m.pos
+			at[i] = m.Pos
 		}
 	}
 	if err != nil {
@@ -193,14 +194,14 @@ func (s *Store) listPage(ctx context.Context, tx pgx.Tx, b *branchRow, in store.
 	token := func(pos int64) string {
 		return store.EncodePageToken(store.PageToken{Scope: scope, Query: query, Epoch: epoch, Next: pos})
 	}
-	page := store.MessagePage{Head: b.head}
+	page := store.MessagePage{Head: b.Head}
 	if len(rows) > size {
 		page.NextPageToken = token(at[size])
 		rows, at = rows[:size], at[:size]
 	}
 	page.Messages = make([]store.StoredMessage, len(rows))
 	for i, m := range rows {
-		page.Messages[i] = m.stored()
+		page.Messages[i] = m.Stored()
 	}
 	if len(rows) > 0 {
 		page.TokenAfter = func(n int) string { return token(at[n-1] + step) }
@@ -213,7 +214,7 @@ func (s *Store) listPage(ctx context.Context, tx pgx.Tx, b *branchRow, in store.
 // message (all, the system at -1 included) or those of kinds. A view of
 // two kinds is read as two index ranges and merged, so the page stays
 // O(page) whatever the branch's size.
-func (s *Store) positionRows(ctx context.Context, tx pgx.Tx, branch uuid.UUID, kinds []envelope.Kind, all bool, next *int64, desc bool, limit int) ([]*msgRow, error) {
+func (s *Store) positionRows(ctx context.Context, tx pgx.Tx, branch uuid.UUID, kinds []envelope.Kind, all bool, next *int64, desc bool, limit int) ([]*sqlrow.Message, error) {
 	all1, kind1 := qPosAsc, qKindPosAsc
 	if desc {
 		all1, kind1 = qPosDesc, qKindPosDesc
@@ -229,7 +230,7 @@ func (s *Store) positionRows(ctx context.Context, tx pgx.Tx, branch uuid.UUID, k
 	if all {
 		return scanMsgs(tx.Query(ctx, all1, branch, from, limit))
 	}
-	var out []*msgRow
+	var out []*sqlrow.Message
 	for _, k := range kinds {
 		rows, err := scanMsgs(tx.Query(ctx, kind1, branch, int(k), from, limit))
 		if err != nil {
@@ -239,9 +240,9 @@ func (s *Store) positionRows(ctx context.Context, tx pgx.Tx, branch uuid.UUID, k
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if desc {
-			return out[i].pos > out[j].pos
+			return out[i].Pos > out[j].Pos
 		}
-		return out[i].pos < out[j].pos
+		return out[i].Pos < out[j].Pos
 	})
 	if len(out) > limit {
 		out = out[:limit]
@@ -252,8 +253,8 @@ func (s *Store) positionRows(ctx context.Context, tx pgx.Tx, branch uuid.UUID, k
 // selectedRows reads up to limit members of the selected progression from
 // index next (inclusive), skipping ids that are no longer members, as
 // store.Memory's listing does.
-func (s *Store) selectedRows(ctx context.Context, tx pgx.Tx, b *branchRow, next *int64, desc bool, limit int) ([]*msgRow, []int64, error) {
-	order := b.selected.Order
+func (s *Store) selectedRows(ctx context.Context, tx pgx.Tx, b *sqlrow.Branch, next *int64, desc bool, limit int) ([]*sqlrow.Message, []int64, error) {
+	order := b.Selected.Order
 	p, step := int64(0), int64(1)
 	if desc {
 		p, step = int64(len(order))-1, -1
@@ -262,11 +263,11 @@ func (s *Store) selectedRows(ctx context.Context, tx pgx.Tx, b *branchRow, next 
 		p = *next
 	}
 	var (
-		rows []*msgRow
+		rows []*sqlrow.Message
 		at   []int64
 	)
 	for ; p >= 0 && p < int64(len(order)) && len(rows) < limit; p += step {
-		m, ok, err := getMessage(ctx, tx, b.id, order[p])
+		m, ok, err := getMessage(ctx, tx, b.ID, order[p])
 		if err != nil {
 			return nil, nil, err
 		}
@@ -291,12 +292,12 @@ func (s *Store) LastMessage(ctx context.Context, branchID uuid.UUID, view store.
 		if err != nil {
 			return err
 		}
-		out.Head = b.head
-		rows, err := s.positionRows(ctx, tx, b.id, viewKinds(view), view == store.ViewAll, nil, true, 1)
+		out.Head = b.Head
+		rows, err := s.positionRows(ctx, tx, b.ID, viewKinds(view), view == store.ViewAll, nil, true, 1)
 		if err != nil || len(rows) == 0 {
 			return err
 		}
-		out.StoredMessage, found = rows[0].stored(), true
+		out.StoredMessage, found = rows[0].Stored(), true
 		return nil
 	})
 	return out, found, err
@@ -315,7 +316,7 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 		if err != nil {
 			return err
 		}
-		head = b.head
+		head = b.Head
 		var ids []uuid.UUID
 		switch {
 		case in.Order != nil:
@@ -324,18 +325,18 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 			if err := store.CheckMembers(st, "order.ids", ids, false); err != nil {
 				return err
 			}
-		case in.Selected && b.selected != nil:
-			ids = b.selected.Order
+		case in.Selected && b.Selected != nil:
+			ids = b.Selected.Order
 		default:
-			return eachInOrder(ctx, tx, b.id, in.Each != nil, func(m *msgRow) error { return sink.Take(m.msg) })
+			return eachInOrder(ctx, tx, b.ID, in.Each != nil, func(m *sqlrow.Message) error { return sink.Take(m.Msg) })
 		}
 		for _, id := range ids {
-			m, ok, err := getMessage(ctx, tx, b.id, id)
+			m, ok, err := getMessage(ctx, tx, b.ID, id)
 			if err != nil {
 				return err
 			}
 			if ok {
-				if err := sink.Take(m.msg); err != nil {
+				if err := sink.Take(m.Msg); err != nil {
 					return err
 				}
 			}
@@ -354,8 +355,8 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 // and not its text too.
 func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, in store.ExportInput) (store.Export, error) {
 	var (
-		b    *branchRow
-		rows []*msgRow
+		b    *sqlrow.Branch
+		rows []*sqlrow.Message
 	)
 	err := s.read(ctx, func(tx pgx.Tx) error {
 		rows = nil // a retried read starts afresh (runTx), and in.Each at 0 again
@@ -363,13 +364,13 @@ func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, in store.ExportI
 		if b, err = loadBranch(ctx, tx, qBranch, id); err != nil {
 			return err
 		}
-		return eachInOrder(ctx, tx, id, in.Each != nil, func(m *msgRow) error {
+		return eachInOrder(ctx, tx, id, in.Each != nil, func(m *sqlrow.Message) error {
 			if in.Each != nil {
-				if err := in.Each(len(rows), m.msg); err != nil {
+				if err := in.Each(len(rows), m.Msg); err != nil {
 					return err
 				}
 			}
-			m.body = ""
+			m.Body = ""
 			rows = append(rows, m)
 			return nil
 		})
@@ -378,25 +379,25 @@ func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, in store.ExportI
 		return store.Export{}, err
 	}
 	d := store.ExportData{
-		ID: b.id, CreatedAt: b.createdAt, Metadata: b.metadata, Name: b.name, User: b.user,
-		Pile: b.pile, Prog: b.prog, Selected: b.selected,
+		ID: b.ID, CreatedAt: b.CreatedAt, Metadata: b.Metadata, Name: b.Name, User: b.User,
+		Pile: b.Pile, Prog: b.Prog, Selected: b.Selected,
 		Order: make([]*envelope.Message, len(rows)),
 	}
-	byRank := make([]*msgRow, len(rows))
+	byRank := make([]*sqlrow.Message, len(rows))
 	copy(byRank, rows)
-	sort.Slice(byRank, func(i, j int) bool { return byRank[i].rank < byRank[j].rank })
+	sort.Slice(byRank, func(i, j int) bool { return byRank[i].Rank < byRank[j].Rank })
 	d.Collections = make([]*envelope.Message, len(rows))
 	for i, m := range rows {
-		d.Order[i], d.Collections[i] = m.msg, byRank[i].msg
-		if m.pos < 0 {
-			d.System = m.msg
+		d.Order[i], d.Collections[i] = m.Msg, byRank[i].Msg
+		if m.Pos < 0 {
+			d.System = m.Msg
 		}
 	}
 	data, err := store.EncodeBranch(d, in.Mode, in.DBMetaKey)
 	if err != nil {
 		return store.Export{}, err
 	}
-	return store.Export{Data: data, Head: b.head}, nil
+	return store.Export{Data: data, Head: b.Head}, nil
 }
 
 // eachFirstPage and eachMaxPage bound the rows eachInOrder reads per
@@ -419,7 +420,7 @@ const (
 // budget would still pull the whole branch through the connection. A page
 // costs a round trip; a caller that takes every message is bounded by its
 // budget too.
-func eachInOrder(ctx context.Context, tx pgx.Tx, branch uuid.UUID, stops bool, fn func(*msgRow) error) error {
+func eachInOrder(ctx context.Context, tx pgx.Tx, branch uuid.UUID, stops bool, fn func(*sqlrow.Message) error) error {
 	if !stops {
 		rows, err := tx.Query(ctx, qFullOrder, branch)
 		if err != nil {
@@ -434,8 +435,8 @@ func eachInOrder(ctx context.Context, tx pgx.Tx, branch uuid.UUID, stops bool, f
 			return err
 		}
 		n := 0
-		err = eachMsg(rows, func(m *msgRow) error {
-			n, next = n+1, m.pos+1
+		err = eachMsg(rows, func(m *sqlrow.Message) error {
+			n, next = n+1, m.Pos+1
 			return fn(m)
 		})
 		if err != nil || n < page {

@@ -9,6 +9,7 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/rowjson"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // txState is a branch as the rules read it (store.BranchState) inside the
@@ -20,8 +21,8 @@ type txState struct {
 	ctx   context.Context
 	tx    pgx.Tx
 	q     querier // tx, or a read transaction for CheckMembers of a chat order
-	row   *branchRow
-	cache map[uuid.UUID]*msgRow // read or written by this write; nil entries are misses
+	row   *sqlrow.Branch
+	cache map[uuid.UUID]*sqlrow.Message // read or written by this write; nil entries are misses
 	// encoded holds messages' stored text encoded before the transaction.
 	encoded map[*envelope.Message]string
 	// b queues the write's statements, sent in one round trip with the
@@ -32,18 +33,18 @@ type txState struct {
 
 var _ store.BranchState = (*txState)(nil)
 
-func newState(ctx context.Context, tx pgx.Tx, row *branchRow) *txState {
-	return &txState{ctx: ctx, tx: tx, q: tx, row: row, cache: map[uuid.UUID]*msgRow{}, encoded: map[*envelope.Message]string{}, b: &pgx.Batch{}}
+func newState(ctx context.Context, tx pgx.Tx, row *sqlrow.Branch) *txState {
+	return &txState{ctx: ctx, tx: tx, q: tx, row: row, cache: map[uuid.UUID]*sqlrow.Message{}, encoded: map[*envelope.Message]string{}, b: &pgx.Batch{}}
 }
 
-func (st *txState) BranchID() uuid.UUID  { return st.row.id }
-func (st *txState) HeadSequence() uint64 { return st.row.head }
+func (st *txState) BranchID() uuid.UUID  { return st.row.ID }
+func (st *txState) HeadSequence() uint64 { return st.row.Head }
 
-func (st *txState) lookup(id uuid.UUID) (*msgRow, error) {
+func (st *txState) lookup(id uuid.UUID) (*sqlrow.Message, error) {
 	if m, ok := st.cache[id]; ok {
 		return m, nil
 	}
-	m, _, err := getMessage(st.ctx, st.q, st.row.id, id)
+	m, _, err := getMessage(st.ctx, st.q, st.row.ID, id)
 	if err != nil {
 		return nil, err
 	}
@@ -56,90 +57,90 @@ func (st *txState) Current(id uuid.UUID) (*envelope.Message, bool, error) {
 	if err != nil || m == nil {
 		return nil, false, err
 	}
-	return m.msg, true, nil
+	return m.Msg, true, nil
 }
 
 func (st *txState) CurrentSystem() (*envelope.Message, error) {
-	if st.row.systemID == nil {
+	if st.row.SystemID == nil {
 		return nil, nil
 	}
-	m, err := st.lookup(*st.row.systemID)
+	m, err := st.lookup(*st.row.SystemID)
 	if err != nil || m == nil {
 		return nil, err
 	}
-	return m.msg, nil
+	return m.Msg, nil
 }
 
 // apply writes a planned placement at sequence seq and returns the row it
 // wrote and the message's index after it (store.Memory's apply, over rows).
-func (st *txState) apply(p store.Placement, seq uint64) (*msgRow, int, error) {
+func (st *txState) apply(p store.Placement, seq uint64) (*sqlrow.Message, int, error) {
 	msg := p.Message
 	body, ok := st.encoded[msg]
 	if !ok {
 		var err error
-		if body, err = encodeMessage(msg); err != nil {
+		if body, err = sqlrow.EncodeMessage(msg); err != nil {
 			return nil, 0, err
 		}
 	}
 	var err error
-	var old *msgRow
+	var old *sqlrow.Message
 	if p.Replaces {
 		if old, err = st.lookup(msg.ID); err != nil {
 			return nil, 0, err
 		}
 	}
 	row := st.row
-	m := &msgRow{msg: msg, body: body, seq: seq}
+	m := &sqlrow.Message{Msg: msg, Body: body, Seq: seq}
 	switch {
 	case msg.Kind() == envelope.KindSystem:
-		m.pos = -1
+		m.Pos = -1
 		if p.Excluded != nil {
 			if err := st.remove(p.Excluded.ID); err != nil {
 				return nil, 0, err
 			}
-			if row.selected != nil {
-				sel := row.selected.Clone()
+			if row.Selected != nil {
+				sel := row.Selected.Clone()
 				for i, id := range sel.Order {
 					if id == p.Excluded.ID {
 						sel.Order[i] = msg.ID
 					}
 				}
-				row.selected = sel
+				row.Selected = sel
 			}
 		}
-		row.systemID = &msg.ID
+		row.SystemID = &msg.ID
 	case old != nil:
-		m.pos = old.pos
+		m.Pos = old.Pos
 	default:
-		m.pos = row.nextPos
-		row.nextPos++
+		m.Pos = row.NextPos
+		row.NextPos++
 	}
 	if old != nil {
-		m.rank = old.rank
+		m.Rank = old.Rank
 	}
 	if p.NewRank(old != nil) {
-		m.rank = row.nextRank
-		row.nextRank++
+		m.Rank = row.NextRank
+		row.NextRank++
 	}
 	if old != nil {
 		if err := st.keepVersion(old); err != nil {
 			return nil, 0, err
 		}
-		st.b.Queue(qReplaceMessage, m.rank, int64(m.seq), body, row.id, msg.ID)
+		st.b.Queue(qReplaceMessage, m.Rank, int64(m.Seq), body, row.ID, msg.ID)
 	} else {
-		row.count++
+		row.Count++
 		err = st.insert(m, body)
 	}
 	if err != nil {
 		return nil, 0, err
 	}
 	st.cache[msg.ID] = m
-	return m, row.index(m.pos), nil
+	return m, row.Index(m.Pos), nil
 }
 
 // insert writes a new message row.
-func (st *txState) insert(m *msgRow, body string) error {
-	st.b.Queue(qInsertMessage, st.row.id, m.msg.ID, m.pos, int(m.msg.Kind()), m.rank, int64(m.seq), body)
+func (st *txState) insert(m *sqlrow.Message, body string) error {
+	st.b.Queue(qInsertMessage, st.row.ID, m.Msg.ID, m.Pos, int(m.Msg.Kind()), m.Rank, int64(m.Seq), body)
 	return nil
 }
 
@@ -154,8 +155,8 @@ func (st *txState) flush() error {
 // keepVersion copies a message version about to be rewritten or deleted
 // into the event that wrote it, if that event is retained and still reads
 // it from messages.
-func (st *txState) keepVersion(old *msgRow) error {
-	st.b.Queue(qKeepVersion, rowjson.MessageEventBody(old.body), st.row.incarnation, int64(old.seq), old.msg.ID)
+func (st *txState) keepVersion(old *sqlrow.Message) error {
+	st.b.Queue(qKeepVersion, rowjson.MessageEventBody(old.Body), st.row.Incarnation, int64(old.Seq), old.Msg.ID)
 	return nil
 }
 
@@ -170,8 +171,8 @@ func (st *txState) remove(id uuid.UUID) error {
 			return err
 		}
 	}
-	st.b.Queue(qRemoveMessage, st.row.id, id)
-	st.row.count--
+	st.b.Queue(qRemoveMessage, st.row.ID, id)
+	st.row.Count--
 	st.cache[id] = nil
 	return nil
 }

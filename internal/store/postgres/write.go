@@ -12,6 +12,7 @@ import (
 
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // written is what a branch write did: its result, its commit (sequences
@@ -69,7 +70,7 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 	if w.added == nil {
 		return w.res, nil
 	}
-	obs := s.observersOf(id, row.incarnation)
+	obs := s.observersOf(id, row.Incarnation)
 	if len(obs) == 0 {
 		return w.res, nil
 	}
@@ -80,7 +81,7 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 // when group commit is off.
 func (s *Store) settle(bw *branchWrite) {
 	if bw.err == nil && bw.replay == nil {
-		s.committed(bw.id, bw.row.incarnation, bw.w.commit)
+		s.committed(bw.id, bw.row.Incarnation, bw.w.commit)
 	}
 }
 
@@ -94,7 +95,7 @@ func (s *Store) settleAsync(bw *branchWrite) {
 	if bw.err != nil || bw.replay != nil {
 		return
 	}
-	id, inc, c := bw.id, bw.row.incarnation, bw.w.commit
+	id, inc, c := bw.id, bw.row.Incarnation, bw.w.commit
 	head := c[len(c)-1].Sequence
 	s.wake.notify(id, inc, head)
 	if h := s.handleOf(id, inc); h != nil && !s.publishNext(h, c) {
@@ -116,7 +117,7 @@ func (s *Store) writeAlone(bw *branchWrite) error {
 		}
 		bw.w, bw.replay, bw.row = written{}, nil, nil // a retried transaction starts afresh
 		var (
-			row *branchRow
+			row *sqlrow.Branch
 			r   any
 			ok  bool
 		)
@@ -154,7 +155,7 @@ func (s *Store) plan(st *txState, bw *branchWrite) (written, error) {
 	}
 	queueUpdateBranch(st.b, row)
 	mergeAppend(st.b)
-	if err := s.remember(st.b, branchScope(row.incarnation), bw.op, bw.opts.RequestID, w.res); err != nil {
+	if err := s.remember(st.b, branchScope(row.Incarnation), bw.op, bw.opts.RequestID, w.res); err != nil {
 		return written{}, err
 	}
 	return w, nil
@@ -163,7 +164,7 @@ func (s *Store) plan(st *txState, bw *branchWrite) (written, error) {
 // lockBranch is a write's first round trip: the branch's row locked FOR
 // UPDATE and, with a request id, the recall in the scope of its
 // incarnation, which runs once the lock is held.
-func (s *Store) lockBranch(ctx context.Context, tx pgx.Tx, id uuid.UUID, op store.Op, requestID string) (*branchRow, any, bool, error) {
+func (s *Store) lockBranch(ctx context.Context, tx pgx.Tx, id uuid.UUID, op store.Op, requestID string) (*sqlrow.Branch, any, bool, error) {
 	b := &pgx.Batch{}
 	b.Queue(qBranchForUpdate, id)
 	if requestID != "" {
@@ -193,23 +194,23 @@ func (s *Store) lockBranch(ctx context.Context, tx pgx.Tx, id uuid.UUID, op stor
 // only when the head crosses a multiple of trimEvery (a statement a write
 // saved on the rest), so between two trims the log holds up to
 // trimEvery-1 rows more than twice the retention, never fewer.
-func (s *Store) commitEvents(b *pgx.Batch, row *branchRow, c store.Commit) error {
+func (s *Store) commitEvents(b *pgx.Batch, row *sqlrow.Branch, c store.Commit) error {
 	first, last := c[0].Sequence, c[len(c)-1].Sequence
 	for i := range c {
 		c[i].CommitFirst, c[i].CommitLast = first, last
 	}
-	if err := insertEvents(b, row.incarnation, c); err != nil {
+	if err := insertEvents(b, row.Incarnation, c); err != nil {
 		return err
 	}
-	row.head = last
+	row.Head = last
 	if every := s.trimEvery(); last/every == (first-1)/every {
 		return nil
 	}
-	below := s.sweepBelow(row.id, row.incarnation, last)
+	below := s.sweepBelow(row.ID, row.Incarnation, last)
 	if below <= 1 {
 		return nil
 	}
-	b.Queue(qTrimEvents, row.incarnation, int64(below))
+	b.Queue(qTrimEvents, row.Incarnation, int64(below))
 	return nil
 }
 
@@ -226,8 +227,8 @@ func (s *Store) trimEvery() uint64 {
 
 // queueUpdateBranch queues the write-back of what a write changes of a
 // branch's row.
-func queueUpdateBranch(b *pgx.Batch, r *branchRow) {
-	b.Queue(qUpdateBranch, int64(r.head), int64(r.epoch), int64(r.selEpoch), encodeSelected(r.selected), optID(r.systemID), r.nextPos, r.nextRank, r.count, r.id)
+func queueUpdateBranch(b *pgx.Batch, r *sqlrow.Branch) {
+	b.Queue(qUpdateBranch, int64(r.Head), int64(r.Epoch), int64(r.SelEpoch), sqlrow.EncodeSelected(r.Selected), optID(r.SystemID), r.NextPos, r.NextRank, r.Count, r.ID)
 }
 
 // mergeAppend replaces an append's insert of the message, insert of its
@@ -247,8 +248,8 @@ func mergeAppend(b *pgx.Batch) {
 
 // nextEvent returns the next event of a branch being written: its
 // sequence follows the head and the events already in c.
-func nextEvent(row *branchRow, c store.Commit, kind store.EventKind) store.Event {
-	return store.Event{Sequence: row.head + 1 + uint64(len(c)), Kind: kind, Index: -1}
+func nextEvent(row *sqlrow.Branch, c store.Commit, kind store.EventKind) store.Event {
+	return store.Event{Sequence: row.Head + 1 + uint64(len(c)), Kind: kind, Index: -1}
 }
 
 // commitPlan applies a plan's placements as one commit; the result names
@@ -268,7 +269,7 @@ func (st *txState) commitPlan(plan store.Plan) (written, error) {
 		}
 		ev.Message, ev.Index = p.Message, index
 		c = append(c, ev)
-		stored = append(stored, m.stored())
+		stored = append(stored, m.Stored())
 		if i == 0 {
 			first = index
 		}
@@ -330,7 +331,7 @@ func prebuild(in store.AddInput) (c store.Created, body string, prebuilt bool, e
 	if c, err = store.CreateMessage(&f); err != nil || c.Request != nil {
 		return store.Created{}, "", err != nil, err // a created request would be a branch message: plan it in the transaction
 	}
-	body, err = encodeMessage(c.Message)
+	body, err = sqlrow.EncodeMessage(c.Message)
 	return c, body, true, err
 }
 
@@ -351,20 +352,20 @@ func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store
 func (s *Store) ClearMessages(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
 	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (written, error) {
 		row := st.row
-		st.b.Queue(qKeepVersions, row.id, row.incarnation, optID(row.systemID))
-		st.b.Queue(qClearMessages, row.id)
+		st.b.Queue(qKeepVersions, row.ID, row.Incarnation, optID(row.SystemID))
+		st.b.Queue(qClearMessages, row.ID)
 		clear(st.cache)
-		row.count, row.nextPos = 0, 0
-		if row.hasSystem() {
-			row.count = 1
+		row.Count, row.NextPos = 0, 0
+		if row.HasSystem() {
+			row.Count = 1
 		}
-		row.epoch++
-		if sel := row.selected; sel != nil {
-			if kept, changed := store.ClearedOrder(sel.Order, row.systemID); changed {
+		row.Epoch++
+		if sel := row.Selected; sel != nil {
+			if kept, changed := store.ClearedOrder(sel.Order, row.SystemID); changed {
 				sel = sel.Clone()
 				sel.Order = kept
-				row.selected = sel
-				row.selEpoch++
+				row.Selected = sel
+				row.SelEpoch++
 			}
 		}
 		c := store.Commit{nextEvent(row, nil, store.EventMessagesCleared)}
@@ -383,15 +384,15 @@ func (s *Store) SetProgression(ctx context.Context, id uuid.UUID, order *[]uuid.
 		row := st.row
 		switch {
 		case order == nil:
-			row.selected = nil
-		case row.selected == nil:
-			row.selected = store.NewProgression(ids, nil)
+			row.Selected = nil
+		case row.Selected == nil:
+			row.Selected = store.NewProgression(ids, nil)
 		default:
-			sel := row.selected.Clone()
+			sel := row.Selected.Clone()
 			sel.Order = ids
-			row.selected = sel
+			row.Selected = sel
 		}
-		row.selEpoch++
+		row.SelEpoch++
 		ev := nextEvent(row, nil, store.EventProgressionSet)
 		ev.Progression = slices.Clone(ids)
 		return written{res: store.WriteResult{Head: ev.Sequence, Index: -1}, commit: store.Commit{ev}}, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // prepare starts a new branch's row: its identity and metadata, after
@@ -32,10 +33,10 @@ func (s *Store) prepare(ctx context.Context, id uuid.UUID, createdAt *float64, m
 	if createdAt != nil {
 		created = *createdAt
 	}
-	return newSeed(&branchRow{
-		id: id, incarnation: uuid.New(), createdAt: created, metadata: meta,
-		pile: store.ElementID{ID: uuid.New(), CreatedAt: created},
-		prog: store.ElementID{ID: uuid.New(), CreatedAt: created},
+	return newSeed(&sqlrow.Branch{
+		ID: id, Incarnation: uuid.New(), CreatedAt: created, Metadata: meta,
+		Pile: store.ElementID{ID: uuid.New(), CreatedAt: created},
+		Prog: store.ElementID{ID: uuid.New(), CreatedAt: created},
 	}), nil
 }
 
@@ -90,13 +91,13 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 	res := store.BranchResult{Messages: make([]store.StoredMessage, len(ordered))}
 	msgs := make([]*envelope.Message, len(ordered))
 	for i, m := range ordered {
-		res.Messages[i], msgs[i] = m.stored(), m.msg
+		res.Messages[i], msgs[i] = m.Stored(), m.Msg
 	}
-	res.Branch = row.info()
-	info := row.info()
+	res.Branch = row.Info()
+	info := row.Info()
 	c := store.Commit{{Sequence: 1, CommitFirst: 1, CommitLast: 1, Kind: store.EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}}
 	kept := store.BranchResult{Branch: res.Branch}
-	if row.systemID != nil {
+	if row.SystemID != nil {
 		kept.Messages = res.Messages[:1]
 	}
 	var first *store.BranchResult
@@ -107,9 +108,9 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 			return err
 		}
 		var one int
-		switch err := s.wst.queryRow(ctx, tx, qBranchExists, blob(row.id)).Scan(&one); {
+		switch err := s.wst.queryRow(ctx, tx, qBranchExists, blob(row.ID)).Scan(&one); {
 		case err == nil:
-			return &store.BranchError{Err: store.ErrBranchExists, BranchID: row.id}
+			return &store.BranchError{Err: store.ErrBranchExists, BranchID: row.ID}
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
@@ -118,7 +119,7 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 		}
 		st := s.state(ctx, tx, row)
 		for _, m := range ordered {
-			body, err := encodeMessage(m.msg)
+			body, err := sqlrow.EncodeMessage(m.Msg)
 			if err != nil {
 				return err
 			}
@@ -126,10 +127,10 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 				return err
 			}
 		}
-		if err := s.insertEvents(ctx, tx, row.incarnation, c); err != nil {
+		if err := s.insertEvents(ctx, tx, row.Incarnation, c); err != nil {
 			return err
 		}
-		if err := s.forgetScope(ctx, tx, deleteScope(row.id)); err != nil {
+		if err := s.forgetScope(ctx, tx, deleteScope(row.ID)); err != nil {
 			return err
 		}
 		return s.remember(ctx, tx, creatorScope(principal), op, requestID, kept, nil)
@@ -157,8 +158,8 @@ func (s *Store) CreateBranch(ctx context.Context, in store.CreateBranchInput) (s
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpCreateBranch, in.RequestID)
 	}
-	b.row.name, b.row.user = in.Name, in.User
-	if err := store.CreateSeeds(b.row.id, in, func(sd store.Seed) error { return b.seed(sd.Message, sd.Field) }); err != nil {
+	b.row.Name, b.row.User = in.Name, in.User
+	if err := store.CreateSeeds(b.row.ID, in, func(sd store.Seed) error { return b.seed(sd.Message, sd.Field) }); err != nil {
 		return store.BranchResult{}, err
 	}
 	return s.publishNew(ctx, b, store.OpCreateBranch, in.Principal, in.RequestID)
@@ -181,12 +182,12 @@ func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.B
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpImportBranch, in.RequestID)
 	}
-	b.row.name, b.row.user = im.Name, im.User
+	b.row.Name, b.row.User = im.Name, im.User
 	if im.Pile != nil {
-		b.row.pile = *im.Pile
+		b.row.Pile = *im.Pile
 	}
 	if im.Prog != nil {
-		b.row.prog = *im.Prog
+		b.row.Prog = *im.Prog
 	}
 	for i, msg := range im.Messages {
 		if err := b.seed(msg, im.Paths[i]); err != nil {
@@ -196,18 +197,18 @@ func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.B
 	if im.CollRank != nil { // the collections order the import came with (issue 13 item 1)
 		ranks := make(map[uuid.UUID]uint64, len(b.msgs))
 		for id, m := range b.msgs {
-			ranks[id] = uint64(m.rank)
+			ranks[id] = uint64(m.Rank)
 		}
-		b.row.nextRank = int64(store.ImportRanks(ranks, im.CollRank))
+		b.row.NextRank = int64(store.ImportRanks(ranks, im.CollRank))
 		for id, r := range ranks {
-			b.msgs[id].rank = int64(r)
+			b.msgs[id].Rank = int64(r)
 		}
 	}
 	if im.Selected != nil {
 		if err := store.CheckMembers(b, "data.metadata.current_progression.order", im.Selected.Order, true); err != nil {
 			return store.BranchResult{}, err
 		}
-		b.row.selected = im.Selected
+		b.row.Selected = im.Selected
 	}
 	return s.publishNew(ctx, b, store.OpImportBranch, in.Principal, in.RequestID)
 }
@@ -219,7 +220,7 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 		return r, err
 	}
 	var (
-		src  *branchRow
+		src  *sqlrow.Branch
 		msgs []*envelope.Message
 	)
 	err := s.read(ctx, func(tx *sql.Tx) error {
@@ -227,27 +228,27 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 		if src, err = s.loadBranch(ctx, &s.rst, tx, in.Source); err != nil {
 			return err
 		}
-		if in.ExpectedHead != nil && *in.ExpectedHead != src.head {
-			return &store.SequenceError{Err: store.ErrSequenceMismatch, BranchID: src.id, Head: src.head}
+		if in.ExpectedHead != nil && *in.ExpectedHead != src.Head {
+			return &store.SequenceError{Err: store.ErrSequenceMismatch, BranchID: src.ID, Head: src.Head}
 		}
-		through := src.nextPos - 1
+		through := src.NextPos - 1
 		if in.At != nil {
-			at, ok, err := s.getMessage(ctx, &s.rst, tx, src.id, *in.At)
+			at, ok, err := s.getMessage(ctx, &s.rst, tx, src.ID, *in.At)
 			if err != nil {
 				return err
 			}
 			if !ok {
-				return &store.MessageError{Err: store.ErrMessageNotFound, BranchID: src.id, MessageID: *in.At, Field: "message_id"}
+				return &store.MessageError{Err: store.ErrMessageNotFound, BranchID: src.ID, MessageID: *in.At, Field: "message_id"}
 			}
-			through = at.pos
+			through = at.Pos
 		}
-		rows, err := scanMsgs(s.rst.query(ctx, tx, qMessagesThrough, blob(src.id), through))
+		rows, err := scanMsgs(s.rst.query(ctx, tx, qMessagesThrough, blob(src.ID), through))
 		if err != nil {
 			return err
 		}
 		msgs = make([]*envelope.Message, len(rows))
 		for i, m := range rows {
-			msgs[i] = m.msg
+			msgs[i] = m.Msg
 		}
 		return nil
 	})
@@ -255,31 +256,31 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 		return store.BranchResult{}, err
 	}
 	var selected []uuid.UUID
-	if src.selected != nil {
-		selected = src.selected.Order
+	if src.Selected != nil {
+		selected = src.Selected.Order
 	}
-	copies, sel, err := store.ForkCopies(msgs, selected, src.selected != nil)
+	copies, sel, err := store.ForkCopies(msgs, selected, src.Selected != nil)
 	if err != nil {
 		return store.BranchResult{}, err
 	}
-	b, err := s.prepare(ctx, in.ID, nil, src.metadata)
+	b, err := s.prepare(ctx, in.ID, nil, src.Metadata)
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpForkBranch, in.RequestID)
 	}
-	b.row.name, b.row.user = src.name, src.user
+	b.row.Name, b.row.User = src.Name, src.User
 	if in.Name != nil {
-		b.row.name = in.Name
+		b.row.Name = in.Name
 	}
-	parent := src.id
-	b.row.parent = &parent
-	b.row.fork = store.ForkPoint(in.At, copies)
+	parent := src.ID
+	b.row.Parent = &parent
+	b.row.Fork = store.ForkPoint(in.At, copies)
 	for _, msg := range copies {
 		if err := b.seed(msg, ""); err != nil { // a clone has a new id: it replaces nothing
 			return store.BranchResult{}, err
 		}
 	}
 	if sel != nil {
-		b.row.selected = store.NewProgression(sel, nil)
+		b.row.Selected = store.NewProgression(sel, nil)
 	}
 	return s.publishNew(ctx, b, store.OpForkBranch, in.Principal, in.RequestID)
 }
@@ -296,7 +297,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		res     store.DeleteResult
 		replay  bool
 		watched bool
-		row     *branchRow
+		row     *sqlrow.Branch
 		c       store.Commit
 	)
 	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -324,7 +325,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		} else if err := s.deleteUnwatched(ctx, tx, row, c); err != nil {
 			return err
 		}
-		res = store.DeleteResult{BranchID: id, LastSequence: row.head}
+		res = store.DeleteResult{BranchID: id, LastSequence: row.Head}
 		return s.remember(ctx, tx, scope, store.OpDeleteBranch, opts.RequestID, res, nil)
 	}, func() {
 		if replay || !watched {
@@ -333,9 +334,9 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		s.mu.Lock()
 		h := s.handles[id]
 		s.mu.Unlock()
-		s.publish(id, row.incarnation, c)
-		if h == nil || h.incarnation != row.incarnation || h.log.frozen.Load() == 0 {
-			s.sweep(row.incarnation) // no subscription reads the deleted log
+		s.publish(id, row.Incarnation, c)
+		if h == nil || h.incarnation != row.Incarnation || h.log.frozen.Load() == 0 {
+			s.sweep(row.Incarnation) // no subscription reads the deleted log
 		}
 	})
 	if err != nil {
@@ -360,17 +361,17 @@ func (s *Store) watched(id uuid.UUID) bool {
 // the delete's event is logged, the log's events keep the message versions
 // they refer to, and the janitor deletes the log once no one reads it
 // (handles.go).
-func (s *Store) deleteWatched(ctx context.Context, tx *sql.Tx, row *branchRow, c store.Commit) error {
+func (s *Store) deleteWatched(ctx context.Context, tx *sql.Tx, row *sqlrow.Branch, c store.Commit) error {
 	if err := s.commitEvents(ctx, tx, row, c); err != nil {
 		return err
 	}
-	if _, err := s.wst.exec(ctx, tx, qKeepVersions, blob(row.id), blob(row.incarnation), nil); err != nil {
+	if _, err := s.wst.exec(ctx, tx, qKeepVersions, blob(row.ID), blob(row.Incarnation), nil); err != nil {
 		return err
 	}
 	if err := s.deleteRows(ctx, tx, row); err != nil {
 		return err
 	}
-	_, err := s.wst.exec(ctx, tx, qMarkDead, deadMark(row.incarnation))
+	_, err := s.wst.exec(ctx, tx, qMarkDead, deadMark(row.Incarnation))
 	return err
 }
 
@@ -378,21 +379,21 @@ func (s *Store) deleteWatched(ctx context.Context, tx *sql.Tx, row *branchRow, c
 // it, and writes nothing first: so it frees space without needing any,
 // and deleting a branch makes room on a full disk or a database at
 // --max-db-bytes (issue 15).
-func (s *Store) deleteUnwatched(ctx context.Context, tx *sql.Tx, row *branchRow, c store.Commit) error {
+func (s *Store) deleteUnwatched(ctx context.Context, tx *sql.Tx, row *sqlrow.Branch, c store.Commit) error {
 	if err := s.deleteRows(ctx, tx, row); err != nil {
 		return err
 	}
-	row.head = c[len(c)-1].Sequence
-	_, err := s.wst.exec(ctx, tx, qDeleteEvents, blob(row.incarnation))
+	row.Head = c[len(c)-1].Sequence
+	_, err := s.wst.exec(ctx, tx, qDeleteEvents, blob(row.Incarnation))
 	return err
 }
 
 // deleteRows deletes a branch's messages, its row and its request records.
-func (s *Store) deleteRows(ctx context.Context, tx *sql.Tx, row *branchRow) error {
+func (s *Store) deleteRows(ctx context.Context, tx *sql.Tx, row *sqlrow.Branch) error {
 	for _, q := range []string{qDeleteMessages, qDeleteBranch} {
-		if _, err := s.wst.exec(ctx, tx, q, blob(row.id)); err != nil {
+		if _, err := s.wst.exec(ctx, tx, q, blob(row.ID)); err != nil {
 			return err
 		}
 	}
-	return s.forgetScope(ctx, tx, branchScope(row.incarnation))
+	return s.forgetScope(ctx, tx, branchScope(row.Incarnation))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/rowjson"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // txState is a branch as the rules read it (store.BranchState) inside the
@@ -20,8 +21,8 @@ type txState struct {
 	ctx   context.Context
 	tx    *sql.Tx
 	c     *stmtCache // the write side's; the read pool's for a read (CheckMembers of a chat order)
-	row   *branchRow
-	cache map[uuid.UUID]*msgRow // read or written by this write; nil entries are misses
+	row   *sqlrow.Branch
+	cache map[uuid.UUID]*sqlrow.Message // read or written by this write; nil entries are misses
 	// encoded holds messages' stored text encoded before the write reached
 	// the writer.
 	encoded map[*envelope.Message]string
@@ -29,18 +30,18 @@ type txState struct {
 
 var _ store.BranchState = (*txState)(nil)
 
-func (s *Store) state(ctx context.Context, tx *sql.Tx, row *branchRow) *txState {
-	return &txState{s: s, ctx: ctx, tx: tx, c: &s.wst, row: row, cache: map[uuid.UUID]*msgRow{}, encoded: map[*envelope.Message]string{}}
+func (s *Store) state(ctx context.Context, tx *sql.Tx, row *sqlrow.Branch) *txState {
+	return &txState{s: s, ctx: ctx, tx: tx, c: &s.wst, row: row, cache: map[uuid.UUID]*sqlrow.Message{}, encoded: map[*envelope.Message]string{}}
 }
 
-func (st *txState) BranchID() uuid.UUID  { return st.row.id }
-func (st *txState) HeadSequence() uint64 { return st.row.head }
+func (st *txState) BranchID() uuid.UUID  { return st.row.ID }
+func (st *txState) HeadSequence() uint64 { return st.row.Head }
 
-func (st *txState) lookup(id uuid.UUID) (*msgRow, error) {
+func (st *txState) lookup(id uuid.UUID) (*sqlrow.Message, error) {
 	if m, ok := st.cache[id]; ok {
 		return m, nil
 	}
-	m, _, err := st.s.getMessage(st.ctx, st.c, st.tx, st.row.id, id)
+	m, _, err := st.s.getMessage(st.ctx, st.c, st.tx, st.row.ID, id)
 	if err != nil {
 		return nil, err
 	}
@@ -53,108 +54,108 @@ func (st *txState) Current(id uuid.UUID) (*envelope.Message, bool, error) {
 	if err != nil || m == nil {
 		return nil, false, err
 	}
-	return m.msg, true, nil
+	return m.Msg, true, nil
 }
 
 func (st *txState) CurrentSystem() (*envelope.Message, error) {
-	if st.row.systemID == nil {
+	if st.row.SystemID == nil {
 		return nil, nil
 	}
-	m, err := st.lookup(*st.row.systemID)
+	m, err := st.lookup(*st.row.SystemID)
 	if err != nil || m == nil {
 		return nil, err
 	}
-	return m.msg, nil
+	return m.Msg, nil
 }
 
 // apply writes a planned placement at sequence seq and returns the row it
 // wrote and the message's index after it (store.Memory's apply, over rows).
-func (st *txState) apply(p store.Placement, seq uint64) (*msgRow, int, error) {
+func (st *txState) apply(p store.Placement, seq uint64) (*sqlrow.Message, int, error) {
 	msg := p.Message
 	body, ok := st.encoded[msg]
 	if !ok {
 		var err error
-		if body, err = encodeMessage(msg); err != nil {
+		if body, err = sqlrow.EncodeMessage(msg); err != nil {
 			return nil, 0, err
 		}
 	}
 	var err error
-	var old *msgRow
+	var old *sqlrow.Message
 	if p.Replaces {
 		if old, err = st.lookup(msg.ID); err != nil {
 			return nil, 0, err
 		}
 	}
 	row := st.row
-	m := &msgRow{msg: msg, body: body, seq: seq}
+	m := &sqlrow.Message{Msg: msg, Body: body, Seq: seq}
 	switch {
 	case msg.Kind() == envelope.KindSystem:
-		m.pos = -1
+		m.Pos = -1
 		if p.Excluded != nil {
 			if err := st.remove(p.Excluded.ID); err != nil {
 				return nil, 0, err
 			}
-			if row.selected != nil {
-				sel := row.selected.Clone()
+			if row.Selected != nil {
+				sel := row.Selected.Clone()
 				for i, id := range sel.Order {
 					if id == p.Excluded.ID {
 						sel.Order[i] = msg.ID
 					}
 				}
-				row.selected = sel
+				row.Selected = sel
 			}
 		}
-		row.systemID = &msg.ID
+		row.SystemID = &msg.ID
 	case old != nil:
-		m.pos = old.pos
+		m.Pos = old.Pos
 	default:
-		m.pos = row.nextPos
-		row.nextPos++
+		m.Pos = row.NextPos
+		row.NextPos++
 	}
 	if old != nil {
-		m.rank = old.rank
+		m.Rank = old.Rank
 	}
 	if p.NewRank(old != nil) {
-		m.rank = row.nextRank
-		row.nextRank++
+		m.Rank = row.NextRank
+		row.NextRank++
 	}
 	if old != nil {
 		if err := st.keepVersion(old); err != nil {
 			return nil, 0, err
 		}
 		_, err = st.s.wst.exec(st.ctx, st.tx, qReplaceMessage,
-			m.rank, m.seq, body, blob(row.id), blob(msg.ID))
+			m.Rank, m.Seq, body, blob(row.ID), blob(msg.ID))
 	} else {
-		row.count++
+		row.Count++
 		err = st.insert(m, body)
 	}
 	if err != nil {
 		return nil, 0, err
 	}
 	st.cache[msg.ID] = m
-	return m, row.index(m.pos), nil
+	return m, row.Index(m.Pos), nil
 }
 
 // stored returns the text this transaction stored m with, if it wrote m's
 // row (the remembered result of a write reuses it: requests.go).
 func (st *txState) stored(m *envelope.Message) (string, bool) {
-	if r := st.cache[m.ID]; r != nil && r.msg == m {
-		return r.body, true
+	if r := st.cache[m.ID]; r != nil && r.Msg == m {
+		return r.Body, true
 	}
 	return "", false
 }
 
 // insert writes a new message row.
-func (st *txState) insert(m *msgRow, body string) error {
-	_, err := st.s.wst.exec(st.ctx, st.tx, qInsertMessage, blob(st.row.id), blob(m.msg.ID), m.pos, int(m.msg.Kind()), m.rank, m.seq, body)
+func (st *txState) insert(m *sqlrow.Message, body string) error {
+	_, err := st.s.wst.exec(st.ctx, st.tx, qInsertMessage, blob(st.row.ID), blob(m.Msg.ID), m.Pos, int(m.Msg.Kind()), m.Rank, m.Seq, body)
 	return err
 }
 
 // keepVersion copies a message version about to be rewritten or deleted
 // into the event that wrote it, if that event is retained and still reads
 // it from messages.
-func (st *txState) keepVersion(old *msgRow) error {
-	_, err := st.s.wst.exec(st.ctx, st.tx, qKeepVersion, rowjson.MessageEventBody(old.body), blob(st.row.incarnation), old.seq, blob(old.msg.ID))
+func (st *txState) keepVersion(old *sqlrow.Message) error {
+	_, err := st.s.wst.exec(st.ctx, st.tx, qKeepVersion, rowjson.MessageEventBody(old.Body), blob(st.row.Incarnation), old.Seq, blob(old.Msg.ID))
 	return err
 }
 
@@ -169,10 +170,10 @@ func (st *txState) remove(id uuid.UUID) error {
 			return err
 		}
 	}
-	if _, err := st.s.wst.exec(st.ctx, st.tx, qRemoveMessage, blob(st.row.id), blob(id)); err != nil {
+	if _, err := st.s.wst.exec(st.ctx, st.tx, qRemoveMessage, blob(st.row.ID), blob(id)); err != nil {
 		return err
 	}
-	st.row.count--
+	st.row.Count--
 	st.cache[id] = nil
 	return nil
 }

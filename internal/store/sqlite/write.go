@@ -9,6 +9,7 @@ import (
 
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // written is what a branch write did: its result, its commit (sequences
@@ -44,7 +45,7 @@ func (s *Store) writeAsync(ctx context.Context, id uuid.UUID, op store.Op, opts 
 	var (
 		w      written
 		replay *store.WriteResult
-		row    *branchRow
+		row    *sqlrow.Branch
 	)
 	done := s.w.doUnguardedAsync(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		w, replay, row = written{}, nil, nil // a re-run of the batch starts afresh (writer.do)
@@ -59,7 +60,7 @@ func (s *Store) writeAsync(ctx context.Context, id uuid.UUID, op store.Op, opts 
 		return err
 	}, func() {
 		if replay == nil {
-			s.publish(id, row.incarnation, w.commit)
+			s.publish(id, row.Incarnation, w.commit)
 		}
 	})
 	return func() (store.WriteResult, error) {
@@ -72,7 +73,7 @@ func (s *Store) writeAsync(ctx context.Context, id uuid.UUID, op store.Op, opts 
 		case w.added == nil:
 			return w.res, nil
 		}
-		obs := s.observersOf(id, row.incarnation)
+		obs := s.observersOf(id, row.Incarnation)
 		if len(obs) == 0 {
 			return w.res, nil
 		}
@@ -83,13 +84,13 @@ func (s *Store) writeAsync(ctx context.Context, id uuid.UUID, op store.Op, opts 
 // runWrite is the body of a branch write in the writer's transaction
 // (writeAsync): it sets what the write answers through w, replay and row.
 func (s *Store) runWrite(ctx context.Context, tx *sql.Tx, id uuid.UUID, op store.Op, opts store.WriteOptions, fn mutation,
-	w *written, replay **store.WriteResult, rowp **branchRow) error {
+	w *written, replay **store.WriteResult, rowp **sqlrow.Branch) error {
 	row, err := s.writerRow(ctx, tx, id)
 	if err != nil {
 		return err
 	}
 	*rowp = row
-	scope := branchScope(row.incarnation)
+	scope := branchScope(row.Incarnation)
 	if r, ok, err := s.recall(ctx, &s.wst, tx, scope, op, opts.RequestID); err != nil || ok {
 		if ok {
 			res := r.(store.WriteResult)
@@ -123,7 +124,7 @@ const maxCachedRows = 4096
 
 // writerRow returns a copy of the branch's row for a write to change
 // (writer goroutine).
-func (s *Store) writerRow(ctx context.Context, tx *sql.Tx, id uuid.UUID) (*branchRow, error) {
+func (s *Store) writerRow(ctx context.Context, tx *sql.Tx, id uuid.UUID) (*sqlrow.Branch, error) {
 	if r, ok := s.rows[id]; ok {
 		cp := *r // a write replaces the row's pointer fields, never changes what they point to
 		return &cp, nil
@@ -132,36 +133,36 @@ func (s *Store) writerRow(ctx context.Context, tx *sql.Tx, id uuid.UUID) (*branc
 }
 
 // keepRow caches the row a successful write left (writer goroutine).
-func (s *Store) keepRow(row *branchRow) {
+func (s *Store) keepRow(row *sqlrow.Branch) {
 	if len(s.rows) >= maxCachedRows {
 		clear(s.rows)
 	}
-	s.rows[row.id] = row
+	s.rows[row.ID] = row
 }
 
 // commitEvents writes a commit's events, brings the branch's head to its
 // last, and deletes what the log no longer retains.
-func (s *Store) commitEvents(ctx context.Context, tx *sql.Tx, row *branchRow, c store.Commit) error {
+func (s *Store) commitEvents(ctx context.Context, tx *sql.Tx, row *sqlrow.Branch, c store.Commit) error {
 	first, last := c[0].Sequence, c[len(c)-1].Sequence
 	for i := range c {
 		c[i].CommitFirst, c[i].CommitLast = first, last
 	}
-	if err := s.insertEvents(ctx, tx, row.incarnation, c); err != nil {
+	if err := s.insertEvents(ctx, tx, row.Incarnation, c); err != nil {
 		return err
 	}
-	row.head = last
-	below := s.sweepBelow(row.id, row.incarnation, last)
+	row.Head = last
+	below := s.sweepBelow(row.ID, row.Incarnation, last)
 	if below <= 1 { // the log is within its retention: nothing to trim
 		return nil
 	}
-	_, err := s.wst.exec(ctx, tx, qTrimEvents, blob(row.incarnation), below)
+	_, err := s.wst.exec(ctx, tx, qTrimEvents, blob(row.Incarnation), below)
 	return err
 }
 
 // event returns the next event of a branch being written: its sequence
 // follows the head and the events already in c.
-func nextEvent(row *branchRow, c store.Commit, kind store.EventKind) store.Event {
-	return store.Event{Sequence: row.head + 1 + uint64(len(c)), Kind: kind, Index: -1}
+func nextEvent(row *sqlrow.Branch, c store.Commit, kind store.EventKind) store.Event {
+	return store.Event{Sequence: row.Head + 1 + uint64(len(c)), Kind: kind, Index: -1}
 }
 
 // commitPlan applies a plan's placements as one commit; the result names
@@ -181,7 +182,7 @@ func (st *txState) commitPlan(plan store.Plan) (written, error) {
 		}
 		ev.Message, ev.Index = p.Message, index
 		c = append(c, ev)
-		stored = append(stored, m.stored())
+		stored = append(stored, m.Stored())
 		if i == 0 {
 			first = index
 		}
@@ -258,7 +259,7 @@ func prebuild(in store.AddInput) (c store.Created, body string, prebuilt bool, e
 	if c, err = store.CreateMessage(&f); err != nil || c.Request != nil {
 		return store.Created{}, "", err != nil, err // a created request would be a branch message: plan it in the writer
 	}
-	body, err = encodeMessage(c.Message)
+	body, err = sqlrow.EncodeMessage(c.Message)
 	return c, body, true, err
 }
 
@@ -279,24 +280,24 @@ func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store
 func (s *Store) ClearMessages(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
 	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (written, error) {
 		row := st.row
-		if _, err := s.wst.exec(st.ctx, st.tx, qKeepVersions, blob(row.id), blob(row.incarnation), optBlob(row.systemID)); err != nil {
+		if _, err := s.wst.exec(st.ctx, st.tx, qKeepVersions, blob(row.ID), blob(row.Incarnation), optBlob(row.SystemID)); err != nil {
 			return written{}, err
 		}
-		if _, err := s.wst.exec(st.ctx, st.tx, qClearMessages, blob(row.id)); err != nil {
+		if _, err := s.wst.exec(st.ctx, st.tx, qClearMessages, blob(row.ID)); err != nil {
 			return written{}, err
 		}
 		clear(st.cache)
-		row.count, row.nextPos = 0, 0
-		if row.hasSystem() {
-			row.count = 1
+		row.Count, row.NextPos = 0, 0
+		if row.HasSystem() {
+			row.Count = 1
 		}
-		row.epoch++
-		if sel := row.selected; sel != nil {
-			if kept, changed := store.ClearedOrder(sel.Order, row.systemID); changed {
+		row.Epoch++
+		if sel := row.Selected; sel != nil {
+			if kept, changed := store.ClearedOrder(sel.Order, row.SystemID); changed {
 				sel = sel.Clone()
 				sel.Order = kept
-				row.selected = sel
-				row.selEpoch++
+				row.Selected = sel
+				row.SelEpoch++
 			}
 		}
 		c := store.Commit{nextEvent(row, nil, store.EventMessagesCleared)}
@@ -315,15 +316,15 @@ func (s *Store) SetProgression(ctx context.Context, id uuid.UUID, order *[]uuid.
 		row := st.row
 		switch {
 		case order == nil:
-			row.selected = nil
-		case row.selected == nil:
-			row.selected = store.NewProgression(ids, nil)
+			row.Selected = nil
+		case row.Selected == nil:
+			row.Selected = store.NewProgression(ids, nil)
 		default:
-			sel := row.selected.Clone()
+			sel := row.Selected.Clone()
 			sel.Order = ids
-			row.selected = sel
+			row.Selected = sel
 		}
-		row.selEpoch++
+		row.SelEpoch++
 		ev := nextEvent(row, nil, store.EventProgressionSet)
 		ev.Progression = slices.Clone(ids)
 		return written{res: store.WriteResult{Head: ev.Sequence, Index: -1}, commit: store.Commit{ev}}, nil
