@@ -9,16 +9,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
-// prepare starts a new branch's row: its identity and metadata, after
-// checking that the id is free (the insert checks again: a unique
-// violation), in store.Memory's order of checks.
-func prepare(ctx context.Context, q querier, id uuid.UUID, createdAt *float64, meta jsonv.Value) (*seedState, error) {
+// prepare starts a new branch's row (sqlrow.NewSeed), after checking that
+// the id is free (the insert checks again: a unique violation), in
+// store.Memory's order of checks.
+func prepare(ctx context.Context, q querier, id uuid.UUID, createdAt *float64, meta jsonv.Value) (*sqlrow.Seed, error) {
 	if id == (uuid.UUID{}) {
 		id = uuid.New()
 	} else if taken, err := exists(ctx, q, id); err != nil || taken {
@@ -27,19 +26,7 @@ func prepare(ctx context.Context, q querier, id uuid.UUID, createdAt *float64, m
 		}
 		return nil, err
 	}
-	meta, err := store.BranchMetadata(meta)
-	if err != nil {
-		return nil, err
-	}
-	created := store.NowSeconds()
-	if createdAt != nil {
-		created = *createdAt
-	}
-	return newSeed(&sqlrow.Branch{
-		ID: id, Incarnation: uuid.New(), CreatedAt: created, Metadata: meta,
-		Pile: store.ElementID{ID: uuid.New(), CreatedAt: created},
-		Prog: store.ElementID{ID: uuid.New(), CreatedAt: created},
-	}), nil
+	return sqlrow.NewSeed(id, createdAt, meta)
 }
 
 func exists(ctx context.Context, q querier, id uuid.UUID) (bool, error) {
@@ -81,7 +68,7 @@ func (s *Store) recallCreated(ctx context.Context, q querier, principal string, 
 // ErrBranchExists. The branch's BRANCH_CREATED is sequence 1; the deletes
 // remembered for an earlier branch of its id are forgotten (issue 13 item
 // 13), as store.Memory's register does.
-func (s *Store) publishNew(ctx context.Context, b *seedState, build func(tx pgx.Tx) (*seedState, error), op store.Op, principal, requestID string) (store.BranchResult, error) {
+func (s *Store) publishNew(ctx context.Context, b *sqlrow.Seed, build func(tx pgx.Tx) (*sqlrow.Seed, error), op store.Op, principal, requestID string) (store.BranchResult, error) {
 	var (
 		res   store.BranchResult
 		first *store.BranchResult
@@ -105,24 +92,12 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, build func(tx pgx.
 				return err
 			}
 		}
-		seed.finish()
-		row := seed.row
-		ordered := seed.ordered()
-		res = store.BranchResult{Messages: make([]store.StoredMessage, len(ordered))}
-		msgs := make([]*envelope.Message, len(ordered))
-		for i, m := range ordered {
-			res.Messages[i], msgs[i] = m.Stored(), m.Msg
-		}
-		res.Branch = row.Info()
-		info := row.Info()
-		c := store.Commit{{Sequence: 1, CommitFirst: 1, CommitLast: 1, Kind: store.EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}}
-		kept := store.BranchResult{Branch: res.Branch}
-		if row.SystemID != nil {
-			kept.Messages = res.Messages[:1]
-		}
+		nb := seed.Finish()
+		row := nb.Row
+		res = nb.Result
 		st := newState(ctx, tx, row)
 		queueInsertBranch(st.b, row)
-		for _, m := range ordered {
+		for _, m := range nb.Ordered {
 			body, err := sqlrow.EncodeMessage(m.Msg)
 			if err != nil {
 				return err
@@ -131,11 +106,11 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, build func(tx pgx.
 				return err
 			}
 		}
-		if err := insertEvents(st.b, row.Incarnation, c); err != nil {
+		if err := insertEvents(st.b, row.Incarnation, nb.Commit); err != nil {
 			return err
 		}
 		forgetScope(st.b, deleteScope(row.ID))
-		if err := s.remember(st.b, scope, op, requestID, kept); err != nil {
+		if err := s.remember(st.b, scope, op, requestID, nb.Kept); err != nil {
 			return err
 		}
 		// Sent now, not with the COMMIT (flush): a branch id taken
@@ -173,8 +148,7 @@ func (s *Store) CreateBranch(ctx context.Context, in store.CreateBranchInput) (s
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpCreateBranch, in.RequestID)
 	}
-	b.row.Name, b.row.User = in.Name, in.User
-	if err := store.CreateSeeds(b.row.ID, in, func(sd store.Seed) error { return b.seed(sd.Message, sd.Field) }); err != nil {
+	if err := b.Create(in); err != nil {
 		return store.BranchResult{}, err
 	}
 	return s.publishNew(ctx, b, nil, store.OpCreateBranch, in.Principal, in.RequestID)
@@ -200,33 +174,8 @@ func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.B
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpImportBranch, in.RequestID)
 	}
-	b.row.Name, b.row.User = im.Name, im.User
-	if im.Pile != nil {
-		b.row.Pile = *im.Pile
-	}
-	if im.Prog != nil {
-		b.row.Prog = *im.Prog
-	}
-	for i, msg := range im.Messages {
-		if err := b.seed(msg, im.Paths[i]); err != nil {
-			return store.BranchResult{}, err
-		}
-	}
-	if im.CollRank != nil { // the collections order the import came with (issue 13 item 1)
-		ranks := make(map[uuid.UUID]uint64, len(b.msgs))
-		for id, m := range b.msgs {
-			ranks[id] = uint64(m.Rank)
-		}
-		b.row.NextRank = int64(store.ImportRanks(ranks, im.CollRank))
-		for id, r := range ranks {
-			b.msgs[id].Rank = int64(r)
-		}
-	}
-	if im.Selected != nil {
-		if err := store.CheckMembers(b, "data.metadata.current_progression.order", im.Selected.Order, true); err != nil {
-			return store.BranchResult{}, err
-		}
-		b.row.Selected = im.Selected
+	if err := b.Import(im); err != nil {
+		return store.BranchResult{}, err
 	}
 	return s.publishNew(ctx, b, nil, store.OpImportBranch, in.Principal, in.RequestID)
 }
@@ -242,38 +191,22 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 	if r, ok, err := s.recallCreated(ctx, s.pool, in.Principal, store.OpForkBranch, in.RequestID); err != nil || ok {
 		return r, s.fault(ctx, err)
 	}
-	build := func(tx pgx.Tx) (*seedState, error) {
+	build := func(tx pgx.Tx) (*sqlrow.Seed, error) {
 		src, err := loadBranch(ctx, tx, qBranchForShare, in.Source)
 		if err != nil {
 			return nil, err
 		}
-		if in.ExpectedHead != nil && *in.ExpectedHead != src.Head {
-			return nil, &store.SequenceError{Err: store.ErrSequenceMismatch, BranchID: src.ID, Head: src.Head}
-		}
-		through := src.NextPos - 1
-		if in.At != nil {
-			at, ok, err := getMessage(ctx, tx, src.ID, *in.At)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				return nil, &store.MessageError{Err: store.ErrMessageNotFound, BranchID: src.ID, MessageID: *in.At, Field: "message_id"}
-			}
-			through = at.Pos
+		through, err := sqlrow.ForkThrough(src, in, func(id uuid.UUID) (*sqlrow.Message, bool, error) {
+			return getMessage(ctx, tx, src.ID, id)
+		})
+		if err != nil {
+			return nil, err
 		}
 		rows, err := scanMsgs(tx.Query(ctx, qMessagesThrough, src.ID, through))
 		if err != nil {
 			return nil, err
 		}
-		msgs := make([]*envelope.Message, len(rows))
-		for i, m := range rows {
-			msgs[i] = m.Msg
-		}
-		var selected []uuid.UUID
-		if src.Selected != nil {
-			selected = src.Selected.Order
-		}
-		copies, sel, err := store.ForkCopies(msgs, selected, src.Selected != nil)
+		copies, sel, err := sqlrow.ForkCopies(src, sqlrow.Messages(rows))
 		if err != nil {
 			return nil, err
 		}
@@ -281,20 +214,8 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 		if err != nil {
 			return nil, err
 		}
-		b.row.Name, b.row.User = src.Name, src.User
-		if in.Name != nil {
-			b.row.Name = in.Name
-		}
-		parent := src.ID
-		b.row.Parent = &parent
-		b.row.Fork = store.ForkPoint(in.At, copies)
-		for _, msg := range copies {
-			if err := b.seed(msg, ""); err != nil { // a clone has a new id: it replaces nothing
-				return nil, err
-			}
-		}
-		if sel != nil {
-			b.row.Selected = store.NewProgression(sel, nil)
+		if err := b.Fork(src, in, copies, sel); err != nil {
+			return nil, err
 		}
 		return b, nil
 	}

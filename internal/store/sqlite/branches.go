@@ -13,10 +13,10 @@ import (
 	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
-// prepare starts a new branch's row: its identity and metadata, after
-// checking that the id is free (the transaction that writes it checks
-// again), in store.Memory's order of checks.
-func (s *Store) prepare(ctx context.Context, id uuid.UUID, createdAt *float64, meta jsonv.Value) (*seedState, error) {
+// prepare starts a new branch's row (sqlrow.NewSeed), after checking that
+// the id is free (the transaction that writes it checks again), in
+// store.Memory's order of checks.
+func (s *Store) prepare(ctx context.Context, id uuid.UUID, createdAt *float64, meta jsonv.Value) (*sqlrow.Seed, error) {
 	if id == (uuid.UUID{}) {
 		id = uuid.New()
 	} else if taken, err := s.exists(ctx, id); err != nil || taken {
@@ -25,19 +25,7 @@ func (s *Store) prepare(ctx context.Context, id uuid.UUID, createdAt *float64, m
 		}
 		return nil, err
 	}
-	meta, err := store.BranchMetadata(meta)
-	if err != nil {
-		return nil, err
-	}
-	created := store.NowSeconds()
-	if createdAt != nil {
-		created = *createdAt
-	}
-	return newSeed(&sqlrow.Branch{
-		ID: id, Incarnation: uuid.New(), CreatedAt: created, Metadata: meta,
-		Pile: store.ElementID{ID: uuid.New(), CreatedAt: created},
-		Prog: store.ElementID{ID: uuid.New(), CreatedAt: created},
-	}), nil
+	return sqlrow.NewSeed(id, createdAt, meta)
 }
 
 // firstOr is store.FirstIfRaced over the records, read on the read pool.
@@ -84,22 +72,9 @@ func (s *Store) recallCreated(ctx context.Context, c *stmtCache, tx *sql.Tx, pri
 // meantime is ErrBranchExists. The branch's BRANCH_CREATED is sequence 1;
 // the deletes remembered for an earlier branch of its id are forgotten
 // (issue 13 item 13), as store.Memory's register does.
-func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, principal, requestID string) (store.BranchResult, error) {
-	b.finish()
-	row := b.row
-	ordered := b.ordered()
-	res := store.BranchResult{Messages: make([]store.StoredMessage, len(ordered))}
-	msgs := make([]*envelope.Message, len(ordered))
-	for i, m := range ordered {
-		res.Messages[i], msgs[i] = m.Stored(), m.Msg
-	}
-	res.Branch = row.Info()
-	info := row.Info()
-	c := store.Commit{{Sequence: 1, CommitFirst: 1, CommitLast: 1, Kind: store.EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}}
-	kept := store.BranchResult{Branch: res.Branch}
-	if row.SystemID != nil {
-		kept.Messages = res.Messages[:1]
-	}
+func (s *Store) publishNew(ctx context.Context, b *sqlrow.Seed, op store.Op, principal, requestID string) (store.BranchResult, error) {
+	nb := b.Finish()
+	row := nb.Row
 	var first *store.BranchResult
 	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		first = nil // a re-run of the batch starts afresh (writer.do)
@@ -118,7 +93,7 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 			return err
 		}
 		st := s.state(ctx, tx, row)
-		for _, m := range ordered {
+		for _, m := range nb.Ordered {
 			body, err := sqlrow.EncodeMessage(m.Msg)
 			if err != nil {
 				return err
@@ -127,13 +102,13 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 				return err
 			}
 		}
-		if err := s.insertEvents(ctx, tx, row.Incarnation, c); err != nil {
+		if err := s.insertEvents(ctx, tx, row.Incarnation, nb.Commit); err != nil {
 			return err
 		}
 		if err := s.forgetScope(ctx, tx, deleteScope(row.ID)); err != nil {
 			return err
 		}
-		return s.remember(ctx, tx, creatorScope(principal), op, requestID, kept, nil)
+		return s.remember(ctx, tx, creatorScope(principal), op, requestID, nb.Kept, nil)
 	}, nil)
 	switch {
 	case err != nil:
@@ -141,7 +116,7 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 	case first != nil:
 		return *first, nil
 	}
-	return res, nil
+	return nb.Result, nil
 }
 
 // CreateBranch creates a branch (store.Store), as store.Memory does: the
@@ -158,8 +133,7 @@ func (s *Store) CreateBranch(ctx context.Context, in store.CreateBranchInput) (s
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpCreateBranch, in.RequestID)
 	}
-	b.row.Name, b.row.User = in.Name, in.User
-	if err := store.CreateSeeds(b.row.ID, in, func(sd store.Seed) error { return b.seed(sd.Message, sd.Field) }); err != nil {
+	if err := b.Create(in); err != nil {
 		return store.BranchResult{}, err
 	}
 	return s.publishNew(ctx, b, store.OpCreateBranch, in.Principal, in.RequestID)
@@ -182,33 +156,8 @@ func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.B
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpImportBranch, in.RequestID)
 	}
-	b.row.Name, b.row.User = im.Name, im.User
-	if im.Pile != nil {
-		b.row.Pile = *im.Pile
-	}
-	if im.Prog != nil {
-		b.row.Prog = *im.Prog
-	}
-	for i, msg := range im.Messages {
-		if err := b.seed(msg, im.Paths[i]); err != nil {
-			return store.BranchResult{}, err
-		}
-	}
-	if im.CollRank != nil { // the collections order the import came with (issue 13 item 1)
-		ranks := make(map[uuid.UUID]uint64, len(b.msgs))
-		for id, m := range b.msgs {
-			ranks[id] = uint64(m.Rank)
-		}
-		b.row.NextRank = int64(store.ImportRanks(ranks, im.CollRank))
-		for id, r := range ranks {
-			b.msgs[id].Rank = int64(r)
-		}
-	}
-	if im.Selected != nil {
-		if err := store.CheckMembers(b, "data.metadata.current_progression.order", im.Selected.Order, true); err != nil {
-			return store.BranchResult{}, err
-		}
-		b.row.Selected = im.Selected
+	if err := b.Import(im); err != nil {
+		return store.BranchResult{}, err
 	}
 	return s.publishNew(ctx, b, store.OpImportBranch, in.Principal, in.RequestID)
 }
@@ -228,38 +177,23 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 		if src, err = s.loadBranch(ctx, &s.rst, tx, in.Source); err != nil {
 			return err
 		}
-		if in.ExpectedHead != nil && *in.ExpectedHead != src.Head {
-			return &store.SequenceError{Err: store.ErrSequenceMismatch, BranchID: src.ID, Head: src.Head}
-		}
-		through := src.NextPos - 1
-		if in.At != nil {
-			at, ok, err := s.getMessage(ctx, &s.rst, tx, src.ID, *in.At)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return &store.MessageError{Err: store.ErrMessageNotFound, BranchID: src.ID, MessageID: *in.At, Field: "message_id"}
-			}
-			through = at.Pos
+		through, err := sqlrow.ForkThrough(src, in, func(id uuid.UUID) (*sqlrow.Message, bool, error) {
+			return s.getMessage(ctx, &s.rst, tx, src.ID, id)
+		})
+		if err != nil {
+			return err
 		}
 		rows, err := scanMsgs(s.rst.query(ctx, tx, qMessagesThrough, blob(src.ID), through))
 		if err != nil {
 			return err
 		}
-		msgs = make([]*envelope.Message, len(rows))
-		for i, m := range rows {
-			msgs[i] = m.Msg
-		}
+		msgs = sqlrow.Messages(rows)
 		return nil
 	})
 	if err != nil {
 		return store.BranchResult{}, err
 	}
-	var selected []uuid.UUID
-	if src.Selected != nil {
-		selected = src.Selected.Order
-	}
-	copies, sel, err := store.ForkCopies(msgs, selected, src.Selected != nil)
+	copies, sel, err := sqlrow.ForkCopies(src, msgs)
 	if err != nil {
 		return store.BranchResult{}, err
 	}
@@ -267,20 +201,8 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpForkBranch, in.RequestID)
 	}
-	b.row.Name, b.row.User = src.Name, src.User
-	if in.Name != nil {
-		b.row.Name = in.Name
-	}
-	parent := src.ID
-	b.row.Parent = &parent
-	b.row.Fork = store.ForkPoint(in.At, copies)
-	for _, msg := range copies {
-		if err := b.seed(msg, ""); err != nil { // a clone has a new id: it replaces nothing
-			return store.BranchResult{}, err
-		}
-	}
-	if sel != nil {
-		b.row.Selected = store.NewProgression(sel, nil)
+	if err := b.Fork(src, in, copies, sel); err != nil {
+		return store.BranchResult{}, err
 	}
 	return s.publishNew(ctx, b, store.OpForkBranch, in.Principal, in.RequestID)
 }
