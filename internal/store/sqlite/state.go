@@ -68,8 +68,9 @@ func (st *txState) CurrentSystem() (*envelope.Message, error) {
 	return m.Msg, nil
 }
 
-// apply writes a planned placement at sequence seq and returns the row it
-// wrote and the message's index after it (store.Memory's apply, over rows).
+// apply writes a planned placement at sequence seq (placed by
+// sqlrow.Place) and returns the row it wrote and the message's index after
+// it.
 func (st *txState) apply(p store.Placement, seq uint64) (*sqlrow.Message, int, error) {
 	msg := p.Message
 	body, ok := st.encoded[msg]
@@ -86,39 +87,14 @@ func (st *txState) apply(p store.Placement, seq uint64) (*sqlrow.Message, int, e
 			return nil, 0, err
 		}
 	}
+	if msg.Kind() == envelope.KindSystem && p.Excluded != nil {
+		if err := st.remove(p.Excluded.ID); err != nil {
+			return nil, 0, err
+		}
+	}
 	row := st.row
 	m := &sqlrow.Message{Msg: msg, Body: body, Seq: seq}
-	switch {
-	case msg.Kind() == envelope.KindSystem:
-		m.Pos = -1
-		if p.Excluded != nil {
-			if err := st.remove(p.Excluded.ID); err != nil {
-				return nil, 0, err
-			}
-			if row.Selected != nil {
-				sel := row.Selected.Clone()
-				for i, id := range sel.Order {
-					if id == p.Excluded.ID {
-						sel.Order[i] = msg.ID
-					}
-				}
-				row.Selected = sel
-			}
-		}
-		row.SystemID = &msg.ID
-	case old != nil:
-		m.Pos = old.Pos
-	default:
-		m.Pos = row.NextPos
-		row.NextPos++
-	}
-	if old != nil {
-		m.Rank = old.Rank
-	}
-	if p.NewRank(old != nil) {
-		m.Rank = row.NextRank
-		row.NextRank++
-	}
+	sqlrow.Place(row, p, old, m)
 	if old != nil {
 		if err := st.keepVersion(old); err != nil {
 			return nil, 0, err
@@ -126,7 +102,6 @@ func (st *txState) apply(p store.Placement, seq uint64) (*sqlrow.Message, int, e
 		_, err = st.s.wst.exec(st.ctx, st.tx, qReplaceMessage,
 			m.Rank, m.Seq, body, blob(row.ID), blob(msg.ID))
 	} else {
-		row.Count++
 		err = st.insert(m, body)
 	}
 	if err != nil {

@@ -64,34 +64,22 @@ func (b *Seed) CurrentSystem() (*envelope.Message, error) {
 }
 
 // Add plans and applies one message with D3's rules (as store.Memory's
-// seed); field is the request field that gave it.
+// seed), placed as a write places it (Place); field is the request field
+// that gave it.
 func (b *Seed) Add(msg *envelope.Message, field string) error {
 	p, err := store.PlanMessage(b, msg, field)
 	if err != nil {
 		return err
 	}
-	row := b.Row
 	old := b.msgs[msg.ID]
+	if msg.Kind() == envelope.KindSystem && p.Excluded != nil {
+		delete(b.msgs, p.Excluded.ID)
+		b.Row.Count--
+	}
 	m := &Message{Msg: msg, Seq: 1}
-	switch {
-	case msg.Kind() == envelope.KindSystem:
-		m.Pos = -1
-		if p.Excluded != nil {
-			delete(b.msgs, p.Excluded.ID)
-		}
-		row.SystemID = &msg.ID
-	case old != nil:
-		m.Pos = old.Pos
-	default:
-		m.Pos = int64(len(b.order))
+	Place(b.Row, p, old, m)
+	if p.Appends() {
 		b.order = append(b.order, msg.ID)
-	}
-	if old != nil {
-		m.Rank = old.Rank
-	}
-	if p.NewRank(old != nil) {
-		m.Rank = row.NextRank
-		row.NextRank++
 	}
 	b.msgs[msg.ID] = m
 	return nil
@@ -139,12 +127,10 @@ func (b *Seed) Import(im store.Imported) error {
 	return nil
 }
 
-// Finish completes the row (its counts and positions) and returns what
+// Finish completes the row (its head: BRANCH_CREATED) and returns what
 // writing the new branch takes.
 func (b *Seed) Finish() Created {
 	row := b.Row
-	row.Count = len(b.msgs)
-	row.NextPos = int64(len(b.order))
 	row.Head = 1
 	ordered := make([]*Message, 0, len(b.msgs))
 	if row.SystemID != nil {
