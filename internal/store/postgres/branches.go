@@ -267,7 +267,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		if err := store.CheckHead(st, opts); err != nil {
 			return err
 		}
-		c = store.Commit{nextEvent(row, nil, store.EventBranchDeleted)}
+		c = store.Commit{sqlrow.NextEvent(row, nil, store.EventBranchDeleted)}
 		if err := s.commitEvents(st.b, row, c); err != nil {
 			return err
 		}

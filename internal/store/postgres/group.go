@@ -83,7 +83,7 @@ type branchWrite struct {
 	opts store.WriteOptions
 	fn   mutation
 
-	w      written
+	w      sqlrow.Written
 	replay *store.WriteResult
 	row    *sqlrow.Branch
 	err    error
@@ -212,7 +212,7 @@ func (s *Store) runGroup(ws []*branchWrite) {
 	}
 	s.group.finish(answered)
 	for _, bw := range alone {
-		bw.w, bw.replay, bw.row = written{}, nil, nil
+		bw.w, bw.replay, bw.row = sqlrow.Written{}, nil, nil
 		bw.err = s.writeAlone(bw)
 		s.settleAsync(bw)
 		close(bw.done)
@@ -306,7 +306,7 @@ func (s *Store) groupTx(ctx context.Context, tx pgx.Tx, ws []*branchWrite) error
 	ids := make([]uuid.UUID, len(ws))
 	b := &pgx.Batch{}
 	for i, bw := range ws {
-		bw.w, bw.replay, bw.row, bw.err, bw.alone = written{}, nil, nil, nil, false // a retried transaction starts afresh
+		bw.w, bw.replay, bw.row, bw.err, bw.alone = sqlrow.Written{}, nil, nil, nil, false // a retried transaction starts afresh
 		ids[i] = bw.id
 	}
 	b.Queue(qBranchesForUpdate, ids)
@@ -477,7 +477,7 @@ func typedColumn(col []any) any {
 
 // planSafe is plan, with a panic in a member's rules made that member's
 // error: the others commit.
-func (s *Store) planSafe(st *txState, bw *branchWrite) (w written, err error) {
+func (s *Store) planSafe(st *txState, bw *branchWrite) (w sqlrow.Written, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("postgres: panic in a write: %v\n%s", p, debug.Stack())

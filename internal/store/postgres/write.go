@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -15,18 +14,9 @@ import (
 	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
-// written is what a branch write did: its result, its commit (sequences
-// set), and the message the observers are told about (nil for writes that
-// fire none).
-type written struct {
-	res    store.WriteResult
-	commit store.Commit
-	added  *envelope.Message
-}
-
 // mutation is the body of a branch write, run in the write transaction
 // after the repeat and head checks.
-type mutation func(st *txState) (written, error)
+type mutation func(st *txState) (sqlrow.Written, error)
 
 // write runs one branch write as one READ COMMITTED transaction (issue
 // 16): the branch's row locked FOR UPDATE first (it orders the branch's
@@ -67,21 +57,21 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 		return *bw.replay, nil
 	}
 	w, row := bw.w, bw.row
-	if w.added == nil {
-		return w.res, nil
+	if w.Added == nil {
+		return w.Res, nil
 	}
 	obs := s.observersOf(id, row.Incarnation)
 	if len(obs) == 0 {
-		return w.res, nil
+		return w.Res, nil
 	}
-	return w.res, store.Notify(ctx, id, obs, w.added)
+	return w.Res, store.Notify(ctx, id, obs, w.Added)
 }
 
 // settle follows a write's COMMIT (committed) on the caller's goroutine
 // when group commit is off.
 func (s *Store) settle(bw *branchWrite) {
 	if bw.err == nil && bw.replay == nil {
-		s.committed(bw.id, bw.row.Incarnation, bw.w.commit)
+		s.committed(bw.id, bw.row.Incarnation, bw.w.Commit)
 	}
 }
 
@@ -95,7 +85,7 @@ func (s *Store) settleAsync(bw *branchWrite) {
 	if bw.err != nil || bw.replay != nil {
 		return
 	}
-	id, inc, c := bw.id, bw.row.Incarnation, bw.w.commit
+	id, inc, c := bw.id, bw.row.Incarnation, bw.w.Commit
 	head := c[len(c)-1].Sequence
 	s.wake.notify(id, inc, head)
 	if h := s.handleOf(id, inc); h != nil && !s.publishNext(h, c) {
@@ -115,7 +105,7 @@ func (s *Store) writeAlone(bw *branchWrite) error {
 				}
 			}()
 		}
-		bw.w, bw.replay, bw.row = written{}, nil, nil // a retried transaction starts afresh
+		bw.w, bw.replay, bw.row = sqlrow.Written{}, nil, nil // a retried transaction starts afresh
 		var (
 			row *sqlrow.Branch
 			r   any
@@ -141,22 +131,22 @@ func (s *Store) writeAlone(bw *branchWrite) error {
 
 // plan runs a write on its locked row: the head check, its mutation, and
 // its events, row and request record queued in st.b.
-func (s *Store) plan(st *txState, bw *branchWrite) (written, error) {
+func (s *Store) plan(st *txState, bw *branchWrite) (sqlrow.Written, error) {
 	if err := store.CheckHead(st, bw.opts); err != nil {
-		return written{}, err
+		return sqlrow.Written{}, err
 	}
 	w, err := bw.fn(st)
 	if err != nil {
-		return written{}, err
+		return sqlrow.Written{}, err
 	}
 	row := st.row
-	if err := s.commitEvents(st.b, row, w.commit); err != nil {
-		return written{}, err
+	if err := s.commitEvents(st.b, row, w.Commit); err != nil {
+		return sqlrow.Written{}, err
 	}
 	queueUpdateBranch(st.b, row)
 	mergeAppend(st.b)
-	if err := s.remember(st.b, branchScope(row.Incarnation), bw.op, bw.opts.RequestID, w.res); err != nil {
-		return written{}, err
+	if err := s.remember(st.b, branchScope(row.Incarnation), bw.op, bw.opts.RequestID, w.Res); err != nil {
+		return sqlrow.Written{}, err
 	}
 	return w, nil
 }
@@ -246,47 +236,17 @@ func mergeAppend(b *pgx.Batch) {
 	b.QueuedQueries = append(merged.QueuedQueries, q[3:]...)
 }
 
-// nextEvent returns the next event of a branch being written: its
-// sequence follows the head and the events already in c.
-func nextEvent(row *sqlrow.Branch, c store.Commit, kind store.EventKind) store.Event {
-	return store.Event{Sequence: row.Head + 1 + uint64(len(c)), Kind: kind, Index: -1}
-}
-
-// commitPlan applies a plan's placements as one commit; the result names
-// the first message and, when the plan also linked a request, the request
-// as Updated.
-func (st *txState) commitPlan(plan store.Plan) (written, error) {
-	var (
-		c      store.Commit
-		stored []store.StoredMessage
-		first  int
-	)
-	for i, p := range plan.Placements {
-		ev := nextEvent(st.row, c, p.Kind())
-		m, index, err := st.apply(p, ev.Sequence)
-		if err != nil {
-			return written{}, err
-		}
-		ev.Message, ev.Index = p.Message, index
-		c = append(c, ev)
-		stored = append(stored, m.Stored())
-		if i == 0 {
-			first = index
-		}
-	}
-	res := store.WriteResult{Message: stored[0], Index: first, Head: c[len(c)-1].Sequence}
-	if len(stored) > 1 {
-		res.Updated = &stored[1]
-	}
-	return written{res: res, commit: c, added: plan.Added}, nil
+// commitPlan applies a plan's placements as one commit (sqlrow.CommitPlan).
+func (st *txState) commitPlan(plan store.Plan) (sqlrow.Written, error) {
+	return sqlrow.CommitPlan(st.row, plan, st.apply)
 }
 
 // SetSystem is set_system (store.Store).
 func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Message, opts store.WriteOptions) (store.WriteResult, error) {
-	return s.write(ctx, id, store.OpSetSystem, opts, func(st *txState) (written, error) {
+	return s.write(ctx, id, store.OpSetSystem, opts, func(st *txState) (sqlrow.Written, error) {
 		plan, err := store.PlanSetSystem(st, system)
 		if err != nil {
-			return written{}, err
+			return sqlrow.Written{}, err
 		}
 		return st.commitPlan(plan)
 	})
@@ -296,51 +256,22 @@ func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Me
 // of the branch, the factory runs and the message is encoded before the
 // transaction, so the branch's row lock is held for the statements only.
 func (s *Store) AddMessage(ctx context.Context, id uuid.UUID, in store.AddInput, opts store.WriteOptions) (store.WriteResult, error) {
-	pre, body, prebuilt, preErr := prebuild(in)
-	return s.write(ctx, id, store.OpAddMessage, opts, func(st *txState) (written, error) {
-		var (
-			plan store.Plan
-			err  error
-		)
-		if prebuilt {
-			if preErr != nil {
-				return written{}, preErr
-			}
-			st.cache[pre.Message.ID] = nil // the factory minted the id: it is no member
-			st.encoded[pre.Message] = body
-			plan, err = store.PlanCreated(st, pre)
-		} else {
-			plan, err = store.PlanAdd(st, in)
-		}
+	pre := sqlrow.Prebuild(in)
+	return s.write(ctx, id, store.OpAddMessage, opts, func(st *txState) (sqlrow.Written, error) {
+		plan, err := pre.Plan(st, in, st.cache, st.encoded)
 		if err != nil {
-			return written{}, err
+			return sqlrow.Written{}, err
 		}
 		return st.commitPlan(plan)
 	})
 }
 
-// prebuild runs the factory for inputs that name no message of the branch
-// (no target, no action request, no message given whole or named in the
-// factory), and encodes what it made; prebuilt is false for the others.
-func prebuild(in store.AddInput) (c store.Created, body string, prebuilt bool, err error) {
-	f := in.Factory
-	if in.Message != nil || in.Target != nil || in.ActionRequest != nil ||
-		f.SystemMsg != nil || f.InstructionMsg != nil || f.AssistantMsg != nil || f.ActionRequestMsg != nil || f.ActionResponseMsg != nil {
-		return store.Created{}, "", false, nil
-	}
-	if c, err = store.CreateMessage(&f); err != nil || c.Request != nil {
-		return store.Created{}, "", err != nil, err // a created request would be a branch message: plan it in the transaction
-	}
-	body, err = sqlrow.EncodeMessage(c.Message)
-	return c, body, true, err
-}
-
 // CreateActionResponse answers an ActionRequest (store.Store).
 func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store.ActionResponseInput, opts store.WriteOptions) (store.WriteResult, error) {
-	return s.write(ctx, id, store.OpCreateActionResponse, opts, func(st *txState) (written, error) {
+	return s.write(ctx, id, store.OpCreateActionResponse, opts, func(st *txState) (sqlrow.Written, error) {
 		plan, err := store.PlanActionResponse(st, in)
 		if err != nil {
-			return written{}, err
+			return sqlrow.Written{}, err
 		}
 		return st.commitPlan(plan)
 	})
@@ -350,51 +281,23 @@ func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store
 // 0; the selected progression keeps only what survives; the entries start
 // again at position 0 in a new epoch, so older page tokens are stale.
 func (s *Store) ClearMessages(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
-	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (written, error) {
+	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (sqlrow.Written, error) {
 		row := st.row
 		st.b.Queue(qKeepVersions, row.ID, row.Incarnation, optID(row.SystemID))
 		st.b.Queue(qClearMessages, row.ID)
 		clear(st.cache)
-		row.Count, row.NextPos = 0, 0
-		if row.HasSystem() {
-			row.Count = 1
-		}
-		row.Epoch++
-		if sel := row.Selected; sel != nil {
-			if kept, changed := store.ClearedOrder(sel.Order, row.SystemID); changed {
-				sel = sel.Clone()
-				sel.Order = kept
-				row.Selected = sel
-				row.SelEpoch++
-			}
-		}
-		c := store.Commit{nextEvent(row, nil, store.EventMessagesCleared)}
-		return written{res: store.WriteResult{Head: c[0].Sequence, Index: -1}, commit: c}, nil
+		return sqlrow.Clear(row), nil
 	})
 }
 
 // SetProgression sets or unsets the selected progression (store.Store).
 // Every id must be a member, once.
 func (s *Store) SetProgression(ctx context.Context, id uuid.UUID, order *[]uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
-	return s.write(ctx, id, store.OpSetProgression, opts, func(st *txState) (written, error) {
+	return s.write(ctx, id, store.OpSetProgression, opts, func(st *txState) (sqlrow.Written, error) {
 		ids, err := store.PlanProgression(st, order)
 		if err != nil {
-			return written{}, err
+			return sqlrow.Written{}, err
 		}
-		row := st.row
-		switch {
-		case order == nil:
-			row.Selected = nil
-		case row.Selected == nil:
-			row.Selected = store.NewProgression(ids, nil)
-		default:
-			sel := row.Selected.Clone()
-			sel.Order = ids
-			row.Selected = sel
-		}
-		row.SelEpoch++
-		ev := nextEvent(row, nil, store.EventProgressionSet)
-		ev.Progression = slices.Clone(ids)
-		return written{res: store.WriteResult{Head: ev.Sequence, Index: -1}, commit: store.Commit{ev}}, nil
+		return sqlrow.SetProgression(st.row, order, ids), nil
 	})
 }

@@ -239,7 +239,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		if err := store.CheckHead(s.state(ctx, tx, row), opts); err != nil {
 			return err
 		}
-		c = store.Commit{nextEvent(row, nil, store.EventBranchDeleted)}
+		c = store.Commit{sqlrow.NextEvent(row, nil, store.EventBranchDeleted)}
 		if watched = s.watched(id); watched {
 			if err := s.deleteWatched(ctx, tx, row, c); err != nil {
 				return err
