@@ -127,15 +127,9 @@ func viewKinds(v store.View) []envelope.Kind {
 // into the selected progression for it; the epoch makes tokens stale
 // across a clear or a new selected progression, as store.Memory's do.
 func (s *Store) ListMessages(ctx context.Context, branchID uuid.UUID, in store.ListInput) (store.MessagePage, error) {
-	size, err := store.PageSize(in.PageSize)
+	size, err := store.CheckList(in)
 	if err != nil {
 		return store.MessagePage{}, err
-	}
-	if in.View >= store.NumViews {
-		return store.MessagePage{}, store.FieldError("view", envelope.ErrInvalid, "unknown view %d", in.View)
-	}
-	if in.Selected && in.View != store.ViewAll {
-		return store.MessagePage{}, store.FieldError("view", envelope.ErrInvalid, "a view cannot be combined with the selected progression")
 	}
 	var page store.MessagePage
 	err = s.read(ctx, func(tx *sql.Tx) error {
@@ -282,8 +276,8 @@ func (s *Store) selectedRows(ctx context.Context, tx *sql.Tx, b *sqlrow.Branch, 
 
 // LastMessage returns the last message of a view, and the head (store.Store).
 func (s *Store) LastMessage(ctx context.Context, branchID uuid.UUID, view store.View) (store.MessageRead, bool, error) {
-	if view >= store.NumViews {
-		return store.MessageRead{}, false, store.FieldError("view", envelope.ErrInvalid, "unknown view %d", view)
+	if err := store.CheckView(view); err != nil {
+		return store.MessageRead{}, false, err
 	}
 	var (
 		out   store.MessageRead
