@@ -30,8 +30,7 @@ type handle struct {
 	feed        *store.Feed
 	log         *dbLog
 
-	observers []observerEntry
-	nextObs   uint64
+	observers store.Observers
 	pins      int    // calls between getting the handle and using it (Store.mu)
 	gen       uint64 // pins ever taken (Store.mu): release drops the handle only if none came meanwhile
 	deleted   bool   // BRANCH_DELETED published (h.mu)
@@ -44,11 +43,6 @@ type handle struct {
 	// runs inside a write transaction and so never waits for the handle's
 	// lock (a reader may hold it across a read of the log).
 	oldest atomic.Uint64
-}
-
-type observerEntry struct {
-	id uint64
-	fn store.Observer
 }
 
 // dbLog is a branch's event log as subscriptions read it (store.Log): the
@@ -486,7 +480,7 @@ func (s *Store) release(h *handle) {
 	gen := h.gen
 	s.mu.Unlock()
 	h.mu.RLock()
-	idle := h.feed.Watchers() == 0 && len(h.observers) == 0
+	idle := h.feed.Watchers() == 0 && h.observers.Len() == 0
 	h.mu.RUnlock()
 	if !idle {
 		return

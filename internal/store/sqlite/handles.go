@@ -30,15 +30,9 @@ type handle struct {
 	feed        *store.Feed
 	log         *dbLog
 
-	observers []observerEntry
-	nextObs   uint64
+	observers store.Observers
 	pins      int // calls between getting the handle and using it (Store.mu)
 	deleted   bool
-}
-
-type observerEntry struct {
-	id uint64
-	fn store.Observer
 }
 
 // dbLog is a branch's event log as subscriptions read it (store.Log): the
@@ -308,7 +302,7 @@ func (s *Store) release(h *handle) {
 		return
 	}
 	h.mu.RLock()
-	idle := h.feed.Watchers() == 0 && len(h.observers) == 0
+	idle := h.feed.Watchers() == 0 && h.observers.Len() == 0
 	h.mu.RUnlock()
 	if idle {
 		delete(s.handles, h.id)
