@@ -51,7 +51,7 @@ func (s *Store) firstOr(ctx context.Context, err error, principal string, op sto
 // recallCreated returns a remembered result of a principal's
 // branch-creating calls, marked as replayed.
 func (s *Store) recallCreated(ctx context.Context, q querier, principal string, op store.Op, requestID string) (store.BranchResult, bool, error) {
-	r, ok, err := s.recall(ctx, q, creatorScope(principal), op, requestID)
+	r, ok, err := s.recall(ctx, q, sqlrow.CreatorScope(principal), op, requestID)
 	if err != nil || !ok {
 		return store.BranchResult{}, false, err
 	}
@@ -73,7 +73,7 @@ func (s *Store) publishNew(ctx context.Context, b *sqlrow.Seed, build func(tx pg
 		res   store.BranchResult
 		first *store.BranchResult
 	)
-	scope := creatorScope(principal)
+	scope := sqlrow.CreatorScope(principal)
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		first, res = nil, store.BranchResult{} // a retried transaction starts afresh
 		if requestID != "" {
@@ -109,7 +109,7 @@ func (s *Store) publishNew(ctx context.Context, b *sqlrow.Seed, build func(tx pg
 		if err := insertEvents(st.b, row.Incarnation, nb.Commit); err != nil {
 			return err
 		}
-		forgetScope(st.b, deleteScope(row.ID))
+		forgetScope(st.b, sqlrow.DeleteScope(row.ID))
 		if err := s.remember(st.b, scope, op, requestID, nb.Kept); err != nil {
 			return err
 		}
@@ -229,7 +229,7 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 // stay, marked dead with the time, so every replica's subscribers read
 // through BRANCH_DELETED; a janitor deletes them past deadGrace.
 func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.DeleteResult, error) {
-	scope := deleteScope(id)
+	scope := sqlrow.DeleteScope(id)
 	var (
 		res    store.DeleteResult
 		replay bool
@@ -274,7 +274,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		st.b.Queue(qKeepVersions, row.ID, row.Incarnation, nil)
 		st.b.Queue(qDeleteMessages, row.ID)
 		st.b.Queue(qDeleteBranch, row.ID)
-		forgetScope(st.b, branchScope(row.Incarnation))
+		forgetScope(st.b, sqlrow.BranchScope(row.Incarnation))
 		st.b.Queue(qMarkDead, deadMark(row.Incarnation), strconv.FormatInt(s.now().UnixNano(), 10))
 		res = store.DeleteResult{BranchID: id, LastSequence: row.Head}
 		if err := s.remember(st.b, scope, store.OpDeleteBranch, opts.RequestID, res); err != nil {

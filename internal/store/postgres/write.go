@@ -145,7 +145,7 @@ func (s *Store) plan(st *txState, bw *branchWrite) (sqlrow.Written, error) {
 	}
 	queueUpdateBranch(st.b, row)
 	mergeAppend(st.b)
-	if err := s.remember(st.b, branchScope(row.Incarnation), bw.op, bw.opts.RequestID, w.Res); err != nil {
+	if err := s.remember(st.b, sqlrow.BranchScope(row.Incarnation), bw.op, bw.opts.RequestID, w.Res); err != nil {
 		return sqlrow.Written{}, err
 	}
 	return w, nil

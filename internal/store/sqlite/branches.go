@@ -58,7 +58,7 @@ func (s *Store) exists(ctx context.Context, id uuid.UUID) (bool, error) {
 // recallCreated returns a remembered result of a principal's
 // branch-creating calls, marked as replayed.
 func (s *Store) recallCreated(ctx context.Context, c *stmtCache, tx *sql.Tx, principal string, op store.Op, requestID string) (store.BranchResult, bool, error) {
-	r, ok, err := s.recall(ctx, c, tx, creatorScope(principal), op, requestID)
+	r, ok, err := s.recall(ctx, c, tx, sqlrow.CreatorScope(principal), op, requestID)
 	if err != nil || !ok {
 		return store.BranchResult{}, false, err
 	}
@@ -105,10 +105,10 @@ func (s *Store) publishNew(ctx context.Context, b *sqlrow.Seed, op store.Op, pri
 		if err := s.insertEvents(ctx, tx, row.Incarnation, nb.Commit); err != nil {
 			return err
 		}
-		if err := s.forgetScope(ctx, tx, deleteScope(row.ID)); err != nil {
+		if err := s.forgetScope(ctx, tx, sqlrow.DeleteScope(row.ID)); err != nil {
 			return err
 		}
-		return s.remember(ctx, tx, creatorScope(principal), op, requestID, nb.Kept, nil)
+		return s.remember(ctx, tx, sqlrow.CreatorScope(principal), op, requestID, nb.Kept, nil)
 	}, nil)
 	switch {
 	case err != nil:
@@ -214,7 +214,7 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 // subscription reads them (handles.go); a branch no one watches has its
 // events deleted with it (deleteUnwatched).
 func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.DeleteResult, error) {
-	scope := deleteScope(id)
+	scope := sqlrow.DeleteScope(id)
 	var (
 		res     store.DeleteResult
 		replay  bool
@@ -317,5 +317,5 @@ func (s *Store) deleteRows(ctx context.Context, tx *sql.Tx, row *sqlrow.Branch) 
 			return err
 		}
 	}
-	return s.forgetScope(ctx, tx, branchScope(row.Incarnation))
+	return s.forgetScope(ctx, tx, sqlrow.BranchScope(row.Incarnation))
 }

@@ -80,7 +80,7 @@ func (s *Store) runWrite(ctx context.Context, tx *sql.Tx, id uuid.UUID, op store
 		return err
 	}
 	*rowp = row
-	scope := branchScope(row.Incarnation)
+	scope := sqlrow.BranchScope(row.Incarnation)
 	if r, ok, err := s.recall(ctx, &s.wst, tx, scope, op, opts.RequestID); err != nil || ok {
 		if ok {
 			res := r.(store.WriteResult)
