@@ -12,19 +12,17 @@ import (
 	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
-// txState is a branch as the rules read it (store.BranchState) inside the
-// transaction that applies their plan: its row (read FOR UPDATE), and its
+// txState is a branch as the rules read it (sqlrow.State, a
+// store.BranchState) inside the transaction that applies their plan, with
+// the statements that write it: its row (read FOR UPDATE), and its
 // messages read by id on demand and kept for the rest of the write. It
 // never reads the history: an append reads nothing but the row (issue 16,
 // "No convoys").
 type txState struct {
-	ctx   context.Context
-	tx    pgx.Tx
-	q     querier // tx, or a read transaction for CheckMembers of a chat order
-	row   *sqlrow.Branch
-	cache map[uuid.UUID]*sqlrow.Message // read or written by this write; nil entries are misses
-	// encoded holds messages' stored text encoded before the transaction.
-	encoded map[*envelope.Message]string
+	ctx context.Context
+	tx  pgx.Tx
+	q   querier // tx, or a read transaction for CheckMembers of a chat order
+	sqlrow.State
 	// b queues the write's statements, sent in one round trip with the
 	// COMMIT (flush): the reads a plan makes never need them, since what
 	// the write changed is in cache.
@@ -34,41 +32,15 @@ type txState struct {
 var _ store.BranchState = (*txState)(nil)
 
 func newState(ctx context.Context, tx pgx.Tx, row *sqlrow.Branch) *txState {
-	return &txState{ctx: ctx, tx: tx, q: tx, row: row, cache: map[uuid.UUID]*sqlrow.Message{}, encoded: map[*envelope.Message]string{}, b: &pgx.Batch{}}
+	st := &txState{ctx: ctx, tx: tx, q: tx, b: &pgx.Batch{}}
+	st.State = sqlrow.NewState(row, st)
+	return st
 }
 
-func (st *txState) BranchID() uuid.UUID  { return st.row.ID }
-func (st *txState) HeadSequence() uint64 { return st.row.Head }
-
-func (st *txState) lookup(id uuid.UUID) (*sqlrow.Message, error) {
-	if m, ok := st.cache[id]; ok {
-		return m, nil
-	}
-	m, _, err := getMessage(st.ctx, st.q, st.row.ID, id)
-	if err != nil {
-		return nil, err
-	}
-	st.cache[id] = m
-	return m, nil
-}
-
-func (st *txState) Current(id uuid.UUID) (*envelope.Message, bool, error) {
-	m, err := st.lookup(id)
-	if err != nil || m == nil {
-		return nil, false, err
-	}
-	return m.Msg, true, nil
-}
-
-func (st *txState) CurrentSystem() (*envelope.Message, error) {
-	if st.row.SystemID == nil {
-		return nil, nil
-	}
-	m, err := st.lookup(*st.row.SystemID)
-	if err != nil || m == nil {
-		return nil, err
-	}
-	return m.Msg, nil
+// Message reads a message of the branch for the rules (sqlrow.State's
+// MessageReader), through st.q.
+func (st *txState) Message(branch, id uuid.UUID) (*sqlrow.Message, bool, error) {
+	return getMessage(st.ctx, st.q, branch, id)
 }
 
 // apply writes a planned placement at sequence seq (placed by
@@ -76,17 +48,13 @@ func (st *txState) CurrentSystem() (*envelope.Message, error) {
 // it.
 func (st *txState) apply(p store.Placement, seq uint64) (*sqlrow.Message, int, error) {
 	msg := p.Message
-	body, ok := st.encoded[msg]
-	if !ok {
-		var err error
-		if body, err = sqlrow.EncodeMessage(msg); err != nil {
-			return nil, 0, err
-		}
+	body, err := st.Body(msg)
+	if err != nil {
+		return nil, 0, err
 	}
-	var err error
 	var old *sqlrow.Message
 	if p.Replaces {
-		if old, err = st.lookup(msg.ID); err != nil {
+		if old, err = st.Lookup(msg.ID); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -95,7 +63,7 @@ func (st *txState) apply(p store.Placement, seq uint64) (*sqlrow.Message, int, e
 			return nil, 0, err
 		}
 	}
-	row := st.row
+	row := st.Row
 	m := &sqlrow.Message{Msg: msg, Body: body, Seq: seq}
 	sqlrow.Place(row, p, old, m)
 	if old != nil {
@@ -109,13 +77,13 @@ func (st *txState) apply(p store.Placement, seq uint64) (*sqlrow.Message, int, e
 	if err != nil {
 		return nil, 0, err
 	}
-	st.cache[msg.ID] = m
+	st.Cache[msg.ID] = m
 	return m, row.Index(m.Pos), nil
 }
 
 // insert writes a new message row.
 func (st *txState) insert(m *sqlrow.Message, body string) error {
-	st.b.Queue(qInsertMessage, st.row.ID, m.Msg.ID, m.Pos, int(m.Msg.Kind()), m.Rank, int64(m.Seq), body)
+	st.b.Queue(qInsertMessage, st.Row.ID, m.Msg.ID, m.Pos, int(m.Msg.Kind()), m.Rank, int64(m.Seq), body)
 	return nil
 }
 
@@ -131,13 +99,13 @@ func (st *txState) flush() error {
 // into the event that wrote it, if that event is retained and still reads
 // it from messages.
 func (st *txState) keepVersion(old *sqlrow.Message) error {
-	st.b.Queue(qKeepVersion, rowjson.MessageEventBody(old.Body), st.row.Incarnation, int64(old.Seq), old.Msg.ID)
+	st.b.Queue(qKeepVersion, rowjson.MessageEventBody(old.Body), st.Row.Incarnation, int64(old.Seq), old.Msg.ID)
 	return nil
 }
 
 // remove deletes a message row (the system a new System excludes).
 func (st *txState) remove(id uuid.UUID) error {
-	old, err := st.lookup(id)
+	old, err := st.Lookup(id)
 	if err != nil {
 		return err
 	}
@@ -146,8 +114,8 @@ func (st *txState) remove(id uuid.UUID) error {
 			return err
 		}
 	}
-	st.b.Queue(qRemoveMessage, st.row.ID, id)
-	st.row.Count--
-	st.cache[id] = nil
+	st.b.Queue(qRemoveMessage, st.Row.ID, id)
+	st.Row.Count--
+	st.Cache[id] = nil
 	return nil
 }

@@ -139,7 +139,7 @@ func (s *Store) plan(st *txState, bw *branchWrite) (sqlrow.Written, error) {
 	if err != nil {
 		return sqlrow.Written{}, err
 	}
-	row := st.row
+	row := st.Row
 	if err := s.commitEvents(st.b, row, w.Commit); err != nil {
 		return sqlrow.Written{}, err
 	}
@@ -238,7 +238,7 @@ func mergeAppend(b *pgx.Batch) {
 
 // commitPlan applies a plan's placements as one commit (sqlrow.CommitPlan).
 func (st *txState) commitPlan(plan store.Plan) (sqlrow.Written, error) {
-	return sqlrow.CommitPlan(st.row, plan, st.apply)
+	return sqlrow.CommitPlan(st.Row, plan, st.apply)
 }
 
 // SetSystem is set_system (store.Store).
@@ -258,7 +258,7 @@ func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Me
 func (s *Store) AddMessage(ctx context.Context, id uuid.UUID, in store.AddInput, opts store.WriteOptions) (store.WriteResult, error) {
 	pre := sqlrow.Prebuild(in)
 	return s.write(ctx, id, store.OpAddMessage, opts, func(st *txState) (sqlrow.Written, error) {
-		plan, err := pre.Plan(st, in, st.cache, st.encoded)
+		plan, err := pre.Plan(&st.State, in)
 		if err != nil {
 			return sqlrow.Written{}, err
 		}
@@ -282,10 +282,10 @@ func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store
 // again at position 0 in a new epoch, so older page tokens are stale.
 func (s *Store) ClearMessages(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
 	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (sqlrow.Written, error) {
-		row := st.row
+		row := st.Row
 		st.b.Queue(qKeepVersions, row.ID, row.Incarnation, optID(row.SystemID))
 		st.b.Queue(qClearMessages, row.ID)
-		clear(st.cache)
+		clear(st.Cache)
 		return sqlrow.Clear(row), nil
 	})
 }
@@ -298,6 +298,6 @@ func (s *Store) SetProgression(ctx context.Context, id uuid.UUID, order *[]uuid.
 		if err != nil {
 			return sqlrow.Written{}, err
 		}
-		return sqlrow.SetProgression(st.row, order, ids), nil
+		return sqlrow.SetProgression(st.Row, order, ids), nil
 	})
 }

@@ -102,7 +102,7 @@ func (s *Store) runWrite(ctx context.Context, tx *sql.Tx, id uuid.UUID, op store
 	if err := s.updateBranch(ctx, tx, row); err != nil {
 		return err
 	}
-	if err := s.remember(ctx, tx, scope, op, opts.RequestID, w.Res, st.stored); err != nil {
+	if err := s.remember(ctx, tx, scope, op, opts.RequestID, w.Res, st.Stored); err != nil {
 		return err
 	}
 	s.keepRow(row)
@@ -151,7 +151,7 @@ func (s *Store) commitEvents(ctx context.Context, tx *sql.Tx, row *sqlrow.Branch
 
 // commitPlan applies a plan's placements as one commit (sqlrow.CommitPlan).
 func (st *txState) commitPlan(plan store.Plan) (sqlrow.Written, error) {
-	return sqlrow.CommitPlan(st.row, plan, st.apply)
+	return sqlrow.CommitPlan(st.Row, plan, st.apply)
 }
 
 // SetSystem is set_system (store.Store).
@@ -186,7 +186,7 @@ var _ store.Pipeliner = (*Store)(nil)
 func (s *Store) AddMessageAsync(ctx context.Context, id uuid.UUID, in store.AddInput, opts store.WriteOptions) func() (store.WriteResult, error) {
 	pre := sqlrow.Prebuild(in)
 	return s.writeAsync(ctx, id, store.OpAddMessage, opts, func(st *txState) (sqlrow.Written, error) {
-		plan, err := pre.Plan(st, in, st.cache, st.encoded)
+		plan, err := pre.Plan(&st.State, in)
 		if err != nil {
 			return sqlrow.Written{}, err
 		}
@@ -210,14 +210,14 @@ func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store
 // again at position 0 in a new epoch, so older page tokens are stale.
 func (s *Store) ClearMessages(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
 	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (sqlrow.Written, error) {
-		row := st.row
+		row := st.Row
 		if _, err := s.wst.exec(st.ctx, st.tx, qKeepVersions, blob(row.ID), blob(row.Incarnation), optBlob(row.SystemID)); err != nil {
 			return sqlrow.Written{}, err
 		}
 		if _, err := s.wst.exec(st.ctx, st.tx, qClearMessages, blob(row.ID)); err != nil {
 			return sqlrow.Written{}, err
 		}
-		clear(st.cache)
+		clear(st.Cache)
 		return sqlrow.Clear(row), nil
 	})
 }
@@ -230,6 +230,6 @@ func (s *Store) SetProgression(ctx context.Context, id uuid.UUID, order *[]uuid.
 		if err != nil {
 			return sqlrow.Written{}, err
 		}
-		return sqlrow.SetProgression(st.row, order, ids), nil
+		return sqlrow.SetProgression(st.Row, order, ids), nil
 	})
 }

@@ -81,20 +81,20 @@ func Prebuild(in store.AddInput) Prebuilt {
 	return Prebuilt{created: c, body: body, prebuilt: true, err: err}
 }
 
-// Plan plans add_message in the write's transaction: with what Prebuild
-// made (its error returned where PlanAdd would return it, after the
-// repeat and head checks), else with store.PlanAdd. cache and encoded are
-// the write's: the prebuilt message's id, which the factory minted, is no
-// member, and its text is already encoded.
-func (pb Prebuilt) Plan(st store.BranchState, in store.AddInput, cache map[uuid.UUID]*Message, encoded map[*envelope.Message]string) (store.Plan, error) {
+// Plan plans add_message on st, in the write's transaction: with what
+// Prebuild made (its error returned where PlanAdd would return it, after
+// the repeat and head checks), else with store.PlanAdd. The prebuilt
+// message's id, which the factory minted, is no member, and its text is
+// already encoded.
+func (pb Prebuilt) Plan(st *State, in store.AddInput) (store.Plan, error) {
 	if !pb.prebuilt {
 		return store.PlanAdd(st, in)
 	}
 	if pb.err != nil {
 		return store.Plan{}, pb.err
 	}
-	cache[pb.created.Message.ID] = nil
-	encoded[pb.created.Message] = pb.body
+	st.Cache[pb.created.Message.ID] = nil
+	st.Encoded[pb.created.Message] = pb.body
 	return store.PlanCreated(st, pb.created)
 }
 
