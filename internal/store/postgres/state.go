@@ -6,7 +6,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/rowjson"
 	"github.com/historyd/historyd/internal/store/sqlrow"
@@ -44,28 +43,14 @@ func (st *txState) Message(branch, id uuid.UUID) (*sqlrow.Message, bool, error) 
 }
 
 // apply writes a planned placement at sequence seq (placed by
-// sqlrow.Place) and returns the row it wrote and the message's index after
-// it.
+// sqlrow.State's Place) and returns the row it wrote and the message's
+// index after it.
 func (st *txState) apply(p store.Placement, seq uint64) (*sqlrow.Message, int, error) {
-	msg := p.Message
-	body, err := st.Body(msg)
+	m, old, err := st.Place(p, seq, st.remove)
 	if err != nil {
 		return nil, 0, err
 	}
-	var old *sqlrow.Message
-	if p.Replaces {
-		if old, err = st.Lookup(msg.ID); err != nil {
-			return nil, 0, err
-		}
-	}
-	if msg.Kind() == envelope.KindSystem && p.Excluded != nil {
-		if err := st.remove(p.Excluded.ID); err != nil {
-			return nil, 0, err
-		}
-	}
-	row := st.Row
-	m := &sqlrow.Message{Msg: msg, Body: body, Seq: seq}
-	sqlrow.Place(row, p, old, m)
+	row, msg, body := st.Row, m.Msg, m.Body
 	if old != nil {
 		if err := st.keepVersion(old); err != nil {
 			return nil, 0, err

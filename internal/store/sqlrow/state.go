@@ -94,3 +94,29 @@ func (st *State) Stored(m *envelope.Message) (string, bool) {
 	}
 	return "", false
 }
+
+// Place places p at sequence seq on the branch (the function Place) and
+// returns the message's new row, m, and the row it replaces, old (nil for
+// none): m holds the stored text (Body), old is read (Lookup), and the row
+// of the system p excludes is deleted first, by the engine's remove. The
+// engine then writes m (over old).
+func (st *State) Place(p store.Placement, seq uint64, remove func(id uuid.UUID) error) (m, old *Message, err error) {
+	msg := p.Message
+	body, err := st.Body(msg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.Replaces {
+		if old, err = st.Lookup(msg.ID); err != nil {
+			return nil, nil, err
+		}
+	}
+	if msg.Kind() == envelope.KindSystem && p.Excluded != nil {
+		if err := remove(p.Excluded.ID); err != nil {
+			return nil, nil, err
+		}
+	}
+	m = &Message{Msg: msg, Body: body, Seq: seq}
+	Place(st.Row, p, old, m)
+	return m, old, nil
+}
