@@ -97,14 +97,8 @@ func (s *Store) publishNew(ctx context.Context, b *sqlrow.Seed, build func(tx pg
 		res = nb.Result
 		st := newState(ctx, tx, row)
 		queueInsertBranch(st.b, row)
-		for _, m := range nb.Ordered {
-			body, err := sqlrow.EncodeMessage(m.Msg)
-			if err != nil {
-				return err
-			}
-			if err := st.insert(m, body); err != nil {
-				return err
-			}
+		if err := nb.InsertMessages(st.insert); err != nil {
+			return err
 		}
 		if err := insertEvents(st.b, row.Incarnation, nb.Commit); err != nil {
 			return err

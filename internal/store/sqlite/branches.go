@@ -93,14 +93,8 @@ func (s *Store) publishNew(ctx context.Context, b *sqlrow.Seed, op store.Op, pri
 			return err
 		}
 		st := s.state(ctx, tx, row)
-		for _, m := range nb.Ordered {
-			body, err := sqlrow.EncodeMessage(m.Msg)
-			if err != nil {
-				return err
-			}
-			if err := st.insert(m, body); err != nil {
-				return err
-			}
+		if err := nb.InsertMessages(st.insert); err != nil {
+			return err
 		}
 		if err := s.insertEvents(ctx, tx, row.Incarnation, nb.Commit); err != nil {
 			return err

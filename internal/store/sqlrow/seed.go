@@ -151,19 +151,34 @@ func (b *Seed) Finish() Created {
 		kept.Messages = res.Messages[:1]
 	}
 	return Created{
-		Row: row, Ordered: ordered, Result: res, Kept: kept,
+		Row: row, ordered: ordered, Result: res, Kept: kept,
 		Commit: store.Commit{{Sequence: 1, CommitFirst: 1, CommitLast: 1, Kind: store.EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}},
 	}
 }
 
 // Created is a new branch as an engine writes it: its row, its message
-// rows in the full order (their stored text not yet encoded), its
-// BRANCH_CREATED (sequence 1), the call's result, and what a request id
-// remembers of it (the branch and its system).
+// rows (InsertMessages), its BRANCH_CREATED (sequence 1), the call's
+// result, and what a request id remembers of it (the branch and its
+// system).
 type Created struct {
 	Row     *Branch
-	Ordered []*Message
+	ordered []*Message // the full order
 	Commit  store.Commit
 	Result  store.BranchResult
 	Kept    store.BranchResult
+}
+
+// InsertMessages hands the engine's insert each message row of the new
+// branch, in the full order, with its stored text.
+func (c Created) InsertMessages(insert func(m *Message, body string) error) error {
+	for _, m := range c.ordered {
+		body, err := EncodeMessage(m.Msg)
+		if err != nil {
+			return err
+		}
+		if err := insert(m, body); err != nil {
+			return err
+		}
+	}
+	return nil
 }
