@@ -84,23 +84,16 @@ func (s *Store) Recall(ctx context.Context, principal string, branchID *uuid.UUI
 	if err := s.usable(); err != nil {
 		return nil, false, err
 	}
-	scope := sqlrow.CreatorScope(principal)
-	switch {
-	case op == store.OpDeleteBranch:
-		if branchID == nil {
-			return nil, false, nil
-		}
-		scope = sqlrow.DeleteScope(*branchID)
-	case branchID != nil:
+	scope, ok, err := sqlrow.RecallScope(principal, branchID, op, func(branch uuid.UUID) (uuid.UUID, bool, error) {
 		var inc uuid.UUID
-		err := s.pool.QueryRow(ctx, qIncarnation, *branchID).Scan(&inc)
+		err := s.pool.QueryRow(ctx, qIncarnation, branch).Scan(&inc)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, nil // an unknown branch remembers nothing; the call itself reports it
+			return uuid.UUID{}, false, nil
 		}
-		if err != nil {
-			return nil, false, s.fault(ctx, err)
-		}
-		scope = sqlrow.BranchScope(inc)
+		return inc, err == nil, err
+	})
+	if err != nil || !ok {
+		return nil, false, s.fault(ctx, err)
 	}
 	r, ok, err := s.recall(ctx, s.pool, scope, op, requestID)
 	return r, ok, s.fault(ctx, err)

@@ -158,27 +158,20 @@ func (s *Store) recallOutside(ctx context.Context, principal string, branchID *u
 	if requestID == "" {
 		return nil, false, nil
 	}
-	scope := sqlrow.CreatorScope(principal)
-	switch {
-	case op == store.OpDeleteBranch:
-		if branchID == nil {
-			return nil, false, nil
-		}
-		scope = sqlrow.DeleteScope(*branchID)
-	case branchID != nil:
+	scope, ok, err := sqlrow.RecallScope(principal, branchID, op, func(branch uuid.UUID) (uuid.UUID, bool, error) {
 		var inc []byte
-		err := s.rst.queryRow(ctx, nil, qIncarnation, blob(*branchID)).Scan(&inc)
+		err := s.rst.queryRow(ctx, nil, qIncarnation, blob(branch)).Scan(&inc)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, nil // an unknown branch remembers nothing; the call itself reports it
+			return uuid.UUID{}, false, nil
 		}
 		if err != nil {
-			return nil, false, err
+			return uuid.UUID{}, false, err
 		}
 		id, err := toUUID(inc)
-		if err != nil {
-			return nil, false, err
-		}
-		scope = sqlrow.BranchScope(id)
+		return id, err == nil, err
+	})
+	if err != nil || !ok {
+		return nil, false, err
 	}
 	return s.recall(ctx, &s.rst, nil, scope, op, requestID)
 }

@@ -46,3 +46,26 @@ func (r Record) Recall(codec rowjson.Codec, op store.Op, requestID string, now i
 	res, err := codec.DecodeResult(op, r.Result)
 	return res, err == nil, err
 }
+
+// RecallScope is the scope Store.Recall reads for a call of op: a
+// delete's is the deletes of branchID (none without one); a branch
+// write's, the writes of the branch's incarnation, which incarnation reads
+// (ok false: no such branch, and an unknown branch remembers nothing; the
+// call itself reports it); a branch-creating call's, the principal's. ok
+// is false when there is no scope to read.
+func RecallScope(principal string, branchID *uuid.UUID, op store.Op, incarnation func(branch uuid.UUID) (uuid.UUID, bool, error)) (scope string, ok bool, err error) {
+	switch {
+	case op == store.OpDeleteBranch:
+		if branchID == nil {
+			return "", false, nil
+		}
+		return DeleteScope(*branchID), true, nil
+	case branchID != nil:
+		inc, ok, err := incarnation(*branchID)
+		if err != nil || !ok {
+			return "", false, err
+		}
+		return BranchScope(inc), true, nil
+	}
+	return CreatorScope(principal), true, nil
+}
