@@ -236,19 +236,19 @@ func mergeAppend(b *pgx.Batch) {
 	b.QueuedQueries = append(merged.QueuedQueries, q[3:]...)
 }
 
-// commitPlan applies a plan's placements as one commit (sqlrow.CommitPlan).
-func (st *txState) commitPlan(plan store.Plan) (sqlrow.Written, error) {
+// commit applies a plan's placements as one commit (sqlrow.CommitPlan),
+// or returns the error its planning ended with.
+func (st *txState) commit(plan store.Plan, err error) (sqlrow.Written, error) {
+	if err != nil {
+		return sqlrow.Written{}, err
+	}
 	return sqlrow.CommitPlan(st.Row, plan, st.apply)
 }
 
 // SetSystem is set_system (store.Store).
 func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Message, opts store.WriteOptions) (store.WriteResult, error) {
 	return s.write(ctx, id, store.OpSetSystem, opts, func(st *txState) (sqlrow.Written, error) {
-		plan, err := store.PlanSetSystem(st, system)
-		if err != nil {
-			return sqlrow.Written{}, err
-		}
-		return st.commitPlan(plan)
+		return st.commit(store.PlanSetSystem(st, system))
 	})
 }
 
@@ -258,22 +258,14 @@ func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Me
 func (s *Store) AddMessage(ctx context.Context, id uuid.UUID, in store.AddInput, opts store.WriteOptions) (store.WriteResult, error) {
 	pre := sqlrow.Prebuild(in)
 	return s.write(ctx, id, store.OpAddMessage, opts, func(st *txState) (sqlrow.Written, error) {
-		plan, err := pre.Plan(&st.State, in)
-		if err != nil {
-			return sqlrow.Written{}, err
-		}
-		return st.commitPlan(plan)
+		return st.commit(pre.Plan(&st.State, in))
 	})
 }
 
 // CreateActionResponse answers an ActionRequest (store.Store).
 func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store.ActionResponseInput, opts store.WriteOptions) (store.WriteResult, error) {
 	return s.write(ctx, id, store.OpCreateActionResponse, opts, func(st *txState) (sqlrow.Written, error) {
-		plan, err := store.PlanActionResponse(st, in)
-		if err != nil {
-			return sqlrow.Written{}, err
-		}
-		return st.commitPlan(plan)
+		return st.commit(store.PlanActionResponse(st, in))
 	})
 }
 

@@ -149,19 +149,19 @@ func (s *Store) commitEvents(ctx context.Context, tx *sql.Tx, row *sqlrow.Branch
 	return err
 }
 
-// commitPlan applies a plan's placements as one commit (sqlrow.CommitPlan).
-func (st *txState) commitPlan(plan store.Plan) (sqlrow.Written, error) {
+// commit applies a plan's placements as one commit (sqlrow.CommitPlan),
+// or returns the error its planning ended with.
+func (st *txState) commit(plan store.Plan, err error) (sqlrow.Written, error) {
+	if err != nil {
+		return sqlrow.Written{}, err
+	}
 	return sqlrow.CommitPlan(st.Row, plan, st.apply)
 }
 
 // SetSystem is set_system (store.Store).
 func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Message, opts store.WriteOptions) (store.WriteResult, error) {
 	return s.write(ctx, id, store.OpSetSystem, opts, func(st *txState) (sqlrow.Written, error) {
-		plan, err := store.PlanSetSystem(st, system)
-		if err != nil {
-			return sqlrow.Written{}, err
-		}
-		return st.commitPlan(plan)
+		return st.commit(store.PlanSetSystem(st, system))
 	})
 }
 
@@ -186,22 +186,14 @@ var _ store.Pipeliner = (*Store)(nil)
 func (s *Store) AddMessageAsync(ctx context.Context, id uuid.UUID, in store.AddInput, opts store.WriteOptions) func() (store.WriteResult, error) {
 	pre := sqlrow.Prebuild(in)
 	return s.writeAsync(ctx, id, store.OpAddMessage, opts, func(st *txState) (sqlrow.Written, error) {
-		plan, err := pre.Plan(&st.State, in)
-		if err != nil {
-			return sqlrow.Written{}, err
-		}
-		return st.commitPlan(plan)
+		return st.commit(pre.Plan(&st.State, in))
 	})
 }
 
 // CreateActionResponse answers an ActionRequest (store.Store).
 func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store.ActionResponseInput, opts store.WriteOptions) (store.WriteResult, error) {
 	return s.write(ctx, id, store.OpCreateActionResponse, opts, func(st *txState) (sqlrow.Written, error) {
-		plan, err := store.PlanActionResponse(st, in)
-		if err != nil {
-			return sqlrow.Written{}, err
-		}
-		return st.commitPlan(plan)
+		return st.commit(store.PlanActionResponse(st, in))
 	})
 }
 
