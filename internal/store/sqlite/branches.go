@@ -142,11 +142,7 @@ func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.B
 	if err != nil {
 		return store.BranchResult{}, err
 	}
-	id := in.ID
-	if id == (uuid.UUID{}) && !in.NewID && im.ID != nil {
-		id = *im.ID
-	}
-	b, err := s.prepare(ctx, id, im.CreatedAt, im.Metadata)
+	b, err := s.prepare(ctx, in.BranchID(im.ID), im.CreatedAt, im.Metadata)
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpImportBranch, in.RequestID)
 	}
