@@ -13,7 +13,9 @@
 // state (BranchState) and an input in, the placements of one commit (Plan)
 // out; ForkCopies and ForkPoint in fork.go, the import's ranks in
 // ImportRanks. Engines do persistence, indexing, locking, idempotency
-// records and budgets, and never write a rule again.
+// records and budgets, and never write a rule again. The two SQL engines
+// share what they do with their rows in memory (internal/store/sqlrow) and
+// the JSON they store (internal/store/rowjson).
 //
 // A branch is one System pinned at index 0 followed by the other messages
 // in insertion order; a message written again under its id is replaced at

@@ -157,11 +157,7 @@ func (m *Memory) ImportBranch(_ context.Context, in ImportInput) (BranchResult, 
 	if err != nil {
 		return BranchResult{}, err
 	}
-	id := in.ID
-	if id == (uuid.UUID{}) && !in.NewID && im.id != nil {
-		id = *im.id
-	}
-	b, err := m.prepare(id, im.createdAt, im.metadata)
+	b, err := m.prepare(in.BranchID(im.id), im.createdAt, im.metadata)
 	if err != nil {
 		return m.firstOr(err, in.Principal, OpImportBranch, in.RequestID)
 	}

@@ -6,8 +6,6 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
-
-	"github.com/historyd/historyd/internal/envelope"
 )
 
 // GetBranch describes a branch (Store.GetBranch).
@@ -89,15 +87,9 @@ func (m *Memory) GetMessage(_ context.Context, branchID, msgID uuid.UUID) (Messa
 // ListMessages pages through the full order, a view, or the selected
 // progression (Store.ListMessages); a page costs O(page size).
 func (m *Memory) ListMessages(_ context.Context, branchID uuid.UUID, in ListInput) (MessagePage, error) {
-	size, err := pageSize(in.PageSize)
+	size, err := CheckList(in)
 	if err != nil {
 		return MessagePage{}, err
-	}
-	if in.View >= numViews {
-		return MessagePage{}, fieldErr("view", envelope.ErrInvalid, "unknown view %d", in.View)
-	}
-	if in.Selected && in.View != ViewAll {
-		return MessagePage{}, fieldErr("view", envelope.ErrInvalid, "a view cannot be combined with the selected progression")
 	}
 	b, err := m.readLocked(branchID)
 	if err != nil {
@@ -174,8 +166,8 @@ func (m *Memory) ListMessages(_ context.Context, branchID uuid.UUID, in ListInpu
 // last_instruction and last_response search the order backwards and
 // return None on a miss (ADR-0006 D3); here in O(1).
 func (m *Memory) LastMessage(_ context.Context, branchID uuid.UUID, view View) (MessageRead, bool, error) {
-	if view >= numViews {
-		return MessageRead{}, false, fieldErr("view", envelope.ErrInvalid, "unknown view %d", view)
+	if err := CheckView(view); err != nil {
+		return MessageRead{}, false, err
 	}
 	b, err := m.readLocked(branchID)
 	if err != nil {

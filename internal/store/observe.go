@@ -16,6 +16,45 @@ type observerEntry struct {
 	fn Observer
 }
 
+// Observers is a branch's message-added observers as the durable engines
+// keep them, under the lock of their branch's handle: each is added under
+// a key that its remover names.
+type Observers struct {
+	list []observerEntry
+	last uint64 // the last key given
+}
+
+// Add adds o and returns its key.
+func (l *Observers) Add(o Observer) uint64 {
+	l.last++
+	l.list = append(l.list, observerEntry{id: l.last, fn: o})
+	return l.last
+}
+
+// Remove removes the observer added under key; removing twice is
+// harmless.
+func (l *Observers) Remove(key uint64) {
+	for i, e := range l.list {
+		if e.id == key {
+			l.list = append(l.list[:i:i], l.list[i+1:]...)
+			break
+		}
+	}
+}
+
+// Len is how many observers there are.
+func (l *Observers) Len() int { return len(l.list) }
+
+// Snapshot copies the observers for one write (ADR-0006 D4 "Snapshot
+// isolation"): one added or removed while they run applies from the next.
+func (l *Observers) Snapshot() []Observer {
+	out := make([]Observer, len(l.list))
+	for i, e := range l.list {
+		out[i] = e.fn
+	}
+	return out
+}
+
 // Observe adds a message-added observer to a branch (Store.Observe). The
 // returned function removes it; removing twice is harmless. An observer
 // added or removed while observers run applies from the next write

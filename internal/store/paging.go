@@ -82,3 +82,29 @@ func pageSize(n int) (int, error) {
 	}
 	return n, nil
 }
+
+// CheckView checks the view a read names (Store.ListMessages,
+// Store.LastMessage; every engine).
+func CheckView(v View) error {
+	if v >= numViews {
+		return fieldErr("view", envelope.ErrInvalid, "unknown view %d", v)
+	}
+	return nil
+}
+
+// CheckList checks a ListMessages input (its page size, its view, and a
+// view combined with the selected progression) and returns the size of
+// the page to list (every engine).
+func CheckList(in ListInput) (int, error) {
+	size, err := pageSize(in.PageSize)
+	if err != nil {
+		return 0, err
+	}
+	if err := CheckView(in.View); err != nil {
+		return 0, err
+	}
+	if in.Selected && in.View != ViewAll {
+		return 0, fieldErr("view", envelope.ErrInvalid, "a view cannot be combined with the selected progression")
+	}
+	return size, nil
+}

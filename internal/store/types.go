@@ -196,6 +196,16 @@ type ImportInput struct {
 	Principal string
 }
 
+// BranchID is the id an import creates its branch under, given the id the
+// payload names (nil: none): ID when set, else the payload's unless NewID
+// asks for a server-made one; zero means a new id (every engine).
+func (in ImportInput) BranchID(payload *uuid.UUID) uuid.UUID {
+	if in.ID == (uuid.UUID{}) && !in.NewID && payload != nil {
+		return *payload
+	}
+	return in.ID
+}
+
 // ForkInput are the arguments of ForkBranch.
 type ForkInput struct {
 	Source uuid.UUID

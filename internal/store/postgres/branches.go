@@ -9,15 +9,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
-// prepare starts a new branch's row: its identity and metadata, after
-// checking that the id is free (the insert checks again: a unique
-// violation), in store.Memory's order of checks.
-func prepare(ctx context.Context, q querier, id uuid.UUID, createdAt *float64, meta jsonv.Value) (*seedState, error) {
+// prepare starts a new branch's row (sqlrow.NewSeed), after checking that
+// the id is free (the insert checks again: a unique violation), in
+// store.Memory's order of checks.
+func prepare(ctx context.Context, q querier, id uuid.UUID, createdAt *float64, meta jsonv.Value) (*sqlrow.Seed, error) {
 	if id == (uuid.UUID{}) {
 		id = uuid.New()
 	} else if taken, err := exists(ctx, q, id); err != nil || taken {
@@ -26,19 +26,7 @@ func prepare(ctx context.Context, q querier, id uuid.UUID, createdAt *float64, m
 		}
 		return nil, err
 	}
-	meta, err := store.BranchMetadata(meta)
-	if err != nil {
-		return nil, err
-	}
-	created := store.NowSeconds()
-	if createdAt != nil {
-		created = *createdAt
-	}
-	return newSeed(&branchRow{
-		id: id, incarnation: uuid.New(), createdAt: created, metadata: meta,
-		pile: store.ElementID{ID: uuid.New(), CreatedAt: created},
-		prog: store.ElementID{ID: uuid.New(), CreatedAt: created},
-	}), nil
+	return sqlrow.NewSeed(id, createdAt, meta)
 }
 
 func exists(ctx context.Context, q querier, id uuid.UUID) (bool, error) {
@@ -63,7 +51,7 @@ func (s *Store) firstOr(ctx context.Context, err error, principal string, op sto
 // recallCreated returns a remembered result of a principal's
 // branch-creating calls, marked as replayed.
 func (s *Store) recallCreated(ctx context.Context, q querier, principal string, op store.Op, requestID string) (store.BranchResult, bool, error) {
-	r, ok, err := s.recall(ctx, q, creatorScope(principal), op, requestID)
+	r, ok, err := s.recall(ctx, q, sqlrow.CreatorScope(principal), op, requestID)
 	if err != nil || !ok {
 		return store.BranchResult{}, false, err
 	}
@@ -80,12 +68,12 @@ func (s *Store) recallCreated(ctx context.Context, q querier, principal string, 
 // ErrBranchExists. The branch's BRANCH_CREATED is sequence 1; the deletes
 // remembered for an earlier branch of its id are forgotten (issue 13 item
 // 13), as store.Memory's register does.
-func (s *Store) publishNew(ctx context.Context, b *seedState, build func(tx pgx.Tx) (*seedState, error), op store.Op, principal, requestID string) (store.BranchResult, error) {
+func (s *Store) publishNew(ctx context.Context, b *sqlrow.Seed, build func(tx pgx.Tx) (*sqlrow.Seed, error), op store.Op, principal, requestID string) (store.BranchResult, error) {
 	var (
 		res   store.BranchResult
 		first *store.BranchResult
 	)
-	scope := creatorScope(principal)
+	scope := sqlrow.CreatorScope(principal)
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		first, res = nil, store.BranchResult{} // a retried transaction starts afresh
 		if requestID != "" {
@@ -104,37 +92,19 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, build func(tx pgx.
 				return err
 			}
 		}
-		seed.finish()
-		row := seed.row
-		ordered := seed.ordered()
-		res = store.BranchResult{Messages: make([]store.StoredMessage, len(ordered))}
-		msgs := make([]*envelope.Message, len(ordered))
-		for i, m := range ordered {
-			res.Messages[i], msgs[i] = m.stored(), m.msg
-		}
-		res.Branch = row.info()
-		info := row.info()
-		c := store.Commit{{Sequence: 1, CommitFirst: 1, CommitLast: 1, Kind: store.EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}}
-		kept := store.BranchResult{Branch: res.Branch}
-		if row.systemID != nil {
-			kept.Messages = res.Messages[:1]
-		}
+		nb := seed.Finish()
+		row := nb.Row
+		res = nb.Result
 		st := newState(ctx, tx, row)
 		queueInsertBranch(st.b, row)
-		for _, m := range ordered {
-			body, err := encodeMessage(m.msg)
-			if err != nil {
-				return err
-			}
-			if err := st.insert(m, body); err != nil {
-				return err
-			}
-		}
-		if err := insertEvents(st.b, row.incarnation, c); err != nil {
+		if err := nb.InsertMessages(st.insert); err != nil {
 			return err
 		}
-		forgetScope(st.b, deleteScope(row.id))
-		if err := s.remember(st.b, scope, op, requestID, kept); err != nil {
+		if err := insertEvents(st.b, row.Incarnation, nb.Commit); err != nil {
+			return err
+		}
+		forgetScope(st.b, sqlrow.DeleteScope(row.ID))
+		if err := s.remember(st.b, scope, op, requestID, nb.Kept); err != nil {
 			return err
 		}
 		// Sent now, not with the COMMIT (flush): a branch id taken
@@ -142,7 +112,7 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, build func(tx pgx.
 		err := tx.SendBatch(ctx, st.b).Close()
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "branches_pkey" {
-			return &store.BranchError{Err: store.ErrBranchExists, BranchID: row.id}
+			return &store.BranchError{Err: store.ErrBranchExists, BranchID: row.ID}
 		}
 		return err
 	})
@@ -172,8 +142,7 @@ func (s *Store) CreateBranch(ctx context.Context, in store.CreateBranchInput) (s
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpCreateBranch, in.RequestID)
 	}
-	b.row.name, b.row.user = in.Name, in.User
-	if err := store.CreateSeeds(b.row.id, in, func(sd store.Seed) error { return b.seed(sd.Message, sd.Field) }); err != nil {
+	if err := b.Create(in); err != nil {
 		return store.BranchResult{}, err
 	}
 	return s.publishNew(ctx, b, nil, store.OpCreateBranch, in.Principal, in.RequestID)
@@ -191,41 +160,12 @@ func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.B
 	if err != nil {
 		return store.BranchResult{}, err
 	}
-	id := in.ID
-	if id == (uuid.UUID{}) && !in.NewID && im.ID != nil {
-		id = *im.ID
-	}
-	b, err := prepare(ctx, s.pool, id, im.CreatedAt, im.Metadata)
+	b, err := prepare(ctx, s.pool, in.BranchID(im.ID), im.CreatedAt, im.Metadata)
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpImportBranch, in.RequestID)
 	}
-	b.row.name, b.row.user = im.Name, im.User
-	if im.Pile != nil {
-		b.row.pile = *im.Pile
-	}
-	if im.Prog != nil {
-		b.row.prog = *im.Prog
-	}
-	for i, msg := range im.Messages {
-		if err := b.seed(msg, im.Paths[i]); err != nil {
-			return store.BranchResult{}, err
-		}
-	}
-	if im.CollRank != nil { // the collections order the import came with (issue 13 item 1)
-		ranks := make(map[uuid.UUID]uint64, len(b.msgs))
-		for id, m := range b.msgs {
-			ranks[id] = uint64(m.rank)
-		}
-		b.row.nextRank = int64(store.ImportRanks(ranks, im.CollRank))
-		for id, r := range ranks {
-			b.msgs[id].rank = int64(r)
-		}
-	}
-	if im.Selected != nil {
-		if err := store.CheckMembers(b, "data.metadata.current_progression.order", im.Selected.Order, true); err != nil {
-			return store.BranchResult{}, err
-		}
-		b.row.selected = im.Selected
+	if err := b.Import(im); err != nil {
+		return store.BranchResult{}, err
 	}
 	return s.publishNew(ctx, b, nil, store.OpImportBranch, in.Principal, in.RequestID)
 }
@@ -241,59 +181,31 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 	if r, ok, err := s.recallCreated(ctx, s.pool, in.Principal, store.OpForkBranch, in.RequestID); err != nil || ok {
 		return r, s.fault(ctx, err)
 	}
-	build := func(tx pgx.Tx) (*seedState, error) {
+	build := func(tx pgx.Tx) (*sqlrow.Seed, error) {
 		src, err := loadBranch(ctx, tx, qBranchForShare, in.Source)
 		if err != nil {
 			return nil, err
 		}
-		if in.ExpectedHead != nil && *in.ExpectedHead != src.head {
-			return nil, &store.SequenceError{Err: store.ErrSequenceMismatch, BranchID: src.id, Head: src.head}
-		}
-		through := src.nextPos - 1
-		if in.At != nil {
-			at, ok, err := getMessage(ctx, tx, src.id, *in.At)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				return nil, &store.MessageError{Err: store.ErrMessageNotFound, BranchID: src.id, MessageID: *in.At, Field: "message_id"}
-			}
-			through = at.pos
-		}
-		rows, err := scanMsgs(tx.Query(ctx, qMessagesThrough, src.id, through))
+		through, err := sqlrow.ForkThrough(src, in, func(id uuid.UUID) (*sqlrow.Message, bool, error) {
+			return getMessage(ctx, tx, src.ID, id)
+		})
 		if err != nil {
 			return nil, err
 		}
-		msgs := make([]*envelope.Message, len(rows))
-		for i, m := range rows {
-			msgs[i] = m.msg
-		}
-		var selected []uuid.UUID
-		if src.selected != nil {
-			selected = src.selected.Order
-		}
-		copies, sel, err := store.ForkCopies(msgs, selected, src.selected != nil)
+		rows, err := scanMsgs(tx.Query(ctx, qMessagesThrough, src.ID, through))
 		if err != nil {
 			return nil, err
 		}
-		b, err := prepare(ctx, tx, in.ID, nil, src.metadata)
+		copies, sel, err := sqlrow.ForkCopies(src, sqlrow.Messages(rows))
 		if err != nil {
 			return nil, err
 		}
-		b.row.name, b.row.user = src.name, src.user
-		if in.Name != nil {
-			b.row.name = in.Name
+		b, err := prepare(ctx, tx, in.ID, nil, src.Metadata)
+		if err != nil {
+			return nil, err
 		}
-		parent := src.id
-		b.row.parent = &parent
-		b.row.fork = store.ForkPoint(in.At, copies)
-		for _, msg := range copies {
-			if err := b.seed(msg, ""); err != nil { // a clone has a new id: it replaces nothing
-				return nil, err
-			}
-		}
-		if sel != nil {
-			b.row.selected = store.NewProgression(sel, nil)
+		if err := b.Fork(src, in, copies, sel); err != nil {
+			return nil, err
 		}
 		return b, nil
 	}
@@ -307,11 +219,11 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 // stay, marked dead with the time, so every replica's subscribers read
 // through BRANCH_DELETED; a janitor deletes them past deadGrace.
 func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.DeleteResult, error) {
-	scope := deleteScope(id)
+	scope := sqlrow.DeleteScope(id)
 	var (
 		res    store.DeleteResult
 		replay bool
-		row    *branchRow
+		row    *sqlrow.Branch
 		c      store.Commit
 	)
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -345,16 +257,16 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		if err := store.CheckHead(st, opts); err != nil {
 			return err
 		}
-		c = store.Commit{nextEvent(row, nil, store.EventBranchDeleted)}
+		c = store.Commit{sqlrow.NextEvent(row, nil, store.EventBranchDeleted)}
 		if err := s.commitEvents(st.b, row, c); err != nil {
 			return err
 		}
-		st.b.Queue(qKeepVersions, row.id, row.incarnation, nil)
-		st.b.Queue(qDeleteMessages, row.id)
-		st.b.Queue(qDeleteBranch, row.id)
-		forgetScope(st.b, branchScope(row.incarnation))
-		st.b.Queue(qMarkDead, deadMark(row.incarnation), strconv.FormatInt(s.now().UnixNano(), 10))
-		res = store.DeleteResult{BranchID: id, LastSequence: row.head}
+		st.b.Queue(qKeepVersions, row.ID, row.Incarnation, nil)
+		st.b.Queue(qDeleteMessages, row.ID)
+		st.b.Queue(qDeleteBranch, row.ID)
+		forgetScope(st.b, sqlrow.BranchScope(row.Incarnation))
+		st.b.Queue(qMarkDead, deadMark(row.Incarnation), strconv.FormatInt(s.now().UnixNano(), 10))
+		res = store.DeleteResult{BranchID: id, LastSequence: row.Head}
 		if err := s.remember(st.b, scope, store.OpDeleteBranch, opts.RequestID, res); err != nil {
 			return err
 		}
@@ -364,7 +276,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		return store.DeleteResult{}, err
 	}
 	if !replay {
-		s.committed(id, row.incarnation, c)
+		s.committed(id, row.Incarnation, c)
 	}
 	return res, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/postgres/pgtest"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 	"github.com/historyd/historyd/internal/store/storetest"
 )
 
@@ -120,7 +121,7 @@ func seed(t testing.TB, s *Store, br uuid.UUID, n int) {
 
 func mustBody(t testing.TB, res store.WriteResult) string {
 	t.Helper()
-	b, err := encodeMessage(res.Message.Message)
+	b, err := sqlrow.EncodeMessage(res.Message.Message)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@
 // docs/decisions/0017-postgres-engine.md says why.
 //
 // Import rule: internal/store, internal/store/migrations, internal/envelope,
-// pgx/v5 (and its stdlib adapter for goose), goose, uuid and the standard
-// library. Proto types never come here.
+// what it shares with the SQLite engine (internal/store/rowjson,
+// internal/store/sqlrow), pgx/v5 (and its stdlib adapter for goose), goose,
+// uuid and the standard library. Proto types never come here.
 package postgres

@@ -36,18 +36,17 @@ func decodeEvent(ev *store.Event, body *string) error {
 // and indexes set) to the log of incarnation, in one round trip. An event
 // that wrote a message keeps no copy of it: it reads the message's current
 // version (qEvents) until that version is rewritten or deleted
-// (keepVersion). They are queued in b, the write's batch.
+// (keepVersion; rowjson.EventColumns). They are queued in b, the write's
+// batch.
 func insertEvents(b *pgx.Batch, incarnation uuid.UUID, c store.Commit) error {
 	for _, ev := range c {
-		var (
-			body  any
-			msgID any
-			err   error
-		)
-		if ev.Message != nil && ev.Kind != store.EventBranchCreated {
-			msgID = ev.Message.ID
-		} else if body, err = rowjson.EncodeEvent(ev); err != nil {
+		id, body, err := rowjson.EventColumns(ev)
+		if err != nil {
 			return err
+		}
+		var msgID any
+		if id != nil {
+			msgID = *id
 		}
 		b.Queue(qInsertEvent, incarnation, int64(ev.Sequence), int64(ev.CommitFirst), int64(ev.CommitLast), int(ev.Kind), ev.Index, msgID, body)
 	}
@@ -75,11 +74,8 @@ func readEvents(ctx context.Context, q querier, branch, incarnation uuid.UUID, a
 		}
 		ev.Sequence, ev.CommitFirst, ev.CommitLast, ev.Index = uint64(seq), uint64(first), uint64(last), int(ix)
 		ev.Kind = store.EventKind(kind)
-		switch ev.Kind {
-		case store.EventMessageAdded, store.EventMessageReplaced, store.EventSystemSet:
-			if body == nil { // its message is neither in the event nor the current version
-				return nil, damagedRowError{fmt.Errorf("event %d of incarnation %s has lost the message it wrote", ev.Sequence, incarnation)}
-			}
+		if rowjson.WroteMessage(ev.Kind) && body == nil { // its message is neither in the event nor the current version
+			return nil, damagedRowError{fmt.Errorf("event %d of incarnation %s has lost the message it wrote", ev.Sequence, incarnation)}
 		}
 		if err := decodeEvent(&ev, body); err != nil {
 			return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // Group commit (issue 16 benchmark, docs/decisions/0021): concurrent
@@ -82,9 +83,9 @@ type branchWrite struct {
 	opts store.WriteOptions
 	fn   mutation
 
-	w      written
+	w      sqlrow.Written
 	replay *store.WriteResult
-	row    *branchRow
+	row    *sqlrow.Branch
 	err    error
 	alone  bool // to run in a transaction of its own, after its group
 	done   chan struct{}
@@ -211,7 +212,7 @@ func (s *Store) runGroup(ws []*branchWrite) {
 	}
 	s.group.finish(answered)
 	for _, bw := range alone {
-		bw.w, bw.replay, bw.row = written{}, nil, nil
+		bw.w, bw.replay, bw.row = sqlrow.Written{}, nil, nil
 		bw.err = s.writeAlone(bw)
 		s.settleAsync(bw)
 		close(bw.done)
@@ -305,7 +306,7 @@ func (s *Store) groupTx(ctx context.Context, tx pgx.Tx, ws []*branchWrite) error
 	ids := make([]uuid.UUID, len(ws))
 	b := &pgx.Batch{}
 	for i, bw := range ws {
-		bw.w, bw.replay, bw.row, bw.err, bw.alone = written{}, nil, nil, nil, false // a retried transaction starts afresh
+		bw.w, bw.replay, bw.row, bw.err, bw.alone = sqlrow.Written{}, nil, nil, nil, false // a retried transaction starts afresh
 		ids[i] = bw.id
 	}
 	b.Queue(qBranchesForUpdate, ids)
@@ -476,7 +477,7 @@ func typedColumn(col []any) any {
 
 // planSafe is plan, with a panic in a member's rules made that member's
 // error: the others commit.
-func (s *Store) planSafe(st *txState, bw *branchWrite) (w written, err error) {
+func (s *Store) planSafe(st *txState, bw *branchWrite) (w sqlrow.Written, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("postgres: panic in a write: %v\n%s", p, debug.Stack())
@@ -486,19 +487,19 @@ func (s *Store) planSafe(st *txState, bw *branchWrite) (w written, err error) {
 }
 
 // lockedRows reads the group's first result: the rows locked, by id.
-func lockedRows(br pgx.BatchResults) (map[uuid.UUID]*branchRow, error) {
+func lockedRows(br pgx.BatchResults) (map[uuid.UUID]*sqlrow.Branch, error) {
 	rs, err := br.Query()
 	if err != nil {
 		return nil, err
 	}
 	defer rs.Close()
-	rows := map[uuid.UUID]*branchRow{}
+	rows := map[uuid.UUID]*sqlrow.Branch{}
 	for rs.Next() {
 		row, err := scanBranch(rs)
 		if err != nil {
 			return nil, err
 		}
-		rows[row.id] = row
+		rows[row.ID] = row
 	}
 	return rows, rs.Err()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // A handle is what this replica holds of a branch that has subscribers or
@@ -29,8 +30,7 @@ type handle struct {
 	feed        *store.Feed
 	log         *dbLog
 
-	observers []observerEntry
-	nextObs   uint64
+	observers store.Observers
 	pins      int    // calls between getting the handle and using it (Store.mu)
 	gen       uint64 // pins ever taken (Store.mu): release drops the handle only if none came meanwhile
 	deleted   bool   // BRANCH_DELETED published (h.mu)
@@ -43,11 +43,6 @@ type handle struct {
 	// runs inside a write transaction and so never waits for the handle's
 	// lock (a reader may hold it across a read of the log).
 	oldest atomic.Uint64
-}
-
-type observerEntry struct {
-	id uint64
-	fn store.Observer
 }
 
 // dbLog is a branch's event log as subscriptions read it (store.Log): the
@@ -422,7 +417,7 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (h *handle, fresh bool, e
 	}
 	s.mu.Unlock()
 	var (
-		row    *branchRow
+		row    *sqlrow.Branch
 		oldest int64
 	)
 	err = s.read(ctx, func(tx pgxTx) error {
@@ -430,7 +425,7 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (h *handle, fresh bool, e
 		if row, err = loadBranch(ctx, tx, qBranch, id); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, qOldestEvent, row.incarnation).Scan(&oldest)
+		return tx.QueryRow(ctx, qOldestEvent, row.Incarnation).Scan(&oldest)
 	})
 	if err != nil {
 		return nil, false, err
@@ -448,13 +443,13 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (h *handle, fresh bool, e
 	return h, fresh, nil
 }
 
-func (s *Store) newHandle(row *branchRow, minSeq uint64) *handle {
-	h := &handle{id: row.id, incarnation: row.incarnation}
+func (s *Store) newHandle(row *sqlrow.Branch, minSeq uint64) *handle {
+	h := &handle{id: row.ID, incarnation: row.Incarnation}
 	oldest := uint64(0)
-	if row.head > 0 {
-		oldest = max(minSeq, s.retainedFrom(row.head), 1)
+	if row.Head > 0 {
+		oldest = max(minSeq, s.retainedFrom(row.Head), 1)
 	}
-	h.log = &dbLog{s: s, h: h, branch: row.id, incarnation: row.incarnation, oldest: oldest, last: row.head}
+	h.log = &dbLog{s: s, h: h, branch: row.ID, incarnation: row.Incarnation, oldest: oldest, last: row.Head}
 	h.oldest.Store(oldest)
 	h.feed = store.NewFeed(&h.mu, h.log)
 	// The last subscription closed: let the handle go if nothing else uses it.
@@ -485,7 +480,7 @@ func (s *Store) release(h *handle) {
 	gen := h.gen
 	s.mu.Unlock()
 	h.mu.RLock()
-	idle := h.feed.Watchers() == 0 && len(h.observers) == 0
+	idle := h.feed.Watchers() == 0 && h.observers.Len() == 0
 	h.mu.RUnlock()
 	if !idle {
 		return

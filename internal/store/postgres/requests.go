@@ -10,20 +10,16 @@ import (
 
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/rowjson"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // The idempotency records (docs/design.md#idempotency, ADR-0010) in the
-// requests table, as the SQLite engine keeps them (its requests.go). A
+// requests table, as the SQLite engine keeps them (its requests.go; the
+// scopes and a record's answer are sqlrow's, for both). A
 // branch write recalls its request id after it has locked the branch's
 // row, and a branch-creating call after it has taken the advisory lock of
 // its scope and id, in the transaction that writes: so the same request_id
 // sent to two replicas at once writes once (issue 16).
-
-func creatorScope(principal string) string { return "p:" + principal }
-func branchScope(incarnation uuid.UUID) string {
-	return "i:" + incarnation.String()
-}
-func deleteScope(id uuid.UUID) string { return "d:" + id.String() }
 
 // lockKey is the advisory lock's key for a request id in a scope.
 func lockKey(scope, requestID string) int64 {
@@ -44,25 +40,16 @@ func (s *Store) recall(ctx context.Context, q querier, scope string, op store.Op
 }
 
 // recalled reads a row of qRequest (or qBranchRequest) as recall answers.
-func (s *Store) recalled(r pgx.Row, op store.Op, requestID string) (any, bool, error) {
-	var (
-		gotOp  string
-		at     int64
-		result string
-	)
-	err := r.Scan(&gotOp, &at, &result)
+func (s *Store) recalled(row pgx.Row, op store.Op, requestID string) (any, bool, error) {
+	var r sqlrow.Record
+	err := row.Scan(&r.Op, &r.At, &r.Result)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, false, nil
 	case err != nil:
 		return nil, false, err
-	case s.now().UnixNano()-at >= int64(s.cfg.RequestTTL):
-		return nil, false, nil
-	case store.Op(gotOp) != op:
-		return nil, false, store.FieldError("request_id", store.ErrRequestIDReused, "request_id %q was used by %s, not %s", requestID, gotOp, op)
 	}
-	r2, err := codec.DecodeResult(op, result)
-	return r2, err == nil, err
+	return r.Recall(codec, op, requestID, s.now().UnixNano(), s.cfg.RequestTTL)
 }
 
 // remember queues, in the write's batch, the record of a successful
@@ -97,23 +84,16 @@ func (s *Store) Recall(ctx context.Context, principal string, branchID *uuid.UUI
 	if err := s.usable(); err != nil {
 		return nil, false, err
 	}
-	scope := creatorScope(principal)
-	switch {
-	case op == store.OpDeleteBranch:
-		if branchID == nil {
-			return nil, false, nil
-		}
-		scope = deleteScope(*branchID)
-	case branchID != nil:
+	scope, ok, err := sqlrow.RecallScope(principal, branchID, op, func(branch uuid.UUID) (uuid.UUID, bool, error) {
 		var inc uuid.UUID
-		err := s.pool.QueryRow(ctx, qIncarnation, *branchID).Scan(&inc)
+		err := s.pool.QueryRow(ctx, qIncarnation, branch).Scan(&inc)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, nil // an unknown branch remembers nothing; the call itself reports it
+			return uuid.UUID{}, false, nil
 		}
-		if err != nil {
-			return nil, false, s.fault(ctx, err)
-		}
-		scope = branchScope(inc)
+		return inc, err == nil, err
+	})
+	if err != nil || !ok {
+		return nil, false, s.fault(ctx, err)
 	}
 	r, ok, err := s.recall(ctx, s.pool, scope, op, requestID)
 	return r, ok, s.fault(ctx, err)

@@ -6,24 +6,22 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/rowjson"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
-// txState is a branch as the rules read it (store.BranchState) inside the
-// transaction that applies their plan: its row (read FOR UPDATE), and its
+// txState is a branch as the rules read it (sqlrow.State, a
+// store.BranchState) inside the transaction that applies their plan, with
+// the statements that write it: its row (read FOR UPDATE), and its
 // messages read by id on demand and kept for the rest of the write. It
 // never reads the history: an append reads nothing but the row (issue 16,
 // "No convoys").
 type txState struct {
-	ctx   context.Context
-	tx    pgx.Tx
-	q     querier // tx, or a read transaction for CheckMembers of a chat order
-	row   *branchRow
-	cache map[uuid.UUID]*msgRow // read or written by this write; nil entries are misses
-	// encoded holds messages' stored text encoded before the transaction.
-	encoded map[*envelope.Message]string
+	ctx context.Context
+	tx  pgx.Tx
+	q   querier // tx, or a read transaction for CheckMembers of a chat order
+	sqlrow.State
 	// b queues the write's statements, sent in one round trip with the
 	// COMMIT (flush): the reads a plan makes never need them, since what
 	// the write changed is in cache.
@@ -32,114 +30,45 @@ type txState struct {
 
 var _ store.BranchState = (*txState)(nil)
 
-func newState(ctx context.Context, tx pgx.Tx, row *branchRow) *txState {
-	return &txState{ctx: ctx, tx: tx, q: tx, row: row, cache: map[uuid.UUID]*msgRow{}, encoded: map[*envelope.Message]string{}, b: &pgx.Batch{}}
+func newState(ctx context.Context, tx pgx.Tx, row *sqlrow.Branch) *txState {
+	st := &txState{ctx: ctx, tx: tx, q: tx, b: &pgx.Batch{}}
+	st.State = sqlrow.NewState(row, st)
+	return st
 }
 
-func (st *txState) BranchID() uuid.UUID  { return st.row.id }
-func (st *txState) HeadSequence() uint64 { return st.row.head }
+// Message reads a message of the branch for the rules (sqlrow.State's
+// MessageReader), through st.q.
+func (st *txState) Message(branch, id uuid.UUID) (*sqlrow.Message, bool, error) {
+	return getMessage(st.ctx, st.q, branch, id)
+}
 
-func (st *txState) lookup(id uuid.UUID) (*msgRow, error) {
-	if m, ok := st.cache[id]; ok {
-		return m, nil
-	}
-	m, _, err := getMessage(st.ctx, st.q, st.row.id, id)
+// apply writes a planned placement at sequence seq (placed by
+// sqlrow.State's Place) and returns the row it wrote and the message's
+// index after it.
+func (st *txState) apply(p store.Placement, seq uint64) (*sqlrow.Message, int, error) {
+	m, old, err := st.Place(p, seq, st.remove)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	st.cache[id] = m
-	return m, nil
-}
-
-func (st *txState) Current(id uuid.UUID) (*envelope.Message, bool, error) {
-	m, err := st.lookup(id)
-	if err != nil || m == nil {
-		return nil, false, err
-	}
-	return m.msg, true, nil
-}
-
-func (st *txState) CurrentSystem() (*envelope.Message, error) {
-	if st.row.systemID == nil {
-		return nil, nil
-	}
-	m, err := st.lookup(*st.row.systemID)
-	if err != nil || m == nil {
-		return nil, err
-	}
-	return m.msg, nil
-}
-
-// apply writes a planned placement at sequence seq and returns the row it
-// wrote and the message's index after it (store.Memory's apply, over rows).
-func (st *txState) apply(p store.Placement, seq uint64) (*msgRow, int, error) {
-	msg := p.Message
-	body, ok := st.encoded[msg]
-	if !ok {
-		var err error
-		if body, err = encodeMessage(msg); err != nil {
-			return nil, 0, err
-		}
-	}
-	var err error
-	var old *msgRow
-	if p.Replaces {
-		if old, err = st.lookup(msg.ID); err != nil {
-			return nil, 0, err
-		}
-	}
-	row := st.row
-	m := &msgRow{msg: msg, body: body, seq: seq}
-	switch {
-	case msg.Kind() == envelope.KindSystem:
-		m.pos = -1
-		if p.Excluded != nil {
-			if err := st.remove(p.Excluded.ID); err != nil {
-				return nil, 0, err
-			}
-			if row.selected != nil {
-				sel := row.selected.Clone()
-				for i, id := range sel.Order {
-					if id == p.Excluded.ID {
-						sel.Order[i] = msg.ID
-					}
-				}
-				row.selected = sel
-			}
-		}
-		row.systemID = &msg.ID
-	case old != nil:
-		m.pos = old.pos
-	default:
-		m.pos = row.nextPos
-		row.nextPos++
-	}
-	if old != nil {
-		m.rank = old.rank
-	}
-	if p.NewRank(old != nil) {
-		m.rank = row.nextRank
-		row.nextRank++
-	}
+	row, msg, body := st.Row, m.Msg, m.Body
 	if old != nil {
 		if err := st.keepVersion(old); err != nil {
 			return nil, 0, err
 		}
-		st.b.Queue(qReplaceMessage, m.rank, int64(m.seq), body, row.id, msg.ID)
+		st.b.Queue(qReplaceMessage, m.Rank, int64(m.Seq), body, row.ID, msg.ID)
 	} else {
-		row.count++
 		err = st.insert(m, body)
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	st.cache[msg.ID] = m
-	return m, row.index(m.pos), nil
+	st.Cache[msg.ID] = m
+	return m, row.Index(m.Pos), nil
 }
 
 // insert writes a new message row.
-func (st *txState) insert(m *msgRow, body string) error {
-	st.b.Queue(qInsertMessage, st.row.id, m.msg.ID, m.pos, int(m.msg.Kind()), m.rank, int64(m.seq), body)
+func (st *txState) insert(m *sqlrow.Message, body string) error {
+	st.b.Queue(qInsertMessage, st.Row.ID, m.Msg.ID, m.Pos, int(m.Msg.Kind()), m.Rank, int64(m.Seq), body)
 	return nil
 }
 
@@ -154,14 +83,14 @@ func (st *txState) flush() error {
 // keepVersion copies a message version about to be rewritten or deleted
 // into the event that wrote it, if that event is retained and still reads
 // it from messages.
-func (st *txState) keepVersion(old *msgRow) error {
-	st.b.Queue(qKeepVersion, rowjson.MessageEventBody(old.body), st.row.incarnation, int64(old.seq), old.msg.ID)
+func (st *txState) keepVersion(old *sqlrow.Message) error {
+	st.b.Queue(qKeepVersion, rowjson.MessageEventBody(old.Body), st.Row.Incarnation, int64(old.Seq), old.Msg.ID)
 	return nil
 }
 
 // remove deletes a message row (the system a new System excludes).
 func (st *txState) remove(id uuid.UUID) error {
-	old, err := st.lookup(id)
+	old, err := st.Lookup(id)
 	if err != nil {
 		return err
 	}
@@ -170,8 +99,8 @@ func (st *txState) remove(id uuid.UUID) error {
 			return err
 		}
 	}
-	st.b.Queue(qRemoveMessage, st.row.id, id)
-	st.row.count--
-	st.cache[id] = nil
+	st.b.Queue(qRemoveMessage, st.Row.ID, id)
+	st.Row.Count--
+	st.Cache[id] = nil
 	return nil
 }

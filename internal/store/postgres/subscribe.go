@@ -87,9 +87,7 @@ func (s *Store) Observe(id uuid.UUID, o store.Observer) (func(), error) {
 	)
 	err := s.withHandle(context.Background(), id, func(hd *handle) error {
 		h = hd
-		h.nextObs++
-		key = h.nextObs
-		h.observers = append(h.observers, observerEntry{id: key, fn: o})
+		key = h.observers.Add(o)
 		return nil
 	})
 	if err != nil {
@@ -97,12 +95,7 @@ func (s *Store) Observe(id uuid.UUID, o store.Observer) (func(), error) {
 	}
 	return func() {
 		h.mu.Lock()
-		for i, e := range h.observers {
-			if e.id == key {
-				h.observers = append(h.observers[:i:i], h.observers[i+1:]...)
-				break
-			}
-		}
+		h.observers.Remove(key)
 		h.mu.Unlock()
 		s.release(h)
 	}, nil
@@ -116,9 +109,5 @@ func (s *Store) observersOf(id, incarnation uuid.UUID) []store.Observer {
 	}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	out := make([]store.Observer, len(h.observers))
-	for i, e := range h.observers {
-		out[i] = e.fn
-	}
-	return out
+	return h.observers.Snapshot()
 }

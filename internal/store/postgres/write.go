@@ -5,27 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
-
-// written is what a branch write did: its result, its commit (sequences
-// set), and the message the observers are told about (nil for writes that
-// fire none).
-type written struct {
-	res    store.WriteResult
-	commit store.Commit
-	added  *envelope.Message
-}
 
 // mutation is the body of a branch write, run in the write transaction
 // after the repeat and head checks.
-type mutation func(st *txState) (written, error)
+type mutation func(st *txState) (sqlrow.Written, error)
 
 // write runs one branch write as one READ COMMITTED transaction (issue
 // 16): the branch's row locked FOR UPDATE first (it orders the branch's
@@ -66,21 +57,21 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 		return *bw.replay, nil
 	}
 	w, row := bw.w, bw.row
-	if w.added == nil {
-		return w.res, nil
+	if w.Added == nil {
+		return w.Res, nil
 	}
-	obs := s.observersOf(id, row.incarnation)
+	obs := s.observersOf(id, row.Incarnation)
 	if len(obs) == 0 {
-		return w.res, nil
+		return w.Res, nil
 	}
-	return w.res, store.Notify(ctx, id, obs, w.added)
+	return w.Res, store.Notify(ctx, id, obs, w.Added)
 }
 
 // settle follows a write's COMMIT (committed) on the caller's goroutine
 // when group commit is off.
 func (s *Store) settle(bw *branchWrite) {
 	if bw.err == nil && bw.replay == nil {
-		s.committed(bw.id, bw.row.incarnation, bw.w.commit)
+		s.committed(bw.id, bw.row.Incarnation, bw.w.Commit)
 	}
 }
 
@@ -94,7 +85,7 @@ func (s *Store) settleAsync(bw *branchWrite) {
 	if bw.err != nil || bw.replay != nil {
 		return
 	}
-	id, inc, c := bw.id, bw.row.incarnation, bw.w.commit
+	id, inc, c := bw.id, bw.row.Incarnation, bw.w.Commit
 	head := c[len(c)-1].Sequence
 	s.wake.notify(id, inc, head)
 	if h := s.handleOf(id, inc); h != nil && !s.publishNext(h, c) {
@@ -114,9 +105,9 @@ func (s *Store) writeAlone(bw *branchWrite) error {
 				}
 			}()
 		}
-		bw.w, bw.replay, bw.row = written{}, nil, nil // a retried transaction starts afresh
+		bw.w, bw.replay, bw.row = sqlrow.Written{}, nil, nil // a retried transaction starts afresh
 		var (
-			row *branchRow
+			row *sqlrow.Branch
 			r   any
 			ok  bool
 		)
@@ -140,22 +131,22 @@ func (s *Store) writeAlone(bw *branchWrite) error {
 
 // plan runs a write on its locked row: the head check, its mutation, and
 // its events, row and request record queued in st.b.
-func (s *Store) plan(st *txState, bw *branchWrite) (written, error) {
+func (s *Store) plan(st *txState, bw *branchWrite) (sqlrow.Written, error) {
 	if err := store.CheckHead(st, bw.opts); err != nil {
-		return written{}, err
+		return sqlrow.Written{}, err
 	}
 	w, err := bw.fn(st)
 	if err != nil {
-		return written{}, err
+		return sqlrow.Written{}, err
 	}
-	row := st.row
-	if err := s.commitEvents(st.b, row, w.commit); err != nil {
-		return written{}, err
+	row := st.Row
+	if err := s.commitEvents(st.b, row, w.Commit); err != nil {
+		return sqlrow.Written{}, err
 	}
 	queueUpdateBranch(st.b, row)
 	mergeAppend(st.b)
-	if err := s.remember(st.b, branchScope(row.incarnation), bw.op, bw.opts.RequestID, w.res); err != nil {
-		return written{}, err
+	if err := s.remember(st.b, sqlrow.BranchScope(row.Incarnation), bw.op, bw.opts.RequestID, w.Res); err != nil {
+		return sqlrow.Written{}, err
 	}
 	return w, nil
 }
@@ -163,7 +154,7 @@ func (s *Store) plan(st *txState, bw *branchWrite) (written, error) {
 // lockBranch is a write's first round trip: the branch's row locked FOR
 // UPDATE and, with a request id, the recall in the scope of its
 // incarnation, which runs once the lock is held.
-func (s *Store) lockBranch(ctx context.Context, tx pgx.Tx, id uuid.UUID, op store.Op, requestID string) (*branchRow, any, bool, error) {
+func (s *Store) lockBranch(ctx context.Context, tx pgx.Tx, id uuid.UUID, op store.Op, requestID string) (*sqlrow.Branch, any, bool, error) {
 	b := &pgx.Batch{}
 	b.Queue(qBranchForUpdate, id)
 	if requestID != "" {
@@ -193,23 +184,23 @@ func (s *Store) lockBranch(ctx context.Context, tx pgx.Tx, id uuid.UUID, op stor
 // only when the head crosses a multiple of trimEvery (a statement a write
 // saved on the rest), so between two trims the log holds up to
 // trimEvery-1 rows more than twice the retention, never fewer.
-func (s *Store) commitEvents(b *pgx.Batch, row *branchRow, c store.Commit) error {
+func (s *Store) commitEvents(b *pgx.Batch, row *sqlrow.Branch, c store.Commit) error {
 	first, last := c[0].Sequence, c[len(c)-1].Sequence
 	for i := range c {
 		c[i].CommitFirst, c[i].CommitLast = first, last
 	}
-	if err := insertEvents(b, row.incarnation, c); err != nil {
+	if err := insertEvents(b, row.Incarnation, c); err != nil {
 		return err
 	}
-	row.head = last
+	row.Head = last
 	if every := s.trimEvery(); last/every == (first-1)/every {
 		return nil
 	}
-	below := s.sweepBelow(row.id, row.incarnation, last)
+	below := s.sweepBelow(row.ID, row.Incarnation, last)
 	if below <= 1 {
 		return nil
 	}
-	b.Queue(qTrimEvents, row.incarnation, int64(below))
+	b.Queue(qTrimEvents, row.Incarnation, int64(below))
 	return nil
 }
 
@@ -226,8 +217,8 @@ func (s *Store) trimEvery() uint64 {
 
 // queueUpdateBranch queues the write-back of what a write changes of a
 // branch's row.
-func queueUpdateBranch(b *pgx.Batch, r *branchRow) {
-	b.Queue(qUpdateBranch, int64(r.head), int64(r.epoch), int64(r.selEpoch), encodeSelected(r.selected), optID(r.systemID), r.nextPos, r.nextRank, r.count, r.id)
+func queueUpdateBranch(b *pgx.Batch, r *sqlrow.Branch) {
+	b.Queue(qUpdateBranch, int64(r.Head), int64(r.Epoch), int64(r.SelEpoch), sqlrow.EncodeSelected(r.Selected), optID(r.SystemID), r.NextPos, r.NextRank, r.Count, r.ID)
 }
 
 // mergeAppend replaces an append's insert of the message, insert of its
@@ -245,49 +236,19 @@ func mergeAppend(b *pgx.Batch) {
 	b.QueuedQueries = append(merged.QueuedQueries, q[3:]...)
 }
 
-// nextEvent returns the next event of a branch being written: its
-// sequence follows the head and the events already in c.
-func nextEvent(row *branchRow, c store.Commit, kind store.EventKind) store.Event {
-	return store.Event{Sequence: row.head + 1 + uint64(len(c)), Kind: kind, Index: -1}
-}
-
-// commitPlan applies a plan's placements as one commit; the result names
-// the first message and, when the plan also linked a request, the request
-// as Updated.
-func (st *txState) commitPlan(plan store.Plan) (written, error) {
-	var (
-		c      store.Commit
-		stored []store.StoredMessage
-		first  int
-	)
-	for i, p := range plan.Placements {
-		ev := nextEvent(st.row, c, p.Kind())
-		m, index, err := st.apply(p, ev.Sequence)
-		if err != nil {
-			return written{}, err
-		}
-		ev.Message, ev.Index = p.Message, index
-		c = append(c, ev)
-		stored = append(stored, m.stored())
-		if i == 0 {
-			first = index
-		}
+// commit applies a plan's placements as one commit (sqlrow.CommitPlan),
+// or returns the error its planning ended with.
+func (st *txState) commit(plan store.Plan, err error) (sqlrow.Written, error) {
+	if err != nil {
+		return sqlrow.Written{}, err
 	}
-	res := store.WriteResult{Message: stored[0], Index: first, Head: c[len(c)-1].Sequence}
-	if len(stored) > 1 {
-		res.Updated = &stored[1]
-	}
-	return written{res: res, commit: c, added: plan.Added}, nil
+	return sqlrow.CommitPlan(st.Row, plan, st.apply)
 }
 
 // SetSystem is set_system (store.Store).
 func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Message, opts store.WriteOptions) (store.WriteResult, error) {
-	return s.write(ctx, id, store.OpSetSystem, opts, func(st *txState) (written, error) {
-		plan, err := store.PlanSetSystem(st, system)
-		if err != nil {
-			return written{}, err
-		}
-		return st.commitPlan(plan)
+	return s.write(ctx, id, store.OpSetSystem, opts, func(st *txState) (sqlrow.Written, error) {
+		return st.commit(store.PlanSetSystem(st, system))
 	})
 }
 
@@ -295,53 +256,16 @@ func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Me
 // of the branch, the factory runs and the message is encoded before the
 // transaction, so the branch's row lock is held for the statements only.
 func (s *Store) AddMessage(ctx context.Context, id uuid.UUID, in store.AddInput, opts store.WriteOptions) (store.WriteResult, error) {
-	pre, body, prebuilt, preErr := prebuild(in)
-	return s.write(ctx, id, store.OpAddMessage, opts, func(st *txState) (written, error) {
-		var (
-			plan store.Plan
-			err  error
-		)
-		if prebuilt {
-			if preErr != nil {
-				return written{}, preErr
-			}
-			st.cache[pre.Message.ID] = nil // the factory minted the id: it is no member
-			st.encoded[pre.Message] = body
-			plan, err = store.PlanCreated(st, pre)
-		} else {
-			plan, err = store.PlanAdd(st, in)
-		}
-		if err != nil {
-			return written{}, err
-		}
-		return st.commitPlan(plan)
+	pre := sqlrow.Prebuild(in)
+	return s.write(ctx, id, store.OpAddMessage, opts, func(st *txState) (sqlrow.Written, error) {
+		return st.commit(pre.Plan(&st.State, in))
 	})
-}
-
-// prebuild runs the factory for inputs that name no message of the branch
-// (no target, no action request, no message given whole or named in the
-// factory), and encodes what it made; prebuilt is false for the others.
-func prebuild(in store.AddInput) (c store.Created, body string, prebuilt bool, err error) {
-	f := in.Factory
-	if in.Message != nil || in.Target != nil || in.ActionRequest != nil ||
-		f.SystemMsg != nil || f.InstructionMsg != nil || f.AssistantMsg != nil || f.ActionRequestMsg != nil || f.ActionResponseMsg != nil {
-		return store.Created{}, "", false, nil
-	}
-	if c, err = store.CreateMessage(&f); err != nil || c.Request != nil {
-		return store.Created{}, "", err != nil, err // a created request would be a branch message: plan it in the transaction
-	}
-	body, err = encodeMessage(c.Message)
-	return c, body, true, err
 }
 
 // CreateActionResponse answers an ActionRequest (store.Store).
 func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store.ActionResponseInput, opts store.WriteOptions) (store.WriteResult, error) {
-	return s.write(ctx, id, store.OpCreateActionResponse, opts, func(st *txState) (written, error) {
-		plan, err := store.PlanActionResponse(st, in)
-		if err != nil {
-			return written{}, err
-		}
-		return st.commitPlan(plan)
+	return s.write(ctx, id, store.OpCreateActionResponse, opts, func(st *txState) (sqlrow.Written, error) {
+		return st.commit(store.PlanActionResponse(st, in))
 	})
 }
 
@@ -349,51 +273,23 @@ func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store
 // 0; the selected progression keeps only what survives; the entries start
 // again at position 0 in a new epoch, so older page tokens are stale.
 func (s *Store) ClearMessages(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
-	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (written, error) {
-		row := st.row
-		st.b.Queue(qKeepVersions, row.id, row.incarnation, optID(row.systemID))
-		st.b.Queue(qClearMessages, row.id)
-		clear(st.cache)
-		row.count, row.nextPos = 0, 0
-		if row.hasSystem() {
-			row.count = 1
-		}
-		row.epoch++
-		if sel := row.selected; sel != nil {
-			if kept, changed := store.ClearedOrder(sel.Order, row.systemID); changed {
-				sel = sel.Clone()
-				sel.Order = kept
-				row.selected = sel
-				row.selEpoch++
-			}
-		}
-		c := store.Commit{nextEvent(row, nil, store.EventMessagesCleared)}
-		return written{res: store.WriteResult{Head: c[0].Sequence, Index: -1}, commit: c}, nil
+	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (sqlrow.Written, error) {
+		row := st.Row
+		st.b.Queue(qKeepVersions, row.ID, row.Incarnation, optID(row.SystemID))
+		st.b.Queue(qClearMessages, row.ID)
+		clear(st.Cache)
+		return sqlrow.Clear(row), nil
 	})
 }
 
 // SetProgression sets or unsets the selected progression (store.Store).
 // Every id must be a member, once.
 func (s *Store) SetProgression(ctx context.Context, id uuid.UUID, order *[]uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
-	return s.write(ctx, id, store.OpSetProgression, opts, func(st *txState) (written, error) {
+	return s.write(ctx, id, store.OpSetProgression, opts, func(st *txState) (sqlrow.Written, error) {
 		ids, err := store.PlanProgression(st, order)
 		if err != nil {
-			return written{}, err
+			return sqlrow.Written{}, err
 		}
-		row := st.row
-		switch {
-		case order == nil:
-			row.selected = nil
-		case row.selected == nil:
-			row.selected = store.NewProgression(ids, nil)
-		default:
-			sel := row.selected.Clone()
-			sel.Order = ids
-			row.selected = sel
-		}
-		row.selEpoch++
-		ev := nextEvent(row, nil, store.EventProgressionSet)
-		ev.Progression = slices.Clone(ids)
-		return written{res: store.WriteResult{Head: ev.Sequence, Index: -1}, commit: store.Commit{ev}}, nil
+		return sqlrow.SetProgression(st.Row, order, ids), nil
 	})
 }

@@ -104,6 +104,30 @@ func EncodeEvent(ev store.Event) (any, error) {
 	return string(out), err
 }
 
+// EventColumns returns what an event's row holds of it: an event that
+// wrote a message (not BRANCH_CREATED, whose body carries its messages)
+// keeps no copy of it and refers to its row, msgID, reading the message's
+// current version until that version is rewritten or deleted (the
+// engine's keepVersion then gives it a body); the others hold their body
+// (EncodeEvent).
+func EventColumns(ev store.Event) (msgID *uuid.UUID, body any, err error) {
+	if ev.Message != nil && ev.Kind != store.EventBranchCreated {
+		return &ev.Message.ID, nil, nil
+	}
+	body, err = EncodeEvent(ev)
+	return nil, body, err
+}
+
+// WroteMessage reports whether an event of kind wrote a message: its row
+// read back must hold one, in its body or by reference.
+func WroteMessage(kind store.EventKind) bool {
+	switch kind {
+	case store.EventMessageAdded, store.EventMessageReplaced, store.EventSystemSet:
+		return true
+	}
+	return false
+}
+
 // MessageEventBody is the body of an event that wrote the message stored
 // as body.
 func MessageEventBody(body string) string { return `{"m":` + body + `}` }

@@ -10,12 +10,13 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
-// prepare starts a new branch's row: its identity and metadata, after
-// checking that the id is free (the transaction that writes it checks
-// again), in store.Memory's order of checks.
-func (s *Store) prepare(ctx context.Context, id uuid.UUID, createdAt *float64, meta jsonv.Value) (*seedState, error) {
+// prepare starts a new branch's row (sqlrow.NewSeed), after checking that
+// the id is free (the transaction that writes it checks again), in
+// store.Memory's order of checks.
+func (s *Store) prepare(ctx context.Context, id uuid.UUID, createdAt *float64, meta jsonv.Value) (*sqlrow.Seed, error) {
 	if id == (uuid.UUID{}) {
 		id = uuid.New()
 	} else if taken, err := s.exists(ctx, id); err != nil || taken {
@@ -24,19 +25,7 @@ func (s *Store) prepare(ctx context.Context, id uuid.UUID, createdAt *float64, m
 		}
 		return nil, err
 	}
-	meta, err := store.BranchMetadata(meta)
-	if err != nil {
-		return nil, err
-	}
-	created := store.NowSeconds()
-	if createdAt != nil {
-		created = *createdAt
-	}
-	return newSeed(&branchRow{
-		id: id, incarnation: uuid.New(), createdAt: created, metadata: meta,
-		pile: store.ElementID{ID: uuid.New(), CreatedAt: created},
-		prog: store.ElementID{ID: uuid.New(), CreatedAt: created},
-	}), nil
+	return sqlrow.NewSeed(id, createdAt, meta)
 }
 
 // firstOr is store.FirstIfRaced over the records, read on the read pool.
@@ -69,7 +58,7 @@ func (s *Store) exists(ctx context.Context, id uuid.UUID) (bool, error) {
 // recallCreated returns a remembered result of a principal's
 // branch-creating calls, marked as replayed.
 func (s *Store) recallCreated(ctx context.Context, c *stmtCache, tx *sql.Tx, principal string, op store.Op, requestID string) (store.BranchResult, bool, error) {
-	r, ok, err := s.recall(ctx, c, tx, creatorScope(principal), op, requestID)
+	r, ok, err := s.recall(ctx, c, tx, sqlrow.CreatorScope(principal), op, requestID)
 	if err != nil || !ok {
 		return store.BranchResult{}, false, err
 	}
@@ -83,22 +72,9 @@ func (s *Store) recallCreated(ctx context.Context, c *stmtCache, tx *sql.Tx, pri
 // meantime is ErrBranchExists. The branch's BRANCH_CREATED is sequence 1;
 // the deletes remembered for an earlier branch of its id are forgotten
 // (issue 13 item 13), as store.Memory's register does.
-func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, principal, requestID string) (store.BranchResult, error) {
-	b.finish()
-	row := b.row
-	ordered := b.ordered()
-	res := store.BranchResult{Messages: make([]store.StoredMessage, len(ordered))}
-	msgs := make([]*envelope.Message, len(ordered))
-	for i, m := range ordered {
-		res.Messages[i], msgs[i] = m.stored(), m.msg
-	}
-	res.Branch = row.info()
-	info := row.info()
-	c := store.Commit{{Sequence: 1, CommitFirst: 1, CommitLast: 1, Kind: store.EventBranchCreated, Index: -1, Branch: &info, Messages: msgs}}
-	kept := store.BranchResult{Branch: res.Branch}
-	if row.systemID != nil {
-		kept.Messages = res.Messages[:1]
-	}
+func (s *Store) publishNew(ctx context.Context, b *sqlrow.Seed, op store.Op, principal, requestID string) (store.BranchResult, error) {
+	nb := b.Finish()
+	row := nb.Row
 	var first *store.BranchResult
 	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		first = nil // a re-run of the batch starts afresh (writer.do)
@@ -107,9 +83,9 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 			return err
 		}
 		var one int
-		switch err := s.wst.queryRow(ctx, tx, qBranchExists, blob(row.id)).Scan(&one); {
+		switch err := s.wst.queryRow(ctx, tx, qBranchExists, blob(row.ID)).Scan(&one); {
 		case err == nil:
-			return &store.BranchError{Err: store.ErrBranchExists, BranchID: row.id}
+			return &store.BranchError{Err: store.ErrBranchExists, BranchID: row.ID}
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
@@ -117,22 +93,16 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 			return err
 		}
 		st := s.state(ctx, tx, row)
-		for _, m := range ordered {
-			body, err := encodeMessage(m.msg)
-			if err != nil {
-				return err
-			}
-			if err := st.insert(m, body); err != nil {
-				return err
-			}
-		}
-		if err := s.insertEvents(ctx, tx, row.incarnation, c); err != nil {
+		if err := nb.InsertMessages(st.insert); err != nil {
 			return err
 		}
-		if err := s.forgetScope(ctx, tx, deleteScope(row.id)); err != nil {
+		if err := s.insertEvents(ctx, tx, row.Incarnation, nb.Commit); err != nil {
 			return err
 		}
-		return s.remember(ctx, tx, creatorScope(principal), op, requestID, kept, nil)
+		if err := s.forgetScope(ctx, tx, sqlrow.DeleteScope(row.ID)); err != nil {
+			return err
+		}
+		return s.remember(ctx, tx, sqlrow.CreatorScope(principal), op, requestID, nb.Kept, nil)
 	}, nil)
 	switch {
 	case err != nil:
@@ -140,7 +110,7 @@ func (s *Store) publishNew(ctx context.Context, b *seedState, op store.Op, princ
 	case first != nil:
 		return *first, nil
 	}
-	return res, nil
+	return nb.Result, nil
 }
 
 // CreateBranch creates a branch (store.Store), as store.Memory does: the
@@ -157,8 +127,7 @@ func (s *Store) CreateBranch(ctx context.Context, in store.CreateBranchInput) (s
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpCreateBranch, in.RequestID)
 	}
-	b.row.name, b.row.user = in.Name, in.User
-	if err := store.CreateSeeds(b.row.id, in, func(sd store.Seed) error { return b.seed(sd.Message, sd.Field) }); err != nil {
+	if err := b.Create(in); err != nil {
 		return store.BranchResult{}, err
 	}
 	return s.publishNew(ctx, b, store.OpCreateBranch, in.Principal, in.RequestID)
@@ -173,41 +142,12 @@ func (s *Store) ImportBranch(ctx context.Context, in store.ImportInput) (store.B
 	if err != nil {
 		return store.BranchResult{}, err
 	}
-	id := in.ID
-	if id == (uuid.UUID{}) && !in.NewID && im.ID != nil {
-		id = *im.ID
-	}
-	b, err := s.prepare(ctx, id, im.CreatedAt, im.Metadata)
+	b, err := s.prepare(ctx, in.BranchID(im.ID), im.CreatedAt, im.Metadata)
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpImportBranch, in.RequestID)
 	}
-	b.row.name, b.row.user = im.Name, im.User
-	if im.Pile != nil {
-		b.row.pile = *im.Pile
-	}
-	if im.Prog != nil {
-		b.row.prog = *im.Prog
-	}
-	for i, msg := range im.Messages {
-		if err := b.seed(msg, im.Paths[i]); err != nil {
-			return store.BranchResult{}, err
-		}
-	}
-	if im.CollRank != nil { // the collections order the import came with (issue 13 item 1)
-		ranks := make(map[uuid.UUID]uint64, len(b.msgs))
-		for id, m := range b.msgs {
-			ranks[id] = uint64(m.rank)
-		}
-		b.row.nextRank = int64(store.ImportRanks(ranks, im.CollRank))
-		for id, r := range ranks {
-			b.msgs[id].rank = int64(r)
-		}
-	}
-	if im.Selected != nil {
-		if err := store.CheckMembers(b, "data.metadata.current_progression.order", im.Selected.Order, true); err != nil {
-			return store.BranchResult{}, err
-		}
-		b.row.selected = im.Selected
+	if err := b.Import(im); err != nil {
+		return store.BranchResult{}, err
 	}
 	return s.publishNew(ctx, b, store.OpImportBranch, in.Principal, in.RequestID)
 }
@@ -219,7 +159,7 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 		return r, err
 	}
 	var (
-		src  *branchRow
+		src  *sqlrow.Branch
 		msgs []*envelope.Message
 	)
 	err := s.read(ctx, func(tx *sql.Tx) error {
@@ -227,59 +167,32 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 		if src, err = s.loadBranch(ctx, &s.rst, tx, in.Source); err != nil {
 			return err
 		}
-		if in.ExpectedHead != nil && *in.ExpectedHead != src.head {
-			return &store.SequenceError{Err: store.ErrSequenceMismatch, BranchID: src.id, Head: src.head}
-		}
-		through := src.nextPos - 1
-		if in.At != nil {
-			at, ok, err := s.getMessage(ctx, &s.rst, tx, src.id, *in.At)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return &store.MessageError{Err: store.ErrMessageNotFound, BranchID: src.id, MessageID: *in.At, Field: "message_id"}
-			}
-			through = at.pos
-		}
-		rows, err := scanMsgs(s.rst.query(ctx, tx, qMessagesThrough, blob(src.id), through))
+		through, err := sqlrow.ForkThrough(src, in, func(id uuid.UUID) (*sqlrow.Message, bool, error) {
+			return s.getMessage(ctx, &s.rst, tx, src.ID, id)
+		})
 		if err != nil {
 			return err
 		}
-		msgs = make([]*envelope.Message, len(rows))
-		for i, m := range rows {
-			msgs[i] = m.msg
+		rows, err := scanMsgs(s.rst.query(ctx, tx, qMessagesThrough, blob(src.ID), through))
+		if err != nil {
+			return err
 		}
+		msgs = sqlrow.Messages(rows)
 		return nil
 	})
 	if err != nil {
 		return store.BranchResult{}, err
 	}
-	var selected []uuid.UUID
-	if src.selected != nil {
-		selected = src.selected.Order
-	}
-	copies, sel, err := store.ForkCopies(msgs, selected, src.selected != nil)
+	copies, sel, err := sqlrow.ForkCopies(src, msgs)
 	if err != nil {
 		return store.BranchResult{}, err
 	}
-	b, err := s.prepare(ctx, in.ID, nil, src.metadata)
+	b, err := s.prepare(ctx, in.ID, nil, src.Metadata)
 	if err != nil {
 		return s.firstOr(ctx, err, in.Principal, store.OpForkBranch, in.RequestID)
 	}
-	b.row.name, b.row.user = src.name, src.user
-	if in.Name != nil {
-		b.row.name = in.Name
-	}
-	parent := src.id
-	b.row.parent = &parent
-	b.row.fork = store.ForkPoint(in.At, copies)
-	for _, msg := range copies {
-		if err := b.seed(msg, ""); err != nil { // a clone has a new id: it replaces nothing
-			return store.BranchResult{}, err
-		}
-	}
-	if sel != nil {
-		b.row.selected = store.NewProgression(sel, nil)
+	if err := b.Fork(src, in, copies, sel); err != nil {
+		return store.BranchResult{}, err
 	}
 	return s.publishNew(ctx, b, store.OpForkBranch, in.Principal, in.RequestID)
 }
@@ -291,12 +204,12 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 // subscription reads them (handles.go); a branch no one watches has its
 // events deleted with it (deleteUnwatched).
 func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.DeleteResult, error) {
-	scope := deleteScope(id)
+	scope := sqlrow.DeleteScope(id)
 	var (
 		res     store.DeleteResult
 		replay  bool
 		watched bool
-		row     *branchRow
+		row     *sqlrow.Branch
 		c       store.Commit
 	)
 	err := s.w.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -316,7 +229,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		if err := store.CheckHead(s.state(ctx, tx, row), opts); err != nil {
 			return err
 		}
-		c = store.Commit{nextEvent(row, nil, store.EventBranchDeleted)}
+		c = store.Commit{sqlrow.NextEvent(row, nil, store.EventBranchDeleted)}
 		if watched = s.watched(id); watched {
 			if err := s.deleteWatched(ctx, tx, row, c); err != nil {
 				return err
@@ -324,7 +237,7 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		} else if err := s.deleteUnwatched(ctx, tx, row, c); err != nil {
 			return err
 		}
-		res = store.DeleteResult{BranchID: id, LastSequence: row.head}
+		res = store.DeleteResult{BranchID: id, LastSequence: row.Head}
 		return s.remember(ctx, tx, scope, store.OpDeleteBranch, opts.RequestID, res, nil)
 	}, func() {
 		if replay || !watched {
@@ -333,9 +246,9 @@ func (s *Store) DeleteBranch(ctx context.Context, id uuid.UUID, opts store.Write
 		s.mu.Lock()
 		h := s.handles[id]
 		s.mu.Unlock()
-		s.publish(id, row.incarnation, c)
-		if h == nil || h.incarnation != row.incarnation || h.log.frozen.Load() == 0 {
-			s.sweep(row.incarnation) // no subscription reads the deleted log
+		s.publish(id, row.Incarnation, c)
+		if h == nil || h.incarnation != row.Incarnation || h.log.frozen.Load() == 0 {
+			s.sweep(row.Incarnation) // no subscription reads the deleted log
 		}
 	})
 	if err != nil {
@@ -360,17 +273,17 @@ func (s *Store) watched(id uuid.UUID) bool {
 // the delete's event is logged, the log's events keep the message versions
 // they refer to, and the janitor deletes the log once no one reads it
 // (handles.go).
-func (s *Store) deleteWatched(ctx context.Context, tx *sql.Tx, row *branchRow, c store.Commit) error {
+func (s *Store) deleteWatched(ctx context.Context, tx *sql.Tx, row *sqlrow.Branch, c store.Commit) error {
 	if err := s.commitEvents(ctx, tx, row, c); err != nil {
 		return err
 	}
-	if _, err := s.wst.exec(ctx, tx, qKeepVersions, blob(row.id), blob(row.incarnation), nil); err != nil {
+	if _, err := s.wst.exec(ctx, tx, qKeepVersions, blob(row.ID), blob(row.Incarnation), nil); err != nil {
 		return err
 	}
 	if err := s.deleteRows(ctx, tx, row); err != nil {
 		return err
 	}
-	_, err := s.wst.exec(ctx, tx, qMarkDead, deadMark(row.incarnation))
+	_, err := s.wst.exec(ctx, tx, qMarkDead, deadMark(row.Incarnation))
 	return err
 }
 
@@ -378,21 +291,21 @@ func (s *Store) deleteWatched(ctx context.Context, tx *sql.Tx, row *branchRow, c
 // it, and writes nothing first: so it frees space without needing any,
 // and deleting a branch makes room on a full disk or a database at
 // --max-db-bytes (issue 15).
-func (s *Store) deleteUnwatched(ctx context.Context, tx *sql.Tx, row *branchRow, c store.Commit) error {
+func (s *Store) deleteUnwatched(ctx context.Context, tx *sql.Tx, row *sqlrow.Branch, c store.Commit) error {
 	if err := s.deleteRows(ctx, tx, row); err != nil {
 		return err
 	}
-	row.head = c[len(c)-1].Sequence
-	_, err := s.wst.exec(ctx, tx, qDeleteEvents, blob(row.incarnation))
+	row.Head = c[len(c)-1].Sequence
+	_, err := s.wst.exec(ctx, tx, qDeleteEvents, blob(row.Incarnation))
 	return err
 }
 
 // deleteRows deletes a branch's messages, its row and its request records.
-func (s *Store) deleteRows(ctx context.Context, tx *sql.Tx, row *branchRow) error {
+func (s *Store) deleteRows(ctx context.Context, tx *sql.Tx, row *sqlrow.Branch) error {
 	for _, q := range []string{qDeleteMessages, qDeleteBranch} {
-		if _, err := s.wst.exec(ctx, tx, q, blob(row.id)); err != nil {
+		if _, err := s.wst.exec(ctx, tx, q, blob(row.ID)); err != nil {
 			return err
 		}
 	}
-	return s.forgetScope(ctx, tx, branchScope(row.incarnation))
+	return s.forgetScope(ctx, tx, sqlrow.BranchScope(row.Incarnation))
 }

@@ -13,6 +13,7 @@
 // transaction (VACUUM INTO), for historyd backup (issue 15).
 //
 // Import rule (docs/design.md#layers): internal/store, internal/envelope,
-// internal/store/migrations, the SQLite driver and the standard library;
-// never grpc, internal/server or zap.
+// internal/store/migrations, what it shares with the PostgreSQL engine
+// (internal/store/rowjson, internal/store/sqlrow), the SQLite driver and the
+// standard library; never grpc, internal/server or zap.
 package sqlite

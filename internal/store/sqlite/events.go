@@ -35,18 +35,17 @@ func decodeEvent(ev *store.Event, body sql.NullString) error {
 // insertEvents writes a commit's events (their sequences, commit bounds
 // and indexes set) to the log of incarnation. An event that wrote a
 // message keeps no copy of it: it reads the message's current version
-// (qEvents) until that version is rewritten or deleted (keepVersion).
+// (qEvents) until that version is rewritten or deleted (keepVersion;
+// rowjson.EventColumns).
 func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, incarnation uuid.UUID, c store.Commit) error {
 	for _, ev := range c {
-		var (
-			body  any
-			msgID any
-			err   error
-		)
-		if ev.Message != nil && ev.Kind != store.EventBranchCreated {
-			msgID = blob(ev.Message.ID)
-		} else if body, err = rowjson.EncodeEvent(ev); err != nil {
+		id, body, err := rowjson.EventColumns(ev)
+		if err != nil {
 			return err
+		}
+		var msgID any
+		if id != nil {
+			msgID = blob(*id)
 		}
 		if _, err := s.wst.exec(ctx, tx, qInsertEvent, blob(incarnation), ev.Sequence, ev.CommitFirst, ev.CommitLast, int(ev.Kind), ev.Index, msgID, body); err != nil {
 			return err
@@ -74,11 +73,8 @@ func (s *Store) readEvents(ctx context.Context, branch, incarnation uuid.UUID, a
 			return nil, err
 		}
 		ev.Kind = store.EventKind(kind)
-		switch ev.Kind {
-		case store.EventMessageAdded, store.EventMessageReplaced, store.EventSystemSet:
-			if !body.Valid { // its message is neither in the event nor the current version
-				return nil, fmt.Errorf("sqlite: event %d of incarnation %s has lost the message it wrote", ev.Sequence, incarnation)
-			}
+		if rowjson.WroteMessage(ev.Kind) && !body.Valid { // its message is neither in the event nor the current version
+			return nil, fmt.Errorf("sqlite: event %d of incarnation %s has lost the message it wrote", ev.Sequence, incarnation)
 		}
 		if err := decodeEvent(&ev, body); err != nil {
 			return nil, err

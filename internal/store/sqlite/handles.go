@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // A handle is what memory holds of a branch that has subscribers or
@@ -29,15 +30,9 @@ type handle struct {
 	feed        *store.Feed
 	log         *dbLog
 
-	observers []observerEntry
-	nextObs   uint64
+	observers store.Observers
 	pins      int // calls between getting the handle and using it (Store.mu)
 	deleted   bool
-}
-
-type observerEntry struct {
-	id uint64
-	fn store.Observer
 }
 
 // dbLog is a branch's event log as subscriptions read it (store.Log): the
@@ -233,7 +228,7 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (*handle, error) {
 	s.mu.Unlock()
 	var (
 		h   *handle
-		row *branchRow
+		row *sqlrow.Branch
 		min sql.NullInt64
 	)
 	// Read-only: a pin goes on when the disk is full (writer.commit).
@@ -243,7 +238,7 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (*handle, error) {
 		if row, err = s.loadBranch(ctx, &s.wst, tx, id); err != nil {
 			return err
 		}
-		if err := s.wst.queryRow(ctx, tx, qOldestEvent, blob(row.incarnation)).Scan(&min); err != nil {
+		if err := s.wst.queryRow(ctx, tx, qOldestEvent, blob(row.Incarnation)).Scan(&min); err != nil {
 			return err
 		}
 		s.pinning[id]++ // a delete later in the batch keeps the log (DeleteBranch)
@@ -268,13 +263,13 @@ func (s *Store) pin(ctx context.Context, id uuid.UUID) (*handle, error) {
 	return h, nil
 }
 
-func (s *Store) newHandle(row *branchRow, minSeq uint64) *handle {
-	h := &handle{id: row.id, incarnation: row.incarnation}
+func (s *Store) newHandle(row *sqlrow.Branch, minSeq uint64) *handle {
+	h := &handle{id: row.ID, incarnation: row.Incarnation}
 	oldest := uint64(0)
-	if row.head > 0 {
-		oldest = max(minSeq, s.retainedFrom(row.head), 1)
+	if row.Head > 0 {
+		oldest = max(minSeq, s.retainedFrom(row.Head), 1)
 	}
-	h.log = &dbLog{s: s, branch: row.id, incarnation: row.incarnation, oldest: oldest, last: row.head, frozen: new(atomic.Int32)}
+	h.log = &dbLog{s: s, branch: row.ID, incarnation: row.Incarnation, oldest: oldest, last: row.Head, frozen: new(atomic.Int32)}
 	h.feed = store.NewFeed(&h.mu, h.log)
 	h.feed.OnIdle(func() { // the last subscription closed: let the handle go if nothing else uses it
 		s.mu.Lock()
@@ -307,7 +302,7 @@ func (s *Store) release(h *handle) {
 		return
 	}
 	h.mu.RLock()
-	idle := h.feed.Watchers() == 0 && len(h.observers) == 0
+	idle := h.feed.Watchers() == 0 && h.observers.Len() == 0
 	h.mu.RUnlock()
 	if idle {
 		delete(s.handles, h.id)

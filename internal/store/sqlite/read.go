@@ -3,18 +3,46 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"sort"
 
 	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // The reads: each in one read transaction, so what it returns (a page and
 // the head, say) is one committed state. Pages cost O(page): the full
 // order and the views are ranges of the messages_by_pos and
-// messages_by_kind indexes.
+// messages_by_kind indexes. What a read makes of the rows is sqlrow's,
+// the PostgreSQL engine's too.
+
+// readRows is a read transaction's message rows (sqlrow.Rows).
+type readRows struct {
+	s   *Store
+	ctx context.Context
+	tx  *sql.Tx
+}
+
+func (r *readRows) Message(branch, id uuid.UUID) (*sqlrow.Message, bool, error) {
+	return r.s.getMessage(r.ctx, &r.s.rst, r.tx, branch, id)
+}
+
+func (r *readRows) Positions(branch uuid.UUID, from int64, desc bool, limit int) ([]*sqlrow.Message, error) {
+	q := qPosAsc
+	if desc {
+		q = qPosDesc
+	}
+	return scanMsgs(r.s.rst.query(r.ctx, r.tx, q, blob(branch), from, limit))
+}
+
+func (r *readRows) KindPositions(branch uuid.UUID, kind envelope.Kind, from int64, desc bool, limit int) ([]*sqlrow.Message, error) {
+	q := qKindPosAsc
+	if desc {
+		q = qKindPosDesc
+	}
+	return scanMsgs(r.s.rst.query(r.ctx, r.tx, q, blob(branch), int(kind), from, limit))
+}
 
 // GetBranch describes a branch (store.Store).
 func (s *Store) GetBranch(ctx context.Context, id uuid.UUID) (store.BranchInfo, error) {
@@ -22,7 +50,7 @@ func (s *Store) GetBranch(ctx context.Context, id uuid.UUID) (store.BranchInfo, 
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		b, err := s.loadBranch(ctx, &s.rst, tx, id)
 		if err == nil {
-			info = b.info()
+			info = b.Info()
 		}
 		return err
 	})
@@ -36,25 +64,17 @@ func (s *Store) ListBranches(ctx context.Context, size int, token string) (store
 	if err != nil {
 		return store.BranchPage{}, err
 	}
-	var after []byte
-	if token != "" {
-		t, err := store.DecodePageToken(token, "branches", "id")
-		if err != nil {
-			return store.BranchPage{}, err
-		}
-		id, err := uuid.Parse(t.After)
-		if err != nil {
-			return store.BranchPage{}, store.FieldError("page_token", store.ErrStalePageToken, "page_token does not continue this listing")
-		}
-		after = blob(id)
+	after, err := sqlrow.BranchesAfter(token)
+	if err != nil {
+		return store.BranchPage{}, err
 	}
-	var out store.BranchPage
+	var branches []store.BranchInfo
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		q := qBranchesFirst
 		args := []any{size + 1}
 		if after != nil {
 			q = qBranchesAfter
-			args = []any{after, size + 1}
+			args = []any{blob(*after), size + 1}
 		}
 		rows, err := s.rst.query(ctx, tx, q, args...)
 		if err != nil {
@@ -66,24 +86,14 @@ func (s *Store) ListBranches(ctx context.Context, size int, token string) (store
 			if err != nil {
 				return err
 			}
-			out.Branches = append(out.Branches, b.info())
+			branches = append(branches, b.Info())
 		}
 		return rows.Err()
 	})
 	if err != nil {
 		return store.BranchPage{}, err
 	}
-	tokenAfter := func(n int) string {
-		return store.EncodePageToken(store.PageToken{Scope: "branches", Query: "id", After: out.Branches[n-1].ID.String()})
-	}
-	if len(out.Branches) > size {
-		out.Branches = out.Branches[:size]
-		out.NextPageToken = tokenAfter(size)
-	}
-	if len(out.Branches) > 0 {
-		out.TokenAfter = tokenAfter
-	}
-	return out, nil
+	return sqlrow.BranchPage(branches, size), nil
 }
 
 // GetMessage returns one message and the head (store.Store).
@@ -94,47 +104,18 @@ func (s *Store) GetMessage(ctx context.Context, branchID, msgID uuid.UUID) (stor
 		if err != nil {
 			return err
 		}
-		m, ok, err := s.getMessage(ctx, &s.rst, tx, branchID, msgID)
-		switch {
-		case err != nil:
-			return err
-		case !ok:
-			return &store.MessageError{Err: store.ErrMessageNotFound, BranchID: branchID, MessageID: msgID}
-		}
-		out = store.MessageRead{StoredMessage: m.stored(), Head: b.head}
-		return nil
+		out, err = sqlrow.GetMessage(&readRows{s, ctx, tx}, b, msgID)
+		return err
 	})
 	return out, err
 }
 
-// viewKinds returns the message kinds of a view.
-func viewKinds(v store.View) []envelope.Kind {
-	var out []envelope.Kind
-	for _, k := range []envelope.Kind{envelope.KindInstruction, envelope.KindAssistantResponse, envelope.KindActionRequest, envelope.KindActionResponse} {
-		for _, kv := range store.ViewsOf(k) {
-			if kv == v {
-				out = append(out, k)
-			}
-		}
-	}
-	return out
-}
-
 // ListMessages pages through the full order, a view, or the selected
-// progression (store.Store). A token holds the next position: an entry's
-// position for the full order and the views (the system is -1), an index
-// into the selected progression for it; the epoch makes tokens stale
-// across a clear or a new selected progression, as store.Memory's do.
+// progression (store.Store; sqlrow.ListPage).
 func (s *Store) ListMessages(ctx context.Context, branchID uuid.UUID, in store.ListInput) (store.MessagePage, error) {
-	size, err := store.PageSize(in.PageSize)
+	size, err := store.CheckList(in)
 	if err != nil {
 		return store.MessagePage{}, err
-	}
-	if in.View >= store.NumViews {
-		return store.MessagePage{}, store.FieldError("view", envelope.ErrInvalid, "unknown view %d", in.View)
-	}
-	if in.Selected && in.View != store.ViewAll {
-		return store.MessagePage{}, store.FieldError("view", envelope.ErrInvalid, "a view cannot be combined with the selected progression")
 	}
 	var page store.MessagePage
 	err = s.read(ctx, func(tx *sql.Tx) error {
@@ -142,147 +123,16 @@ func (s *Store) ListMessages(ctx context.Context, branchID uuid.UUID, in store.L
 		if err != nil {
 			return err
 		}
-		page, err = s.listPage(ctx, tx, b, in, size)
+		page, err = sqlrow.ListPage(&readRows{s, ctx, tx}, b, in, size)
 		return err
 	})
 	return page, err
 }
 
-func (s *Store) listPage(ctx context.Context, tx *sql.Tx, b *branchRow, in store.ListInput, size int) (store.MessagePage, error) {
-	query, epoch := in.View.String(), b.epoch
-	selected := in.Selected && b.selected != nil
-	if selected {
-		query, epoch = "selected", b.selEpoch
-	}
-	if in.Descending {
-		query += ",desc"
-	}
-	scope := b.incarnation.String() // the branch id is not enough: a deleted branch's id can come back
-	var next *int64
-	if in.PageToken != "" {
-		t, err := store.DecodePageToken(in.PageToken, scope, query)
-		if err != nil {
-			return store.MessagePage{}, err
-		}
-		if t.Epoch != epoch {
-			return store.MessagePage{}, store.FieldError("page_token", store.ErrStalePageToken, "the listing changed since the token was made (cleared, or a new selected progression)")
-		}
-		next = &t.Next
-	}
-	var (
-		rows []*msgRow
-		at   []int64 // at[i]: the position of rows[i]
-		err  error
-	)
-	if selected {
-		rows, at, err = s.selectedRows(ctx, tx, b, next, in.Descending, size+1)
-	} else {
-		rows, err = s.positionRows(ctx, tx, b.id, viewKinds(in.View), in.View == store.ViewAll, next, in.Descending, size+1)
-		at = make([]int64, len(rows))
-		for i, m := range rows {
-			at[i] = m.pos
-		}
-	}
-	if err != nil {
-		return store.MessagePage{}, err
-	}
-	step := int64(1)
-	if in.Descending {
-		step = -1
-	}
-	token := func(pos int64) string {
-		return store.EncodePageToken(store.PageToken{Scope: scope, Query: query, Epoch: epoch, Next: pos})
-	}
-	page := store.MessagePage{Head: b.head}
-	if len(rows) > size {
-		page.NextPageToken = token(at[size])
-		rows, at = rows[:size], at[:size]
-	}
-	page.Messages = make([]store.StoredMessage, len(rows))
-	for i, m := range rows {
-		page.Messages[i] = m.stored()
-	}
-	if len(rows) > 0 {
-		page.TokenAfter = func(n int) string { return token(at[n-1] + step) }
-	}
-	return page, nil
-}
-
-// positionRows reads up to limit messages of a branch by position from
-// next (inclusive; nil: the start), ascending or descending: every
-// message (all, the system at -1 included) or those of kinds. A view of
-// two kinds is read as two index ranges and merged, so the page stays
-// O(page) whatever the branch's size.
-func (s *Store) positionRows(ctx context.Context, tx *sql.Tx, branch uuid.UUID, kinds []envelope.Kind, all bool, next *int64, desc bool, limit int) ([]*msgRow, error) {
-	all1, kind1 := qPosAsc, qKindPosAsc
-	if desc {
-		all1, kind1 = qPosDesc, qKindPosDesc
-	}
-	var from any
-	if next != nil {
-		from = *next
-	} else if desc {
-		from = int64(1) << 62
-	} else {
-		from = int64(-1)
-	}
-	if all {
-		return scanMsgs(s.rst.query(ctx, tx, all1,
-			blob(branch), from, limit))
-	}
-	var out []*msgRow
-	for _, k := range kinds {
-		rows, err := scanMsgs(s.rst.query(ctx, tx, kind1,
-			blob(branch), int(k), from, limit))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rows...)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if desc {
-			return out[i].pos > out[j].pos
-		}
-		return out[i].pos < out[j].pos
-	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
-}
-
-// selectedRows reads up to limit members of the selected progression from
-// index next (inclusive), skipping ids that are no longer members, as
-// store.Memory's listing does.
-func (s *Store) selectedRows(ctx context.Context, tx *sql.Tx, b *branchRow, next *int64, desc bool, limit int) ([]*msgRow, []int64, error) {
-	order := b.selected.Order
-	p, step := int64(0), int64(1)
-	if desc {
-		p, step = int64(len(order))-1, -1
-	}
-	if next != nil {
-		p = *next
-	}
-	var (
-		rows []*msgRow
-		at   []int64
-	)
-	for ; p >= 0 && p < int64(len(order)) && len(rows) < limit; p += step {
-		m, ok, err := s.getMessage(ctx, &s.rst, tx, b.id, order[p])
-		if err != nil {
-			return nil, nil, err
-		}
-		if ok {
-			rows, at = append(rows, m), append(at, p)
-		}
-	}
-	return rows, at, nil
-}
-
 // LastMessage returns the last message of a view, and the head (store.Store).
 func (s *Store) LastMessage(ctx context.Context, branchID uuid.UUID, view store.View) (store.MessageRead, bool, error) {
-	if view >= store.NumViews {
-		return store.MessageRead{}, false, store.FieldError("view", envelope.ErrInvalid, "unknown view %d", view)
+	if err := store.CheckView(view); err != nil {
+		return store.MessageRead{}, false, err
 	}
 	var (
 		out   store.MessageRead
@@ -293,13 +143,8 @@ func (s *Store) LastMessage(ctx context.Context, branchID uuid.UUID, view store.
 		if err != nil {
 			return err
 		}
-		out.Head = b.head
-		rows, err := s.positionRows(ctx, tx, b.id, viewKinds(view), view == store.ViewAll, nil, true, 1)
-		if err != nil || len(rows) == 0 {
-			return err
-		}
-		out.StoredMessage, found = rows[0].stored(), true
-		return nil
+		out, found, err = sqlrow.LastMessage(&readRows{s, ctx, tx}, b, view)
+		return err
 	})
 	return out, found, err
 }
@@ -316,7 +161,7 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 		if err != nil {
 			return err
 		}
-		head = b.head
+		head = b.Head
 		var ids []uuid.UUID
 		switch {
 		case in.Order != nil:
@@ -326,27 +171,16 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 			if err := store.CheckMembers(st, "order.ids", ids, false); err != nil {
 				return err
 			}
-		case in.Selected && b.selected != nil:
-			ids = b.selected.Order
+		case in.Selected && b.Selected != nil:
+			ids = b.Selected.Order
 		default:
-			rows, err := s.rst.query(ctx, tx, qFullOrder, blob(b.id))
+			rows, err := s.rst.query(ctx, tx, qFullOrder, blob(b.ID))
 			if err != nil {
 				return err
 			}
-			return eachMsg(rows, func(m *msgRow) error { return sink.Take(m.msg) })
+			return eachMsg(rows, func(m *sqlrow.Message) error { return sink.Take(m.Msg) })
 		}
-		for _, id := range ids {
-			m, ok, err := s.getMessage(ctx, &s.rst, tx, b.id, id)
-			if err != nil {
-				return err
-			}
-			if ok {
-				if err := sink.Take(m.msg); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+		return sqlrow.ChatMembers(&readRows{s, ctx, tx}, b.ID, ids, sink)
 	})
 	if err != nil {
 		return store.ChatResult{}, err
@@ -356,13 +190,10 @@ func (s *Store) ToChatMessages(ctx context.Context, branchID uuid.UUID, in store
 
 // ExportBranch writes the branch as LionAGI JSON (store.Store).
 // The rows are read one at a time: in.Each sees each message before the
-// next is read, and stops the read with its error; a row keeps its message
-// and not its text too.
+// next is read, and stops the read with its error (sqlrow.ExportSink).
 func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, in store.ExportInput) (store.Export, error) {
-	var (
-		b    *branchRow
-		rows []*msgRow
-	)
+	var b *sqlrow.Branch
+	sink := sqlrow.NewExportSink(in)
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		var err error
 		if b, err = s.loadBranch(ctx, &s.rst, tx, id); err != nil {
@@ -372,38 +203,10 @@ func (s *Store) ExportBranch(ctx context.Context, id uuid.UUID, in store.ExportI
 		if err != nil {
 			return err
 		}
-		return eachMsg(msgs, func(m *msgRow) error {
-			if in.Each != nil {
-				if err := in.Each(len(rows), m.msg); err != nil {
-					return err
-				}
-			}
-			m.body = ""
-			rows = append(rows, m)
-			return nil
-		})
+		return eachMsg(msgs, sink.Take)
 	})
 	if err != nil {
 		return store.Export{}, err
 	}
-	d := store.ExportData{
-		ID: b.id, CreatedAt: b.createdAt, Metadata: b.metadata, Name: b.name, User: b.user,
-		Pile: b.pile, Prog: b.prog, Selected: b.selected,
-		Order: make([]*envelope.Message, len(rows)),
-	}
-	byRank := make([]*msgRow, len(rows))
-	copy(byRank, rows)
-	sort.Slice(byRank, func(i, j int) bool { return byRank[i].rank < byRank[j].rank })
-	d.Collections = make([]*envelope.Message, len(rows))
-	for i, m := range rows {
-		d.Order[i], d.Collections[i] = m.msg, byRank[i].msg
-		if m.pos < 0 {
-			d.System = m.msg
-		}
-	}
-	data, err := store.EncodeBranch(d, in.Mode, in.DBMetaKey)
-	if err != nil {
-		return store.Export{}, err
-	}
-	return store.Export{Data: data, Head: b.head}, nil
+	return sink.Export(b)
 }

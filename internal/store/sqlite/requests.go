@@ -11,21 +11,18 @@ import (
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
 	"github.com/historyd/historyd/internal/store/rowjson"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // The idempotency records (docs/design.md#idempotency, ADR-0010) in the
 // requests table, so that a repeated request id after a restart, within
 // the window, returns the first response and writes nothing. The scopes
 // are store.Memory's: a principal's branch-creating calls, a branch
-// incarnation's writes, a branch id's deletes. A record is forgotten past
+// incarnation's writes, a branch id's deletes (sqlrow.CreatorScope,
+// BranchScope, DeleteScope), and a record read answers as sqlrow.Record
+// says, on both engines. A record is forgotten past
 // the window's age (RequestTTL) or past its scope's last RequestMax ids,
 // never by another scope's traffic.
-
-func creatorScope(principal string) string { return "p:" + principal }
-func branchScope(incarnation uuid.UUID) string {
-	return "i:" + incarnation.String()
-}
-func deleteScope(id uuid.UUID) string { return "d:" + id.String() }
 
 // recall returns the result remembered for requestID in scope, if it is
 // within the window; an id another op used is ErrRequestIDReused.
@@ -33,25 +30,16 @@ func (s *Store) recall(ctx context.Context, c *stmtCache, tx *sql.Tx, scope stri
 	if requestID == "" {
 		return nil, false, nil
 	}
-	var (
-		gotOp  string
-		at     int64
-		result string
-	)
+	var r sqlrow.Record
 	err := c.queryRow(ctx, tx, qRequest,
-		scope, requestID).Scan(&gotOp, &at, &result)
+		scope, requestID).Scan(&r.Op, &r.At, &r.Result)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, false, nil
 	case err != nil:
 		return nil, false, err
-	case s.now().UnixNano()-at >= int64(s.cfg.RequestTTL):
-		return nil, false, nil
-	case store.Op(gotOp) != op:
-		return nil, false, store.FieldError("request_id", store.ErrRequestIDReused, "request_id %q was used by %s, not %s", requestID, gotOp, op)
 	}
-	r, err := codec.DecodeResult(op, result)
-	return r, err == nil, err
+	return r.Recall(codec, op, requestID, s.now().UnixNano(), s.cfg.RequestTTL)
 }
 
 // remember records a successful write's result under its request id (in
@@ -170,27 +158,20 @@ func (s *Store) recallOutside(ctx context.Context, principal string, branchID *u
 	if requestID == "" {
 		return nil, false, nil
 	}
-	scope := creatorScope(principal)
-	switch {
-	case op == store.OpDeleteBranch:
-		if branchID == nil {
-			return nil, false, nil
-		}
-		scope = deleteScope(*branchID)
-	case branchID != nil:
+	scope, ok, err := sqlrow.RecallScope(principal, branchID, op, func(branch uuid.UUID) (uuid.UUID, bool, error) {
 		var inc []byte
-		err := s.rst.queryRow(ctx, nil, qIncarnation, blob(*branchID)).Scan(&inc)
+		err := s.rst.queryRow(ctx, nil, qIncarnation, blob(branch)).Scan(&inc)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, nil // an unknown branch remembers nothing; the call itself reports it
+			return uuid.UUID{}, false, nil
 		}
 		if err != nil {
-			return nil, false, err
+			return uuid.UUID{}, false, err
 		}
 		id, err := toUUID(inc)
-		if err != nil {
-			return nil, false, err
-		}
-		scope = branchScope(id)
+		return id, err == nil, err
+	})
+	if err != nil || !ok {
+		return nil, false, err
 	}
 	return s.recall(ctx, &s.rst, nil, scope, op, requestID)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
 
 // StoreConfig configures a Store: where its database is and the store's
@@ -77,7 +78,7 @@ type Store struct {
 	// (writer goroutine only): a write reads its branch's row from here,
 	// not from the database, and puts the row it wrote back once its
 	// write succeeded; a failed commit empties it.
-	rows map[uuid.UUID]*branchRow
+	rows map[uuid.UUID]*sqlrow.Branch
 	// pinning counts the handles being made in the batch being written
 	// (writer goroutine only): a job of pin has read the branch, its after
 	// function has not yet made the handle; a failed commit empties it.
@@ -170,7 +171,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s.rows, s.pinning = map[uuid.UUID]*branchRow{}, map[uuid.UUID]int{}
+	s.rows, s.pinning = map[uuid.UUID]*sqlrow.Branch{}, map[uuid.UUID]int{}
 	s.requests = requestBook{last: map[string]int64{}}
 	if s.w, err = newWriter(ctx, db, 0, checkpointHooks{pages: cfg.walSchedule}); err != nil {
 		s.wst.close()

@@ -3,26 +3,17 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"slices"
 
 	"github.com/google/uuid"
 
 	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/sqlrow"
 )
-
-// written is what a branch write did: its result, its commit (sequences
-// set), and the message the observers are told about (nil for writes that
-// fire none).
-type written struct {
-	res    store.WriteResult
-	commit store.Commit
-	added  *envelope.Message
-}
 
 // mutation is the body of a branch write, run in the write transaction
 // after the repeat and head checks.
-type mutation func(st *txState) (written, error)
+type mutation func(st *txState) (sqlrow.Written, error)
 
 // write runs one branch write on the writer goroutine: in its transaction
 // the repeat check (first, docs/design.md#idempotency), the head check, fn,
@@ -42,12 +33,12 @@ func (s *Store) write(ctx context.Context, id uuid.UUID, op store.Op, opts store
 // after wait's receive of the job's answer, which orders the two.
 func (s *Store) writeAsync(ctx context.Context, id uuid.UUID, op store.Op, opts store.WriteOptions, fn mutation) (wait func() (store.WriteResult, error)) {
 	var (
-		w      written
+		w      sqlrow.Written
 		replay *store.WriteResult
-		row    *branchRow
+		row    *sqlrow.Branch
 	)
 	done := s.w.doUnguardedAsync(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		w, replay, row = written{}, nil, nil // a re-run of the batch starts afresh (writer.do)
+		w, replay, row = sqlrow.Written{}, nil, nil // a re-run of the batch starts afresh (writer.do)
 		writes := s.wst.writes
 		err := s.runWrite(ctx, tx, id, op, opts, fn, &w, &replay, &row)
 		switch {
@@ -59,7 +50,7 @@ func (s *Store) writeAsync(ctx context.Context, id uuid.UUID, op store.Op, opts 
 		return err
 	}, func() {
 		if replay == nil {
-			s.publish(id, row.incarnation, w.commit)
+			s.publish(id, row.Incarnation, w.Commit)
 		}
 	})
 	return func() (store.WriteResult, error) {
@@ -69,27 +60,27 @@ func (s *Store) writeAsync(ctx context.Context, id uuid.UUID, op store.Op, opts 
 			return store.WriteResult{}, err
 		case replay != nil:
 			return *replay, nil
-		case w.added == nil:
-			return w.res, nil
+		case w.Added == nil:
+			return w.Res, nil
 		}
-		obs := s.observersOf(id, row.incarnation)
+		obs := s.observersOf(id, row.Incarnation)
 		if len(obs) == 0 {
-			return w.res, nil
+			return w.Res, nil
 		}
-		return w.res, store.Notify(ctx, id, obs, w.added)
+		return w.Res, store.Notify(ctx, id, obs, w.Added)
 	}
 }
 
 // runWrite is the body of a branch write in the writer's transaction
 // (writeAsync): it sets what the write answers through w, replay and row.
 func (s *Store) runWrite(ctx context.Context, tx *sql.Tx, id uuid.UUID, op store.Op, opts store.WriteOptions, fn mutation,
-	w *written, replay **store.WriteResult, rowp **branchRow) error {
+	w *sqlrow.Written, replay **store.WriteResult, rowp **sqlrow.Branch) error {
 	row, err := s.writerRow(ctx, tx, id)
 	if err != nil {
 		return err
 	}
 	*rowp = row
-	scope := branchScope(row.incarnation)
+	scope := sqlrow.BranchScope(row.Incarnation)
 	if r, ok, err := s.recall(ctx, &s.wst, tx, scope, op, opts.RequestID); err != nil || ok {
 		if ok {
 			res := r.(store.WriteResult)
@@ -105,13 +96,13 @@ func (s *Store) runWrite(ctx context.Context, tx *sql.Tx, id uuid.UUID, op store
 	if *w, err = fn(st); err != nil {
 		return err
 	}
-	if err := s.commitEvents(ctx, tx, row, w.commit); err != nil {
+	if err := s.commitEvents(ctx, tx, row, w.Commit); err != nil {
 		return err
 	}
 	if err := s.updateBranch(ctx, tx, row); err != nil {
 		return err
 	}
-	if err := s.remember(ctx, tx, scope, op, opts.RequestID, w.res, st.stored); err != nil {
+	if err := s.remember(ctx, tx, scope, op, opts.RequestID, w.Res, st.Stored); err != nil {
 		return err
 	}
 	s.keepRow(row)
@@ -123,7 +114,7 @@ const maxCachedRows = 4096
 
 // writerRow returns a copy of the branch's row for a write to change
 // (writer goroutine).
-func (s *Store) writerRow(ctx context.Context, tx *sql.Tx, id uuid.UUID) (*branchRow, error) {
+func (s *Store) writerRow(ctx context.Context, tx *sql.Tx, id uuid.UUID) (*sqlrow.Branch, error) {
 	if r, ok := s.rows[id]; ok {
 		cp := *r // a write replaces the row's pointer fields, never changes what they point to
 		return &cp, nil
@@ -132,75 +123,45 @@ func (s *Store) writerRow(ctx context.Context, tx *sql.Tx, id uuid.UUID) (*branc
 }
 
 // keepRow caches the row a successful write left (writer goroutine).
-func (s *Store) keepRow(row *branchRow) {
+func (s *Store) keepRow(row *sqlrow.Branch) {
 	if len(s.rows) >= maxCachedRows {
 		clear(s.rows)
 	}
-	s.rows[row.id] = row
+	s.rows[row.ID] = row
 }
 
 // commitEvents writes a commit's events, brings the branch's head to its
 // last, and deletes what the log no longer retains.
-func (s *Store) commitEvents(ctx context.Context, tx *sql.Tx, row *branchRow, c store.Commit) error {
+func (s *Store) commitEvents(ctx context.Context, tx *sql.Tx, row *sqlrow.Branch, c store.Commit) error {
 	first, last := c[0].Sequence, c[len(c)-1].Sequence
 	for i := range c {
 		c[i].CommitFirst, c[i].CommitLast = first, last
 	}
-	if err := s.insertEvents(ctx, tx, row.incarnation, c); err != nil {
+	if err := s.insertEvents(ctx, tx, row.Incarnation, c); err != nil {
 		return err
 	}
-	row.head = last
-	below := s.sweepBelow(row.id, row.incarnation, last)
+	row.Head = last
+	below := s.sweepBelow(row.ID, row.Incarnation, last)
 	if below <= 1 { // the log is within its retention: nothing to trim
 		return nil
 	}
-	_, err := s.wst.exec(ctx, tx, qTrimEvents, blob(row.incarnation), below)
+	_, err := s.wst.exec(ctx, tx, qTrimEvents, blob(row.Incarnation), below)
 	return err
 }
 
-// event returns the next event of a branch being written: its sequence
-// follows the head and the events already in c.
-func nextEvent(row *branchRow, c store.Commit, kind store.EventKind) store.Event {
-	return store.Event{Sequence: row.head + 1 + uint64(len(c)), Kind: kind, Index: -1}
-}
-
-// commitPlan applies a plan's placements as one commit; the result names
-// the first message and, when the plan also linked a request, the request
-// as Updated.
-func (st *txState) commitPlan(plan store.Plan) (written, error) {
-	var (
-		c      store.Commit
-		stored []store.StoredMessage
-		first  int
-	)
-	for i, p := range plan.Placements {
-		ev := nextEvent(st.row, c, p.Kind())
-		m, index, err := st.apply(p, ev.Sequence)
-		if err != nil {
-			return written{}, err
-		}
-		ev.Message, ev.Index = p.Message, index
-		c = append(c, ev)
-		stored = append(stored, m.stored())
-		if i == 0 {
-			first = index
-		}
+// commit applies a plan's placements as one commit (sqlrow.CommitPlan),
+// or returns the error its planning ended with.
+func (st *txState) commit(plan store.Plan, err error) (sqlrow.Written, error) {
+	if err != nil {
+		return sqlrow.Written{}, err
 	}
-	res := store.WriteResult{Message: stored[0], Index: first, Head: c[len(c)-1].Sequence}
-	if len(stored) > 1 {
-		res.Updated = &stored[1]
-	}
-	return written{res: res, commit: c, added: plan.Added}, nil
+	return sqlrow.CommitPlan(st.Row, plan, st.apply)
 }
 
 // SetSystem is set_system (store.Store).
 func (s *Store) SetSystem(ctx context.Context, id uuid.UUID, system *envelope.Message, opts store.WriteOptions) (store.WriteResult, error) {
-	return s.write(ctx, id, store.OpSetSystem, opts, func(st *txState) (written, error) {
-		plan, err := store.PlanSetSystem(st, system)
-		if err != nil {
-			return written{}, err
-		}
-		return st.commitPlan(plan)
+	return s.write(ctx, id, store.OpSetSystem, opts, func(st *txState) (sqlrow.Written, error) {
+		return st.commit(store.PlanSetSystem(st, system))
 	})
 }
 
@@ -223,53 +184,16 @@ var _ store.Pipeliner = (*Store)(nil)
 // apply in order and usually commit together (one fsync with
 // --sync=full).
 func (s *Store) AddMessageAsync(ctx context.Context, id uuid.UUID, in store.AddInput, opts store.WriteOptions) func() (store.WriteResult, error) {
-	pre, body, prebuilt, preErr := prebuild(in)
-	return s.writeAsync(ctx, id, store.OpAddMessage, opts, func(st *txState) (written, error) {
-		var (
-			plan store.Plan
-			err  error
-		)
-		if prebuilt {
-			if preErr != nil {
-				return written{}, preErr
-			}
-			st.cache[pre.Message.ID] = nil // the factory minted the id: it is no member
-			st.encoded[pre.Message] = body
-			plan, err = store.PlanCreated(st, pre)
-		} else {
-			plan, err = store.PlanAdd(st, in)
-		}
-		if err != nil {
-			return written{}, err
-		}
-		return st.commitPlan(plan)
+	pre := sqlrow.Prebuild(in)
+	return s.writeAsync(ctx, id, store.OpAddMessage, opts, func(st *txState) (sqlrow.Written, error) {
+		return st.commit(pre.Plan(&st.State, in))
 	})
-}
-
-// prebuild runs the factory for inputs that name no message of the branch
-// (no target, no action request, no message given whole or named in the
-// factory), and encodes what it made; prebuilt is false for the others.
-func prebuild(in store.AddInput) (c store.Created, body string, prebuilt bool, err error) {
-	f := in.Factory
-	if in.Message != nil || in.Target != nil || in.ActionRequest != nil ||
-		f.SystemMsg != nil || f.InstructionMsg != nil || f.AssistantMsg != nil || f.ActionRequestMsg != nil || f.ActionResponseMsg != nil {
-		return store.Created{}, "", false, nil
-	}
-	if c, err = store.CreateMessage(&f); err != nil || c.Request != nil {
-		return store.Created{}, "", err != nil, err // a created request would be a branch message: plan it in the writer
-	}
-	body, err = encodeMessage(c.Message)
-	return c, body, true, err
 }
 
 // CreateActionResponse answers an ActionRequest (store.Store).
 func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store.ActionResponseInput, opts store.WriteOptions) (store.WriteResult, error) {
-	return s.write(ctx, id, store.OpCreateActionResponse, opts, func(st *txState) (written, error) {
-		plan, err := store.PlanActionResponse(st, in)
-		if err != nil {
-			return written{}, err
-		}
-		return st.commitPlan(plan)
+	return s.write(ctx, id, store.OpCreateActionResponse, opts, func(st *txState) (sqlrow.Written, error) {
+		return st.commit(store.PlanActionResponse(st, in))
 	})
 }
 
@@ -277,55 +201,27 @@ func (s *Store) CreateActionResponse(ctx context.Context, id uuid.UUID, in store
 // 0; the selected progression keeps only what survives; the entries start
 // again at position 0 in a new epoch, so older page tokens are stale.
 func (s *Store) ClearMessages(ctx context.Context, id uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
-	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (written, error) {
-		row := st.row
-		if _, err := s.wst.exec(st.ctx, st.tx, qKeepVersions, blob(row.id), blob(row.incarnation), optBlob(row.systemID)); err != nil {
-			return written{}, err
+	return s.write(ctx, id, store.OpClearMessages, opts, func(st *txState) (sqlrow.Written, error) {
+		row := st.Row
+		if _, err := s.wst.exec(st.ctx, st.tx, qKeepVersions, blob(row.ID), blob(row.Incarnation), optBlob(row.SystemID)); err != nil {
+			return sqlrow.Written{}, err
 		}
-		if _, err := s.wst.exec(st.ctx, st.tx, qClearMessages, blob(row.id)); err != nil {
-			return written{}, err
+		if _, err := s.wst.exec(st.ctx, st.tx, qClearMessages, blob(row.ID)); err != nil {
+			return sqlrow.Written{}, err
 		}
-		clear(st.cache)
-		row.count, row.nextPos = 0, 0
-		if row.hasSystem() {
-			row.count = 1
-		}
-		row.epoch++
-		if sel := row.selected; sel != nil {
-			if kept, changed := store.ClearedOrder(sel.Order, row.systemID); changed {
-				sel = sel.Clone()
-				sel.Order = kept
-				row.selected = sel
-				row.selEpoch++
-			}
-		}
-		c := store.Commit{nextEvent(row, nil, store.EventMessagesCleared)}
-		return written{res: store.WriteResult{Head: c[0].Sequence, Index: -1}, commit: c}, nil
+		clear(st.Cache)
+		return sqlrow.Clear(row), nil
 	})
 }
 
 // SetProgression sets or unsets the selected progression (store.Store).
 // Every id must be a member, once.
 func (s *Store) SetProgression(ctx context.Context, id uuid.UUID, order *[]uuid.UUID, opts store.WriteOptions) (store.WriteResult, error) {
-	return s.write(ctx, id, store.OpSetProgression, opts, func(st *txState) (written, error) {
+	return s.write(ctx, id, store.OpSetProgression, opts, func(st *txState) (sqlrow.Written, error) {
 		ids, err := store.PlanProgression(st, order)
 		if err != nil {
-			return written{}, err
+			return sqlrow.Written{}, err
 		}
-		row := st.row
-		switch {
-		case order == nil:
-			row.selected = nil
-		case row.selected == nil:
-			row.selected = store.NewProgression(ids, nil)
-		default:
-			sel := row.selected.Clone()
-			sel.Order = ids
-			row.selected = sel
-		}
-		row.selEpoch++
-		ev := nextEvent(row, nil, store.EventProgressionSet)
-		ev.Progression = slices.Clone(ids)
-		return written{res: store.WriteResult{Head: ev.Sequence, Index: -1}, commit: store.Commit{ev}}, nil
+		return sqlrow.SetProgression(st.Row, order, ids), nil
 	})
 }
