@@ -141,3 +141,84 @@ async def test_async_watch_history_compacted(server) -> None:
         with pytest.raises(HistoryCompactedError):
             async for _ in b.watch(after=0, incarnation=str(uuid.uuid4())):
                 pass
+
+
+class _RecordingStub:
+    """The client's HistoryService stub with WatchBranch wrapped: each request, and the case of
+    each frame the server sent (the API yields commits one at a time, so only the frames show
+    whether the server batched them)."""
+
+    def __init__(self, stub) -> None:
+        self._stub = stub
+        self.requests: list = []
+        self.frames: List[str] = []
+
+    def __getattr__(self, name):
+        return getattr(self._stub, name)
+
+    def WatchBranch(self, req, **kwargs):
+        self.requests.append(req)
+        call, frames = self._stub.WatchBranch(req, **kwargs), self.frames
+
+        class Call:
+            def cancel(self):
+                return call.cancel()
+
+            def __iter__(self):
+                for f in call:
+                    frames.append(f.WhichOneof("frame"))
+                    yield f
+
+            async def __aiter__(self):
+                async for f in call:
+                    frames.append(f.WhichOneof("frame"))
+                    yield f
+
+        return Call()
+
+
+# batch_commits (WatchBranchRequest.batch_commits, issue 21): a replay is sent as `commits`
+# frames, several commits each; the watch yields them one at a time, each once, in order, and
+# resumes after the last. The asyncio watch had no batch_commits (it also had no case for a
+# `commits` frame, so it could not have taken one).
+def test_watch_batch_commits(server) -> None:
+    with Client(server.addr, tls=False) as c:
+        b = c.create_branch(system="S")
+        for i in range(20):
+            b.add_instruction(f"m{i}")
+        rec = c.history_stub = _RecordingStub(c.history_stub)
+        got: List[Commit] = []
+        for commit in c.branch(b.id).watch(after=0, batch_commits=True):
+            got.append(commit)
+            if commit.last_sequence == 21:
+                break
+        assert sequences(got) == list(range(1, 22))
+        assert rec.requests[0].batch_commits and "commits" in rec.frames, rec.frames
+        assert len(rec.frames) < 21, "the replay came several commits to a frame"
+
+
+@pytest.mark.asyncio
+async def test_async_watch_batch_commits(server) -> None:
+    async with AsyncClient(server.addr, tls=False) as c:
+        b = await c.create_branch(system="S")
+        for i in range(20):
+            await b.add_instruction(f"m{i}")
+        rec = c.history_stub = _RecordingStub(c.history_stub)
+        got: List[Commit] = []
+        it = c.branch(b.id).watch(after=0, batch_commits=True)
+        async for commit in it:
+            got.append(commit)
+            if commit.last_sequence == 21:
+                break
+        await it.aclose()
+        assert sequences(got) == list(range(1, 22))
+        assert rec.requests[0].batch_commits and "commits" in rec.frames, rec.frames
+        assert len(rec.frames) < 21, "the replay came several commits to a frame"
+        # commits written while the watch opens (live or replayed: the cursor is explicit, so
+        # either way), batched or not, come once each and in order
+        it = c.branch(b.id).watch(after=21, batch_commits=True)
+        first = asyncio.ensure_future(it.__anext__())
+        writes = [await b.add_instruction(f"live {i}") for i in range(5)]
+        live = [await first] + [await it.__anext__() for _ in range(4)]
+        await it.aclose()
+        assert sequences(live) == [w.sequence for w in writes] == list(range(22, 27))

@@ -516,6 +516,7 @@ class AsyncBranch:
         kinds: Optional[Iterable[str]] = None,
         include_rendered: bool = False,
         heartbeats: bool = False,
+        batch_commits: bool = False,
         retry: RetryPolicy = DEFAULT_WATCH_RETRY,
         on_resume: Optional[Callable[[int, HistorydError], None]] = None,
     ) -> AsyncIterator[Union[Commit, Heartbeat]]:
@@ -527,6 +528,8 @@ class AsyncBranch:
         the branch's incarnation, so each event comes exactly once, in order; ``retry`` bounds
         reconnections in a row that deliver nothing, and ``on_resume(cursor, error)`` is called
         before each. ``heartbeats=True`` also yields the :class:`Heartbeat` bookmarks.
+        ``batch_commits=True`` lets the server send the commits a lagging watcher is behind on
+        several to a frame (issue 21); they are yielded one at a time all the same.
 
         After ``retry.max_attempts`` reconnections in a row that deliver nothing (no commit, no
         heartbeat), it raises the last error, as the Go client's Watch does.
@@ -543,7 +546,7 @@ class AsyncBranch:
         cursor, inc, attempt = after, incarnation, 0
         deleted_at: Optional[int] = None  # the sequence of the BRANCH_DELETED commit yielded
         while True:
-            req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered)
+            req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered, batch_commits=batch_commits)
             if cursor is not None:
                 req.after_sequence = cursor
             if inc:
@@ -562,6 +565,13 @@ class AsyncBranch:
                         if is_deletion(frame.commit):
                             deleted_at = cursor
                         yield Commit.from_proto(frame.commit)
+                    elif which == "commits":  # batch_commits (issue 21): each in order
+                        for c in frame.commits.commits:
+                            cursor, attempt = c.last_sequence, 0
+                            self._seen(cursor)
+                            if is_deletion(c):
+                                deleted_at = cursor
+                            yield Commit.from_proto(c)
                     elif which == "heartbeat":
                         cursor, attempt = frame.heartbeat.head_sequence, 0
                         if heartbeats:
