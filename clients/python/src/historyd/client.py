@@ -178,12 +178,15 @@ class Client:
         b.system = Message.from_proto(resp.system) if resp.HasField("system") else None
         return b
 
-    def appender(self, window: int = 64) -> "Appender":
+    def appender(self, window: int = 64, *, timeout: Optional[float] = _DEFAULT) -> "Appender":
         """An :class:`~historyd.appender.Appender`: AddMessage pipelined over one AppendMessages
-        stream, up to ``window`` items in flight (issue 21)."""
+        stream, up to ``window`` items in flight (issue 21). ``timeout`` is each item's deadline
+        in seconds (default: this client's ``timeout``; None: none): an item unanswered by then
+        cancels the stream and fails ``DEADLINE_EXCEEDED``, so a stalled server holds no item
+        forever."""
         from .appender import Appender
 
-        return Appender(self, window)
+        return Appender(self, window, self.timeout if timeout is _DEFAULT else timeout)
 
     def branch(self, branch_id: str) -> "Branch":
         """A handle on an existing branch (no call is made)."""
