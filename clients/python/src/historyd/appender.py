@@ -211,12 +211,16 @@ class _Stream:
             _settle(fut, result=result, exc=exc)
 
     def close(self) -> None:
-        """Ends the requests and waits for every answer, and for every future to be settled (unless
-        called from a done-callback, on the settler itself)."""
+        """Ends the requests and waits for every answer, and for every future to be settled;
+        from a done-callback, on the settler itself, it only ends the requests. The settler
+        settles the answers the reader reads, so there it can wait for neither: the reader, with
+        a window of answers waiting to be settled, waited for room in the settler's queue, and
+        the three waited on each other for good."""
         self.requests.put(_END)  # the server answers what it has, then ends the stream
+        if threading.current_thread() is self.settler:
+            return  # the answers still to come are settled by this thread, after the callback
         self.reader.join()
-        if threading.current_thread() is not self.settler:
-            self.settler.join()
+        self.settler.join()
 
 
 def _settle(fut: Future, result: Any = None, exc: Optional[BaseException] = None) -> None:
@@ -321,7 +325,9 @@ class Appender:
         return self.append(req, timeout=timeout)
 
     def close(self) -> None:
-        """Stops taking items and waits for the answers of the ones in flight."""
+        """Stops taking items and waits for the answers of the ones in flight. From a future's
+        done-callback it stops taking items and returns: the answers still to come are settled on
+        the thread that runs the callback, once it returns."""
         with self._lock:
             self._closed = True
             s = self._stream
