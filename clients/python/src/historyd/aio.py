@@ -14,7 +14,7 @@ from google.protobuf.message import Message as _PbMessage
 
 from . import _requests as rq
 from ._convert import UNSET, BranchInfo, Commit, Heartbeat, InboxHeartbeat, Message, Participant, to_py
-from ._requests import DEFAULT_RETRY, DEFAULT_WATCH_RETRY, TLS, RetryPolicy
+from ._requests import DEFAULT_RETRY, DEFAULT_WATCH_RETRY, TLS, Keepalive, RetryPolicy
 from .client import deleted_error, is_deletion, resumable
 from .errors import HistorydError, from_rpc_error
 from .v1 import exchange_service_pb2 as ex
@@ -41,6 +41,10 @@ class AsyncClient:
         timeout: the default deadline of each unary call, in seconds (retries included); None: none.
         retry: the retry policy of unary calls (:data:`DEFAULT_RETRY`).
         options: extra gRPC channel options.
+        keepalive: HTTP/2 keepalive pings while calls are open: ``True`` for :class:`Keepalive`'s
+            defaults (a ping after 30 s of quiet, 20 s to answer), a :class:`Keepalive`, or
+            None (the default: no pings). Keep its ``time`` at or above the server's
+            ``--keepalive-min-time`` (10 s): historyd disconnects a client that pings more often.
 
     Use as an async context manager, or await :meth:`close`.
     """
@@ -54,8 +58,9 @@ class AsyncClient:
         timeout: Optional[float] = 30.0,
         retry: RetryPolicy = DEFAULT_RETRY,
         options: Optional[Sequence[Tuple[str, Any]]] = None,
+        keepalive: Union[bool, Keepalive, None] = None,
     ) -> None:
-        creds, opts = rq.channel_args(addr, tls, options)
+        creds, opts = rq.channel_args(addr, tls, options, keepalive)
         self._channel = grpc.aio.secure_channel(addr, creds, opts) if creds else grpc.aio.insecure_channel(addr, opts)
         self._metadata = rq.call_metadata(token)
         self.timeout = timeout
