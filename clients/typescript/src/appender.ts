@@ -13,6 +13,16 @@
 // every item in flight rejected with AppendStreamBrokenError (review of the clients, fault 2; the
 // Go client's client/append_codec.go encodes each item in Append for the same reason). The check
 // costs one encoding more per item: Connect encodes the item again when it sends it.
+//
+// Each item has bounds: a deadline (timeoutMs, from the call to append; by default the client's
+// timeoutMs) and an AbortSignal, its own and the appender's. A bound that fires while the item
+// waits for a place in the window rejects it with a HistorydError, DEADLINE_EXCEEDED or CANCELED,
+// unsent. One that fires while it is on the stream, unanswered, cancels the stream, as a gRPC
+// deadline cancels a call: the item cannot be taken back, so it and the items after it (answers
+// come in order: they are unanswered too) reject with AppendStreamBrokenError of that code, their
+// places come back, and the next append opens a new stream. So a server that accepts the stream
+// and never answers holds no promise and no place past the bounds, where the Go client's Appender
+// has its context. The appender's own signal also ends it: later appends reject at once.
 
 import { randomUUID } from "node:crypto";
 
@@ -31,6 +41,27 @@ import {
 
 /** The default window: 64 items in flight, where the server's group commit has most of its gain. */
 export const defaultAppendWindow = 64;
+
+/** Options of an Appender (client.appender()). */
+export interface AppenderOptions {
+  /** Items in flight at most (defaultAppendWindow); the server lowers it to its own maximum. */
+  window?: number;
+  /** Each item's deadline in ms, from the call to append() to its answer (see appender.ts): by
+   * default the client's timeoutMs (30 s); 0: none. append() takes one of its own. */
+  timeoutMs?: number;
+  /** Ends the appender: the stream is cancelled, the items on it reject with
+   * AppendStreamBrokenError, those waiting for a place and every later append reject at once
+   * (CANCELED; DEADLINE_EXCEEDED for AbortSignal.timeout()'s). */
+  signal?: AbortSignal;
+}
+
+/** Options of one append(). */
+export interface AppendOptions {
+  /** The item's deadline in ms (the appender's timeoutMs by default; 0: none). */
+  timeoutMs?: number;
+  /** Cancels the item: unsent, it rejects CANCELED; sent and unanswered, the stream is cancelled. */
+  signal?: AbortSignal;
+}
 
 type AddMessageInit = MessageInitShape<typeof AddMessageRequestSchema>;
 type RequestInit = MessageInitShape<typeof AppendMessagesRequestSchema>;
@@ -52,6 +83,56 @@ interface Waiter {
   reject: (e: Error) => void;
 }
 
+/** The HistorydError of a bound that fired: DEADLINE_EXCEEDED for a deadline (an
+ * AbortSignal.timeout() too), CANCELED for any other abort, the signal's reason as its cause. */
+function boundError(reason: unknown, what: string): HistorydError {
+  if (reason instanceof HistorydError) return reason;
+  const timeout = reason instanceof Error && reason.name === "TimeoutError";
+  const why = reason instanceof Error ? `: ${reason.message}` : reason === undefined ? "" : `: ${String(reason)}`;
+  const code = timeout ? Code.DeadlineExceeded : Code.Canceled;
+  return new HistorydError(new ConnectError(`${what} (${timeout ? "deadline exceeded" : "cancelled"}${why})`, code, undefined, undefined, reason), undefined);
+}
+
+/** One item's bounds, its deadline and the signals, as one AbortSignal whose reason is the
+ * HistorydError to reject with. dispose() drops the timer and the listeners. */
+class ItemBound {
+  readonly #abort = new AbortController();
+  readonly #timer: NodeJS.Timeout | undefined;
+  readonly #off: (() => void)[] = [];
+
+  constructor(requestId: string, timeoutMs: number, signals: (AbortSignal | undefined)[]) {
+    if (timeoutMs > 0) {
+      this.#timer = setTimeout(
+        () => this.#abort.abort(boundError(new DOMException(`its deadline, ${timeoutMs} ms, passed`, "TimeoutError"), `historyd: item ${requestId}`)),
+        timeoutMs,
+      );
+    }
+    for (const s of signals) {
+      if (s === undefined) continue;
+      const onAbort = () => this.#abort.abort(boundError(s.reason, `historyd: item ${requestId}`));
+      if (s.aborted) onAbort();
+      else {
+        s.addEventListener("abort", onAbort, { once: true });
+        this.#off.push(() => s.removeEventListener("abort", onAbort));
+      }
+    }
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  /** The error to reject with once fired, else undefined. */
+  get error(): HistorydError | undefined {
+    return this.#abort.signal.aborted ? (this.#abort.signal.reason as HistorydError) : undefined;
+  }
+
+  dispose(): void {
+    clearTimeout(this.#timer);
+    for (const off of this.#off.splice(0)) off();
+  }
+}
+
 /** One AppendMessages call: its request queue, its waiters in order, and its reader. */
 class AppendStream {
   readonly #queue: RequestInit[] = [];
@@ -60,10 +141,12 @@ class AppendStream {
   broken = false;
   readonly pending: Waiter[] = [];
   readonly done: Promise<void>;
+  readonly #abort = new AbortController();
+  #cancelled: HistorydError | undefined; // why cancel() ended the stream: the items' error
 
   constructor(client: HistorydClient, window: number, onAnswer: () => void) {
     this.#queue.push({ window });
-    const responses = client.history.appendMessages(this.#requests());
+    const responses = client.history.appendMessages(this.#requests(), { signal: this.#abort.signal });
     this.done = (async () => {
       let err: HistorydError;
       try {
@@ -84,7 +167,7 @@ class AppendStream {
         }
         err = new HistorydError(new ConnectError("the append stream ended with OK before every answer", Code.Unavailable), undefined);
       } catch (e) {
-        err = toHistorydError(e);
+        err = this.#cancelled ?? toHistorydError(e);
       }
       this.broken = true;
       this.close();
@@ -113,6 +196,20 @@ class AppendStream {
     this.#queue.push({ item });
     this.#poke();
     return true;
+  }
+
+  /** Cancels the stream, unless it is over: the items in flight reject with AppendStreamBrokenError
+   * of err, and no item is sent on it any more. */
+  cancel(err: HistorydError): void {
+    if (this.broken) return;
+    this.broken = true;
+    this.#cancelled = err;
+    this.#abort.abort(err);
+  }
+
+  /** Whether w is still waiting for its answer on this stream. */
+  isPending(w: Waiter): boolean {
+    return this.pending.includes(w);
   }
 
   /** Closes the client side: the server answers what it has, then ends the stream. */
@@ -156,33 +253,105 @@ function encodable(init: AddMessageInit): AddMessageRequest {
 export class Appender {
   readonly #client: HistorydClient;
   readonly #window: number;
+  readonly #timeoutMs: number;
+  readonly #signal: AbortSignal | undefined;
+  readonly #onAbort = () => this.#end(boundError(this.#signal?.reason, "historyd: the appender's signal ended it"));
   #inFlight = 0;
   #slotWaiters: (() => void)[] = [];
   #stream: AppendStream | undefined;
   #closed = false;
+  #ended: HistorydError | undefined; // the appender's signal fired: every append rejects with it
 
-  constructor(client: HistorydClient, window = defaultAppendWindow) {
+  /** An Appender over client's connection: `options` is the window, or AppenderOptions. */
+  constructor(client: HistorydClient, options: number | AppenderOptions = {}) {
+    const o = typeof options === "number" ? { window: options } : options;
     this.#client = client;
-    this.#window = Math.max(1, window);
+    this.#window = Math.max(1, o.window ?? defaultAppendWindow);
+    this.#timeoutMs = o.timeoutMs ?? client.timeoutMs ?? 0;
+    this.#signal = o.signal;
+    if (o.signal?.aborted) this.#onAbort();
+    else o.signal?.addEventListener("abort", this.#onAbort, { once: true });
   }
 
   /** Sends `req` as the next item (waiting while the window is full) and resolves to the message
    * as written, or rejects with the item's error. An empty requestId is filled in. An item that
-   * cannot be encoded rejects at once, INVALID_ARGUMENT, and is not sent (see the file's comment). */
-  async append(req: AddMessageInit): Promise<Message> {
+   * cannot be encoded rejects at once, INVALID_ARGUMENT, and is not sent (see the file's comment).
+   * `options` bound it (timeoutMs, signal): past them it rejects DEADLINE_EXCEEDED or CANCELED,
+   * unsent while it waited for a place, else as AppendStreamBrokenError with the stream cancelled
+   * (see the file's comment). */
+  async append(req: AddMessageInit, options: AppendOptions = {}): Promise<Message> {
     const item = encodable({ ...req, requestId: req.requestId || randomUUID() });
-    while (!this.#closed && this.#inFlight >= this.#window) await new Promise<void>((r) => this.#slotWaiters.push(r));
-    if (this.#closed) throw new Error("historyd: the appender is closed");
-    this.#inFlight++;
-    if (this.#stream === undefined || this.#stream.broken) {
-      this.#stream = new AppendStream(this.#client, this.#window, () => this.#release());
-    }
-    return new Promise<Message>((resolve, reject) => {
-      if (!this.#stream!.send(item, { requestId: item.requestId, resolve, reject })) {
-        this.#release();
-        reject(new AppendStreamBrokenError(item.requestId, new HistorydError(new ConnectError("the append stream ended", Code.Unavailable), undefined)));
+    if (this.#ended !== undefined) throw this.#ended;
+    const bound = new ItemBound(item.requestId, options.timeoutMs ?? this.#timeoutMs, [options.signal, this.#signal]);
+    try {
+      // Only a full window waits: an await here when there is room let the appends of one tick all
+      // pass the check before any took its place, and over-fill the window.
+      if (this.#mustWait()) await this.#place(bound);
+      if (this.#ended !== undefined) throw this.#ended;
+      if (this.#closed) throw new Error("historyd: the appender is closed");
+      const fired = bound.error;
+      if (fired !== undefined) {
+        // Woken for a place and not taking it: the next waiter may (a release wakes only one).
+        if (this.#inFlight < this.#window) this.#slotWaiters.shift()?.();
+        throw fired;
       }
-    });
+      this.#inFlight++;
+      if (this.#stream === undefined || this.#stream.broken) {
+        this.#stream = new AppendStream(this.#client, this.#window, () => this.#release());
+      }
+      const stream = this.#stream;
+      return await new Promise<Message>((resolve, reject) => {
+        const w = { requestId: item.requestId, resolve, reject };
+        if (!stream.send(item, w)) {
+          this.#release();
+          reject(new AppendStreamBrokenError(item.requestId, new HistorydError(new ConnectError("the append stream ended", Code.Unavailable), undefined)));
+          return;
+        }
+        // A bound that fires before the answer cancels the stream (the file's comment); the
+        // stream rejects the item, with the bound's error.
+        bound.signal.addEventListener("abort", () => {
+          if (stream.isPending(w)) stream.cancel(bound.error!);
+        });
+      });
+    } finally {
+      bound.dispose();
+    }
+  }
+
+  /** Waits for a place in the window, unless the appender is closed or ended; rejects with the
+   * bound's error when it fires first (taking no place). */
+  async #place(bound: ItemBound): Promise<void> {
+    while (this.#mustWait()) {
+      const fired = bound.error;
+      if (fired !== undefined) throw fired;
+      await new Promise<void>((resolve, reject) => {
+        const onFire = () => {
+          const i = this.#slotWaiters.indexOf(wake);
+          if (i >= 0) this.#slotWaiters.splice(i, 1);
+          reject(bound.error);
+        };
+        const wake = () => {
+          bound.signal.removeEventListener("abort", onFire);
+          resolve();
+        };
+        this.#slotWaiters.push(wake);
+        bound.signal.addEventListener("abort", onFire, { once: true });
+      });
+    }
+  }
+
+  /** Whether an append must wait for a place: the window is full, and the appender open. */
+  #mustWait(): boolean {
+    return !this.#closed && this.#ended === undefined && this.#inFlight >= this.#window;
+  }
+
+  /** The appender's signal fired: the stream is cancelled, and every append waiting or to come
+   * rejects with err. */
+  #end(err: HistorydError): void {
+    if (this.#ended !== undefined) return;
+    this.#ended = err;
+    for (const wake of this.#slotWaiters.splice(0)) wake();
+    this.#stream?.cancel(err);
   }
 
   #release(): void {
@@ -193,6 +362,7 @@ export class Appender {
   /** Stops taking items and waits for the answers of the ones in flight. */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#signal?.removeEventListener("abort", this.#onAbort);
     // Every append waiting for a slot wakes now and rejects (closed): a release wakes only one, and
     // one that wakes to a closed appender takes no slot and so passes the wake on to none, which
     // left the rest waiting forever (issue 21 review, finding D).

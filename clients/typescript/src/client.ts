@@ -8,7 +8,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
-import { Appender } from "./appender.js";
+import { Appender, type AppenderOptions } from "./appender.js";
 import { Branch, type CreateBranchOptions, type ImportOptions } from "./branch.js";
 import { toHistorydError } from "./errors.js";
 import { Exchange } from "./exchange.js";
@@ -126,9 +126,10 @@ export class HistorydClient {
   }
 
   /** An Appender: AddMessage pipelined over one AppendMessages stream, up to `window` items in
-   * flight (issue 21). */
-  appender(window?: number): Appender {
-    return new Appender(this, window);
+   * flight (issue 21). `options` is the window, or AppenderOptions: each item's deadline
+   * (`timeoutMs`, this client's timeoutMs by default) and a `signal` that ends the appender. */
+  appender(options?: number | AppenderOptions): Appender {
+    return new Appender(this, options);
   }
 
   /** Closes the connection; calls in flight fail. */
