@@ -39,7 +39,36 @@ export interface ClientOptions {
   retry?: Partial<RetryPolicy>;
   /** More interceptors; they run inside the retry interceptor, so once per attempt. */
   interceptors?: Interceptor[];
+  /** HTTP/2 keepalive pings: `true` for defaultKeepalive, KeepaliveOptions, or absent/`false` for
+   * none (the default). See KeepaliveOptions for the bounds historyd enforces. */
+  keepalive?: boolean | KeepaliveOptions;
 }
+
+/**
+ * HTTP/2 keepalive (connect-node's Http2SessionManager ping options, gRPC core's
+ * GRPC_ARG_KEEPALIVE_*): while a call is open, a connection that has received nothing for `timeMs`
+ * is pinged, and closed when the ping is not answered within `timeoutMs`; its calls fail
+ * UNAVAILABLE (a watch resumes, unary calls are retried by their policy). Without it a connection
+ * whose peer vanished (a host gone, a NAT entry dropped) keeps a watch or an appender waiting until
+ * the OS gives up on the socket, which can take hours.
+ *
+ * historyd disconnects a client that pings more often than its `--keepalive-min-time` (10 s by
+ * default) with GOAWAY `too_many_pings`, and by default counts a ping on a connection with no call
+ * open as one too many (`--keepalive-permit-without-stream=false`): keep `timeMs` at or above the
+ * server's min time, and `permitWithoutCalls` false unless the server permits it.
+ */
+export interface KeepaliveOptions {
+  /** Ping a connection quiet this long, in ms (default 30 s; pingIntervalMs). */
+  timeMs?: number;
+  /** Close it when a ping is not answered within this, in ms (default 20 s; pingTimeoutMs). */
+  timeoutMs?: number;
+  /** Ping connections with no open call too (default false; pingIdleConnection). */
+  permitWithoutCalls?: boolean;
+}
+
+/** The keepalive of `keepalive: true`: within historyd's default enforcement (see
+ * KeepaliveOptions). */
+export const defaultKeepalive: Readonly<Required<KeepaliveOptions>> = { timeMs: 30_000, timeoutMs: 20_000, permitWithoutCalls: false };
 
 /** The default deadline of a unary call, in ms. */
 export const defaultTimeoutMs = 30_000;
@@ -60,7 +89,7 @@ export class HistorydClient {
 
   constructor(address: string, options: ClientOptions = {}) {
     const { baseUrl, tls } = baseUrlOf(address, options.tls ?? true);
-    this.#sessions = new Http2SessionManager(baseUrl, { idleConnectionTimeoutMs: 60_000 }, tls === false ? {} : tls);
+    this.#sessions = new Http2SessionManager(baseUrl, sessionOptions(options.keepalive), tls === false ? {} : tls);
     const interceptors: Interceptor[] = [retryInterceptor({ ...defaultRetryPolicy, ...options.retry })];
     if (options.token !== undefined) interceptors.push(tokenInterceptor(options.token));
     interceptors.push(...(options.interceptors ?? []));
@@ -141,6 +170,14 @@ export class HistorydClient {
 /** Connects to historyd at `address` (`host:port`, or a URL with http:// or https://). */
 export function connect(address: string, options: ClientOptions = {}): HistorydClient {
   return new HistorydClient(address, options);
+}
+
+/** The session manager's options: the idle timeout, and the keepalive pings asked for. */
+function sessionOptions(keepalive: boolean | KeepaliveOptions | undefined): ConstructorParameters<typeof Http2SessionManager>[1] {
+  const base = { idleConnectionTimeoutMs: 60_000 };
+  if (keepalive === undefined || keepalive === false) return base;
+  const k = { ...defaultKeepalive, ...(keepalive === true ? {} : keepalive) };
+  return { ...base, pingIntervalMs: k.timeMs, pingTimeoutMs: k.timeoutMs, pingIdleConnection: k.permitWithoutCalls };
 }
 
 function baseUrlOf(address: string, tls: boolean | TlsOptions): { baseUrl: string; tls: false | SecureClientSessionOptions } {

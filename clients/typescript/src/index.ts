@@ -1,7 +1,15 @@
 // historyd's TypeScript client: the entry point. See README.md.
 
 export { VERSION } from "./version.js";
-export { connect, HistorydClient, defaultTimeoutMs, type ClientOptions, type TlsOptions } from "./client.js";
+export {
+  connect,
+  HistorydClient,
+  defaultKeepalive,
+  defaultTimeoutMs,
+  type ClientOptions,
+  type KeepaliveOptions,
+  type TlsOptions,
+} from "./client.js";
 export {
   Branch,
   ContextMode,
