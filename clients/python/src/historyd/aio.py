@@ -15,6 +15,7 @@ from google.protobuf.message import Message as _PbMessage
 from . import _requests as rq
 from ._convert import UNSET, BranchInfo, Commit, Heartbeat, InboxHeartbeat, Message, Participant, to_py
 from ._requests import DEFAULT_RETRY, DEFAULT_WATCH_RETRY, TLS, Keepalive, RetryPolicy
+from .aio_appender import AsyncAppender
 from .client import deleted_error, is_deletion, resumable
 from .errors import HistorydError, from_rpc_error
 from .v1 import exchange_service_pb2 as ex
@@ -22,7 +23,7 @@ from .v1 import exchange_service_pb2_grpc as ex_grpc
 from .v1 import history_service_pb2 as hs
 from .v1 import history_service_pb2_grpc as hs_grpc
 
-__all__ = ["AsyncClient", "AsyncBranch", "AsyncExchange"]
+__all__ = ["AsyncClient", "AsyncBranch", "AsyncExchange", "AsyncAppender"]
 
 T = TypeVar("T")
 _DEFAULT: Any = object()
@@ -151,6 +152,14 @@ class AsyncClient:
         b = AsyncBranch(self, resp.branch.id, BranchInfo.from_proto(resp.branch))
         b.system = Message.from_proto(resp.system) if resp.HasField("system") else None
         return b
+
+    def appender(self, window: int = 64, *, timeout: Optional[float] = _DEFAULT) -> "AsyncAppender":
+        """An :class:`~historyd.aio_appender.AsyncAppender`: AddMessage pipelined over one
+        AppendMessages stream, up to ``window`` items in flight (issue 21). ``timeout`` is each
+        item's deadline in seconds (default: this client's ``timeout``; None: none): an item
+        unanswered by then cancels the stream and fails ``DEADLINE_EXCEEDED``, so a stalled server
+        holds no item forever. Cancelling a sent item's future cancels the stream too."""
+        return AsyncAppender(self, window, self.timeout if timeout is _DEFAULT else timeout)
 
     def branch(self, branch_id: str) -> "AsyncBranch":
         """A handle on an existing branch (no call is made)."""

@@ -30,7 +30,7 @@ import time
 import uuid
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, Deque, Optional, Tuple
+from typing import Any, Deque, Dict, Optional, Tuple
 
 import grpc
 
@@ -238,6 +238,30 @@ def _settle(fut: Future, result: Any = None, exc: Optional[BaseException] = None
         pass
 
 
+def instruction_item(branch_id: str, instruction: Any, kwargs: Dict[str, Any]) -> hs.AddMessageRequest:
+    """The AddMessageRequest of append_instruction (sync and asyncio): kwargs are its keyword
+    arguments less ``timeout``."""
+    kwargs = dict(kwargs)
+    head = {k: kwargs.pop(k, None) for k in ("request_id", "expected_head_sequence", "sender", "recipient", "metadata")}
+    req = rq.add_message(branch_id, include_rendered=kwargs.pop("include_rendered", False), **head)
+    req.omit_content = bool(kwargs.pop("omit_content", False))
+    body = {k: kwargs.pop(k, None) for k in _INSTRUCTION_ARGS}
+    if kwargs:
+        raise TypeError(f"append_instruction: unknown arguments {sorted(kwargs)}")
+    req.instruction.CopyFrom(rq.instruction_input(instruction, **body))
+    return req
+
+
+def with_request_id(req: hs.AddMessageRequest) -> hs.AddMessageRequest:
+    """req, or a copy of it with a fresh UUID as its request_id when it has none."""
+    if req.request_id:
+        return req
+    cp = hs.AddMessageRequest()
+    cp.CopyFrom(req)
+    cp.request_id = str(uuid.uuid4())
+    return cp
+
+
 def _reader_error(e: BaseException) -> HistorydError:
     return HistorydError(f"the append stream's reader failed: {e!r}", code=grpc.StatusCode.INTERNAL)
 
@@ -275,11 +299,7 @@ class Appender:
         answer, the stream is cancelled (see the module's doc)."""
         timeout = self._timeout if timeout is _DEFAULT else timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        if not req.request_id:
-            cp = hs.AddMessageRequest()
-            cp.CopyFrom(req)
-            cp.request_id = str(uuid.uuid4())
-            req = cp
+        req = with_request_id(req)
         fut: "Future[Message]" = Future()
         if not self._slots.acquire(timeout=None if deadline is None else max(0.0, deadline - time.monotonic())):
             fut.set_running_or_notify_cancel()
@@ -315,14 +335,7 @@ class Appender:
         ``timeout``). ``omit_content=True`` asks for an acknowledgement: the future's message
         has no content (``kind`` None, ``content`` empty); the message is written whole."""
         timeout = kwargs.pop("timeout", _DEFAULT)
-        head = {k: kwargs.pop(k, None) for k in ("request_id", "expected_head_sequence", "sender", "recipient", "metadata")}
-        req = rq.add_message(branch_id, include_rendered=kwargs.pop("include_rendered", False), **head)
-        req.omit_content = bool(kwargs.pop("omit_content", False))
-        body = {k: kwargs.pop(k, None) for k in _INSTRUCTION_ARGS}
-        if kwargs:
-            raise TypeError(f"append_instruction: unknown arguments {sorted(kwargs)}")
-        req.instruction.CopyFrom(rq.instruction_input(instruction, **body))
-        return self.append(req, timeout=timeout)
+        return self.append(instruction_item(branch_id, instruction, kwargs), timeout=timeout)
 
     def close(self) -> None:
         """Stops taking items and waits for the answers of the ones in flight. From a future's

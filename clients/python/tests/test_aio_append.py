@@ -1,0 +1,110 @@
+"""The asyncio appender (historyd.aio.AsyncAppender): against the real binary, answers in the order
+appended and a failed item failing alone, as the sync Appender's test; against the stalled fake
+server of test_append_deadline, its bounds: an item's deadline, a task cancelled while it waits
+for a place, and a sent item's future cancelled, each ending without a leaked place."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import grpc
+import pytest
+
+from historyd import AppendStreamBrokenError, BranchNotFoundError, HistorydError
+from historyd.aio import AsyncClient
+from test_append_deadline import LIMIT, StalledServer, stalled  # noqa: F401 (the fixture)
+
+
+async def ended(stalled: StalledServer, n: int) -> None:
+    """Waits (off the loop) until the fake has seen n streams end."""
+    assert await asyncio.get_running_loop().run_in_executor(None, stalled.wait_ended, n), f"{n} streams ended"
+
+
+@pytest.mark.asyncio
+async def test_async_appender_order_and_failures(server) -> None:
+    async with AsyncClient(server.addr, tls=False) as client:
+        a = await client.create_branch()
+        b = await client.create_branch()
+        missing = str(uuid.uuid4())
+        async with client.appender(window=8) as ap:
+            futures = []
+            for i in range(100):
+                branch = missing if i == 50 else (b.id if i % 3 == 0 else a.id)
+                futures.append((branch, await ap.append_instruction(branch, f"m{i}")))
+            seqs = {a.id: 1, b.id: 1}
+            for i, (branch, fut) in enumerate(futures):
+                if branch == missing:
+                    with pytest.raises(BranchNotFoundError):
+                        await asyncio.wait_for(fut, LIMIT)
+                    continue
+                msg = await asyncio.wait_for(fut, LIMIT)
+                seqs[branch] += 1
+                assert msg.sequence == seqs[branch], f"item {i}: items on a branch apply in the order appended"
+        texts = [m.content["instruction"] async for m in a.messages()]
+        assert texts == [f"m{i}" for i in range(100) if i != 50 and i % 3 != 0]
+        with pytest.raises(RuntimeError):
+            await ap.append_instruction(a.id, "late")
+
+
+@pytest.mark.asyncio
+async def test_async_appender_deadline_against_a_stalled_server(stalled: StalledServer) -> None:  # noqa: F811
+    async with AsyncClient(stalled.addr, tls=False, timeout=0.3) as client:
+        t0 = time.monotonic()
+        ap = client.appender(window=2)
+        first = [await ap.append_instruction("b", f"m{i}") for i in range(2)]
+        for f in first:
+            with pytest.raises(AppendStreamBrokenError) as ei:
+                await asyncio.wait_for(f, LIMIT)
+            assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED, str(ei.value)
+            assert ei.value.request_id
+        await ended(stalled, 1)  # the stream was cancelled
+        # The window is free again: an append waiting for a place past its own deadline fails
+        # unsent; the next gets a place on a new stream.
+        held = await asyncio.wait_for(ap.append_instruction("b", "held", timeout=1.0), LIMIT)
+        held2 = await asyncio.wait_for(ap.append_instruction("b", "held 2", timeout=1.0), LIMIT)
+        waited = await asyncio.wait_for(ap.append_instruction("b", "waited", timeout=0.1), LIMIT)
+        with pytest.raises(HistorydError) as ei:
+            await waited
+        assert not isinstance(ei.value, AppendStreamBrokenError), "it was never sent"
+        assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        for f in (held, held2):
+            with pytest.raises(AppendStreamBrokenError):
+                await asyncio.wait_for(f, LIMIT)
+        await asyncio.wait_for(ap.close(), LIMIT)
+        await ended(stalled, 1)
+        assert stalled.opened == 2
+        assert len(stalled.items) == 6, "two streams: the window and two items each; the waiting item not sent"
+        assert time.monotonic() - t0 < LIMIT
+
+
+@pytest.mark.asyncio
+async def test_async_appender_cancellation(stalled: StalledServer) -> None:  # noqa: F811
+    """Cancelling a task that waits for a place sends nothing and takes no place; cancelling a
+    sent item's future (as asyncio.wait_for does when it times out) cancels the stream: the
+    items after it fail AppendStreamBrokenError, CANCELLED, and their places come back."""
+    async with AsyncClient(stalled.addr, tls=False, timeout=None) as client:
+        ap = client.appender(window=2)
+        mine = await ap.append_instruction("b", "mine")
+        after = await ap.append_instruction("b", "after")
+        waiting = asyncio.ensure_future(ap.append_instruction("b", "waiting"))
+        await asyncio.sleep(0)  # it starts, finds the window full, and waits
+        assert len(ap._waiters) == 1 and not waiting.done()
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(mine, 0.1)  # gives up on it: mine is cancelled
+        with pytest.raises(AppendStreamBrokenError) as ei:
+            await asyncio.wait_for(after, LIMIT)
+        assert ei.value.code == grpc.StatusCode.CANCELLED
+        await ended(stalled, 1)
+        # both places came back: two more items are sent at once, on a new stream
+        again = [await asyncio.wait_for(ap.append_instruction("b", f"again {i}", timeout=0.1), LIMIT) for i in range(2)]
+        for f in again:
+            with pytest.raises(AppendStreamBrokenError):
+                await asyncio.wait_for(f, LIMIT)
+        await asyncio.wait_for(ap.close(), LIMIT)
+        await ended(stalled, 1)
+        assert stalled.opened == 2 and len(stalled.items) == 6, "the window and two items a stream: the cancelled waiting item never sent"
