@@ -67,10 +67,6 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
     this.incarnation = options.incarnation;
     this.ready = new Promise<void>((resolve, reject) => (this.#ready = { resolve, reject }));
     this.ready.catch(() => {}); // the iteration reports the error; ready must not be unhandled
-    if (options.signal) {
-      if (options.signal.aborted) this.#abort.abort(options.signal.reason);
-      else options.signal.addEventListener("abort", () => this.#abort.abort(options.signal?.reason), { once: true });
-    }
   }
 
   /** Ends the watch: the loop over it finishes without an error. */
@@ -86,6 +82,13 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
 
   async *#run(): AsyncGenerator<WatchItem> {
     const signal = this.#abort.signal;
+    // The caller's signal ends the watch. Its listener is added here and removed when the watch
+    // ends: added in the constructor and never removed, it stayed on the caller's signal for good,
+    // one a watch, keeping each watch and its client reachable.
+    const caller = this.options.signal;
+    const onAbort = () => this.#abort.abort(caller?.reason);
+    if (caller?.aborted) onAbort();
+    else caller?.addEventListener("abort", onAbort, { once: true });
     const policy = { ...defaultRetryPolicy, ...this.options.backoff };
     const maxResumes = this.options.maxResumes ?? 8;
     let failures = 0;
@@ -149,6 +152,7 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
       if (signal.aborted) return;
       throw err;
     } finally {
+      caller?.removeEventListener("abort", onAbort);
       this.#ready.reject(new Error("historyd: the watch ended"));
       this.#abort.abort();
     }
