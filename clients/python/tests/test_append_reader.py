@@ -253,3 +253,51 @@ def test_close_from_a_done_callback_returns() -> None:
     with pytest.raises(RuntimeError):
         ap.append(item("r3"))
     ap.close()
+
+
+class LaggingCall(FakeCall):
+    """A FakeCall whose cancel() takes effect only when the test says (ends()), as gRPC's reader
+    sees a cancelled call end some time after cancel() returns."""
+
+    def __init__(self, requests: Any) -> None:
+        super().__init__(requests)
+        self.cancel_called = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.cancel_called.set()
+
+    def ends(self) -> None:
+        self.answers.put(_DONE)
+
+
+def test_a_stream_cancelled_for_a_deadline_takes_no_more_items() -> None:
+    """The rule (the module's doc): an item past its deadline cancels its stream, and the next
+    append opens a new one. Between the cancel and the reader's seeing the call end, the stream
+    still took items: they were queued on a call already cancelled, and failed with another
+    item's deadline instead of going to a new stream."""
+    import time
+    from concurrent.futures import Future
+
+    class Stub(FakeStub):
+        def AppendMessages(self, requests: Any, metadata: Any = None) -> LaggingCall:  # noqa: N802
+            self.call = LaggingCall(requests)
+            return self.call
+
+    stub = Stub()
+    slots = threading.Semaphore(4)
+    s = _Stream(stub, None, 4, slots)
+    call = stub.call
+    slots.acquire()
+    late: Future = Future()
+    assert s.send(hs.AddMessageRequest(branch_id="b", request_id="late"), late, time.monotonic())
+    assert call.cancel_called.wait(timeout=5), "the watchdog did not cancel the call"
+    slots.acquire()
+    assert not s.send(hs.AddMessageRequest(branch_id="b", request_id="next"), Future()), "a cancelled stream took an item"
+    slots.release()
+    call.ends()
+    with pytest.raises(AppendStreamBrokenError) as ei:
+        late.result(timeout=5)
+    assert ei.value.code.name == "DEADLINE_EXCEEDED"
+    s.reader.join(timeout=5)
+    assert not s.reader.is_alive()

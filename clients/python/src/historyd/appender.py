@@ -153,6 +153,9 @@ class _Stream:
                     f"item {late} was not answered within its deadline: the append stream was cancelled",
                     code=grpc.StatusCode.DEADLINE_EXCEEDED,
                 )
+                # No item is sent on it any more: the next append opens a new stream at once,
+                # rather than queue its item on a call the reader has not yet seen end.
+                self.broken = True
                 break
             else:
                 return
