@@ -359,7 +359,9 @@ export class Appender {
     this.#slotWaiters.shift()?.();
   }
 
-  /** Stops taking items and waits for the answers of the ones in flight. */
+  /** Stops taking items and waits for the answers of the ones in flight: at most until their
+   * bounds fire, which cancels the stream (without a deadline or a signal, as long as the server
+   * takes to answer). */
   async close(): Promise<void> {
     this.#closed = true;
     this.#signal?.removeEventListener("abort", this.#onAbort);

@@ -263,7 +263,8 @@ class AsyncAppender:
             )
 
     async def close(self) -> None:
-        """Stops taking items and waits for the answers of the ones in flight."""
+        """Stops taking items and waits for the answers of the ones in flight: at most until their
+        deadlines, which cancel the stream (without one, as long as the server takes)."""
         self._closed = True
         for w in self._waiters:
             if not w.done():

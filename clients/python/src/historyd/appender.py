@@ -341,9 +341,10 @@ class Appender:
         return self.append(instruction_item(branch_id, instruction, kwargs), timeout=timeout)
 
     def close(self) -> None:
-        """Stops taking items and waits for the answers of the ones in flight. From a future's
-        done-callback it stops taking items and returns: the answers still to come are settled on
-        the thread that runs the callback, once it returns."""
+        """Stops taking items and waits for the answers of the ones in flight: at most until their
+        deadlines, which cancel the stream (without one, as long as the server takes). From a
+        future's done-callback it stops taking items and returns: the answers still to come are
+        settled on the thread that runs the callback, once it returns."""
         with self._lock:
             self._closed = True
             s = self._stream
