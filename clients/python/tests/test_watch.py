@@ -20,6 +20,7 @@ from historyd import (
     Client,
     Commit,
     HistoryCompactedError,
+    HistorydError,
     InvalidFieldError,
     RetryPolicy,
 )
@@ -222,3 +223,35 @@ async def test_async_watch_batch_commits(server) -> None:
         live = [await first] + [await it.__anext__() for _ in range(4)]
         await it.aclose()
         assert sequences(live) == [w.sequence for w in writes] == list(range(22, 27))
+
+
+# The rule (AsyncClient.close: "calls in flight end with CANCELLED"): closing the asyncio client
+# ends the streams it has open. grpcio's aio channel (1.51) finds the calls to cancel on close by
+# looking at the tasks' top frames, where a stream being read is not: a watch, an inbox
+# subscription or an appender's stream open at close() waited forever, and so did the task reading
+# it. The client now cancels its own streams first, and they end with HistorydError CANCELLED, as
+# the sync client's do.
+@pytest.mark.asyncio
+async def test_async_close_ends_the_streams_in_progress(server) -> None:
+    c = AsyncClient(server.addr, tls=False)
+    b = await c.create_branch()
+    owner = str(uuid.uuid4())
+    await c.exchange.register(owner)
+    it = b.watch(after=0)
+    assert (await it.__anext__()).last_sequence == 1
+    watching = asyncio.ensure_future(it.__anext__())
+    inbox = c.exchange.subscribe_inbox(owner, heartbeats=True)
+    await inbox.__anext__()  # the first heartbeat: the subscription is live
+    subscribed = asyncio.ensure_future(inbox.__anext__())
+    ap = c.appender(window=4, timeout=None)
+    other = await c.create_branch()
+    first = await ap.append_instruction(other.id, "one")
+    await asyncio.wait_for(first, 10)  # the appender's stream is open, and idle
+    await asyncio.sleep(0)  # the two readers wait on their streams
+    await asyncio.wait_for(c.close(), 10)
+    for what, t in (("the watch", watching), ("the inbox subscription", subscribed)):
+        done, _ = await asyncio.wait([t], timeout=5)
+        assert done, f"{what} still waits after close()"
+        err = t.exception()
+        assert isinstance(err, HistorydError) and err.code.name == "CANCELLED", f"{what}: {err!r}"
+    await asyncio.wait_for(ap.close(), 5)

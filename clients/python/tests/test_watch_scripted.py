@@ -77,9 +77,17 @@ class ScriptedStub:
 
 
 class FakeClient:
+    """What a watch uses of a client: its stub and call metadata, and (asyncio) the set of its
+    open streams and whether it is closing (AsyncClient.close)."""
+
     def __init__(self, stub: ScriptedStub) -> None:
         self.history_stub = stub
         self._metadata = None
+        self._streams: set = set()
+        self._closed = False
+
+    def _stream_cancelled(self, e: BaseException) -> Any:
+        raise e
 
 
 def start(after: int) -> hs.WatchBranchResponse:

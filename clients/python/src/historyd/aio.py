@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 import grpc
 from google.protobuf.message import Message as _PbMessage
@@ -71,10 +71,28 @@ class AsyncClient:
         self.exchange_stub = ex_grpc.ExchangeServiceStub(self._channel)
         #: The agent-to-agent AsyncExchange.
         self.exchange = AsyncExchange(self)
+        # The streams open (watches, inbox subscriptions, appenders' streams), which close()
+        # cancels itself: grpc.aio's channel close cancels the calls it finds at the top of a
+        # task's stack, which a stream being read is not, and such a stream waited forever.
+        self._streams: Set[Any] = set()
+        self._closed = False
 
     async def close(self) -> None:
-        """Closes the channel; calls in flight end with CANCELLED."""
+        """Closes the channel; calls in flight end with CANCELLED (watches and inbox
+        subscriptions raise HistorydError CANCELLED; an appender's items in flight
+        AppendStreamBrokenError)."""
+        self._closed = True
+        for call in list(self._streams):
+            call.cancel()
         await self._channel.close()
+
+    def _stream_cancelled(self, e: BaseException) -> HistorydError:
+        """The error of a stream of this client whose iteration raised asyncio.CancelledError,
+        grpc.aio's end of a call cancelled here: HistorydError CANCELLED when close() cancelled
+        it; anything else (the reading task itself cancelled) is raised again."""
+        if not self._closed:
+            raise e
+        return HistorydError("the client was closed", code=grpc.StatusCode.CANCELLED)
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -566,6 +584,7 @@ class AsyncBranch:
             if inc:
                 req.incarnation = inc
             call = stub.WatchBranch(req, metadata=metadata)
+            self.client._streams.add(call)
             try:
                 async for frame in call:
                     which = frame.WhichOneof("frame")
@@ -593,8 +612,11 @@ class AsyncBranch:
                 err: HistorydError = HistorydError("the watch stream ended with OK", code=grpc.StatusCode.UNAVAILABLE)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
+            except asyncio.CancelledError as e:
+                err = self.client._stream_cancelled(e)
             finally:
                 call.cancel()
+                self.client._streams.discard(call)
             if deleted_at is not None:  # nothing can follow the deletion: no reconnection
                 raise deleted_error(self.id, deleted_at, err)
             if not resumable(err):
@@ -695,6 +717,7 @@ class AsyncExchange:
         if sender is not None:
             req.sender = str(sender)
         call = self.client.exchange_stub.SubscribeInbox(req, metadata=self.client._metadata)
+        self.client._streams.add(call)
         try:
             async for frame in call:
                 which = frame.WhichOneof("event")
@@ -704,5 +727,8 @@ class AsyncExchange:
                     yield InboxHeartbeat(frame.heartbeat.time.ToDatetime())
         except grpc.RpcError as e:
             raise from_rpc_error(e) from e
+        except asyncio.CancelledError as e:
+            raise self.client._stream_cancelled(e) from None
         finally:
             call.cancel()
+            self.client._streams.discard(call)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any, Deque, Optional
+from typing import Any, Deque, Optional, Set
 
 import grpc
 
@@ -69,7 +69,7 @@ class _Stream:
     """One AppendMessages call: its request queue, its items in the order sent, and the task that
     reads the answers and settles them."""
 
-    def __init__(self, stub: Any, metadata: Any, window: int, release: Any) -> None:
+    def __init__(self, stub: Any, metadata: Any, window: int, release: Any, streams: Optional[Set[Any]] = None) -> None:
         self.requests: "asyncio.Queue[Any]" = asyncio.Queue()
         self.pending: Deque[_Item] = deque()
         self.broken = False
@@ -77,6 +77,9 @@ class _Stream:
         self._release = release
         self.requests.put_nowait(hs.AppendMessagesRequest(window=window))
         self.call = stub.AppendMessages(self._requests(), metadata=metadata)
+        # The client's open streams, which its close() cancels (AsyncClient.close).
+        self._streams = streams if streams is not None else set()
+        self._streams.add(self.call)
         self.reader = asyncio.get_running_loop().create_task(self._read())
 
     async def _requests(self) -> Any:
@@ -126,6 +129,7 @@ class _Stream:
             err = _reader_error(e)
             self.call.cancel()
         finally:
+            self._streams.discard(self.call)
             self._break(self.cancelled or err)
 
     def _break(self, err: HistorydError) -> None:
@@ -184,7 +188,9 @@ class AsyncAppender:
         self._in_flight += 1
         if self._stream is None or self._stream.broken:
             try:
-                self._stream = _Stream(self._client.history_stub, self._client._metadata, self._window, self._release)
+                self._stream = _Stream(
+                    self._client.history_stub, self._client._metadata, self._window, self._release, getattr(self._client, "_streams", None)
+                )
             except BaseException:
                 self._release()  # nothing was sent: give the place back
                 raise
