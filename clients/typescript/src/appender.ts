@@ -30,7 +30,7 @@ import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import type { HistorydClient } from "./client.js";
-import { HistorydError, toHistorydError } from "./errors.js";
+import { clientClosedError, HistorydError, toHistorydError } from "./errors.js";
 import type { Message } from "./gen/historyd/v1/envelope_pb.js";
 import {
   AddMessageRequestSchema,
@@ -167,7 +167,7 @@ class AppendStream {
         }
         err = new HistorydError(new ConnectError("the append stream ended with OK before every answer", Code.Unavailable), undefined);
       } catch (e) {
-        err = this.#cancelled ?? toHistorydError(e);
+        err = this.#cancelled ?? (client.closed ? clientClosedError() : toHistorydError(e));
       }
       this.broken = true;
       this.close();
@@ -282,6 +282,7 @@ export class Appender {
   async append(req: AddMessageInit, options: AppendOptions = {}): Promise<Message> {
     const item = encodable({ ...req, requestId: req.requestId || randomUUID() });
     if (this.#ended !== undefined) throw this.#ended;
+    if (this.#client.closed) throw clientClosedError(); // a new stream would open a new connection
     const bound = new ItemBound(item.requestId, options.timeoutMs ?? this.#timeoutMs, [options.signal, this.#signal]);
     try {
       // Only a full window waits: an await here when there is room let the appends of one tick all

@@ -86,6 +86,7 @@ export class HistorydClient {
   readonly timeoutMs: number;
   readonly transport: Transport;
   readonly #sessions: Http2SessionManager;
+  #closed = false;
 
   constructor(address: string, options: ClientOptions = {}) {
     const { baseUrl, tls } = baseUrlOf(address, options.tls ?? true);
@@ -161,9 +162,17 @@ export class HistorydClient {
     return new Appender(this, options);
   }
 
-  /** Closes the connection; calls in flight fail. */
+  /** Closes the connection; calls in flight fail. Watches end (CANCELED) instead of resuming, and
+   * appenders take no more items: connect-node reports the dropped connection as a lost one, and a
+   * watch resumed on a new connection, an appender opened a new stream. */
   close(): void {
+    this.#closed = true;
     this.#sessions.abort();
+  }
+
+  /** Whether close() was called. */
+  get closed(): boolean {
+    return this.#closed;
   }
 }
 

@@ -7,7 +7,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import type { HistorydClient } from "./client.js";
-import { BranchDeletedError, ErrorReason, HistorydError, toHistorydError } from "./errors.js";
+import { BranchDeletedError, clientClosedError, ErrorReason, HistorydError, toHistorydError } from "./errors.js";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { EventKind, type BranchCommit, type WatchHeartbeat } from "./gen/historyd/v1/history_service_pb.js";
 import { backoffMs, defaultRetryPolicy, sleep, type RetryPolicy } from "./retry.js";
@@ -142,6 +142,8 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
           const e = toHistorydError(err);
           // Nothing can follow the deletion: the watch ends there, however its stream ended.
           if (deletedAt !== undefined) throw deletedError(this.branchId, deletedAt, e);
+          // The client was closed: its connection's end is no reason to open another.
+          if (this.client.closed) throw clientClosedError();
           if (!resumable(e) || ++failures > maxResumes) throw e;
           await sleep(backoffMs(policy, failures), signal);
           this.resumes++;
