@@ -9,8 +9,6 @@ import subprocess
 import threading
 from typing import List
 
-import pytest
-
 from conftest import Proxy, Server
 from historyd import Client, HistorydError, Keepalive
 from historyd._requests import channel_args
