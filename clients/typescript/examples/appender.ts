@@ -8,8 +8,9 @@ const client = connect(process.env.HISTORYD_ADDR ?? "127.0.0.1:50051", {
 });
 const log = await client.createBranch({ name: "log" });
 
-// Up to 64 items in flight, answered in order. Each has 10 s: an item unanswered by then cancels
-// the stream, and it and the items after it reject with AppendStreamBrokenError, DEADLINE_EXCEEDED.
+// Up to 64 items in flight, answered in order. Each has 10 s for its answer once sent (its wait for
+// a place in the window is not counted): an item unanswered by then cancels the stream, and it and
+// the items after it reject with AppendStreamBrokenError, DEADLINE_EXCEEDED.
 const appender = client.appender({ window: 64, timeoutMs: 10_000 });
 const results = await Promise.allSettled(
   Array.from({ length: 100 }, (_, i) =>

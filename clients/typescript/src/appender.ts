@@ -14,15 +14,24 @@
 // Go client's client/append_codec.go encodes each item in Append for the same reason). The check
 // costs one encoding more per item: Connect encodes the item again when it sends it.
 //
-// Each item has bounds: a deadline (timeoutMs, from the call to append; by default the client's
-// timeoutMs) and an AbortSignal, its own and the appender's. A bound that fires while the item
-// waits for a place in the window rejects it with a HistorydError, DEADLINE_EXCEEDED or CANCELED,
-// unsent. One that fires while it is on the stream, unanswered, cancels the stream, as a gRPC
-// deadline cancels a call: the item cannot be taken back, so it and the items after it (answers
-// come in order: they are unanswered too) reject with AppendStreamBrokenError of that code, their
-// places come back, and the next append opens a new stream. So a server that accepts the stream
-// and never answers holds no promise and no place past the bounds, where the Go client's Appender
-// has its context. The appender's own signal also ends it: later appends reject at once.
+// Each item has bounds: a deadline and AbortSignals, its own and the appender's. The deadline is,
+// by default, the appender's timeoutMs (itself by default the client's timeoutMs), and it bounds
+// the wait for the item's answer: it starts when the item is sent on the stream. The wait for a
+// place in the window is not counted against it, so a batch appended at once, far larger than the
+// window, is written however long its tail waits its turn; before, the deadline counted from the
+// call to append(), and such a batch ran out of time in the queue (review of the clients 2, fault
+// 1). An item given a deadline of its own (append(req, {timeoutMs})) is bounded from the call to
+// append() instead, its wait for a place included; the signals, too, bound the whole.
+//
+// A bound that fires while the item waits for a place rejects it with a HistorydError,
+// DEADLINE_EXCEEDED or CANCELED, unsent; an item whose own deadline passed by the time it gets a
+// place is not sent either, even when its timer has not run yet. A bound that fires while the item
+// is on the stream, unanswered, cancels the stream, as a gRPC deadline cancels a call: the item
+// cannot be taken back, so it and the items after it (answers come in order: they are unanswered
+// too) reject with AppendStreamBrokenError of that code, their places come back, and the next
+// append opens a new stream. So a server that accepts the stream and never answers holds no
+// promise and no place past the bounds, where the Go client's Appender has its context. The
+// appender's own signal also ends it: later appends reject at once.
 
 import { randomUUID } from "node:crypto";
 
@@ -46,8 +55,9 @@ export const defaultAppendWindow = 64;
 export interface AppenderOptions {
   /** Items in flight at most (defaultAppendWindow); the server lowers it to its own maximum. */
   window?: number;
-  /** Each item's deadline in ms, from the call to append() to its answer (see appender.ts): by
-   * default the client's timeoutMs (30 s); 0: none. append() takes one of its own. */
+  /** How long each item may wait for its answer, in ms, from when it is sent on the stream (its
+   * wait for a place in the window is not counted): by default the client's timeoutMs (30 s); 0:
+   * none. An item given its own deadline (AppendOptions.timeoutMs) has that instead. */
   timeoutMs?: number;
   /** Ends the appender: the stream is cancelled, the items on it reject with
    * AppendStreamBrokenError, those waiting for a place and every later append reject at once
@@ -57,7 +67,9 @@ export interface AppenderOptions {
 
 /** Options of one append(). */
 export interface AppendOptions {
-  /** The item's deadline in ms (the appender's timeoutMs by default; 0: none). */
+  /** The item's own deadline in ms, from the call to append() to its answer, its wait for a place
+   * in the window included; it replaces the appender's timeoutMs for this item (0: none). An item
+   * whose deadline passed before it is sent rejects DEADLINE_EXCEEDED, unsent. */
   timeoutMs?: number;
   /** Cancels the item: unsent, it rejects CANCELED; sent and unanswered, the stream is cancelled. */
   signal?: AbortSignal;
@@ -94,19 +106,18 @@ function boundError(reason: unknown, what: string): HistorydError {
 }
 
 /** One item's bounds, its deadline and the signals, as one AbortSignal whose reason is the
- * HistorydError to reject with. dispose() drops the timer and the listeners. */
+ * HistorydError to reject with. The deadline is armed apart (arm): from the call to append(), or
+ * from the sending. dispose() drops the timer and the listeners. */
 class ItemBound {
   readonly #abort = new AbortController();
-  readonly #timer: NodeJS.Timeout | undefined;
+  readonly #requestId: string;
+  #timer: NodeJS.Timeout | undefined;
+  #due: number | undefined; // the deadline, in performance.now() ms
+  #why = "";
   readonly #off: (() => void)[] = [];
 
-  constructor(requestId: string, timeoutMs: number, signals: (AbortSignal | undefined)[]) {
-    if (timeoutMs > 0) {
-      this.#timer = setTimeout(
-        () => this.#abort.abort(boundError(new DOMException(`its deadline, ${timeoutMs} ms, passed`, "TimeoutError"), `historyd: item ${requestId}`)),
-        timeoutMs,
-      );
-    }
+  constructor(requestId: string, signals: (AbortSignal | undefined)[]) {
+    this.#requestId = requestId;
     for (const s of signals) {
       if (s === undefined) continue;
       const onAbort = () => this.#abort.abort(boundError(s.reason, `historyd: item ${requestId}`));
@@ -116,6 +127,26 @@ class ItemBound {
         this.#off.push(() => s.removeEventListener("abort", onAbort));
       }
     }
+  }
+
+  /** Arms the deadline, ms from now (none when ms is 0 or less, or when one is armed already);
+   * `why` is what its error says passed. */
+  arm(ms: number, why: string): void {
+    if (!(ms > 0) || this.#due !== undefined || this.#abort.signal.aborted) return;
+    this.#due = performance.now() + ms;
+    this.#why = why;
+    this.#timer = setTimeout(() => this.#expire(), ms);
+  }
+
+  /** Fires the deadline when it passed by the clock: its timer may not have run yet (the event
+   * loop busy, as under a big batch). */
+  check(): void {
+    if (this.#due !== undefined && performance.now() >= this.#due) this.#expire();
+  }
+
+  #expire(): void {
+    if (this.#abort.signal.aborted) return;
+    this.#abort.abort(boundError(new DOMException(this.#why, "TimeoutError"), `historyd: item ${this.#requestId}`));
   }
 
   get signal(): AbortSignal {
@@ -276,20 +307,24 @@ export class Appender {
   /** Sends `req` as the next item (waiting while the window is full) and resolves to the message
    * as written, or rejects with the item's error. An empty requestId is filled in. An item that
    * cannot be encoded rejects at once, INVALID_ARGUMENT, and is not sent (see the file's comment).
-   * `options` bound it (timeoutMs, signal): past them it rejects DEADLINE_EXCEEDED or CANCELED,
-   * unsent while it waited for a place, else as AppendStreamBrokenError with the stream cancelled
-   * (see the file's comment). */
+   * The appender's timeoutMs bounds the wait for its answer once sent; `options` bound it from
+   * now (timeoutMs, signal). Past a bound it rejects DEADLINE_EXCEEDED or CANCELED, unsent while
+   * it waited for a place, else as AppendStreamBrokenError with the stream cancelled (see the
+   * file's comment). */
   async append(req: AddMessageInit, options: AppendOptions = {}): Promise<Message> {
     const item = encodable({ ...req, requestId: req.requestId || randomUUID() });
     if (this.#ended !== undefined) throw this.#ended;
     if (this.#client.closed) throw clientClosedError(); // a new stream would open a new connection
-    const bound = new ItemBound(item.requestId, options.timeoutMs ?? this.#timeoutMs, [options.signal, this.#signal]);
+    const own = options.timeoutMs;
+    const bound = new ItemBound(item.requestId, [options.signal, this.#signal]);
+    if (own !== undefined) bound.arm(own, `its deadline, ${own} ms from append(), passed`);
     try {
       // Only a full window waits: an await here when there is room let the appends of one tick all
       // pass the check before any took its place, and over-fill the window.
       if (this.#mustWait()) await this.#place(bound);
       if (this.#ended !== undefined) throw this.#ended;
       if (this.#closed) throw new Error("historyd: the appender is closed");
+      bound.check(); // never send an item whose own deadline passed
       const fired = bound.error;
       if (fired !== undefined) {
         // Woken for a place and not taking it: the next waiter may (a release wakes only one).
@@ -308,8 +343,10 @@ export class Appender {
           reject(new AppendStreamBrokenError(item.requestId, new HistorydError(new ConnectError("the append stream ended", Code.Unavailable), undefined)));
           return;
         }
-        // A bound that fires before the answer cancels the stream (the file's comment); the
-        // stream rejects the item, with the bound's error.
+        // Sent: without a deadline of its own, the item has the appender's timeoutMs from now for
+        // its answer. A bound that fires before the answer cancels the stream (the file's
+        // comment); the stream rejects the item, with the bound's error.
+        if (own === undefined) bound.arm(this.#timeoutMs, `no answer within ${this.#timeoutMs} ms of its sending`);
         bound.signal.addEventListener("abort", () => {
           if (stream.isPending(w)) stream.cancel(bound.error!);
         });
@@ -323,6 +360,7 @@ export class Appender {
    * bound's error when it fires first (taking no place). */
   async #place(bound: ItemBound): Promise<void> {
     while (this.#mustWait()) {
+      bound.check();
       const fired = bound.error;
       if (fired !== undefined) throw fired;
       await new Promise<void>((resolve, reject) => {

@@ -156,8 +156,9 @@ export class HistorydClient {
   }
 
   /** An Appender: AddMessage pipelined over one AppendMessages stream, up to `window` items in
-   * flight (issue 21). `options` is the window, or AppenderOptions: each item's deadline
-   * (`timeoutMs`, this client's timeoutMs by default) and a `signal` that ends the appender. */
+   * flight (issue 21). `options` is the window, or AppenderOptions: how long each item may wait for
+   * its answer once sent (`timeoutMs`, this client's timeoutMs by default) and a `signal` that ends
+   * the appender. */
   appender(options?: number | AppenderOptions): Appender {
     return new Appender(this, options);
   }

@@ -89,4 +89,33 @@ describe("appender", () => {
     for await (const m of branch.messages()) if (m.content.case === "instruction") texts.push(m.content.value.instructionValue.value);
     assert.deepEqual(texts, ["a", "c", "d"], "no unencodable item was sent");
   });
+
+  // The rule (appender.ts; README "The appender"): the default deadline, the client's timeoutMs,
+  // bounds the wait for an item's answer from when the item is sent, not its wait for a place in
+  // the window. It counted from the call to append(): a batch appended at once (the README's
+  // Promise.allSettled pattern) counted the queue against each item, the first to run out
+  // cancelled the stream, and every item in flight came back AppendStreamBrokenError, some of them
+  // applied (review of the clients 2, fault 1: 20,000 items at timeoutMs 3000, 18,580 broken).
+  // 6000 items take longer than the 1 s timeout here, each answer far less.
+  test("a batch appended at once, longer than the client's timeout, is all written", async () => {
+    const c = connect(server.addr, { tls: false, timeoutMs: 1000 });
+    try {
+      const branch = await c.createBranch();
+      const ap = c.appender(64);
+      const n = 6000;
+      const t0 = Date.now();
+      const results = await Promise.allSettled(
+        Array.from({ length: n }, (_, i) =>
+          ap.append({ branchId: branch.id, input: { case: "instruction", value: { instructionValue: { case: "instruction", value: `m${i}` } } } }),
+        ),
+      );
+      const ms = Date.now() - t0;
+      await ap.close();
+      const failed = results.flatMap((r) => (r.status === "rejected" ? [r.reason as unknown] : []));
+      assert.equal(failed.length, 0, `${failed.length} of ${n} failed in ${ms} ms, the first: ${String(failed[0])}`);
+      assert.equal((await branch.describe()).headSequence, BigInt(n + 1));
+    } finally {
+      c.close();
+    }
+  });
 });

@@ -8,30 +8,34 @@ import { describe, test } from "node:test";
 
 import { create } from "@bufbuild/protobuf";
 
-import { Appender, type HistorydClient } from "../src/index.js";
+import { Appender, AppendStreamBrokenError, Code, HistorydError, type HistorydClient } from "../src/index.js";
 import { MessageSchema } from "../src/gen/historyd/v1/envelope_pb.js";
 import { AppendMessagesResponseSchema, type AppendMessagesResponse } from "../src/gen/historyd/v1/history_service_pb.js";
 
-/** A fake AppendMessages call: answers are given by answer(); the stream ends OK with end(). It
- * reads the request iterable as Connect does, so the appender's sends never block. */
+/** A fake AppendMessages call: answers are given by answer(); the stream ends OK with end(), and
+ * with the signal's reason when the appender cancels it. It reads the request iterable as Connect
+ * does, so the appender's sends never block, and counts the items sent. */
 function fakeClient() {
-  const answers: (AppendMessagesResponse | null)[] = [];
+  const sent = { items: 0 }; // the items the appender sent (its window request aside)
+  const answers: (AppendMessagesResponse | null | { cancelled: unknown })[] = [];
   let wake: (() => void) | undefined;
-  const push = (a: AppendMessagesResponse | null) => {
+  const push = (a: AppendMessagesResponse | null | { cancelled: unknown }) => {
     answers.push(a);
     wake?.();
   };
   const client = {
     history: {
-      appendMessages(reqs: AsyncIterable<unknown>) {
+      appendMessages(reqs: AsyncIterable<unknown>, opts?: { signal?: AbortSignal }) {
+        opts?.signal?.addEventListener("abort", () => push({ cancelled: opts.signal!.reason }), { once: true });
         void (async () => {
-          for await (const _ of reqs); // drain the requests
+          for await (const r of reqs) if ((r as { item?: unknown }).item !== undefined) sent.items++;
         })();
         return (async function* () {
           for (;;) {
             while (answers.length === 0) await new Promise<void>((r) => (wake = r));
             const a = answers.shift()!;
             if (a === null) return;
+            if ("cancelled" in a) throw a.cancelled;
             yield a;
           }
         })();
@@ -40,6 +44,7 @@ function fakeClient() {
   } as unknown as HistorydClient;
   return {
     client,
+    sent,
     answer: (index: number, ok: boolean) =>
       push(create(AppendMessagesResponseSchema, {
         index: BigInt(index),
@@ -83,6 +88,33 @@ describe("appender slots and answers", () => {
     f.answer(1, true);
     await assert.rejects(within(bad, 5000, "the malformed answer's item"), /malformed/);
     await within(good, 5000, "the next item");
+    const closed = ap.close();
+    f.end();
+    await within(closed, 5000, "close()");
+  });
+
+  // The rule (appender.ts): an item is never sent once its own deadline passed; it rejects
+  // DEADLINE_EXCEEDED, unsent. Woken for a place after its deadline but before its timer ran (the
+  // event loop busy, as under a big batch), it was sent all the same; its timer then cancelled the
+  // stream with every item on it (review of the clients 2, fault 1).
+  test("an item whose own deadline passed while it waited for a place is not sent", async () => {
+    const f = fakeClient();
+    const ap = new Appender(f.client, 1);
+    const first = ap.append({ branchId: "b" });
+    const late = ap.append({ branchId: "b" }, { timeoutMs: 20 }).then(
+      () => assert.fail("the late item resolved"),
+      (e: unknown) => e,
+    );
+    // The loop is held past the late item's deadline, so its timer cannot run before the answer
+    // below frees its place.
+    const t0 = performance.now();
+    while (performance.now() - t0 < 40);
+    f.answer(0, true);
+    await within(first, 5000, "the first item");
+    const err = await within(late, 5000, "the late item");
+    assert.ok(err instanceof HistorydError && !(err instanceof AppendStreamBrokenError), `it was not sent: ${String(err)}`);
+    assert.equal(err.code, Code.DeadlineExceeded);
+    assert.equal(f.sent.items, 1, "only the first item was sent");
     const closed = ap.close();
     f.end();
     await within(closed, 5000, "close()");
