@@ -108,3 +108,45 @@ async def test_async_appender_cancellation(stalled: StalledServer) -> None:  # n
         await asyncio.wait_for(ap.close(), LIMIT)
         await ended(stalled, 1)
         assert stalled.opened == 2 and len(stalled.items) == 6, "the window and two items a stream: the cancelled waiting item never sent"
+
+
+# The rule (aio_appender.py; README "Many writes"): by default an item's deadline, the client's
+# timeout, bounds the wait for its answer from when the item is sent, not its wait for a place in
+# the window. It counted from the call to append(): a batch appended at once (asyncio.gather of the
+# appends) counted the queue against each item, the first to run out cancelled the stream, and
+# every item in flight failed AppendStreamBrokenError, some of them applied (review of the clients
+# 2, fault 1). 6000 items take longer than the 1 s timeout here, each answer far less.
+@pytest.mark.asyncio
+async def test_async_appender_batch_longer_than_the_timeout_is_all_written(server) -> None:
+    n = 6000
+    async with AsyncClient(server.addr, tls=False, timeout=1.0) as client:
+        b = await client.create_branch()
+        t0 = time.monotonic()
+        async with client.appender(window=64) as ap:
+            futures = await asyncio.gather(*(ap.append_instruction(b.id, f"m{i}") for i in range(n)))
+            results = await asyncio.gather(*futures, return_exceptions=True)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        assert not failed, f"{len(failed)} of {n} failed in {time.monotonic() - t0:.1f} s, the first: {failed[0]!r}"
+        assert (await b.refresh()).head_sequence == n + 1
+
+
+@pytest.mark.asyncio
+async def test_async_appender_never_sends_an_item_past_its_own_deadline(stalled: StalledServer) -> None:  # noqa: F811
+    """An item whose own deadline passed before it is sent (timeout=0, with a place free) fails
+    DEADLINE_EXCEEDED unsent, and the stream, with an item in flight, goes on. It was sent, and its
+    timer then cancelled the stream: every item in flight broke."""
+    client = AsyncClient(stalled.addr, tls=False, timeout=None)
+    ap = client.appender(window=4)
+    held = await ap.append_instruction("b", "held")
+    late = await ap.append_instruction("b", "late", timeout=0)
+    with pytest.raises(HistorydError) as ei:
+        await asyncio.wait_for(late, LIMIT)
+    assert not isinstance(ei.value, AppendStreamBrokenError), f"it was not sent: {ei.value!r}"
+    assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    await asyncio.sleep(0)  # a timer due now would run here
+    assert not held.done(), "the stream goes on"
+    await client.close()
+    with pytest.raises(AppendStreamBrokenError) as ei:
+        await asyncio.wait_for(held, LIMIT)
+    assert ei.value.code == grpc.StatusCode.CANCELLED, "the close, not the late item's deadline, ended the stream"
+    await asyncio.wait_for(ap.close(), LIMIT)

@@ -18,6 +18,8 @@ import grpc
 import pytest
 
 from historyd import AppendStreamBrokenError, Client, HistorydError
+from historyd.v1 import envelope_pb2 as envelope
+from historyd.v1 import history_service_pb2 as hs
 
 # What each test may take at most (the deadlines under test are tenths of a second).
 LIMIT = 5.0
@@ -75,6 +77,27 @@ def within(fn, what: str):
             return f.result(timeout=LIMIT)
         except futures.TimeoutError:
             pytest.fail(f"{what} did not return within {LIMIT} s")
+
+
+class SlowServer(StalledServer):
+    """A gRPC server whose AppendMessages answers every item, one at a time, ``delay`` seconds
+    after reading it: a healthy server, slow."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        super().__init__()
+
+    def _append(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        with self.lock:
+            self.opened += 1
+        for i, r in enumerate(requests):
+            with self.lock:
+                self.items.append(r)
+            if i == 0:
+                continue  # the window
+            time.sleep(self.delay)  # the server's slowness, not the test's synchronisation
+            answer = hs.AddMessageResponse(message=envelope.Message(sequence=i + 1))
+            yield hs.AppendMessagesResponse(index=i - 1, response=answer).SerializeToString()
 
 
 @pytest.fixture()
@@ -145,4 +168,42 @@ def test_appender_timeout_none_waits_for_the_answer(stalled: StalledServer) -> N
     with pytest.raises(AppendStreamBrokenError) as ei:
         fut.result(timeout=LIMIT)
     assert ei.value.code == grpc.StatusCode.CANCELLED
+    within(ap.close, "close()")
+
+
+def test_appender_default_deadline_counts_from_the_sending() -> None:
+    """The rule (appender.py; README "Many writes"): by default an item's deadline, the client's
+    timeout, bounds the wait for its answer from when the item is sent, not its wait for a place
+    in the window. Here a server answers each item 0.25 s after it comes, window 1, timeout 0.4 s:
+    each item waits 0.25 s for a place, then 0.25 s for its answer. When the deadline counted from
+    append(), the second item ran out at 0.4 s and cancelled the stream (review of the clients 2,
+    fault 1: the asyncio and TypeScript appenders, fed a batch at once, failed most of it)."""
+    slow = SlowServer(0.25)
+    try:
+        with Client(slow.addr, tls=False, timeout=0.4) as client:
+            ap = client.appender(window=1)
+            sent = [ap.append_instruction("b", f"m{i}") for i in range(3)]
+            assert [f.result(timeout=LIMIT).sequence for f in sent] == [2, 3, 4]
+            within(ap.close, "close()")
+    finally:
+        slow.stop()
+
+
+def test_appender_never_sends_an_item_past_its_own_deadline(stalled: StalledServer) -> None:
+    """An item whose own deadline passed before it is sent (here timeout=0, with a place free)
+    fails DEADLINE_EXCEEDED unsent, and the stream, with an item in flight, goes on. It was sent,
+    and the watchdog then cancelled the stream for it: every item in flight broke."""
+    client = Client(stalled.addr, tls=False, timeout=None)
+    ap = client.appender(window=4)
+    held = ap.append_instruction("b", "held")
+    late = ap.append_instruction("b", "late", timeout=0)
+    with pytest.raises(HistorydError) as ei:
+        late.result(timeout=LIMIT)
+    assert not isinstance(ei.value, AppendStreamBrokenError), f"it was not sent: {ei.value!r}"
+    assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert not held.done(), "the stream goes on"
+    client.close()
+    with pytest.raises(AppendStreamBrokenError) as ei:
+        held.result(timeout=LIMIT)
+    assert ei.value.code == grpc.StatusCode.CANCELLED, "the close, not the late item's deadline, ended the stream"
     within(ap.close, "close()")

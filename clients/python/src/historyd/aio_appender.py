@@ -12,15 +12,20 @@ are applied in that order; a failed item fails alone. When the stream breaks, th
 raise :class:`~historyd.appender.AppendStreamBrokenError` (with their ``request_id``, filled in
 when empty, so they can be appended again safely) and the next append opens a new stream.
 
-Bounds, as the sync Appender's: each item has a deadline, ``timeout=`` (seconds from the call to
-``append``; by default the client's ``timeout``; None: none). Past it while the item waits for a
-place, ``append`` returns a future that raises ``DEADLINE_EXCEEDED`` and sends nothing; past it
-before the answer, the stream is cancelled, as a gRPC deadline cancels a call: the item and the
-items after it (answers come in order: they are unanswered too) raise AppendStreamBrokenError with
-code ``DEADLINE_EXCEEDED``, and their places come back. Cancellation is asyncio's: cancelling the
-task in ``append`` while it waits for a place sends nothing; cancelling a sent item's future (or
-``asyncio.wait_for`` on it timing out) cancels the stream the same way, code ``CANCELLED``. A
-server that accepts the stream and never answers holds no future and no place past the bounds.
+Bounds, as the sync Appender's: each item has a deadline. By default it is the appender's
+``timeout`` (itself by default the client's ``timeout``; None: none), and it bounds the wait for
+the item's answer, from when the item is sent on the stream: the wait for a place in the window is
+not counted, so a batch far larger than the window appended at once (``asyncio.gather`` of the
+appends) is written however long its tail waits its turn. ``append(req, timeout=)`` gives an item
+a deadline of its own instead, counted from the call to ``append``, its wait for a place included.
+An item whose own deadline passes before it is sent is not sent: ``append`` returns a future that
+raises ``DEADLINE_EXCEEDED``. Past the deadline before the answer, the stream is cancelled, as a
+gRPC deadline cancels a call: the item and the items after it (answers come in order: they are
+unanswered too) raise AppendStreamBrokenError with code ``DEADLINE_EXCEEDED``, and their places
+come back. Cancellation is asyncio's: cancelling the task in ``append`` while it waits for a
+place sends nothing; cancelling a sent item's future (or ``asyncio.wait_for`` on it timing out)
+cancels the stream the same way, code ``CANCELLED``. A server that accepts the stream and never
+answers holds no future and no place past the bounds.
 """
 
 from __future__ import annotations
@@ -154,8 +159,9 @@ class AsyncAppender:
     """Appends messages over one AppendMessages stream, for asyncio; see the module's doc. Use as
     an async context manager, or await :meth:`close`, which waits for the answers in flight.
 
-    ``timeout`` is each item's deadline in seconds: by default the client's ``timeout``; None:
-    none. :meth:`append` takes one of its own."""
+    ``timeout`` is how long each item may wait for its answer once sent, in seconds: by default
+    the client's ``timeout``; None: none. :meth:`append` takes a deadline of its own, from the
+    call (see the module's doc)."""
 
     def __init__(self, client: Any, window: int = DEFAULT_APPEND_WINDOW, timeout: Optional[float] = _DEFAULT) -> None:
         self._client = client
@@ -169,13 +175,18 @@ class AsyncAppender:
     async def append(self, req: hs.AddMessageRequest, *, timeout: Optional[float] = _DEFAULT) -> "asyncio.Future[Message]":
         """Waits for a place in the window, sends req as the next item, and returns the future of
         its answer: the message as written, or the item's error. An empty ``request_id`` is filled
-        in. ``timeout`` is the item's deadline (see the module's doc)."""
+        in. The appender's ``timeout`` bounds the wait for the answer once the item is sent;
+        ``timeout`` here is the item's own deadline, from this call, its wait for a place included
+        (see the module's doc)."""
         loop = asyncio.get_running_loop()
-        timeout = self._timeout if timeout is _DEFAULT else timeout
-        deadline = None if timeout is None else loop.time() + timeout
+        own = timeout is not _DEFAULT  # the item's own deadline counts from now
+        deadline = loop.time() + timeout if own and timeout is not None else None
         req = with_request_id(req)
         fut: "asyncio.Future[Message]" = loop.create_future()
-        if not await self._place(deadline):
+        placed = await self._place(deadline)
+        if not placed or (deadline is not None and loop.time() >= deadline):  # never sent past its deadline
+            if placed and self._in_flight < self._window:
+                self._wake_next()  # woken for a place and not taking it: the next waiter may
             fut.set_exception(
                 HistorydError(
                     f"item {req.request_id} waited for a place in the window past its deadline ({timeout} s); it was not sent",
@@ -200,7 +211,9 @@ class AsyncAppender:
             fut.set_exception(AppendStreamBrokenError(req.request_id, HistorydError("the append stream ended", code=grpc.StatusCode.UNAVAILABLE)))
             return fut
         if deadline is not None:
-            item.timer = loop.call_at(deadline, self._expire, stream, item, timeout)
+            item.timer = loop.call_at(deadline, self._expire, stream, item, f"its deadline ({timeout} s)")
+        elif not own and self._timeout is not None:  # the appender's: from the sending
+            item.timer = loop.call_later(self._timeout, self._expire, stream, item, f"{self._timeout} s of its sending")
         fut.add_done_callback(lambda f: self._abandoned(stream, item) if f.cancelled() else None)
         return fut
 
@@ -250,11 +263,11 @@ class AsyncAppender:
         self._in_flight -= 1
         self._wake_next()
 
-    def _expire(self, stream: _Stream, item: _Item, timeout: float) -> None:
+    def _expire(self, stream: _Stream, item: _Item, within: str) -> None:
         if not item.answered:
             stream.cancel(
                 HistorydError(
-                    f"item {item.request_id} was not answered within its deadline ({timeout} s): the append stream was cancelled",
+                    f"item {item.request_id} was not answered within {within}: the append stream was cancelled",
                     code=grpc.StatusCode.DEADLINE_EXCEEDED,
                 )
             )

@@ -13,13 +13,17 @@ unary AddMessage would have raised. A sent item cannot be taken back: its future
 :class:`AppendStreamBrokenError` (with their ``request_id``, filled in when empty, so they can be
 appended again safely) and the next append opens a new stream.
 
-Each item has a deadline (``timeout=``, seconds from the call to append; by default the client's
-``timeout``, 30 s): it bounds the wait for a place in the window, where an item that runs out
-fails ``DEADLINE_EXCEEDED`` unsent, and the wait for the answer, where an item that runs out
-cancels the stream, as a gRPC deadline cancels a call: it and the items after it in the stream,
-unanswered too, fail :class:`AppendStreamBrokenError` with code ``DEADLINE_EXCEEDED``, and their
-places in the window come back. So a server that accepts the stream and never answers holds no
-future and no place for longer than the deadline. ``timeout=None`` is no deadline.
+Each item has a deadline. By default it is the appender's ``timeout`` (itself by default the
+client's ``timeout``, 30 s), and it bounds the wait for the item's answer, from when the item is
+sent on the stream: the wait for a place in the window is not counted, so a batch far larger than
+the window (appended from many threads, say) is written however long its tail waits its turn.
+``append(req, timeout=)`` gives an item a deadline of its own instead, counted from the call to
+append: it bounds the wait for a place too, and an item whose own deadline passes before it is sent
+fails ``DEADLINE_EXCEEDED`` unsent. An item unanswered at its deadline cancels the stream, as a
+gRPC deadline cancels a call: it and the items after it in the stream, unanswered too, fail
+:class:`AppendStreamBrokenError` with code ``DEADLINE_EXCEEDED``, and their places in the window
+come back. So a server that accepts the stream and never answers holds no future and no place for
+longer than the deadline. ``timeout=None`` is no deadline.
 """
 
 from __future__ import annotations
@@ -277,8 +281,9 @@ class Appender:
     order answered; one may append (waiting for a slot if the window is full), but one that waits
     for a later future's result waits forever.
 
-    ``timeout`` is each item's deadline in seconds (see the module's doc): by default the
-    client's ``timeout``; None: none. :meth:`append` takes one of its own."""
+    ``timeout`` is how long each item may wait for its answer once sent, in seconds (see the
+    module's doc): by default the client's ``timeout``; None: none. :meth:`append` takes a
+    deadline of its own, from the call."""
 
     def __init__(self, client: Any, window: int = DEFAULT_APPEND_WINDOW, timeout: Optional[float] = _DEFAULT) -> None:
         self._client = client
@@ -296,15 +301,19 @@ class Appender:
         The item is sent once append returns, and its future is running: ``cancel()`` returns
         False and cannot take the item back (the server applies it); wait for its answer.
 
-        ``timeout`` (seconds; default the appender's, None: none) is the item's deadline, from
-        this call: when it passes while append waits for a place in the window, append returns
-        a future that raises ``DEADLINE_EXCEEDED`` and nothing is sent; when it passes before the
-        answer, the stream is cancelled (see the module's doc)."""
-        timeout = self._timeout if timeout is _DEFAULT else timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
+        Without ``timeout``, the appender's bounds the wait for the answer, from the sending.
+        ``timeout`` (seconds; None: none) is the item's own deadline, from this call: when it
+        passes before the item is sent (while append waits for a place in the window), append
+        returns a future that raises ``DEADLINE_EXCEEDED`` and nothing is sent; when it passes
+        before the answer, the stream is cancelled (see the module's doc)."""
+        own = timeout is not _DEFAULT  # the item's own deadline counts from now
+        deadline = time.monotonic() + timeout if own and timeout is not None else None
         req = with_request_id(req)
         fut: "Future[Message]" = Future()
-        if not self._slots.acquire(timeout=None if deadline is None else max(0.0, deadline - time.monotonic())):
+        placed = self._slots.acquire(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if not placed or (deadline is not None and time.monotonic() >= deadline):  # never sent past its deadline
+            if placed:
+                self._slots.release()
             fut.set_running_or_notify_cancel()
             fut.set_exception(
                 HistorydError(
@@ -325,6 +334,8 @@ class Appender:
                     # channel) left every later append waiting (review of the clients, fault 4).
                     self._slots.release()
                     raise
+            if not own and self._timeout is not None:  # the appender's: from the sending
+                deadline = time.monotonic() + self._timeout
             if not self._stream.send(req, fut, deadline):
                 self._slots.release()
                 fut.set_exception(

@@ -185,8 +185,9 @@ class Client:
 
     def appender(self, window: int = 64, *, timeout: Optional[float] = _DEFAULT) -> "Appender":
         """An :class:`~historyd.appender.Appender`: AddMessage pipelined over one AppendMessages
-        stream, up to ``window`` items in flight (issue 21). ``timeout`` is each item's deadline
-        in seconds (default: this client's ``timeout``; None: none): an item unanswered by then
+        stream, up to ``window`` items in flight (issue 21). ``timeout`` is how long each item may
+        wait for its answer once sent, in seconds (default: this client's ``timeout``; None:
+        none; the wait for a place in the window is not counted): an item unanswered by then
         cancels the stream and fails ``DEADLINE_EXCEEDED``, so a stalled server holds no item
         forever."""
         from .appender import Appender
