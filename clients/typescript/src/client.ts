@@ -10,7 +10,7 @@ import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-no
 
 import { Appender, type AppenderOptions } from "./appender.js";
 import { Branch, type CreateBranchOptions, type ImportOptions } from "./branch.js";
-import { toHistorydError } from "./errors.js";
+import { clientClosedError, toHistorydError } from "./errors.js";
 import { Exchange } from "./exchange.js";
 import { type JsonValue, jsonText } from "./json.js";
 import { defaultRetryPolicy, retryInterceptor, type RetryPolicy } from "./retry.js";
@@ -86,7 +86,7 @@ export class HistorydClient {
   readonly timeoutMs: number;
   readonly transport: Transport;
   readonly #sessions: Http2SessionManager;
-  #closed = false;
+  readonly #closing = new AbortController();
 
   constructor(address: string, options: ClientOptions = {}) {
     const { baseUrl, tls } = baseUrlOf(address, options.tls ?? true);
@@ -163,17 +163,24 @@ export class HistorydClient {
     return new Appender(this, options);
   }
 
-  /** Closes the connection; calls in flight fail. Watches end (CANCELED) instead of resuming, and
-   * appenders take no more items: connect-node reports the dropped connection as a lost one, and a
-   * watch resumed on a new connection, an appender opened a new stream. */
+  /** Closes the connection; calls in flight fail. Watches end (CANCELED) instead of resuming, one
+   * pausing between resumes at once, and appenders take no more items: connect-node reports the
+   * dropped connection as a lost one, and a watch resumed on a new connection, an appender opened
+   * a new stream. */
   close(): void {
-    this.#closed = true;
+    this.#closing.abort(clientClosedError());
     this.#sessions.abort();
   }
 
   /** Whether close() was called. */
   get closed(): boolean {
-    return this.#closed;
+    return this.#closing.signal.aborted;
+  }
+
+  /** Aborted by close() (its reason the CANCELED HistorydError of a closed client): a watch pausing
+   * between resumes, or an append waiting for a place, wakes on it and ends. */
+  get closeSignal(): AbortSignal {
+    return this.#closing.signal;
   }
 }
 

@@ -10,7 +10,7 @@ import type { HistorydClient } from "./client.js";
 import { BranchDeletedError, clientClosedError, ErrorReason, HistorydError, toHistorydError } from "./errors.js";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { EventKind, type BranchCommit, type WatchHeartbeat } from "./gen/historyd/v1/history_service_pb.js";
-import { backoffMs, defaultRetryPolicy, sleep, type RetryPolicy } from "./retry.js";
+import { backoffMs, defaultRetryPolicy, type RetryPolicy } from "./retry.js";
 
 /** Options of Branch.watch. */
 export interface WatchOptions {
@@ -95,6 +95,9 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
     let deletedAt: bigint | undefined; // the sequence of the BRANCH_DELETED commit yielded
     try {
       for (;;) {
+        // The client was closed (during the pause below, say): its connection is gone, and a
+        // call now would open another.
+        if (this.client.closed) throw clientClosedError();
         try {
           const stream = this.client.history.watchBranch(
             {
@@ -145,7 +148,11 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
           // The client was closed: its connection's end is no reason to open another.
           if (this.client.closed) throw clientClosedError();
           if (!resumable(e) || ++failures > maxResumes) throw e;
-          await sleep(backoffMs(policy, failures), signal);
+          // The pause ends early when the watch or the client is closed; the loop's checks end
+          // the watch then.
+          await pause(backoffMs(policy, failures), [signal, this.client.closeSignal]);
+          if (signal.aborted) return;
+          if (this.client.closed) throw clientClosedError();
           this.resumes++;
         }
       }
@@ -159,6 +166,21 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
       this.#abort.abort();
     }
   }
+}
+
+/** Waits ms, or until one of the signals aborts (then it resolves all the same). */
+function pause(ms: number, signals: (AbortSignal | undefined)[]): Promise<void> {
+  const live = signals.filter((s): s is AbortSignal => s !== undefined);
+  if (live.some((s) => s.aborted)) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      for (const s of live) s.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    for (const s of live) s.addEventListener("abort", done, { once: true });
+  });
 }
 
 /** Whether the commit holds the branch's BRANCH_DELETED event. */

@@ -9,7 +9,7 @@ import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 
-import { BranchDeletedError, BranchWatch, Code, ErrorReason, EventKind, type HistorydClient } from "../src/index.js";
+import { BranchDeletedError, BranchWatch, Code, connect, ErrorReason, EventKind, HistorydError, type HistorydClient } from "../src/index.js";
 import { ErrorInfoSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import { WatchBranchResponseSchema, type WatchBranchResponse } from "../src/gen/historyd/v1/history_service_pb.js";
 
@@ -126,5 +126,44 @@ describe("watch, scripted: the caller's signal", () => {
     ac.abort();
     assert.deepEqual(await within(done, 5000, "the watch's end at the signal"), []);
     assert.equal(getEventListeners(ac.signal, "abort").length, 0);
+  });
+});
+
+describe("watch, scripted: the client's close", () => {
+  // The rule (HistorydClient.close; README "A resuming watch"): client.close() ends a watch with
+  // HistorydError CANCELED instead of resuming it. A watch pausing between resumes when close() was
+  // called slept out its pause and then resumed, on a new connection, and went on after close()
+  // (review of the clients 2, fault 2).
+  test("client.close() during the pause between resumes ends the watch at once, CANCELED, without a resume", async () => {
+    const client = connect("127.0.0.1:1", { tls: false }); // never dialled: its WatchBranch is scripted
+    let calls = 0;
+    let called!: () => void;
+    const firstCall = new Promise<void>((resolve) => (called = resolve));
+    (client as unknown as { history: unknown }).history = {
+      watchBranch() {
+        calls++;
+        called();
+        return (async function* () {
+          yield start;
+          throw new ConnectError("connection reset (test)", Code.Unavailable);
+        })();
+      },
+    };
+    const watch = new BranchWatch(client, "b", { after: 4n, backoff: { initialBackoffMs: 30_000, maxBackoffMs: 30_000, jitter: 0 } });
+    try {
+      const next = watch[Symbol.asyncIterator]().next();
+      await within(firstCall, 5000, "the first WatchBranch");
+      await new Promise((resolve) => setImmediate(resolve)); // its stream failed: the watch pauses 30 s
+      client.close();
+      await assert.rejects(within(next, 5000, "the watch's end at close()"), (err: unknown) => {
+        assert.ok(err instanceof HistorydError, String(err));
+        assert.equal(err.code, Code.Canceled, String(err));
+        return true;
+      });
+      assert.equal(calls, 1, "no WatchBranch after close()");
+      assert.equal(watch.resumes, 0);
+    } finally {
+      watch.close();
+    }
   });
 });
