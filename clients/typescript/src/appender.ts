@@ -324,6 +324,9 @@ export class Appender {
       if (this.#mustWait()) await this.#place(bound);
       if (this.#ended !== undefined) throw this.#ended;
       if (this.#closed) throw new Error("historyd: the appender is closed");
+      // The client was closed while the item waited for a place: a stream now would open a new
+      // connection after close().
+      if (this.#client.closed) throw clientClosedError();
       bound.check(); // never send an item whose own deadline passed
       const fired = bound.error;
       if (fired !== undefined) {
@@ -356,32 +359,45 @@ export class Appender {
     }
   }
 
-  /** Waits for a place in the window, unless the appender is closed or ended; rejects with the
-   * bound's error when it fires first (taking no place). */
+  /** Waits for a place in the window, unless the appender is closed or ended or the client
+   * closed (its close wakes the wait); rejects with the bound's error when it fires first (taking
+   * no place). */
   async #place(bound: ItemBound): Promise<void> {
+    const clientClosing = this.#client.closeSignal;
     while (this.#mustWait()) {
       bound.check();
       const fired = bound.error;
       if (fired !== undefined) throw fired;
       await new Promise<void>((resolve, reject) => {
-        const onFire = () => {
+        const leave = () => {
           const i = this.#slotWaiters.indexOf(wake);
           if (i >= 0) this.#slotWaiters.splice(i, 1);
+          bound.signal.removeEventListener("abort", onFire);
+          clientClosing?.removeEventListener("abort", onClose);
+        };
+        const onFire = () => {
+          leave();
           reject(bound.error);
         };
+        const onClose = () => {
+          leave();
+          resolve(); // append() finds the client closed
+        };
         const wake = () => {
-          bound.signal.removeEventListener("abort", onFire);
+          leave();
           resolve();
         };
         this.#slotWaiters.push(wake);
         bound.signal.addEventListener("abort", onFire, { once: true });
+        clientClosing?.addEventListener("abort", onClose, { once: true });
       });
     }
   }
 
-  /** Whether an append must wait for a place: the window is full, and the appender open. */
+  /** Whether an append must wait for a place: the window is full, and the appender and its client
+   * open. */
   #mustWait(): boolean {
-    return !this.#closed && this.#ended === undefined && this.#inFlight >= this.#window;
+    return !this.#closed && this.#ended === undefined && !this.#client.closed && this.#inFlight >= this.#window;
   }
 
   /** The appender's signal fired: the stream is cancelled, and every append waiting or to come

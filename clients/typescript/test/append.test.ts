@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { Code, connect, ErrorReason, HistorydError, type HistorydClient } from "../src/index.js";
+import { AppendStreamBrokenError, Code, connect, ErrorReason, HistorydError, type HistorydClient } from "../src/index.js";
 import { startHistoryd, type Historyd } from "./helpers/server.js";
 
 describe("appender", () => {
@@ -117,5 +117,31 @@ describe("appender", () => {
     } finally {
       c.close();
     }
+  });
+
+  // The rule (HistorydClient.close; README "A resuming watch"): a closed client's appenders take no
+  // more items. An append waiting for a place when close() ran was woken as the item before it
+  // failed, opened a new stream, on a new connection, and was written after close() (review of the
+  // clients 2, fault 3).
+  test("client.close() while an append waits for a place: it rejects CANCELED, unsent", { timeout: 10_000 }, async () => {
+    const c = connect(server.addr, { tls: false });
+    const branch = await c.createBranch();
+    const instr = (text: string) => ({ branchId: branch.id, input: { case: "instruction" as const, value: { instructionValue: { case: "instruction" as const, value: text } } } });
+    const ap = c.appender(1);
+    await ap.append(instr("warm-up")); // the stream is open
+    const inFlight = ap.append(instr("in flight")).catch(() => undefined);
+    const waiting = ap.append(instr("waiting")).then(
+      () => assert.fail("the waiting item was written"),
+      (e: unknown) => e,
+    );
+    c.close();
+    const err = await waiting;
+    assert.ok(err instanceof HistorydError && !(err instanceof AppendStreamBrokenError), `it was not sent: ${String(err)}`);
+    assert.equal(err.code, Code.Canceled);
+    await inFlight;
+    await ap.close();
+    const texts = [];
+    for await (const m of client.branch(branch.id).messages()) if (m.content.case === "instruction") texts.push(m.content.value.instructionValue.value);
+    assert.ok(!texts.includes("waiting"), `written after close(): ${JSON.stringify(texts)}`);
   });
 });
