@@ -150,3 +150,29 @@ async def test_async_appender_never_sends_an_item_past_its_own_deadline(stalled:
         await asyncio.wait_for(held, LIMIT)
     assert ei.value.code == grpc.StatusCode.CANCELLED, "the close, not the late item's deadline, ended the stream"
     await asyncio.wait_for(ap.close(), LIMIT)
+
+
+@pytest.mark.asyncio
+async def test_async_close_ends_the_appends_waiting_for_a_place(server) -> None:
+    """AsyncClient.close() while appends wait for a place in the window: each raises HistorydError
+    CANCELLED, unsent. They were woken as the item before them failed and called AppendMessages on
+    the closed channel: grpc's UsageError('Channel is closed.') (review of the clients 2, fault 4)."""
+    c = AsyncClient(server.addr, tls=False)
+    b = await c.create_branch()
+    ap = c.appender(window=1, timeout=None)
+    await asyncio.wait_for(await ap.append_instruction(b.id, "warm-up"), LIMIT)  # the stream is open
+    in_flight = await ap.append_instruction(b.id, "in flight")
+    waiting = [asyncio.ensure_future(ap.append_instruction(b.id, f"waiting {i}")) for i in range(3)]
+    await asyncio.sleep(0)  # they start, find the window full, and wait
+    assert len(ap._waiters) == 3
+    await asyncio.wait_for(c.close(), LIMIT)
+    for i, t in enumerate(waiting):
+        with pytest.raises(HistorydError) as ei:
+            await asyncio.wait_for(t, LIMIT)
+        assert ei.value.code == grpc.StatusCode.CANCELLED, f"waiting {i}: {ei.value!r}"
+    with pytest.raises(AppendStreamBrokenError):
+        await asyncio.wait_for(in_flight, LIMIT)
+    with pytest.raises(HistorydError) as ei:
+        await ap.append_instruction(b.id, "after close()")
+    assert ei.value.code == grpc.StatusCode.CANCELLED
+    await asyncio.wait_for(ap.close(), LIMIT)

@@ -255,3 +255,28 @@ async def test_async_close_ends_the_streams_in_progress(server) -> None:
         err = t.exception()
         assert isinstance(err, HistorydError) and err.code.name == "CANCELLED", f"{what}: {err!r}"
     await asyncio.wait_for(ap.close(), 5)
+
+
+# The rule (AsyncClient.close: watches and inbox subscriptions raise HistorydError CANCELLED): also
+# a watch pausing between reconnections when close() runs, and a stream asked for after it. The
+# watch slept out its pause, then called WatchBranch on the closed channel, and raised grpc's
+# UsageError('Channel is closed.') (review of the clients 2, fault 4).
+@pytest.mark.asyncio
+async def test_async_close_ends_a_watch_pausing_between_reconnections(server, proxy) -> None:
+    c = AsyncClient(proxy.addr, tls=False, options=FAST)
+    b = await c.create_branch()
+    pausing = asyncio.Event()
+    it = b.watch(after=0, on_resume=lambda cursor, err: pausing.set(), retry=RetryPolicy(max_attempts=5, initial_backoff=30.0, max_backoff=30.0, jitter=0))
+    assert (await it.__anext__()).last_sequence == 1
+    watching = asyncio.ensure_future(it.__anext__())
+    await asyncio.get_running_loop().run_in_executor(None, proxy.cut)  # the stream fails UNAVAILABLE
+    await asyncio.wait_for(pausing.wait(), 5)  # on_resume: the watch pauses 30 s
+    await asyncio.wait_for(c.close(), 5)
+    done, _ = await asyncio.wait([watching], timeout=5)
+    assert done, "the watch still pauses 5 s after close()"
+    err = watching.exception()
+    assert isinstance(err, HistorydError) and err.code.name == "CANCELLED", repr(err)
+    for what, stream in (("a watch", b.watch(after=0)), ("an inbox subscription", c.exchange.subscribe_inbox(str(uuid.uuid4())))):
+        with pytest.raises(HistorydError) as ei:
+            await asyncio.wait_for(stream.__anext__(), 5)
+        assert ei.value.code.name == "CANCELLED", f"{what} after close(): {ei.value!r}"

@@ -4,6 +4,7 @@ commit, and the bound on reconnections in a row."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, List, Optional, Tuple
 
 import grpc
@@ -88,6 +89,9 @@ class FakeClient:
 
     def _stream_cancelled(self, e: BaseException) -> Any:
         raise e
+
+    async def _pause(self, delay: float) -> None:
+        await asyncio.sleep(delay)  # the watch's pause between reconnections, as the client's
 
 
 def start(after: int) -> hs.WatchBranchResponse:

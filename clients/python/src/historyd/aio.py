@@ -76,15 +76,24 @@ class AsyncClient:
         # task's stack, which a stream being read is not, and such a stream waited forever.
         self._streams: Set[Any] = set()
         self._closed = False
+        # Set by close(): a watch pausing between reconnections wakes on it and ends.
+        self._closing = asyncio.Event()
 
     async def close(self) -> None:
-        """Closes the channel; calls in flight end with CANCELLED (watches and inbox
-        subscriptions raise HistorydError CANCELLED; an appender's items in flight
-        AppendStreamBrokenError)."""
+        """Closes the channel; calls in flight end with CANCELLED (watches, a watch pausing
+        between reconnections too, and inbox subscriptions raise HistorydError CANCELLED; an
+        appender's items in flight AppendStreamBrokenError, and its appends waiting for a place
+        HistorydError CANCELLED). A stream asked for afterwards raises HistorydError CANCELLED."""
         self._closed = True
+        self._closing.set()
         for call in list(self._streams):
             call.cancel()
         await self._channel.close()
+
+    def _closed_error(self) -> HistorydError:
+        """The error of a call on this client once close() ran: grpc.aio's would be a UsageError
+        ('Channel is closed.'), which is not the documented HistorydError."""
+        return HistorydError("the client was closed", code=grpc.StatusCode.CANCELLED)
 
     def _stream_cancelled(self, e: BaseException) -> HistorydError:
         """The error of a stream of this client whose iteration raised asyncio.CancelledError,
@@ -92,7 +101,14 @@ class AsyncClient:
         it; anything else (the reading task itself cancelled) is raised again."""
         if not self._closed:
             raise e
-        return HistorydError("the client was closed", code=grpc.StatusCode.CANCELLED)
+        return self._closed_error()
+
+    async def _pause(self, delay: float) -> None:
+        """Sleeps delay seconds, or until close() runs."""
+        try:
+            await asyncio.wait_for(self._closing.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -579,6 +595,8 @@ class AsyncBranch:
         cursor, inc, attempt = after, incarnation, 0
         deleted_at: Optional[int] = None  # the sequence of the BRANCH_DELETED commit yielded
         while True:
+            if self.client._closed:  # during the pause below, say: the channel is closed
+                raise self.client._closed_error()
             req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered, batch_commits=batch_commits)
             if cursor is not None:
                 req.after_sequence = cursor
@@ -627,7 +645,7 @@ class AsyncBranch:
                 raise err
             if on_resume is not None:
                 on_resume(cursor if cursor is not None else 0, err)
-            await asyncio.sleep(retry.backoff(attempt))
+            await self.client._pause(retry.backoff(attempt))  # close() ends it early
 
 
 class AsyncExchange:
@@ -717,6 +735,8 @@ class AsyncExchange:
         req = ex.SubscribeInboxRequest(owner_id=str(owner_id))
         if sender is not None:
             req.sender = str(sender)
+        if self.client._closed:
+            raise self.client._closed_error()
         call = self.client.exchange_stub.SubscribeInbox(req, metadata=self.client._metadata)
         self.client._streams.add(call)
         try:

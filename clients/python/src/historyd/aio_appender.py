@@ -177,12 +177,14 @@ class AsyncAppender:
         its answer: the message as written, or the item's error. An empty ``request_id`` is filled
         in. The appender's ``timeout`` bounds the wait for the answer once the item is sent;
         ``timeout`` here is the item's own deadline, from this call, its wait for a place included
-        (see the module's doc)."""
+        (see the module's doc). Raises HistorydError CANCELLED when the client is closed, before
+        or while the item waits for a place (nothing is sent)."""
         loop = asyncio.get_running_loop()
         own = timeout is not _DEFAULT  # the item's own deadline counts from now
         deadline = loop.time() + timeout if own and timeout is not None else None
         req = with_request_id(req)
         fut: "asyncio.Future[Message]" = loop.create_future()
+        self._check_client()
         placed = await self._place(deadline)
         if not placed or (deadline is not None and loop.time() >= deadline):  # never sent past its deadline
             if placed and self._in_flight < self._window:
@@ -196,6 +198,11 @@ class AsyncAppender:
             return fut
         if self._closed:
             raise RuntimeError("historyd: the appender is closed")
+        try:
+            self._check_client()  # closed while the item waited for a place
+        except HistorydError:
+            self._wake_next()  # woken for a place and not taking it: the next waiter ends too
+            raise
         self._in_flight += 1
         if self._stream is None or self._stream.broken:
             try:
@@ -242,6 +249,12 @@ class AsyncAppender:
                 self._give_up(w)
                 return False
         return True
+
+    def _check_client(self) -> None:
+        """Raises HistorydError CANCELLED once the client is closed (AsyncClient.close): a stream
+        opened then raised grpc's UsageError ('Channel is closed.')."""
+        if getattr(self._client, "_closed", False):
+            raise HistorydError("the client was closed", code=grpc.StatusCode.CANCELLED)
 
     def _give_up(self, w: "asyncio.Future[None]") -> None:
         """An append stops waiting for a place: its waiter leaves the queue or, when a release
