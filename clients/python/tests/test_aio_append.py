@@ -153,16 +153,14 @@ async def test_async_appender_never_sends_an_item_past_its_own_deadline(stalled:
 
 
 @pytest.mark.asyncio
-async def test_async_close_ends_the_appends_waiting_for_a_place(server) -> None:
+async def test_async_close_ends_the_appends_waiting_for_a_place(stalled: StalledServer) -> None:  # noqa: F811
     """AsyncClient.close() while appends wait for a place in the window: each raises HistorydError
     CANCELLED, unsent. They were woken as the item before them failed and called AppendMessages on
     the closed channel: grpc's UsageError('Channel is closed.') (review of the clients 2, fault 4)."""
-    c = AsyncClient(server.addr, tls=False)
-    b = await c.create_branch()
-    ap = c.appender(window=1, timeout=None)
-    await asyncio.wait_for(await ap.append_instruction(b.id, "warm-up"), LIMIT)  # the stream is open
-    in_flight = await ap.append_instruction(b.id, "in flight")
-    waiting = [asyncio.ensure_future(ap.append_instruction(b.id, f"waiting {i}")) for i in range(3)]
+    c = AsyncClient(stalled.addr, tls=False, timeout=None)
+    ap = c.appender(window=1)
+    in_flight = await ap.append_instruction("b", "in flight")  # never answered
+    waiting = [asyncio.ensure_future(ap.append_instruction("b", f"waiting {i}")) for i in range(3)]
     await asyncio.sleep(0)  # they start, find the window full, and wait
     assert len(ap._waiters) == 3
     await asyncio.wait_for(c.close(), LIMIT)
@@ -170,9 +168,11 @@ async def test_async_close_ends_the_appends_waiting_for_a_place(server) -> None:
         with pytest.raises(HistorydError) as ei:
             await asyncio.wait_for(t, LIMIT)
         assert ei.value.code == grpc.StatusCode.CANCELLED, f"waiting {i}: {ei.value!r}"
-    with pytest.raises(AppendStreamBrokenError):
+    with pytest.raises(AppendStreamBrokenError) as ei:
         await asyncio.wait_for(in_flight, LIMIT)
+    assert ei.value.code == grpc.StatusCode.CANCELLED
     with pytest.raises(HistorydError) as ei:
-        await ap.append_instruction(b.id, "after close()")
+        await ap.append_instruction("b", "after close()")
     assert ei.value.code == grpc.StatusCode.CANCELLED
     await asyncio.wait_for(ap.close(), LIMIT)
+    assert stalled.opened <= 1, "no stream after close()"
