@@ -15,7 +15,7 @@ from google.protobuf.message import Message as _PbMessage
 from . import _requests as rq
 from ._convert import UNSET, BranchInfo, Commit, Heartbeat, InboxHeartbeat, Message, Participant, to_py
 from ._requests import DEFAULT_RETRY, DEFAULT_WATCH_RETRY, TLS, Keepalive, RetryPolicy
-from .aio_appender import AsyncAppender
+from .aio_appender import AppendFuture, AsyncAppender
 from .client import deleted_error, is_deletion, resumable
 from .errors import HistorydError, from_rpc_error
 from .v1 import exchange_service_pb2 as ex
@@ -23,7 +23,7 @@ from .v1 import exchange_service_pb2_grpc as ex_grpc
 from .v1 import history_service_pb2 as hs
 from .v1 import history_service_pb2_grpc as hs_grpc
 
-__all__ = ["AsyncClient", "AsyncBranch", "AsyncExchange", "AsyncAppender"]
+__all__ = ["AsyncClient", "AsyncBranch", "AsyncExchange", "AsyncAppender", "AppendFuture"]
 
 T = TypeVar("T")
 _DEFAULT: Any = object()
@@ -193,7 +193,8 @@ class AsyncClient:
         long each item may wait for its answer once sent, in seconds (default: this client's
         ``timeout``; None: none; the wait for a place in the window is not counted): an item
         unanswered by then cancels the stream and fails ``DEADLINE_EXCEEDED``, so a stalled server
-        holds no item forever. Cancelling a sent item's future cancels the stream too."""
+        holds no item forever. Cancelling a sent item's future gives up on that item alone (its
+        ``request_id`` appends it again); the stream goes on."""
         return AsyncAppender(self, window, self.timeout if timeout is _DEFAULT else timeout)
 
     def branch(self, branch_id: str) -> "AsyncBranch":

@@ -6,8 +6,8 @@
         messages = await asyncio.gather(*futures)
 
 ``await ap.append(req)`` waits for a place in the window, sends the item, and returns an
-:class:`asyncio.Future` of its answer: the message as written, or the item's typed
-:class:`~historyd.errors.HistorydError`. Answers come in the order appended; items on one branch
+:class:`AppendFuture` (an :class:`asyncio.Future`) of its answer: the message as written, or the
+item's typed :class:`~historyd.errors.HistorydError`; its ``request_id`` is the item's. Answers come in the order appended; items on one branch
 are applied in that order; a failed item fails alone. When the stream breaks, the items in flight
 raise :class:`~historyd.appender.AppendStreamBrokenError` (with their ``request_id``, filled in
 when empty, so they can be appended again safely) and the next append opens a new stream.
@@ -22,10 +22,16 @@ An item whose own deadline passes before it is sent is not sent: ``append`` retu
 raises ``DEADLINE_EXCEEDED``. Past the deadline before the answer, the stream is cancelled, as a
 gRPC deadline cancels a call: the item and the items after it (answers come in order: they are
 unanswered too) raise AppendStreamBrokenError with code ``DEADLINE_EXCEEDED``, and their places
-come back. Cancellation is asyncio's: cancelling the task in ``append`` while it waits for a
-place sends nothing; cancelling a sent item's future (or ``asyncio.wait_for`` on it timing out)
-cancels the stream the same way, code ``CANCELLED``. A server that accepts the stream and never
-answers holds no future and no place past the bounds.
+come back. A server that accepts the stream and never answers holds no future and no place past
+the bounds.
+
+Cancellation is asyncio's: cancelling the task in ``append`` while it waits for a place sends
+nothing. Cancelling a sent item's future (or ``asyncio.wait_for`` on it timing out, or a task
+awaiting it cancelled) gives up on that item alone: the stream and the other items go on, and
+the item's answer is dropped when it comes; a stall is still its deadline's to end. The item may
+have been applied: append it again with the future's ``request_id`` to have it applied exactly
+once. (The cancel used to cancel the stream, failing every other item in flight ``CANCELLED``;
+review of the clients 2, fault 5.)
 """
 
 from __future__ import annotations
@@ -41,10 +47,21 @@ from .appender import DEFAULT_APPEND_WINDOW, AppendStreamBrokenError, instructio
 from .errors import HistorydError, from_item_status, from_rpc_error
 from .v1 import history_service_pb2 as hs
 
-__all__ = ["AsyncAppender"]
+__all__ = ["AsyncAppender", "AppendFuture"]
 
 _END = object()
 _DEFAULT: Any = object()
+
+
+class AppendFuture(asyncio.Future):  # type: ignore[type-arg]
+    """The future of an appended item's answer (:meth:`AsyncAppender.append`): an
+    :class:`asyncio.Future` of the message as written, with the item's ``request_id``, to append it
+    again after giving up on this future."""
+
+    def __init__(self, request_id: str, *, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop=loop)
+        #: The item's request id (filled in by the appender when the request had none).
+        self.request_id = request_id
 
 
 class _Item:
@@ -62,7 +79,7 @@ class _Item:
         self.answered = True
         if self.timer is not None:
             self.timer.cancel()
-        if self.fut.done():  # its caller cancelled it
+        if self.fut.done():  # its caller cancelled it: the answer is dropped
             return
         if exc is not None:
             self.fut.set_exception(exc)
@@ -172,10 +189,11 @@ class AsyncAppender:
         self._stream: Optional[_Stream] = None
         self._closed = False
 
-    async def append(self, req: hs.AddMessageRequest, *, timeout: Optional[float] = _DEFAULT) -> "asyncio.Future[Message]":
+    async def append(self, req: hs.AddMessageRequest, *, timeout: Optional[float] = _DEFAULT) -> AppendFuture:
         """Waits for a place in the window, sends req as the next item, and returns the future of
         its answer: the message as written, or the item's error. An empty ``request_id`` is filled
-        in. The appender's ``timeout`` bounds the wait for the answer once the item is sent;
+        in; the future's ``request_id`` is the item's. Cancelling the future gives up on the item
+        alone (see the module's doc). The appender's ``timeout`` bounds the wait for the answer once the item is sent;
         ``timeout`` here is the item's own deadline, from this call, its wait for a place included
         (see the module's doc). Raises HistorydError CANCELLED when the client is closed, before
         or while the item waits for a place (nothing is sent)."""
@@ -183,7 +201,7 @@ class AsyncAppender:
         own = timeout is not _DEFAULT  # the item's own deadline counts from now
         deadline = loop.time() + timeout if own and timeout is not None else None
         req = with_request_id(req)
-        fut: "asyncio.Future[Message]" = loop.create_future()
+        fut = AppendFuture(req.request_id, loop=loop)
         self._check_client()
         placed = await self._place(deadline)
         if not placed or (deadline is not None and loop.time() >= deadline):  # never sent past its deadline
@@ -221,10 +239,9 @@ class AsyncAppender:
             item.timer = loop.call_at(deadline, self._expire, stream, item, f"its deadline ({timeout} s)")
         elif not own and self._timeout is not None:  # the appender's: from the sending
             item.timer = loop.call_later(self._timeout, self._expire, stream, item, f"{self._timeout} s of its sending")
-        fut.add_done_callback(lambda f: self._abandoned(stream, item) if f.cancelled() else None)
         return fut
 
-    async def append_instruction(self, branch_id: str, instruction: Any, **kwargs: Any) -> "asyncio.Future[Message]":
+    async def append_instruction(self, branch_id: str, instruction: Any, **kwargs: Any) -> AppendFuture:
         """Appends an Instruction: the arguments of the sync Appender's append_instruction."""
         timeout = kwargs.pop("timeout", _DEFAULT)
         return await self.append(instruction_item(branch_id, instruction, kwargs), timeout=timeout)
@@ -282,15 +299,6 @@ class AsyncAppender:
                 HistorydError(
                     f"item {item.request_id} was not answered within {within}: the append stream was cancelled",
                     code=grpc.StatusCode.DEADLINE_EXCEEDED,
-                )
-            )
-
-    def _abandoned(self, stream: _Stream, item: _Item) -> None:
-        if not item.answered:
-            stream.cancel(
-                HistorydError(
-                    f"item {item.request_id}'s future was cancelled before its answer: the append stream was cancelled",
-                    code=grpc.StatusCode.CANCELLED,
                 )
             )
 
