@@ -40,6 +40,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 
 import type { HistorydClient } from "./client.js";
 import { clientClosedError, HistorydError, toHistorydError } from "./errors.js";
+import { setLongTimeout, type LongTimer } from "./timer.js";
 import type { Message } from "./gen/historyd/v1/envelope_pb.js";
 import {
   AddMessageRequestSchema,
@@ -111,7 +112,7 @@ function boundError(reason: unknown, what: string): HistorydError {
 class ItemBound {
   readonly #abort = new AbortController();
   readonly #requestId: string;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: LongTimer | undefined;
   #due: number | undefined; // the deadline, in performance.now() ms
   #why = "";
   readonly #off: (() => void)[] = [];
@@ -129,13 +130,14 @@ class ItemBound {
     }
   }
 
-  /** Arms the deadline, ms from now (none when ms is 0 or less, or when one is armed already);
-   * `why` is what its error says passed. */
+  /** Arms the deadline, ms from now (none when ms is 0 or less, or when one is armed already; a
+   * deadline past setTimeout's 2^31-1 ms is re-armed, and Infinity never fires); `why` is what its
+   * error says passed. */
   arm(ms: number, why: string): void {
     if (!(ms > 0) || this.#due !== undefined || this.#abort.signal.aborted) return;
     this.#due = performance.now() + ms;
     this.#why = why;
-    this.#timer = setTimeout(() => this.#expire(), ms);
+    this.#timer = setLongTimeout(() => this.#expire(), ms);
   }
 
   /** Fires the deadline when it passed by the clock: its timer may not have run yet (the event
@@ -159,7 +161,7 @@ class ItemBound {
   }
 
   dispose(): void {
-    clearTimeout(this.#timer);
+    this.#timer?.clear();
     for (const off of this.#off.splice(0)) off();
   }
 }

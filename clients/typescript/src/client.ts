@@ -101,9 +101,12 @@ export class HistorydClient {
     this.timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
   }
 
-  /** Call options of a unary call the conveniences make. */
+  /** Call options of a unary call the conveniences make. A deadline longer than grpc-timeout
+   * carries (8 digits of ms: 27.7 hours), Infinity included, is sent as that: Connect arms it
+   * with setTimeout, which fires after 1 ms past 2^31-1 ms, and the server refuses a longer
+   * header. */
   callOptions(signal?: AbortSignal): { timeoutMs?: number; signal?: AbortSignal } {
-    return { timeoutMs: this.timeoutMs > 0 ? this.timeoutMs : undefined, signal };
+    return { timeoutMs: this.timeoutMs > 0 ? Math.min(this.timeoutMs, maxCallTimeoutMs) : undefined, signal };
   }
 
   /** Creates a branch; `system` gives it a System (LionAGI's default text when `""`). */
@@ -183,6 +186,10 @@ export class HistorydClient {
     return this.#closing.signal;
   }
 }
+
+/** The longest deadline a call is sent with: grpc-timeout takes 8 digits (here of ms), about
+ * 27.7 hours. */
+const maxCallTimeoutMs = 99_999_999;
 
 /** Connects to historyd at `address` (`host:port`, or a URL with http:// or https://). */
 export function connect(address: string, options: ClientOptions = {}): HistorydClient {

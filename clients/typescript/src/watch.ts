@@ -11,6 +11,7 @@ import { BranchDeletedError, clientClosedError, ErrorReason, HistorydError, toHi
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { EventKind, type BranchCommit, type WatchHeartbeat } from "./gen/historyd/v1/history_service_pb.js";
 import { backoffMs, defaultRetryPolicy, type RetryPolicy } from "./retry.js";
+import { setLongTimeout } from "./timer.js";
 
 /** Options of Branch.watch. */
 export interface WatchOptions {
@@ -174,11 +175,11 @@ function pause(ms: number, signals: (AbortSignal | undefined)[]): Promise<void> 
   if (live.some((s) => s.aborted)) return Promise.resolve();
   return new Promise<void>((resolve) => {
     const done = () => {
-      clearTimeout(timer);
+      timer.clear();
       for (const s of live) s.removeEventListener("abort", done);
       resolve();
     };
-    const timer = setTimeout(done, ms);
+    const timer = setLongTimeout(done, ms);
     for (const s of live) s.addEventListener("abort", done, { once: true });
   });
 }

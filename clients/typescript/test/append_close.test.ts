@@ -9,6 +9,7 @@ import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 
 import { Appender, AppendStreamBrokenError, Code, HistorydError, type HistorydClient } from "../src/index.js";
+import { setLongTimeout } from "../src/timer.js";
 import { MessageSchema } from "../src/gen/historyd/v1/envelope_pb.js";
 import { AppendMessagesResponseSchema, type AppendMessagesResponse } from "../src/gen/historyd/v1/history_service_pb.js";
 
@@ -118,5 +119,45 @@ describe("appender slots and answers", () => {
     const closed = ap.close();
     f.end();
     await within(closed, 5000, "close()");
+  });
+});
+
+describe("appender deadlines longer than a timer", () => {
+  // The rule (appender.ts): a deadline is honoured whatever its length. setTimeout takes at most
+  // 2^31-1 ms (about 24.8 days); given more, Node warns (TimeoutOverflowWarning) and fires after
+  // 1 ms: a timeoutMs of 2^31 or of 30 days failed every item DEADLINE_EXCEEDED at once, and
+  // Infinity did too (review of the clients 2, fault 6).
+  test("deadlines past 2^31-1 ms, and Infinity, do not fire at once", async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on("warning", onWarning);
+    try {
+      const f = fakeClient();
+      const ap = new Appender(f.client, { window: 4, timeoutMs: 2 ** 31 });
+      const items = [
+        ap.append({ branchId: "b" }),
+        ap.append({ branchId: "b" }, { timeoutMs: 30 * 24 * 3600 * 1000 }),
+        ap.append({ branchId: "b" }, { timeoutMs: Infinity }),
+      ];
+      await new Promise((resolve) => setImmediate(resolve)); // a warning is emitted on the next tick
+      assert.deepEqual(warnings, [], "no timer overflowed");
+      for (let i = 0; i < items.length; i++) f.answer(i, true);
+      await within(Promise.all(items), 5000, "the items' answers");
+      const closed = ap.close();
+      f.end();
+      await within(closed, 5000, "close()");
+    } finally {
+      process.off("warning", onWarning);
+    }
+  });
+
+  test("a long timer is re-armed in steps until it is due", async () => {
+    const t0 = performance.now();
+    const fired = new Promise<number>((resolve) => setLongTimeout(() => resolve(performance.now() - t0), 35, 10));
+    assert.ok((await within(fired, 5000, "the long timer")) >= 35);
+    let never = false;
+    const t = setLongTimeout(() => (never = true), Infinity);
+    t.clear();
+    assert.equal(never, false);
   });
 });
