@@ -207,3 +207,33 @@ def test_appender_never_sends_an_item_past_its_own_deadline(stalled: StalledServ
         held.result(timeout=LIMIT)
     assert ei.value.code == grpc.StatusCode.CANCELLED, "the close, not the late item's deadline, ended the stream"
     within(ap.close, "close()")
+
+
+@pytest.mark.parametrize("long", [1e10, float("inf")])
+def test_appender_very_long_deadlines(stalled: StalledServer, long: float) -> None:
+    """A deadline of any length, inf too, is a deadline. threading waits at most
+    threading.TIMEOUT_MAX (292 years): a timeout of 1e10 s or inf raised OverflowError in the
+    watchdog thread, which died and left the later items of its stream unbounded, and in append's
+    wait for a place (review of the clients 2, fault 6)."""
+    client = Client(stalled.addr, tls=False, timeout=None)
+    try:
+        ap = client.appender(window=2)
+        a = ap.append_instruction("b", "a", timeout=long)
+        b = ap.append_instruction("b", "b", timeout=0.3)
+        for f in (b, a):  # b's deadline cancels the stream, a with it
+            with pytest.raises(AppendStreamBrokenError) as ei:
+                f.result(timeout=LIMIT)
+            assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        # A full window: an append with a long deadline waits for a place, which the first item's
+        # deadline frees.
+        first = ap.append_instruction("b", "c", timeout=0.3)
+        ap.append_instruction("b", "d", timeout=long)
+        waited = within(lambda: ap.append_instruction("b", "e", timeout=long), "an append waiting for a place")
+        with pytest.raises(AppendStreamBrokenError):
+            first.result(timeout=LIMIT)
+    finally:
+        client.close()
+    with pytest.raises(AppendStreamBrokenError) as ei:
+        waited.result(timeout=LIMIT)
+    assert ei.value.code == grpc.StatusCode.CANCELLED
+    within(ap.close, "close()")

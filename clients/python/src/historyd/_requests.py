@@ -47,6 +47,18 @@ DEFAULT_RETRY = RetryPolicy()
 #: watch()'s reconnections: at most 10 in a row that deliver nothing, 100 ms doubling to 2 s.
 DEFAULT_WATCH_RETRY = RetryPolicy(max_attempts=10, initial_backoff=0.1)
 
+#: The longest wait handed to grpc or to threading, in seconds (about 31 years): any longer
+#: timeout, float("inf") included, waits this long instead. grpc makes a call's timeout an absolute
+#: deadline, which past its clock's range (a timeout of about 7e9 s) has already passed, and fails
+#: the call DEADLINE_EXCEEDED at once; threading raises OverflowError past threading.TIMEOUT_MAX
+#: (292 years), which killed the appender's watchdog thread (review of the clients 2, fault 6).
+MAX_WAIT = 1e9
+
+
+def bounded_wait(seconds: Optional[float]) -> Optional[float]:
+    """seconds, at most MAX_WAIT (float("inf") included); None stays None."""
+    return None if seconds is None else min(seconds, MAX_WAIT)
+
 
 @dataclass(frozen=True)
 class TLS:

@@ -127,7 +127,7 @@ class AsyncClient:
         attempt = 0
         while True:
             attempt += 1
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            left = None if deadline is None else rq.bounded_wait(max(0.0, deadline - time.monotonic()))
             try:
                 return await fn(req, timeout=left, metadata=self._metadata)
             except grpc.RpcError as e:

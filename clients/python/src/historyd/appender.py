@@ -150,7 +150,8 @@ class _Stream:
                 now = time.monotonic()
                 self.due = min((d for _, _, d in self.pending if d is not None), default=None)
                 if self.due is None or self.due > now:
-                    self.deadlines.wait(None if self.due is None else self.due - now)
+                    # A wait longer than threading takes is cut short and taken again (the loop).
+                    self.deadlines.wait(None if self.due is None else rq.bounded_wait(self.due - now))
                     continue
                 late = next(rid for rid, _, d in self.pending if d is not None and d <= now)
                 self.expired = HistorydError(
@@ -310,7 +311,7 @@ class Appender:
         deadline = time.monotonic() + timeout if own and timeout is not None else None
         req = with_request_id(req)
         fut: "Future[Message]" = Future()
-        placed = self._slots.acquire(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+        placed = self._slots.acquire(timeout=None if deadline is None else rq.bounded_wait(max(0.0, deadline - time.monotonic())))
         if not placed or (deadline is not None and time.monotonic() >= deadline):  # never sent past its deadline
             if placed:
                 self._slots.release()
