@@ -16,12 +16,14 @@
 //
 // Each item has bounds: a deadline and AbortSignals, its own and the appender's. The deadline is,
 // by default, the appender's timeoutMs (itself by default the client's timeoutMs), and it bounds
-// the wait for the item's answer: it starts when the item is sent on the stream. The wait for a
-// place in the window is not counted against it, so a batch appended at once, far larger than the
-// window, is written however long its tail waits its turn; before, the deadline counted from the
-// call to append(), and such a batch ran out of time in the queue (review of the clients 2, fault
-// 1). An item given a deadline of its own (append(req, {timeoutMs})) is bounded from the call to
-// append() instead, its wait for a place included; the signals, too, bound the whole.
+// the wait for the item's answer: it starts when the item is sent on the stream (when Connect's
+// request pump takes it to write, so not while the caller's own synchronous batch of appends keeps
+// the event loop). The wait for a place in the window is not counted against it, so a batch
+// appended at once, far larger than the window, is written however long its tail waits its turn;
+// before, the deadline counted from the call to append(), and such a batch ran out of time in the
+// queue (review of the clients 2, fault 1). An item given a deadline of its own (append(req,
+// {timeoutMs})) is bounded from the call to append() instead, its wait for a place included; the
+// signals, too, bound the whole.
 //
 // A bound that fires while the item waits for a place rejects it with a HistorydError,
 // DEADLINE_EXCEEDED or CANCELED, unsent; an item whose own deadline passed by the time it gets a
@@ -115,6 +117,7 @@ class ItemBound {
   #timer: LongTimer | undefined;
   #due: number | undefined; // the deadline, in performance.now() ms
   #why = "";
+  #disposed = false;
   readonly #off: (() => void)[] = [];
 
   constructor(requestId: string, signals: (AbortSignal | undefined)[]) {
@@ -134,7 +137,7 @@ class ItemBound {
    * deadline past setTimeout's 2^31-1 ms is re-armed, and Infinity never fires); `why` is what its
    * error says passed. */
   arm(ms: number, why: string): void {
-    if (!(ms > 0) || this.#due !== undefined || this.#abort.signal.aborted) return;
+    if (!(ms > 0) || this.#due !== undefined || this.#abort.signal.aborted || this.#disposed) return;
     this.#due = performance.now() + ms;
     this.#why = why;
     this.#timer = setLongTimeout(() => this.#expire(), ms);
@@ -161,6 +164,7 @@ class ItemBound {
   }
 
   dispose(): void {
+    this.#disposed = true; // the item settled: a late arm() (its stream took it after) arms nothing
     this.#timer?.clear();
     for (const off of this.#off.splice(0)) off();
   }
@@ -168,7 +172,7 @@ class ItemBound {
 
 /** One AppendMessages call: its request queue, its waiters in order, and its reader. */
 class AppendStream {
-  readonly #queue: RequestInit[] = [];
+  readonly #queue: { req: RequestInit; taken?: () => void }[] = []; // taken: the transport took it
   #wake: (() => void) | undefined;
   #ended = false; // the client side is closed
   broken = false;
@@ -178,7 +182,7 @@ class AppendStream {
   #cancelled: HistorydError | undefined; // why cancel() ended the stream: the items' error
 
   constructor(client: HistorydClient, window: number, onAnswer: () => void) {
-    this.#queue.push({ window });
+    this.#queue.push({ req: { window } });
     const responses = client.history.appendMessages(this.#requests(), { signal: this.#abort.signal });
     this.done = (async () => {
       let err: HistorydError;
@@ -215,7 +219,8 @@ class AppendStream {
     for (;;) {
       const next = this.#queue.shift();
       if (next !== undefined) {
-        yield next;
+        next.taken?.();
+        yield next.req;
         continue;
       }
       if (this.#ended) return;
@@ -223,10 +228,13 @@ class AppendStream {
     }
   }
 
-  send(item: AddMessageRequest, w: Waiter): boolean {
+  /** Queues item, whose answer settles w; `taken` is called when Connect's request pump takes it
+   * to write (not while the caller's own code keeps the event loop, appending a batch). False when
+   * the stream is over. */
+  send(item: AddMessageRequest, w: Waiter, taken?: () => void): boolean {
     if (this.broken || this.#ended) return false;
     this.pending.push(w);
-    this.#queue.push({ item });
+    this.#queue.push({ req: { item }, taken });
     this.#poke();
     return true;
   }
@@ -350,15 +358,19 @@ export class Appender {
       const stream = this.#stream;
       return await new Promise<Message>((resolve, reject) => {
         const w = { requestId: item.requestId, resolve, reject };
-        if (!stream.send(item, w)) {
+        // Sent (taken by the transport): without a deadline of its own, the item has the
+        // appender's timeoutMs from then for its answer. A synchronous batch of appends, which
+        // keeps the event loop until its last append() returns, is not counted.
+        const sent = () => {
+          if (own === undefined) bound.arm(this.#timeoutMs, `no answer within ${this.#timeoutMs} ms of its sending`);
+        };
+        if (!stream.send(item, w, sent)) {
           this.#release();
           reject(new AppendStreamBrokenError(item.requestId, new HistorydError(new ConnectError("the append stream ended", Code.Unavailable), undefined)));
           return;
         }
-        // Sent: without a deadline of its own, the item has the appender's timeoutMs from now for
-        // its answer. A bound that fires before the answer cancels the stream (the file's
-        // comment); the stream rejects the item, with the bound's error.
-        if (own === undefined) bound.arm(this.#timeoutMs, `no answer within ${this.#timeoutMs} ms of its sending`);
+        // A bound that fires before the answer cancels the stream (the file's comment); the
+        // stream rejects the item, with the bound's error.
         bound.signal.addEventListener("abort", () => {
           if (stream.isPending(w)) stream.cancel(bound.error!);
         });

@@ -126,6 +126,28 @@ describe("appender slots and answers", () => {
   });
 });
 
+describe("appender: when an item counts as sent", () => {
+  // The rule (appender.ts): the appender's timeoutMs bounds the wait for an answer from when the
+  // transport takes the item. Counted from append(), it ran while the caller's own synchronous
+  // batch of appends kept the event loop, when nothing could be written or read: the first window
+  // of a big batch ran out of time before its answers could be read.
+  test("the answer's deadline starts when the transport takes the item, not during the caller's batch", async () => {
+    const f = fakeClient();
+    const ap = new Appender(f.client, { window: 1, timeoutMs: 20 });
+    try {
+      const first = ap.append({ branchId: "b" });
+      const t0 = performance.now();
+      while (performance.now() - t0 < 40); // the rest of a long synchronous batch of appends
+      setTimeout(() => f.answer(0, true), 1); // the answer comes 1 ms after the batch
+      await within(first, 5000, "the first item");
+    } finally {
+      const closed = ap.close();
+      f.end();
+      await within(closed, 5000, "close()");
+    }
+  });
+});
+
 describe("appender: the client's close signal", () => {
   // The rule (appender.ts #place): the appends waiting for a place wake when the client closes, by
   // one listener on its close signal. One listener a waiting append made a batch of 20,000 add
