@@ -197,3 +197,20 @@ async def test_async_close_ends_the_appends_waiting_for_a_place(stalled: Stalled
     assert ei.value.code == grpc.StatusCode.CANCELLED
     await asyncio.wait_for(ap.close(), LIMIT)
     assert stalled.opened <= 1, "no stream after close()"
+
+
+@pytest.mark.asyncio
+async def test_async_appender_deadline_starts_when_grpc_takes_the_item(server) -> None:
+    """The appender's timeout bounds the wait for an answer from when grpc takes the item to send.
+    Counted from the append, it ran while the caller kept the loop (a gather of a big batch runs
+    every append's first step in one go), when nothing could be sent or read: the first window of
+    a big batch ran out before its answers could be read (the review's p4.py with 50,000 items and
+    a 1 s timeout: 64 broken)."""
+    async with AsyncClient(server.addr, tls=False, timeout=0.5) as client:
+        b = await client.create_branch()
+        async with client.appender(window=4) as ap:
+            first = await ap.append_instruction(b.id, "first")
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 0.7:  # the rest of a long batch keeps the loop
+                pass
+            assert (await asyncio.wait_for(first, LIMIT)).sequence == 2

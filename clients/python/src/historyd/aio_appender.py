@@ -14,10 +14,11 @@ when empty, so they can be appended again safely) and the next append opens a ne
 
 Bounds, as the sync Appender's: each item has a deadline. By default it is the appender's
 ``timeout`` (itself by default the client's ``timeout``; None: none), and it bounds the wait for
-the item's answer, from when the item is sent on the stream: the wait for a place in the window is
-not counted, so a batch far larger than the window appended at once (``asyncio.gather`` of the
-appends) is written however long its tail waits its turn. ``append(req, timeout=)`` gives an item
-a deadline of its own instead, counted from the call to ``append``, its wait for a place included.
+the item's answer, from when the item is sent on the stream (when grpc takes it to send, so not
+while the caller keeps the loop): the wait for a place in the window is not counted, so a batch
+far larger than the window appended at once (``asyncio.gather`` of the appends) is written however
+long its tail waits its turn. ``append(req, timeout=)`` gives an item a deadline of its own
+instead, counted from the call to ``append``, its wait for a place included.
 An item whose own deadline passes before it is sent is not sent: ``append`` returns a future that
 raises ``DEADLINE_EXCEEDED``. Past the deadline before the answer, the stream is cancelled, as a
 gRPC deadline cancels a call: the item and the items after it (answers come in order: they are
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any, Deque, Optional, Set
+from typing import Any, Callable, Deque, Optional, Set
 
 import grpc
 
@@ -97,7 +98,8 @@ class _Stream:
         self.broken = False
         self.cancelled: Optional[HistorydError] = None  # why cancel() ended it: its items' error
         self._release = release
-        self.requests.put_nowait(hs.AppendMessagesRequest(window=window))
+        # (request, taken: called when grpc takes it to send, or None), then _END.
+        self.requests.put_nowait((hs.AppendMessagesRequest(window=window), None))
         self.call = stub.AppendMessages(self._requests(), metadata=metadata)
         # The client's open streams, which its close() cancels (AsyncClient.close).
         self._streams = streams if streams is not None else set()
@@ -109,13 +111,18 @@ class _Stream:
             r = await self.requests.get()
             if r is _END:
                 return
-            yield r
+            req, taken = r
+            if taken is not None:
+                taken()
+            yield req
 
-    def send(self, req: hs.AddMessageRequest, item: _Item) -> bool:
+    def send(self, req: hs.AddMessageRequest, item: _Item, taken: Optional[Callable[[], None]] = None) -> bool:
+        """Queues req, whose answer settles item; ``taken`` is called when grpc takes it to send
+        (not while the caller keeps the loop, appending a batch). False when the stream is broken."""
         if self.broken:
             return False
         self.pending.append(item)
-        self.requests.put_nowait(hs.AppendMessagesRequest(item=req))
+        self.requests.put_nowait((hs.AppendMessagesRequest(item=req), taken))
         return True
 
     def cancel(self, err: HistorydError) -> None:
@@ -231,14 +238,18 @@ class AsyncAppender:
                 self._release()  # nothing was sent: give the place back
                 raise
         stream, item = self._stream, _Item(req.request_id, fut)
-        if not stream.send(req, item):  # unreachable: a stream is broken only by the loop's callbacks
+        answer_timeout = self._timeout if not own else None
+
+        def taken() -> None:  # grpc took the item to send: the appender's timeout runs from now
+            if answer_timeout is not None and not item.answered:
+                item.timer = loop.call_later(answer_timeout, self._expire, stream, item, f"{answer_timeout} s of its sending")
+
+        if not stream.send(req, item, taken):  # unreachable: a stream is broken only by the loop's callbacks
             self._release()
             fut.set_exception(AppendStreamBrokenError(req.request_id, HistorydError("the append stream ended", code=grpc.StatusCode.UNAVAILABLE)))
             return fut
         if deadline is not None:
             item.timer = loop.call_at(deadline, self._expire, stream, item, f"its deadline ({timeout} s)")
-        elif not own and self._timeout is not None:  # the appender's: from the sending
-            item.timer = loop.call_later(self._timeout, self._expire, stream, item, f"{self._timeout} s of its sending")
         return fut
 
     async def append_instruction(self, branch_id: str, instruction: Any, **kwargs: Any) -> AppendFuture:
