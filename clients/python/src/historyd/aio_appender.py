@@ -7,10 +7,11 @@
 
 ``await ap.append(req)`` waits for a place in the window, sends the item, and returns an
 :class:`AppendFuture` (an :class:`asyncio.Future`) of its answer: the message as written, or the
-item's typed :class:`~historyd.errors.HistorydError`; its ``request_id`` is the item's. Answers come in the order appended; items on one branch
-are applied in that order; a failed item fails alone. When the stream breaks, the items in flight
-raise :class:`~historyd.appender.AppendStreamBrokenError` (with their ``request_id``, filled in
-when empty, so they can be appended again safely) and the next append opens a new stream.
+item's typed :class:`~historyd.errors.HistorydError`; its ``request_id`` is the item's. Answers
+come in the order appended; items on one branch are applied in that order; a failed item fails
+alone. When the stream breaks, the items in flight raise
+:class:`~historyd.appender.AppendStreamBrokenError` (with their ``request_id``, filled in when
+empty, so they can be appended again safely) and the next append opens a new stream.
 
 Bounds, as the sync Appender's: each item has a deadline. By default it is the appender's
 ``timeout`` (itself by default the client's ``timeout``; None: none), and it bounds the wait for
@@ -18,10 +19,10 @@ the item's answer, from when the item is sent on the stream (when grpc takes it 
 while the caller keeps the loop): the wait for a place in the window is not counted, so a batch
 far larger than the window appended at once (``asyncio.gather`` of the appends) is written however
 long its tail waits its turn. ``append(req, timeout=)`` gives an item a deadline of its own
-instead, counted from the call to ``append``, its wait for a place included.
-An item whose own deadline passes before it is sent is not sent: ``append`` returns a future that
-raises ``DEADLINE_EXCEEDED``. Past the deadline before the answer, the stream is cancelled, as a
-gRPC deadline cancels a call: the item and the items after it (answers come in order: they are
+instead, counted from the call to ``append``, its wait for a place included. An item whose own
+deadline passes before it is sent is not sent: ``append`` returns a future that raises
+``DEADLINE_EXCEEDED``. Past the deadline before the answer, the stream is cancelled, as a gRPC
+deadline cancels a call: the item and the items after it (answers come in order: they are
 unanswered too) raise AppendStreamBrokenError with code ``DEADLINE_EXCEEDED``, and their places
 come back. A server that accepts the stream and never answers holds no future and no place past
 the bounds.
@@ -200,7 +201,7 @@ class AsyncAppender:
         """Waits for a place in the window, sends req as the next item, and returns the future of
         its answer: the message as written, or the item's error. An empty ``request_id`` is filled
         in; the future's ``request_id`` is the item's. Cancelling the future gives up on the item
-        alone (see the module's doc). The appender's ``timeout`` bounds the wait for the answer once the item is sent;
+        alone. The appender's ``timeout`` bounds the wait for the answer once the item is sent;
         ``timeout`` here is the item's own deadline, from this call, its wait for a place included
         (see the module's doc). Raises HistorydError CANCELLED when the client is closed, before
         or while the item waits for a place (nothing is sent)."""
