@@ -87,7 +87,8 @@ class Server:
 class Proxy:
     """A TCP proxy in front of addr: cut() closes every connection through it (a forced
     disconnect the client sees as UNAVAILABLE) and keeps accepting new ones; the next
-    ``drop_next`` connections are closed as soon as they are accepted (counted in ``dropped``)."""
+    ``drop_next`` connections are closed as soon as they are accepted (counted in ``dropped``);
+    freeze() black-holes the open connections (a peer gone silent, no FIN and no RST)."""
 
     def __init__(self, upstream: str) -> None:
         host, port = upstream.rsplit(":", 1)
@@ -96,6 +97,10 @@ class Proxy:
         self.addr = "127.0.0.1:%d" % self.listener.getsockname()[1]
         self._lock = threading.Lock()
         self._socks: List[socket.socket] = []
+        self._frozen: set = set()  # sockets whose data is read and dropped
+        #: HTTP/2 PING frames the clients sent (not their ACKs of the server's), counted as they pass.
+        self.client_pings = 0
+        self._pinged = threading.Condition(self._lock)
         self._threads: List[threading.Thread] = []
         self.connections = 0
         self.drop_next = 0
@@ -134,19 +139,38 @@ class Proxy:
                     return
                 self.connections += 1
                 self._socks += [down, up]
-                for a, b, pump in ((down, up, self._pump), (up, down, self._pump_responses)):
+                for a, b, pump in ((down, up, self._pump_requests), (up, down, self._pump_responses)):
                     t = threading.Thread(target=pump, args=(a, b), daemon=True)
                     self._threads.append(t)
                     t.start()
 
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
+    def _is_frozen(self, src: socket.socket) -> bool:
+        with self._lock:
+            return src in self._frozen
+
+    def _pump_requests(self, src: socket.socket, dst: socket.socket) -> None:
+        """Client to server, forwarded as it comes; a copy is parsed into HTTP/2 frames (after the
+        client's 24-byte preface) to count the client's PING frames."""
+        buf, preface = b"", 24
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
+                if self._is_frozen(src):
+                    continue
                 dst.sendall(data)
+                buf += data
+                if preface:
+                    n = min(preface, len(buf))
+                    buf, preface = buf[n:], preface - n
+                while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[0:3], "big"):
+                    length, ftype, flags = int.from_bytes(buf[0:3], "big"), buf[3], buf[4]
+                    if ftype == 0x6 and not flags & 0x1:  # PING, not an ACK
+                        with self._lock:
+                            self.client_pings += 1
+                            self._pinged.notify_all()
+                    buf = buf[9 + length :]
         except OSError:
             pass
         for s in (src, dst):
@@ -164,6 +188,8 @@ class Proxy:
                 data = src.recv(65536)
                 if not data:
                     break
+                if self._is_frozen(src):
+                    continue
                 buf += data
                 out = b""
                 while len(buf) >= 9:
@@ -191,6 +217,18 @@ class Proxy:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def wait_client_pings(self, n: int, timeout: float) -> bool:
+        """Whether the clients have sent n PING frames within timeout seconds."""
+        with self._lock:
+            return self._pinged.wait_for(lambda: self.client_pings >= n, timeout=timeout)
+
+    def freeze(self) -> None:
+        """Black-holes every open connection: they stay open and what either side sends is read
+        and dropped, as when the peer's host is gone or a NAT entry expired; only keepalive pings
+        tell a client. New connections are forwarded as usual."""
+        with self._lock:
+            self._frozen.update(self._socks)
 
     def cut(self) -> None:
         """Closes every open connection."""

@@ -218,3 +218,86 @@ def test_append_whose_stream_cannot_open_gives_its_slot_back() -> None:
     assert not t.is_alive(), f"append blocked after {len(errors)} failed calls: their slots leaked"
     assert len(errors) == 5
     ap.close()
+
+
+def test_close_from_a_done_callback_returns() -> None:
+    """The rule (Appender.close): close() called from a future's done-callback, on the settler
+    thread, stops taking items and returns; the answers still to come are settled after the
+    callback returns. It waited for the reader, which waited for the settler to take the
+    answers it had read: with a window of answers waiting to be settled, the callback, the
+    settler and the reader waited on each other for good (a pipeline that stops on its first
+    error, closing from the callback that sees it, hung)."""
+    stub = FakeStub()
+    ap = Appender(FakeClient(stub), window=1)
+    first = ap.append(item("r0"))
+    call = stub.call
+    go = threading.Event()
+    closed = threading.Event()
+
+    def on_done(_f: Any) -> None:
+        go.wait(timeout=10)
+        ap.close()
+        closed.set()
+
+    first.add_done_callback(on_done)  # r0 is unanswered: the callback runs on the settler
+    call.answers.put(ok_answer(0, "zero"))  # the settler runs on_done, which waits for go
+    later = [ap.append(item("r1"))]  # r0's answer freed its place
+    call.answers.put(ok_answer(1, "one"))  # read and queued for the settler, which is busy
+    later.append(ap.append(item("r2")))
+    call.answers.put(ok_answer(2, "two"))  # the reader waits for room in the settler's queue
+    call.answers.put(_DONE)
+    go.set()
+    assert closed.wait(timeout=5), "close() in the done-callback never returned"
+    assert first.result(timeout=5).content["instruction"] == "zero"
+    assert [f.result(timeout=5).content["instruction"] for f in later] == ["one", "two"]
+    with pytest.raises(RuntimeError):
+        ap.append(item("r3"))
+    ap.close()
+
+
+class LaggingCall(FakeCall):
+    """A FakeCall whose cancel() takes effect only when the test says (ends()), as gRPC's reader
+    sees a cancelled call end some time after cancel() returns."""
+
+    def __init__(self, requests: Any) -> None:
+        super().__init__(requests)
+        self.cancel_called = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.cancel_called.set()
+
+    def ends(self) -> None:
+        self.answers.put(_DONE)
+
+
+def test_a_stream_cancelled_for_a_deadline_takes_no_more_items() -> None:
+    """The rule (the module's doc): an item past its deadline cancels its stream, and the next
+    append opens a new one. Between the cancel and the reader's seeing the call end, the stream
+    still took items: they were queued on a call already cancelled, and failed with another
+    item's deadline instead of going to a new stream."""
+    import time
+    from concurrent.futures import Future
+
+    class Stub(FakeStub):
+        def AppendMessages(self, requests: Any, metadata: Any = None) -> LaggingCall:  # noqa: N802
+            self.call = LaggingCall(requests)
+            return self.call
+
+    stub = Stub()
+    slots = threading.Semaphore(4)
+    s = _Stream(stub, None, 4, slots)
+    call = stub.call
+    slots.acquire()
+    late: Future = Future()
+    assert s.send(hs.AddMessageRequest(branch_id="b", request_id="late"), late, time.monotonic())
+    assert call.cancel_called.wait(timeout=5), "the watchdog did not cancel the call"
+    slots.acquire()
+    assert not s.send(hs.AddMessageRequest(branch_id="b", request_id="next"), Future()), "a cancelled stream took an item"
+    slots.release()
+    call.ends()
+    with pytest.raises(AppendStreamBrokenError) as ei:
+        late.result(timeout=5)
+    assert ei.value.code.name == "DEADLINE_EXCEEDED"
+    s.reader.join(timeout=5)
+    assert not s.reader.is_alive()

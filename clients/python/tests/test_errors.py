@@ -149,6 +149,25 @@ async def test_async_deadline(blackhole) -> None:
         assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+# The rule (_requests.MAX_TIMEOUT): a long timeout is a long deadline. grpc turns the timeout into
+# an absolute deadline, which past its clock's range (a timeout of about 7e9 s) is already gone: a
+# client with timeout=1e10 or float("inf") failed every call DEADLINE_EXCEEDED at once (review of
+# the clients 2, fault 6).
+@pytest.mark.parametrize("timeout", [1e10, float("inf")])
+def test_a_very_long_timeout_is_a_deadline_not_an_error(server, timeout: float) -> None:
+    with Client(server.addr, tls=False, timeout=timeout) as c:
+        b = c.create_branch()
+        assert c.get_branch(b.id, timeout=timeout).id == b.id
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("timeout", [1e10, float("inf")])
+async def test_async_a_very_long_timeout_is_a_deadline_not_an_error(server, timeout: float) -> None:
+    async with AsyncClient(server.addr, tls=False, timeout=timeout) as c:
+        b = await c.create_branch()
+        assert (await c.get_branch(b.id, timeout=timeout)).id == b.id
+
+
 def test_token(tmp_path) -> None:
     token = "py-client-token-0123456789abcdef"
     tokens = tmp_path / "tokens"

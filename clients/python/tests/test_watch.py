@@ -20,6 +20,7 @@ from historyd import (
     Client,
     Commit,
     HistoryCompactedError,
+    HistorydError,
     InvalidFieldError,
     RetryPolicy,
 )
@@ -141,3 +142,141 @@ async def test_async_watch_history_compacted(server) -> None:
         with pytest.raises(HistoryCompactedError):
             async for _ in b.watch(after=0, incarnation=str(uuid.uuid4())):
                 pass
+
+
+class _RecordingStub:
+    """The client's HistoryService stub with WatchBranch wrapped: each request, and the case of
+    each frame the server sent (the API yields commits one at a time, so only the frames show
+    whether the server batched them)."""
+
+    def __init__(self, stub) -> None:
+        self._stub = stub
+        self.requests: list = []
+        self.frames: List[str] = []
+
+    def __getattr__(self, name):
+        return getattr(self._stub, name)
+
+    def WatchBranch(self, req, **kwargs):
+        self.requests.append(req)
+        call, frames = self._stub.WatchBranch(req, **kwargs), self.frames
+
+        class Call:
+            def cancel(self):
+                return call.cancel()
+
+            def __iter__(self):
+                for f in call:
+                    frames.append(f.WhichOneof("frame"))
+                    yield f
+
+            async def __aiter__(self):
+                async for f in call:
+                    frames.append(f.WhichOneof("frame"))
+                    yield f
+
+        return Call()
+
+
+# batch_commits (WatchBranchRequest.batch_commits, issue 21): a replay is sent as `commits`
+# frames, several commits each; the watch yields them one at a time, each once, in order, and
+# resumes after the last. The asyncio watch had no batch_commits (it also had no case for a
+# `commits` frame, so it could not have taken one).
+def test_watch_batch_commits(server) -> None:
+    with Client(server.addr, tls=False) as c:
+        b = c.create_branch(system="S")
+        for i in range(20):
+            b.add_instruction(f"m{i}")
+        rec = c.history_stub = _RecordingStub(c.history_stub)
+        got: List[Commit] = []
+        for commit in c.branch(b.id).watch(after=0, batch_commits=True):
+            got.append(commit)
+            if commit.last_sequence == 21:
+                break
+        assert sequences(got) == list(range(1, 22))
+        assert rec.requests[0].batch_commits and "commits" in rec.frames, rec.frames
+        assert len(rec.frames) < 21, "the replay came several commits to a frame"
+
+
+@pytest.mark.asyncio
+async def test_async_watch_batch_commits(server) -> None:
+    async with AsyncClient(server.addr, tls=False) as c:
+        b = await c.create_branch(system="S")
+        for i in range(20):
+            await b.add_instruction(f"m{i}")
+        rec = c.history_stub = _RecordingStub(c.history_stub)
+        got: List[Commit] = []
+        it = c.branch(b.id).watch(after=0, batch_commits=True)
+        async for commit in it:
+            got.append(commit)
+            if commit.last_sequence == 21:
+                break
+        await it.aclose()
+        assert sequences(got) == list(range(1, 22))
+        assert rec.requests[0].batch_commits and "commits" in rec.frames, rec.frames
+        assert len(rec.frames) < 21, "the replay came several commits to a frame"
+        # commits written while the watch opens (live or replayed: the cursor is explicit, so
+        # either way), batched or not, come once each and in order
+        it = c.branch(b.id).watch(after=21, batch_commits=True)
+        first = asyncio.ensure_future(it.__anext__())
+        writes = [await b.add_instruction(f"live {i}") for i in range(5)]
+        live = [await first] + [await it.__anext__() for _ in range(4)]
+        await it.aclose()
+        assert sequences(live) == [w.sequence for w in writes] == list(range(22, 27))
+
+
+# The rule (AsyncClient.close: "calls in flight end with CANCELLED"): closing the asyncio client
+# ends the streams it has open. grpcio's aio channel (1.51) finds the calls to cancel on close by
+# looking at the tasks' top frames, where a stream being read is not: a watch, an inbox
+# subscription or an appender's stream open at close() waited forever, and so did the task reading
+# it. The client now cancels its own streams first, and they end with HistorydError CANCELLED, as
+# the sync client's do.
+@pytest.mark.asyncio
+async def test_async_close_ends_the_streams_in_progress(server) -> None:
+    c = AsyncClient(server.addr, tls=False)
+    b = await c.create_branch()
+    owner = str(uuid.uuid4())
+    await c.exchange.register(owner)
+    it = b.watch(after=0)
+    assert (await it.__anext__()).last_sequence == 1
+    watching = asyncio.ensure_future(it.__anext__())
+    inbox = c.exchange.subscribe_inbox(owner, heartbeats=True)
+    await inbox.__anext__()  # the first heartbeat: the subscription is live
+    subscribed = asyncio.ensure_future(inbox.__anext__())
+    ap = c.appender(window=4, timeout=None)
+    other = await c.create_branch()
+    first = await ap.append_instruction(other.id, "one")
+    await asyncio.wait_for(first, 10)  # the appender's stream is open, and idle
+    await asyncio.sleep(0)  # the two readers wait on their streams
+    await asyncio.wait_for(c.close(), 10)
+    for what, t in (("the watch", watching), ("the inbox subscription", subscribed)):
+        done, _ = await asyncio.wait([t], timeout=5)
+        assert done, f"{what} still waits after close()"
+        err = t.exception()
+        assert isinstance(err, HistorydError) and err.code.name == "CANCELLED", f"{what}: {err!r}"
+    await asyncio.wait_for(ap.close(), 5)
+
+
+# The rule (AsyncClient.close: watches and inbox subscriptions raise HistorydError CANCELLED): also
+# a watch pausing between reconnections when close() runs, and a stream asked for after it. The
+# watch slept out its pause, then called WatchBranch on the closed channel, and raised grpc's
+# UsageError('Channel is closed.') (review of the clients 2, fault 4).
+@pytest.mark.asyncio
+async def test_async_close_ends_a_watch_pausing_between_reconnections(server, proxy) -> None:
+    c = AsyncClient(proxy.addr, tls=False, options=FAST)
+    b = await c.create_branch()
+    pausing = asyncio.Event()
+    it = b.watch(after=0, on_resume=lambda cursor, err: pausing.set(), retry=RetryPolicy(max_attempts=5, initial_backoff=30.0, max_backoff=30.0, jitter=0))
+    assert (await it.__anext__()).last_sequence == 1
+    watching = asyncio.ensure_future(it.__anext__())
+    await asyncio.get_running_loop().run_in_executor(None, proxy.cut)  # the stream fails UNAVAILABLE
+    await asyncio.wait_for(pausing.wait(), 5)  # on_resume: the watch pauses 30 s
+    await asyncio.wait_for(c.close(), 5)
+    done, _ = await asyncio.wait([watching], timeout=5)
+    assert done, "the watch still pauses 5 s after close()"
+    err = watching.exception()
+    assert isinstance(err, HistorydError) and err.code.name == "CANCELLED", repr(err)
+    for what, stream in (("a watch", b.watch(after=0)), ("an inbox subscription", c.exchange.subscribe_inbox(str(uuid.uuid4())))):
+        with pytest.raises(HistorydError) as ei:
+            await asyncio.wait_for(stream.__anext__(), 5)
+        assert ei.value.code.name == "CANCELLED", f"{what} after close(): {ei.value!r}"

@@ -4,6 +4,7 @@ commit, and the bound on reconnections in a row."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, List, Optional, Tuple
 
 import grpc
@@ -77,9 +78,20 @@ class ScriptedStub:
 
 
 class FakeClient:
+    """What a watch uses of a client: its stub and call metadata, and (asyncio) the set of its
+    open streams and whether it is closing (AsyncClient.close)."""
+
     def __init__(self, stub: ScriptedStub) -> None:
         self.history_stub = stub
         self._metadata = None
+        self._streams: set = set()
+        self._closed = False
+
+    def _stream_cancelled(self, e: BaseException) -> Any:
+        raise e
+
+    async def _pause(self, delay: float) -> None:
+        await asyncio.sleep(delay)  # the watch's pause between reconnections, as the client's
 
 
 def start(after: int) -> hs.WatchBranchResponse:

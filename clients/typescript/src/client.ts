@@ -8,9 +8,9 @@ import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
-import { Appender } from "./appender.js";
+import { Appender, type AppenderOptions } from "./appender.js";
 import { Branch, type CreateBranchOptions, type ImportOptions } from "./branch.js";
-import { toHistorydError } from "./errors.js";
+import { clientClosedError, toHistorydError } from "./errors.js";
 import { Exchange } from "./exchange.js";
 import { type JsonValue, jsonText } from "./json.js";
 import { defaultRetryPolicy, retryInterceptor, type RetryPolicy } from "./retry.js";
@@ -39,7 +39,36 @@ export interface ClientOptions {
   retry?: Partial<RetryPolicy>;
   /** More interceptors; they run inside the retry interceptor, so once per attempt. */
   interceptors?: Interceptor[];
+  /** HTTP/2 keepalive pings: `true` for defaultKeepalive, KeepaliveOptions, or absent/`false` for
+   * none (the default). See KeepaliveOptions for the bounds historyd enforces. */
+  keepalive?: boolean | KeepaliveOptions;
 }
+
+/**
+ * HTTP/2 keepalive (connect-node's Http2SessionManager ping options, gRPC core's
+ * GRPC_ARG_KEEPALIVE_*): while a call is open, a connection that has received nothing for `timeMs`
+ * is pinged, and closed when the ping is not answered within `timeoutMs`; its calls fail
+ * UNAVAILABLE (a watch resumes, unary calls are retried by their policy). Without it a connection
+ * whose peer vanished (a host gone, a NAT entry dropped) keeps a watch or an appender waiting until
+ * the OS gives up on the socket, which can take hours.
+ *
+ * historyd disconnects a client that pings more often than its `--keepalive-min-time` (10 s by
+ * default) with GOAWAY `too_many_pings`, and by default counts a ping on a connection with no call
+ * open as one too many (`--keepalive-permit-without-stream=false`): keep `timeMs` at or above the
+ * server's min time, and `permitWithoutCalls` false unless the server permits it.
+ */
+export interface KeepaliveOptions {
+  /** Ping a connection quiet this long, in ms (default 30 s; pingIntervalMs). */
+  timeMs?: number;
+  /** Close it when a ping is not answered within this, in ms (default 20 s; pingTimeoutMs). */
+  timeoutMs?: number;
+  /** Ping connections with no open call too (default false; pingIdleConnection). */
+  permitWithoutCalls?: boolean;
+}
+
+/** The keepalive of `keepalive: true`: within historyd's default enforcement (see
+ * KeepaliveOptions). */
+export const defaultKeepalive: Readonly<Required<KeepaliveOptions>> = { timeMs: 30_000, timeoutMs: 20_000, permitWithoutCalls: false };
 
 /** The default deadline of a unary call, in ms. */
 export const defaultTimeoutMs = 30_000;
@@ -57,10 +86,11 @@ export class HistorydClient {
   readonly timeoutMs: number;
   readonly transport: Transport;
   readonly #sessions: Http2SessionManager;
+  readonly #closing = new AbortController();
 
   constructor(address: string, options: ClientOptions = {}) {
     const { baseUrl, tls } = baseUrlOf(address, options.tls ?? true);
-    this.#sessions = new Http2SessionManager(baseUrl, { idleConnectionTimeoutMs: 60_000 }, tls === false ? {} : tls);
+    this.#sessions = new Http2SessionManager(baseUrl, sessionOptions(options.keepalive), tls === false ? {} : tls);
     const interceptors: Interceptor[] = [retryInterceptor({ ...defaultRetryPolicy, ...options.retry })];
     if (options.token !== undefined) interceptors.push(tokenInterceptor(options.token));
     interceptors.push(...(options.interceptors ?? []));
@@ -71,9 +101,12 @@ export class HistorydClient {
     this.timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
   }
 
-  /** Call options of a unary call the conveniences make. */
+  /** Call options of a unary call the conveniences make. A deadline longer than grpc-timeout
+   * carries (8 digits of ms: 27.7 hours), Infinity included, is sent as that: Connect arms it
+   * with setTimeout, which fires after 1 ms past 2^31-1 ms, and the server refuses a longer
+   * header. */
   callOptions(signal?: AbortSignal): { timeoutMs?: number; signal?: AbortSignal } {
-    return { timeoutMs: this.timeoutMs > 0 ? this.timeoutMs : undefined, signal };
+    return { timeoutMs: this.timeoutMs > 0 ? Math.min(this.timeoutMs, maxCallTimeoutMs) : undefined, signal };
   }
 
   /** Creates a branch; `system` gives it a System (LionAGI's default text when `""`). */
@@ -126,20 +159,49 @@ export class HistorydClient {
   }
 
   /** An Appender: AddMessage pipelined over one AppendMessages stream, up to `window` items in
-   * flight (issue 21). */
-  appender(window?: number): Appender {
-    return new Appender(this, window);
+   * flight (issue 21). `options` is the window, or AppenderOptions: how long each item may wait for
+   * its answer once sent (`timeoutMs`, this client's timeoutMs by default) and a `signal` that ends
+   * the appender. */
+  appender(options?: number | AppenderOptions): Appender {
+    return new Appender(this, options);
   }
 
-  /** Closes the connection; calls in flight fail. */
+  /** Closes the connection; calls in flight fail. Watches end (CANCELED) instead of resuming, one
+   * pausing between resumes at once, and appenders take no more items: connect-node reports the
+   * dropped connection as a lost one, and a watch resumed on a new connection, an appender opened
+   * a new stream. */
   close(): void {
+    this.#closing.abort(clientClosedError());
     this.#sessions.abort();
   }
+
+  /** Whether close() was called. */
+  get closed(): boolean {
+    return this.#closing.signal.aborted;
+  }
+
+  /** Aborted by close() (its reason the CANCELED HistorydError of a closed client): a watch pausing
+   * between resumes, or an append waiting for a place, wakes on it and ends. */
+  get closeSignal(): AbortSignal {
+    return this.#closing.signal;
+  }
 }
+
+/** The longest deadline a call is sent with: grpc-timeout takes 8 digits (here of ms), about
+ * 27.7 hours. */
+const maxCallTimeoutMs = 99_999_999;
 
 /** Connects to historyd at `address` (`host:port`, or a URL with http:// or https://). */
 export function connect(address: string, options: ClientOptions = {}): HistorydClient {
   return new HistorydClient(address, options);
+}
+
+/** The session manager's options: the idle timeout, and the keepalive pings asked for. */
+function sessionOptions(keepalive: boolean | KeepaliveOptions | undefined): ConstructorParameters<typeof Http2SessionManager>[1] {
+  const base = { idleConnectionTimeoutMs: 60_000 };
+  if (keepalive === undefined || keepalive === false) return base;
+  const k = { ...defaultKeepalive, ...(keepalive === true ? {} : keepalive) };
+  return { ...base, pingIntervalMs: k.timeMs, pingTimeoutMs: k.timeoutMs, pingIdleConnection: k.permitWithoutCalls };
 }
 
 function baseUrlOf(address: string, tls: boolean | TlsOptions): { baseUrl: string; tls: false | SecureClientSessionOptions } {

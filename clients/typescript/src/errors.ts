@@ -64,6 +64,12 @@ export class HistoryCompactedError extends HistorydError {}
  * the BRANCH_DELETED commit. */
 export class BranchDeletedError extends HistorydError {}
 
+/** The error of a watch or an append on a client that was closed (HistorydClient.close):
+ * CANCELED. */
+export function clientClosedError(): HistorydError {
+  return new HistorydError(new ConnectError("historyd: the client was closed", Code.Canceled), undefined);
+}
+
 /** The classes of the reasons a caller most often handles apart; every other reason is a
  * HistorydError to switch on by `reason`. */
 const classes = new Map<string, new (err: ConnectError, info: ErrorInfo | undefined) => HistorydError>([

@@ -1,7 +1,15 @@
 // historyd's TypeScript client: the entry point. See README.md.
 
 export { VERSION } from "./version.js";
-export { connect, HistorydClient, defaultTimeoutMs, type ClientOptions, type TlsOptions } from "./client.js";
+export {
+  connect,
+  HistorydClient,
+  defaultKeepalive,
+  defaultTimeoutMs,
+  type ClientOptions,
+  type KeepaliveOptions,
+  type TlsOptions,
+} from "./client.js";
 export {
   Branch,
   ContextMode,
@@ -19,7 +27,7 @@ export {
 } from "./branch.js";
 export { BranchWatch, type WatchItem, type WatchOptions } from "./watch.js";
 export { Exchange } from "./exchange.js";
-export { Appender, AppendStreamBrokenError, defaultAppendWindow } from "./appender.js";
+export { Appender, AppendStreamBrokenError, defaultAppendWindow, type AppendOptions, type AppenderOptions } from "./appender.js";
 export { BranchDeletedError, Code, ErrorReason, HistoryCompactedError, HistorydError, toHistorydError } from "./errors.js";
 export {
   genericContent,

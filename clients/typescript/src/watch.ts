@@ -7,10 +7,11 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import type { HistorydClient } from "./client.js";
-import { BranchDeletedError, ErrorReason, HistorydError, toHistorydError } from "./errors.js";
+import { BranchDeletedError, clientClosedError, ErrorReason, HistorydError, toHistorydError } from "./errors.js";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { EventKind, type BranchCommit, type WatchHeartbeat } from "./gen/historyd/v1/history_service_pb.js";
-import { backoffMs, defaultRetryPolicy, sleep, type RetryPolicy } from "./retry.js";
+import { backoffMs, defaultRetryPolicy, type RetryPolicy } from "./retry.js";
+import { setLongTimeout } from "./timer.js";
 
 /** Options of Branch.watch. */
 export interface WatchOptions {
@@ -67,10 +68,6 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
     this.incarnation = options.incarnation;
     this.ready = new Promise<void>((resolve, reject) => (this.#ready = { resolve, reject }));
     this.ready.catch(() => {}); // the iteration reports the error; ready must not be unhandled
-    if (options.signal) {
-      if (options.signal.aborted) this.#abort.abort(options.signal.reason);
-      else options.signal.addEventListener("abort", () => this.#abort.abort(options.signal?.reason), { once: true });
-    }
   }
 
   /** Ends the watch: the loop over it finishes without an error. */
@@ -86,12 +83,22 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
 
   async *#run(): AsyncGenerator<WatchItem> {
     const signal = this.#abort.signal;
+    // The caller's signal ends the watch. Its listener is added here and removed when the watch
+    // ends: added in the constructor and never removed, it stayed on the caller's signal for good,
+    // one a watch, keeping each watch and its client reachable.
+    const caller = this.options.signal;
+    const onAbort = () => this.#abort.abort(caller?.reason);
+    if (caller?.aborted) onAbort();
+    else caller?.addEventListener("abort", onAbort, { once: true });
     const policy = { ...defaultRetryPolicy, ...this.options.backoff };
     const maxResumes = this.options.maxResumes ?? 8;
     let failures = 0;
     let deletedAt: bigint | undefined; // the sequence of the BRANCH_DELETED commit yielded
     try {
       for (;;) {
+        // The client was closed (during the pause below, say): its connection is gone, and a
+        // call now would open another.
+        if (this.client.closed) throw clientClosedError();
         try {
           const stream = this.client.history.watchBranch(
             {
@@ -139,8 +146,14 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
           const e = toHistorydError(err);
           // Nothing can follow the deletion: the watch ends there, however its stream ended.
           if (deletedAt !== undefined) throw deletedError(this.branchId, deletedAt, e);
+          // The client was closed: its connection's end is no reason to open another.
+          if (this.client.closed) throw clientClosedError();
           if (!resumable(e) || ++failures > maxResumes) throw e;
-          await sleep(backoffMs(policy, failures), signal);
+          // The pause ends early when the watch or the client is closed; the loop's checks end
+          // the watch then.
+          await pause(backoffMs(policy, failures), [signal, this.client.closeSignal]);
+          if (signal.aborted) return;
+          if (this.client.closed) throw clientClosedError();
           this.resumes++;
         }
       }
@@ -149,10 +162,26 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
       if (signal.aborted) return;
       throw err;
     } finally {
+      caller?.removeEventListener("abort", onAbort);
       this.#ready.reject(new Error("historyd: the watch ended"));
       this.#abort.abort();
     }
   }
+}
+
+/** Waits ms, or until one of the signals aborts (then it resolves all the same). */
+function pause(ms: number, signals: (AbortSignal | undefined)[]): Promise<void> {
+  const live = signals.filter((s): s is AbortSignal => s !== undefined);
+  if (live.some((s) => s.aborted)) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      timer.clear();
+      for (const s of live) s.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setLongTimeout(done, ms);
+    for (const s of live) s.addEventListener("abort", done, { once: true });
+  });
 }
 
 /** Whether the commit holds the branch's BRANCH_DELETED event. */

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { Code, connect, ErrorReason, HistorydError, type HistorydClient } from "../src/index.js";
+import { AppendStreamBrokenError, Code, connect, ErrorReason, HistorydError, type HistorydClient } from "../src/index.js";
 import { startHistoryd, type Historyd } from "./helpers/server.js";
 
 describe("appender", () => {
@@ -88,5 +88,60 @@ describe("appender", () => {
     const texts = [];
     for await (const m of branch.messages()) if (m.content.case === "instruction") texts.push(m.content.value.instructionValue.value);
     assert.deepEqual(texts, ["a", "c", "d"], "no unencodable item was sent");
+  });
+
+  // The rule (appender.ts; README "The appender"): the default deadline, the client's timeoutMs,
+  // bounds the wait for an item's answer from when the item is sent, not its wait for a place in
+  // the window. It counted from the call to append(): a batch appended at once (the README's
+  // Promise.allSettled pattern) counted the queue against each item, the first to run out
+  // cancelled the stream, and every item in flight came back AppendStreamBrokenError, some of them
+  // applied (review of the clients 2, fault 1: 20,000 items at timeoutMs 3000, 18,580 broken).
+  // 6000 items take longer than the 1 s timeout here, each answer far less.
+  test("a batch appended at once, longer than the client's timeout, is all written", async () => {
+    const c = connect(server.addr, { tls: false, timeoutMs: 1000 });
+    try {
+      const branch = await c.createBranch();
+      const ap = c.appender(64);
+      const n = 6000;
+      const t0 = Date.now();
+      const results = await Promise.allSettled(
+        Array.from({ length: n }, (_, i) =>
+          ap.append({ branchId: branch.id, input: { case: "instruction", value: { instructionValue: { case: "instruction", value: `m${i}` } } } }),
+        ),
+      );
+      const ms = Date.now() - t0;
+      await ap.close();
+      const failed = results.flatMap((r) => (r.status === "rejected" ? [r.reason as unknown] : []));
+      assert.equal(failed.length, 0, `${failed.length} of ${n} failed in ${ms} ms, the first: ${String(failed[0])}`);
+      assert.equal((await branch.describe()).headSequence, BigInt(n + 1));
+    } finally {
+      c.close();
+    }
+  });
+
+  // The rule (HistorydClient.close; README "A resuming watch"): a closed client's appenders take no
+  // more items. An append waiting for a place when close() ran was woken as the item before it
+  // failed, opened a new stream, on a new connection, and was written after close() (review of the
+  // clients 2, fault 3).
+  test("client.close() while an append waits for a place: it rejects CANCELED, unsent", { timeout: 10_000 }, async () => {
+    const c = connect(server.addr, { tls: false });
+    const branch = await c.createBranch();
+    const instr = (text: string) => ({ branchId: branch.id, input: { case: "instruction" as const, value: { instructionValue: { case: "instruction" as const, value: text } } } });
+    const ap = c.appender(1);
+    await ap.append(instr("warm-up")); // the stream is open
+    const inFlight = ap.append(instr("in flight")).catch(() => undefined);
+    const waiting = ap.append(instr("waiting")).then(
+      () => assert.fail("the waiting item was written"),
+      (e: unknown) => e,
+    );
+    c.close();
+    const err = await waiting;
+    assert.ok(err instanceof HistorydError && !(err instanceof AppendStreamBrokenError), `it was not sent: ${String(err)}`);
+    assert.equal(err.code, Code.Canceled);
+    await inFlight;
+    await ap.close();
+    const texts = [];
+    for await (const m of client.branch(branch.id).messages()) if (m.content.case === "instruction") texts.push(m.content.value.instructionValue.value);
+    assert.ok(!texts.includes("waiting"), `written after close(): ${JSON.stringify(texts)}`);
   });
 });

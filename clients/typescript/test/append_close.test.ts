@@ -4,34 +4,42 @@
 // item's promise instead of losing it.
 
 import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import { describe, test } from "node:test";
 
 import { create } from "@bufbuild/protobuf";
 
-import { Appender, type HistorydClient } from "../src/index.js";
+import { Appender, AppendStreamBrokenError, Code, HistorydError, type HistorydClient } from "../src/index.js";
+import { setLongTimeout } from "../src/timer.js";
 import { MessageSchema } from "../src/gen/historyd/v1/envelope_pb.js";
 import { AppendMessagesResponseSchema, type AppendMessagesResponse } from "../src/gen/historyd/v1/history_service_pb.js";
 
-/** A fake AppendMessages call: answers are given by answer(); the stream ends OK with end(). It
- * reads the request iterable as Connect does, so the appender's sends never block. */
+/** A fake AppendMessages call: answers are given by answer(); the stream ends OK with end(), and
+ * with the signal's reason when the appender cancels it. It reads the request iterable as Connect
+ * does, so the appender's sends never block, and counts the items sent. */
 function fakeClient() {
-  const answers: (AppendMessagesResponse | null)[] = [];
+  const closing = new AbortController(); // the client's close signal
+  const sent = { items: 0 }; // the items the appender sent (its window request aside)
+  const answers: (AppendMessagesResponse | null | { cancelled: unknown })[] = [];
   let wake: (() => void) | undefined;
-  const push = (a: AppendMessagesResponse | null) => {
+  const push = (a: AppendMessagesResponse | null | { cancelled: unknown }) => {
     answers.push(a);
     wake?.();
   };
   const client = {
+    closeSignal: closing.signal,
     history: {
-      appendMessages(reqs: AsyncIterable<unknown>) {
+      appendMessages(reqs: AsyncIterable<unknown>, opts?: { signal?: AbortSignal }) {
+        opts?.signal?.addEventListener("abort", () => push({ cancelled: opts.signal!.reason }), { once: true });
         void (async () => {
-          for await (const _ of reqs); // drain the requests
+          for await (const r of reqs) if ((r as { item?: unknown }).item !== undefined) sent.items++;
         })();
         return (async function* () {
           for (;;) {
             while (answers.length === 0) await new Promise<void>((r) => (wake = r));
             const a = answers.shift()!;
             if (a === null) return;
+            if ("cancelled" in a) throw a.cancelled;
             yield a;
           }
         })();
@@ -40,6 +48,8 @@ function fakeClient() {
   } as unknown as HistorydClient;
   return {
     client,
+    closeSignal: closing.signal,
+    sent,
     answer: (index: number, ok: boolean) =>
       push(create(AppendMessagesResponseSchema, {
         index: BigInt(index),
@@ -86,5 +96,113 @@ describe("appender slots and answers", () => {
     const closed = ap.close();
     f.end();
     await within(closed, 5000, "close()");
+  });
+
+  // The rule (appender.ts): an item is never sent once its own deadline passed; it rejects
+  // DEADLINE_EXCEEDED, unsent. Woken for a place after its deadline but before its timer ran (the
+  // event loop busy, as under a big batch), it was sent all the same; its timer then cancelled the
+  // stream with every item on it (review of the clients 2, fault 1).
+  test("an item whose own deadline passed while it waited for a place is not sent", async () => {
+    const f = fakeClient();
+    const ap = new Appender(f.client, 1);
+    const first = ap.append({ branchId: "b" });
+    const late = ap.append({ branchId: "b" }, { timeoutMs: 20 }).then(
+      () => assert.fail("the late item resolved"),
+      (e: unknown) => e,
+    );
+    // The loop is held past the late item's deadline, so its timer cannot run before the answer
+    // below frees its place.
+    const t0 = performance.now();
+    while (performance.now() - t0 < 40);
+    f.answer(0, true);
+    await within(first, 5000, "the first item");
+    const err = await within(late, 5000, "the late item");
+    assert.ok(err instanceof HistorydError && !(err instanceof AppendStreamBrokenError), `it was not sent: ${String(err)}`);
+    assert.equal(err.code, Code.DeadlineExceeded);
+    assert.equal(f.sent.items, 1, "only the first item was sent");
+    const closed = ap.close();
+    f.end();
+    await within(closed, 5000, "close()");
+  });
+});
+
+describe("appender: when an item counts as sent", () => {
+  // The rule (appender.ts): the appender's timeoutMs bounds the wait for an answer from when the
+  // transport takes the item. Counted from append(), it ran while the caller's own synchronous
+  // batch of appends kept the event loop, when nothing could be written or read: the first window
+  // of a big batch ran out of time before its answers could be read.
+  test("the answer's deadline starts when the transport takes the item, not during the caller's batch", async () => {
+    const f = fakeClient();
+    const ap = new Appender(f.client, { window: 1, timeoutMs: 20 });
+    try {
+      const first = ap.append({ branchId: "b" });
+      const t0 = performance.now();
+      while (performance.now() - t0 < 40); // the rest of a long synchronous batch of appends
+      setTimeout(() => f.answer(0, true), 1); // the answer comes 1 ms after the batch
+      await within(first, 5000, "the first item");
+    } finally {
+      const closed = ap.close();
+      f.end();
+      await within(closed, 5000, "close()");
+    }
+  });
+});
+
+describe("appender: the client's close signal", () => {
+  // The rule (appender.ts #place): the appends waiting for a place wake when the client closes, by
+  // one listener on its close signal. One listener a waiting append made a batch of 20,000 add
+  // 20,000, each add and remove linear in their number: the batch spent seconds in them, its first
+  // window's deadlines ran out meanwhile, and Node warned of a leak (MaxListenersExceededWarning).
+  test("appends waiting for a place hold one listener on the client's close signal, none once done", async () => {
+    const f = fakeClient();
+    const ap = new Appender(f.client, 1);
+    const items = Array.from({ length: 20 }, () => ap.append({ branchId: "b" }));
+    assert.equal(getEventListeners(f.closeSignal, "abort").length, 1, "one listener for 19 waiting appends");
+    for (let i = 0; i < items.length; i++) f.answer(i, true);
+    await within(Promise.all(items), 5000, "the items' answers");
+    assert.equal(getEventListeners(f.closeSignal, "abort").length, 0, "none left");
+    const closed = ap.close();
+    f.end();
+    await within(closed, 5000, "close()");
+  });
+});
+
+describe("appender deadlines longer than a timer", () => {
+  // The rule (appender.ts): a deadline is honoured whatever its length. setTimeout takes at most
+  // 2^31-1 ms (about 24.8 days); given more, Node warns (TimeoutOverflowWarning) and fires after
+  // 1 ms: a timeoutMs of 2^31 or of 30 days failed every item DEADLINE_EXCEEDED at once, and
+  // Infinity did too (review of the clients 2, fault 6).
+  test("deadlines past 2^31-1 ms, and Infinity, do not fire at once", async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on("warning", onWarning);
+    const f = fakeClient();
+    const ap = new Appender(f.client, { window: 4, timeoutMs: 2 ** 31 });
+    try {
+      const items = [
+        ap.append({ branchId: "b" }),
+        ap.append({ branchId: "b" }, { timeoutMs: 30 * 24 * 3600 * 1000 }),
+        ap.append({ branchId: "b" }, { timeoutMs: Infinity }),
+      ];
+      await new Promise((resolve) => setImmediate(resolve)); // a warning is emitted on the next tick
+      assert.deepEqual(warnings.filter((w) => w.startsWith("TimeoutOverflowWarning")), [], "no timer overflowed");
+      for (let i = 0; i < items.length; i++) f.answer(i, true);
+      await within(Promise.all(items), 5000, "the items' answers");
+    } finally {
+      process.off("warning", onWarning);
+      const closed = ap.close();
+      f.end(); // an item left unanswered (the test failed) rejects, and its timer goes
+      await within(closed, 5000, "close()");
+    }
+  });
+
+  test("a long timer is re-armed in steps until it is due", async () => {
+    const t0 = performance.now();
+    const fired = new Promise<number>((resolve) => setLongTimeout(() => resolve(performance.now() - t0), 35, 10));
+    assert.ok((await within(fired, 5000, "the long timer")) >= 35);
+    let never = false;
+    const t = setLongTimeout(() => (never = true), Infinity);
+    t.clear();
+    assert.equal(never, false);
   });
 });

@@ -196,6 +196,23 @@ describe("errors, retries, deadlines", () => {
       await new Promise<void>((resolve) => silent.close(() => resolve()));
     }
   });
+
+  // The rule (client.ts callOptions): a long timeoutMs is a long deadline. Connect arms it with
+  // setTimeout, which fires after 1 ms past 2^31-1 ms, and sends it as grpc-timeout in ms, which
+  // takes 8 digits at most: the server refused 2^31-1 ms (HTTP 400), and every call of a client
+  // with timeoutMs 2^31, 30 days or Infinity failed DEADLINE_EXCEEDED at once (review of the
+  // clients 2, fault 6).
+  test("a timeoutMs too long for a timer or for grpc-timeout is a long deadline, not an error", async () => {
+    for (const timeoutMs of [2 ** 31 - 1, 2 ** 31, 30 * 24 * 3600 * 1000, Infinity]) {
+      const c = connect(server.addr, { tls: false, timeoutMs });
+      try {
+        const branch = await c.createBranch().catch((e: unknown) => assert.fail(`timeoutMs ${timeoutMs}: ${String(e)}`));
+        assert.equal((await c.branch(branch.id).describe()).id, branch.id);
+      } finally {
+        c.close();
+      }
+    }
+  });
 });
 
 describe("token", () => {

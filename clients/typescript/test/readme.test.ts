@@ -1,6 +1,6 @@
-// The README's example is executed (issue 20: "the TypeScript README example is executed by
-// tests"): README.md's ts block must be examples/quickstart.ts byte for byte, and the compiled
-// example runs against the real binary and prints what the README says it prints.
+// The README's examples are executed (issue 20: "the TypeScript README example is executed by
+// tests"): README.md's ts blocks must be examples/quickstart.ts and examples/appender.ts byte for byte,
+// and the compiled examples run against the real binary and print what the README says they print.
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -21,11 +21,12 @@ describe("README", () => {
     assert.equal(await server?.stop(), 0);
   });
 
-  test("the README's example is examples/quickstart.ts", () => {
+  test("the README's examples are examples/quickstart.ts and examples/appender.ts", () => {
     const readme = readFileSync(path.join(packageDir, "README.md"), "utf8");
-    const block = /```ts\n([\s\S]*?)```/.exec(readme);
-    assert.ok(block, "README.md has a ts block");
-    assert.equal(block[1], readFileSync(path.join(packageDir, "examples", "quickstart.ts"), "utf8"));
+    const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+    assert.equal(blocks.length, 2, "README.md has two ts blocks");
+    assert.equal(blocks[0], readFileSync(path.join(packageDir, "examples", "quickstart.ts"), "utf8"));
+    assert.equal(blocks[1], readFileSync(path.join(packageDir, "examples", "appender.ts"), "utf8"));
   });
 
   test("the example runs and prints the conversation, the watch, the error and the exchange", async () => {
@@ -53,5 +54,13 @@ describe("README", () => {
       "delivered: 1",
       'bob got: {"text":"hi Bob"}',
     ]);
+  });
+
+  test("the appender example runs: 100 items written, none to append again", async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, [path.join(packageDir, "build", "examples", "appender.js")], {
+      env: { ...process.env, HISTORYD_ADDR: server.addr },
+      timeout: 30_000,
+    });
+    assert.deepEqual(stdout.trimEnd().split("\n"), ["written: 100 to append again: 0", "head: 101n"]);
   });
 });

@@ -183,4 +183,33 @@ describe("watch", () => {
       return true;
     });
   });
+
+  // The rule (HistorydClient.close: "calls in flight fail"): closing the client ends its watches
+  // and appenders. connect-node reports the connection close() drops as a lost connection, so a
+  // watch resumed, the session manager opened a new connection for it, and the watch went on,
+  // keeping the process alive; an appender opened a new stream for its next item.
+  test("close() ends a watch in progress, CANCELED, without a resume; an appender refuses items", async () => {
+    const own = connect(server.addr, { tls: false });
+    const branch = await own.createBranch();
+    const watch = branch.watch({ after: 0n, backoff: { initialBackoffMs: 1 } });
+    const it = watch[Symbol.asyncIterator]();
+    assert.ok(!(await it.next()).done);
+    const pending = it.next();
+    const ap = own.appender(4);
+    own.close();
+    let timer: NodeJS.Timeout | undefined;
+    const ended = await Promise.race([
+      pending.then(
+        (r) => `yielded ${JSON.stringify(r.done)}`,
+        (e: unknown) => e,
+      ),
+      new Promise((resolve) => (timer = setTimeout(() => resolve("still watching 5 s after close()"), 5000))),
+    ]).finally(() => clearTimeout(timer));
+    watch.close(); // in case it went on
+    assert.ok(ended instanceof HistorydError, String(ended));
+    assert.equal(ended.code, Code.Canceled, String(ended));
+    assert.equal(watch.resumes, 0);
+    await assert.rejects(ap.append({ branchId: branch.id }), (err: unknown) => err instanceof HistorydError && err.code === Code.Canceled);
+    await ap.close();
+  });
 });

@@ -12,7 +12,7 @@ The generated stubs are ``historyd.v1.*_pb2`` and ``*_pb2_grpc`` (from proto/ of
 """
 
 from ._convert import UNSET, BranchInfo, Commit, Event, Heartbeat, InboxHeartbeat, Message, Participant, Unset
-from ._requests import DEFAULT_RETRY, DEFAULT_WATCH_RETRY, TLS, RetryPolicy
+from ._requests import DEFAULT_RETRY, DEFAULT_WATCH_RETRY, TLS, Keepalive, RetryPolicy
 from .aio import AsyncBranch, AsyncClient, AsyncExchange
 from .client import Branch, Client, Exchange
 from .errors import (
@@ -66,6 +66,7 @@ __all__ = [
     "UNSET",
     "Unset",
     "TLS",
+    "Keepalive",
     "RetryPolicy",
     "DEFAULT_RETRY",
     "DEFAULT_WATCH_RETRY",

@@ -7,14 +7,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 import grpc
 from google.protobuf.message import Message as _PbMessage
 
 from . import _requests as rq
 from ._convert import UNSET, BranchInfo, Commit, Heartbeat, InboxHeartbeat, Message, Participant, to_py
-from ._requests import DEFAULT_RETRY, DEFAULT_WATCH_RETRY, TLS, RetryPolicy
+from ._requests import DEFAULT_RETRY, DEFAULT_WATCH_RETRY, TLS, Keepalive, RetryPolicy
+from .aio_appender import AppendFuture, AsyncAppender
 from .client import deleted_error, is_deletion, resumable
 from .errors import HistorydError, from_rpc_error
 from .v1 import exchange_service_pb2 as ex
@@ -22,7 +23,7 @@ from .v1 import exchange_service_pb2_grpc as ex_grpc
 from .v1 import history_service_pb2 as hs
 from .v1 import history_service_pb2_grpc as hs_grpc
 
-__all__ = ["AsyncClient", "AsyncBranch", "AsyncExchange"]
+__all__ = ["AsyncClient", "AsyncBranch", "AsyncExchange", "AsyncAppender", "AppendFuture"]
 
 T = TypeVar("T")
 _DEFAULT: Any = object()
@@ -41,6 +42,10 @@ class AsyncClient:
         timeout: the default deadline of each unary call, in seconds (retries included); None: none.
         retry: the retry policy of unary calls (:data:`DEFAULT_RETRY`).
         options: extra gRPC channel options.
+        keepalive: HTTP/2 keepalive pings while calls are open: ``True`` for :class:`Keepalive`'s
+            defaults (a ping after 30 s of quiet, 20 s to answer), a :class:`Keepalive`, or
+            None (the default: no pings). Keep its ``time`` at or above the server's
+            ``--keepalive-min-time`` (10 s): historyd disconnects a client that pings more often.
 
     Use as an async context manager, or await :meth:`close`.
     """
@@ -54,8 +59,9 @@ class AsyncClient:
         timeout: Optional[float] = 30.0,
         retry: RetryPolicy = DEFAULT_RETRY,
         options: Optional[Sequence[Tuple[str, Any]]] = None,
+        keepalive: Union[bool, Keepalive, None] = None,
     ) -> None:
-        creds, opts = rq.channel_args(addr, tls, options)
+        creds, opts = rq.channel_args(addr, tls, options, keepalive)
         self._channel = grpc.aio.secure_channel(addr, creds, opts) if creds else grpc.aio.insecure_channel(addr, opts)
         self._metadata = rq.call_metadata(token)
         self.timeout = timeout
@@ -65,10 +71,44 @@ class AsyncClient:
         self.exchange_stub = ex_grpc.ExchangeServiceStub(self._channel)
         #: The agent-to-agent AsyncExchange.
         self.exchange = AsyncExchange(self)
+        # The streams open (watches, inbox subscriptions, appenders' streams), which close()
+        # cancels itself: grpc.aio's channel close cancels the calls it finds at the top of a
+        # task's stack, which a stream being read is not, and such a stream waited forever.
+        self._streams: Set[Any] = set()
+        self._closed = False
+        # Set by close(): a watch pausing between reconnections wakes on it and ends.
+        self._closing = asyncio.Event()
 
     async def close(self) -> None:
-        """Closes the channel; calls in flight end with CANCELLED."""
+        """Closes the channel; calls in flight end with CANCELLED (watches, a watch pausing
+        between reconnections too, and inbox subscriptions raise HistorydError CANCELLED; an
+        appender's items in flight AppendStreamBrokenError, and its appends waiting for a place
+        HistorydError CANCELLED). A stream asked for afterwards raises HistorydError CANCELLED."""
+        self._closed = True
+        self._closing.set()
+        for call in list(self._streams):
+            call.cancel()
         await self._channel.close()
+
+    def _closed_error(self) -> HistorydError:
+        """The error of a call on this client once close() ran: grpc.aio's would be a UsageError
+        ('Channel is closed.'), which is not the documented HistorydError."""
+        return HistorydError("the client was closed", code=grpc.StatusCode.CANCELLED)
+
+    def _stream_cancelled(self, e: BaseException) -> HistorydError:
+        """The error of a stream of this client whose iteration raised asyncio.CancelledError,
+        grpc.aio's end of a call cancelled here: HistorydError CANCELLED when close() cancelled
+        it; anything else (the reading task itself cancelled) is raised again."""
+        if not self._closed:
+            raise e
+        return self._closed_error()
+
+    async def _pause(self, delay: float) -> None:
+        """Sleeps delay seconds, or until close() runs."""
+        try:
+            await asyncio.wait_for(self._closing.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -87,7 +127,7 @@ class AsyncClient:
         attempt = 0
         while True:
             attempt += 1
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            left = None if deadline is None else rq.bounded_wait(max(0.0, deadline - time.monotonic()))
             try:
                 return await fn(req, timeout=left, metadata=self._metadata)
             except grpc.RpcError as e:
@@ -146,6 +186,16 @@ class AsyncClient:
         b = AsyncBranch(self, resp.branch.id, BranchInfo.from_proto(resp.branch))
         b.system = Message.from_proto(resp.system) if resp.HasField("system") else None
         return b
+
+    def appender(self, window: int = 64, *, timeout: Optional[float] = _DEFAULT) -> "AsyncAppender":
+        """An :class:`~historyd.aio_appender.AsyncAppender`: AddMessage pipelined over one
+        AppendMessages stream, up to ``window`` items in flight (issue 21). ``timeout`` is how
+        long each item may wait for its answer once sent, in seconds (default: this client's
+        ``timeout``; None: none; the wait for a place in the window is not counted): an item
+        unanswered by then cancels the stream and fails ``DEADLINE_EXCEEDED``, so a stalled server
+        holds no item forever. Cancelling a sent item's future gives up on that item alone (its
+        ``request_id`` appends it again); the stream goes on."""
+        return AsyncAppender(self, window, self.timeout if timeout is _DEFAULT else timeout)
 
     def branch(self, branch_id: str) -> "AsyncBranch":
         """A handle on an existing branch (no call is made)."""
@@ -516,6 +566,7 @@ class AsyncBranch:
         kinds: Optional[Iterable[str]] = None,
         include_rendered: bool = False,
         heartbeats: bool = False,
+        batch_commits: bool = False,
         retry: RetryPolicy = DEFAULT_WATCH_RETRY,
         on_resume: Optional[Callable[[int, HistorydError], None]] = None,
     ) -> AsyncIterator[Union[Commit, Heartbeat]]:
@@ -527,6 +578,8 @@ class AsyncBranch:
         the branch's incarnation, so each event comes exactly once, in order; ``retry`` bounds
         reconnections in a row that deliver nothing, and ``on_resume(cursor, error)`` is called
         before each. ``heartbeats=True`` also yields the :class:`Heartbeat` bookmarks.
+        ``batch_commits=True`` lets the server send the commits a lagging watcher is behind on
+        several to a frame (issue 21); they are yielded one at a time all the same.
 
         After ``retry.max_attempts`` reconnections in a row that deliver nothing (no commit, no
         heartbeat), it raises the last error, as the Go client's Watch does.
@@ -543,12 +596,15 @@ class AsyncBranch:
         cursor, inc, attempt = after, incarnation, 0
         deleted_at: Optional[int] = None  # the sequence of the BRANCH_DELETED commit yielded
         while True:
-            req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered)
+            if self.client._closed:  # during the pause below, say: the channel is closed
+                raise self.client._closed_error()
+            req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered, batch_commits=batch_commits)
             if cursor is not None:
                 req.after_sequence = cursor
             if inc:
                 req.incarnation = inc
             call = stub.WatchBranch(req, metadata=metadata)
+            self.client._streams.add(call)
             try:
                 async for frame in call:
                     which = frame.WhichOneof("frame")
@@ -562,6 +618,13 @@ class AsyncBranch:
                         if is_deletion(frame.commit):
                             deleted_at = cursor
                         yield Commit.from_proto(frame.commit)
+                    elif which == "commits":  # batch_commits (issue 21): each in order
+                        for c in frame.commits.commits:
+                            cursor, attempt = c.last_sequence, 0
+                            self._seen(cursor)
+                            if is_deletion(c):
+                                deleted_at = cursor
+                            yield Commit.from_proto(c)
                     elif which == "heartbeat":
                         cursor, attempt = frame.heartbeat.head_sequence, 0
                         if heartbeats:
@@ -569,8 +632,11 @@ class AsyncBranch:
                 err: HistorydError = HistorydError("the watch stream ended with OK", code=grpc.StatusCode.UNAVAILABLE)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
+            except asyncio.CancelledError as e:
+                err = self.client._stream_cancelled(e)
             finally:
                 call.cancel()
+                self.client._streams.discard(call)
             if deleted_at is not None:  # nothing can follow the deletion: no reconnection
                 raise deleted_error(self.id, deleted_at, err)
             if not resumable(err):
@@ -580,7 +646,7 @@ class AsyncBranch:
                 raise err
             if on_resume is not None:
                 on_resume(cursor if cursor is not None else 0, err)
-            await asyncio.sleep(retry.backoff(attempt))
+            await self.client._pause(retry.backoff(attempt))  # close() ends it early
 
 
 class AsyncExchange:
@@ -670,7 +736,10 @@ class AsyncExchange:
         req = ex.SubscribeInboxRequest(owner_id=str(owner_id))
         if sender is not None:
             req.sender = str(sender)
+        if self.client._closed:
+            raise self.client._closed_error()
         call = self.client.exchange_stub.SubscribeInbox(req, metadata=self.client._metadata)
+        self.client._streams.add(call)
         try:
             async for frame in call:
                 which = frame.WhichOneof("event")
@@ -680,5 +749,8 @@ class AsyncExchange:
                     yield InboxHeartbeat(frame.heartbeat.time.ToDatetime())
         except grpc.RpcError as e:
             raise from_rpc_error(e) from e
+        except asyncio.CancelledError as e:
+            raise self.client._stream_cancelled(e) from None
         finally:
             call.cancel()
+            self.client._streams.discard(call)

@@ -12,16 +12,29 @@ unary AddMessage would have raised. A sent item cannot be taken back: its future
 ``cancel()`` returns False. When the stream breaks, the items in flight raise
 :class:`AppendStreamBrokenError` (with their ``request_id``, filled in when empty, so they can be
 appended again safely) and the next append opens a new stream.
+
+Each item has a deadline. By default it is the appender's ``timeout`` (itself by default the
+client's ``timeout``, 30 s), and it bounds the wait for the item's answer, from when the item is
+sent on the stream: the wait for a place in the window is not counted, so a batch far larger than
+the window (appended from many threads, say) is written however long its tail waits its turn.
+``append(req, timeout=)`` gives an item a deadline of its own instead, counted from the call to
+append: it bounds the wait for a place too, and an item whose own deadline passes before it is sent
+fails ``DEADLINE_EXCEEDED`` unsent. An item unanswered at its deadline cancels the stream, as a
+gRPC deadline cancels a call: it and the items after it in the stream, unanswered too, fail
+:class:`AppendStreamBrokenError` with code ``DEADLINE_EXCEEDED``, and their places in the window
+come back. So a server that accepts the stream and never answers holds no future and no place for
+longer than the deadline. ``timeout=None`` is no deadline.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 import uuid
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, Deque, Optional, Tuple
+from typing import Any, Deque, Dict, Optional, Tuple
 
 import grpc
 
@@ -36,6 +49,7 @@ __all__ = ["Appender", "AppendStreamBrokenError", "DEFAULT_APPEND_WINDOW"]
 DEFAULT_APPEND_WINDOW = 64
 
 _END = object()
+_DEFAULT: Any = object()
 _INSTRUCTION_ARGS = ("context", "guidance", "handle_context", "plain_content", "tool_schemas", "response_format", "images", "image_detail")
 
 
@@ -65,28 +79,44 @@ class _Stream:
     futures itself, such a callback blocked it for good whenever the window was full: no later
     future settled and close() hung (review of the clients, fault 1). The window still bounds the
     items sent and not yet answered; answered items waiting to be settled hold no slot, and at
-    most a window of them wait (the reader waits for the settler beyond that)."""
+    most a window of them wait (the reader waits for the settler beyond that).
+
+    A third thread, the watchdog, cancels the call when an item in flight passes its deadline
+    (see the module's doc): the reader then breaks the stream with that deadline as its end."""
 
     def __init__(self, stub: Any, metadata: Any, window: int, slots: threading.Semaphore) -> None:
         self.requests: "queue.Queue[Any]" = queue.Queue()
-        self.pending: Deque[Tuple[str, Future]] = deque()
+        # (request_id, future, deadline: time.monotonic() seconds or None), in the order sent.
+        self.pending: Deque[Tuple[str, Future, Optional[float]]] = deque()
         # (future, result, exception), then _END. Bounded by the window: a slow done-callback
         # holds the reader back once a window of answers waits to be settled, so the answers held
         # stay bounded; the slots of those answers are free, so a callback that appends gets one.
         self.settlements: "queue.Queue[Any]" = queue.Queue(maxsize=max(window, 1))
         self.lock = threading.Lock()
+        # Wakes the watchdog: an item sent with an earlier deadline than the one it waits for,
+        # or the stream broken.
+        self.deadlines = threading.Condition(self.lock)
+        self.due: Optional[float] = None  # the deadline the watchdog waits for
+        # The end the watchdog gave the stream: the reader breaks it with this, not CANCELLED.
+        self.expired: Optional[HistorydError] = None
         self.broken = False
         self.slots = slots
         self.requests.put(hs.AppendMessagesRequest(window=window))
         self.call = stub.AppendMessages(self._requests(), metadata=metadata)
         self.settler = threading.Thread(target=self._settle_all, name="historyd-appender-settler", daemon=True)
         self.reader = threading.Thread(target=self._read, name="historyd-appender", daemon=True)
+        self.watchdog = threading.Thread(target=self._watch_deadlines, name="historyd-appender-deadlines", daemon=True)
         try:
             self.settler.start()
             self.reader.start()
         except BaseException:
             self.call.cancel()
             self.settlements.put(_END)
+            raise
+        try:
+            self.watchdog.start()
+        except BaseException:
+            self.call.cancel()  # the reader breaks the stream, which ends the settler
             raise
 
     def _requests(self) -> Any:
@@ -96,18 +126,45 @@ class _Stream:
                 return
             yield r
 
-    def send(self, req: hs.AddMessageRequest, fut: Future) -> bool:
+    def send(self, req: hs.AddMessageRequest, fut: Future, deadline: Optional[float] = None) -> bool:
         """Queues req, whose answer settles fut, a new future; False when the stream is broken.
         fut is running from here on: cancel() returns False, as the server may already have the
         item (cancel() returned True, and the item was applied all the same; review of the
-        clients, fault 3)."""
+        clients, fault 3). deadline (time.monotonic() seconds) is when the stream is cancelled
+        if req has no answer yet; None: never."""
         with self.lock:
             if self.broken:
                 return False
             fut.set_running_or_notify_cancel()
-            self.pending.append((req.request_id, fut))
+            self.pending.append((req.request_id, fut, deadline))
             self.requests.put(hs.AppendMessagesRequest(item=req))
+            if deadline is not None and (self.due is None or deadline < self.due):
+                self.deadlines.notify()  # only then: the usual item's deadline is after the head's
             return True
+
+    def _watch_deadlines(self) -> None:
+        """The watchdog thread: sleeps until the earliest deadline of the items in flight, and
+        cancels the call when an item is still unanswered then."""
+        with self.lock:
+            while not self.broken:
+                now = time.monotonic()
+                self.due = min((d for _, _, d in self.pending if d is not None), default=None)
+                if self.due is None or self.due > now:
+                    # A wait longer than threading takes is cut short and taken again (the loop).
+                    self.deadlines.wait(None if self.due is None else rq.bounded_wait(self.due - now))
+                    continue
+                late = next(rid for rid, _, d in self.pending if d is not None and d <= now)
+                self.expired = HistorydError(
+                    f"item {late} was not answered within its deadline: the append stream was cancelled",
+                    code=grpc.StatusCode.DEADLINE_EXCEEDED,
+                )
+                # No item is sent on it any more: the next append opens a new stream at once,
+                # rather than queue its item on a call the reader has not yet seen end.
+                self.broken = True
+                break
+            else:
+                return
+        self.call.cancel()
 
     def _read(self) -> None:
         # Any exit, not only an RpcError, breaks the stream: a reader that died silently would leave
@@ -117,7 +174,7 @@ class _Stream:
         try:
             for resp in self.call:
                 with self.lock:
-                    request_id, fut = self.pending.popleft()  # IndexError on an answer to no item: broken
+                    request_id, fut, _ = self.pending.popleft()  # IndexError on an answer to no item: broken
                 # The item is answered: its slot is free before its future settles (see the class).
                 self.slots.release()
                 try:
@@ -135,7 +192,7 @@ class _Stream:
             err = _reader_error(e)
             self.call.cancel()  # the server need not answer a reader that is gone
         finally:
-            self._break(err)
+            self._break(self.expired or err)
 
     def _break(self, err: HistorydError) -> None:
         """Marks the stream broken, ends its requests and fails the items in flight, releasing
@@ -144,8 +201,9 @@ class _Stream:
             self.broken = True
             left = list(self.pending)
             self.pending.clear()
+            self.deadlines.notify()  # the watchdog ends
         self.requests.put(_END)
-        for request_id, fut in left:
+        for request_id, fut, _ in left:
             self.slots.release()
             self.settlements.put((fut, None, AppendStreamBrokenError(request_id, err)))
         self.settlements.put(_END)
@@ -161,12 +219,16 @@ class _Stream:
             _settle(fut, result=result, exc=exc)
 
     def close(self) -> None:
-        """Ends the requests and waits for every answer, and for every future to be settled (unless
-        called from a done-callback, on the settler itself)."""
+        """Ends the requests and waits for every answer, and for every future to be settled;
+        from a done-callback, on the settler itself, it only ends the requests. The settler
+        settles the answers the reader reads, so there it can wait for neither: the reader, with
+        a window of answers waiting to be settled, waited for room in the settler's queue, and
+        the three waited on each other for good."""
         self.requests.put(_END)  # the server answers what it has, then ends the stream
+        if threading.current_thread() is self.settler:
+            return  # the answers still to come are settled by this thread, after the callback
         self.reader.join()
-        if threading.current_thread() is not self.settler:
-            self.settler.join()
+        self.settler.join()
 
 
 def _settle(fut: Future, result: Any = None, exc: Optional[BaseException] = None) -> None:
@@ -184,6 +246,30 @@ def _settle(fut: Future, result: Any = None, exc: Optional[BaseException] = None
         pass
 
 
+def instruction_item(branch_id: str, instruction: Any, kwargs: Dict[str, Any]) -> hs.AddMessageRequest:
+    """The AddMessageRequest of append_instruction (sync and asyncio): kwargs are its keyword
+    arguments less ``timeout``."""
+    kwargs = dict(kwargs)
+    head = {k: kwargs.pop(k, None) for k in ("request_id", "expected_head_sequence", "sender", "recipient", "metadata")}
+    req = rq.add_message(branch_id, include_rendered=kwargs.pop("include_rendered", False), **head)
+    req.omit_content = bool(kwargs.pop("omit_content", False))
+    body = {k: kwargs.pop(k, None) for k in _INSTRUCTION_ARGS}
+    if kwargs:
+        raise TypeError(f"append_instruction: unknown arguments {sorted(kwargs)}")
+    req.instruction.CopyFrom(rq.instruction_input(instruction, **body))
+    return req
+
+
+def with_request_id(req: hs.AddMessageRequest) -> hs.AddMessageRequest:
+    """req, or a copy of it with a fresh UUID as its request_id when it has none."""
+    if req.request_id:
+        return req
+    cp = hs.AddMessageRequest()
+    cp.CopyFrom(req)
+    cp.request_id = str(uuid.uuid4())
+    return cp
+
+
 def _reader_error(e: BaseException) -> HistorydError:
     return HistorydError(f"the append stream's reader failed: {e!r}", code=grpc.StatusCode.INTERNAL)
 
@@ -194,29 +280,49 @@ class Appender:
 
     The futures' done-callbacks run on the appender's own settler thread, one at a time in the
     order answered; one may append (waiting for a slot if the window is full), but one that waits
-    for a later future's result waits forever."""
+    for a later future's result waits forever.
 
-    def __init__(self, client: Any, window: int = DEFAULT_APPEND_WINDOW) -> None:
+    ``timeout`` is how long each item may wait for its answer once sent, in seconds (see the
+    module's doc): by default the client's ``timeout``; None: none. :meth:`append` takes a
+    deadline of its own, from the call."""
+
+    def __init__(self, client: Any, window: int = DEFAULT_APPEND_WINDOW, timeout: Optional[float] = _DEFAULT) -> None:
         self._client = client
         self._window = max(1, window)
+        self._timeout: Optional[float] = getattr(client, "timeout", None) if timeout is _DEFAULT else timeout
         self._slots = threading.Semaphore(self._window)
         self._lock = threading.Lock()
         self._stream: Optional[_Stream] = None
         self._closed = False
 
-    def append(self, req: hs.AddMessageRequest) -> "Future[Message]":
+    def append(self, req: hs.AddMessageRequest, *, timeout: Optional[float] = _DEFAULT) -> "Future[Message]":
         """Sends req as the next item (waiting while the window is full); its future gives the
         message as written, or raises the item's error. An empty ``request_id`` is filled in.
 
         The item is sent once append returns, and its future is running: ``cancel()`` returns
-        False and cannot take the item back (the server applies it); wait for its answer."""
-        if not req.request_id:
-            cp = hs.AddMessageRequest()
-            cp.CopyFrom(req)
-            cp.request_id = str(uuid.uuid4())
-            req = cp
+        False and cannot take the item back (the server applies it); wait for its answer.
+
+        Without ``timeout``, the appender's bounds the wait for the answer, from the sending.
+        ``timeout`` (seconds; None: none) is the item's own deadline, from this call: when it
+        passes before the item is sent (while append waits for a place in the window), append
+        returns a future that raises ``DEADLINE_EXCEEDED`` and nothing is sent; when it passes
+        before the answer, the stream is cancelled (see the module's doc)."""
+        own = timeout is not _DEFAULT  # the item's own deadline counts from now
+        deadline = time.monotonic() + timeout if own and timeout is not None else None
+        req = with_request_id(req)
         fut: "Future[Message]" = Future()
-        self._slots.acquire()
+        placed = self._slots.acquire(timeout=None if deadline is None else rq.bounded_wait(max(0.0, deadline - time.monotonic())))
+        if not placed or (deadline is not None and time.monotonic() >= deadline):  # never sent past its deadline
+            if placed:
+                self._slots.release()
+            fut.set_running_or_notify_cancel()
+            fut.set_exception(
+                HistorydError(
+                    f"item {req.request_id} waited for a place in the window past its deadline ({timeout} s); it was not sent",
+                    code=grpc.StatusCode.DEADLINE_EXCEEDED,
+                )
+            )
+            return fut
         with self._lock:
             if self._closed:
                 self._slots.release()
@@ -229,7 +335,9 @@ class Appender:
                     # channel) left every later append waiting (review of the clients, fault 4).
                     self._slots.release()
                     raise
-            if not self._stream.send(req, fut):
+            if not own and self._timeout is not None:  # the appender's: from the sending
+                deadline = time.monotonic() + self._timeout
+            if not self._stream.send(req, fut, deadline):
                 self._slots.release()
                 fut.set_exception(
                     AppendStreamBrokenError(req.request_id, HistorydError("the append stream ended", code=grpc.StatusCode.UNAVAILABLE))
@@ -238,20 +346,17 @@ class Appender:
 
     def append_instruction(self, branch_id: str, instruction: Any, **kwargs: Any) -> "Future[Message]":
         """Appends an Instruction (the keyword arguments of Branch.add_instruction's input:
-        context, guidance, ...; and request_id, expected_head_sequence). ``omit_content=True``
-        asks for an acknowledgement: the future's message has no content (``kind`` None, ``content``
-        empty); the message is written whole."""
-        head = {k: kwargs.pop(k, None) for k in ("request_id", "expected_head_sequence", "sender", "recipient", "metadata")}
-        req = rq.add_message(branch_id, include_rendered=kwargs.pop("include_rendered", False), **head)
-        req.omit_content = bool(kwargs.pop("omit_content", False))
-        body = {k: kwargs.pop(k, None) for k in _INSTRUCTION_ARGS}
-        if kwargs:
-            raise TypeError(f"append_instruction: unknown arguments {sorted(kwargs)}")
-        req.instruction.CopyFrom(rq.instruction_input(instruction, **body))
-        return self.append(req)
+        context, guidance, ...; and request_id, expected_head_sequence, and append's
+        ``timeout``). ``omit_content=True`` asks for an acknowledgement: the future's message
+        has no content (``kind`` None, ``content`` empty); the message is written whole."""
+        timeout = kwargs.pop("timeout", _DEFAULT)
+        return self.append(instruction_item(branch_id, instruction, kwargs), timeout=timeout)
 
     def close(self) -> None:
-        """Stops taking items and waits for the answers of the ones in flight."""
+        """Stops taking items and waits for the answers of the ones in flight: at most until their
+        deadlines, which cancel the stream (without one, as long as the server takes). From a
+        future's done-callback it stops taking items and returns: the answers still to come are
+        settled on the thread that runs the callback, once it returns."""
         with self._lock:
             self._closed = True
             s = self._stream

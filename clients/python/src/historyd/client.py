@@ -11,7 +11,7 @@ from google.protobuf.message import Message as _PbMessage
 
 from . import _requests as rq
 from ._convert import UNSET, BranchInfo, Commit, Heartbeat, InboxHeartbeat, Message, Participant, to_py
-from ._requests import DEFAULT_RETRY, DEFAULT_WATCH_RETRY, TLS, RetryPolicy
+from ._requests import DEFAULT_RETRY, DEFAULT_WATCH_RETRY, TLS, Keepalive, RetryPolicy
 from .errors import (
     BranchDeletedError,
     HistorydError,
@@ -73,6 +73,10 @@ class Client:
         timeout: the default deadline of each unary call, in seconds (retries included); None: none.
         retry: the retry policy of unary calls (:data:`DEFAULT_RETRY`).
         options: extra gRPC channel options.
+        keepalive: HTTP/2 keepalive pings while calls are open: ``True`` for :class:`Keepalive`'s
+            defaults (a ping after 30 s of quiet, 20 s to answer), a :class:`Keepalive`, or
+            None (the default: no pings). Keep its ``time`` at or above the server's
+            ``--keepalive-min-time`` (10 s): historyd disconnects a client that pings more often.
 
     Use as a context manager, or call :meth:`close`.
     """
@@ -86,8 +90,9 @@ class Client:
         timeout: Optional[float] = 30.0,
         retry: RetryPolicy = DEFAULT_RETRY,
         options: Optional[Sequence[Tuple[str, Any]]] = None,
+        keepalive: Union[bool, Keepalive, None] = None,
     ) -> None:
-        creds, opts = rq.channel_args(addr, tls, options)
+        creds, opts = rq.channel_args(addr, tls, options, keepalive)
         self._channel = grpc.secure_channel(addr, creds, opts) if creds else grpc.insecure_channel(addr, opts)
         self._metadata = rq.call_metadata(token)
         self.timeout = timeout
@@ -119,7 +124,7 @@ class Client:
         attempt = 0
         while True:
             attempt += 1
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            left = None if deadline is None else rq.bounded_wait(max(0.0, deadline - time.monotonic()))
             try:
                 return fn(req, timeout=left, metadata=self._metadata)
             except grpc.RpcError as e:
@@ -178,12 +183,16 @@ class Client:
         b.system = Message.from_proto(resp.system) if resp.HasField("system") else None
         return b
 
-    def appender(self, window: int = 64) -> "Appender":
+    def appender(self, window: int = 64, *, timeout: Optional[float] = _DEFAULT) -> "Appender":
         """An :class:`~historyd.appender.Appender`: AddMessage pipelined over one AppendMessages
-        stream, up to ``window`` items in flight (issue 21)."""
+        stream, up to ``window`` items in flight (issue 21). ``timeout`` is how long each item may
+        wait for its answer once sent, in seconds (default: this client's ``timeout``; None:
+        none; the wait for a place in the window is not counted): an item unanswered by then
+        cancels the stream and fails ``DEADLINE_EXCEEDED``, so a stalled server holds no item
+        forever."""
         from .appender import Appender
 
-        return Appender(self, window)
+        return Appender(self, window, self.timeout if timeout is _DEFAULT else timeout)
 
     def branch(self, branch_id: str) -> "Branch":
         """A handle on an existing branch (no call is made)."""

@@ -3,7 +3,9 @@
 // as soon as they arrive, and cutAtNextResponse() cuts a connection when the server starts an
 // answer: it reads the server's HTTP/2 frames (never changing them) and drops the connection
 // instead of forwarding the first HEADERS frame of a stream, so the call was applied and its answer
-// is lost. Counts the connections it accepted, so a test can see a reconnect.
+// is lost. Counts the connections it accepted, so a test can see a reconnect. freeze() black-holes
+// the open connections (a peer gone silent: no FIN, no RST), and clientPings counts the HTTP/2 PING
+// frames clients send, so a test can see keepalive at work.
 
 import net from "node:net";
 
@@ -16,6 +18,11 @@ export class CuttableProxy {
   #armed = false;
   /** Connections cut by cutAtNextResponse. */
   responseCuts = 0;
+  /** PING frames clients sent (not their ACKs of the server's). */
+  clientPings = 0;
+  readonly #pairs: { client: net.Socket; upstream: net.Socket }[] = [];
+  readonly #frozen = new Set<net.Socket>(); // client sockets whose traffic is dropped both ways
+  #pingWaiters: (() => void)[] = [];
 
   private constructor(server: net.Server) {
     this.#server = server;
@@ -43,7 +50,9 @@ export class CuttableProxy {
         });
       }
       client.pipe(upstream);
+      client.on("data", p.#countPings());
       upstream.on("data", p.#frames(client, upstream));
+      p.#pairs.push({ client, upstream });
       client.on("close", () => upstream.destroy());
       upstream.on("close", () => client.destroy());
     });
@@ -63,6 +72,56 @@ export class CuttableProxy {
     return this.#live.size;
   }
 
+  /** Black-holes every open connection: they stay open, and what either side sends is read and
+   * dropped, as when the peer's host is gone or a NAT entry expired; only keepalive pings tell a
+   * client. New connections are forwarded as usual. */
+  freeze(): void {
+    for (const { client, upstream } of this.#pairs) {
+      if (this.#frozen.has(client)) continue;
+      this.#frozen.add(client);
+      client.unpipe(upstream); // the ping counter's listener keeps reading, and drops it
+    }
+  }
+
+  /** Resolves once clients have sent n PING frames in all; rejects after ms. */
+  async waitClientPings(n: number, ms: number): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (this.clientPings < n) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`the clients sent ${this.clientPings} PING frames, not ${n}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.#pingWaiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+
+  /** A client-to-server listener that splits the bytes into HTTP/2 frames (after the client's
+   * 24-byte preface) and counts the PING frames that are not ACKs. */
+  #countPings(): (chunk: Buffer) => void {
+    let buf = Buffer.alloc(0);
+    let preface = 24;
+    return (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      if (preface > 0) {
+        const n = Math.min(preface, buf.length);
+        buf = buf.subarray(n);
+        preface -= n;
+      }
+      while (buf.length >= 9 && buf.length >= 9 + buf.readUIntBE(0, 3)) {
+        const length = buf.readUIntBE(0, 3);
+        if (buf[3] === 6 && (buf[4]! & 1) === 0) {
+          this.clientPings++;
+          for (const w of this.#pingWaiters.splice(0)) w();
+        }
+        buf = buf.subarray(9 + length);
+      }
+    };
+  }
+
   /** Drops every connection the proxy carries. */
   cut(): void {
     for (const s of this.#live) s.destroy();
@@ -80,6 +139,7 @@ export class CuttableProxy {
     let buf = Buffer.alloc(0);
     let payloadLeft = 0;
     return (chunk: Buffer) => {
+      if (this.#frozen.has(client)) return;
       buf = Buffer.concat([buf, chunk]);
       while (buf.length > 0) {
         if (payloadLeft > 0) {

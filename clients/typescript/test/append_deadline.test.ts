@@ -1,0 +1,186 @@
+// The Appender's bounds against a stalled server: a fake historyd (a bare node:http2 server) whose
+// AppendMessages takes the stream and its items and never answers, not even with headers, as a
+// server stuck behind a lock or a proxy that swallows its answers would. An item unanswered by its
+// deadline rejects DEADLINE_EXCEEDED, the stream is cancelled (the fake sees it reset), the window's
+// places come back and close() returns; an append that waits for a place past its deadline rejects
+// unsent; the appender's signal ends it all, CANCELED.
+//
+// Before the bounds, the promises stayed pending until the client closed, and close() never
+// returned: nothing bounded an item but the caller's own patience.
+
+import assert from "node:assert/strict";
+import http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { describe, test } from "node:test";
+
+import { AppendStreamBrokenError, Code, connect, HistorydError } from "../src/index.js";
+
+/** What each test may take at most (the deadlines under test are tenths of a second). */
+const limitMs = 5000;
+
+/** A gRPC server in name only: every stream is accepted and left unanswered; it counts the streams
+ * opened, the bytes of requests read, and the streams the client ended. */
+class StalledServer {
+  opened = 0;
+  bytes = 0;
+  ended = 0;
+  readonly #server = http2.createServer();
+  readonly #waiters: (() => void)[] = [];
+
+  static async start(): Promise<StalledServer> {
+    const s = new StalledServer();
+    s.#server.on("stream", (stream) => {
+      s.opened++;
+      stream.on("data", (chunk: Buffer) => (s.bytes += chunk.length));
+      stream.on("error", () => {}); // the client's RST_STREAM(CANCEL)
+      stream.on("close", () => {
+        s.ended++;
+        for (const w of s.#waiters.splice(0)) w();
+      });
+    });
+    await new Promise<void>((resolve) => s.#server.listen(0, "127.0.0.1", resolve));
+    return s;
+  }
+
+  get addr(): string {
+    return `127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+  }
+
+  /** Resolves once n streams in all have ended (within limitMs, else rejects). */
+  async waitEnded(n: number): Promise<void> {
+    while (this.ended < n) await within(new Promise<void>((r) => this.#waiters.push(r)), limitMs, `${n} streams ended`);
+  }
+
+  async stop(): Promise<void> {
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+}
+
+/** p, or a rejection after ms: a promise that never settles fails the test instead of hanging it. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** The error p rejects with (within limitMs); fails when it resolves. Called as soon as p is made,
+ * so that no rejection is ever unhandled. */
+async function rejection(p: Promise<unknown>, what: string): Promise<HistorydError> {
+  const err = await within(
+    p.then(
+      () => assert.fail(`${what} resolved`),
+      (e: unknown) => e,
+    ),
+    limitMs,
+    what,
+  );
+  assert.ok(err instanceof HistorydError, `${what}: ${String(err)}`);
+  return err;
+}
+
+const instr = (text: string) => ({ branchId: "00000000-0000-4000-8000-000000000001", input: { case: "instruction" as const, value: { instructionValue: { case: "instruction" as const, value: text } } } });
+
+describe("appender bounds against a stalled server", () => {
+  test("items fail DEADLINE_EXCEEDED at the client's timeout; the stream is cancelled; the window frees", async () => {
+    const fake = await StalledServer.start();
+    const client = connect(fake.addr, { tls: false, timeoutMs: 300 });
+    try {
+      const t0 = Date.now();
+      const ap = client.appender(2);
+      const first = [rejection(ap.append(instr("m0")), "item 0"), rejection(ap.append(instr("m1")), "item 1")];
+      for (const [i, p] of first.entries()) {
+        const err = await p;
+        assert.ok(err instanceof AppendStreamBrokenError, `item ${i} may have been applied: ${String(err)}`);
+        assert.equal(err.code, Code.DeadlineExceeded, String(err));
+        assert.ok(err.requestId);
+      }
+      await fake.waitEnded(1); // the stream was cancelled
+      // The window is free again: a third item gets a place at once, on a new stream, and meets its
+      // own deadline there.
+      const third = await rejection(ap.append(instr("m2")), "item 2");
+      assert.ok(third instanceof AppendStreamBrokenError);
+      assert.equal(third.code, Code.DeadlineExceeded);
+      await within(ap.close(), limitMs, "close()");
+      await fake.waitEnded(2);
+      assert.equal(fake.opened, 2);
+      assert.ok(Date.now() - t0 < limitMs);
+    } finally {
+      client.close();
+      await fake.stop();
+    }
+  });
+
+  test("an append waiting for a place past its own deadline rejects unsent, taking no place", async () => {
+    const fake = await StalledServer.start();
+    const client = connect(fake.addr, { tls: false, timeoutMs: 0 });
+    try {
+      const ap = client.appender({ window: 1, timeoutMs: 1000 });
+      const held = rejection(ap.append(instr("held")), "the held item");
+      const t0 = Date.now();
+      const waited = await rejection(ap.append(instr("waited"), { timeoutMs: 100 }), "the waiting item");
+      assert.ok(!(waited instanceof AppendStreamBrokenError), "the item was never sent");
+      assert.equal(waited.code, Code.DeadlineExceeded);
+      assert.ok(Date.now() - t0 < 1000, "it failed at its own deadline, before the held item's");
+      const heldErr = await held;
+      assert.ok(heldErr instanceof AppendStreamBrokenError);
+      assert.equal(heldErr.code, Code.DeadlineExceeded);
+      await within(ap.close(), limitMs, "close()");
+      await fake.waitEnded(1);
+    } finally {
+      client.close();
+      await fake.stop();
+    }
+  });
+
+  test("the appender's signal cancels the stream and rejects everything, CANCELED", async () => {
+    const fake = await StalledServer.start();
+    const client = connect(fake.addr, { tls: false, timeoutMs: 0 });
+    try {
+      const ac = new AbortController();
+      const ap = client.appender({ window: 2, signal: ac.signal });
+      const sent = [rejection(ap.append(instr("a")), "sent item 0"), rejection(ap.append(instr("b")), "sent item 1")];
+      const waiting = rejection(ap.append(instr("c")), "the waiting item");
+      ac.abort();
+      for (const p of sent) {
+        const err = await p;
+        assert.ok(err instanceof AppendStreamBrokenError);
+        assert.equal(err.code, Code.Canceled);
+      }
+      const w = await waiting;
+      assert.ok(!(w instanceof AppendStreamBrokenError));
+      assert.equal(w.code, Code.Canceled);
+      assert.equal((await rejection(ap.append(instr("d")), "an append after the signal")).code, Code.Canceled);
+      await within(ap.close(), limitMs, "close()");
+      await fake.waitEnded(1);
+      assert.equal(fake.opened, 1);
+    } finally {
+      client.close();
+      await fake.stop();
+    }
+  });
+
+  test("an item's own signal, once sent, cancels the stream; AbortSignal.timeout is DEADLINE_EXCEEDED", async () => {
+    const fake = await StalledServer.start();
+    const client = connect(fake.addr, { tls: false, timeoutMs: 0 });
+    try {
+      const ap = client.appender(4);
+      const ac = new AbortController();
+      const mine = rejection(ap.append(instr("mine"), { signal: ac.signal }), "the cancelled item");
+      const after = rejection(ap.append(instr("after")), "the item after it");
+      ac.abort();
+      for (const [what, p] of [["the cancelled item", mine], ["the item after it", after]] as const) {
+        const err = await p;
+        assert.ok(err instanceof AppendStreamBrokenError, what);
+        assert.equal(err.code, Code.Canceled, what);
+      }
+      await fake.waitEnded(1);
+      const timed = await rejection(ap.append(instr("timed"), { signal: AbortSignal.timeout(100) }), "the timed item");
+      assert.equal(timed.code, Code.DeadlineExceeded);
+      await within(ap.close(), limitMs, "close()");
+      await fake.waitEnded(2);
+    } finally {
+      client.close();
+      await fake.stop();
+    }
+  });
+});
