@@ -149,48 +149,18 @@ func TestReviewStorageClassMore(t *testing.T) {
 
 // A remembered result (requests.result) that does not decode is a row
 // historyd wrote and cannot read back: DATA_LOSS (damagedRowError), as a
-// message row that does not decode is, not INTERNAL. It is read by Recall
-// and inside the repeated call.
+// message row that does not decode is, not INTERNAL.
 func TestARememberedResultThatDoesNotDecodeIsDamage(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		op   store.Op
-		text string
-	}{
-		{"a write's, not JSON", store.OpAddMessage, "{not json"},
-		{"a write's, its message not one", store.OpAddMessage, `{"m":{"m":"x","s":1}}`},
-		{"a create's, not JSON", store.OpCreateBranch, "{not json"},
-		{"a create's, without its branch", store.OpCreateBranch, `{}`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := openReady(t, testConfig(pgtest.New(t), storetest.Options{}))
-			created, err := s.CreateBranch(tctx(t), store.CreateBranchInput{RequestID: "create-1"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := created.Branch.ID
-			add(t, s, id, "x", store.WriteOptions{RequestID: "add-1"})
-			tag, err := s.pool.Exec(tctx(t), `UPDATE requests SET result = $1 WHERE op = $2`, tc.text, string(tc.op))
+	storetest.RememberedResultDamage(t,
+		func(t *testing.T) store.Store { return openReady(t, testConfig(pgtest.New(t), storetest.Options{})) },
+		func(t *testing.T, st store.Store, op store.Op, text string) store.Store {
+			tag, err := st.(*Store).pool.Exec(tctx(t), `UPDATE requests SET result = $1 WHERE op = $2`, text, string(op))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tag.RowsAffected() != 1 {
-				t.Fatalf("%d records of %s, want 1", tag.RowsAffected(), tc.op)
+				t.Fatalf("%d records of %s, want 1", tag.RowsAffected(), op)
 			}
-			var repeat error
-			if tc.op == store.OpAddMessage {
-				_, _, err = s.Recall(tctx(t), "", &id, tc.op, "add-1")
-				_, repeat = s.AddMessage(tctx(t), id, store.AddInput{Factory: addFactory("x")}, store.WriteOptions{RequestID: "add-1"})
-			} else {
-				_, _, err = s.Recall(tctx(t), "", nil, tc.op, "create-1")
-				_, repeat = s.CreateBranch(tctx(t), store.CreateBranchInput{RequestID: "create-1"})
-			}
-			if !errors.Is(err, store.ErrStorageDamaged) {
-				t.Errorf("Recall: %v, want the damage", err)
-			}
-			if !errors.Is(repeat, store.ErrStorageDamaged) {
-				t.Errorf("the repeated call: %v, want the damage", repeat)
-			}
-		})
-	}
+			return st
+		}, nil)
 }

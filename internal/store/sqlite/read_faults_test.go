@@ -13,6 +13,7 @@ import (
 
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/store"
+	"github.com/historyd/historyd/internal/store/storetest"
 )
 
 // damageTables overwrites every page at the root of table's b-trees (the
@@ -120,62 +121,38 @@ func TestReadFaultsOutsideTransactionsAreStorageErrors(t *testing.T) {
 // A remembered result (the requests table's result column) that does not
 // decode is a row historyd wrote and cannot read back: DATA_LOSS and the
 // store's health, as a message row that does not decode is (damagedRowError),
-// not INTERNAL. It is read by Recall and inside the repeated call.
+// not INTERNAL.
 func TestARememberedResultThatDoesNotDecodeIsDamage(t *testing.T) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		name string
-		op   store.Op
-		text string
-	}{
-		{"a write's, not JSON", store.OpAddMessage, "{not json"},
-		{"a write's, its message not one", store.OpAddMessage, `{"m":{"m":"x","s":1}}`},
-		{"a create's, not JSON", store.OpCreateBranch, "{not json"},
-		{"a create's, without its branch", store.OpCreateBranch, `{}`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	dirs := map[store.Store]string{}
+	storetest.RememberedResultDamage(t,
+		func(t *testing.T) store.Store {
 			dir := filepath.Join(t.TempDir(), "data")
 			s := open(t, dir)
-			created, err := s.CreateBranch(ctx, store.CreateBranchInput{RequestID: "create-1"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := created.Branch.ID
-			if _, err := s.AddMessage(ctx, id, addInput("x"), store.WriteOptions{RequestID: "add-1"}); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Close(); err != nil {
+			dirs[s] = dir
+			return s
+		},
+		func(t *testing.T, st store.Store, op store.Op, text string) store.Store {
+			dir := dirs[st]
+			if err := st.(*Store).Close(); err != nil {
 				t.Fatal(err)
 			}
 			raw, err := sql.Open("sqlite", "file:"+filepath.Join(dir, FileName))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res, err := raw.Exec(`UPDATE requests SET result = ? WHERE op = ?`, tc.text, string(tc.op)); err != nil {
+			defer raw.Close()
+			if res, err := raw.Exec(`UPDATE requests SET result = ? WHERE op = ?`, text, string(op)); err != nil {
 				t.Fatal(err)
 			} else if n, _ := res.RowsAffected(); n != 1 {
-				t.Fatalf("%d records of %s, want 1", n, tc.op)
+				t.Fatalf("%d records of %s, want 1", n, op)
 			}
-			raw.Close()
-			s = open(t, dir)
-			defer s.Close()
-			var repeat error
-			if tc.op == store.OpAddMessage {
-				_, _, err = s.Recall(ctx, "", &id, tc.op, "add-1")
-				_, repeat = s.AddMessage(ctx, id, addInput("x"), store.WriteOptions{RequestID: "add-1"})
-			} else {
-				_, _, err = s.Recall(ctx, "", nil, tc.op, "create-1")
-				_, repeat = s.CreateBranch(ctx, store.CreateBranchInput{RequestID: "create-1"})
-			}
-			if !errors.Is(err, store.ErrStorageDamaged) {
-				t.Errorf("Recall: %v, want the damage", err)
-			}
-			if !errors.Is(repeat, store.ErrStorageDamaged) {
-				t.Errorf("the repeated call: %v, want the damage", repeat)
-			}
-			if _, unusable := s.Health(); !errors.Is(unusable, store.ErrStorageDamaged) {
+			s := open(t, dir)
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+		func(t *testing.T, st store.Store) {
+			if _, unusable := st.(*Store).Health(); !errors.Is(unusable, store.ErrStorageDamaged) {
 				t.Errorf("health says %v, want the damage", unusable)
 			}
 		})
-	}
 }
