@@ -120,9 +120,9 @@ func storeError(dir string, err error) error {
 func openPostgres(ctx context.Context, c config, log *zap.Logger) (*engine, error) {
 	cfg := c.Store.postgresConfig()
 	cfg.OnMigrationLockWait = func(h postgres.LockHolder) {
-		log.Warn(fmt.Sprintf("waiting up to %v for the PostgreSQL migration lock: another historyd or historyd migrate is migrating this schema", migrations.LockWait),
+		log.Warn(fmt.Sprintf("waiting up to %v for the PostgreSQL migration lock: another historyd or historyd migrate holds it while it migrates this schema", migrations.LockWait),
 			append(c.Store.logFields(), zap.Int("holder_pid", h.PID), zap.String("holder_application", h.Application),
-				zap.String("holder_client", h.Client), zap.Time("holder_since", h.Since))...)
+				zap.String("holder_client", holderClient(h)), zap.String("holder_since", holderSince(h)))...)
 	}
 	cfg.EventRetention = c.History.EventRetention
 	cfg.SubscriberBuffer = c.History.WatchBuffer

@@ -26,7 +26,7 @@ HISTORYD_POSTGRES_URL), and prints the versions it applied, or that the schema i
 sqlite it takes the directory's lock, so it is refused while a historyd serves from it; on
 PostgreSQL it takes an advisory lock, so replicas and this command starting together migrate once,
 and historyd replicas may keep serving while it runs; it waits up to 5 minutes for a lock another
-session holds, saying so on stderr, and up to 10 s for the server to answer. Migrations
+session holds, saying so on stderr after 2 s, and up to 10 s for the server to answer. Migrations
 are additive: a historyd one version older keeps working on the migrated database, so a rolling
 upgrade can migrate first and then replace the servers. A database whose schema is newer than this
 historyd is refused, naming both versions. --postgres-url without --store postgres, and --data-dir
@@ -124,13 +124,29 @@ func migratePostgres(ctx context.Context, url string, stdout, stderr io.Writer) 
 		if h.Application != "" {
 			app = fmt.Sprintf(" %q", h.Application)
 		}
-		fmt.Fprintf(stderr, "historyd migrate: PostgreSQL %s: waiting up to %v for the migration lock, held by session %d%s from %s since %s: another historyd or historyd migrate is migrating this schema\n",
-			postgresTarget(url), migrations.LockWait, h.PID, app, h.Client, h.Since.UTC().Format(time.RFC3339))
+		fmt.Fprintf(stderr, "historyd migrate: PostgreSQL %s: waiting up to %v for the migration lock, held by session %d%s from %s since %s: another historyd or historyd migrate holds it while it migrates this schema\n",
+			postgresTarget(url), migrations.LockWait, h.PID, app, holderClient(h), holderSince(h))
 	}))
 	if err != nil {
 		err = postgresError(err)
 	}
 	return reportMigration("PostgreSQL "+postgresTarget(url), migrations.Postgres, applied, err, stdout, stderr)
+}
+
+// holderClient and holderSince word what PostgreSQL shows of a lock holder: a role without
+// pg_read_all_stats is not shown another role's client address and start.
+func holderClient(h postgres.LockHolder) string {
+	if h.Client == "" {
+		return "an address not shown to this role"
+	}
+	return h.Client
+}
+
+func holderSince(h postgres.LockHolder) string {
+	if h.Since.IsZero() {
+		return "a time not shown to this role"
+	}
+	return h.Since.UTC().Format(time.RFC3339)
 }
 
 // reportMigration prints what a migration of the database file names applied, and its error.

@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,8 +29,8 @@ type migrateOptions struct {
 type LockHolder struct {
 	PID         int
 	Application string    // its application_name; "" when it set none
-	Client      string    // its client address; "local" for a Unix socket
-	Since       time.Time // when its session started
+	Client      string    // its client address; "local" for a Unix socket; "" when not shown to this role
+	Since       time.Time // when its session started; zero when not shown to this role
 }
 
 // OnLockWait has Migrate call f, before it waits, when another session
@@ -62,17 +65,56 @@ func Migrate(ctx context.Context, url string, opts ...MigrateOption) (applied []
 	return up(ctx, pool, db, o.onLockWait)
 }
 
-// up applies the pending migrations holding the schema's migration lock;
-// when another session holds it, onLockWait (if set) hears who first.
+// lockWaitNotice is how long up waits for the migration lock before it
+// asks who holds it. Every start takes the lock, if only to read the
+// schema's version, so replicas starting together each hold it for a
+// moment: a holder seen at once is usually that, not a migration. A var:
+// tests lower it.
+var lockWaitNotice = 2 * time.Second
+
+// migrationApp is the application_name of this process's migration
+// sessions: it names them to an operator reading pg_stat_activity (or
+// another replica's warning), and tells lockHolder this process's own
+// session, which holds the lock while it migrates, from another's.
+var migrationApp = func() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "historyd migrations " + hex.EncodeToString(b[:])
+}()
+
+// hookBeforeUp, a test hook, runs in up once the wait's notice is armed,
+// before the lock is first tried.
+var hookBeforeUp func()
+
+// up applies the pending migrations holding the schema's migration lock.
+// When it has waited lockWaitNotice and another session holds the lock,
+// onLockWait (if set) hears who, once.
 func up(ctx context.Context, pool *pgxpool.Pool, db *sql.DB, onLockWait func(LockHolder)) ([]int64, error) {
 	id, err := lockID(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
 	if onLockWait != nil {
-		if holder, held, err := lockHolder(ctx, pool, id); err == nil && held {
-			onLockWait(holder)
-		}
+		// Owner: this call; stopped when Up returns (done), and waited for.
+		nctx, done := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			t := time.NewTimer(lockWaitNotice)
+			defer t.Stop()
+			select {
+			case <-nctx.Done():
+				return
+			case <-t.C:
+			}
+			if holder, held, err := lockHolder(nctx, pool, id); err == nil && held && nctx.Err() == nil {
+				onLockWait(holder)
+			}
+		})
+		defer wg.Wait()
+		defer done()
+	}
+	if hookBeforeUp != nil {
+		hookBeforeUp()
 	}
 	return migrations.Up(ctx, migrations.Postgres, db, migrations.SessionLock(id))
 }
@@ -102,6 +144,7 @@ func migrationPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	}
 	pcfg.MaxConns = 2
 	pcfg.ConnConfig.RuntimeParams["statement_timeout"] = "0"
+	pcfg.ConnConfig.RuntimeParams["application_name"] = migrationApp
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
@@ -125,19 +168,29 @@ func lockID(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 // the lock's classid and objid, with objsubid 1.
 func lockHolder(ctx context.Context, pool *pgxpool.Pool, id int64) (LockHolder, bool, error) {
 	var h LockHolder
+	var since *time.Time
+	// A role without pg_read_all_stats sees another role's session with
+	// no client address and no start: those are unknown ("", zero), not
+	// a local session started now. This process's own session (it holds
+	// the lock while it migrates) is not another's.
 	err := pool.QueryRow(ctx, `
-		SELECT l.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local'),
-		       coalesce(a.backend_start, now())
+		SELECT l.pid, coalesce(a.application_name, ''),
+		       CASE WHEN a.backend_start IS NULL THEN '' WHEN a.client_addr IS NULL THEN 'local' ELSE host(a.client_addr) END,
+		       a.backend_start
 		FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
 		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
 		  AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid
 		  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		LIMIT 1`, int64(uint64(id)>>32), int64(uint64(id)&0xffffffff)).Scan(&h.PID, &h.Application, &h.Client, &h.Since)
+		  AND coalesce(a.application_name, '') <> $3
+		LIMIT 1`, int64(uint64(id)>>32), int64(uint64(id)&0xffffffff), migrationApp).Scan(&h.PID, &h.Application, &h.Client, &since)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return LockHolder{}, false, nil
 	case err != nil:
 		return LockHolder{}, false, err
+	}
+	if since != nil {
+		h.Since = *since
 	}
 	return h, true, nil
 }
