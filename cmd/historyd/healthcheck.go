@@ -106,7 +106,7 @@ func parseHealthcheck(args []string, getenv func(string) string) (healthcheckCon
 		return c, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	if c.timeout <= 0 {
-		return c, fmt.Errorf("%w: timeout %v: must be positive", errUsage, c.timeout)
+		return c, fmt.Errorf("%w: --timeout %v: must be positive, such as 3s", errUsage, c.timeout)
 	}
 	return c, c.connConfig.resolve(getenv)
 }

@@ -174,6 +174,7 @@ func TestHealthcheckAddrErrors(t *testing.T) {
 		{map[string]string{"HISTORYD_LISTEN": ":0"}, nil, "port 0"},
 		{nil, []string{"--addr", "bogus"}, "127.0.0.1:50051"},
 		{nil, []string{"--addr", "127.0.0.1:99999"}, "99999"},
+		{nil, []string{"--timeout", "0s"}, "--timeout 0s"},
 	} {
 		var stdout, stderr strings.Builder
 		if code := healthcheck(context.Background(), tc.args, envOf(tc.env), &stdout, &stderr); code != 2 {
