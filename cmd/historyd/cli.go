@@ -140,10 +140,8 @@ func validHint(fs *flag.FlagSet, name, cause string) string {
 		return cause
 	}
 	example := f.DefValue
-	for _, s := range settings {
-		if s.flag == name {
-			example = s.def
-		}
+	if def, ok := settingDefault(name); ok {
+		example = def
 	}
 	var kind string
 	switch v := f.Value.(type) {

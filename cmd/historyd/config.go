@@ -98,14 +98,15 @@ func newFlagSet(cfg *config) *flag.FlagSet {
 	return fs
 }
 
-// settingDefault returns the default of the setting whose flag is name, as --help shows it.
-func settingDefault(name string) string {
+// settingDefault returns the default of the setting whose flag is name, as --help shows it, and
+// whether there is such a setting.
+func settingDefault(name string) (string, bool) {
 	for _, s := range settings {
 		if s.flag == name {
-			return s.def
+			return s.def, true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // fromEnvNote names the environment variables that gave the settings a validation error names

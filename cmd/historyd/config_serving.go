@@ -125,7 +125,8 @@ func (c servingConfig) limitFlags() error {
 		case d.zero && d.v < 0:
 			return fmt.Errorf("--%s %v: must not be negative (0s: none)", d.flag, d.v)
 		case !d.zero && d.v <= 0:
-			return fmt.Errorf("--%s %v: must be positive, such as %s", d.flag, d.v, settingDefault(d.flag))
+			def, _ := settingDefault(d.flag)
+			return fmt.Errorf("--%s %v: must be positive, such as %s", d.flag, d.v, def)
 		}
 	}
 	for _, n := range []struct {
@@ -136,7 +137,8 @@ func (c servingConfig) limitFlags() error {
 		{"max-connections", int64(l.MaxConnections)},
 	} {
 		if n.v <= 0 {
-			return fmt.Errorf("--%s %d: must be positive, such as %s", n.flag, n.v, settingDefault(n.flag))
+			def, _ := settingDefault(n.flag)
+			return fmt.Errorf("--%s %d: must be positive, such as %s", n.flag, n.v, def)
 		}
 	}
 	if l.MaxAppendWindow < 0 {

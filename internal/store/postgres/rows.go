@@ -103,15 +103,7 @@ func scanMsgs(rows pgx.Rows, err error) ([]*sqlrow.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []*sqlrow.Message
-	err = eachMsg(rows, func(m *sqlrow.Message) error {
-		out = append(out, m)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return sqlrow.Collect(func(yield func(*sqlrow.Message) error) error { return eachMsg(rows, yield) })
 }
 
 // eachMsg reads rows of msgCols one at a time and hands each to fn, so a

@@ -114,3 +114,16 @@ func DecodeMessage(body string) (*envelope.Message, error) {
 	}
 	return m, nil
 }
+
+// Collect gathers the messages each hands over, in order: an engine's row
+// loop (its eachMsg) made a slice.
+func Collect(each func(yield func(*Message) error) error) ([]*Message, error) {
+	var out []*Message
+	if err := each(func(m *Message) error {
+		out = append(out, m)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
