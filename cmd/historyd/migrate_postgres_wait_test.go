@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/internal/store/migrations"
 	"github.com/historyd/historyd/internal/store/postgres/pgtest"
 )
 
@@ -31,23 +30,44 @@ func TestMigratePostgresNoAnswer(t *testing.T) {
 	}
 }
 
-// lineSignal is a writer that signals when a line containing want has been written.
+// lineSignal is a writer that closes a channel once what was written contains a string it waits
+// for (seen).
 type lineSignal struct {
-	mu   sync.Mutex
-	buf  strings.Builder
-	want string
-	seen chan struct{}
-	once sync.Once
+	mu      sync.Mutex
+	buf     strings.Builder
+	waiters map[string]chan struct{}
 }
 
 func (w *lineSignal) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf.Write(p)
-	if strings.Contains(w.buf.String(), w.want) {
-		w.once.Do(func() { close(w.seen) })
-	}
+	w.wake()
 	return len(p), nil
+}
+
+// seen returns a channel closed once what was written contains want.
+func (w *lineSignal) seen(want string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.waiters == nil {
+		w.waiters = map[string]chan struct{}{}
+	}
+	if _, ok := w.waiters[want]; !ok {
+		w.waiters[want] = make(chan struct{})
+		w.wake()
+	}
+	return w.waiters[want]
+}
+
+// wake closes the channels of the strings written by now; w.mu is held.
+func (w *lineSignal) wake() {
+	for want, ch := range w.waiters {
+		if strings.Contains(w.buf.String(), want) {
+			close(ch)
+			delete(w.waiters, want)
+		}
+	}
 }
 
 func (w *lineSignal) String() string {
@@ -60,21 +80,19 @@ func (w *lineSignal) String() string {
 // migrate (which waits for it up to 5 minutes) says so on stderr first, naming the holder, then
 // migrates once the lock is free.
 func TestMigratePostgresSaysWhatItWaitsFor(t *testing.T) {
-	base := pgtest.URL(t)
-	schema := pgtest.Schema(t, base)
-	target := pgtest.SchemaURL(t, base, schema)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, release := pgtest.HoldAdvisoryLock(ctx, t, base, "the-holder", func(database string) int64 { return migrations.LockID(database, schema) })
+	target, _, release := pgtest.HoldMigrationLock(ctx, t, "the-holder")
 
-	stderr := &lineSignal{want: "waiting up to 5m0s for the migration lock", seen: make(chan struct{})}
+	stderr := &lineSignal{}
+	waiting := stderr.seen("waiting up to 5m0s for the migration lock")
 	var stdout strings.Builder
 	done := make(chan int, 1)
 	go func() {
 		done <- runIO(ctx, signals{}, []string{"migrate", "--store", "postgres", "--postgres-url", target}, envOf(nil), &stdout, stderr)
 	}()
 	select {
-	case <-stderr.seen:
+	case <-waiting:
 	case code := <-done:
 		t.Fatalf("migrate = %d while the lock was held, stderr %q", code, stderr.String())
 	case <-ctx.Done():
@@ -93,14 +111,12 @@ func TestMigratePostgresSaysWhatItWaitsFor(t *testing.T) {
 // migration lock waited for it (up to 5 minutes) without a word, looking hung; it now logs one
 // warning naming the holder first, then serves once the lock is free.
 func TestServePostgresSaysWhatItWaitsFor(t *testing.T) {
-	base := pgtest.URL(t)
-	schema := pgtest.Schema(t, base)
-	target := pgtest.SchemaURL(t, base, schema)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	pid, release := pgtest.HoldAdvisoryLock(ctx, t, base, "the-holder", func(database string) int64 { return migrations.LockID(database, schema) })
+	target, pid, release := pgtest.HoldMigrationLock(ctx, t, "the-holder")
 
-	log := &lineSignal{want: "for the PostgreSQL migration lock", seen: make(chan struct{})}
+	log := &lineSignal{}
+	waiting, serving := log.seen("for the PostgreSQL migration lock"), log.seen(`"msg":"serving"`)
 	stop, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	done := make(chan int, 1)
@@ -108,7 +124,7 @@ func TestServePostgresSaysWhatItWaitsFor(t *testing.T) {
 		done <- run(stop, []string{"--listen", "127.0.0.1:0", "--store", "postgres", "--postgres-url", target, "--postgres-max-conns", "2"}, envOf(nil), log)
 	}()
 	select {
-	case <-log.seen:
+	case <-waiting:
 	case code := <-done:
 		t.Fatalf("serve = %d while the lock was held, log %q", code, log.String())
 	case <-ctx.Done():
@@ -128,13 +144,9 @@ func TestServePostgresSaysWhatItWaitsFor(t *testing.T) {
 		line.HolderPID != pid || line.HolderApplication != "the-holder" || line.Postgres != postgresTarget(target) {
 		t.Errorf("the waiting line %q: want a warning naming the holder (pid %d, the-holder) and the database", first, pid)
 	}
-	serving := &lineSignal{want: `"msg":"serving"`, seen: make(chan struct{})}
-	log.mu.Lock()
-	log.want, log.seen, log.once = serving.want, serving.seen, sync.Once{}
-	log.mu.Unlock()
 	release()
 	select {
-	case <-serving.seen:
+	case <-serving:
 	case code := <-done:
 		t.Fatalf("serve = %d once the lock was free, log %q", code, log.String())
 	case <-ctx.Done():

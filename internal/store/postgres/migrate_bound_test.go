@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/historyd/historyd/internal/store/migrations"
 	"github.com/historyd/historyd/internal/store/postgres/pgtest"
 )
 
@@ -34,14 +33,9 @@ func TestMigrateBoundsTheConnect(t *testing.T) {
 // Migrate waits for a migration lock another session holds (up to migrations.LockWait); it says
 // so first, naming the holder, through OnLockWait, and not when the lock is free.
 func TestMigrateSaysWhatItWaitsFor(t *testing.T) {
-	base := pgtest.URL(t)
-	schema := pgtest.Schema(t, base)
-	u := pgtest.SchemaURL(t, base, schema)
 	ctx := tctx(t)
-	was := lockWaitNotice
-	lockWaitNotice = 50 * time.Millisecond
-	t.Cleanup(func() { lockWaitNotice = was })
-	pid, release := pgtest.HoldAdvisoryLock(ctx, t, base, "the-holder", func(database string) int64 { return migrations.LockID(database, schema) })
+	noticeAfter(t, 50*time.Millisecond)
+	u, pid, release := pgtest.HoldMigrationLock(ctx, t, "the-holder")
 	waiting := make(chan LockHolder, 1)
 	type result struct {
 		applied []int64
@@ -75,15 +69,10 @@ func TestMigrateSaysWhatItWaitsFor(t *testing.T) {
 // lockWaitNotice is not reported (a review counted 8 warnings in 20 starts of 4 replicas on a
 // current schema, each saying another was migrating).
 func TestMigrateSaysNothingOfAShortWait(t *testing.T) {
-	base := pgtest.URL(t)
-	schema := pgtest.Schema(t, base)
-	u := pgtest.SchemaURL(t, base, schema)
 	ctx := tctx(t)
-	was := lockWaitNotice
-	lockWaitNotice = time.Minute // far longer than the hold below, on any machine
-	t.Cleanup(func() { lockWaitNotice = was })
+	noticeAfter(t, time.Minute) // far longer than the hold below, on any machine
 	// Held when the migration starts, let go before its first try.
-	_, release := pgtest.HoldAdvisoryLock(ctx, t, base, "the-holder", func(database string) int64 { return migrations.LockID(database, schema) })
+	u, _, release := pgtest.HoldMigrationLock(ctx, t, "the-holder")
 	hookBeforeUp = release
 	t.Cleanup(func() { hookBeforeUp = nil })
 	if _, err := Migrate(ctx, u, OnLockWait(func(h LockHolder) { t.Errorf("a short wait reported: %+v", h) })); err != nil {
@@ -118,4 +107,11 @@ func TestLockHolderIsNotThisProcess(t *testing.T) {
 	if h, held, err := lockHolder(ctx, pool, id); err != nil || held {
 		t.Errorf("lockHolder with this process's session holding the lock = %+v, %v, %v; want none", h, held, err)
 	}
+}
+
+// noticeAfter sets lockWaitNotice for the test.
+func noticeAfter(t *testing.T, d time.Duration) {
+	was := lockWaitNotice
+	lockWaitNotice = d
+	t.Cleanup(func() { lockWaitNotice = was })
 }

@@ -6,14 +6,18 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/historyd/historyd/internal/store/migrations"
 )
 
-// HoldAdvisoryLock connects to base as application app, a session of its own, as another process
-// would be, and takes the advisory lock that lockID names for the session's database (the caller
-// passes migrations.LockID with its schema). It returns the session's backend pid and release,
-// which unlocks it; the connection closes when the test ends.
-func HoldAdvisoryLock(ctx context.Context, t *testing.T, base, app string, lockID func(database string) int64) (pid int, release func()) {
+// HoldMigrationLock makes a schema of its own under URL(t) and, in a session of its own named app
+// (as another process's would be), takes that schema's migration lock (migrations.LockID). It
+// returns the schema's URL, the session's backend pid and release, which unlocks it; the
+// connection closes when the test ends.
+func HoldMigrationLock(ctx context.Context, t *testing.T, app string) (schemaURL string, pid int, release func()) {
 	t.Helper()
+	base := URL(t)
+	schema := Schema(t, base)
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)
@@ -30,11 +34,11 @@ func HoldAdvisoryLock(ctx context.Context, t *testing.T, base, app string, lockI
 	if err := conn.QueryRow(ctx, "SELECT current_database(), pg_backend_pid()").Scan(&database, &pid); err != nil {
 		t.Fatal(err)
 	}
-	id := lockID(database)
+	id := migrations.LockID(database, schema)
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", id); err != nil {
 		t.Fatal(err)
 	}
-	return pid, func() {
+	return SchemaURL(t, base, schema), pid, func() {
 		t.Helper()
 		if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", id); err != nil {
 			t.Fatal(err)
