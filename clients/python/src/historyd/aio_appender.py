@@ -45,7 +45,7 @@ from typing import Any, Callable, Deque, Optional, Set
 import grpc
 
 from ._convert import Message
-from .appender import DEFAULT_APPEND_WINDOW, AppendStreamBrokenError, instruction_item, with_request_id
+from .appender import DEFAULT_APPEND_WINDOW, AppendStreamBrokenError, instruction_item, unsent_past_deadline, with_request_id
 from .errors import HistorydError, from_item_status, from_rpc_error
 from .v1 import history_service_pb2 as hs
 
@@ -215,12 +215,7 @@ class AsyncAppender:
         if not placed or (deadline is not None and loop.time() >= deadline):  # never sent past its deadline
             if placed and self._in_flight < self._window:
                 self._wake_next()  # woken for a place and not taking it: the next waiter may
-            fut.set_exception(
-                HistorydError(
-                    f"item {req.request_id} waited for a place in the window past its deadline ({timeout} s); it was not sent",
-                    code=grpc.StatusCode.DEADLINE_EXCEEDED,
-                )
-            )
+            fut.set_exception(unsent_past_deadline(req.request_id, timeout))
             return fut
         if self._closed:
             raise RuntimeError("historyd: the appender is closed")

@@ -270,6 +270,14 @@ def with_request_id(req: hs.AddMessageRequest) -> hs.AddMessageRequest:
     return cp
 
 
+def unsent_past_deadline(request_id: str, timeout: Optional[float]) -> HistorydError:
+    """The error of an item that waited for a place in the window past its deadline: it was not sent."""
+    return HistorydError(
+        f"item {request_id} waited for a place in the window past its deadline ({timeout} s); it was not sent",
+        code=grpc.StatusCode.DEADLINE_EXCEEDED,
+    )
+
+
 def _reader_error(e: BaseException) -> HistorydError:
     return HistorydError(f"the append stream's reader failed: {e!r}", code=grpc.StatusCode.INTERNAL)
 
@@ -316,12 +324,7 @@ class Appender:
             if placed:
                 self._slots.release()
             fut.set_running_or_notify_cancel()
-            fut.set_exception(
-                HistorydError(
-                    f"item {req.request_id} waited for a place in the window past its deadline ({timeout} s); it was not sent",
-                    code=grpc.StatusCode.DEADLINE_EXCEEDED,
-                )
-            )
+            fut.set_exception(unsent_past_deadline(req.request_id, timeout))
             return fut
         with self._lock:
             if self._closed:
