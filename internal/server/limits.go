@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -116,37 +115,55 @@ func DefaultLimits() Limits {
 	}
 }
 
-// ErrInvalidLimits is wrapped by the error Limits.Validate returns.
+// ErrInvalidLimits is wrapped by the error Limits.Validate returns, a *LimitError.
 var ErrInvalidLimits = errors.New("invalid limits")
 
-// Validate reports the first field out of range.
+// Validate reports the first field out of range, as a *LimitError. cmd/historyd reports the first
+// refusal as the usage line of its flag, so the order of the checks is the order of its lines.
 func (l Limits) Validate() error {
+	d := DefaultLimits()
+	positive := func(field string, v, def any) error {
+		return &LimitError{Field: field, Value: v, Rule: LimitPositive, Want: def}
+	}
+	notNegative := func(field string, v time.Duration) error {
+		return &LimitError{Field: field, Value: v, Rule: LimitNotNegative, Want: time.Duration(0)}
+	}
+	notNegativeDefault := func(field string, v int) error {
+		return &LimitError{Field: field, Value: v, Rule: LimitNotNegativeDefault, Want: 0}
+	}
 	switch {
-	case l.MaxRecvMsgSize <= 0:
-		return fmt.Errorf("%w: max receive message size %d: must be positive", ErrInvalidLimits, l.MaxRecvMsgSize)
-	case l.MaxConcurrentStreams == 0:
-		return fmt.Errorf("%w: max concurrent streams must be positive", ErrInvalidLimits)
+	case l.MaxRecvMsgSize > 0 && l.MaxInflightBytes < int64(l.MaxRecvMsgSize):
+		return &LimitError{Field: "MaxInflightBytes", Value: l.MaxInflightBytes, Rule: LimitBelowOther,
+			Other: "MaxRecvMsgSize", OtherValue: l.MaxRecvMsgSize}
 	case l.KeepaliveMinTime <= 0:
-		return fmt.Errorf("%w: keepalive min time %v: must be positive", ErrInvalidLimits, l.KeepaliveMinTime)
-	case l.KeepaliveTime <= 0 || l.KeepaliveTimeout <= 0:
-		return fmt.Errorf("%w: keepalive time %v and timeout %v: must be positive", ErrInvalidLimits, l.KeepaliveTime, l.KeepaliveTimeout)
+		return positive("KeepaliveMinTime", l.KeepaliveMinTime, d.KeepaliveMinTime)
+	case l.KeepaliveTime <= 0:
+		return positive("KeepaliveTime", l.KeepaliveTime, d.KeepaliveTime)
+	case l.KeepaliveTimeout <= 0:
+		return positive("KeepaliveTimeout", l.KeepaliveTimeout, d.KeepaliveTimeout)
 	case l.MaxConnectionIdle <= 0:
-		return fmt.Errorf("%w: max connection idle %v: must be positive", ErrInvalidLimits, l.MaxConnectionIdle)
-	case l.MaxConnectionAge < 0 || l.MaxConnectionAgeGrace < 0:
-		return fmt.Errorf("%w: max connection age %v and grace %v: must not be negative", ErrInvalidLimits, l.MaxConnectionAge, l.MaxConnectionAgeGrace)
+		return positive("MaxConnectionIdle", l.MaxConnectionIdle, d.MaxConnectionIdle)
+	case l.MaxConnectionAge < 0:
+		return notNegative("MaxConnectionAge", l.MaxConnectionAge)
+	case l.MaxConnectionAgeGrace < 0:
+		return notNegative("MaxConnectionAgeGrace", l.MaxConnectionAgeGrace)
+	case l.MaxRecvMsgSize <= 0:
+		return positive("MaxRecvMsgSize", l.MaxRecvMsgSize, d.MaxRecvMsgSize)
+	case l.MaxConcurrentStreams == 0:
+		return positive("MaxConcurrentStreams", l.MaxConcurrentStreams, d.MaxConcurrentStreams)
 	case l.MaxConnections <= 0:
-		return fmt.Errorf("%w: max connections %d: must be positive", ErrInvalidLimits, l.MaxConnections)
-	case l.MaxInflightBytes < int64(l.MaxRecvMsgSize):
-		return fmt.Errorf("%w: max in-flight bytes %d is below the max receive message size %d: no call could start (each reserves the max receive message size)",
-			ErrInvalidLimits, l.MaxInflightBytes, l.MaxRecvMsgSize)
+		return positive("MaxConnections", l.MaxConnections, d.MaxConnections)
 	case l.MaxAppendWindow < 0:
-		return fmt.Errorf("%w: max append window %d: must not be negative", ErrInvalidLimits, l.MaxAppendWindow)
-	case l.MaxResponseBytes < 0 || l.MaxRenderedBytes < 0 || l.MaxImportBytes < 0:
-		return fmt.Errorf("%w: max response bytes %d, max rendered bytes %d and max import bytes %d: must not be negative",
-			ErrInvalidLimits, l.MaxResponseBytes, l.MaxRenderedBytes, l.MaxImportBytes)
+		return notNegativeDefault("MaxAppendWindow", l.MaxAppendWindow)
+	case l.MaxResponseBytes < 0:
+		return notNegativeDefault("MaxResponseBytes", l.MaxResponseBytes)
+	case l.MaxRenderedBytes < 0:
+		return notNegativeDefault("MaxRenderedBytes", l.MaxRenderedBytes)
+	case l.MaxImportBytes < 0:
+		return notNegativeDefault("MaxImportBytes", l.MaxImportBytes)
 	case l.orDefaults().MaxRenderedBytes > l.orDefaults().MaxResponseBytes:
-		return fmt.Errorf("%w: max rendered bytes %d is above max response bytes %d: a rendering that large could never be sent",
-			ErrInvalidLimits, l.orDefaults().MaxRenderedBytes, l.orDefaults().MaxResponseBytes)
+		return &LimitError{Field: "MaxRenderedBytes", Value: l.orDefaults().MaxRenderedBytes, Rule: LimitAboveOther,
+			Other: "MaxResponseBytes", OtherValue: l.orDefaults().MaxResponseBytes}
 	}
 	return nil
 }
