@@ -1,7 +1,5 @@
 package main
 
-import "fmt"
-
 // The most of each count that historyd allocates for whole, up front: a larger value is refused at
 // start (exit 2) rather than found by the kernel's OOM killer. --stream-workers 4294967295 was
 // accepted, and the process died at start with a goroutine dump of that many workers; the buffers
@@ -36,7 +34,7 @@ var countRanges = map[string][2]int64{
 // have their own checks, older than these).
 func checkMaximum(flag string, n int64) error {
 	if r := countRanges[flag]; n > r[1] {
-		return fmt.Errorf("--%s %d: want %d to %d (it is allocated whole, up front)", flag, n, r[0], r[1])
+		return badValue(flag, "%d: want %d to %d (it is allocated whole, up front)", n, r[0], r[1])
 	}
 	return nil
 }

@@ -136,14 +136,18 @@ func limitFlag(field string) string {
 	return field // no flag sets it (TestLimitFlags keeps this from happening)
 }
 
-// limitUsage turns the refusal of server.Limits.Validate into historyd's usage line, which names
-// the flags where Validate names the fields; other errors are returned as they are.
+// limitUsage turns the refusal of server.Limits.Validate into historyd's usage error, whose line
+// names the flags where Validate names the fields; other errors are returned as they are.
 func limitUsage(err error) error {
 	var le *server.LimitError
 	if !errors.As(err, &le) {
 		return err
 	}
-	return errors.New(le.Describe(limitFlag))
+	flags := []string{flagOfLimit[le.Field]}
+	if le.Other != "" {
+		flags = append(flags, flagOfLimit[le.Other])
+	}
+	return usagef(flags, "%s", le.Describe(limitFlag))
 }
 
 // validate checks the values that the flag types do not; the limits are server.Limits.Validate's
@@ -151,9 +155,9 @@ func limitUsage(err error) error {
 func (c servingConfig) validate() error {
 	switch {
 	case (c.TLSCert == "") != (c.TLSKey == ""):
-		return errors.New("--tls-cert and --tls-key go together: give both or neither")
+		return usagef([]string{"tls-cert", "tls-key"}, "--tls-cert and --tls-key go together: give both or neither")
 	case c.TLSClientCA != "" && c.TLSCert == "":
-		return errors.New("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+		return usagef([]string{"tls-client-ca", "tls-cert", "tls-key"}, "--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
 	}
 	if c.MetricsAddr != "" {
 		if err := validateAddr("metrics-addr", c.MetricsAddr, "127.0.0.1:9090"); err != nil {

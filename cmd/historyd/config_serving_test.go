@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,9 +183,20 @@ func TestLimitFlags(t *testing.T) {
 			continue // that value is valid
 		}
 		seen[le.Field] = true
-		line := limitUsage(err).Error()
-		if want := "--" + flagOfLimit[le.Field] + " "; !strings.HasPrefix(line, want) {
-			t.Errorf("%s refused: usage line %q does not lead with %q", le.Field, line, want)
+		var ue *usageError
+		if !errors.As(limitUsage(err), &ue) {
+			t.Fatalf("%s refused: limitUsage = %v, want a *usageError", le.Field, limitUsage(err))
+		}
+		line := ue.line
+		if lead := "--" + flagOfLimit[le.Field] + " "; !strings.HasPrefix(line, lead) {
+			t.Errorf("%s refused: usage line %q does not lead with %q", le.Field, line, lead)
+		}
+		want := []string{flagOfLimit[le.Field]}
+		if le.Other != "" {
+			want = append(want, flagOfLimit[le.Other])
+		}
+		if !slices.Equal(ue.flags, want) {
+			t.Errorf("%s refused: the usage error lists the flags %q, want %q", le.Field, ue.flags, want)
 		}
 		for f := range fields {
 			if strings.Contains(line, f) {
