@@ -74,7 +74,7 @@ func (c *servingConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Limits.MaxConnectionAge, s[12].flag, mustDuration(s[12].def), s[12].usage)
 	fs.DurationVar(&c.Limits.MaxConnectionAgeGrace, s[13].flag, mustDuration(s[13].def), s[13].usage)
 	fs.Func(s[14].flag, s[14].usage, func(v string) error {
-		n, err := strconv.ParseUint(v, 10, 32) // validate holds it to maxStreamWorkers
+		n, err := strconv.ParseUint(v, 10, 32) // Limits.Validate holds it to server.MaxStreamWorkers
 		c.Limits.StreamWorkers = uint32(n)
 		return err
 	})
@@ -163,12 +163,6 @@ func (c servingConfig) validate() error {
 		if err := validateAddr("metrics-addr", c.MetricsAddr, "127.0.0.1:9090"); err != nil {
 			return err
 		}
-	}
-	if err := checkMaximum("stream-workers", int64(c.Limits.StreamWorkers)); err != nil {
-		return err
-	}
-	if err := checkMaximum("append-max-window", int64(c.Limits.MaxAppendWindow)); err != nil {
-		return err
 	}
 	return limitUsage(c.Limits.Validate())
 }

@@ -171,10 +171,12 @@ func TestLimitFlags(t *testing.T) {
 			refused = append(refused, l)
 		}
 	}
-	inflight, render := server.DefaultLimits(), server.DefaultLimits()
+	inflight, render, workers, window := server.DefaultLimits(), server.DefaultLimits(), server.DefaultLimits(), server.DefaultLimits()
 	inflight.MaxInflightBytes = int64(inflight.MaxRecvMsgSize) - 1
 	render.MaxRenderedBytes = render.MaxResponseBytes + 1
-	refused = append(refused, inflight, render)
+	workers.StreamWorkers = server.MaxStreamWorkers + 1
+	window.MaxAppendWindow = server.MaxMaxAppendWindow + 1
+	refused = append(refused, inflight, render, workers, window)
 	seen := map[string]bool{}
 	for _, l := range refused {
 		err := l.Validate()

@@ -42,6 +42,9 @@ const (
 	// LimitAboveOther: the field is above Other, and must be at most Other. MaxRenderedBytes
 	// against MaxResponseBytes: a rendering is sent within the response budget.
 	LimitAboveOther
+	// LimitAtMost: the field, a count the server allocates whole, up front, must be from zero to
+	// Want (StreamWorkers, MaxAppendWindow).
+	LimitAtMost
 )
 
 // Error says what Validate refused, naming the field by its Go name.
@@ -69,6 +72,8 @@ func (e *LimitError) Describe(name func(field string) string) string {
 	case LimitAboveOther:
 		return fmt.Sprintf("%s %v is above %s %v: a rendering that large could never be sent",
 			name(e.Field), e.Value, name(e.Other), e.OtherValue)
+	case LimitAtMost:
+		return fmt.Sprintf("%s %v: want 0 to %v (it is allocated whole, up front)", name(e.Field), e.Value, e.Want)
 	}
 	return fmt.Sprintf("%s %v: out of range", name(e.Field), e.Value)
 }

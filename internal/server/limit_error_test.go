@@ -49,6 +49,12 @@ func TestLimitError(t *testing.T) {
 		{"in-flight budget below one request", func(l *Limits) { l.MaxRecvMsgSize, l.MaxInflightBytes = 2048, 1024 },
 			LimitError{Field: "MaxInflightBytes", Value: int64(1024), Rule: LimitBelowOther, Other: "MaxRecvMsgSize", OtherValue: 2048},
 			"invalid limits: MaxInflightBytes 1024 is below MaxRecvMsgSize 2048: every call reserves MaxRecvMsgSize of it, so none could start"},
+		{"too many stream workers", func(l *Limits) { l.StreamWorkers = MaxStreamWorkers + 1 },
+			LimitError{Field: "StreamWorkers", Value: uint32(MaxStreamWorkers + 1), Rule: LimitAtMost, Want: uint32(MaxStreamWorkers)},
+			"invalid limits: StreamWorkers 1025: want 0 to 1024 (it is allocated whole, up front)"},
+		{"window above its maximum", func(l *Limits) { l.MaxAppendWindow = MaxMaxAppendWindow + 1 },
+			LimitError{Field: "MaxAppendWindow", Value: MaxMaxAppendWindow + 1, Rule: LimitAtMost, Want: MaxMaxAppendWindow},
+			"invalid limits: MaxAppendWindow 65537: want 0 to 65536 (it is allocated whole, up front)"},
 		{"negative window", func(l *Limits) { l.MaxAppendWindow = -1 },
 			LimitError{Field: "MaxAppendWindow", Value: -1, Rule: LimitNotNegativeDefault, Want: 0},
 			"invalid limits: MaxAppendWindow -1: must not be negative (0: the server's default)"},
@@ -104,10 +110,15 @@ func TestLimitError(t *testing.T) {
 			if got := le.Describe(flag); got != want {
 				t.Errorf("Describe = %q\nwant %q", got, want)
 			}
+			// orDefaults replaces each field out of range on its own; it leaves a render cap above
+			// the response budget as it is.
+			if got := l.orDefaults(); le.Rule != LimitAboveOther && got.Validate() != nil {
+				t.Errorf("orDefaults() = %+v does not validate", got)
+			}
 			rules[le.Rule] = true
 		})
 	}
-	for r := LimitPositive; r <= LimitAboveOther; r++ {
+	for r := LimitPositive; r <= LimitAtMost; r++ {
 		if !rules[r] {
 			t.Errorf("no case refuses with rule %d", r)
 		}

@@ -25,6 +25,15 @@ const (
 	// keeps its grown stack from call to call. 128 covers the calls two cores run at once with room
 	// to spare, for a few MiB of stacks; beyond it, calls get goroutines of their own as before.
 	DefaultStreamWorkers = 128
+	// MaxStreamWorkers is the most StreamWorkers Validate allows: each worker is a goroutine that
+	// keeps the stack its calls grew (tens of KiB), started with the server; 1024 serve far more
+	// calls at once than the cores run, and beyond the workers a call gets a goroutine of its own.
+	// 4294967295 workers (--stream-workers had no maximum) killed the process at start with OOM.
+	MaxStreamWorkers = 1024
+	// MaxMaxAppendWindow is the most MaxAppendWindow Validate allows: each AppendMessages stream
+	// allocates its window's queue when it opens (65536 items of about 40 bytes = 2.5 MiB), so one
+	// call could allocate any larger window whole; the in-flight budget bounds what they hold.
+	MaxMaxAppendWindow = 65536
 	// DefaultKeepaliveMinTime is the shortest interval between client pings the server tolerates;
 	// a client that pings more often is sent GOAWAY (too_many_pings). 10 s allows the keepalive
 	// settings of any reasonable client and stops a ping flood at its third ping.
@@ -48,7 +57,8 @@ const (
 
 // Limits are the transport limits the server enforces on every connection. A zero MaxConnectionAge
 // or MaxConnectionAgeGrace means no limit; every other field must be positive, except
-// KeepalivePermitWithoutStream.
+// KeepalivePermitWithoutStream and those whose zero means their default or none. StreamWorkers
+// and MaxAppendWindow, allocated whole, have maxima.
 type Limits struct {
 	// MaxRecvMsgSize is the largest request message in bytes; a larger one is RESOURCE_EXHAUSTED.
 	MaxRecvMsgSize int
@@ -72,7 +82,8 @@ type Limits struct {
 	MaxConnectionAge      time.Duration
 	MaxConnectionAgeGrace time.Duration
 	// StreamWorkers is the number of long-lived goroutines that serve calls (grpc.NumStreamWorkers);
-	// a call that finds them all busy gets a goroutine of its own. 0: a new goroutine per call.
+	// a call that finds them all busy gets a goroutine of its own. 0: a new goroutine per call; at
+	// most MaxStreamWorkers.
 	StreamWorkers uint32
 	// MaxConnections is the most client connections open at once; one past it is closed as soon as
 	// it is accepted (connlimit.go).
@@ -92,7 +103,7 @@ type Limits struct {
 	// DefaultMaxImportBytes.
 	MaxImportBytes int
 	// MaxAppendWindow caps the window of an AppendMessages stream, the items it may have in flight
-	// (--append-max-window). 0: DefaultAppendMaxWindow.
+	// (--append-max-window). 0: DefaultAppendMaxWindow; at most MaxMaxAppendWindow.
 	MaxAppendWindow int
 }
 
@@ -135,6 +146,10 @@ func (l Limits) Validate() error {
 	case l.MaxRecvMsgSize > 0 && l.MaxInflightBytes < int64(l.MaxRecvMsgSize):
 		return &LimitError{Field: "MaxInflightBytes", Value: l.MaxInflightBytes, Rule: LimitBelowOther,
 			Other: "MaxRecvMsgSize", OtherValue: l.MaxRecvMsgSize}
+	case l.StreamWorkers > MaxStreamWorkers:
+		return &LimitError{Field: "StreamWorkers", Value: l.StreamWorkers, Rule: LimitAtMost, Want: uint32(MaxStreamWorkers)}
+	case l.MaxAppendWindow > MaxMaxAppendWindow:
+		return &LimitError{Field: "MaxAppendWindow", Value: l.MaxAppendWindow, Rule: LimitAtMost, Want: MaxMaxAppendWindow}
 	case l.KeepaliveMinTime <= 0:
 		return positive("KeepaliveMinTime", l.KeepaliveMinTime, d.KeepaliveMinTime)
 	case l.KeepaliveTime <= 0:
@@ -242,7 +257,10 @@ func (l Limits) orDefaults() Limits {
 	if l.MaxImportBytes <= 0 {
 		l.MaxImportBytes = d.MaxImportBytes
 	}
-	if l.MaxAppendWindow <= 0 {
+	if l.StreamWorkers > MaxStreamWorkers {
+		l.StreamWorkers = d.StreamWorkers
+	}
+	if l.MaxAppendWindow <= 0 || l.MaxAppendWindow > MaxMaxAppendWindow {
 		l.MaxAppendWindow = d.MaxAppendWindow
 	}
 	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
