@@ -176,9 +176,9 @@ func (l Limits) Validate() error {
 		return notNegativeDefault("MaxRenderedBytes", l.MaxRenderedBytes)
 	case l.MaxImportBytes < 0:
 		return notNegativeDefault("MaxImportBytes", l.MaxImportBytes)
-	case l.orDefaults().MaxRenderedBytes > l.orDefaults().MaxResponseBytes:
-		return &LimitError{Field: "MaxRenderedBytes", Value: l.orDefaults().MaxRenderedBytes, Rule: LimitAboveOther,
-			Other: "MaxResponseBytes", OtherValue: l.orDefaults().MaxResponseBytes}
+	case orDefault(l.MaxRenderedBytes, d.MaxRenderedBytes) > orDefault(l.MaxResponseBytes, d.MaxResponseBytes):
+		return &LimitError{Field: "MaxRenderedBytes", Value: orDefault(l.MaxRenderedBytes, d.MaxRenderedBytes), Rule: LimitAboveOther,
+			Other: "MaxResponseBytes", OtherValue: orDefault(l.MaxResponseBytes, d.MaxResponseBytes)}
 	}
 	return nil
 }
@@ -221,7 +221,16 @@ func (l Limits) serverOptions() []grpc.ServerOption {
 	return opts
 }
 
-// orDefaults replaces each field out of range with its default.
+// orDefault is v, or def when v is 0 or below (the byte budgets' "0: the default").
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// orDefaults replaces each field out of range with its default, and a render cap above the
+// response budget with the budget.
 func (l Limits) orDefaults() Limits {
 	d := DefaultLimits()
 	if l.MaxRecvMsgSize <= 0 {
@@ -256,6 +265,11 @@ func (l Limits) orDefaults() Limits {
 	}
 	if l.MaxImportBytes <= 0 {
 		l.MaxImportBytes = d.MaxImportBytes
+	}
+	if l.MaxRenderedBytes > l.MaxResponseBytes {
+		// A rendering that large could never be sent: the cap falls to what a response can
+		// carry (Validate refuses it; WithLimits repairs it).
+		l.MaxRenderedBytes = min(d.MaxRenderedBytes, l.MaxResponseBytes)
 	}
 	if l.StreamWorkers > MaxStreamWorkers {
 		l.StreamWorkers = d.StreamWorkers
