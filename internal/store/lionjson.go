@@ -289,6 +289,12 @@ func (b *branch) exportSource() exportSource {
 // progression is set, and lion_class), user, name, messages: the Pile
 // with its progression, system}; no chat_model (historyd has none).
 //
+// In db mode the Branch's metadata key comes after name, before messages
+// and system: Branch.to_dict sets those on the dict Element.to_dict made,
+// whose db mode had already moved the metadata to its end
+// (lionagi/session/branch.py: to_dict; protocols/generic/element.py:
+// to_dict).
+//
 // In db mode only the top of each to_dict(mode="db") call is renamed, as
 // LionAGI 0.27 does (Branch.to_dict and Pile's field serializers, commit
 // 669ea9b5): the Branch's metadata goes under dbMetaKey; the Pile and the
@@ -318,19 +324,20 @@ func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value,
 	if s.selected != nil {
 		meta = meta.Set("current_progression", s.selected.Encode(mode, dbMetaKey))
 	}
-	fields := []jsonv.Member{
-		{Key: "user", Value: optText(s.user)},
-		{Key: "name", Value: optText(s.name)},
-		{Key: "messages", Value: pile},
-	}
+	// Element.to_dict first (its db-mode metadata key after name), then
+	// messages and system set on it (lionagi/session/branch.py: to_dict).
+	out := encodeElement(s.id, s.createdAt, meta, envelope.ClassBranch, mode, dbMetaKey,
+		jsonv.Member{Key: "user", Value: optText(s.user)},
+		jsonv.Member{Key: "name", Value: optText(s.name)})
+	out = out.Set("messages", pile)
 	if s.system != nil {
 		sys, err := s.system.msg.Encode(mode, "")
 		if err != nil {
 			return jsonv.Value{}, err
 		}
-		fields = append(fields, jsonv.Member{Key: "system", Value: sys})
+		out = out.Set("system", sys)
 	}
-	return encodeElement(s.id, s.createdAt, meta, envelope.ClassBranch, mode, dbMetaKey, fields...), nil
+	return out, nil
 }
 
 // collectionsMode is the mode encode writes the Pile's collections and
