@@ -287,7 +287,8 @@ func (b *branch) exportSource() exportSource {
 // encode writes the branch as Branch.to_dict(mode) (docs/design.md#branches):
 // {id, created_at, metadata (with current_progression when a selected
 // progression is set, and lion_class), user, name, messages: the Pile
-// with its progression, system}; no chat_model (historyd has none).
+// with its progression (encodePile: a literal when there are none),
+// system}; no chat_model (historyd has none).
 //
 // In db mode the Branch's metadata key comes after name, before messages
 // and system: Branch.to_dict sets those on the dict Element.to_dict made,
@@ -302,24 +303,10 @@ func (b *branch) exportSource() exportSource {
 // node_metadata; the Pile's collections and its progression are written by
 // a plain to_dict(), so under metadata (issue 13 item 6).
 func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value, error) {
-	inner := collectionsMode(mode) // collections and the Pile's progression
-	coll := make([]jsonv.Value, len(s.collections))
-	order := make([]uuid.UUID, len(s.versions))
-	for i, v := range s.collections {
-		enc, err := v.msg.Encode(inner, "")
-		if err != nil {
-			return jsonv.Value{}, err
-		}
-		coll[i] = enc
+	pile, err := s.encodePile(mode)
+	if err != nil {
+		return jsonv.Value{}, err
 	}
-	for i, v := range s.versions {
-		order[i] = v.msg.ID
-	}
-	prog := Progression{ID: s.prog.id, CreatedAt: s.prog.createdAt, Metadata: jsonv.ObjectValue(), Order: order}
-	pile := encodeElement(s.pile.id, s.pile.createdAt, jsonv.ObjectValue(), envelope.ClassPile, mode, "",
-		jsonv.Member{Key: "collections", Value: jsonv.ArrayValue(coll...)},
-		jsonv.Member{Key: "progression", Value: prog.Encode(inner, "")},
-		jsonv.Member{Key: "strict_type", Value: jsonv.BoolValue(false)})
 	meta := s.metadata
 	if s.selected != nil {
 		meta = meta.Set("current_progression", s.selected.Encode(mode, dbMetaKey))
@@ -338,6 +325,43 @@ func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value,
 		out = out.Set("system", sys)
 	}
 	return out, nil
+}
+
+// emptyPile is what Branch.to_dict writes for messages when the branch has
+// none, in every mode, in place of the Pile's to_dict
+// (lionagi/session/branch.py: to_dict): {"collections": [], "progression":
+// {"order": []}}.
+func emptyPile() jsonv.Value {
+	return jsonv.ObjectValue(
+		jsonv.Member{Key: "collections", Value: jsonv.ArrayValue()},
+		jsonv.Member{Key: "progression", Value: jsonv.ObjectValue(jsonv.Member{Key: "order", Value: jsonv.ArrayValue()})})
+}
+
+// encodePile writes the branch's messages as Branch.to_dict does: the
+// Pile's to_dict(mode), or emptyPile when the order is empty (the Pile is
+// falsy: Pile.__bool__ is a non-empty progression).
+func (s exportSource) encodePile(mode envelope.Mode) (jsonv.Value, error) {
+	if len(s.versions) == 0 {
+		return emptyPile(), nil
+	}
+	inner := collectionsMode(mode) // collections and the Pile's progression
+	coll := make([]jsonv.Value, len(s.collections))
+	order := make([]uuid.UUID, len(s.versions))
+	for i, v := range s.collections {
+		enc, err := v.msg.Encode(inner, "")
+		if err != nil {
+			return jsonv.Value{}, err
+		}
+		coll[i] = enc
+	}
+	for i, v := range s.versions {
+		order[i] = v.msg.ID
+	}
+	prog := Progression{ID: s.prog.id, CreatedAt: s.prog.createdAt, Metadata: jsonv.ObjectValue(), Order: order}
+	return encodeElement(s.pile.id, s.pile.createdAt, jsonv.ObjectValue(), envelope.ClassPile, mode, "",
+		jsonv.Member{Key: "collections", Value: jsonv.ArrayValue(coll...)},
+		jsonv.Member{Key: "progression", Value: prog.Encode(inner, "")},
+		jsonv.Member{Key: "strict_type", Value: jsonv.BoolValue(false)}), nil
 }
 
 // collectionsMode is the mode encode writes the Pile's collections and
