@@ -5,12 +5,12 @@ import type { SecureClientSessionOptions } from "node:http2";
 
 import type { DescService } from "@bufbuild/protobuf";
 
-import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { Code, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
 import { Appender, type AppenderOptions } from "./appender.js";
 import { Branch, type CreateBranchOptions, type ImportOptions } from "./branch.js";
-import { clientClosedError, toHistorydError } from "./errors.js";
+import { clientClosedError, type HistorydError, toHistorydError } from "./errors.js";
 import { Exchange } from "./exchange.js";
 import { type JsonValue, jsonText } from "./json.js";
 import { defaultRetryPolicy, retryInterceptor, type RetryPolicy } from "./retry.js";
@@ -91,12 +91,13 @@ export class HistorydClient {
   constructor(address: string, options: ClientOptions = {}) {
     const { baseUrl, tls } = baseUrlOf(address, options.tls ?? true);
     this.#sessions = new Http2SessionManager(baseUrl, sessionOptions(options.keepalive), tls === false ? {} : tls);
-    const interceptors: Interceptor[] = [retryInterceptor({ ...defaultRetryPolicy, ...options.retry })];
+    const closing = this.#closing.signal;
+    const interceptors: Interceptor[] = [closedGuard(closing), retryInterceptor({ ...defaultRetryPolicy, ...options.retry }, closing)];
     if (options.token !== undefined) interceptors.push(tokenInterceptor(options.token));
     interceptors.push(...(options.interceptors ?? []));
     this.transport = createGrpcTransport({ baseUrl, sessionManager: this.#sessions, interceptors });
-    this.history = typedErrors(HistoryService, createClient(HistoryService, this.transport));
-    this.exchangeService = typedErrors(ExchangeService, createClient(ExchangeService, this.transport));
+    this.history = typedErrors(HistoryService, createClient(HistoryService, this.transport), closing);
+    this.exchangeService = typedErrors(ExchangeService, createClient(ExchangeService, this.transport), closing);
     this.exchange = new Exchange(this);
     this.timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
   }
@@ -166,10 +167,14 @@ export class HistorydClient {
     return new Appender(this, options);
   }
 
-  /** Closes the connection; calls in flight fail. Watches end (CANCELED) instead of resuming, one
-   * pausing between resumes at once, and appenders take no more items: connect-node reports the
-   * dropped connection as a lost one, and a watch resumed on a new connection, an appender opened
-   * a new stream. */
+  /** Closes the connection for good. Calls in flight fail, and every call made after, through the
+   * conveniences, the generated stubs or `transport` (unary, stream, watch, inbox subscription,
+   * append), fails at once, before any connection is opened, with the HistorydError of a closed
+   * client: code CANCELED, "historyd: the client was closed" (clientClosedError). So do a unary
+   * call pausing between retries (at once, with no other attempt), a watch (instead of resuming;
+   * one pausing between resumes at once) and an appender's items (the ones in flight, and every
+   * later append). connect-node's session manager opens a new connection for the next request
+   * after its abort(): without this, a call after close() reconnected. */
   close(): void {
     this.#closing.abort(clientClosedError());
     this.#sessions.abort();
@@ -211,11 +216,23 @@ function baseUrlOf(address: string, tls: boolean | TlsOptions): { baseUrl: strin
   return { baseUrl: `https://${address}`, tls: tls === true ? {} : tls };
 }
 
+/** The outermost interceptor: a call on a closed client fails with clientClosedError before any
+ * other interceptor or the transport runs, so it opens no connection (HistorydClient.close). It
+ * rejects rather than throws: Connect clears a call's deadline timer when the interceptors'
+ * promise settles, and a synchronous throw left the timer holding the process for the deadline. */
+function closedGuard(closing: AbortSignal): Interceptor {
+  return (next) => async (req) => {
+    if (closing.aborted) throw clientClosedError();
+    return await next(req);
+  };
+}
+
 /** The generated client with every error a HistorydError: unary calls reject with one, and the
  * iteration of a stream throws one. Wrapped around the client rather than in an interceptor,
  * because Connect replaces an interceptor's error by the signal's reason on a deadline or a
- * cancellation. */
-function typedErrors<T extends DescService>(service: T, client: Client<T>): Client<T> {
+ * cancellation. A call in flight when the client is closed (`closing` aborted) fails with the
+ * closed client's error rather than as a lost connection (UNAVAILABLE): the loss is the close. */
+function typedErrors<T extends DescService>(service: T, client: Client<T>, closing: AbortSignal): Client<T> {
   const out: Record<string, unknown> = {};
   for (const method of service.methods) {
     const fn = (client as Record<string, (req: unknown, opts?: { signal?: AbortSignal }) => unknown>)[method.localName]!;
@@ -225,24 +242,34 @@ function typedErrors<T extends DescService>(service: T, client: Client<T>): Clie
         try {
           return await fn(req, opts);
         } catch (err) {
-          throw toHistorydError(err, opts?.signal);
+          throw callError(err, opts?.signal, closing);
         }
       };
     } else {
       // A stream of answers (server or bidi streaming): an async iterable.
       out[method.localName] = (req: unknown, opts?: { signal?: AbortSignal }) =>
-        convertErrors(fn(req, opts) as AsyncIterable<unknown>, opts?.signal);
+        convertErrors(fn(req, opts) as AsyncIterable<unknown>, opts?.signal, closing);
     }
   }
   return out as Client<T>;
 }
 
-async function* convertErrors<T>(it: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncIterable<T> {
+async function* convertErrors<T>(it: AsyncIterable<T>, signal: AbortSignal | undefined, closing: AbortSignal): AsyncIterable<T> {
   try {
     yield* it;
   } catch (err) {
-    throw toHistorydError(err, signal);
+    throw callError(err, signal, closing);
   }
+}
+
+/** A call's error as a HistorydError: the closed client's once `closing` is aborted and the call
+ * failed by the transport (no status from the server, no cancellation by the caller). */
+function callError(err: unknown, signal: AbortSignal | undefined, closing: AbortSignal): HistorydError {
+  const e = toHistorydError(err, signal);
+  if (closing.aborted && e.reasonName === "" && !(signal?.aborted ?? false) && [Code.Unavailable, Code.Canceled].includes(e.code)) {
+    return clientClosedError();
+  }
+  return e;
 }
 
 function tokenInterceptor(token: string): Interceptor {

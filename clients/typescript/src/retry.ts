@@ -54,26 +54,37 @@ export function backoffMs(p: RetryPolicy, attempt: number): number {
   return base * (1 - j + 2 * j * Math.random());
 }
 
-/** Resolves after ms, or rejects with the signal's reason when it aborts first. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/** Resolves after ms, or rejects with the reason of the first of the signals to abort. */
+export function sleep(ms: number, ...signals: (AbortSignal | undefined)[]): Promise<void> {
+  const live = signals.filter((s): s is AbortSignal => s !== undefined);
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
+    const aborted = live.find((s) => s.aborted);
+    if (aborted !== undefined) return reject(aborted.reason);
+    const off = () => {
+      for (const { s, onAbort } of listeners) s.removeEventListener("abort", onAbort);
     };
+    const listeners = live.map((s) => ({
+      s,
+      onAbort: () => {
+        clearTimeout(timer);
+        off();
+        reject(s.reason);
+      },
+    }));
     const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
+      off();
       resolve();
     }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
+    for (const { s, onAbort } of listeners) s.addEventListener("abort", onAbort, { once: true });
   });
 }
 
 /** The interceptor that fills request ids and retries unary calls on UNAVAILABLE (and on a dropped
  * connection, which connect-node reports as CANCELED). The interceptors
- * after it in the chain run once per attempt. */
-export function retryInterceptor(policy: RetryPolicy): Interceptor {
+ * after it in the chain run once per attempt. `closing` is the client's close signal: once it is
+ * aborted no attempt is made, and a pause between attempts ends at once, the call rejecting with
+ * its reason (a retry after close() would open a new connection). */
+export function retryInterceptor(policy: RetryPolicy, closing?: AbortSignal): Interceptor {
   return (next) => async (req) => {
     if (req.stream) return next(req);
     const hasRequestId = req.method.input.fields.some((f) => f.name === "request_id");
@@ -90,7 +101,8 @@ export function retryInterceptor(policy: RetryPolicy): Interceptor {
         const ce = ConnectError.from(err);
         const unavailable = ce.code === Code.Unavailable || isConnectionLoss(ce, req.signal);
         if (attempt >= policy.maxAttempts || !unavailable || req.signal.aborted) throw err;
-        await sleep(backoffMs(policy, attempt), req.signal);
+        if (closing?.aborted) throw closing.reason;
+        await sleep(backoffMs(policy, attempt), req.signal, closing);
       }
     }
   };
