@@ -30,20 +30,24 @@
 // place is not sent either, even when its timer has not run yet. Once the item is on its stream,
 // unanswered:
 //
-// - The item's own signal gives up on that item alone, as the Python client's cancel of a sent
-//   item's future does. Not yet taken by the transport, the item leaves the stream unsent and
-//   rejects as above, its place coming back at once. Taken, it rejects with AppendAbandonedError
-//   of that code (CANCELED; DEADLINE_EXCEEDED for AbortSignal.timeout()'s), which has its request
+// - The item's own bounds, its signal and its own deadline (append(req, {signal, timeoutMs})),
+//   give up on that item alone, as the Python client's cancel of a sent item's future does. Not
+//   yet taken by the transport, the item leaves the stream unsent and rejects as above, its place
+//   coming back at once. Taken, it rejects with AppendAbandonedError of that code (CANCELED for a
+//   signal; DEADLINE_EXCEEDED for its deadline or AbortSignal.timeout()'s), which has its request
 //   id; the stream and the other items go on, and its answer is dropped when it comes. The server
 //   may have applied the item, or may still: append it again with its request id to have it
 //   applied exactly once. It keeps its place in the window until that answer (the server holds it
 //   in its own window until then); if none comes within the appender's timeoutMs of the giving
-//   up, the server is taken for stalled and the stream is cancelled, as below. Before, the signal
-//   cancelled the stream, and every other item in flight rejected with AppendStreamBrokenError.
-// - Any other bound that fires (the item's deadline, the appender's signal) cancels the stream,
-//   as a gRPC deadline cancels a call: the item cannot be taken back, so it and the items after it
-//   (answers come in order: they are unanswered too) reject with AppendStreamBrokenError of that
-//   code, their places come back, and the next append opens a new stream.
+//   up, the server is taken for stalled and the stream is cancelled, as below. Before, these
+//   bounds cancelled the stream, and every other item in flight rejected with
+//   AppendStreamBrokenError. (The Python client's own deadline of an item still cancels its
+//   stream.)
+// - The appender's bounds, its timeoutMs (the deadline of an item without one of its own, from its
+//   sending) and its signal, cancel the stream, as a gRPC deadline cancels a call: the item
+//   cannot be taken back, so it and the items after it (answers come in order: they are
+//   unanswered too) reject with AppendStreamBrokenError of that code, their places come back, and
+//   the next append opens a new stream.
 //
 // So a server that accepts the stream and never answers holds no promise and no place past the
 // bounds (but with the appender's timeoutMs 0, a given-up item holds its place until its answer
@@ -76,7 +80,7 @@ export interface AppenderOptions {
   /** How long each item may wait for its answer, in ms, from when it is sent on the stream (its
    * wait for a place in the window is not counted): by default the client's timeoutMs (30 s); 0:
    * none. An item given its own deadline (AppendOptions.timeoutMs) has that instead. It also
-   * bounds how long an item given up on the stream holds its place (AppendOptions.signal). */
+   * bounds how long an item given up on the stream holds its place (AppendOptions). */
   timeoutMs?: number;
   /** Ends the appender: the stream is cancelled, the items on it reject with
    * AppendStreamBrokenError, those waiting for a place and every later append reject at once
@@ -88,7 +92,9 @@ export interface AppenderOptions {
 export interface AppendOptions {
   /** The item's own deadline in ms, from the call to append() to its answer, its wait for a place
    * in the window included; it replaces the appender's timeoutMs for this item (0: none). An item
-   * whose deadline passed before it is sent rejects DEADLINE_EXCEEDED, unsent. */
+   * whose deadline passed before it is sent rejects DEADLINE_EXCEEDED, unsent; one whose deadline
+   * passes on the stream is given up alone, as by its signal: it rejects with AppendAbandonedError,
+   * DEADLINE_EXCEEDED, and the stream and the other items go on. */
   timeoutMs?: number;
   /** Cancels the item: unsent, it rejects CANCELED (DEADLINE_EXCEEDED for AbortSignal.timeout()'s).
    * Sent and unanswered, it is given up alone: it rejects with AppendAbandonedError of that code,
@@ -144,16 +150,17 @@ function boundError(reason: unknown, what: string): HistorydError {
 
 /** One item's bounds, its deadline and the signals, as one AbortSignal whose reason is the
  * HistorydError to reject with. The deadline is armed apart (arm): from the call to append(), or
- * from the sending. `alone` says whether the bound that fired gives up on the item alone (its own
- * signal) or cancels the stream (any other). dispose() drops the timer and the listeners. */
+ * from the sending. `alone` says whether the bound that fired is the item's own (its signal, its
+ * own deadline), which gives up on the item alone, or the appender's (its signal, its timeoutMs),
+ * which cancels the stream. dispose() drops the timer and the listeners. */
 class ItemBound {
   readonly #abort = new AbortController();
   readonly #requestId: string;
   #timer: LongTimer | undefined;
   #due: number | undefined; // the deadline, in performance.now() ms
   #why = "";
-  #dueAlone = false; // the deadline gives up on the item alone
-  #alone = false; // the bound that fired gives up on the item alone
+  #dueAlone = false; // the deadline is the item's own
+  #alone = false; // the bound that fired is the item's own
   #disposed = false;
   readonly #off: (() => void)[] = [];
 
@@ -175,7 +182,7 @@ class ItemBound {
 
   /** Arms the deadline, ms from now (none when ms is 0 or less, or when one is armed already; a
    * deadline past setTimeout's 2^31-1 ms is re-armed, and Infinity never fires); `why` is what its
-   * error says passed, `alone` whether it gives up on the item alone. */
+   * error says passed, `alone` whether it is the item's own deadline. */
   arm(ms: number, why: string, alone: boolean): void {
     if (!(ms > 0) || this.#due !== undefined || this.#abort.signal.aborted || this.#disposed) return;
     this.#due = performance.now() + ms;
@@ -204,7 +211,7 @@ class ItemBound {
     return this.#abort.signal;
   }
 
-  /** Whether the bound that fired gives up on the item alone. */
+  /** Whether the bound that fired is the item's own: its signal or its own deadline. */
   get alone(): boolean {
     return this.#alone;
   }
@@ -408,16 +415,16 @@ export class Appender {
    * cannot be encoded rejects at once, INVALID_ARGUMENT, and is not sent (see the file's comment).
    * The appender's timeoutMs bounds the wait for its answer once sent; `options` bound it from
    * now (timeoutMs, signal). Past a bound it rejects DEADLINE_EXCEEDED or CANCELED, unsent while
-   * it waited for a place; once on the stream, past its own signal as AppendAbandonedError with
-   * the stream going on, past any other bound as AppendStreamBrokenError with the stream
-   * cancelled (see the file's comment). */
+   * it waited for a place; once on the stream, past its own bounds as AppendAbandonedError with
+   * the stream going on, past the appender's as AppendStreamBrokenError with the stream cancelled
+   * (see the file's comment). */
   async append(req: AddMessageInit, options: AppendOptions = {}): Promise<Message> {
     const item = encodable({ ...req, requestId: req.requestId || randomUUID() });
     if (this.#ended !== undefined) throw this.#ended;
     if (this.#client.closed) throw clientClosedError(); // a new stream would open a new connection
     const own = options.timeoutMs;
     const bound = new ItemBound(item.requestId, options.signal, this.#signal);
-    if (own !== undefined) bound.arm(own, `its deadline, ${own} ms from append(), passed`, false);
+    if (own !== undefined) bound.arm(own, `its deadline, ${own} ms from append(), passed`, true);
     try {
       // Only a full window waits: an await here when there is room let the appends of one tick all
       // pass the check before any took its place, and over-fill the window.
@@ -452,8 +459,8 @@ export class Appender {
           reject(new AppendStreamBrokenError(item.requestId, new HistorydError(new ConnectError("the append stream ended", Code.Unavailable), undefined)));
           return;
         }
-        // A bound that fires before the answer (the file's comment): the item's own signal gives
-        // up on it alone (unsent, its place comes back at once); any other cancels the stream,
+        // A bound that fires before the answer (the file's comment): the item's own gives up on
+        // it alone (unsent, its place comes back at once); the appender's cancels the stream,
         // which rejects the item with the bound's error.
         bound.signal.addEventListener("abort", () => {
           if (!stream.isPending(w)) return;

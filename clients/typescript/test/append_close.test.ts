@@ -229,12 +229,12 @@ describe("appender deadlines longer than a timer", () => {
 });
 
 describe("appender: giving up on one item", () => {
-  // The rule (appender.ts): an item's own signal gives up on that item alone once it is on the
-  // stream, as the Python client's cancel of a sent item's future: it rejects with
-  // AppendAbandonedError of the signal's code (CANCELED; DEADLINE_EXCEEDED for an
-  // AbortSignal.timeout()), the stream goes on, the other items get their answers, and its own
-  // answer is dropped when it comes. Before, the signal cancelled the stream, and every item in
-  // flight rejected with AppendStreamBrokenError.
+  // The rule (appender.ts): an item's own bounds, its signal and its own deadline, give up on that
+  // item alone once it is on the stream, as the Python client's cancel of a sent item's future: it
+  // rejects with AppendAbandonedError of the bound's code (CANCELED; DEADLINE_EXCEEDED for a
+  // deadline or an AbortSignal.timeout()), the stream goes on, the other items get their answers,
+  // and its own answer is dropped when it comes. Before, either bound cancelled the stream, and
+  // every item in flight rejected with AppendStreamBrokenError.
 
   /** The error p rejects with (within 5 s); fails when it resolves. */
   async function rejection(p: Promise<unknown>, what: string): Promise<HistorydError> {
@@ -250,7 +250,7 @@ describe("appender: giving up on one item", () => {
     return err;
   }
 
-  for (const bound of ["its own signal", "its own AbortSignal.timeout()"] as const) {
+  for (const bound of ["its own signal", "its own AbortSignal.timeout()", "its own deadline"] as const) {
     test(`a sent item past ${bound} fails alone; the others are answered; its answer is dropped`, async () => {
       const f = fakeClient();
       const ap = new Appender(f.client, { window: 3, timeoutMs: 0 });
@@ -259,7 +259,7 @@ describe("appender: giving up on one item", () => {
       const mine = rejection(
         ap.append(
           { branchId: "b", requestId: "mine" },
-          bound === "its own signal" ? { signal: ac.signal } : { signal: AbortSignal.timeout(20) },
+          bound === "its own signal" ? { signal: ac.signal } : bound === "its own deadline" ? { timeoutMs: 20 } : { signal: AbortSignal.timeout(20) },
         ),
         "the item given up",
       );
