@@ -61,7 +61,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 
 import type { HistorydClient } from "./client.js";
 import { clientClosedError, HistorydError, toHistorydError } from "./errors.js";
-import { setLongTimeout, type LongTimer } from "./timer.js";
+import { checkDeadline, setLongTimeout, type LongTimer } from "./timer.js";
 import type { Message } from "./gen/historyd/v1/envelope_pb.js";
 import {
   AddMessageRequestSchema,
@@ -79,7 +79,8 @@ export interface AppenderOptions {
   window?: number;
   /** How long each item may wait for its answer, in ms, from when it is sent on the stream (its
    * wait for a place in the window is not counted): by default the client's timeoutMs (30 s); 0:
-   * none. An item given its own deadline (AppendOptions.timeoutMs) has that instead. It also
+   * none; any length up to Infinity (NaN or a negative value throws a RangeError). An item given
+   * its own deadline (AppendOptions.timeoutMs) has that instead. It also
    * bounds how long an item given up on the stream holds its place (AppendOptions). */
   timeoutMs?: number;
   /** Ends the appender: the stream is cancelled, the items on it reject with
@@ -91,7 +92,8 @@ export interface AppenderOptions {
 /** Options of one append(). */
 export interface AppendOptions {
   /** The item's own deadline in ms, from the call to append() to its answer, its wait for a place
-   * in the window included; it replaces the appender's timeoutMs for this item (0: none). An item
+   * in the window included; it replaces the appender's timeoutMs for this item (0: none; NaN or a
+   * negative value rejects the append with a RangeError, unsent). An item
    * whose deadline passed before it is sent rejects DEADLINE_EXCEEDED, unsent; one whose deadline
    * passes on the stream is given up alone, as by its signal: it rejects with AppendAbandonedError,
    * DEADLINE_EXCEEDED, and the stream and the other items go on. */
@@ -402,6 +404,7 @@ export class Appender {
   /** An Appender over client's connection: `options` is the window, or AppenderOptions. */
   constructor(client: HistorydClient, options: number | AppenderOptions = {}) {
     const o = typeof options === "number" ? { window: options } : options;
+    checkDeadline("AppenderOptions.timeoutMs", o.timeoutMs);
     this.#client = client;
     this.#window = Math.max(1, o.window ?? defaultAppendWindow);
     this.#timeoutMs = o.timeoutMs ?? client.timeoutMs ?? 0;
@@ -419,6 +422,7 @@ export class Appender {
    * the stream going on, past the appender's as AppendStreamBrokenError with the stream cancelled
    * (see the file's comment). */
   async append(req: AddMessageInit, options: AppendOptions = {}): Promise<Message> {
+    checkDeadline("AppendOptions.timeoutMs", options.timeoutMs);
     const item = encodable({ ...req, requestId: req.requestId || randomUUID() });
     if (this.#ended !== undefined) throw this.#ended;
     if (this.#client.closed) throw clientClosedError(); // a new stream would open a new connection

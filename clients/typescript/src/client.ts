@@ -13,7 +13,8 @@ import { Branch, type CreateBranchOptions, type ImportOptions } from "./branch.j
 import { clientClosedError, type HistorydError, toHistorydError } from "./errors.js";
 import { Exchange } from "./exchange.js";
 import { type JsonValue, jsonText } from "./json.js";
-import { defaultRetryPolicy, retryInterceptor, type RetryPolicy } from "./retry.js";
+import { checkRetryPolicy, defaultRetryPolicy, retryInterceptor, type RetryPolicy } from "./retry.js";
+import { checkDeadline, checkRange, maxTimerMs } from "./timer.js";
 import { ExchangeService } from "./gen/historyd/v1/exchange_service_pb.js";
 import { HistoryService } from "./gen/historyd/v1/history_service_pb.js";
 
@@ -32,10 +33,12 @@ export interface ClientOptions {
   /** Sends `authorization: Bearer <token>` on every call (a server started with auth tokens). Over
    * plaintext the token travels in clear text; allowed, for tests and loopback. */
   token?: string;
-  /** The deadline of every unary call the conveniences make, in ms (default 30 s); 0 means none.
+  /** The deadline of every unary call the conveniences make, in ms (default 30 s); 0 means none;
+   * any length up to Infinity (see callOptions); NaN or a negative value throws a RangeError.
    * Calls through `history` and `exchangeService` take Connect's `timeoutMs` call option instead. */
   timeoutMs?: number;
-  /** The retry policy of unary calls (defaultRetryPolicy); `{maxAttempts: 1}` turns retries off. */
+  /** The retry policy of unary calls (defaultRetryPolicy); `{maxAttempts: 1}` turns retries off. A
+   * field out of its range (RetryPolicy) throws a RangeError naming it. */
   retry?: Partial<RetryPolicy>;
   /** More interceptors; they run inside the retry interceptor, so once per attempt. */
   interceptors?: Interceptor[];
@@ -56,11 +59,16 @@ export interface ClientOptions {
  * default) with GOAWAY `too_many_pings`, and by default counts a ping on a connection with no call
  * open as one too many (`--keepalive-permit-without-stream=false`): keep `timeMs` at or above the
  * server's min time, and `permitWithoutCalls` false unless the server permits it.
+ *
+ * Both times go from 1 ms to 2^31-1 ms, setTimeout's longest delay; one out of that range throws a
+ * RangeError naming it when the client is made (connect-node arms them with setTimeout: past 2^31-1
+ * ms it never pings, and at 0 or NaN it pings without pause, which historyd answers with GOAWAY).
  */
 export interface KeepaliveOptions {
-  /** Ping a connection quiet this long, in ms (default 30 s; pingIntervalMs). */
+  /** Ping a connection quiet this long, in ms (default 30 s; pingIntervalMs; 1 to 2^31-1). */
   timeMs?: number;
-  /** Close it when a ping is not answered within this, in ms (default 20 s; pingTimeoutMs). */
+  /** Close it when a ping is not answered within this, in ms (default 20 s; pingTimeoutMs; 1 to
+   * 2^31-1). */
   timeoutMs?: number;
   /** Ping connections with no open call too (default false; pingIdleConnection). */
   permitWithoutCalls?: boolean;
@@ -89,10 +97,12 @@ export class HistorydClient {
   readonly #closing = new AbortController();
 
   constructor(address: string, options: ClientOptions = {}) {
+    checkDeadline("timeoutMs", options.timeoutMs);
+    const retry = checkRetryPolicy({ ...defaultRetryPolicy, ...options.retry }, "retry");
     const { baseUrl, tls } = baseUrlOf(address, options.tls ?? true);
     this.#sessions = new Http2SessionManager(baseUrl, sessionOptions(options.keepalive), tls === false ? {} : tls);
     const closing = this.#closing.signal;
-    const interceptors: Interceptor[] = [closedGuard(closing), retryInterceptor({ ...defaultRetryPolicy, ...options.retry }, closing)];
+    const interceptors: Interceptor[] = [closedGuard(closing), retryInterceptor(retry, closing)];
     if (options.token !== undefined) interceptors.push(tokenInterceptor(options.token));
     interceptors.push(...(options.interceptors ?? []));
     this.transport = createGrpcTransport({ baseUrl, sessionManager: this.#sessions, interceptors });
@@ -201,11 +211,15 @@ export function connect(address: string, options: ClientOptions = {}): HistorydC
   return new HistorydClient(address, options);
 }
 
-/** The session manager's options: the idle timeout, and the keepalive pings asked for. */
+/** The session manager's options: the idle timeout, and the keepalive pings asked for (their times
+ * checked: KeepaliveOptions). */
 function sessionOptions(keepalive: boolean | KeepaliveOptions | undefined): ConstructorParameters<typeof Http2SessionManager>[1] {
   const base = { idleConnectionTimeoutMs: 60_000 };
   if (keepalive === undefined || keepalive === false) return base;
   const k = { ...defaultKeepalive, ...(keepalive === true ? {} : keepalive) };
+  const range = `a number of ms from 1 to ${maxTimerMs} (setTimeout's longest delay)`;
+  checkRange("keepalive.timeMs", k.timeMs, 1, maxTimerMs, range);
+  checkRange("keepalive.timeoutMs", k.timeoutMs, 1, maxTimerMs, range);
   return { ...base, pingIntervalMs: k.timeMs, pingTimeoutMs: k.timeoutMs, pingIdleConnection: k.permitWithoutCalls };
 }
 

@@ -9,16 +9,19 @@ import { randomUUID } from "node:crypto";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 
 import { isConnectionLoss } from "./errors.js";
+import { checkRange, maxTimerMs, pauseRange } from "./timer.js";
 
-/** Bounds of the retries of unary calls. */
+/** Bounds of the retries of unary calls. Checked when the client or watch that takes it is made:
+ * a field out of its range throws a RangeError naming it (timer.ts). */
 export interface RetryPolicy {
-  /** Attempts, the first included; 1 or less turns retries off. */
+  /** Attempts, the first included; 1 or less turns retries off; not NaN. */
   maxAttempts: number;
-  /** The pause before the second attempt, in ms; each later one is `multiplier` times longer. */
+  /** The pause before the second attempt, in ms (0 to 2^31-1, setTimeout's longest); each later
+   * one is `multiplier` times longer. */
   initialBackoffMs: number;
-  /** The longest pause, in ms. */
+  /** The longest pause, in ms (0 to 2^31-1; 0: no cap but 2^31-1 ms itself). */
   maxBackoffMs: number;
-  /** Growth of the pause between attempts; below 1 means 1. */
+  /** Growth of the pause between attempts, a finite number; below 1 means 1. */
   multiplier: number;
   /** The fraction (0 to 1) by which each pause varies at random. */
   jitter: number;
@@ -47,11 +50,23 @@ export const readOnlyMethods: ReadonlySet<string> = new Set([
   "historyd.v1.ExchangeService/ListDeadLetters",
 ]);
 
-/** The pause before attempt `attempt + 1`, jittered. */
+/** Throws a RangeError naming the field (`option` + "." + its name) of a policy out of its range
+ * (RetryPolicy), and returns the policy. */
+export function checkRetryPolicy(p: RetryPolicy, option: string): RetryPolicy {
+  checkRange(`${option}.maxAttempts`, p.maxAttempts, -Infinity, Infinity, "a number");
+  checkRange(`${option}.initialBackoffMs`, p.initialBackoffMs, 0, maxTimerMs, pauseRange);
+  checkRange(`${option}.maxBackoffMs`, p.maxBackoffMs, 0, maxTimerMs, pauseRange);
+  checkRange(`${option}.multiplier`, p.multiplier, -Number.MAX_VALUE, Number.MAX_VALUE, "a finite number");
+  checkRange(`${option}.jitter`, p.jitter, 0, 1, "a number from 0 to 1");
+  return p;
+}
+
+/** The pause before attempt `attempt + 1`, jittered; at most setTimeout's longest delay, however
+ * far the multiplier grew it (a longer one would fire after 1 ms). */
 export function backoffMs(p: RetryPolicy, attempt: number): number {
-  const base = Math.min(p.initialBackoffMs * Math.max(p.multiplier, 1) ** (attempt - 1), p.maxBackoffMs || Infinity);
+  const base = Math.min(p.initialBackoffMs * Math.max(p.multiplier, 1) ** (attempt - 1), p.maxBackoffMs || Infinity, maxTimerMs);
   const j = Math.min(Math.max(p.jitter, 0), 1);
-  return base * (1 - j + 2 * j * Math.random());
+  return Math.min(base * (1 - j + 2 * j * Math.random()), maxTimerMs);
 }
 
 /** Resolves after ms, or rejects with the reason of the first of the signals to abort. */
