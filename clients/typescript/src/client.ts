@@ -35,7 +35,8 @@ export interface ClientOptions {
   token?: string;
   /** The deadline of every unary call the conveniences make, in ms (default 30 s); 0 means none;
    * any length up to Infinity (see callOptions); NaN or a negative value throws a RangeError.
-   * Calls through `history` and `exchangeService` take Connect's `timeoutMs` call option instead. */
+   * Calls through `history` and `exchangeService` take Connect's `timeoutMs` call option instead,
+   * one longer than grpc-timeout carries (27.7 hours) sent as that too. */
   timeoutMs?: number;
   /** The retry policy of unary calls (defaultRetryPolicy); `{maxAttempts: 1}` turns retries off. A
    * field out of its range (RetryPolicy) throws a RangeError naming it. */
@@ -241,31 +242,43 @@ function closedGuard(closing: AbortSignal): Interceptor {
   };
 }
 
+/** Connect's call options, as far as the wrapper below reads them. */
+type StubCallOptions = { signal?: AbortSignal; timeoutMs?: number };
+
 /** The generated client with every error a HistorydError: unary calls reject with one, and the
  * iteration of a stream throws one. Wrapped around the client rather than in an interceptor,
  * because Connect replaces an interceptor's error by the signal's reason on a deadline or a
  * cancellation. A call in flight when the client is closed (`closing` aborted) fails with the
- * closed client's error rather than as a lost connection (UNAVAILABLE): the loss is the close. */
+ * closed client's error rather than as a lost connection (UNAVAILABLE): the loss is the close. A
+ * call's `timeoutMs` longer than grpc-timeout carries is sent as that, as callOptions does. */
 function typedErrors<T extends DescService>(service: T, client: Client<T>, closing: AbortSignal): Client<T> {
   const out: Record<string, unknown> = {};
   for (const method of service.methods) {
-    const fn = (client as Record<string, (req: unknown, opts?: { signal?: AbortSignal }) => unknown>)[method.localName]!;
+    const fn = (client as Record<string, (req: unknown, opts?: StubCallOptions) => unknown>)[method.localName]!;
     if (method.methodKind === "unary" || method.methodKind === "client_streaming") {
       // One answer: a promise.
-      out[method.localName] = async (req: unknown, opts?: { signal?: AbortSignal }) => {
+      out[method.localName] = async (req: unknown, opts?: StubCallOptions) => {
         try {
-          return await fn(req, opts);
+          return await fn(req, longDeadline(opts));
         } catch (err) {
           throw callError(err, opts?.signal, closing);
         }
       };
     } else {
       // A stream of answers (server or bidi streaming): an async iterable.
-      out[method.localName] = (req: unknown, opts?: { signal?: AbortSignal }) =>
-        convertErrors(fn(req, opts) as AsyncIterable<unknown>, opts?.signal, closing);
+      out[method.localName] = (req: unknown, opts?: StubCallOptions) =>
+        convertErrors(fn(req, longDeadline(opts)) as AsyncIterable<unknown>, opts?.signal, closing);
     }
   }
   return out as Client<T>;
+}
+
+/** opts with a timeoutMs past grpc-timeout's 8 digits (Infinity included) lowered to that: Connect
+ * arms the deadline with setTimeout, which fires after 1 ms past 2^31-1 ms, and sends it as
+ * grpc-timeout, which the server refuses (HTTP 400) past 8 digits. */
+function longDeadline(opts: StubCallOptions | undefined): StubCallOptions | undefined {
+  const ms = opts?.timeoutMs;
+  return ms !== undefined && ms > maxCallTimeoutMs ? { ...opts, timeoutMs: maxCallTimeoutMs } : opts;
 }
 
 async function* convertErrors<T>(it: AsyncIterable<T>, signal: AbortSignal | undefined, closing: AbortSignal): AsyncIterable<T> {
