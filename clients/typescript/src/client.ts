@@ -5,7 +5,7 @@ import type { SecureClientSessionOptions } from "node:http2";
 
 import type { DescService } from "@bufbuild/protobuf";
 
-import { Code, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
 import { Appender, type AppenderOptions } from "./appender.js";
@@ -267,7 +267,7 @@ function typedErrors<T extends DescService>(service: T, client: Client<T>, closi
     } else {
       // A stream of answers (server or bidi streaming): an async iterable.
       out[method.localName] = (req: unknown, opts?: StubCallOptions) =>
-        convertErrors(fn(req, longDeadline(opts)) as AsyncIterable<unknown>, opts?.signal, closing);
+        streamCall((o) => fn(req, o) as AsyncIterable<unknown>, longDeadline(opts), closing);
     }
   }
   return out as Client<T>;
@@ -281,11 +281,46 @@ function longDeadline(opts: StubCallOptions | undefined): StubCallOptions | unde
   return ms !== undefined && ms > maxCallTimeoutMs ? { ...opts, timeoutMs: maxCallTimeoutMs } : opts;
 }
 
-async function* convertErrors<T>(it: AsyncIterable<T>, signal: AbortSignal | undefined, closing: AbortSignal): AsyncIterable<T> {
+/**
+ * A stream call, started when it is first iterated, that ends when the caller leaves it. Connect's
+ * stream iterator has no return(): a loop left early (`break`, `return`, a throw in its body) left
+ * the call open, the server's stream until the client closed, and a `timeoutMs` timer holding the
+ * process until the deadline (Connect clears it only when a next() settles). So the call gets a
+ * signal of its own, linked to the caller's, which is aborted when the loop is left before the
+ * stream's end; the iterator is then read to its error, which makes Connect clear the timer, and
+ * the loop's exit waits for it.
+ */
+async function* streamCall<T>(start: (opts: StubCallOptions) => AsyncIterable<T>, opts: StubCallOptions | undefined, closing: AbortSignal): AsyncIterable<T> {
+  const caller = opts?.signal;
+  const abort = new AbortController();
+  const onAbort = () => abort.abort(caller?.reason);
+  if (caller?.aborted) onAbort();
+  else caller?.addEventListener("abort", onAbort, { once: true });
+  let over = false; // the stream ended, by its end or by an error
+  let it: AsyncIterator<T> | undefined;
   try {
-    yield* it;
+    it = start({ ...opts, signal: abort.signal })[Symbol.asyncIterator]();
+    for (;;) {
+      const r = await it.next();
+      if (r.done) {
+        over = true;
+        return;
+      }
+      yield r.value;
+    }
   } catch (err) {
-    throw callError(err, signal, closing);
+    over = true;
+    throw callError(err, caller, closing);
+  } finally {
+    caller?.removeEventListener("abort", onAbort);
+    if (!over && it !== undefined) {
+      abort.abort(new ConnectError("historyd: the caller left the stream", Code.Canceled));
+      try {
+        while (!(await it.next()).done); // what was read before the reset, then its error
+      } catch {
+        // the call's end, as asked
+      }
+    }
   }
 }
 
