@@ -11,6 +11,7 @@ import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-no
 import { Appender, type AppenderOptions } from "./appender.js";
 import { Branch, type CreateBranchOptions, type ImportOptions } from "./branch.js";
 import { clientClosedError, type HistorydError, toHistorydError } from "./errors.js";
+import { connectionOpener } from "./connection.js";
 import { Exchange } from "./exchange.js";
 import { type JsonValue, jsonText } from "./json.js";
 import { checkRetryPolicy, defaultRetryPolicy, retryInterceptor, type RetryPolicy } from "./retry.js";
@@ -101,8 +102,9 @@ export class HistorydClient {
     checkDeadline("timeoutMs", options.timeoutMs);
     const retry = checkRetryPolicy({ ...defaultRetryPolicy, ...options.retry }, "retry");
     const { baseUrl, tls } = baseUrlOf(address, options.tls ?? true);
-    this.#sessions = new Http2SessionManager(baseUrl, sessionOptions(options.keepalive), tls === false ? {} : tls);
     const closing = this.#closing.signal;
+    // Every connection is opened through connectionOpener, which refuses once the client is closed.
+    this.#sessions = new Http2SessionManager(baseUrl, sessionOptions(options.keepalive), { ...(tls === false ? {} : tls), createConnection: connectionOpener(closing) });
     const interceptors: Interceptor[] = [closedGuard(closing), retryInterceptor(retry, closing)];
     if (options.token !== undefined) interceptors.push(tokenInterceptor(options.token));
     interceptors.push(...(options.interceptors ?? []));
@@ -178,14 +180,16 @@ export class HistorydClient {
     return new Appender(this, options);
   }
 
-  /** Closes the connection for good. Calls in flight fail, and every call made after, through the
-   * conveniences, the generated stubs or `transport` (unary, stream, watch, inbox subscription,
-   * append), fails at once, before any connection is opened, with the HistorydError of a closed
-   * client: code CANCELED, "historyd: the client was closed" (clientClosedError). So do a unary
-   * call pausing between retries (at once, with no other attempt), a watch (instead of resuming;
-   * one pausing between resumes at once) and an appender's items (the ones in flight, and every
-   * later append). connect-node's session manager opens a new connection for the next request
-   * after its abort(): without this, a call after close() reconnected. */
+  /** Closes the connection for good: no connection is opened after it, whatever asks for one.
+   * Calls in flight fail, wherever they are (in an interceptor, waiting for the connection or a
+   * keepalive ping, on the stream), and every call made after, through the conveniences, the
+   * generated stubs or `transport` (unary, stream, watch, inbox subscription, append), fails at
+   * once, with the HistorydError of a closed client: code CANCELED, "historyd: the client was
+   * closed" (clientClosedError). So do a unary call pausing between retries (at once, with no other
+   * attempt), a watch (instead of resuming; one pausing between resumes at once) and an appender's
+   * items (the ones in flight, and every later append). connect-node's session manager opens a new
+   * connection for a request it holds after its abort(): the connections it opens go through
+   * connectionOpener, which refuses them once the client is closed (connection.ts). */
   close(): void {
     this.#closing.abort(clientClosedError());
     this.#sessions.abort();
@@ -232,8 +236,9 @@ function baseUrlOf(address: string, tls: boolean | TlsOptions): { baseUrl: strin
 }
 
 /** The outermost interceptor: a call on a closed client fails with clientClosedError before any
- * other interceptor or the transport runs, so it opens no connection (HistorydClient.close). It
- * rejects rather than throws: Connect clears a call's deadline timer when the interceptors'
+ * other interceptor or the transport runs (HistorydClient.close). A call already past it when the
+ * client is closed is refused its connection instead (connection.ts). It rejects rather than
+ * throws: Connect clears a call's deadline timer when the interceptors'
  * promise settles, and a synchronous throw left the timer holding the process for the deadline. */
 function closedGuard(closing: AbortSignal): Interceptor {
   return (next) => async (req) => {
