@@ -97,8 +97,9 @@ export function sleep(ms: number, ...signals: (AbortSignal | undefined)[]): Prom
 /** The interceptor that fills request ids and retries unary calls on UNAVAILABLE (and on a dropped
  * connection, which connect-node reports as CANCELED). The interceptors
  * after it in the chain run once per attempt. `closing` is the client's close signal: once it is
- * aborted no attempt is made, and a pause between attempts ends at once, the call rejecting with
- * its reason (a retry after close() would open a new connection). */
+ * aborted no attempt is made (it is checked before each one), and a pause between attempts ends at
+ * once, the call rejecting with its reason (a retry after close() would open a new connection, were
+ * the connection not refused: connection.ts). */
 export function retryInterceptor(policy: RetryPolicy, closing?: AbortSignal): Interceptor {
   return (next) => async (req) => {
     if (req.stream) return next(req);
@@ -110,6 +111,9 @@ export function retryInterceptor(policy: RetryPolicy, closing?: AbortSignal): In
     const retryable = hasRequestId || readOnlyMethods.has(`${req.service.typeName}/${req.method.name}`);
     if (!retryable || policy.maxAttempts <= 1) return next(req);
     for (let attempt = 1; ; attempt++) {
+      // Before each attempt, the first and the ones after a pause: the pause's own listener is not
+      // all that stands between close() and another attempt.
+      if (closing?.aborted) throw closing.reason;
       try {
         return await next(req);
       } catch (err) {
