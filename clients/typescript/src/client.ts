@@ -105,7 +105,7 @@ export class HistorydClient {
     const closing = this.#closing.signal;
     // Every connection is opened through connectionOpener, which refuses once the client is closed.
     this.#sessions = new Http2SessionManager(baseUrl, sessionOptions(options.keepalive), { ...(tls === false ? {} : tls), createConnection: connectionOpener(closing) });
-    const interceptors: Interceptor[] = [closedGuard(closing), retryInterceptor(retry, closing)];
+    const interceptors: Interceptor[] = [callGuard(closing), retryInterceptor(retry, closing)];
     if (options.token !== undefined) interceptors.push(tokenInterceptor(options.token));
     interceptors.push(...(options.interceptors ?? []));
     this.transport = createGrpcTransport({ baseUrl, sessionManager: this.#sessions, interceptors });
@@ -237,12 +237,16 @@ function baseUrlOf(address: string, tls: boolean | TlsOptions): { baseUrl: strin
 
 /** The outermost interceptor: a call on a closed client fails with clientClosedError before any
  * other interceptor or the transport runs (HistorydClient.close). A call already past it when the
- * client is closed is refused its connection instead (connection.ts). It rejects rather than
- * throws: Connect clears a call's deadline timer when the interceptors'
- * promise settles, and a synchronous throw left the timer holding the process for the deadline. */
-function closedGuard(closing: AbortSignal): Interceptor {
+ * client is closed is refused its connection instead (connection.ts). A call whose signal is
+ * aborted already (the caller's, or a deadline that passed) fails here too, as Connect fails it
+ * (with the signal's reason), before the transport opens a connection for it: otherwise it ended
+ * the same, but only once a connection was opened and the call sent. It rejects rather than
+ * throws: Connect clears a call's deadline timer when the interceptors' promise settles, and a
+ * synchronous throw left the timer holding the process for the deadline. */
+function callGuard(closing: AbortSignal): Interceptor {
   return (next) => async (req) => {
     if (closing.aborted) throw clientClosedError();
+    if (req.signal.aborted) throw ConnectError.from(req.signal.reason, Code.Canceled);
     return await next(req);
   };
 }

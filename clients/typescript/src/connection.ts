@@ -4,7 +4,7 @@
 // close() aborts the session manager, but the manager opens a new connection for any request it
 // still holds or is given later: request() tries again when its session was destroyed under it,
 // and verify() (keepalive's ping of an idle connection before a call) opens a new one when its ping
-// fails, which close() makes it do. A check before the transport (the closed-client interceptor)
+// fails, which close() makes it do. A check before the transport (the call guard interceptor)
 // cannot see those, nor a call that an interceptor of the caller's holds across close(): each of
 // them reconnected, and was answered. Refusing the connection itself is the one place no path goes
 // around.
