@@ -14,6 +14,7 @@ import { clientClosedError, type HistorydError, toHistorydError } from "./errors
 import { connectionOpener } from "./connection.js";
 import { Exchange } from "./exchange.js";
 import { type JsonValue, jsonText } from "./json.js";
+import { withDefaults } from "./options.js";
 import { checkRetryPolicy, defaultRetryPolicy, retryInterceptor, type RetryPolicy } from "./retry.js";
 import { checkDeadline, checkRange, maxTimerMs } from "./timer.js";
 import { ExchangeService } from "./gen/historyd/v1/exchange_service_pb.js";
@@ -39,13 +40,15 @@ export interface ClientOptions {
    * Calls through `history` and `exchangeService` take Connect's `timeoutMs` call option instead,
    * one longer than grpc-timeout carries (27.7 hours) sent as that too. */
   timeoutMs?: number;
-  /** The retry policy of unary calls (defaultRetryPolicy); `{maxAttempts: 1}` turns retries off. A
-   * field out of its range (RetryPolicy) throws a RangeError naming it. */
+  /** The retry policy of unary calls (defaultRetryPolicy; a field left out or given as undefined
+   * keeps its default); `{maxAttempts: 1}` turns retries off. A field out of its range
+   * (RetryPolicy) throws a RangeError naming it. */
   retry?: Partial<RetryPolicy>;
   /** More interceptors; they run inside the retry interceptor, so once per attempt. */
   interceptors?: Interceptor[];
-  /** HTTP/2 keepalive pings: `true` for defaultKeepalive, KeepaliveOptions, or absent/`false` for
-   * none (the default). See KeepaliveOptions for the bounds historyd enforces. */
+  /** HTTP/2 keepalive pings: `true` for defaultKeepalive, KeepaliveOptions (a field left out or
+   * given as undefined keeps defaultKeepalive's), or absent/`false` for none (the default). See
+   * KeepaliveOptions for the bounds historyd enforces. */
   keepalive?: boolean | KeepaliveOptions;
 }
 
@@ -100,7 +103,7 @@ export class HistorydClient {
 
   constructor(address: string, options: ClientOptions = {}) {
     checkDeadline("timeoutMs", options.timeoutMs);
-    const retry = checkRetryPolicy({ ...defaultRetryPolicy, ...options.retry }, "retry");
+    const retry = checkRetryPolicy(withDefaults(defaultRetryPolicy, options.retry), "retry");
     const { baseUrl, tls } = baseUrlOf(address, options.tls ?? true);
     const closing = this.#closing.signal;
     // Every connection is opened through connectionOpener, which refuses once the client is closed.
@@ -217,11 +220,11 @@ export function connect(address: string, options: ClientOptions = {}): HistorydC
 }
 
 /** The session manager's options: the idle timeout, and the keepalive pings asked for (their times
- * checked: KeepaliveOptions). */
-function sessionOptions(keepalive: boolean | KeepaliveOptions | undefined): ConstructorParameters<typeof Http2SessionManager>[1] {
+ * checked: KeepaliveOptions). Exported for its test; not part of the package's API (index.ts). */
+export function sessionOptions(keepalive: boolean | KeepaliveOptions | undefined): ConstructorParameters<typeof Http2SessionManager>[1] {
   const base = { idleConnectionTimeoutMs: 60_000 };
   if (keepalive === undefined || keepalive === false) return base;
-  const k = { ...defaultKeepalive, ...(keepalive === true ? {} : keepalive) };
+  const k = withDefaults(defaultKeepalive, keepalive === true ? {} : keepalive);
   const range = `a number of ms from 1 to ${maxTimerMs} (setTimeout's longest delay)`;
   checkRange("keepalive.timeMs", k.timeMs, 1, maxTimerMs, range);
   checkRange("keepalive.timeoutMs", k.timeoutMs, 1, maxTimerMs, range);

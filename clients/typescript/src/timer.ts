@@ -10,12 +10,15 @@
 // clamped. Deadlines (timeoutMs) go from 0 (none) to Infinity: a long one is honoured, by
 // setLongTimeout or as grpc-timeout's longest (client.ts), so only NaN and negative values are
 // refused. A pause the client computes (a backoff grown by its multiplier) is held at maxTimerMs.
+// An option given as undefined is not given: its default applies (options.ts), so a merged policy
+// reaches these checks with every field a number.
 
 /** The longest delay setTimeout honours: 2^31-1 ms. */
 export const maxTimerMs = 2 ** 31 - 1;
 
-/** Throws a RangeError naming `option` unless `value` is undefined (not given) or a number from
- * min to max (NaN never is); `range` says the range in words, for the message. */
+/** Throws a RangeError naming `option` unless `value` is undefined (not given: its default
+ * applies, options.ts) or a number from min to max (NaN never is); `range` says the range in
+ * words, for the message. */
 export function checkRange(option: string, value: number | undefined, min: number, max: number, range: string): void {
   if (value === undefined || (typeof value === "number" && value >= min && value <= max)) return;
   throw new RangeError(`historyd: ${option} must be ${range}, not ${String(value)}`);

@@ -10,6 +10,7 @@ import type { HistorydClient } from "./client.js";
 import { BranchDeletedError, clientClosedError, ErrorReason, HistorydError, toHistorydError } from "./errors.js";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { EventKind, type BranchCommit, type WatchHeartbeat } from "./gen/historyd/v1/history_service_pb.js";
+import { withDefaults } from "./options.js";
 import { backoffMs, checkRetryPolicy, defaultRetryPolicy, type RetryPolicy } from "./retry.js";
 import { checkRange, setLongTimeout } from "./timer.js";
 
@@ -33,9 +34,9 @@ export interface WatchOptions {
   /** Resumes in a row, without a commit or heartbeat in between, before the watch gives up and
    * throws the last error (default 8; 0 to Infinity); pauses between them follow `backoff`. */
   maxResumes?: number;
-  /** Pauses between resumes (defaultRetryPolicy's backoff by default). A field out of its range
-   * (RetryPolicy), or a maxResumes out of its own, throws a RangeError naming it when the watch is
-   * made. */
+  /** Pauses between resumes (defaultRetryPolicy's backoff by default; a field left out or given
+   * as undefined keeps its default). A field out of its range (RetryPolicy), or a maxResumes out
+   * of its own, throws a RangeError naming it when the watch is made. */
   backoff?: Partial<RetryPolicy>;
   /** Ends the watch. */
   signal?: AbortSignal;
@@ -67,7 +68,7 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
     readonly branchId: string,
     readonly options: WatchOptions = {},
   ) {
-    this.#policy = checkRetryPolicy({ ...defaultRetryPolicy, ...options.backoff }, "backoff");
+    this.#policy = checkRetryPolicy(withDefaults(defaultRetryPolicy, options.backoff), "backoff");
     checkRange("maxResumes", options.maxResumes, 0, Infinity, "a number from 0 to Infinity");
     this.cursor = options.after;
     this.incarnation = options.incarnation;

@@ -7,12 +7,25 @@
 // backoff, keepalive) is now checked when the client or watch is made, and one out of range throws
 // a RangeError naming the option and its range; a computed pause is held at 2^31-1 ms; deadlines
 // (timeoutMs) take any length from 0 (none) to Infinity, as before, and refuse only NaN and
-// negative values. No server is needed: nothing here connects.
+// negative values.
+//
+// A field given as undefined is not given: its default applies. Merged by spreading ({...defaults,
+// ...given}), an explicit undefined replaced the default and passed the checks (undefined is "not
+// given" there too): retry {maxAttempts: undefined} retried without end, {initialBackoffMs:
+// undefined} paused NaN ms (setTimeout's 1 ms: a hot loop), a watch's backoff {initialBackoffMs:
+// undefined} paused NaN ms for good (the watch never resumed), and keepalive {timeMs: undefined}
+// turned keepalive off without a word.
+//
+// No server is needed: the calls here go to a port nothing listens on, and fail UNAVAILABLE.
 
 import assert from "node:assert/strict";
+import net from "node:net";
 import { describe, test } from "node:test";
 
-import { backoffMs, connect, defaultRetryPolicy, type ClientOptions, type WatchOptions } from "../src/index.js";
+import type { Interceptor } from "@connectrpc/connect";
+
+import { backoffMs, Code, connect, defaultKeepalive, defaultRetryPolicy, HistorydError, type ClientOptions, type WatchOptions } from "../src/index.js";
+import { sessionOptions } from "../src/client.js";
 
 const maxTimerMs = 2 ** 31 - 1;
 
@@ -103,6 +116,95 @@ describe("timing options", () => {
         return true;
       });
       await ap.close();
+    } finally {
+      c.close();
+    }
+  });
+});
+
+/** host:port of a loopback port nothing listens on: a connection to it is refused at once. */
+async function nowhere(): Promise<string> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `127.0.0.1:${port}`;
+}
+
+/** p, or a rejection after ms: a promise that never settles fails the test instead of hanging it. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+describe("timing options given as undefined", () => {
+  /** A unary call (read-only: retried) to nowhere with the retry policy given: how many attempts
+   * it made, how long they took, and its error. */
+  async function unavailableCall(retry: ClientOptions["retry"]): Promise<{ attempts: number; ms: number; err: unknown }> {
+    let attempts = 0;
+    const count: Interceptor = (next) => (req) => {
+      attempts++;
+      return next(req);
+    };
+    const c = connect(await nowhere(), { tls: false, interceptors: [count], retry });
+    try {
+      const t0 = performance.now();
+      // The signal bounds a policy that retries without end.
+      const err = await c.branch("b").describe({ signal: AbortSignal.timeout(3000) }).catch((e: unknown) => e);
+      return { attempts, ms: performance.now() - t0, err };
+    } finally {
+      c.close();
+    }
+  }
+
+  test("retry: maxAttempts undefined keeps its default, 5 attempts", async () => {
+    const { attempts, err } = await unavailableCall({ maxAttempts: undefined, initialBackoffMs: 1, maxBackoffMs: 1 });
+    assert.equal(attempts, defaultRetryPolicy.maxAttempts, `attempts, ending with ${String(err)}`);
+    assert.ok(err instanceof HistorydError && err.code === Code.Unavailable, String(err));
+  });
+
+  test("retry: initialBackoffMs undefined keeps its default, 50 ms doubling", async () => {
+    // 3 attempts, pauses of 50 and 100 ms without jitter; NaN pauses (1 ms each) took a few ms.
+    const { attempts, ms, err } = await unavailableCall({ initialBackoffMs: undefined, maxBackoffMs: undefined, multiplier: undefined, jitter: 0, maxAttempts: 3 });
+    assert.equal(attempts, 3, String(err));
+    assert.ok(ms >= 145, `the pauses took ${ms.toFixed(1)} ms, not 150`);
+  });
+
+  test("a watch's backoff: initialBackoffMs undefined keeps its default, and the watch resumes", async () => {
+    const c = connect(await nowhere(), { tls: false });
+    try {
+      // Each stream fails UNAVAILABLE: the watch pauses, resumes once, and gives up with that error.
+      const watch = c.branch("b").watch({ after: 0n, maxResumes: 1, backoff: { initialBackoffMs: undefined } });
+      const err = await within(
+        (async () => {
+          for await (const _ of watch);
+        })().then(
+          () => assert.fail("the watch ended without an error"),
+          (e: unknown) => e,
+        ),
+        5000,
+        "the watch's pause between resumes",
+      );
+      assert.ok(err instanceof HistorydError && err.code === Code.Unavailable, String(err));
+      assert.equal(watch.resumes, 1);
+    } finally {
+      c.close();
+    }
+  });
+
+  test("keepalive: times undefined keep their defaults, and keepalive stays on", () => {
+    const o = sessionOptions({ timeMs: undefined, timeoutMs: undefined, permitWithoutCalls: undefined });
+    assert.equal(o?.pingIntervalMs, defaultKeepalive.timeMs);
+    assert.equal(o?.pingTimeoutMs, defaultKeepalive.timeoutMs);
+    assert.equal(o?.pingIdleConnection, defaultKeepalive.permitWithoutCalls);
+  });
+
+  test("the client's and an appender's timeoutMs undefined keep their defaults", () => {
+    const c = client({ timeoutMs: undefined });
+    try {
+      assert.equal(c.timeoutMs, 30_000);
+      c.appender({ timeoutMs: undefined, window: undefined });
     } finally {
       c.close();
     }
