@@ -31,7 +31,7 @@
 // unanswered:
 //
 // - The item's own bounds, its signal and its own deadline (append(req, {signal, timeoutMs})),
-//   give up on that item alone, as the Python client's cancel of a sent item's future does. Not
+//   give up on that item alone, as the Python client's appenders do. Not
 //   yet taken by the transport, the item leaves the stream unsent and rejects as above, its place
 //   coming back at once. Taken, it rejects with AppendAbandonedError of that code (CANCELED for a
 //   signal; DEADLINE_EXCEEDED for its deadline or AbortSignal.timeout()'s), which has its request
@@ -41,8 +41,7 @@
 //   in its own window until then); if none comes within the appender's timeoutMs of the giving
 //   up, the server is taken for stalled and the stream is cancelled, as below. Before, these
 //   bounds cancelled the stream, and every other item in flight rejected with
-//   AppendStreamBrokenError. (The Python client's own deadline of an item still cancels its
-//   stream.)
+//   AppendStreamBrokenError.
 // - The appender's bounds, its timeoutMs (the deadline of an item without one of its own, from its
 //   sending) and its signal, cancel the stream, as a gRPC deadline cancels a call: the item
 //   cannot be taken back, so it and the items after it (answers come in order: they are
