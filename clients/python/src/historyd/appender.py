@@ -6,12 +6,13 @@ writes many messages is not bound by one round trip per message.
         futures = [ap.append_instruction(branch_id, f"step {i}") for i in range(1000)]
         messages = [f.result() for f in futures]
 
-Answers come back in the order appended, and items on one branch are applied in that order. A
-failed item fails alone: its future raises the typed :class:`~historyd.errors.HistorydError` a
-unary AddMessage would have raised. A sent item cannot be taken back: its future is running, and
-``cancel()`` returns False. When the stream breaks, the items in flight raise
-:class:`AppendStreamBrokenError` (with their ``request_id``, filled in when empty, so they can be
-appended again safely) and the next append opens a new stream.
+Each future is an :class:`AppendFuture`, a :class:`concurrent.futures.Future` whose ``request_id``
+is the item's (filled in when the request had none). Answers come back in the order appended, and
+items on one branch are applied in that order. A failed item fails alone: its future raises the
+typed :class:`~historyd.errors.HistorydError` a unary AddMessage would have raised. A sent item
+cannot be taken back: its future is running, and ``cancel()`` returns False. When the stream
+breaks, the items in flight raise :class:`AppendStreamBrokenError` (with their ``request_id``, so
+they can be appended again safely) and the next append opens a new stream.
 
 Each item has a deadline. By default it is the appender's ``timeout`` (itself by default the
 client's ``timeout``, 30 s), and it bounds the wait for the item's answer, from when the item is
@@ -43,7 +44,7 @@ from ._convert import Message
 from .errors import HistorydError, from_item_status, from_rpc_error
 from .v1 import history_service_pb2 as hs
 
-__all__ = ["Appender", "AppendStreamBrokenError", "DEFAULT_APPEND_WINDOW"]
+__all__ = ["Appender", "AppendFuture", "AppendStreamBrokenError", "DEFAULT_APPEND_WINDOW"]
 
 #: The default window: 64 items in flight, where the server's group commit has most of its gain.
 DEFAULT_APPEND_WINDOW = 64
@@ -51,6 +52,17 @@ DEFAULT_APPEND_WINDOW = 64
 _END = object()
 _DEFAULT: Any = object()
 _INSTRUCTION_ARGS = ("context", "guidance", "handle_context", "plain_content", "tool_schemas", "response_format", "images", "image_detail")
+
+
+class AppendFuture(Future):  # type: ignore[type-arg]
+    """The future of an appended item's answer (:meth:`Appender.append`): a
+    :class:`concurrent.futures.Future` of the message as written, with the item's ``request_id``,
+    to append it again when its answer is lost."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__()
+        #: The item's request id (filled in by the appender when the request had none).
+        self.request_id = request_id
 
 
 class AppendStreamBrokenError(HistorydError):
@@ -303,9 +315,10 @@ class Appender:
         self._stream: Optional[_Stream] = None
         self._closed = False
 
-    def append(self, req: hs.AddMessageRequest, *, timeout: Optional[float] = _DEFAULT) -> "Future[Message]":
+    def append(self, req: hs.AddMessageRequest, *, timeout: Optional[float] = _DEFAULT) -> AppendFuture:
         """Sends req as the next item (waiting while the window is full); its future gives the
-        message as written, or raises the item's error. An empty ``request_id`` is filled in.
+        message as written, or raises the item's error. An empty ``request_id`` is filled in; the
+        future's ``request_id`` is the item's.
 
         The item is sent once append returns, and its future is running: ``cancel()`` returns
         False and cannot take the item back (the server applies it); wait for its answer.
@@ -318,7 +331,7 @@ class Appender:
         own = timeout is not _DEFAULT  # the item's own deadline counts from now
         deadline = time.monotonic() + timeout if own and timeout is not None else None
         req = with_request_id(req)
-        fut: "Future[Message]" = Future()
+        fut = AppendFuture(req.request_id)
         placed = self._slots.acquire(timeout=None if deadline is None else rq.bounded_wait(max(0.0, deadline - time.monotonic())))
         if not placed or (deadline is not None and time.monotonic() >= deadline):  # never sent past its deadline
             if placed:
@@ -347,7 +360,7 @@ class Appender:
                 )
         return fut
 
-    def append_instruction(self, branch_id: str, instruction: Any, **kwargs: Any) -> "Future[Message]":
+    def append_instruction(self, branch_id: str, instruction: Any, **kwargs: Any) -> AppendFuture:
         """Appends an Instruction (the keyword arguments of Branch.add_instruction's input:
         context, guidance, ...; and request_id, expected_head_sequence, and append's
         ``timeout``). ``omit_content=True`` asks for an acknowledgement: the future's message
