@@ -16,6 +16,7 @@ import grpc
 from google.protobuf.message import Message as _PbMessage
 
 from ._convert import UNSET, Message, Participant, dumps, enum_number, set_participant, struct_of
+from .errors import HistorydError
 from .v1 import envelope_pb2, exchange_service_pb2 as ex, history_service_pb2 as hs
 
 
@@ -164,6 +165,19 @@ def prepare_retry(method: str, req: _PbMessage) -> Tuple[_PbMessage, bool]:
     c.CopyFrom(req)
     c.request_id = str(uuid.uuid4())
     return c, True
+
+
+def closed_error() -> HistorydError:
+    """The error of a call on a client that close() closed, in flight then or made after: grpc's
+    own were ValueError or CANCELLED 'Channel closed!' (sync), and asyncio.CancelledError or
+    UsageError (grpc.aio), none of them the documented HistorydError."""
+    return HistorydError("the client was closed", code=grpc.StatusCode.CANCELLED)
+
+
+def check_open(client: Any) -> None:
+    """Raises closed_error() once the client (sync or asyncio) was closed: nothing is sent then."""
+    if getattr(client, "_closed", False):
+        raise closed_error()
 
 
 def retryable_code(code: Optional[grpc.StatusCode]) -> bool:

@@ -71,19 +71,21 @@ class AsyncClient:
         self.exchange_stub = ex_grpc.ExchangeServiceStub(self._channel)
         #: The agent-to-agent AsyncExchange.
         self.exchange = AsyncExchange(self)
-        # The streams open (watches, inbox subscriptions, appenders' streams), which close()
-        # cancels itself: grpc.aio's channel close cancels the calls it finds at the top of a
-        # task's stack, which a stream being read is not, and such a stream waited forever.
+        # The calls open (unary calls, watches, inbox subscriptions, appenders' streams), which
+        # close() cancels itself: grpc.aio's channel close cancels the calls it finds at the top
+        # of a task's stack, which a stream being read is not, and such a stream waited forever.
         self._streams: Set[Any] = set()
         self._closed = False
         # Set by close(): a watch pausing between reconnections wakes on it and ends.
         self._closing = asyncio.Event()
 
     async def close(self) -> None:
-        """Closes the channel; calls in flight end with CANCELLED (watches, a watch pausing
-        between reconnections too, and inbox subscriptions raise HistorydError CANCELLED; an
-        appender's items in flight AppendStreamBrokenError, and its appends waiting for a place
-        HistorydError CANCELLED). A stream asked for afterwards raises HistorydError CANCELLED."""
+        """Closes the channel. The calls in flight (a call pausing between retries and a watch
+        pausing between reconnections too, inbox subscriptions, an appender's appends waiting
+        for a place) raise HistorydError CANCELLED ("the client was closed"), not
+        asyncio.CancelledError: their tasks are not cancelled. An appender's items in flight
+        raise AppendStreamBrokenError CANCELLED. A call, stream or append made afterwards raises
+        HistorydError CANCELLED at once, sending nothing."""
         self._closed = True
         self._closing.set()
         for call in list(self._streams):
@@ -93,13 +95,16 @@ class AsyncClient:
     def _closed_error(self) -> HistorydError:
         """The error of a call on this client once close() ran: grpc.aio's would be a UsageError
         ('Channel is closed.'), which is not the documented HistorydError."""
-        return HistorydError("the client was closed", code=grpc.StatusCode.CANCELLED)
+        return rq.closed_error()
 
     def _stream_cancelled(self, e: BaseException) -> HistorydError:
-        """The error of a stream of this client whose iteration raised asyncio.CancelledError,
-        grpc.aio's end of a call cancelled here: HistorydError CANCELLED when close() cancelled
-        it; anything else (the reading task itself cancelled) is raised again."""
-        if not self._closed:
+        """The error of a call of this client that raised asyncio.CancelledError, grpc.aio's end
+        of a call cancelled here: HistorydError CANCELLED when close() cancelled it; e is raised
+        again when the client is open or the task itself is being cancelled (Task.cancelling,
+        Python 3.11; before it, a task cancelled while close() runs gets the HistorydError)."""
+        task = asyncio.current_task()
+        cancelling = getattr(task, "cancelling", None)
+        if not self._closed or (cancelling is not None and cancelling()):
             raise e
         return self._closed_error()
 
@@ -127,17 +132,26 @@ class AsyncClient:
         attempt = 0
         while True:
             attempt += 1
+            rq.check_open(self)  # closed, during the pause below say: the channel is gone
             left = None if deadline is None else rq.bounded_wait(max(0.0, deadline - time.monotonic()))
+            call = fn(req, timeout=left, metadata=self._metadata)
+            self._streams.add(call)  # close() cancels it
             try:
-                return await fn(req, timeout=left, metadata=self._metadata)
+                return await call
+            except asyncio.CancelledError as e:  # close() cancelled the call, or the task was cancelled
+                raise self._stream_cancelled(e) from None
             except grpc.RpcError as e:
+                if self._closed:
+                    raise self._closed_error() from e
                 err = from_rpc_error(e)
                 if not (may_retry and attempt < self.retry.max_attempts and rq.retryable_code(err.code)):
                     raise err from e
                 pause = self.retry.backoff(attempt)
                 if deadline is not None and time.monotonic() + pause >= deadline:
                     raise err from e
-                await asyncio.sleep(pause)
+            finally:
+                self._streams.discard(call)
+            await self._pause(pause)  # close() ends it early
 
     async def _h(self, method: str, req: _PbMessage, timeout: Optional[float] = _DEFAULT) -> Any:
         return await self._call(self.history_stub, method, req, timeout)
@@ -596,8 +610,7 @@ class AsyncBranch:
         cursor, inc, attempt = after, incarnation, 0
         deleted_at: Optional[int] = None  # the sequence of the BRANCH_DELETED commit yielded
         while True:
-            if self.client._closed:  # during the pause below, say: the channel is closed
-                raise self.client._closed_error()
+            rq.check_open(self.client)  # closed, during the pause below say: the channel is gone
             req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered, batch_commits=batch_commits)
             if cursor is not None:
                 req.after_sequence = cursor
@@ -736,8 +749,7 @@ class AsyncExchange:
         req = ex.SubscribeInboxRequest(owner_id=str(owner_id))
         if sender is not None:
             req.sender = str(sender)
-        if self.client._closed:
-            raise self.client._closed_error()
+        rq.check_open(self.client)
         call = self.client.exchange_stub.SubscribeInbox(req, metadata=self.client._metadata)
         self.client._streams.add(call)
         try:

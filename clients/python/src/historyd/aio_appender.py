@@ -44,6 +44,7 @@ from typing import Any, Callable, Deque, Optional, Set
 
 import grpc
 
+from . import _requests as rq
 from ._convert import Message
 from .appender import DEFAULT_APPEND_WINDOW, AppendStreamBrokenError, instruction_item, unsent_past_deadline, with_request_id
 from .errors import HistorydError, from_item_status, from_rpc_error
@@ -277,8 +278,7 @@ class AsyncAppender:
     def _check_client(self) -> None:
         """Raises HistorydError CANCELLED once the client is closed (AsyncClient.close): a stream
         opened then raised grpc's UsageError ('Channel is closed.')."""
-        if getattr(self._client, "_closed", False):
-            raise HistorydError("the client was closed", code=grpc.StatusCode.CANCELLED)
+        rq.check_open(self._client)
 
     def _give_up(self, w: "asyncio.Future[None]") -> None:
         """An append stops waiting for a place: its waiter leaves the queue or, when a release

@@ -332,6 +332,7 @@ class Appender:
         deadline = time.monotonic() + timeout if own and timeout is not None else None
         req = with_request_id(req)
         fut = AppendFuture(req.request_id)
+        rq.check_open(self._client)
         placed = self._slots.acquire(timeout=None if deadline is None else rq.bounded_wait(max(0.0, deadline - time.monotonic())))
         if not placed or (deadline is not None and time.monotonic() >= deadline):  # never sent past its deadline
             if placed:
@@ -343,6 +344,11 @@ class Appender:
             if self._closed:
                 self._slots.release()
                 raise RuntimeError("historyd: the appender is closed")
+            try:
+                rq.check_open(self._client)  # closed while the item waited for a place
+            except HistorydError:
+                self._slots.release()
+                raise
             if self._stream is None or self._stream.broken:
                 try:
                     self._stream = _Stream(self._client.history_stub, self._client._metadata, self._window, self._slots)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -102,10 +103,23 @@ class Client:
         self.exchange_stub = ex_grpc.ExchangeServiceStub(self._channel)
         #: The agent-to-agent Exchange.
         self.exchange = Exchange(self)
+        self._closed = False
+        # Set by close(): a call pausing between retries, or a watch between reconnections, wakes
+        # on it and ends.
+        self._closing = threading.Event()
 
     def close(self) -> None:
-        """Closes the channel; calls in flight end with CANCELLED."""
+        """Closes the channel. The calls in flight (a call pausing between retries and a watch
+        pausing between reconnections too) raise HistorydError CANCELLED ("the client was
+        closed"), an appender's items in flight AppendStreamBrokenError CANCELLED; a call, stream
+        or append made afterwards raises HistorydError CANCELLED at once, sending nothing."""
+        self._closed = True
+        self._closing.set()
         self._channel.close()
+
+    def _pause(self, delay: float) -> None:
+        """Sleeps delay seconds, or until close() runs."""
+        self._closing.wait(rq.bounded_wait(delay))
 
     def __enter__(self) -> "Client":
         return self
@@ -124,17 +138,20 @@ class Client:
         attempt = 0
         while True:
             attempt += 1
+            rq.check_open(self)  # closed, during the pause below say: the channel is gone
             left = None if deadline is None else rq.bounded_wait(max(0.0, deadline - time.monotonic()))
             try:
                 return fn(req, timeout=left, metadata=self._metadata)
             except grpc.RpcError as e:
+                if self._closed:  # grpc's end of a call close() cancelled
+                    raise rq.closed_error() from e
                 err = from_rpc_error(e)
                 if not (may_retry and attempt < self.retry.max_attempts and rq.retryable_code(err.code)):
                     raise err from e
                 pause = self.retry.backoff(attempt)
                 if deadline is not None and time.monotonic() + pause >= deadline:
                     raise err from e
-                time.sleep(pause)
+                self._pause(pause)  # close() ends it early
 
     def _h(self, method: str, req: _PbMessage, timeout: Optional[float] = _DEFAULT) -> Any:
         return self._call(self.history_stub, method, req, timeout)
@@ -593,6 +610,7 @@ class Branch:
         cursor, inc, attempt = after, incarnation, 0
         deleted_at: Optional[int] = None  # the sequence of the BRANCH_DELETED commit yielded
         while True:
+            rq.check_open(self.client)  # closed, during the pause below say: the channel is gone
             req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered, batch_commits=batch_commits)
             if cursor is not None:
                 req.after_sequence = cursor
@@ -625,7 +643,7 @@ class Branch:
                             yield Heartbeat(frame.heartbeat.head_sequence)
                 err: HistorydError = HistorydError("the watch stream ended with OK", code=grpc.StatusCode.UNAVAILABLE)
             except grpc.RpcError as e:
-                err = from_rpc_error(e)
+                err = rq.closed_error() if getattr(self.client, "_closed", False) else from_rpc_error(e)
             finally:
                 call.cancel()
             if deleted_at is not None:  # nothing can follow the deletion: no reconnection
@@ -637,7 +655,7 @@ class Branch:
                 raise err
             if on_resume is not None:
                 on_resume(cursor if cursor is not None else 0, err)
-            time.sleep(retry.backoff(attempt))
+            self.client._pause(retry.backoff(attempt))  # close() ends it early
 
 
 class Exchange:
@@ -727,6 +745,7 @@ class Exchange:
         req = ex.SubscribeInboxRequest(owner_id=str(owner_id))
         if sender is not None:
             req.sender = str(sender)
+        rq.check_open(self.client)
         call = self.client.exchange_stub.SubscribeInbox(req, metadata=self.client._metadata)
         try:
             for frame in call:
@@ -736,6 +755,6 @@ class Exchange:
                 elif which == "heartbeat" and heartbeats:
                     yield InboxHeartbeat(frame.heartbeat.time.ToDatetime())
         except grpc.RpcError as e:
-            raise from_rpc_error(e) from e
+            raise (rq.closed_error() if self.client._closed else from_rpc_error(e)) from e
         finally:
             call.cancel()
