@@ -14,7 +14,7 @@ import pytest
 
 from historyd import AppendStreamBrokenError, BranchNotFoundError, HistorydError
 from historyd.aio import AsyncClient
-from test_append_deadline import LIMIT, StalledServer, stalled  # noqa: F401 (the fixture)
+from test_append_deadline import LIMIT, GatedServer, StalledServer, gated, item_alone_expired, stalled  # noqa: F401 (the fixtures)
 
 
 async def ended(stalled: StalledServer, n: int) -> None:
@@ -214,3 +214,26 @@ async def test_async_appender_deadline_starts_when_grpc_takes_the_item(server) -
             while time.monotonic() - t0 < 0.7:  # the rest of a long batch keeps the loop
                 pass
             assert (await asyncio.wait_for(first, LIMIT)).sequence == 2
+
+
+@pytest.mark.asyncio
+async def test_async_appender_an_items_own_deadline_fails_that_item_alone(gated: GatedServer) -> None:  # noqa: F811
+    """As test_append_deadline's sync test: an item's own deadline passing while it is on the
+    stream fails it alone, DEADLINE_EXCEEDED with its request_id; the stream and the other items
+    go on, and its answer is dropped. Its timer cancelled the stream: every item in flight
+    failed."""
+    async with AsyncClient(gated.addr, tls=False, timeout=None) as client:
+        ap = client.appender(window=4)
+        mine = await ap.append_instruction("b", "mine", timeout=0.2)
+        other = await ap.append_instruction("b", "other")
+        with pytest.raises(Exception) as ei:
+            await asyncio.wait_for(asyncio.shield(mine), LIMIT)
+        assert item_alone_expired(ei.value, mine.request_id), repr(ei.value)
+        await asyncio.sleep(0)  # what the expiry set off runs here
+        assert not other.done(), f"the other item in flight went with it: {other.exception()!r}"
+        gated.gate.set()  # the server answers: mine's answer is dropped, other's settles it
+        assert (await asyncio.wait_for(other, LIMIT)).sequence == 3
+        assert (await asyncio.wait_for(await ap.append_instruction("b", "next"), LIMIT)).sequence == 4
+        assert mine.exception() is ei.value, "the late answer is dropped"
+        await asyncio.wait_for(ap.close(), LIMIT)
+        assert gated.opened == 1, "one stream throughout"

@@ -100,6 +100,45 @@ class SlowServer(StalledServer):
             yield hs.AppendMessagesResponse(index=i - 1, response=answer).SerializeToString()
 
 
+class GatedServer(StalledServer):
+    """A gRPC server whose AppendMessages answers its items in order, each once ``gate`` is set:
+    a healthy server that holds its answers as long as the test says."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        super().__init__()
+
+    def _append(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        with self.lock:
+            self.opened += 1
+        for i, r in enumerate(requests):
+            with self.lock:
+                self.items.append(r)
+            if i == 0:
+                continue  # the window
+            self.gate.wait()
+            answer = hs.AddMessageResponse(message=envelope.Message(sequence=i + 1))
+            yield hs.AppendMessagesResponse(index=i - 1, response=answer).SerializeToString()
+        self.ended.release()
+
+    def stop(self) -> None:
+        self.gate.set()
+        super().stop()
+
+
+@pytest.fixture()
+def gated() -> Iterator[GatedServer]:
+    s = GatedServer()
+    yield s
+    s.stop()
+
+
+def item_alone_expired(err: BaseException, request_id: str) -> bool:
+    """Whether err is the failure of a sent item whose own deadline passed, alone: DEADLINE_EXCEEDED
+    with the item's request_id, to append it again."""
+    return isinstance(err, AppendStreamBrokenError) and err.code == grpc.StatusCode.DEADLINE_EXCEEDED and err.request_id == request_id
+
+
 @pytest.fixture()
 def stalled() -> Iterator[StalledServer]:
     s = StalledServer()
@@ -214,26 +253,50 @@ def test_appender_very_long_deadlines(stalled: StalledServer, long: float) -> No
     """A deadline of any length, inf too, is a deadline. threading waits at most
     threading.TIMEOUT_MAX (292 years): a timeout of 1e10 s or inf raised OverflowError in the
     watchdog thread, which died and left the later items of its stream unbounded, and in append's
-    wait for a place (review of the clients 2, fault 6)."""
+    wait for a place (review of the clients 2, fault 6). Here the watchdog, with items of long
+    deadlines in flight, fails a short one alone at its own deadline and cancels the stream at the
+    appender's; an append with a long deadline waits for the place that frees."""
     client = Client(stalled.addr, tls=False, timeout=None)
     try:
-        ap = client.appender(window=2)
+        ap = client.appender(window=3, timeout=1.0)  # the stream's bound
         a = ap.append_instruction("b", "a", timeout=long)
-        b = ap.append_instruction("b", "b", timeout=0.3)
-        for f in (b, a):  # b's deadline cancels the stream, a with it
+        b = ap.append_instruction("b", "b", timeout=0.2)
+        c = ap.append_instruction("b", "c", timeout=long)
+        err = b.exception(timeout=LIMIT)
+        assert item_alone_expired(err, b.request_id), repr(err)
+        assert not a.done() and not c.done(), "b alone failed"
+        # A full window (b's place is held until its answer): an append with a long deadline waits
+        # for a place, which the stream's cancel at its bound frees.
+        waited = within(lambda: ap.append_instruction("b", "d", timeout=long), "an append waiting for a place")
+        for f in (a, c):
             with pytest.raises(AppendStreamBrokenError) as ei:
                 f.result(timeout=LIMIT)
-            assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
-        # A full window: an append with a long deadline waits for a place, which the first item's
-        # deadline frees.
-        first = ap.append_instruction("b", "c", timeout=0.3)
-        ap.append_instruction("b", "d", timeout=long)
-        waited = within(lambda: ap.append_instruction("b", "e", timeout=long), "an append waiting for a place")
-        with pytest.raises(AppendStreamBrokenError):
-            first.result(timeout=LIMIT)
+            assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED and ei.value.stream_ended
+        with pytest.raises(AppendStreamBrokenError) as ei:
+            waited.result(timeout=LIMIT)  # on a new stream, which its bound cancels too
+        assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED and ei.value.stream_ended
     finally:
         client.close()
-    with pytest.raises(AppendStreamBrokenError) as ei:
-        waited.result(timeout=LIMIT)
-    assert ei.value.code == grpc.StatusCode.CANCELLED
     within(ap.close, "close()")
+    assert stalled.opened == 2
+
+
+def test_appender_an_items_own_deadline_fails_that_item_alone(gated: GatedServer) -> None:
+    """The rule (the module's doc; README "Reference"): an item's own deadline (append(req,
+    timeout=)) passing while the item is on the stream fails that item alone, DEADLINE_EXCEEDED
+    with its request_id (the server may still write it: append it again with that id); the
+    stream and the other items go on, and its answer is dropped when it comes. It cancelled the
+    stream: every item in flight failed with it."""
+    with Client(gated.addr, tls=False, timeout=None) as client:
+        ap = client.appender(window=4)
+        mine = ap.append_instruction("b", "mine", timeout=0.2)
+        other = ap.append_instruction("b", "other")
+        err = mine.exception(timeout=LIMIT)
+        assert item_alone_expired(err, mine.request_id), repr(err)
+        assert not other.done(), f"the other item in flight went with it: {other.exception(timeout=0)!r}"
+        gated.gate.set()  # the server answers: mine's answer is dropped, other's settles it
+        assert other.result(timeout=LIMIT).sequence == 3
+        assert within(lambda: ap.append_instruction("b", "next").result(timeout=LIMIT), "an append after").sequence == 4
+        assert mine.exception(timeout=0) is err, "the late answer is dropped"
+        within(ap.close, "close()")
+        assert gated.opened == 1, "one stream throughout"

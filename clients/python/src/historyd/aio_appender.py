@@ -13,26 +13,32 @@ alone. When the stream breaks, the items in flight raise
 :class:`~historyd.appender.AppendStreamBrokenError` (with their ``request_id``, filled in when
 empty, so they can be appended again safely) and the next append opens a new stream.
 
-Bounds, as the sync Appender's: each item has a deadline. By default it is the appender's
-``timeout`` (itself by default the client's ``timeout``; None: none), and it bounds the wait for
-the item's answer, from when the item is sent on the stream (when grpc takes it to send, so not
-while the caller keeps the loop): the wait for a place in the window is not counted, so a batch
-far larger than the window appended at once (``asyncio.gather`` of the appends) is written however
-long its tail waits its turn. ``append(req, timeout=)`` gives an item a deadline of its own
-instead, counted from the call to ``append``, its wait for a place included. An item whose own
-deadline passes before it is sent is not sent: ``append`` returns a future that raises
-``DEADLINE_EXCEEDED``. Past the deadline before the answer, the stream is cancelled, as a gRPC
-deadline cancels a call: the item and the items after it (answers come in order: they are
-unanswered too) raise AppendStreamBrokenError with code ``DEADLINE_EXCEEDED``, and their places
-come back. A server that accepts the stream and never answers holds no future and no place past
-the bounds.
+Bounds, as the sync Appender's. The appender's ``timeout`` (by default the client's ``timeout``;
+None: none) bounds the wait for every item's answer, from when the item is sent on the stream
+(when grpc takes it to send, so not while the caller keeps the loop): the wait for a place in the
+window is not counted, so a batch far larger than the window appended at once (``asyncio.gather``
+of the appends) is written however long its tail waits its turn. Past it before the answer, the
+stream is cancelled, as a gRPC deadline cancels a call: the item and the items after it (answers
+come in order: they are unanswered too) raise AppendStreamBrokenError with code
+``DEADLINE_EXCEEDED``, and their places come back. A server that accepts the stream and never
+answers holds no future and no place past it.
+
+``append(req, timeout=)`` gives an item a deadline of its own as well, counted from the call to
+``append``, its wait for a place included. An item whose own deadline passes before it is sent is
+not sent: ``append`` returns a future that raises ``DEADLINE_EXCEEDED``. One whose own deadline
+passes while it is on the stream fails alone, AppendStreamBrokenError with code
+``DEADLINE_EXCEEDED`` and ``stream_ended`` False, as if its future were cancelled (below): the
+stream and the other items go on, its answer is dropped when it comes, and the server may still
+have written it (its ``request_id`` appends it again safely). Its place is held until that answer
+comes, and the appender's ``timeout`` still bounds it. (It used to cancel the stream, failing every
+item in flight.)
 
 Cancellation is asyncio's: cancelling the task in ``append`` while it waits for a place sends
 nothing. Cancelling a sent item's future (or ``asyncio.wait_for`` on it timing out, or a task
 awaiting it cancelled) gives up on that item alone: the stream and the other items go on, and
-the item's answer is dropped when it comes; a stall is still its deadline's to end. The item may
-have been applied: append it again with the future's ``request_id`` to have it applied exactly
-once. (The cancel used to cancel the stream, failing every other item in flight ``CANCELLED``;
+the item's answer is dropped when it comes; a stall is still the appender's ``timeout`` to end.
+The item may have been applied: append it again with the future's ``request_id`` to have it
+applied exactly once. (The cancel used to cancel the stream, failing every other item in flight ``CANCELLED``;
 review of the clients 2, fault 5.)
 """
 
@@ -46,7 +52,14 @@ import grpc
 
 from . import _requests as rq
 from ._convert import Message
-from .appender import DEFAULT_APPEND_WINDOW, AppendStreamBrokenError, instruction_item, unsent_past_deadline, with_request_id
+from .appender import (
+    DEFAULT_APPEND_WINDOW,
+    AppendStreamBrokenError,
+    given_up_past_deadline,
+    instruction_item,
+    unsent_past_deadline,
+    with_request_id,
+)
 from .errors import HistorydError, from_item_status, from_rpc_error
 from .v1 import history_service_pb2 as hs
 
@@ -68,21 +81,25 @@ class AppendFuture(asyncio.Future):  # type: ignore[type-arg]
 
 
 class _Item:
-    """An item on a stream: its request, its future, and its deadline's timer."""
+    """An item on a stream: its request, its future, and the timers of its deadlines: ``timer``
+    the appender's (it cancels the stream), ``own_timer`` the item's own (it fails the item
+    alone)."""
 
-    __slots__ = ("request_id", "fut", "timer", "answered")
+    __slots__ = ("request_id", "fut", "timer", "own_timer", "answered")
 
     def __init__(self, request_id: str, fut: "asyncio.Future[Message]") -> None:
         self.request_id = request_id
         self.fut = fut
         self.timer: Optional[asyncio.TimerHandle] = None
+        self.own_timer: Optional[asyncio.TimerHandle] = None
         self.answered = False  # answered, or failed with the stream: no longer in flight
 
     def settle(self, result: Any = None, exc: Optional[BaseException] = None) -> None:
         self.answered = True
-        if self.timer is not None:
-            self.timer.cancel()
-        if self.fut.done():  # its caller cancelled it: the answer is dropped
+        for t in (self.timer, self.own_timer):
+            if t is not None:
+                t.cancel()
+        if self.fut.done():  # its caller cancelled it, or its own deadline failed it: the answer is dropped
             return
         if exc is not None:
             self.fut.set_exception(exc)
@@ -185,9 +202,9 @@ class AsyncAppender:
     """Appends messages over one AppendMessages stream, for asyncio; see the module's doc. Use as
     an async context manager, or await :meth:`close`, which waits for the answers in flight.
 
-    ``timeout`` is how long each item may wait for its answer once sent, in seconds: by default
-    the client's ``timeout``; None: none. :meth:`append` takes a deadline of its own, from the
-    call (see the module's doc)."""
+    ``timeout`` is how long each item may wait for its answer once sent, in seconds, before the
+    stream is cancelled: by default the client's ``timeout``; None: none. :meth:`append` takes a
+    deadline of the item's own, from the call, which fails it alone (see the module's doc)."""
 
     def __init__(self, client: Any, window: int = DEFAULT_APPEND_WINDOW, timeout: Optional[float] = _DEFAULT) -> None:
         self._client = client
@@ -202,8 +219,9 @@ class AsyncAppender:
         """Waits for a place in the window, sends req as the next item, and returns the future of
         its answer: the message as written, or the item's error. An empty ``request_id`` is filled
         in; the future's ``request_id`` is the item's. Cancelling the future gives up on the item
-        alone. The appender's ``timeout`` bounds the wait for the answer once the item is sent;
-        ``timeout`` here is the item's own deadline, from this call, its wait for a place included
+        alone. The appender's ``timeout`` bounds the wait for the answer once the item is sent
+        (past it the stream is cancelled); ``timeout`` here is the item's own deadline, from this
+        call, its wait for a place included, past which the item alone fails ``DEADLINE_EXCEEDED``
         (see the module's doc). Raises HistorydError CANCELLED when the client is closed, before
         or while the item waits for a place (nothing is sent)."""
         loop = asyncio.get_running_loop()
@@ -235,7 +253,9 @@ class AsyncAppender:
                 self._release()  # nothing was sent: give the place back
                 raise
         stream, item = self._stream, _Item(req.request_id, fut)
-        answer_timeout = self._timeout if not own else None
+        # The appender's timeout bounds every item's answer, from the sending: past it the stream
+        # is taken as stalled and cancelled. The item's own deadline fails it alone.
+        answer_timeout = self._timeout
 
         def taken() -> None:  # grpc took the item to send: the appender's timeout runs from now
             if answer_timeout is not None and not item.answered:
@@ -246,7 +266,7 @@ class AsyncAppender:
             fut.set_exception(AppendStreamBrokenError(req.request_id, HistorydError("the append stream ended", code=grpc.StatusCode.UNAVAILABLE)))
             return fut
         if deadline is not None:
-            item.timer = loop.call_at(deadline, self._expire, stream, item, f"its deadline ({timeout} s)")
+            item.own_timer = loop.call_at(deadline, self._expire_alone, item, timeout)
         return fut
 
     async def append_instruction(self, branch_id: str, instruction: Any, **kwargs: Any) -> AppendFuture:
@@ -300,6 +320,12 @@ class AsyncAppender:
         self._in_flight -= 1
         self._wake_next()
 
+    def _expire_alone(self, item: _Item, timeout: Optional[float]) -> None:
+        """The item's own deadline passed: it fails alone, and stays in flight (its place is its
+        answer's to free, and the appender's deadline still bounds that answer)."""
+        if not item.answered and not item.fut.done():
+            item.fut.set_exception(given_up_past_deadline(item.request_id, timeout))
+
     def _expire(self, stream: _Stream, item: _Item, within: str) -> None:
         if not item.answered:
             stream.cancel(
@@ -310,8 +336,9 @@ class AsyncAppender:
             )
 
     async def close(self) -> None:
-        """Stops taking items and waits for the answers of the ones in flight: at most until their
-        deadlines, which cancel the stream (without one, as long as the server takes)."""
+        """Stops taking items and waits for the answers of the ones in flight: at most until the
+        appender's ``timeout`` after their sending, which cancels the stream (with None, as long
+        as the server takes: an item's own deadline gives up on the item, not on its answer)."""
         self._closed = True
         for w in self._waiters:
             if not w.done():

@@ -14,17 +14,24 @@ cannot be taken back: its future is running, and ``cancel()`` returns False. Whe
 breaks, the items in flight raise :class:`AppendStreamBrokenError` (with their ``request_id``, so
 they can be appended again safely) and the next append opens a new stream.
 
-Each item has a deadline. By default it is the appender's ``timeout`` (itself by default the
-client's ``timeout``, 30 s), and it bounds the wait for the item's answer, from when the item is
-sent on the stream: the wait for a place in the window is not counted, so a batch far larger than
-the window (appended from many threads, say) is written however long its tail waits its turn.
-``append(req, timeout=)`` gives an item a deadline of its own instead, counted from the call to
-append: it bounds the wait for a place too, and an item whose own deadline passes before it is sent
-fails ``DEADLINE_EXCEEDED`` unsent. An item unanswered at its deadline cancels the stream, as a
+The appender's ``timeout`` (by default the client's ``timeout``, 30 s; None: none) bounds the wait
+for every item's answer, from when the item is sent on the stream: the wait for a place in the
+window is not counted, so a batch far larger than the window (appended from many threads, say) is
+written however long its tail waits its turn. An item unanswered by then cancels the stream, as a
 gRPC deadline cancels a call: it and the items after it in the stream, unanswered too, fail
 :class:`AppendStreamBrokenError` with code ``DEADLINE_EXCEEDED``, and their places in the window
 come back. So a server that accepts the stream and never answers holds no future and no place for
-longer than the deadline. ``timeout=None`` is no deadline.
+longer than the appender's ``timeout``.
+
+``append(req, timeout=)`` gives an item a deadline of its own as well, counted from the call to
+append, its wait for a place included (None: none). An item whose own deadline passes before it
+is sent fails ``DEADLINE_EXCEEDED`` unsent. One whose own deadline passes while it is on the
+stream fails alone: :class:`AppendStreamBrokenError` with code ``DEADLINE_EXCEEDED`` and
+``stream_ended`` False; the stream and the other items go on, and its answer is dropped when it
+comes. The server may still have written it: append it again with its ``request_id`` to have it
+applied once. Its place in the window is held until that answer comes (the server counts it in
+flight), and the appender's ``timeout`` still bounds it. (An item's own deadline used to cancel
+the stream, failing every item in flight with it.)
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import time
 import uuid
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, Deque, Dict, Optional, Tuple
+from typing import Any, Deque, Dict, List, Optional
 
 import grpc
 
@@ -66,18 +73,38 @@ class AppendFuture(Future):  # type: ignore[type-arg]
 
 
 class AppendStreamBrokenError(HistorydError):
-    """The stream ended before the item's answer came: it may or may not have been applied.
-    Append it again with the same ``request_id`` to have it applied exactly once."""
+    """The item's answer did not come: the stream ended before it, or (``stream_ended`` False,
+    code ``DEADLINE_EXCEEDED``) the item's own deadline passed first and it was given up on alone,
+    the stream going on. It may or may not have been applied: append it again with the same
+    ``request_id`` to have it applied exactly once."""
 
-    def __init__(self, request_id: str, cause: HistorydError) -> None:
+    def __init__(self, request_id: str, cause: HistorydError, *, stream_ended: bool = True) -> None:
+        what = "the append stream ended before item {} was answered" if stream_ended else "item {} was given up on before its answer"
         super().__init__(
-            f"the append stream ended before item {request_id} was answered (append it again): {cause}",
+            f"{what.format(request_id)} (append it again): {cause}",
             code=cause.code,
             reason=cause.reason,
             metadata=cause.metadata,
         )
         self.request_id = request_id
         self.cause = cause
+        #: False when the item alone was given up on (its own deadline passed): the stream went on.
+        self.stream_ended = stream_ended
+
+
+class _Sent:
+    """An item on a sync stream: its future and its two deadlines (time.monotonic() seconds, or
+    None): ``own``, the item's own, which fails it alone, and ``bound``, the appender's, which
+    cancels the stream."""
+
+    __slots__ = ("request_id", "fut", "own", "timeout", "bound")
+
+    def __init__(self, request_id: str, fut: Future, own: Optional[float], timeout: Optional[float], bound: Optional[float]) -> None:
+        self.request_id = request_id
+        self.fut = fut
+        self.own = own  # None once it passed and the item was given up on
+        self.timeout = timeout  # the own deadline's timeout, for its error
+        self.bound = bound
 
 
 class _Stream:
@@ -93,20 +120,22 @@ class _Stream:
     items sent and not yet answered; answered items waiting to be settled hold no slot, and at
     most a window of them wait (the reader waits for the settler beyond that).
 
-    A third thread, the watchdog, cancels the call when an item in flight passes its deadline
-    (see the module's doc): the reader then breaks the stream with that deadline as its end."""
+    A third thread, the watchdog, watches the deadlines of the items in flight (see the module's
+    doc): past an item's own deadline it hands the item's failure to the settler, the item
+    staying in flight; past the appender's it cancels the call, and the reader then breaks the
+    stream with that deadline as its end."""
 
     def __init__(self, stub: Any, metadata: Any, window: int, slots: threading.Semaphore) -> None:
         self.requests: "queue.Queue[Any]" = queue.Queue()
-        # (request_id, future, deadline: time.monotonic() seconds or None), in the order sent.
-        self.pending: Deque[Tuple[str, Future, Optional[float]]] = deque()
+        # The items in flight, in the order sent.
+        self.pending: Deque[_Sent] = deque()
         # (future, result, exception), then _END. Bounded by the window: a slow done-callback
         # holds the reader back once a window of answers waits to be settled, so the answers held
         # stay bounded; the slots of those answers are free, so a callback that appends gets one.
         self.settlements: "queue.Queue[Any]" = queue.Queue(maxsize=max(window, 1))
         self.lock = threading.Lock()
-        # Wakes the watchdog: an item sent with an earlier deadline than the one it waits for,
-        # or the stream broken.
+        # Wakes the watchdog: an item sent with a deadline earlier than the one it waits for, or
+        # the stream broken.
         self.deadlines = threading.Condition(self.lock)
         self.due: Optional[float] = None  # the deadline the watchdog waits for
         # The end the watchdog gave the stream: the reader breaks it with this, not CANCELLED.
@@ -138,45 +167,70 @@ class _Stream:
                 return
             yield r
 
-    def send(self, req: hs.AddMessageRequest, fut: Future, deadline: Optional[float] = None) -> bool:
+    def send(
+        self,
+        req: hs.AddMessageRequest,
+        fut: Future,
+        bound: Optional[float] = None,
+        *,
+        own: Optional[float] = None,
+        timeout: Optional[float] = None,
+    ) -> bool:
         """Queues req, whose answer settles fut, a new future; False when the stream is broken.
         fut is running from here on: cancel() returns False, as the server may already have the
         item (cancel() returned True, and the item was applied all the same; review of the
-        clients, fault 3). deadline (time.monotonic() seconds) is when the stream is cancelled
-        if req has no answer yet; None: never."""
+        clients, fault 3). bound (time.monotonic() seconds) is when the stream is cancelled if
+        req has no answer yet; own is when fut fails alone (``timeout`` is own's, for the
+        error), the answer dropped when it comes; None: never."""
         with self.lock:
             if self.broken:
                 return False
             fut.set_running_or_notify_cancel()
-            self.pending.append((req.request_id, fut, deadline))
+            self.pending.append(_Sent(req.request_id, fut, own, timeout, bound))
             self.requests.put(hs.AppendMessagesRequest(item=req))
-            if deadline is not None and (self.due is None or deadline < self.due):
+            first = min((d for d in (own, bound) if d is not None), default=None)
+            if first is not None and (self.due is None or first < self.due):
                 self.deadlines.notify()  # only then: the usual item's deadline is after the head's
             return True
 
     def _watch_deadlines(self) -> None:
-        """The watchdog thread: sleeps until the earliest deadline of the items in flight, and
-        cancels the call when an item is still unanswered then."""
-        with self.lock:
-            while not self.broken:
-                now = time.monotonic()
-                self.due = min((d for _, _, d in self.pending if d is not None), default=None)
-                if self.due is None or self.due > now:
+        """The watchdog thread: sleeps until the earliest deadline of the items in flight. An item
+        unanswered at its own deadline fails alone, staying in flight (its slot is the answer's to
+        free); one unanswered at the appender's cancels the call."""
+        while True:
+            given_up: List[_Sent] = []
+            with self.lock:
+                while not self.broken and not given_up:
+                    now = time.monotonic()
+                    late = next((p for p in self.pending if p.bound is not None and p.bound <= now), None)
+                    if late is not None:
+                        self.expired = HistorydError(
+                            f"item {late.request_id} was not answered within its deadline: the append stream was cancelled",
+                            code=grpc.StatusCode.DEADLINE_EXCEEDED,
+                        )
+                        # No item is sent on it any more: the next append opens a new stream at
+                        # once, rather than queue its item on a call the reader has not yet seen end.
+                        self.broken = True
+                        break
+                    given_up = [p for p in self.pending if p.own is not None and p.own <= now]
+                    for p in given_up:
+                        p.own = None
+                    if given_up:
+                        break
+                    self.due = min((d for p in self.pending for d in (p.own, p.bound) if d is not None), default=None)
                     # A wait longer than threading takes is cut short and taken again (the loop).
                     self.deadlines.wait(None if self.due is None else rq.bounded_wait(self.due - now))
-                    continue
-                late = next(rid for rid, _, d in self.pending if d is not None and d <= now)
-                self.expired = HistorydError(
-                    f"item {late} was not answered within its deadline: the append stream was cancelled",
-                    code=grpc.StatusCode.DEADLINE_EXCEEDED,
-                )
-                # No item is sent on it any more: the next append opens a new stream at once,
-                # rather than queue its item on a call the reader has not yet seen end.
-                self.broken = True
-                break
-            else:
+                else:
+                    return  # broken by the reader (given_up is empty: the loop ends on it)
+            # Settled on the settler, in order with the answers, outside the lock: a done-callback
+            # that appends takes it. Should the stream break meanwhile, _break fails these items
+            # too (they are still in flight) and the first settlement wins; the puts after its
+            # _END are at most a window, so they never wait for a settler that is gone.
+            for p in given_up:
+                self.settlements.put((p.fut, None, given_up_past_deadline(p.request_id, p.timeout)))
+            if self.expired is not None:
+                self.call.cancel()
                 return
-        self.call.cancel()
 
     def _read(self) -> None:
         # Any exit, not only an RpcError, breaks the stream: a reader that died silently would leave
@@ -186,7 +240,8 @@ class _Stream:
         try:
             for resp in self.call:
                 with self.lock:
-                    request_id, fut, _ = self.pending.popleft()  # IndexError on an answer to no item: broken
+                    sent = self.pending.popleft()  # IndexError on an answer to no item: broken
+                request_id, fut = sent.request_id, sent.fut
                 # The item is answered: its slot is free before its future settles (see the class).
                 self.slots.release()
                 try:
@@ -215,9 +270,9 @@ class _Stream:
             self.pending.clear()
             self.deadlines.notify()  # the watchdog ends
         self.requests.put(_END)
-        for request_id, fut, _ in left:
+        for p in left:
             self.slots.release()
-            self.settlements.put((fut, None, AppendStreamBrokenError(request_id, err)))
+            self.settlements.put((p.fut, None, AppendStreamBrokenError(p.request_id, err)))
         self.settlements.put(_END)
 
     def _settle_all(self) -> None:
@@ -290,6 +345,20 @@ def unsent_past_deadline(request_id: str, timeout: Optional[float]) -> HistorydE
     )
 
 
+def given_up_past_deadline(request_id: str, timeout: Optional[float]) -> AppendStreamBrokenError:
+    """The error of a sent item whose own deadline passed before its answer: it alone fails, the
+    stream going on; the server may still write it."""
+    return AppendStreamBrokenError(
+        request_id,
+        HistorydError(
+            f"item {request_id} was not answered within its deadline ({timeout} s); the stream goes on and drops its answer, "
+            "but the server may have written it",
+            code=grpc.StatusCode.DEADLINE_EXCEEDED,
+        ),
+        stream_ended=False,
+    )
+
+
 def _reader_error(e: BaseException) -> HistorydError:
     return HistorydError(f"the append stream's reader failed: {e!r}", code=grpc.StatusCode.INTERNAL)
 
@@ -302,9 +371,9 @@ class Appender:
     order answered; one may append (waiting for a slot if the window is full), but one that waits
     for a later future's result waits forever.
 
-    ``timeout`` is how long each item may wait for its answer once sent, in seconds (see the
-    module's doc): by default the client's ``timeout``; None: none. :meth:`append` takes a
-    deadline of its own, from the call."""
+    ``timeout`` is how long each item may wait for its answer once sent, in seconds, before the
+    stream is cancelled (see the module's doc): by default the client's ``timeout``; None: none.
+    :meth:`append` takes a deadline of the item's own, from the call, which fails it alone."""
 
     def __init__(self, client: Any, window: int = DEFAULT_APPEND_WINDOW, timeout: Optional[float] = _DEFAULT) -> None:
         self._client = client
@@ -323,11 +392,14 @@ class Appender:
         The item is sent once append returns, and its future is running: ``cancel()`` returns
         False and cannot take the item back (the server applies it); wait for its answer.
 
-        Without ``timeout``, the appender's bounds the wait for the answer, from the sending.
-        ``timeout`` (seconds; None: none) is the item's own deadline, from this call: when it
-        passes before the item is sent (while append waits for a place in the window), append
-        returns a future that raises ``DEADLINE_EXCEEDED`` and nothing is sent; when it passes
-        before the answer, the stream is cancelled (see the module's doc)."""
+        The appender's ``timeout`` bounds the wait for the answer, from the sending: past it the
+        stream is cancelled. ``timeout`` (seconds; None: none) is the item's own deadline, from
+        this call: when it passes before the item is sent (while append waits for a place in the
+        window), append returns a future that raises ``DEADLINE_EXCEEDED`` and nothing is sent;
+        when it passes before the answer, the item alone fails ``DEADLINE_EXCEEDED``
+        (:class:`AppendStreamBrokenError`, ``stream_ended`` False) and its answer is dropped: the
+        server may still have written it, and its ``request_id`` appends it again safely (see the
+        module's doc)."""
         own = timeout is not _DEFAULT  # the item's own deadline counts from now
         deadline = time.monotonic() + timeout if own and timeout is not None else None
         req = with_request_id(req)
@@ -357,9 +429,10 @@ class Appender:
                     # channel) left every later append waiting (review of the clients, fault 4).
                     self._slots.release()
                     raise
-            if not own and self._timeout is not None:  # the appender's: from the sending
-                deadline = time.monotonic() + self._timeout
-            if not self._stream.send(req, fut, deadline):
+            # The appender's timeout bounds every item's answer, from the sending: past it the
+            # stream is taken as stalled and cancelled. The item's own deadline fails it alone.
+            bound = None if self._timeout is None else time.monotonic() + self._timeout
+            if not self._stream.send(req, fut, bound, own=deadline, timeout=timeout):
                 self._slots.release()
                 fut.set_exception(
                     AppendStreamBrokenError(req.request_id, HistorydError("the append stream ended", code=grpc.StatusCode.UNAVAILABLE))
@@ -375,8 +448,9 @@ class Appender:
         return self.append(instruction_item(branch_id, instruction, kwargs), timeout=timeout)
 
     def close(self) -> None:
-        """Stops taking items and waits for the answers of the ones in flight: at most until their
-        deadlines, which cancel the stream (without one, as long as the server takes). From a
+        """Stops taking items and waits for the answers of the ones in flight: at most until the
+        appender's ``timeout`` after their sending, which cancels the stream (with None, as long
+        as the server takes: an item's own deadline gives up on the item, not on its answer). From a
         future's done-callback it stops taking items and returns: the answers still to come are
         settled on the thread that runs the callback, once it returns."""
         with self._lock:
