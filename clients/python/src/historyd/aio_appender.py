@@ -210,6 +210,7 @@ class AsyncAppender:
         self._client = client
         self._window = max(1, window)
         self._timeout: Optional[float] = getattr(client, "timeout", None) if timeout is _DEFAULT else timeout
+        rq.check_timeout("appender(timeout=)", self._timeout)
         self._in_flight = 0
         self._waiters: "Deque[asyncio.Future[None]]" = deque()  # appends waiting for a place, in order
         self._stream: Optional[_Stream] = None
@@ -226,6 +227,8 @@ class AsyncAppender:
         or while the item waits for a place (nothing is sent)."""
         loop = asyncio.get_running_loop()
         own = timeout is not _DEFAULT  # the item's own deadline counts from now
+        if own:
+            rq.check_timeout("append(timeout=)", timeout)
         deadline = loop.time() + timeout if own and timeout is not None else None
         req = with_request_id(req)
         fut = AppendFuture(req.request_id, loop=loop)

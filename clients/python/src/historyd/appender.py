@@ -379,6 +379,7 @@ class Appender:
         self._client = client
         self._window = max(1, window)
         self._timeout: Optional[float] = getattr(client, "timeout", None) if timeout is _DEFAULT else timeout
+        rq.check_timeout("appender(timeout=)", self._timeout)
         self._slots = threading.Semaphore(self._window)
         self._lock = threading.Lock()
         self._stream: Optional[_Stream] = None
@@ -401,6 +402,8 @@ class Appender:
         server may still have written it, and its ``request_id`` appends it again safely (see the
         module's doc)."""
         own = timeout is not _DEFAULT  # the item's own deadline counts from now
+        if own:
+            rq.check_timeout("append(timeout=)", timeout)
         deadline = time.monotonic() + timeout if own and timeout is not None else None
         req = with_request_id(req)
         fut = AppendFuture(req.request_id)

@@ -93,6 +93,7 @@ class Client:
         options: Optional[Sequence[Tuple[str, Any]]] = None,
         keepalive: Union[bool, Keepalive, None] = None,
     ) -> None:
+        rq.check_timeout("Client(timeout=)", timeout)
         creds, opts = rq.channel_args(addr, tls, options, keepalive)
         self._channel = grpc.secure_channel(addr, creds, opts) if creds else grpc.insecure_channel(addr, opts)
         self._metadata = rq.call_metadata(token)
@@ -132,6 +133,7 @@ class Client:
     def _call(self, stub: Any, method: str, req: _PbMessage, timeout: Optional[float] = _DEFAULT) -> Any:
         """Sends one unary call with the deadline and the retry policy; raises HistorydError."""
         timeout = self.timeout if timeout is _DEFAULT else timeout
+        rq.check_timeout("the call's timeout", timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         req, may_retry = rq.prepare_retry(method, req)
         fn = getattr(stub, method)
