@@ -301,3 +301,30 @@ def test_a_stream_cancelled_for_a_deadline_takes_no_more_items() -> None:
     assert ei.value.code.name == "DEADLINE_EXCEEDED"
     s.reader.join(timeout=5)
     assert not s.reader.is_alive()
+
+
+class BrokeSinceTheCheck:
+    """A stream the appender found whole, broken by the time it sends: its watchdog (a deadline)
+    or its reader (the call ended) broke it in between, so send() takes no item."""
+
+    broken = False
+
+    def send(self, *args: Any, **kwargs: Any) -> bool:
+        self.broken = True
+        return False
+
+
+def test_an_append_racing_a_stream_break_goes_on_a_new_stream() -> None:
+    """The rule (the module's doc): when the stream breaks, the items in flight fail and the next
+    append opens a new stream. An append that found the stream whole and then, sending, found it
+    broken sent nothing and failed AppendStreamBrokenError UNAVAILABLE all the same, an item that
+    was never in flight."""
+    stub = FakeStub()
+    ap = Appender(FakeClient(stub), window=2, timeout=None)
+    ap._stream = BrokeSinceTheCheck()  # type: ignore[assignment]
+    fut = ap.append(item("r0"))
+    assert stub.call is not None, "the item went on a new stream"
+    stub.call.answers.put(ok_answer(0, "zero"))
+    assert fut.result(timeout=10).content["instruction"] == "zero"
+    stub.call.answers.put(_DONE)
+    ap.close()

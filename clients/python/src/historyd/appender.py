@@ -424,22 +424,27 @@ class Appender:
             except HistorydError:
                 self._slots.release()
                 raise
-            if self._stream is None or self._stream.broken:
-                try:
-                    self._stream = _Stream(self._client.history_stub, self._client._metadata, self._window, self._slots)
-                except BaseException:
-                    # Nothing was sent: give the slot back, or `window` such failures (a closed
-                    # channel) left every later append waiting (review of the clients, fault 4).
-                    self._slots.release()
-                    raise
             # The appender's timeout bounds every item's answer, from the sending: past it the
             # stream is taken as stalled and cancelled. The item's own deadline fails it alone.
             bound = None if self._timeout is None else time.monotonic() + self._timeout
-            if not self._stream.send(req, fut, bound, own=deadline, timeout=timeout):
-                self._slots.release()
-                fut.set_exception(
-                    AppendStreamBrokenError(req.request_id, HistorydError("the append stream ended", code=grpc.StatusCode.UNAVAILABLE))
-                )
+            # A stream that broke since the check (its watchdog or its reader broke it) takes no
+            # item: the item goes on a new stream, as the next append's would. Only a new stream
+            # broken at once (its call failed) fails it, unsent.
+            for _ in range(2):
+                if self._stream is None or self._stream.broken:
+                    try:
+                        self._stream = _Stream(self._client.history_stub, self._client._metadata, self._window, self._slots)
+                    except BaseException:
+                        # Nothing was sent: give the slot back, or `window` such failures (a closed
+                        # channel) left every later append waiting (review of the clients, fault 4).
+                        self._slots.release()
+                        raise
+                if self._stream.send(req, fut, bound, own=deadline, timeout=timeout):
+                    return fut
+            self._slots.release()
+            fut.set_exception(
+                AppendStreamBrokenError(req.request_id, HistorydError("the append stream ended", code=grpc.StatusCode.UNAVAILABLE))
+            )
         return fut
 
     def append_instruction(self, branch_id: str, instruction: Any, **kwargs: Any) -> AppendFuture:
