@@ -209,9 +209,10 @@ class AsyncClient:
         long each item may wait for its answer once sent, in seconds (default: this client's
         ``timeout``; None: none; the wait for a place in the window is not counted): an item
         unanswered by then cancels the stream and fails ``DEADLINE_EXCEEDED``, so a stalled server
-        holds no item forever. Cancelling a sent item's future, or the item's own deadline
-        (``append(req, timeout=)``) passing, gives up on that item alone (its ``request_id``
-        appends it again); the stream goes on."""
+        holds no item forever. An item's own deadline (``append(req, timeout=)``) replaces it for
+        that item. Cancelling a sent item's future, or its own deadline passing, gives up on that
+        item alone (its ``request_id`` appends it again); the stream goes on, and the given-up
+        item holds its place at most ``timeout`` more."""
         return AsyncAppender(self, window, self.timeout if timeout is _DEFAULT else timeout)
 
     def branch(self, branch_id: str) -> "AsyncBranch":

@@ -14,24 +14,28 @@ cannot be taken back: its future is running, and ``cancel()`` returns False. Whe
 breaks, the items in flight raise :class:`AppendStreamBrokenError` (with their ``request_id``, so
 they can be appended again safely) and the next append opens a new stream.
 
-The appender's ``timeout`` (by default the client's ``timeout``, 30 s; None: none) bounds the wait
-for every item's answer, from when the item is sent on the stream: the wait for a place in the
-window is not counted, so a batch far larger than the window (appended from many threads, say) is
-written however long its tail waits its turn. An item unanswered by then cancels the stream, as a
-gRPC deadline cancels a call: it and the items after it in the stream, unanswered too, fail
-:class:`AppendStreamBrokenError` with code ``DEADLINE_EXCEEDED``, and their places in the window
-come back. So a server that accepts the stream and never answers holds no future and no place for
-longer than the appender's ``timeout``.
+Each item has a deadline. By default it is the appender's ``timeout`` (itself by default the
+client's ``timeout``, 30 s; None: none), and it bounds the wait for the item's answer, from when
+the item is sent on the stream: the wait for a place in the window is not counted, so a batch far
+larger than the window (appended from many threads, say) is written however long its tail waits
+its turn. An item unanswered by then cancels the stream, as a gRPC deadline cancels a call: it and
+the items after it in the stream, unanswered too, fail :class:`AppendStreamBrokenError` with code
+``DEADLINE_EXCEEDED``, and their places in the window come back. So a server that accepts the
+stream and never answers holds no future and no place for longer than the deadline.
 
-``append(req, timeout=)`` gives an item a deadline of its own as well, counted from the call to
-append, its wait for a place included (None: none). An item whose own deadline passes before it
-is sent fails ``DEADLINE_EXCEEDED`` unsent. One whose own deadline passes while it is on the
-stream fails alone: :class:`AppendStreamBrokenError` with code ``DEADLINE_EXCEEDED`` and
-``stream_ended`` False; the stream and the other items go on, and its answer is dropped when it
-comes. The server may still have written it: append it again with its ``request_id`` to have it
-applied once. Its place in the window is held until that answer comes (the server counts it in
-flight), and the appender's ``timeout`` still bounds it. (An item's own deadline used to cancel
-the stream, failing every item in flight with it.)
+``append(req, timeout=)`` gives an item a deadline of its own instead (None: none), counted from
+the call to append, its wait for a place included: the appender's ``timeout`` does not bound that
+item. An item whose own deadline passes before it is sent fails ``DEADLINE_EXCEEDED`` unsent. One
+whose own deadline passes while it is on the stream is given up on alone:
+:class:`AppendStreamBrokenError` with code ``DEADLINE_EXCEEDED`` and ``stream_ended`` False; the
+stream and the other items go on, and its answer is dropped when it comes. The server may still
+have written it: append it again with its ``request_id`` to have it applied once. It keeps its
+place in the window until that answer comes (the server counts it in flight); if none comes
+within the appender's ``timeout`` counted from the giving up, the server is taken for stalled and
+the stream is cancelled, as above (with ``timeout`` None the place is held until the answer). The
+TypeScript client's rule is the same. (An item's own deadline used to cancel the stream, failing
+every item in flight with it; for a while after, the appender's ``timeout`` from the sending cut
+items with longer deadlines of their own.)
 """
 
 from __future__ import annotations
@@ -93,11 +97,12 @@ class AppendStreamBrokenError(HistorydError):
 
 
 class _Sent:
-    """An item on a sync stream: its future and its two deadlines (time.monotonic() seconds, or
-    None): ``own``, the item's own, which fails it alone, and ``bound``, the appender's, which
-    cancels the stream."""
+    """An item on a sync stream: its future and its deadlines (time.monotonic() seconds, or None):
+    ``own``, the item's own, which gives it up alone, and ``bound``, which cancels the stream: the
+    appender's timeout from the sending for an item without a deadline of its own, and from the
+    giving up for an item given up on."""
 
-    __slots__ = ("request_id", "fut", "own", "timeout", "bound")
+    __slots__ = ("request_id", "fut", "own", "timeout", "bound", "given_up")
 
     def __init__(self, request_id: str, fut: Future, own: Optional[float], timeout: Optional[float], bound: Optional[float]) -> None:
         self.request_id = request_id
@@ -105,6 +110,7 @@ class _Sent:
         self.own = own  # None once it passed and the item was given up on
         self.timeout = timeout  # the own deadline's timeout, for its error
         self.bound = bound
+        self.given_up = False  # its own deadline passed: it failed alone, its answer to be dropped
 
 
 class _Stream:
@@ -122,10 +128,11 @@ class _Stream:
 
     A third thread, the watchdog, watches the deadlines of the items in flight (see the module's
     doc): past an item's own deadline it hands the item's failure to the settler, the item
-    staying in flight; past the appender's it cancels the call, and the reader then breaks the
-    stream with that deadline as its end."""
+    staying in flight, bounded from then by ``timeout`` (the appender's; None: none); past a
+    bound it cancels the call, and the reader then breaks the stream with that deadline as its
+    end."""
 
-    def __init__(self, stub: Any, metadata: Any, window: int, slots: threading.Semaphore) -> None:
+    def __init__(self, stub: Any, metadata: Any, window: int, slots: threading.Semaphore, timeout: Optional[float] = None) -> None:
         self.requests: "queue.Queue[Any]" = queue.Queue()
         # The items in flight, in the order sent.
         self.pending: Deque[_Sent] = deque()
@@ -142,6 +149,7 @@ class _Stream:
         self.expired: Optional[HistorydError] = None
         self.broken = False
         self.slots = slots
+        self.timeout = timeout  # the appender's: how long a given-up item may hold its place
         self.requests.put(hs.AppendMessagesRequest(window=window))
         self.call = stub.AppendMessages(self._requests(), metadata=metadata)
         self.settler = threading.Thread(target=self._settle_all, name="historyd-appender-settler", daemon=True)
@@ -181,7 +189,8 @@ class _Stream:
         item (cancel() returned True, and the item was applied all the same; review of the
         clients, fault 3). bound (time.monotonic() seconds) is when the stream is cancelled if
         req has no answer yet; own is when fut fails alone (``timeout`` is own's, for the
-        error), the answer dropped when it comes; None: never."""
+        error), the answer dropped when it comes, and the stream cancelled if it has not come
+        within the stream's ``timeout`` from then; None: never."""
         with self.lock:
             if self.broken:
                 return False
@@ -196,7 +205,8 @@ class _Stream:
     def _watch_deadlines(self) -> None:
         """The watchdog thread: sleeps until the earliest deadline of the items in flight. An item
         unanswered at its own deadline fails alone, staying in flight (its slot is the answer's to
-        free); one unanswered at the appender's cancels the call."""
+        free) with a bound of the stream's ``timeout`` from then; one unanswered at its bound
+        cancels the call."""
         while True:
             given_up: List[_Sent] = []
             with self.lock:
@@ -204,17 +214,22 @@ class _Stream:
                     now = time.monotonic()
                     late = next((p for p in self.pending if p.bound is not None and p.bound <= now), None)
                     if late is not None:
-                        self.expired = HistorydError(
-                            f"item {late.request_id} was not answered within its deadline: the append stream was cancelled",
-                            code=grpc.StatusCode.DEADLINE_EXCEEDED,
+                        what = (
+                            f"item {late.request_id}, given up, was not answered within {self.timeout} s of that (the appender's timeout)"
+                            if late.given_up
+                            else f"item {late.request_id} was not answered within {self.timeout} s of its sending"
                         )
+                        self.expired = HistorydError(f"{what}: the append stream was cancelled", code=grpc.StatusCode.DEADLINE_EXCEEDED)
                         # No item is sent on it any more: the next append opens a new stream at
                         # once, rather than queue its item on a call the reader has not yet seen end.
                         self.broken = True
                         break
                     given_up = [p for p in self.pending if p.own is not None and p.own <= now]
                     for p in given_up:
-                        p.own = None
+                        # Its place is held until its answer, which the appender's timeout bounds
+                        # from now: past it the server is taken for stalled.
+                        p.own, p.given_up = None, True
+                        p.bound = None if self.timeout is None else now + self.timeout
                     if given_up:
                         break
                     self.due = min((d for p in self.pending for d in (p.own, p.bound) if d is not None), default=None)
@@ -373,7 +388,8 @@ class Appender:
 
     ``timeout`` is how long each item may wait for its answer once sent, in seconds, before the
     stream is cancelled (see the module's doc): by default the client's ``timeout``; None: none.
-    :meth:`append` takes a deadline of the item's own, from the call, which fails it alone."""
+    :meth:`append` takes a deadline of the item's own instead, from the call, which gives it up
+    alone; ``timeout`` then bounds how long a given-up item holds its place."""
 
     def __init__(self, client: Any, window: int = DEFAULT_APPEND_WINDOW, timeout: Optional[float] = _DEFAULT) -> None:
         self._client = client
@@ -393,14 +409,15 @@ class Appender:
         The item is sent once append returns, and its future is running: ``cancel()`` returns
         False and cannot take the item back (the server applies it); wait for its answer.
 
-        The appender's ``timeout`` bounds the wait for the answer, from the sending: past it the
-        stream is cancelled. ``timeout`` (seconds; None: none) is the item's own deadline, from
-        this call: when it passes before the item is sent (while append waits for a place in the
-        window), append returns a future that raises ``DEADLINE_EXCEEDED`` and nothing is sent;
-        when it passes before the answer, the item alone fails ``DEADLINE_EXCEEDED``
-        (:class:`AppendStreamBrokenError`, ``stream_ended`` False) and its answer is dropped: the
-        server may still have written it, and its ``request_id`` appends it again safely (see the
-        module's doc)."""
+        Without ``timeout``, the appender's bounds the wait for the answer, from the sending: past
+        it the stream is cancelled. ``timeout`` (seconds; None: none) is the item's own deadline
+        instead, from this call: when it passes before the item is sent (while append waits for
+        a place in the window), append returns a future that raises ``DEADLINE_EXCEEDED`` and
+        nothing is sent; when it passes before the answer, the item alone fails
+        ``DEADLINE_EXCEEDED`` (:class:`AppendStreamBrokenError`, ``stream_ended`` False) and its
+        answer is dropped: the server may still have written it, and its ``request_id`` appends it
+        again safely. Its place is held until that answer, at most the appender's ``timeout``
+        from then (see the module's doc)."""
         own = timeout is not _DEFAULT  # the item's own deadline counts from now
         if own:
             rq.check_timeout("append(timeout=)", timeout)
@@ -424,16 +441,17 @@ class Appender:
             except HistorydError:
                 self._slots.release()
                 raise
-            # The appender's timeout bounds every item's answer, from the sending: past it the
-            # stream is taken as stalled and cancelled. The item's own deadline fails it alone.
-            bound = None if self._timeout is None else time.monotonic() + self._timeout
+            # The appender's timeout bounds the answer of an item without a deadline of its own,
+            # from the sending: past it the stream is taken as stalled and cancelled. An item's own
+            # deadline replaces it, and gives the item up alone.
+            bound = None if own or self._timeout is None else time.monotonic() + self._timeout
             # A stream that broke since the check (its watchdog or its reader broke it) takes no
             # item: the item goes on a new stream, as the next append's would. Only a new stream
             # broken at once (its call failed) fails it, unsent.
             for _ in range(2):
                 if self._stream is None or self._stream.broken:
                     try:
-                        self._stream = _Stream(self._client.history_stub, self._client._metadata, self._window, self._slots)
+                        self._stream = _Stream(self._client.history_stub, self._client._metadata, self._window, self._slots, self._timeout)
                     except BaseException:
                         # Nothing was sent: give the slot back, or `window` such failures (a closed
                         # channel) left every later append waiting (review of the clients, fault 4).
@@ -456,9 +474,9 @@ class Appender:
         return self.append(instruction_item(branch_id, instruction, kwargs), timeout=timeout)
 
     def close(self) -> None:
-        """Stops taking items and waits for the answers of the ones in flight: at most until the
-        appender's ``timeout`` after their sending, which cancels the stream (with None, as long
-        as the server takes: an item's own deadline gives up on the item, not on its answer). From a
+        """Stops taking items and waits for the answers of the ones in flight: at most until their
+        deadlines, which cancel the stream, or for a given-up item the appender's ``timeout`` from
+        the giving up (without them, as long as the server takes). From a
         future's done-callback it stops taking items and returns: the answers still to come are
         settled on the thread that runs the callback, once it returns."""
         with self._lock:

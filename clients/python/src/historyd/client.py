@@ -208,8 +208,9 @@ class Client:
         wait for its answer once sent, in seconds (default: this client's ``timeout``; None:
         none; the wait for a place in the window is not counted): an item unanswered by then
         cancels the stream and fails ``DEADLINE_EXCEEDED``, so a stalled server holds no item
-        forever. An item's own deadline (``append(req, timeout=)``) passing gives up on that item
-        alone (its ``request_id`` appends it again); the stream goes on."""
+        forever. An item's own deadline (``append(req, timeout=)``) replaces it for that item, and
+        passing gives up on that item alone (its ``request_id`` appends it again); the stream goes
+        on, and the given-up item holds its place at most ``timeout`` more."""
         from .appender import Appender
 
         return Appender(self, window, self.timeout if timeout is _DEFAULT else timeout)
