@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from typing import Any
 
 import grpc
 import pytest
@@ -20,6 +21,23 @@ from test_append_deadline import LIMIT, GatedServer, StalledServer, gated, item_
 async def ended(stalled: StalledServer, n: int) -> None:
     """Waits (off the loop) until the fake has seen n streams end."""
     assert await asyncio.get_running_loop().run_in_executor(None, stalled.wait_ended, n), f"{n} streams ended"
+
+
+async def read(stalled: StalledServer, n: int) -> None:
+    """Waits (off the loop) until the fake has read n items, the windows counted."""
+    assert await asyncio.get_running_loop().run_in_executor(None, stalled.wait_items, n), f"{n} items read"
+
+
+async def taken(ap: Any, fut: Any) -> None:
+    """Waits until grpc has taken the item of fut to send: an item given up on before that is not
+    sent at all (the module's doc), and these tests give up on items that were."""
+
+    async def poll() -> None:
+        item = next(i for i in ap._stream.pending if i.fut is fut)
+        while not item.taken:
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(poll(), LIMIT)
 
 
 @pytest.mark.asyncio
@@ -96,6 +114,7 @@ async def test_async_appender_cancellation(stalled: StalledServer) -> None:  # n
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
+        await read(stalled, 3)  # the window, mine and after: sent
         assert mine.cancel()  # gives up on it, as asyncio.wait_for does when it times out
         with pytest.raises(AppendStreamBrokenError) as ei:
             await asyncio.wait_for(after, LIMIT)
@@ -123,6 +142,7 @@ async def test_async_appender_a_cancelled_future_leaves_the_stream(server) -> No
         b = await client.create_branch()
         async with client.appender(window=64) as ap:
             futures = [await ap.append_instruction(b.id, f"m{i}") for i in range(64)]
+            await taken(ap, futures[0])  # sent: cancelled before, it would not be
             assert futures[0].cancel()
             written = await asyncio.wait_for(asyncio.gather(*futures[1:]), LIMIT)
             assert [m.content["instruction"] for m in written] == [f"m{i}" for i in range(1, 64)]
@@ -316,3 +336,20 @@ async def test_async_appender_a_cancelled_item_holds_its_place_until_the_appende
         assert time.monotonic() - t0 >= 0.3 - 0.01, "the stall counts from the cancel"
         await ended(stalled, 1)
         await asyncio.wait_for(ap.close(), LIMIT)
+
+
+@pytest.mark.asyncio
+async def test_async_appender_a_cancelled_item_grpc_has_not_taken_is_not_sent(stalled: StalledServer) -> None:  # noqa: F811
+    """The rule (the module's doc; the TypeScript client's giveUp): an item given up on before grpc
+    has taken it to send (its future cancelled in the tick of its append) leaves the stream unsent,
+    and its place comes back at once. It held its place until an answer that, on a server that
+    never answers, never came, and was sent all the same."""
+    async with AsyncClient(stalled.addr, tls=False, timeout=None) as client:
+        ap = client.appender(window=1, timeout=None)
+        mine = await ap.append_instruction("b", "mine")
+        assert mine.cancel()
+        nxt = await asyncio.wait_for(ap.append_instruction("b", "next"), LIMIT)  # its place is free
+        await read(stalled, 2)
+        assert not nxt.done()
+    await ended(stalled, 1)
+    assert len(stalled.items) == 2, "the window and next: mine was not sent"

@@ -32,6 +32,7 @@ class StalledServer:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.read = threading.Condition(self.lock)  # notified with each item read
         self.opened = 0
         self.items: List[str] = []
         self.ended = threading.Semaphore(0)  # released once per stream the client ended
@@ -49,8 +50,7 @@ class StalledServer:
             self.opened += 1
         try:
             for r in requests:
-                with self.lock:
-                    self.items.append(r)
+                self._record(r)
         except Exception:  # the client cancelled while we read
             pass
         done = threading.Event()
@@ -58,6 +58,16 @@ class StalledServer:
             done.wait()
         self.ended.release()
         return iter(())
+
+    def _record(self, r: bytes) -> None:
+        with self.read:
+            self.items.append(r)
+            self.read.notify_all()
+
+    def wait_items(self, n: int) -> bool:
+        """Whether n items (the windows counted) were read within LIMIT."""
+        with self.read:
+            return self.read.wait_for(lambda: len(self.items) >= n, timeout=LIMIT)
 
     def wait_ended(self, n: int) -> bool:
         """Whether n streams ended (cancelled by the client) within LIMIT."""
@@ -91,8 +101,7 @@ class SlowServer(StalledServer):
         with self.lock:
             self.opened += 1
         for i, r in enumerate(requests):
-            with self.lock:
-                self.items.append(r)
+            self._record(r)
             if i == 0:
                 continue  # the window
             time.sleep(self.delay)  # the server's slowness, not the test's synchronisation
@@ -112,8 +121,7 @@ class GatedServer(StalledServer):
         with self.lock:
             self.opened += 1
         for i, r in enumerate(requests):
-            with self.lock:
-                self.items.append(r)
+            self._record(r)
             if i == 0:
                 continue  # the window
             self.gate.wait()

@@ -328,3 +328,48 @@ def test_an_append_racing_a_stream_break_goes_on_a_new_stream() -> None:
     assert fut.result(timeout=10).content["instruction"] == "zero"
     stub.call.answers.put(_DONE)
     ap.close()
+
+
+class HeldCall(FakeCall):
+    """A FakeCall that takes no request until the test sets ``go``: as gRPC's sending, held back
+    by flow control, leaves the items queued."""
+
+    def __init__(self, requests: Any) -> None:
+        self.go = threading.Event()
+        super().__init__(requests)
+
+    def _drain(self, requests: Any) -> None:
+        self.go.wait(timeout=30)
+        super()._drain(requests)
+
+
+class HeldStub(FakeStub):
+    def AppendMessages(self, requests: Any, metadata: Any = None) -> HeldCall:  # noqa: N802 (gRPC's name)
+        self.call = HeldCall(requests)
+        return self.call
+
+
+def test_an_item_given_up_before_grpc_takes_it_is_not_sent() -> None:
+    """The rule (the module's doc; the TypeScript client's giveUp): an item whose own deadline
+    passes before gRPC has taken it to send leaves the stream unsent: it fails DEADLINE_EXCEEDED as
+    a plain HistorydError (nothing to append again), and its place comes back at once. It was
+    given up on as if sent (AppendStreamBrokenError, stream_ended False), held its place until an
+    answer that could never come, and was sent after its deadline once gRPC took it."""
+    from historyd import HistorydError
+
+    stub = HeldStub()
+    ap = Appender(FakeClient(stub), window=1, timeout=None)
+    mine = ap.append(item("r0"), timeout=0.1)
+    err = mine.exception(timeout=10)
+    assert type(err) is HistorydError and err.code.name == "DEADLINE_EXCEEDED", repr(err)
+    assert ap._slots.acquire(timeout=5), "its place did not come back"
+    ap._slots.release()
+    nxt = ap.append(item("r1"))
+    call = stub.call
+    call.go.set()
+    call.answers.put(ok_answer(0, "one"))
+    assert nxt.result(timeout=10).content["instruction"] == "one"
+    call.answers.put(_DONE)
+    ap.close()
+    assert call.requests_ended.wait(timeout=10)
+    assert [r.item.request_id for r in call.sent if r.HasField("item")] == ["r1"], "r0 was not sent"

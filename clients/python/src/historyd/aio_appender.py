@@ -34,8 +34,11 @@ nothing. Cancelling a sent item's future (or ``asyncio.wait_for`` on it timing o
 awaiting it cancelled) gives up on that item alone. (The cancel used to cancel the stream, failing
 every other item in flight ``CANCELLED``; review of the clients 2, fault 5.)
 
-A given-up item (its own deadline passed, or its future cancelled): the stream and the other
-items go on, and its answer is dropped when it comes. The item may have been applied: append it
+A given-up item (its own deadline passed, or its future cancelled) that grpc has not yet taken to
+send (the caller still keeps the loop, or flow control holds the sending back) leaves the stream
+unsent, and its place comes back at once; its own deadline fails it ``DEADLINE_EXCEEDED`` as a
+plain HistorydError. Once taken, the stream and the other items go on, and its answer is dropped
+when it comes. The item may have been applied: append it
 again with the future's ``request_id`` to have it applied exactly once. It keeps its place in the
 window until that answer comes (the server counts it in flight); if none comes within the
 appender's ``timeout`` counted from the giving up, the server is taken for stalled and the stream
@@ -98,7 +101,7 @@ class _Item:
     the one that cancels the stream (the appender's timeout from the sending, or from the giving
     up), ``own_timer`` the item's own (it gives the item up alone)."""
 
-    __slots__ = ("request_id", "fut", "timer", "own_timer", "answered", "given_up")
+    __slots__ = ("request_id", "fut", "timer", "own_timer", "answered", "given_up", "taken", "withdrawn")
 
     def __init__(self, request_id: str, fut: "asyncio.Future[Message]") -> None:
         self.request_id = request_id
@@ -107,6 +110,8 @@ class _Item:
         self.own_timer: Optional[asyncio.TimerHandle] = None
         self.answered = False  # answered, or failed with the stream: no longer in flight
         self.given_up = False  # its own deadline passed or its future was cancelled: its answer is dropped
+        self.taken = False  # grpc took it to send
+        self.withdrawn = False  # given up on before grpc took it: it is not sent
 
     def settle(self, result: Any = None, exc: Optional[BaseException] = None) -> None:
         self.answered = True
@@ -133,8 +138,8 @@ class _Stream:
         self.broken = False
         self.cancelled: Optional[HistorydError] = None  # why cancel() ended it: its items' error
         self._release = release
-        # (request, taken: called when grpc takes it to send, or None), then _END.
-        self.requests.put_nowait((hs.AppendMessagesRequest(window=window), None))
+        # (request, its _Item or None, taken: called when grpc takes it to send, or None), then _END.
+        self.requests.put_nowait((hs.AppendMessagesRequest(window=window), None, None))
         self.call = stub.AppendMessages(self._requests(), metadata=metadata)
         # The client's open streams, which its close() cancels (AsyncClient.close).
         self._streams = streams if streams is not None else set()
@@ -146,7 +151,11 @@ class _Stream:
             r = await self.requests.get()
             if r is _END:
                 return
-            req, taken = r
+            req, item, taken = r
+            if item is not None:
+                if item.withdrawn:
+                    continue  # given up on before grpc took it: not sent
+                item.taken = True
             if taken is not None:
                 taken()
             yield req
@@ -157,7 +166,7 @@ class _Stream:
         if self.broken:
             return False
         self.pending.append(item)
-        self.requests.put_nowait((hs.AppendMessagesRequest(item=req), taken))
+        self.requests.put_nowait((hs.AppendMessagesRequest(item=req), item, taken))
         return True
 
     def cancel(self, err: HistorydError) -> None:
@@ -347,13 +356,14 @@ class AsyncAppender:
 
     def _expire_alone(self, stream: _Stream, item: _Item, timeout: Optional[float]) -> None:
         """The item's own deadline passed: it is given up on, failing alone."""
-        self._give_up_item(stream, item, given_up_past_deadline(item.request_id, timeout))
+        self._give_up_item(stream, item, given_up_past_deadline(item.request_id, timeout), timeout)
 
-    def _give_up_item(self, stream: _Stream, item: _Item, exc: Optional[BaseException]) -> None:
+    def _give_up_item(self, stream: _Stream, item: _Item, exc: Optional[BaseException], timeout: Optional[float] = None) -> None:
         """Gives up on a sent item alone, unless it is answered: its own deadline passed (exc, its
-        error) or its future was cancelled (exc None). It stays in flight, its place the answer's to
-        free; the appender's timeout from now, replacing any bound it had, cancels the stream if
-        that answer has not come by then."""
+        error; timeout, that deadline's) or its future was cancelled (exc None). Not yet taken by
+        grpc, it leaves the stream unsent and its place comes back. Else it stays in flight, its
+        place the answer's to free; the appender's timeout from now, replacing any bound it had,
+        cancels the stream if that answer has not come by then."""
         if item.answered or item.given_up:
             return
         item.given_up = True
@@ -361,6 +371,13 @@ class AsyncAppender:
             if t is not None:
                 t.cancel()
         item.timer = item.own_timer = None
+        if not item.taken:
+            item.withdrawn, item.answered = True, True
+            stream.pending.remove(item)
+            self._release()
+            if exc is not None and not item.fut.done():
+                item.fut.set_exception(unsent_past_deadline(item.request_id, timeout, sent=True))
+            return
         if exc is not None and not item.fut.done():
             item.fut.set_exception(exc)
         loop = item.fut.get_loop()  # cancel() may come from outside a running loop

@@ -26,7 +26,9 @@ stream and never answers holds no future and no place for longer than the deadli
 ``append(req, timeout=)`` gives an item a deadline of its own instead (None: none), counted from
 the call to append, its wait for a place included: the appender's ``timeout`` does not bound that
 item. An item whose own deadline passes before it is sent fails ``DEADLINE_EXCEEDED`` unsent. One
-whose own deadline passes while it is on the stream is given up on alone:
+whose own deadline passes while it is on the stream, not yet taken by gRPC to send (its sending
+held back by flow control), leaves the stream unsent, fails the same way and gives its place back
+at once. Once taken, it is given up on alone:
 :class:`AppendStreamBrokenError` with code ``DEADLINE_EXCEEDED`` and ``stream_ended`` False; the
 stream and the other items go on, and its answer is dropped when it comes. The server may still
 have written it: append it again with its ``request_id`` to have it applied once. It keeps its
@@ -102,7 +104,7 @@ class _Sent:
     appender's timeout from the sending for an item without a deadline of its own, and from the
     giving up for an item given up on."""
 
-    __slots__ = ("request_id", "fut", "own", "timeout", "bound", "given_up")
+    __slots__ = ("request_id", "fut", "own", "timeout", "bound", "given_up", "taken", "withdrawn")
 
     def __init__(self, request_id: str, fut: Future, own: Optional[float], timeout: Optional[float], bound: Optional[float]) -> None:
         self.request_id = request_id
@@ -111,6 +113,8 @@ class _Sent:
         self.timeout = timeout  # the own deadline's timeout, for its error
         self.bound = bound
         self.given_up = False  # its own deadline passed: it failed alone, its answer to be dropped
+        self.taken = False  # gRPC took it to send
+        self.withdrawn = False  # given up on before gRPC took it: it is not sent
 
 
 class _Stream:
@@ -128,9 +132,10 @@ class _Stream:
 
     A third thread, the watchdog, watches the deadlines of the items in flight (see the module's
     doc): past an item's own deadline it hands the item's failure to the settler, the item
-    staying in flight, bounded from then by ``timeout`` (the appender's; None: none); past a
-    bound it cancels the call, and the reader then breaks the stream with that deadline as its
-    end."""
+    staying in flight, bounded from then by ``timeout`` (the appender's; None: none), or, not yet
+    taken by gRPC, withdrawn from the stream; past a bound it cancels the call, and the reader then
+    breaks the stream with that deadline as its end. The last of the reader and the watchdog to
+    end ends the settler, so that no settlement of either comes after the settler is gone."""
 
     def __init__(self, stub: Any, metadata: Any, window: int, slots: threading.Semaphore, timeout: Optional[float] = None) -> None:
         self.requests: "queue.Queue[Any]" = queue.Queue()
@@ -150,7 +155,9 @@ class _Stream:
         self.broken = False
         self.slots = slots
         self.timeout = timeout  # the appender's: how long a given-up item may hold its place
-        self.requests.put(hs.AppendMessagesRequest(window=window))
+        self.running = 2  # the reader and the watchdog: the last to end ends the settler (_ended)
+        # (request, its _Sent or None), then _END.
+        self.requests.put((hs.AppendMessagesRequest(window=window), None))
         self.call = stub.AppendMessages(self._requests(), metadata=metadata)
         self.settler = threading.Thread(target=self._settle_all, name="historyd-appender-settler", daemon=True)
         self.reader = threading.Thread(target=self._read, name="historyd-appender", daemon=True)
@@ -165,15 +172,24 @@ class _Stream:
         try:
             self.watchdog.start()
         except BaseException:
+            self._ended()  # the watchdog's share
             self.call.cancel()  # the reader breaks the stream, which ends the settler
             raise
 
     def _requests(self) -> Any:
+        """The request iterator gRPC takes the items from, on a thread of its own: an item the
+        watchdog withdrew is skipped, and one taken can no longer be withdrawn."""
         while True:
             r = self.requests.get()
             if r is _END:
                 return
-            yield r
+            req, sent = r
+            if sent is not None:
+                with self.lock:
+                    if sent.withdrawn:
+                        continue
+                    sent.taken = True
+            yield req
 
     def send(
         self,
@@ -195,22 +211,30 @@ class _Stream:
             if self.broken:
                 return False
             fut.set_running_or_notify_cancel()
-            self.pending.append(_Sent(req.request_id, fut, own, timeout, bound))
-            self.requests.put(hs.AppendMessagesRequest(item=req))
+            sent = _Sent(req.request_id, fut, own, timeout, bound)
+            self.pending.append(sent)
+            self.requests.put((hs.AppendMessagesRequest(item=req), sent))
             first = min((d for d in (own, bound) if d is not None), default=None)
             if first is not None and (self.due is None or first < self.due):
                 self.deadlines.notify()  # only then: the usual item's deadline is after the head's
             return True
 
     def _watch_deadlines(self) -> None:
+        try:
+            self._watch()
+        finally:
+            self._ended()
+
+    def _watch(self) -> None:
         """The watchdog thread: sleeps until the earliest deadline of the items in flight. An item
         unanswered at its own deadline fails alone, staying in flight (its slot is the answer's to
-        free) with a bound of the stream's ``timeout`` from then; one unanswered at its bound
-        cancels the call."""
+        free) with a bound of the stream's ``timeout`` from then, or, not yet taken by gRPC, leaves
+        the stream unsent, its slot free; one unanswered at its bound cancels the call."""
         while True:
             given_up: List[_Sent] = []
+            withdrawn: List[_Sent] = []
             with self.lock:
-                while not self.broken and not given_up:
+                while not self.broken and not given_up and not withdrawn:
                     now = time.monotonic()
                     late = next((p for p in self.pending if p.bound is not None and p.bound <= now), None)
                     if late is not None:
@@ -224,23 +248,32 @@ class _Stream:
                         # once, rather than queue its item on a call the reader has not yet seen end.
                         self.broken = True
                         break
-                    given_up = [p for p in self.pending if p.own is not None and p.own <= now]
-                    for p in given_up:
+                    for p in [p for p in self.pending if p.own is not None and p.own <= now]:
+                        p.own = None
+                        if not p.taken:  # gRPC skips it: it leaves the stream unsent
+                            p.withdrawn = True
+                            self.pending.remove(p)
+                            withdrawn.append(p)
+                            continue
                         # Its place is held until its answer, which the appender's timeout bounds
                         # from now: past it the server is taken for stalled.
-                        p.own, p.given_up = None, True
+                        p.given_up = True
                         p.bound = None if self.timeout is None else now + self.timeout
-                    if given_up:
+                        given_up.append(p)
+                    if given_up or withdrawn:
                         break
                     self.due = min((d for p in self.pending for d in (p.own, p.bound) if d is not None), default=None)
                     # A wait longer than threading takes is cut short and taken again (the loop).
                     self.deadlines.wait(None if self.due is None else rq.bounded_wait(self.due - now))
                 else:
-                    return  # broken by the reader (given_up is empty: the loop ends on it)
+                    return  # broken by the reader (given_up and withdrawn are empty: the loop ends on them)
             # Settled on the settler, in order with the answers, outside the lock: a done-callback
-            # that appends takes it. Should the stream break meanwhile, _break fails these items
-            # too (they are still in flight) and the first settlement wins; the puts after its
-            # _END are at most a window, so they never wait for a settler that is gone.
+            # that appends takes it. Should the stream break meanwhile, _break fails the given-up
+            # items too (they are still in flight) and the first settlement wins; the settler ends
+            # only after the watchdog, so none of these is left unsettled.
+            for p in withdrawn:
+                self.slots.release()  # before its future settles, as an answer's
+                self.settlements.put((p.fut, None, unsent_past_deadline(p.request_id, p.timeout, sent=True)))
             for p in given_up:
                 self.settlements.put((p.fut, None, given_up_past_deadline(p.request_id, p.timeout)))
             if self.expired is not None:
@@ -278,7 +311,8 @@ class _Stream:
 
     def _break(self, err: HistorydError) -> None:
         """Marks the stream broken, ends its requests and fails the items in flight, releasing
-        their slots (each before its future settles, as in _read), then ends the settler."""
+        their slots (each before its future settles, as in _read); the settler ends once the
+        watchdog has ended too."""
         with self.lock:
             self.broken = True
             left = list(self.pending)
@@ -288,7 +322,16 @@ class _Stream:
         for p in left:
             self.slots.release()
             self.settlements.put((p.fut, None, AppendStreamBrokenError(p.request_id, err)))
-        self.settlements.put(_END)
+        self._ended()
+
+    def _ended(self) -> None:
+        """The reader or the watchdog ended: the last of them ends the settler, after every
+        settlement either queued."""
+        with self.lock:
+            self.running -= 1
+            last = self.running == 0
+        if last:
+            self.settlements.put(_END)
 
     def _settle_all(self) -> None:
         """The settler thread: settles the futures in the order answered (done-callbacks run here;
@@ -352,10 +395,12 @@ def with_request_id(req: hs.AddMessageRequest) -> hs.AddMessageRequest:
     return cp
 
 
-def unsent_past_deadline(request_id: str, timeout: Optional[float]) -> HistorydError:
-    """The error of an item that waited for a place in the window past its deadline: it was not sent."""
+def unsent_past_deadline(request_id: str, timeout: Optional[float], *, sent: bool = False) -> HistorydError:
+    """The error of an item whose deadline passed before it was sent: while it waited for a place
+    in the window, or (``sent``) once on the stream, before gRPC took it to send."""
+    where = "waited on the stream, not yet taken by gRPC," if sent else "waited for a place in the window"
     return HistorydError(
-        f"item {request_id} waited for a place in the window past its deadline ({timeout} s); it was not sent",
+        f"item {request_id} {where} past its deadline ({timeout} s); it was not sent",
         code=grpc.StatusCode.DEADLINE_EXCEEDED,
     )
 
