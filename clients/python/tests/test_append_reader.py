@@ -290,7 +290,7 @@ def test_a_stream_cancelled_for_a_deadline_takes_no_more_items() -> None:
     call = stub.call
     slots.acquire()
     late: Future = Future()
-    assert s.send(hs.AddMessageRequest(branch_id="b", request_id="late"), late, time.monotonic())
+    assert s.send(hs.AddMessageRequest(branch_id="b", request_id="late"), late, 0.0)
     assert call.cancel_called.wait(timeout=5), "the watchdog did not cancel the call"
     slots.acquire()
     assert not s.send(hs.AddMessageRequest(branch_id="b", request_id="next"), Future()), "a cancelled stream took an item"
@@ -373,3 +373,25 @@ def test_an_item_given_up_before_grpc_takes_it_is_not_sent() -> None:
     ap.close()
     assert call.requests_ended.wait(timeout=10)
     assert [r.item.request_id for r in call.sent if r.HasField("item")] == ["r1"], "r0 was not sent"
+
+
+def test_the_appenders_timeout_counts_from_when_grpc_takes_the_item() -> None:
+    """The rule (the module's doc; the asyncio appender's and the TypeScript client's alike): the
+    appender's timeout bounds an item's answer from when gRPC takes the item to send, not from its
+    queueing: an item held back (flow control, here a call that takes nothing until told) is not
+    cut for the wait. Counted from the queueing, the stream was cancelled at 0.2 s, the item
+    failing AppendStreamBrokenError DEADLINE_EXCEEDED before it was sent."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    stub = HeldStub()
+    ap = Appender(FakeClient(stub), window=2, timeout=0.2)
+    fut = ap.append(item("r0"))
+    with pytest.raises(FutureTimeout):
+        fut.result(timeout=0.5)  # held, unsent: the appender's timeout has not begun
+    call = stub.call
+    call.go.set()
+    call.answers.put(ok_answer(0, "zero"))
+    assert fut.result(timeout=10).content["instruction"] == "zero"
+    call.answers.put(_DONE)
+    ap.close()
+    assert not call.cancelled

@@ -16,12 +16,13 @@ they can be appended again safely) and the next append opens a new stream.
 
 Each item has a deadline. By default it is the appender's ``timeout`` (itself by default the
 client's ``timeout``, 30 s; None: none), and it bounds the wait for the item's answer, from when
-the item is sent on the stream: the wait for a place in the window is not counted, so a batch far
-larger than the window (appended from many threads, say) is written however long its tail waits
-its turn. An item unanswered by then cancels the stream, as a gRPC deadline cancels a call: it and
-the items after it in the stream, unanswered too, fail :class:`AppendStreamBrokenError` with code
-``DEADLINE_EXCEEDED``, and their places in the window come back. So a server that accepts the
-stream and never answers holds no future and no place for longer than the deadline.
+the item is sent on the stream (when gRPC takes it to send): the wait for a place in the window
+is not counted, so a batch far larger than the window (appended from many threads, say) is written
+however long its tail waits its turn. An item unanswered by then cancels the stream, as a gRPC
+deadline cancels a call: it and the items after it in the stream, unanswered too, fail
+:class:`AppendStreamBrokenError` with code ``DEADLINE_EXCEEDED``, and their places in the window
+come back. So a server that accepts the stream and never answers holds no future and no place for
+longer than the deadline.
 
 ``append(req, timeout=)`` gives an item a deadline of its own instead (None: none), counted from
 the call to append, its wait for a place included: the appender's ``timeout`` does not bound that
@@ -101,17 +102,18 @@ class AppendStreamBrokenError(HistorydError):
 class _Sent:
     """An item on a sync stream: its future and its deadlines (time.monotonic() seconds, or None):
     ``own``, the item's own, which gives it up alone, and ``bound``, which cancels the stream: the
-    appender's timeout from the sending for an item without a deadline of its own, and from the
-    giving up for an item given up on."""
+    appender's timeout (``answer_timeout``) from when gRPC takes it, for an item without a deadline
+    of its own, and from the giving up for an item given up on."""
 
-    __slots__ = ("request_id", "fut", "own", "timeout", "bound", "given_up", "taken", "withdrawn")
+    __slots__ = ("request_id", "fut", "own", "timeout", "answer_timeout", "bound", "given_up", "taken", "withdrawn")
 
-    def __init__(self, request_id: str, fut: Future, own: Optional[float], timeout: Optional[float], bound: Optional[float]) -> None:
+    def __init__(self, request_id: str, fut: Future, own: Optional[float], timeout: Optional[float], answer_timeout: Optional[float]) -> None:
         self.request_id = request_id
         self.fut = fut
         self.own = own  # None once it passed and the item was given up on
         self.timeout = timeout  # the own deadline's timeout, for its error
-        self.bound = bound
+        self.answer_timeout = answer_timeout  # the bound's, from when gRPC takes it
+        self.bound: Optional[float] = None
         self.given_up = False  # its own deadline passed: it failed alone, its answer to be dropped
         self.taken = False  # gRPC took it to send
         self.withdrawn = False  # given up on before gRPC took it: it is not sent
@@ -189,13 +191,17 @@ class _Stream:
                     if sent.withdrawn:
                         continue
                     sent.taken = True
+                    if sent.answer_timeout is not None:  # the appender's timeout runs from now
+                        sent.bound = time.monotonic() + sent.answer_timeout
+                        if self.due is None or sent.bound < self.due:
+                            self.deadlines.notify()
             yield req
 
     def send(
         self,
         req: hs.AddMessageRequest,
         fut: Future,
-        bound: Optional[float] = None,
+        answer_timeout: Optional[float] = None,
         *,
         own: Optional[float] = None,
         timeout: Optional[float] = None,
@@ -203,19 +209,18 @@ class _Stream:
         """Queues req, whose answer settles fut, a new future; False when the stream is broken.
         fut is running from here on: cancel() returns False, as the server may already have the
         item (cancel() returned True, and the item was applied all the same; review of the
-        clients, fault 3). bound (time.monotonic() seconds) is when the stream is cancelled if
-        req has no answer yet; own is when fut fails alone (``timeout`` is own's, for the
+        clients, fault 3). answer_timeout (seconds) is how long after gRPC takes req the stream
+        is cancelled if req has no answer yet; own (time.monotonic() seconds) is when fut fails alone (``timeout`` is own's, for the
         error), the answer dropped when it comes, and the stream cancelled if it has not come
         within the stream's ``timeout`` from then; None: never."""
         with self.lock:
             if self.broken:
                 return False
             fut.set_running_or_notify_cancel()
-            sent = _Sent(req.request_id, fut, own, timeout, bound)
+            sent = _Sent(req.request_id, fut, own, timeout, answer_timeout)
             self.pending.append(sent)
             self.requests.put((hs.AppendMessagesRequest(item=req), sent))
-            first = min((d for d in (own, bound) if d is not None), default=None)
-            if first is not None and (self.due is None or first < self.due):
+            if own is not None and (self.due is None or own < self.due):
                 self.deadlines.notify()  # only then: the usual item's deadline is after the head's
             return True
 
@@ -241,7 +246,7 @@ class _Stream:
                         what = (
                             f"item {late.request_id}, given up, was not answered within {self.timeout} s of that (the appender's timeout)"
                             if late.given_up
-                            else f"item {late.request_id} was not answered within {self.timeout} s of its sending"
+                            else f"item {late.request_id} was not answered within {late.answer_timeout} s of its sending"
                         )
                         self.expired = HistorydError(f"{what}: the append stream was cancelled", code=grpc.StatusCode.DEADLINE_EXCEEDED)
                         # No item is sent on it any more: the next append opens a new stream at
@@ -487,9 +492,9 @@ class Appender:
                 self._slots.release()
                 raise
             # The appender's timeout bounds the answer of an item without a deadline of its own,
-            # from the sending: past it the stream is taken as stalled and cancelled. An item's own
-            # deadline replaces it, and gives the item up alone.
-            bound = None if own or self._timeout is None else time.monotonic() + self._timeout
+            # from the sending (gRPC taking it): past it the stream is taken as stalled and
+            # cancelled. An item's own deadline replaces it, and gives the item up alone.
+            answer_timeout = None if own else self._timeout
             # A stream that broke since the check (its watchdog or its reader broke it) takes no
             # item: the item goes on a new stream, as the next append's would. Only a new stream
             # broken at once (its call failed) fails it, unsent.
@@ -502,7 +507,7 @@ class Appender:
                         # channel) left every later append waiting (review of the clients, fault 4).
                         self._slots.release()
                         raise
-                if self._stream.send(req, fut, bound, own=deadline, timeout=timeout):
+                if self._stream.send(req, fut, answer_timeout, own=deadline, timeout=timeout):
                     return fut
             self._slots.release()
             fut.set_exception(
