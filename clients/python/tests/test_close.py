@@ -114,6 +114,40 @@ def test_close_ends_a_call_in_flight_and_the_calls_after_it(holding: HoldingServ
     assert holding.calls == n, "nothing made after close() reached the server"
 
 
+@pytest.mark.parametrize(
+    "what, stub, method",
+    [
+        ("a unary call", "history_stub", "GetBranch"),
+        ("a watch", "history_stub", "WatchBranch"),
+        ("an inbox subscription", "exchange_stub", "SubscribeInbox"),
+        ("an append", "history_stub", "AppendMessages"),
+    ],
+)
+def test_a_call_racing_close_raises_the_closed_error(what: str, stub: str, method: str) -> None:
+    """The rule (Client.close): a call made while close() runs on another thread raises
+    HistorydError CANCELLED, as one made after it does. Each call checks the client, then makes
+    its gRPC call: close() landing between the two (here the stub's method runs it first) left
+    grpc's ValueError ('Cannot invoke RPC on closed channel!') to the caller."""
+    c = Client(refused_addr(), tls=False, timeout=None)
+    s = getattr(c, stub)
+    real = getattr(s, method)
+
+    def racing(*args: Any, **kwargs: Any) -> Any:
+        c.close()  # another thread's close(), after the call's check
+        return real(*args, **kwargs)
+
+    setattr(s, method, racing)
+    calls = {
+        "a unary call": lambda: c.get_branch(str(uuid.uuid4())),
+        "a watch": lambda: next(c.branch("b").watch(after=0)),
+        "an inbox subscription": lambda: next(c.exchange.subscribe_inbox(str(uuid.uuid4()))),
+        "an append": lambda: c.appender().append_instruction("b", "racing close()"),
+    }
+    with pytest.raises(Exception) as ei:
+        calls[what]()
+    assert closed(ei.value), f"{what} racing close(): {ei.value!r}"
+
+
 def test_close_ends_the_appends_waiting_for_a_place(stalled: StalledServer) -> None:  # noqa: F811
     """Client.close() while an append waits for a place in a full window (the server answers
     nothing): the item in flight fails AppendStreamBrokenError CANCELLED, and the waiting append,

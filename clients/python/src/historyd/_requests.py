@@ -11,7 +11,7 @@ import math
 import random
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
 from google.protobuf.message import Message as _PbMessage
@@ -230,6 +230,22 @@ def check_open(client: Any) -> None:
     """Raises closed_error() once the client (sync or asyncio) was closed: nothing is sent then."""
     if getattr(client, "_closed", False):
         raise closed_error()
+
+
+_T = TypeVar("_T")
+
+
+def open_call(client: Any, make: Callable[[], _T]) -> _T:
+    """make() (a gRPC call on the sync client's channel), once check_open passed. A close() on
+    another thread between the check and the call makes grpc raise ValueError ('Cannot invoke RPC
+    on closed channel!'), which is closed_error() here, as for a call made after close()."""
+    check_open(client)
+    try:
+        return make()
+    except ValueError as e:
+        if getattr(client, "_closed", False):
+            raise closed_error() from e
+        raise
 
 
 def retryable_code(code: Optional[grpc.StatusCode]) -> bool:

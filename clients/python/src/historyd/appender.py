@@ -501,7 +501,10 @@ class Appender:
             for _ in range(2):
                 if self._stream is None or self._stream.broken:
                     try:
-                        self._stream = _Stream(self._client.history_stub, self._client._metadata, self._window, self._slots, self._timeout)
+                        self._stream = rq.open_call(
+                            self._client,  # closed on another thread since the check above: CANCELLED too
+                            lambda: _Stream(self._client.history_stub, self._client._metadata, self._window, self._slots, self._timeout),
+                        )
                     except BaseException:
                         # Nothing was sent: give the slot back, or `window` such failures (a closed
                         # channel) left every later append waiting (review of the clients, fault 4).

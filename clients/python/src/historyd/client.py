@@ -140,10 +140,10 @@ class Client:
         attempt = 0
         while True:
             attempt += 1
-            rq.check_open(self)  # closed, during the pause below say: the channel is gone
             left = None if deadline is None else rq.bounded_wait(max(0.0, deadline - time.monotonic()))
             try:
-                return fn(req, timeout=left, metadata=self._metadata)
+                # Closed, during the pause below say, or while the call starts: the channel is gone.
+                return rq.open_call(self, lambda: fn(req, timeout=left, metadata=self._metadata))
             except grpc.RpcError as e:
                 if self._closed:  # grpc's end of a call close() cancelled
                     raise rq.closed_error() from e
@@ -614,13 +614,13 @@ class Branch:
         cursor, inc, attempt = after, incarnation, 0
         deleted_at: Optional[int] = None  # the sequence of the BRANCH_DELETED commit yielded
         while True:
-            rq.check_open(self.client)  # closed, during the pause below say: the channel is gone
             req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered, batch_commits=batch_commits)
             if cursor is not None:
                 req.after_sequence = cursor
             if inc:
                 req.incarnation = inc
-            call = stub.WatchBranch(req, metadata=metadata)
+            # Closed, during the pause below say, or while the call starts: the channel is gone.
+            call = rq.open_call(self.client, lambda: stub.WatchBranch(req, metadata=metadata))
             try:
                 for frame in call:
                     which = frame.WhichOneof("frame")
@@ -749,8 +749,7 @@ class Exchange:
         req = ex.SubscribeInboxRequest(owner_id=str(owner_id))
         if sender is not None:
             req.sender = str(sender)
-        rq.check_open(self.client)
-        call = self.client.exchange_stub.SubscribeInbox(req, metadata=self.client._metadata)
+        call = rq.open_call(self.client, lambda: self.client.exchange_stub.SubscribeInbox(req, metadata=self.client._metadata))
         try:
             for frame in call:
                 which = frame.WhichOneof("event")
