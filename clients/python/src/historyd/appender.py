@@ -210,9 +210,10 @@ class _Stream:
         fut is running from here on: cancel() returns False, as the server may already have the
         item (cancel() returned True, and the item was applied all the same; review of the
         clients, fault 3). answer_timeout (seconds) is how long after gRPC takes req the stream
-        is cancelled if req has no answer yet; own (time.monotonic() seconds) is when fut fails alone (``timeout`` is own's, for the
-        error), the answer dropped when it comes, and the stream cancelled if it has not come
-        within the stream's ``timeout`` from then; None: never."""
+        is cancelled if req has no answer yet; own (time.monotonic() seconds) is when fut fails
+        alone (``timeout`` is own's, for the error): req unsent if gRPC has not taken it, else
+        its answer dropped when it comes and the stream cancelled if that has not come within
+        the stream's ``timeout`` from then; None: never."""
         with self.lock:
             if self.broken:
                 return False
@@ -456,8 +457,8 @@ class Appender:
         message as written, or raises the item's error. An empty ``request_id`` is filled in; the
         future's ``request_id`` is the item's.
 
-        The item is sent once append returns, and its future is running: ``cancel()`` returns
-        False and cannot take the item back (the server applies it); wait for its answer.
+        The item is on the stream once append returns, and its future is running: ``cancel()``
+        returns False and cannot take the item back (the server applies it); wait for its answer.
 
         Without ``timeout``, the appender's bounds the wait for the answer, from the sending: past
         it the stream is cancelled. ``timeout`` (seconds; None: none) is the item's own deadline
