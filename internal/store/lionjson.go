@@ -309,7 +309,7 @@ func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value,
 	}
 	meta := s.metadata
 	if s.selected != nil {
-		meta = meta.Set("current_progression", s.selected.Encode(mode, dbMetaKey))
+		meta = meta.Set("current_progression", s.selected.EncodeNested())
 	}
 	// Element.to_dict first (its db-mode metadata key after name), then
 	// messages and system set on it (lionagi/session/branch.py: to_dict).

@@ -39,17 +39,43 @@ func (p *Progression) Clone() *Progression {
 // created_at, metadata, order, name}, metadata under dbMetaKey (default
 // node_metadata) at the end in db mode.
 func (p *Progression) Encode(mode envelope.Mode, dbMetaKey string) jsonv.Value {
+	return encodeElement(p.ID, p.CreatedAt, p.Metadata, envelope.ClassProgression, mode, dbMetaKey,
+		jsonv.Member{Key: "order", Value: p.orderJSON()},
+		jsonv.Member{Key: "name", Value: p.nameJSON()})
+}
+
+// EncodeNested writes the progression as it is written inside another
+// Element's metadata (a Branch's current_progression): pydantic's dump of a
+// nested model, {id, created_at, metadata, order, name}, the same in every
+// mode, its metadata as it is (no lion_class, never under a db-mode key;
+// lionagi/protocols/generic/element.py: to_dict dumps the metadata dict
+// with the model's serializer, which does not call the nested to_dict).
+func (p *Progression) EncodeNested() jsonv.Value {
+	meta := p.Metadata
+	if meta.Kind() != jsonv.Object {
+		meta = jsonv.ObjectValue()
+	}
+	return jsonv.ObjectValue(
+		jsonv.Member{Key: "id", Value: jsonv.StringValue(p.ID.String())},
+		jsonv.Member{Key: "created_at", Value: jsonv.FloatValue(p.CreatedAt)},
+		jsonv.Member{Key: "metadata", Value: meta},
+		jsonv.Member{Key: "order", Value: p.orderJSON()},
+		jsonv.Member{Key: "name", Value: p.nameJSON()})
+}
+
+func (p *Progression) orderJSON() jsonv.Value {
 	order := make([]jsonv.Value, len(p.Order))
 	for i, id := range p.Order {
 		order[i] = jsonv.StringValue(id.String())
 	}
-	name := jsonv.NullValue()
-	if p.Name != nil {
-		name = jsonv.StringValue(*p.Name)
+	return jsonv.ArrayValue(order...)
+}
+
+func (p *Progression) nameJSON() jsonv.Value {
+	if p.Name == nil {
+		return jsonv.NullValue()
 	}
-	return encodeElement(p.ID, p.CreatedAt, p.Metadata, envelope.ClassProgression, mode, dbMetaKey,
-		jsonv.Member{Key: "order", Value: jsonv.ArrayValue(order...)},
-		jsonv.Member{Key: "name", Value: name})
+	return jsonv.StringValue(*p.Name)
 }
 
 // ParseProgression reads a progression dict in any mode (Progression.
