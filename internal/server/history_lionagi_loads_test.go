@@ -67,3 +67,62 @@ func TestRawResponsePresenceIsEnough(t *testing.T) {
 		})
 	}
 }
+
+// importOne imports a LionAGI history of one message of class lionClass holding content, and
+// returns the new branch and the message id.
+func importOne(t *testing.T, f *historyFixture, lionClass, role, content string) (branch, id string, err error) {
+	t.Helper()
+	id = "00000000-0000-4000-8000-0000000000a1"
+	data := `[{"id": "` + id + `", "created_at": 1700000000.5, "metadata": {"lion_class": "lionagi.protocols.messages.` + lionClass +
+		`"}, "content": ` + content + `, "embedding": null, "sender": null, "recipient": null, "channel": null, "role": "` + role + `"}]`
+	imp, err := f.c.ImportBranch(testContext(t), &historyv1.ImportBranchRequest{Data: data, NewBranchId: true})
+	if err != nil {
+		return "", id, err
+	}
+	return imp.GetBranch().GetId(), id, nil
+}
+
+// exportedContent is the content of the only message of an exported branch.
+func exportedContent(t *testing.T, f *historyFixture, branch string) string {
+	t.Helper()
+	exp, err := jsonv.ParseString(f.export(t, branch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll := get(exp, "messages", "collections").Elems()
+	if len(coll) != 1 {
+		t.Fatalf("exported %d messages", len(coll))
+	}
+	return get(coll[0], "content").String()
+}
+
+// onlyChat is the ToChatMessages projection of a branch of one message: the chat message, and
+// the render error ("" when it rendered).
+func onlyChat(t *testing.T, f *historyFixture, branch string) (*historyv1.ChatMessage, string) {
+	t.Helper()
+	chat, err := f.c.ToChatMessages(testContext(t), &historyv1.ToChatMessagesRequest{BranchId: branch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chat.GetMessages()) != 1 {
+		t.Fatalf("%d chat messages", len(chat.GetMessages()))
+	}
+	return chat.GetMessages()[0], chat.GetRenderErrors()[0]
+}
+
+// TestImportAssistantResponseNull: LionAGI loads {"assistant_response": null}, its chat_msg content
+// is None, and to_dict leaves the None out: content {} (lionagi/protocols/messages/message.py,
+// MessageContent's ModelConfig(none_as_sentinel=True)).
+func TestImportAssistantResponseNull(t *testing.T) {
+	f := newHistoryFixture(t)
+	b, _, err := importOne(t, f, "assistant_response.AssistantResponse", "assistant", `{"assistant_response": null}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := exportedContent(t, f, b); got != `{}` {
+		t.Errorf("exported content = %s, LionAGI {}", got)
+	}
+	if cm, rerr := onlyChat(t, f, b); rerr != "" || cm.GetContentJson() != "null" {
+		t.Errorf("chat = %v (render error %q), LionAGI {\"role\": \"assistant\", \"content\": None}", cm, rerr)
+	}
+}

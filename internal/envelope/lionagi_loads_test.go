@@ -1,0 +1,97 @@
+package envelope_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/historyd/historyd/internal/envelope"
+	"github.com/historyd/historyd/internal/envelope/jsonv"
+)
+
+// Contents LionAGI 0.27.0 (commit 669ea9b5) loads that historyd refused or wrote back otherwise,
+// found by a differential run. Each case's out and chat were recorded from LionAGI itself
+// (Branch.from_dict of a history holding the message, then to_dict(mode="json")'s content and the
+// message's chat_msg content; PYTHONHASHSEED=0, Python 3.11.7).
+
+// renderFails marks a case whose chat_msg is None in LionAGI: rendering raised.
+const renderFails = "<render error>"
+
+// loadCase is one content LionAGI loads: out is its to_dict content (compared as JSON values:
+// LionAGI's key order there is a set's), chat its chat_msg content as compact JSON, or renderFails.
+type loadCase struct {
+	class, in, out, chat string
+}
+
+var lionClasses = map[string]string{
+	"System":            "lionagi.protocols.messages.system.System",
+	"Instruction":       "lionagi.protocols.messages.instruction.Instruction",
+	"AssistantResponse": "lionagi.protocols.messages.assistant_response.AssistantResponse",
+	"ActionRequest":     "lionagi.protocols.messages.action_request.ActionRequest",
+	"ActionResponse":    "lionagi.protocols.messages.action_response.ActionResponse",
+}
+
+// decodeContent decodes a message of class holding content in.
+func decodeContent(t *testing.T, class, in string) (*envelope.Message, error) {
+	t.Helper()
+	return envelope.Decode(parse(t, `{"id":"00000000-0000-4000-8000-000000000001","created_at":1.0,"metadata":{"lion_class":"`+
+		lionClasses[class]+`"},"content":`+in+`}`))
+}
+
+// checkLoads decodes each case as an import does, and checks its to_dict content and chat_msg
+// against LionAGI's; then that the form the stores keep a message in (MarshalJSON, decoded again
+// on every read by the sqlite and PostgreSQL engines) gives the same message back.
+func checkLoads(t *testing.T, cases []loadCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.class+" "+tc.in, func(t *testing.T) {
+			m, err := decodeContent(t, tc.class, tc.in)
+			if err != nil {
+				t.Fatalf("LionAGI loads it; Decode: %v", err)
+			}
+			checkAsLionAGI(t, m, tc)
+			raw, err := m.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := envelope.DecodeJSON(raw)
+			if err != nil {
+				t.Fatalf("the stored form %s does not decode: %v", raw, err)
+			}
+			checkAsLionAGI(t, again, tc)
+		})
+	}
+}
+
+func checkAsLionAGI(t *testing.T, m *envelope.Message, tc loadCase) {
+	t.Helper()
+	enc, err := m.Encode(envelope.ModeJSON, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := enc.Get("content")
+	if want := parse(t, tc.out); !jsonv.Equal(got, want) || len(got.Members()) != len(want.Members()) {
+		t.Errorf("to_dict content = %s, LionAGI %s", got, want)
+	}
+	chat, err := m.ChatMsg()
+	switch {
+	case tc.chat == renderFails:
+		if err == nil || !errors.Is(err, envelope.ErrRender) {
+			t.Errorf("chat = %s, %v; LionAGI's chat_msg is None (rendering raises)", chat.Content.JSON(), err)
+		}
+	case err != nil:
+		t.Errorf("render: %v; LionAGI's chat content is %s", err, tc.chat)
+	case chat.Content.JSON().String() != tc.chat:
+		t.Errorf("chat content = %s, LionAGI %s", chat.Content.JSON(), tc.chat)
+	}
+}
+
+// TestLoadAssistantResponseNull: AssistantResponseContent.from_dict keeps a None
+// assistant_response (lionagi/protocols/messages/assistant_response.py), chat_msg carries it, and
+// to_dict leaves it out (MessageContent's ModelConfig(none_as_sentinel=True)).
+func TestLoadAssistantResponseNull(t *testing.T) {
+	checkLoads(t, []loadCase{
+		{"AssistantResponse", `{"assistant_response":null}`, `{}`, `null`},
+		{"AssistantResponse", `{"assistant_response":5}`, `{"assistant_response":5}`, `5`},
+		{"AssistantResponse", `{}`, `{"assistant_response":""}`, `""`},
+	})
+}
