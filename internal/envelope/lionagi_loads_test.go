@@ -95,3 +95,18 @@ func TestLoadAssistantResponseNull(t *testing.T) {
 		{"AssistantResponse", `{}`, `{"assistant_response":""}`, `""`},
 	})
 }
+
+// TestLoadSystemMessageNotText: SystemContent.from_dict keeps any system_message
+// (lionagi/protocols/messages/system.py); rendering joins it with "\n\n".join, which raises for
+// a value that is not text, so chat_msg is None; to_dict leaves out a None.
+func TestLoadSystemMessageNotText(t *testing.T) {
+	checkLoads(t, []loadCase{
+		{"System", `{"system_message":5}`, `{"system_message":5}`, renderFails},
+		{"System", `{"system_message":true}`, `{"system_message":true}`, renderFails},
+		{"System", `{"system_message":{"a":1}}`, `{"system_message":{"a":1}}`, renderFails},
+		{"System", `{"system_message":["l"]}`, `{"system_message":["l"]}`, renderFails},
+		{"System", `{"system_message":null}`, `{}`, renderFails},
+		{"System", `{"system_message":1.5,"system_datetime":"t"}`, `{"system_datetime":"t","system_message":1.5}`, renderFails},
+		{"System", `{"system_message":""}`, `{"system_message":""}`, `""`},
+	})
+}

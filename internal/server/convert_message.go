@@ -132,10 +132,7 @@ func contentFromProto(pb *historyv1.Message) (envelope.Kind, jsonv.Value, error)
 			}), nil
 		}
 		// A non-string value (issue 13 item 2): set only then, and alone.
-		v, err := parseJSONField("assistant_response.assistant_response_json", ac.GetAssistantResponseJson())
-		if err == nil && (ac.GetAssistantResponse() != "" || v.Kind() == jsonv.String) {
-			err = &FieldError{Field: "assistant_response.assistant_response_json", Err: fmt.Errorf("%w: set only for a value that is not a string, with assistant_response empty", envelope.ErrInvalid)}
-		}
+		v, err := nonTextJSON("assistant_response.assistant_response_json", "assistant_response", ac.GetAssistantResponse() != "", ac.GetAssistantResponseJson())
 		if err != nil {
 			return 0, jsonv.Value{}, err
 		}
@@ -160,6 +157,13 @@ func systemDict(c *historyv1.SystemContent) (jsonv.Value, error) {
 	var ms []jsonv.Member
 	if c.SystemMessage != nil {
 		ms = append(ms, jsonv.Member{Key: "system_message", Value: jsonv.StringValue(c.GetSystemMessage())})
+	}
+	if c.SystemMessageJson != nil {
+		v, err := nonTextJSON("system_message_json", "system_message", c.SystemMessage != nil, c.GetSystemMessageJson())
+		if err != nil {
+			return jsonv.Value{}, err
+		}
+		ms = append(ms, jsonv.Member{Key: "system_message", Value: v})
 	}
 	switch dt := c.GetSystemDatetime().(type) {
 	case *historyv1.SystemContent_DatetimeText:
@@ -296,6 +300,17 @@ func actionResponseDict(c *historyv1.ActionResponseContent) (jsonv.Value, error)
 		ms = append(ms, jsonv.Member{Key: "error", Value: jsonv.StringValue(c.GetError())})
 	}
 	return jsonv.ObjectValue(ms...), nil
+}
+
+// nonTextJSON reads the JSON twin of a text field (system_message_json beside system_message,
+// ...): set only for a value that is not a string, with the text field absent or empty
+// (textSet).
+func nonTextJSON(field, textField string, textSet bool, text string) (jsonv.Value, error) {
+	v, err := parseJSONField(field, text)
+	if err == nil && (textSet || v.Kind() == jsonv.String) {
+		err = &FieldError{Field: field, Err: fmt.Errorf("%w: set only for a value that is not a string, with %s empty", envelope.ErrInvalid, textField)}
+	}
+	return v, err
 }
 
 // parseJSONField parses one any-JSON text field, naming it on failure.

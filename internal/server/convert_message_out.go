@@ -111,7 +111,12 @@ func envelopeToProto(m *envelope.Message) *historyv1.Message {
 func setContent(pb *historyv1.Message, content envelope.Content) {
 	switch c := content.(type) {
 	case *envelope.SystemContent:
-		sc := &historyv1.SystemContent{SystemMessage: proto.String(c.SystemMessage)}
+		sc := &historyv1.SystemContent{}
+		if c.Value != nil {
+			sc.SystemMessageJson = proto.String(c.Value.String()) // not text: LionAGI kept it
+		} else {
+			sc.SystemMessage = proto.String(c.SystemMessage)
+		}
 		switch {
 		case c.SystemDatetime.IsNull():
 		case c.SystemDatetime.Kind() == jsonv.String:

@@ -22,7 +22,7 @@ func TestConvertedMessagesFieldCount(t *testing.T) {
 	checkFieldCounts(t, "convert_message*.go", []fieldCount{
 		{&historyv1.Message{}, 16},
 		{&historyv1.Embedding{}, 1},
-		{&historyv1.SystemContent{}, 4},
+		{&historyv1.SystemContent{}, 5},
 		{&historyv1.InstructionContent{}, 10},
 		{&historyv1.AssistantResponseContent{}, 2},
 		{&historyv1.ActionRequestContent{}, 3},

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/envelope/jsonv"
@@ -124,5 +125,73 @@ func TestImportAssistantResponseNull(t *testing.T) {
 	}
 	if cm, rerr := onlyChat(t, f, b); rerr != "" || cm.GetContentJson() != "null" {
 		t.Errorf("chat = %v (render error %q), LionAGI {\"role\": \"assistant\", \"content\": None}", cm, rerr)
+	}
+}
+
+// readBack reads a message and sends it back as a pre-built message (without its id) to the same
+// branch: the wire form must carry what was stored. It returns the message read.
+func readBack(t *testing.T, f *historyFixture, branch, id string) *historyv1.Message {
+	t.Helper()
+	got, err := f.c.GetMessage(testContext(t), &historyv1.GetMessageRequest{BranchId: branch, MessageId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre := proto.Clone(got.GetMessage()).(*historyv1.Message)
+	pre.Id, pre.Rendered, pre.Sequence = "", nil, 0
+	resp, err := f.c.AddMessage(testContext(t), &historyv1.AddMessageRequest{BranchId: branch, Input: &historyv1.AddMessageRequest_Message{Message: pre}})
+	if err != nil {
+		t.Fatalf("AddMessage of the message read: %v", err)
+	}
+	again := proto.Clone(resp.GetMessage()).(*historyv1.Message)
+	again.Id, again.CreatedAt, again.Sequence = got.GetMessage().Id, got.GetMessage().CreatedAt, got.GetMessage().Sequence
+	again.Rendered = got.GetMessage().GetRendered()
+	if !proto.Equal(again, got.GetMessage()) {
+		t.Errorf("the message sent back is\n%v\nnot\n%v", again, got.GetMessage())
+	}
+	return got.GetMessage()
+}
+
+// TestImportSystemMessageNotText: SystemContent.from_dict keeps any system_message
+// (lionagi/protocols/messages/system.py) and its rendering raises ("\n\n".join), so LionAGI loads
+// the history and the System's chat_msg is None; historyd stores it too, and projects it as it
+// projects any message that does not render (a render error, no content), rather than refuse the
+// import. Recorded from LionAGI: system_message 5 exports {"system_message": 5}, null exports {}.
+func TestImportSystemMessageNotText(t *testing.T) {
+	for _, tc := range []struct{ in, out, wire string }{
+		{`5`, `{"system_message":5}`, `5`},
+		{`{"a": [1.0, null]}`, `{"system_message":{"a":[1.0,null]}}`, `{"a":[1.0,null]}`},
+		{`null`, `{}`, `null`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			f := newHistoryFixture(t)
+			b, id, err := importOne(t, f, "system.System", "system", `{"system_message": `+tc.in+`}`)
+			if err != nil {
+				t.Fatalf("ImportBranch: %v", err)
+			}
+			if got := exportedContent(t, f, b); got != tc.out {
+				t.Errorf("exported content = %s, LionAGI %s", got, tc.out)
+			}
+			if cm, rerr := onlyChat(t, f, b); rerr == "" || cm.GetContent() != nil {
+				t.Errorf("chat = %v, render error %q; LionAGI's chat_msg is None", cm, rerr)
+			}
+			m := readBack(t, f, b, id)
+			sc := m.GetSystem()
+			if sc.SystemMessage != nil || sc.GetSystemMessageJson() != tc.wire {
+				t.Errorf("wire content = %v, want system_message_json %s", sc, tc.wire)
+			}
+			if m.GetRendered().GetValue() != nil || m.GetRendered().GetRenderError() == "" {
+				t.Errorf("rendered = %v", m.GetRendered())
+			}
+		})
+	}
+	f := newHistoryFixture(t)
+	b := f.create(t, nil)
+	for _, bad := range []*historyv1.SystemContent{
+		{SystemMessageJson: strPtr(`"text"`)},
+		{SystemMessage: strPtr("t"), SystemMessageJson: strPtr(`5`)},
+	} {
+		_, err := f.c.AddMessage(testContext(t), &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_Message{Message: &historyv1.Message{
+			Content: &historyv1.Message_System{System: bad}}}})
+		wantStatus(t, err, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD)
 	}
 }

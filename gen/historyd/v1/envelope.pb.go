@@ -418,7 +418,8 @@ func (x *Embedding) GetValues() []float64 {
 type SystemContent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// system_message is the system text; absent means LionAGI's default text ("You are a helpful AI
-	// assistant. Let's think step by step.") (ADR-0006 D2: SystemContent default).
+	// assistant. Let's think step by step.") (ADR-0006 D2: SystemContent default), unless
+	// system_message_json is set.
 	SystemMessage *string `protobuf:"bytes,1,opt,name=system_message,json=systemMessage,proto3,oneof" json:"system_message,omitempty"`
 	// system_datetime is the optional time stamp rendered as a `System Time: ...` prefix; absent means
 	// no datetime (ADR-0006 D2: False or None becomes no datetime).
@@ -429,8 +430,13 @@ type SystemContent struct {
 	//	*SystemContent_DatetimeNow
 	//	*SystemContent_DatetimeJson
 	SystemDatetime isSystemContent_SystemDatetime `protobuf_oneof:"system_datetime"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// system_message_json is set only when the stored system_message is not a string: LionAGI loads
+	// such a System (from_dict keeps any value, null included) and cannot render it, so the message
+	// has no rendering and carries a render error, as its chat_msg is None (ADR-0006 D1). It is that
+	// value as JSON text, and system_message is then absent.
+	SystemMessageJson *string `protobuf:"bytes,5,opt,name=system_message_json,json=systemMessageJson,proto3,oneof" json:"system_message_json,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SystemContent) Reset() {
@@ -500,6 +506,13 @@ func (x *SystemContent) GetDatetimeJson() string {
 		if x, ok := x.SystemDatetime.(*SystemContent_DatetimeJson); ok {
 			return x.DatetimeJson
 		}
+	}
+	return ""
+}
+
+func (x *SystemContent) GetSystemMessageJson() string {
+	if x != nil && x.SystemMessageJson != nil {
+		return *x.SystemMessageJson
 	}
 	return ""
 }
@@ -1428,14 +1441,16 @@ const file_historyd_v1_envelope_proto_rawDesc = "" +
 	"\n" +
 	"\b_channel\"#\n" +
 	"\tEmbedding\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\x01R\x06values\"\xd4\x01\n" +
+	"\x06values\x18\x01 \x03(\x01R\x06values\"\xa1\x02\n" +
 	"\rSystemContent\x12*\n" +
 	"\x0esystem_message\x18\x01 \x01(\tH\x01R\rsystemMessage\x88\x01\x01\x12%\n" +
 	"\rdatetime_text\x18\x02 \x01(\tH\x00R\fdatetimeText\x12#\n" +
 	"\fdatetime_now\x18\x03 \x01(\bH\x00R\vdatetimeNow\x12%\n" +
-	"\rdatetime_json\x18\x04 \x01(\tH\x00R\fdatetimeJsonB\x11\n" +
+	"\rdatetime_json\x18\x04 \x01(\tH\x00R\fdatetimeJson\x123\n" +
+	"\x13system_message_json\x18\x05 \x01(\tH\x02R\x11systemMessageJson\x88\x01\x01B\x11\n" +
 	"\x0fsystem_datetimeB\x11\n" +
-	"\x0f_system_message\"\x8a\x04\n" +
+	"\x0f_system_messageB\x16\n" +
+	"\x14_system_message_json\"\x8a\x04\n" +
 	"\x12InstructionContent\x12\"\n" +
 	"\vinstruction\x18\x01 \x01(\tH\x00R\vinstruction\x12+\n" +
 	"\x10instruction_json\x18\x02 \x01(\tH\x00R\x0finstructionJson\x12\x1c\n" +

@@ -1027,7 +1027,9 @@ type AssistantResponseInput_Text struct {
 type AssistantResponseInput_RawResponseJson struct {
 	// raw_response_json is a raw provider response (OpenAI chat, Anthropic messages, OpenAI
 	// responses, Claude Code result), as JSON text: from_response extracts the text and the raw
-	// value is kept in metadata.model_response (ADR-0006 D2).
+	// value is kept in metadata.model_response (ADR-0006 D2). Being set is enough: any JSON value
+	// is a response (`[]`, `{}`, `""`, `null` give the empty text), but empty text is no JSON
+	// (INVALID_ARGUMENT).
 	RawResponseJson string `protobuf:"bytes,2,opt,name=raw_response_json,json=rawResponseJson,proto3,oneof"`
 }
 

@@ -390,7 +390,9 @@ export type AssistantResponseInput = Message<"historyd.v1.AssistantResponseInput
     /**
      * raw_response_json is a raw provider response (OpenAI chat, Anthropic messages, OpenAI
      * responses, Claude Code result), as JSON text: from_response extracts the text and the raw
-     * value is kept in metadata.model_response (ADR-0006 D2).
+     * value is kept in metadata.model_response (ADR-0006 D2). Being set is enough: any JSON value
+     * is a response (`[]`, `{}`, `""`, `null` give the empty text), but empty text is no JSON
+     * (INVALID_ARGUMENT).
      *
      * @generated from field: string raw_response_json = 2;
      */
