@@ -110,3 +110,43 @@ func TestLoadSystemMessageNotText(t *testing.T) {
 		{"System", `{"system_message":""}`, `{"system_message":""}`, `""`},
 	})
 }
+
+// TestLoadActionRequestArguments: ActionRequestContent.from_dict passes arguments that are not a
+// dict through to_dict(arguments, fuzzy_parse=True) and, when that gives a non-empty list, takes
+// its first item (lionagi/protocols/messages/action_request.py; lionagi/ln/fuzzy/_to_dict.py):
+// None is {}, an empty list is {} (its enumeration), "" is {} (to_dict's `input_ == ""`), a
+// string is fuzzy JSON (a dict or list), so "[]" stays [] and "[null]" gives None, which to_dict
+// then leaves out. Rendering prunes them all to "Function: f".
+func TestLoadActionRequestArguments(t *testing.T) {
+	checkLoads(t, []loadCase{
+		{"ActionRequest", `{"function":"f","arguments":null}`, `{"function":"f","arguments":{}}`, `"Function: f"`},
+		{"ActionRequest", `{"function":"f","arguments":[]}`, `{"function":"f","arguments":{}}`, `"Function: f"`},
+		{"ActionRequest", `{"function":"f","arguments":""}`, `{"function":"f","arguments":{}}`, `"Function: f"`},
+		{"ActionRequest", `{"function":"f","arguments":"[]"}`, `{"function":"f","arguments":[]}`, `"Function: f"`},
+		{"ActionRequest", `{"function":"f","arguments":"[[]]"}`, `{"function":"f","arguments":[]}`, `"Function: f"`},
+		{"ActionRequest", `{"function":"f","arguments":"[null]"}`, `{"function":"f"}`, `"Function: f"`},
+		{"ActionRequest", `{"function":"f","arguments":"[\"\"]"}`, `{"function":"f","arguments":""}`, `"Function: f"`},
+		{"ActionRequest", `{"function":"f","arguments":"[{\"a\": 1}, 2]"}`, `{"function":"f","arguments":{"a":1}}`, `"Function: f\nArguments:\n  a: 1"`},
+		{"ActionRequest", `{"function":"f","arguments":"{'a': 1,}"}`, `{"function":"f","arguments":{"a":1}}`, `"Function: f\nArguments:\n  a: 1"`},
+	})
+}
+
+// TestActionRequestArgumentsRefused: what LionAGI refuses (to_dict raises: a number, a bool, blank
+// text, text that is not JSON or whose JSON is a scalar), and what historyd refuses on purpose
+// (docs/decisions/0012): a non-empty list, which LionAGI turns into a dict keyed by the integers
+// 0, 1, ... that it cannot write as JSON (its to_dict(mode="json") raises "Dict key must be
+// str"), and text whose list starts with a number, a bool, non-empty text or a non-empty list,
+// which LionAGI keeps and writes out but cannot read back ("Arguments must be a dictionary").
+func TestActionRequestArgumentsRefused(t *testing.T) {
+	for _, args := range []string{
+		`5`, `true`, `"  "`, `"not json"`, `"5"`,
+		`[{"a":1},{"b":2}]`, `[1]`, `[null]`,
+		`"[1]"`, `"[\"a\"]"`, `"[[1, 2]]"`, `"[false]"`,
+	} {
+		_, err := decodeContent(t, "ActionRequest", `{"function":"f","arguments":`+args+`}`)
+		var fe *envelope.FieldError
+		if !errors.As(err, &fe) || fe.Field != "content.arguments" || !errors.Is(err, envelope.ErrInvalid) {
+			t.Errorf("arguments %s: %v, want an invalid content.arguments", args, err)
+		}
+	}
+}

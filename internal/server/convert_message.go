@@ -98,6 +98,9 @@ func renameContentField(kind envelope.Kind, err error) error {
 	}
 	cp := *ef
 	cp.Field = protoContentNames[kind] + strings.TrimPrefix(ef.Field, "content")
+	if f, ok := strings.CutSuffix(cp.Field, ".arguments"); ok {
+		cp.Field = f + ".arguments_json" // the wire field that carried them
+	}
 	return &cp
 }
 
@@ -262,8 +265,18 @@ func argumentsJSON(text string) (jsonv.Value, error) {
 	return v, nil
 }
 
+// storedArgumentsJSON reads a message's arguments_json: any JSON text (empty is {}), which the
+// content's from_dict then reads as LionAGI's does (a request's arguments that are not an object
+// go through its fuzzy conversion).
+func storedArgumentsJSON(text string) (jsonv.Value, error) {
+	if text == "" {
+		return jsonv.ObjectValue(), nil
+	}
+	return parseJSONField("arguments_json", text)
+}
+
 func actionRequestDict(c *historyv1.ActionRequestContent) (jsonv.Value, error) {
-	args, err := argumentsJSON(c.GetArgumentsJson())
+	args, err := storedArgumentsJSON(c.GetArgumentsJson())
 	if err != nil {
 		return jsonv.Value{}, err
 	}

@@ -137,7 +137,7 @@ func setContent(pb *historyv1.Message, content envelope.Content) {
 		pb.Content = &historyv1.Message_AssistantResponse{AssistantResponse: ac}
 	case *envelope.ActionRequestContent:
 		pb.Content = &historyv1.Message_ActionRequest{ActionRequest: &historyv1.ActionRequestContent{
-			Function: c.Function, ArgumentsJson: objectText(c.Arguments), ActionResponseId: c.ActionResponseID,
+			Function: c.Function, ArgumentsJson: c.Arguments.String(), ActionResponseId: c.ActionResponseID,
 		}}
 	case *envelope.ActionResponseContent:
 		ar := &historyv1.ActionResponseContent{

@@ -195,3 +195,58 @@ func TestImportSystemMessageNotText(t *testing.T) {
 		wantStatus(t, err, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD)
 	}
 }
+
+// TestImportActionRequestArguments: ActionRequestContent.from_dict's argument rule
+// (lionagi/protocols/messages/action_request.py: to_dict(arguments, fuzzy_parse=True), then a
+// non-empty list's first item). Recorded from LionAGI: null, [] and "" load as {}, "[]" as [],
+// "[null]" as None (left out of to_dict), all rendering "Function: f"; answering the request
+// (create_action_response) sets action_response_id in place, so [] stays []. A non-empty list
+// and text whose list starts with a scalar are refused (docs/decisions/0012).
+func TestImportActionRequestArguments(t *testing.T) {
+	for _, tc := range []struct{ in, out, wire string }{
+		{`null`, `{"function":"f","arguments":{}}`, `{}`},
+		{`[]`, `{"function":"f","arguments":{}}`, `{}`},
+		{`""`, `{"function":"f","arguments":{}}`, `{}`},
+		{`"[]"`, `{"function":"f","arguments":[]}`, `[]`},
+		{`"[null]"`, `{"function":"f"}`, `null`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			f := newHistoryFixture(t)
+			b, id, err := importOne(t, f, "action_request.ActionRequest", "action", `{"function": "f", "arguments": `+tc.in+`}`)
+			if err != nil {
+				t.Fatalf("ImportBranch: %v", err)
+			}
+			if got := exportedContent(t, f, b); got != tc.out {
+				t.Errorf("exported content = %s, LionAGI %s", got, tc.out)
+			}
+			if cm, rerr := onlyChat(t, f, b); rerr != "" || cm.GetText() != "Function: f" {
+				t.Errorf("chat = %v, render error %q; LionAGI's is \"Function: f\"", cm, rerr)
+			}
+			got, err := f.c.GetMessage(testContext(t), &historyv1.GetMessageRequest{BranchId: b, MessageId: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := got.GetMessage().GetActionRequest().GetArgumentsJson(); w != tc.wire {
+				t.Errorf("arguments_json = %s, want %s", w, tc.wire)
+			}
+			resp, err := f.c.AddMessage(testContext(t), &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_ActionOutput{
+				ActionOutput: &historyv1.ActionOutputInput{ActionRequestId: id, OutputJson: strPtr("1")}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, err := f.c.GetMessage(testContext(t), &historyv1.GetMessageRequest{BranchId: b, MessageId: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc := req.GetMessage().GetActionRequest()
+			if rc.GetArgumentsJson() != tc.wire || rc.GetActionResponseId() != resp.GetMessage().GetId() {
+				t.Errorf("answered request = %v, want arguments_json %s as before", rc, tc.wire)
+			}
+		})
+	}
+	f := newHistoryFixture(t)
+	for _, args := range []string{`[{"a": 1}, {"b": 2}]`, `"[1]"`, `5`} {
+		_, _, err := importOne(t, f, "action_request.ActionRequest", "action", `{"function": "f", "arguments": `+args+`}`)
+		wantStatus(t, err, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD)
+	}
+}

@@ -402,7 +402,7 @@ func CreateActionResponse(f *Factory) (Created, error) {
 	if err != nil {
 		return Created{}, err
 	}
-	updated, err := req.Update(jsonv.ObjectValue(member("action_response_id", jsonv.StringValue(resp.ID.String()))))
+	updated, err := req.WithActionResponseID(resp.ID)
 	if err != nil {
 		return Created{}, err
 	}

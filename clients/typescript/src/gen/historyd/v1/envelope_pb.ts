@@ -435,8 +435,10 @@ export type ActionRequestContent = Message$1<"historyd.v1.ActionRequestContent">
   function: string;
 
   /**
-   * arguments_json is the call's arguments, the JSON text of an object; empty means `{}`
-   * (ADR-0006 D2: arguments default to an empty dict).
+   * arguments_json is the call's arguments as JSON text: an object, or, in a message LionAGI's
+   * from_dict made from arguments given as text, what that text's list gave (`"[]"` gives `[]`,
+   * `"[null]"` gives `null`, which LionAGI's to_dict leaves out); empty means `{}` (ADR-0006 D2:
+   * arguments default to an empty dict; arguments not a dict pass through fuzzy conversion).
    *
    * @generated from field: string arguments_json = 2;
    */
