@@ -86,10 +86,17 @@ func (c *ActionRequestContent) RenderCompact() string {
 func (c *ActionRequestContent) IsResponded() bool { return c.ActionResponseID != nil }
 
 // ActionResponseContent is an ActionResponse's content (ADR-0006 D2).
+// LionAGI's from_dict checks none of it, so a loaded one may hold any
+// function and arguments.
 type ActionResponseContent struct {
 	// Function is the function name, copied from the request.
 	Function string
-	// Arguments is the request's arguments object (never null).
+	// FunctionValue, when not nil, is a loaded function that is not text
+	// (null included: LionAGI's None, which to_dict leaves out); Function is
+	// then empty.
+	FunctionValue *jsonv.Value
+	// Arguments is the request's arguments as they were copied, or any value
+	// a loaded message holds; null is LionAGI's None, which to_dict leaves out.
 	Arguments jsonv.Value
 	// Output is the function's result; null when none.
 	Output jsonv.Value
@@ -103,11 +110,31 @@ type ActionResponseContent struct {
 // Kind returns KindActionResponse.
 func (*ActionResponseContent) Kind() Kind { return KindActionResponse }
 
-// Dict returns {function, arguments, output?, action_request_id?, error?}.
-func (c *ActionResponseContent) Dict() jsonv.Value {
+// Dict returns {function, arguments, output?, action_request_id?, error?};
+// a null function or arguments is left out, as LionAGI's to_dict leaves out
+// None.
+func (c *ActionResponseContent) Dict() jsonv.Value { return c.dict(false) }
+
+// storedDict keeps a null function and null arguments, which from_dict reads
+// back as None (not as the "" and {} it reads for missing keys).
+func (c *ActionResponseContent) storedDict() jsonv.Value { return c.dict(true) }
+
+// function is the function as LionAGI holds it.
+func (c *ActionResponseContent) function() jsonv.Value {
+	if c.FunctionValue != nil {
+		return *c.FunctionValue
+	}
+	return jsonv.StringValue(c.Function)
+}
+
+func (c *ActionResponseContent) dict(keepNull bool) jsonv.Value {
 	var b dictBuilder
-	b.add("function", jsonv.StringValue(c.Function))
-	b.add("arguments", objectOrEmpty(c.Arguments))
+	if fn := c.function(); !fn.IsNull() || keepNull {
+		b.add("function", fn)
+	}
+	if !c.Arguments.IsNull() || keepNull {
+		b.add("arguments", c.Arguments)
+	}
 	if !c.Output.IsNull() {
 		b.add("output", c.Output)
 	}
@@ -126,8 +153,8 @@ func (c *ActionResponseContent) Render() (Rendered, error) { return c.renderWith
 
 func (c *ActionResponseContent) renderWithin(limit int) (Rendered, error) {
 	doc := jsonv.ObjectValue(
-		jsonv.Member{Key: "Function", Value: jsonv.StringValue(c.Function)},
-		jsonv.Member{Key: "Arguments", Value: objectOrEmpty(c.Arguments)},
+		jsonv.Member{Key: "Function", Value: c.function()},
+		jsonv.Member{Key: "Arguments", Value: c.Arguments},
 		jsonv.Member{Key: "Output", Value: c.Output},
 	)
 	text, err := minimalYAMLText(doc, limit)
@@ -194,7 +221,8 @@ func actionRequestFromDict(d jsonv.Value) (Content, error) {
 }
 
 // actionResponseFromDict is ActionResponseContent.from_dict, plus `error`,
-// which historyd keeps (ADR-0006 D2).
+// which historyd keeps (ADR-0006 D2): function (default "") and arguments
+// (default {}) are kept as they are, unchecked, as LionAGI keeps them.
 func actionResponseFromDict(d jsonv.Value) (Content, error) {
 	src := d
 	if inner, ok := d.Get("action_response"); ok {
@@ -203,11 +231,18 @@ func actionResponseFromDict(d jsonv.Value) (Content, error) {
 		}
 		src = inner
 	}
-	fn, args, err := functionAndArguments(src)
-	if err != nil {
-		return nil, err
+	c := &ActionResponseContent{Arguments: jsonv.ObjectValue()}
+	if v, ok := src.Get("function"); ok {
+		if s, isStr := v.Str(); isStr {
+			c.Function = s
+		} else {
+			c.FunctionValue = &v
+		}
 	}
-	c := &ActionResponseContent{Function: fn, Arguments: args}
+	if v, ok := src.Get("arguments"); ok {
+		c.Arguments = v
+	}
+	var err error
 	c.Output, _ = src.Get("output")
 	if c.ActionRequestID, err = reciprocalID(d, "action_request_id"); err != nil {
 		return nil, err

@@ -150,3 +150,20 @@ func TestActionRequestArgumentsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadActionResponseUnchecked: ActionResponseContent.from_dict checks nothing
+// (lionagi/protocols/messages/action_response.py): function and arguments are kept as given,
+// None left out by to_dict, and rendered through the minimal YAML as they are.
+func TestLoadActionResponseUnchecked(t *testing.T) {
+	checkLoads(t, []loadCase{
+		{"ActionResponse", `{"function":"f","arguments":"s","output":1}`, `{"output":1,"function":"f","arguments":"s"}`, `"Function: f\nArguments: s\nOutput: 1"`},
+		{"ActionResponse", `{"function":"f","arguments":5,"output":1}`, `{"output":1,"function":"f","arguments":5}`, `"Function: f\nArguments: 5\nOutput: 1"`},
+		{"ActionResponse", `{"function":"f","arguments":[1],"output":1}`, `{"output":1,"function":"f","arguments":[1]}`, `"Function: f\nArguments:\n- 1\nOutput: 1"`},
+		{"ActionResponse", `{"function":"f","arguments":null,"output":1}`, `{"output":1,"function":"f"}`, `"Function: f\nOutput: 1"`},
+		{"ActionResponse", `{"function":"f","arguments":"[{\"a\": 1}]","output":1}`, `{"output":1,"function":"f","arguments":"[{\"a\": 1}]"}`, `"Function: f\nArguments: '[{\"a\": 1}]'\nOutput: 1"`},
+		{"ActionResponse", `{"function":5,"arguments":{"a":1}}`, `{"function":5,"arguments":{"a":1}}`, `"Function: 5\nArguments:\n  a: 1"`},
+		{"ActionResponse", `{"function":null,"arguments":{"a":1}}`, `{"arguments":{"a":1}}`, `"Arguments:\n  a: 1"`},
+		{"ActionResponse", `{"function":{"k":[1]},"arguments":{}}`, `{"function":{"k":[1]},"arguments":{}}`, `"Function:\n  k:\n  - 1"`},
+		{"ActionResponse", `{"action_response":{"function":5,"arguments":"x","output":null},"action_request_id":null}`, `{"function":5,"arguments":"x"}`, `"Function: 5\nArguments: x"`},
+	})
+}

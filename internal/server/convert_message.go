@@ -291,12 +291,18 @@ func actionRequestDict(c *historyv1.ActionRequestContent) (jsonv.Value, error) {
 }
 
 func actionResponseDict(c *historyv1.ActionResponseContent) (jsonv.Value, error) {
-	args, err := argumentsJSON(c.GetArgumentsJson())
+	args, err := storedArgumentsJSON(c.GetArgumentsJson())
 	if err != nil {
 		return jsonv.Value{}, err
 	}
+	fn := jsonv.StringValue(c.GetFunction())
+	if c.FunctionJson != nil {
+		if fn, err = nonTextJSON("function_json", "function", c.GetFunction() != "", c.GetFunctionJson()); err != nil {
+			return jsonv.Value{}, err
+		}
+	}
 	ms := []jsonv.Member{
-		{Key: "function", Value: jsonv.StringValue(c.GetFunction())},
+		{Key: "function", Value: fn},
 		{Key: "arguments", Value: args},
 	}
 	if c.OutputJson != nil {

@@ -141,7 +141,10 @@ func setContent(pb *historyv1.Message, content envelope.Content) {
 		}}
 	case *envelope.ActionResponseContent:
 		ar := &historyv1.ActionResponseContent{
-			Function: c.Function, ArgumentsJson: objectText(c.Arguments), ActionRequestId: c.ActionRequestID, Error: c.Error,
+			Function: c.Function, ArgumentsJson: c.Arguments.String(), ActionRequestId: c.ActionRequestID, Error: c.Error,
+		}
+		if c.FunctionValue != nil {
+			ar.FunctionJson = proto.String(c.FunctionValue.String()) // not text: LionAGI kept it
 		}
 		if !c.Output.IsNull() {
 			ar.OutputJson = proto.String(c.Output.String())
@@ -184,13 +187,6 @@ func instructionToProto(c *envelope.InstructionContent) *historyv1.InstructionCo
 		ic.ImageDetail = proto.String(c.ImageDetail)
 	}
 	return ic
-}
-
-func objectText(v jsonv.Value) string {
-	if v.Kind() != jsonv.Object {
-		return "{}"
-	}
-	return v.String()
 }
 
 // participantToProto writes a participant as a Value: null for None, else

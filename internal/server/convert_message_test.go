@@ -26,7 +26,7 @@ func TestConvertedMessagesFieldCount(t *testing.T) {
 		{&historyv1.InstructionContent{}, 10},
 		{&historyv1.AssistantResponseContent{}, 2},
 		{&historyv1.ActionRequestContent{}, 3},
-		{&historyv1.ActionResponseContent{}, 5},
+		{&historyv1.ActionResponseContent{}, 6},
 		{&historyv1.GenericContent{}, 1},
 		{&historyv1.Rendered{}, 4},
 		{&historyv1.ContentPart{}, 3},

@@ -250,3 +250,55 @@ func TestImportActionRequestArguments(t *testing.T) {
 		wantStatus(t, err, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD)
 	}
 }
+
+// TestImportActionResponseUnchecked: ActionResponseContent.from_dict checks neither function nor
+// arguments (lionagi/protocols/messages/action_response.py), and renders them as they are.
+// Recorded from LionAGI: {"function": 5, "arguments": "s", "output": 1} exports as it came and
+// renders "Function: 5\nArguments: s\nOutput: 1"; a null function is left out of to_dict and of
+// the rendering. create_action_response copies the request's arguments as they are: "[]" gives
+// a response with arguments [], "[null]" one without arguments.
+func TestImportActionResponseUnchecked(t *testing.T) {
+	for _, tc := range []struct{ in, out, chat, fn, fnJSON, args string }{
+		{`{"function": 5, "arguments": "s", "output": 1}`, `{"function":5,"arguments":"s","output":1}`, "Function: 5\nArguments: s\nOutput: 1", "", "5", `"s"`},
+		{`{"function": null, "arguments": [1], "output": 1}`, `{"arguments":[1],"output":1}`, "Arguments:\n- 1\nOutput: 1", "", "null", `[1]`},
+		{`{"function": "f", "arguments": null}`, `{"function":"f"}`, "Function: f", "f", "", `null`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			f := newHistoryFixture(t)
+			b, id, err := importOne(t, f, "action_response.ActionResponse", "action", tc.in)
+			if err != nil {
+				t.Fatalf("ImportBranch: %v", err)
+			}
+			if got := exportedContent(t, f, b); got != tc.out {
+				t.Errorf("exported content = %s, LionAGI %s", got, tc.out)
+			}
+			if cm, rerr := onlyChat(t, f, b); rerr != "" || cm.GetText() != tc.chat {
+				t.Errorf("chat = %v, render error %q; LionAGI's is %q", cm, rerr, tc.chat)
+			}
+			ac := readBack(t, f, b, id).GetActionResponse()
+			if ac.GetFunction() != tc.fn || ac.GetFunctionJson() != tc.fnJSON || (ac.FunctionJson != nil) != (tc.fnJSON != "") || ac.GetArgumentsJson() != tc.args {
+				t.Errorf("wire content = %v", ac)
+			}
+		})
+	}
+	for _, tc := range []struct{ args, respOut string }{
+		{`"[]"`, `{"function":"f","arguments":[],"output":1,"action_request_id":"00000000-0000-4000-8000-0000000000a1"}`},
+		{`"[null]"`, `{"function":"f","output":1,"action_request_id":"00000000-0000-4000-8000-0000000000a1"}`},
+	} {
+		f := newHistoryFixture(t)
+		b, id, err := importOne(t, f, "action_request.ActionRequest", "action", `{"function": "f", "arguments": `+tc.args+`}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := f.add(t, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_ActionOutput{
+			ActionOutput: &historyv1.ActionOutputInput{ActionRequestId: id, OutputJson: strPtr("1")}}})
+		exp, _ := jsonv.ParseString(f.export(t, b))
+		for _, m := range get(exp, "messages", "collections").Elems() {
+			if get(m, "id").String() == `"`+resp.GetMessage().GetId()+`"` {
+				if got := get(m, "content").String(); got != tc.respOut {
+					t.Errorf("request arguments %s: response content = %s, LionAGI %s", tc.args, got, tc.respOut)
+				}
+			}
+		}
+	}
+}

@@ -395,10 +395,9 @@ func CreateActionResponse(f *Factory) (Created, error) {
 	}
 	resp, err := newMessage(envelope.KindActionResponse, obj(
 		member("function", jsonv.StringValue(rc.Function)),
-		member("arguments", rc.Arguments),
 		member("output", f.ActionOutput),
 		member("action_request_id", jsonv.StringValue(req.ID.String())),
-		member("error", errValue)), f)
+		member("error", errValue)).Set("arguments", rc.Arguments), f) // None too: LionAGI passes the request's as they are
 	if err != nil {
 		return Created{}, err
 	}

@@ -881,10 +881,12 @@ func (x *ActionRequestContent) GetActionResponseId() string {
 type ActionResponseContent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// function is the name of the function that was called, copied from the request (ADR-0006 D2:
-	// new response correlation copies function and arguments).
+	// new response correlation copies function and arguments), unless function_json is set.
 	Function string `protobuf:"bytes,1,opt,name=function,proto3" json:"function,omitempty"`
-	// arguments_json is the call's arguments, the JSON text of an object; empty means `{}`
-	// (ADR-0006 D2: copied from the request).
+	// arguments_json is the call's arguments as JSON text, copied from the request; LionAGI's
+	// ActionResponseContent.from_dict checks neither them nor the function, so a loaded message may
+	// hold any value here (`null` is its None, which to_dict leaves out); empty means `{}` (ADR-0006
+	// D2: copied from the request).
 	ArgumentsJson string `protobuf:"bytes,2,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// output_json is the call's output as any JSON value, as JSON text; absent = null (ADR-0006 D2:
 	// output defaults to None; result aliases output).
@@ -895,7 +897,10 @@ type ActionResponseContent struct {
 	// error is the call's error message; success is exactly error absent. It is kept through every
 	// round trip (ADR-0006 D2: action response state; the vectors' "differs" records where LionAGI
 	// 0.27 drops it).
-	Error         *string `protobuf:"bytes,5,opt,name=error,proto3,oneof" json:"error,omitempty"`
+	Error *string `protobuf:"bytes,5,opt,name=error,proto3,oneof" json:"error,omitempty"`
+	// function_json is set only when the stored function is not a string (LionAGI's from_dict keeps
+	// any value, null included): that value as JSON text, and function is then empty.
+	FunctionJson  *string `protobuf:"bytes,6,opt,name=function_json,json=functionJson,proto3,oneof" json:"function_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -961,6 +966,13 @@ func (x *ActionResponseContent) GetActionRequestId() string {
 func (x *ActionResponseContent) GetError() string {
 	if x != nil && x.Error != nil {
 		return *x.Error
+	}
+	return ""
+}
+
+func (x *ActionResponseContent) GetFunctionJson() string {
+	if x != nil && x.FunctionJson != nil {
+		return *x.FunctionJson
 	}
 	return ""
 }
@@ -1478,17 +1490,19 @@ const file_historyd_v1_envelope_proto_rawDesc = "" +
 	"\bfunction\x18\x01 \x01(\tR\bfunction\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\x121\n" +
 	"\x12action_response_id\x18\x03 \x01(\tH\x00R\x10actionResponseId\x88\x01\x01B\x15\n" +
-	"\x13_action_response_id\"\xfc\x01\n" +
+	"\x13_action_response_id\"\xb8\x02\n" +
 	"\x15ActionResponseContent\x12\x1a\n" +
 	"\bfunction\x18\x01 \x01(\tR\bfunction\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\x12$\n" +
 	"\voutput_json\x18\x03 \x01(\tH\x00R\n" +
 	"outputJson\x88\x01\x01\x12/\n" +
 	"\x11action_request_id\x18\x04 \x01(\tH\x01R\x0factionRequestId\x88\x01\x01\x12\x19\n" +
-	"\x05error\x18\x05 \x01(\tH\x02R\x05error\x88\x01\x01B\x0e\n" +
+	"\x05error\x18\x05 \x01(\tH\x02R\x05error\x88\x01\x01\x12(\n" +
+	"\rfunction_json\x18\x06 \x01(\tH\x03R\ffunctionJson\x88\x01\x01B\x0e\n" +
 	"\f_output_jsonB\x14\n" +
 	"\x12_action_request_idB\b\n" +
-	"\x06_error\"I\n" +
+	"\x06_errorB\x10\n" +
+	"\x0e_function_json\"I\n" +
 	"\x0eGenericContent\x12&\n" +
 	"\fcontent_json\x18\x01 \x01(\tH\x00R\vcontentJson\x88\x01\x01B\x0f\n" +
 	"\r_content_json\"\x95\x01\n" +
