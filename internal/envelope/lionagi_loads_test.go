@@ -167,3 +167,28 @@ func TestLoadActionResponseUnchecked(t *testing.T) {
 		{"ActionResponse", `{"action_response":{"function":5,"arguments":"x","output":null},"action_request_id":null}`, `{"function":5,"arguments":"x"}`, `"Function: 5\nArguments: x"`},
 	})
 }
+
+// TestLoadInstructionPlainContentAndDetail: InstructionContent.from_dict sets plain_content and
+// image_detail to any truthy value (lionagi/protocols/messages/instruction.py: `if k in data and
+// data[k]: setattr(...)`), with no check; a truthy plain_content is the rendering as it is (text
+// or not), and the image parts carry image_detail as it is.
+func TestLoadInstructionPlainContentAndDetail(t *testing.T) {
+	const img = `"https://example.com/a.png"`
+	checkLoads(t, []loadCase{
+		{"Instruction", `{"instruction":"x","plain_content":5}`, `{"instruction":"x","plain_content":5}`, `5`},
+		{"Instruction", `{"instruction":"x","plain_content":true}`, `{"instruction":"x","plain_content":true}`, `true`},
+		{"Instruction", `{"instruction":"x","plain_content":{"a":[1,"b"]}}`, `{"instruction":"x","plain_content":{"a":[1,"b"]}}`, `{"a":[1,"b"]}`},
+		{"Instruction", `{"instruction":"x","plain_content":"  "}`, `{"instruction":"x","plain_content":"  "}`, `"  "`},
+		{"Instruction", `{"instruction":"x","plain_content":0}`, `{"instruction":"x"}`, `"Instruction: x"`},
+		{"Instruction", `{"instruction":"x","plain_content":5,"images":[` + img + `]}`, `{"image_detail":"auto","instruction":"x","plain_content":5,"images":[` + img + `]}`,
+			`[{"type":"text","text":5},{"type":"image_url","image_url":{"url":` + img + `,"detail":"auto"}}]`},
+		{"Instruction", `{"instruction":"x","image_detail":"weird"}`, `{"image_detail":"weird","instruction":"x"}`, `"Instruction: x"`},
+		{"Instruction", `{"instruction":"x","images":[` + img + `],"image_detail":"weird"}`, `{"image_detail":"weird","instruction":"x","images":[` + img + `]}`,
+			`[{"type":"text","text":"Instruction: x"},{"type":"image_url","image_url":{"url":` + img + `,"detail":"weird"}}]`},
+		{"Instruction", `{"instruction":"x","images":[` + img + `],"image_detail":5}`, `{"image_detail":5,"instruction":"x","images":[` + img + `]}`,
+			`[{"type":"text","text":"Instruction: x"},{"type":"image_url","image_url":{"url":` + img + `,"detail":5}}]`},
+		{"Instruction", `{"instruction":"x","images":[` + img + `],"image_detail":{"d":null}}`, `{"image_detail":{"d":null},"instruction":"x","images":[` + img + `]}`,
+			`[{"type":"text","text":"Instruction: x"},{"type":"image_url","image_url":{"url":` + img + `,"detail":{"d":null}}}]`},
+		{"Instruction", `{"instruction":"x","image_detail":false}`, `{"instruction":"x"}`, `"Instruction: x"`},
+	})
+}

@@ -219,6 +219,13 @@ func instructionDict(c *historyv1.InstructionContent) (jsonv.Value, error) {
 	if c.PlainContent != nil {
 		add("plain_content", jsonv.StringValue(c.GetPlainContent()))
 	}
+	if c.PlainContentJson != nil {
+		v, err := nonTextJSON("plain_content_json", "plain_content", c.PlainContent != nil, c.GetPlainContentJson())
+		if err != nil {
+			return jsonv.Value{}, err
+		}
+		add("plain_content", v)
+	}
 	if len(c.GetToolSchemasJson()) > 0 {
 		items, err := parseJSONList("tool_schemas_json", c.GetToolSchemasJson())
 		if err != nil {
@@ -247,6 +254,13 @@ func instructionDict(c *historyv1.InstructionContent) (jsonv.Value, error) {
 	}
 	if c.ImageDetail != nil {
 		add("image_detail", jsonv.StringValue(c.GetImageDetail()))
+	}
+	if c.ImageDetailJson != nil {
+		v, err := nonTextJSON("image_detail_json", "image_detail", c.ImageDetail != nil, c.GetImageDetailJson())
+		if err != nil {
+			return jsonv.Value{}, err
+		}
+		add("image_detail", v)
 	}
 	return jsonv.ObjectValue(ms...), nil
 }

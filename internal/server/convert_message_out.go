@@ -177,13 +177,17 @@ func instructionToProto(c *envelope.InstructionContent) *historyv1.InstructionCo
 	for _, v := range c.ToolSchemas {
 		ic.ToolSchemasJson = append(ic.ToolSchemasJson, v.String())
 	}
-	if c.PlainContent != "" {
+	if c.PlainContentValue != nil {
+		ic.PlainContentJson = proto.String(c.PlainContentValue.String()) // not text: LionAGI kept it
+	} else if c.PlainContent != "" {
 		ic.PlainContent = proto.String(c.PlainContent)
 	}
 	if !c.ResponseFormat.IsNull() {
 		ic.ResponseFormatJson = proto.String(c.ResponseFormat.String())
 	}
-	if c.ImageDetail != "" {
+	if c.ImageDetailValue != nil {
+		ic.ImageDetailJson = proto.String(c.ImageDetailValue.String()) // not text: LionAGI kept it
+	} else if c.ImageDetail != "" {
 		ic.ImageDetail = proto.String(c.ImageDetail)
 	}
 	return ic

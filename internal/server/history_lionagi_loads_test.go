@@ -302,3 +302,51 @@ func TestImportActionResponseUnchecked(t *testing.T) {
 		}
 	}
 }
+
+// TestImportInstructionPlainContentAndDetail: InstructionContent.from_dict sets any truthy
+// plain_content and image_detail (lionagi/protocols/messages/instruction.py), unchecked; a
+// plain_content is the rendering as it is, and the image parts carry image_detail as it is.
+// Recorded from LionAGI: plain_content 5 exports as 5 and its chat content is 5; image_detail
+// "weird" with an image gives the part {"type": "image_url", "image_url": {"url": ...,
+// "detail": "weird"}}; image_detail 5 the same with "detail": 5. create_instruction does not
+// check image_detail either (its Literal is only a hint), so AddMessage takes "weird" too.
+func TestImportInstructionPlainContentAndDetail(t *testing.T) {
+	const img = `"https://example.com/a.png"`
+	for _, tc := range []struct{ in, out, chatJSON, chatDetail, pcJSON, detail, detailJSON string }{
+		{`{"instruction": "x", "plain_content": 5}`, `{"instruction":"x","plain_content":5}`, `5`, "", `5`, "", ""},
+		{`{"instruction": "x", "images": [` + img + `], "image_detail": "weird"}`, `{"instruction":"x","images":[` + img + `],"image_detail":"weird"}`, "", "weird", "", "weird", ""},
+		{`{"instruction": "x", "images": [` + img + `], "image_detail": 5}`, `{"instruction":"x","images":[` + img + `],"image_detail":5}`,
+			`[{"type":"text","text":"Instruction: x"},{"type":"image_url","image_url":{"url":` + img + `,"detail":5}}]`, "", "", "", `5`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			f := newHistoryFixture(t)
+			b, id, err := importOne(t, f, "instruction.Instruction", "user", tc.in)
+			if err != nil {
+				t.Fatalf("ImportBranch: %v", err)
+			}
+			if got := exportedContent(t, f, b); got != tc.out {
+				t.Errorf("exported content = %s, LionAGI %s", got, tc.out)
+			}
+			cm, rerr := onlyChat(t, f, b)
+			switch {
+			case rerr != "":
+				t.Errorf("render error %q", rerr)
+			case tc.chatJSON != "" && cm.GetContentJson() != tc.chatJSON:
+				t.Errorf("chat = %v, LionAGI's content %s", cm, tc.chatJSON)
+			case tc.chatDetail != "" && (len(cm.GetParts().GetParts()) != 2 || cm.GetParts().GetParts()[1].GetImageUrl().GetDetail() != tc.chatDetail):
+				t.Errorf("chat = %v, LionAGI's image part has detail %q", cm, tc.chatDetail)
+			}
+			ic := readBack(t, f, b, id).GetInstruction()
+			if ic.GetPlainContentJson() != tc.pcJSON || ic.GetImageDetail() != tc.detail || ic.GetImageDetailJson() != tc.detailJSON {
+				t.Errorf("wire content = %v", ic)
+			}
+		})
+	}
+	f := newHistoryFixture(t)
+	b := f.create(t, nil)
+	resp := f.add(t, &historyv1.AddMessageRequest{BranchId: b, IncludeRendered: true, Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{
+		InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: "x"}, Images: []string{"https://example.com/a.png"}, ImageDetail: strPtr("weird")}}})
+	if p := resp.GetMessage().GetRendered().GetParts().GetParts(); len(p) != 2 || p[1].GetImageUrl().GetDetail() != "weird" {
+		t.Errorf("rendered = %v", resp.GetMessage().GetRendered())
+	}
+}

@@ -570,7 +570,8 @@ type InstructionContent struct {
 	// context is the compatibility input name for prompt_context; scalars become one-element lists).
 	PromptContextJson []string `protobuf:"bytes,5,rep,name=prompt_context_json,json=promptContextJson,proto3" json:"prompt_context_json,omitempty"`
 	// plain_content, when non-empty, replaces the structured rendering (ADR-0006 D2: plain_content,
-	// when truthy, replaces structured text rendering). Absent = None.
+	// when truthy, replaces structured text rendering). Absent = None, unless plain_content_json is
+	// set.
 	PlainContent *string `protobuf:"bytes,6,opt,name=plain_content,json=plainContent,proto3,oneof" json:"plain_content,omitempty"`
 	// tool_schemas_json are the tool schemas, each one JSON text (ADR-0006 D2: instruction tools; a
 	// `{"tools": [...]}` wrapper is unwrapped on input).
@@ -581,11 +582,20 @@ type InstructionContent struct {
 	// images are image references: http(s) URLs, `data:` URIs of base64 PNG, JPEG, GIF or WebP, or
 	// raw base64 (wrapped as JPEG) (ADR-0006 D2: instruction image safety).
 	Images []string `protobuf:"bytes,9,rep,name=images,proto3" json:"images,omitempty"`
-	// image_detail is the image detail hint: "low", "high" or "auto"; absent = None (ADR-0006 D2:
-	// image_detail).
-	ImageDetail   *string `protobuf:"bytes,10,opt,name=image_detail,json=imageDetail,proto3,oneof" json:"image_detail,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// image_detail is the image detail hint, "low", "high" or "auto" as a rule, though LionAGI keeps
+	// any text, which the image parts then carry; absent = None (ADR-0006 D2: image_detail), unless
+	// image_detail_json is set.
+	ImageDetail *string `protobuf:"bytes,10,opt,name=image_detail,json=imageDetail,proto3,oneof" json:"image_detail,omitempty"`
+	// plain_content_json is set only when the stored plain_content is not a string (LionAGI keeps any
+	// truthy value, and the rendering is then that value: Rendered.json): that value as JSON text,
+	// and plain_content is then absent.
+	PlainContentJson *string `protobuf:"bytes,11,opt,name=plain_content_json,json=plainContentJson,proto3,oneof" json:"plain_content_json,omitempty"`
+	// image_detail_json is set only when the stored image_detail is not a string (LionAGI keeps any
+	// truthy value, and the image parts carry it: Rendered.json): that value as JSON text, and
+	// image_detail is then absent.
+	ImageDetailJson *string `protobuf:"bytes,12,opt,name=image_detail_json,json=imageDetailJson,proto3,oneof" json:"image_detail_json,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *InstructionContent) Reset() {
@@ -706,6 +716,20 @@ func (x *InstructionContent) GetImages() []string {
 func (x *InstructionContent) GetImageDetail() string {
 	if x != nil && x.ImageDetail != nil {
 		return *x.ImageDetail
+	}
+	return ""
+}
+
+func (x *InstructionContent) GetPlainContentJson() string {
+	if x != nil && x.PlainContentJson != nil {
+		return *x.PlainContentJson
+	}
+	return ""
+}
+
+func (x *InstructionContent) GetImageDetailJson() string {
+	if x != nil && x.ImageDetailJson != nil {
+		return *x.ImageDetailJson
 	}
 	return ""
 }
@@ -1133,7 +1157,10 @@ type Rendered_Parts struct {
 
 type Rendered_Json struct {
 	// json is a rendering that is not text, as JSON text: an AssistantResponse whose stored value is
-	// not a string renders as that value, as LionAGI's does.
+	// not a string renders as that value, as LionAGI's does; an Instruction whose plain_content is
+	// not text renders as that value, and one whose image_detail or plain_content is not text and
+	// that has images renders as its part list (`[{"type": "text", "text": ...}, {"type":
+	// "image_url", "image_url": {"url": ..., "detail": ...}}, ...]`).
 	Json string `protobuf:"bytes,4,opt,name=json,proto3,oneof"`
 }
 
@@ -1260,8 +1287,8 @@ type ImageURL struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// url is the image URL or `data:` URI (ADR-0006 D2: instruction image safety).
 	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
-	// detail is the image detail hint the part carries: "low", "high" or "auto" (ADR-0006 D2:
-	// image_detail).
+	// detail is the image detail hint the part carries: "low", "high" or "auto" as a rule, or the
+	// other text the instruction's image_detail holds (ADR-0006 D2: image_detail).
 	Detail        string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1464,7 +1491,7 @@ const file_historyd_v1_envelope_proto_rawDesc = "" +
 	"\x13system_message_json\x18\x05 \x01(\tH\x02R\x11systemMessageJson\x88\x01\x01B\x11\n" +
 	"\x0fsystem_datetimeB\x11\n" +
 	"\x0f_system_messageB\x16\n" +
-	"\x14_system_message_json\"\x8a\x04\n" +
+	"\x14_system_message_json\"\x9b\x05\n" +
 	"\x12InstructionContent\x12\"\n" +
 	"\vinstruction\x18\x01 \x01(\tH\x00R\vinstruction\x12+\n" +
 	"\x10instruction_json\x18\x02 \x01(\tH\x00R\x0finstructionJson\x12\x1c\n" +
@@ -1476,12 +1503,16 @@ const file_historyd_v1_envelope_proto_rawDesc = "" +
 	"\x14response_format_json\x18\b \x01(\tH\x03R\x12responseFormatJson\x88\x01\x01\x12\x16\n" +
 	"\x06images\x18\t \x03(\tR\x06images\x12&\n" +
 	"\fimage_detail\x18\n" +
-	" \x01(\tH\x04R\vimageDetail\x88\x01\x01B\x13\n" +
+	" \x01(\tH\x04R\vimageDetail\x88\x01\x01\x121\n" +
+	"\x12plain_content_json\x18\v \x01(\tH\x05R\x10plainContentJson\x88\x01\x01\x12/\n" +
+	"\x11image_detail_json\x18\f \x01(\tH\x06R\x0fimageDetailJson\x88\x01\x01B\x13\n" +
 	"\x11instruction_valueB\x10\n" +
 	"\x0eguidance_valueB\x10\n" +
 	"\x0e_plain_contentB\x17\n" +
 	"\x15_response_format_jsonB\x0f\n" +
-	"\r_image_detail\"\xa2\x01\n" +
+	"\r_image_detailB\x15\n" +
+	"\x13_plain_content_jsonB\x14\n" +
+	"\x12_image_detail_json\"\xa2\x01\n" +
 	"\x18AssistantResponseContent\x12-\n" +
 	"\x12assistant_response\x18\x01 \x01(\tR\x11assistantResponse\x12;\n" +
 	"\x17assistant_response_json\x18\x02 \x01(\tH\x00R\x15assistantResponseJson\x88\x01\x01B\x1a\n" +

@@ -21,7 +21,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file historyd/v1/envelope.proto.
  */
 export const file_historyd_v1_envelope: GenFile = /*@__PURE__*/
-  fileDesc("ChpoaXN0b3J5ZC92MS9lbnZlbG9wZS5wcm90bxILaGlzdG9yeWQudjEizQUKB01lc3NhZ2USCgoCaWQYASABKAkSFwoKY3JlYXRlZF9hdBgCIAEoAUgBiAEBEikKCG1ldGFkYXRhGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgRyb2xlGAQgASgOMhguaGlzdG9yeWQudjEuTWVzc2FnZVJvbGUSJgoGc2VuZGVyGAUgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEikKCXJlY2lwaWVudBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIUCgdjaGFubmVsGAcgASgJSAKIAQESKQoJZW1iZWRkaW5nGAggASgLMhYuaGlzdG9yeWQudjEuRW1iZWRkaW5nEiwKBnN5c3RlbRgJIAEoCzIaLmhpc3RvcnlkLnYxLlN5c3RlbUNvbnRlbnRIABI2CgtpbnN0cnVjdGlvbhgKIAEoCzIfLmhpc3RvcnlkLnYxLkluc3RydWN0aW9uQ29udGVudEgAEkMKEmFzc2lzdGFudF9yZXNwb25zZRgLIAEoCzIlLmhpc3RvcnlkLnYxLkFzc2lzdGFudFJlc3BvbnNlQ29udGVudEgAEjsKDmFjdGlvbl9yZXF1ZXN0GAwgASgLMiEuaGlzdG9yeWQudjEuQWN0aW9uUmVxdWVzdENvbnRlbnRIABI9Cg9hY3Rpb25fcmVzcG9uc2UYDSABKAsyIi5oaXN0b3J5ZC52MS5BY3Rpb25SZXNwb25zZUNvbnRlbnRIABIuCgdnZW5lcmljGA4gASgLMhsuaGlzdG9yeWQudjEuR2VuZXJpY0NvbnRlbnRIABInCghyZW5kZXJlZBgPIAEoCzIVLmhpc3RvcnlkLnYxLlJlbmRlcmVkEhAKCHNlcXVlbmNlGBAgASgEQgkKB2NvbnRlbnRCDQoLX2NyZWF0ZWRfYXRCCgoIX2NoYW5uZWwiGwoJRW1iZWRkaW5nEg4KBnZhbHVlcxgBIAMoASLWAQoNU3lzdGVtQ29udGVudBIbCg5zeXN0ZW1fbWVzc2FnZRgBIAEoCUgBiAEBEhcKDWRhdGV0aW1lX3RleHQYAiABKAlIABIWCgxkYXRldGltZV9ub3cYAyABKAhIABIXCg1kYXRldGltZV9qc29uGAQgASgJSAASIAoTc3lzdGVtX21lc3NhZ2VfanNvbhgFIAEoCUgCiAEBQhEKD3N5c3RlbV9kYXRldGltZUIRCg9fc3lzdGVtX21lc3NhZ2VCFgoUX3N5c3RlbV9tZXNzYWdlX2pzb24i+QIKEkluc3RydWN0aW9uQ29udGVudBIVCgtpbnN0cnVjdGlvbhgBIAEoCUgAEhoKEGluc3RydWN0aW9uX2pzb24YAiABKAlIABISCghndWlkYW5jZRgDIAEoCUgBEhcKDWd1aWRhbmNlX2pzb24YBCABKAlIARIbChNwcm9tcHRfY29udGV4dF9qc29uGAUgAygJEhoKDXBsYWluX2NvbnRlbnQYBiABKAlIAogBARIZChF0b29sX3NjaGVtYXNfanNvbhgHIAMoCRIhChRyZXNwb25zZV9mb3JtYXRfanNvbhgIIAEoCUgDiAEBEg4KBmltYWdlcxgJIAMoCRIZCgxpbWFnZV9kZXRhaWwYCiABKAlIBIgBAUITChFpbnN0cnVjdGlvbl92YWx1ZUIQCg5ndWlkYW5jZV92YWx1ZUIQCg5fcGxhaW5fY29udGVudEIXChVfcmVzcG9uc2VfZm9ybWF0X2pzb25CDwoNX2ltYWdlX2RldGFpbCJ4ChhBc3Npc3RhbnRSZXNwb25zZUNvbnRlbnQSGgoSYXNzaXN0YW50X3Jlc3BvbnNlGAEgASgJEiQKF2Fzc2lzdGFudF9yZXNwb25zZV9qc29uGAIgASgJSACIAQFCGgoYX2Fzc2lzdGFudF9yZXNwb25zZV9qc29uIngKFEFjdGlvblJlcXVlc3RDb250ZW50EhAKCGZ1bmN0aW9uGAEgASgJEhYKDmFyZ3VtZW50c19qc29uGAIgASgJEh8KEmFjdGlvbl9yZXNwb25zZV9pZBgDIAEoCUgAiAEBQhUKE19hY3Rpb25fcmVzcG9uc2VfaWQi7QEKFUFjdGlvblJlc3BvbnNlQ29udGVudBIQCghmdW5jdGlvbhgBIAEoCRIWCg5hcmd1bWVudHNfanNvbhgCIAEoCRIYCgtvdXRwdXRfanNvbhgDIAEoCUgAiAEBEh4KEWFjdGlvbl9yZXF1ZXN0X2lkGAQgASgJSAGIAQESEgoFZXJyb3IYBSABKAlIAogBARIaCg1mdW5jdGlvbl9qc29uGAYgASgJSAOIAQFCDgoMX291dHB1dF9qc29uQhQKEl9hY3Rpb25fcmVxdWVzdF9pZEIICgZfZXJyb3JCEAoOX2Z1bmN0aW9uX2pzb24iPAoOR2VuZXJpY0NvbnRlbnQSGQoMY29udGVudF9qc29uGAEgASgJSACIAQFCDwoNX2NvbnRlbnRfanNvbiJ1CghSZW5kZXJlZBIOCgR0ZXh0GAEgASgJSAASKgoFcGFydHMYAiABKAsyGS5oaXN0b3J5ZC52MS5Db250ZW50UGFydHNIABIOCgRqc29uGAQgASgJSAASFAoMcmVuZGVyX2Vycm9yGAMgASgJQgcKBXZhbHVlIjcKDENvbnRlbnRQYXJ0cxInCgVwYXJ0cxgBIAMoCzIYLmhpc3RvcnlkLnYxLkNvbnRlbnRQYXJ0IlMKC0NvbnRlbnRQYXJ0EgwKBHR5cGUYASABKAkSDAoEdGV4dBgCIAEoCRIoCglpbWFnZV91cmwYAyABKAsyFS5oaXN0b3J5ZC52MS5JbWFnZVVSTCInCghJbWFnZVVSTBILCgN1cmwYASABKAkSDgoGZGV0YWlsGAIgASgJInoKC0NoYXRNZXNzYWdlEgwKBHJvbGUYASABKAkSDgoEdGV4dBgCIAEoCUgAEioKBXBhcnRzGAMgASgLMhkuaGlzdG9yeWQudjEuQ29udGVudFBhcnRzSAASFgoMY29udGVudF9qc29uGAQgASgJSABCCQoHY29udGVudCqoAQoLTWVzc2FnZVJvbGUSHAoYTUVTU0FHRV9ST0xFX1VOU1BFQ0lGSUVEEAASFwoTTUVTU0FHRV9ST0xFX1NZU1RFTRABEhUKEU1FU1NBR0VfUk9MRV9VU0VSEAISGgoWTUVTU0FHRV9ST0xFX0FTU0lTVEFOVBADEhYKEk1FU1NBR0VfUk9MRV9VTlNFVBAEEhcKE01FU1NBR0VfUk9MRV9BQ1RJT04QBUI4WjZnaXRodWIuY29tL2hpc3RvcnlkL2hpc3RvcnlkL2dlbi9oaXN0b3J5ZC92MTtoaXN0b3J5djFiBnByb3RvMw", [file_google_protobuf_struct]);
+  fileDesc("ChpoaXN0b3J5ZC92MS9lbnZlbG9wZS5wcm90bxILaGlzdG9yeWQudjEizQUKB01lc3NhZ2USCgoCaWQYASABKAkSFwoKY3JlYXRlZF9hdBgCIAEoAUgBiAEBEikKCG1ldGFkYXRhGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgRyb2xlGAQgASgOMhguaGlzdG9yeWQudjEuTWVzc2FnZVJvbGUSJgoGc2VuZGVyGAUgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEikKCXJlY2lwaWVudBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIUCgdjaGFubmVsGAcgASgJSAKIAQESKQoJZW1iZWRkaW5nGAggASgLMhYuaGlzdG9yeWQudjEuRW1iZWRkaW5nEiwKBnN5c3RlbRgJIAEoCzIaLmhpc3RvcnlkLnYxLlN5c3RlbUNvbnRlbnRIABI2CgtpbnN0cnVjdGlvbhgKIAEoCzIfLmhpc3RvcnlkLnYxLkluc3RydWN0aW9uQ29udGVudEgAEkMKEmFzc2lzdGFudF9yZXNwb25zZRgLIAEoCzIlLmhpc3RvcnlkLnYxLkFzc2lzdGFudFJlc3BvbnNlQ29udGVudEgAEjsKDmFjdGlvbl9yZXF1ZXN0GAwgASgLMiEuaGlzdG9yeWQudjEuQWN0aW9uUmVxdWVzdENvbnRlbnRIABI9Cg9hY3Rpb25fcmVzcG9uc2UYDSABKAsyIi5oaXN0b3J5ZC52MS5BY3Rpb25SZXNwb25zZUNvbnRlbnRIABIuCgdnZW5lcmljGA4gASgLMhsuaGlzdG9yeWQudjEuR2VuZXJpY0NvbnRlbnRIABInCghyZW5kZXJlZBgPIAEoCzIVLmhpc3RvcnlkLnYxLlJlbmRlcmVkEhAKCHNlcXVlbmNlGBAgASgEQgkKB2NvbnRlbnRCDQoLX2NyZWF0ZWRfYXRCCgoIX2NoYW5uZWwiGwoJRW1iZWRkaW5nEg4KBnZhbHVlcxgBIAMoASLWAQoNU3lzdGVtQ29udGVudBIbCg5zeXN0ZW1fbWVzc2FnZRgBIAEoCUgBiAEBEhcKDWRhdGV0aW1lX3RleHQYAiABKAlIABIWCgxkYXRldGltZV9ub3cYAyABKAhIABIXCg1kYXRldGltZV9qc29uGAQgASgJSAASIAoTc3lzdGVtX21lc3NhZ2VfanNvbhgFIAEoCUgCiAEBQhEKD3N5c3RlbV9kYXRldGltZUIRCg9fc3lzdGVtX21lc3NhZ2VCFgoUX3N5c3RlbV9tZXNzYWdlX2pzb24i5wMKEkluc3RydWN0aW9uQ29udGVudBIVCgtpbnN0cnVjdGlvbhgBIAEoCUgAEhoKEGluc3RydWN0aW9uX2pzb24YAiABKAlIABISCghndWlkYW5jZRgDIAEoCUgBEhcKDWd1aWRhbmNlX2pzb24YBCABKAlIARIbChNwcm9tcHRfY29udGV4dF9qc29uGAUgAygJEhoKDXBsYWluX2NvbnRlbnQYBiABKAlIAogBARIZChF0b29sX3NjaGVtYXNfanNvbhgHIAMoCRIhChRyZXNwb25zZV9mb3JtYXRfanNvbhgIIAEoCUgDiAEBEg4KBmltYWdlcxgJIAMoCRIZCgxpbWFnZV9kZXRhaWwYCiABKAlIBIgBARIfChJwbGFpbl9jb250ZW50X2pzb24YCyABKAlIBYgBARIeChFpbWFnZV9kZXRhaWxfanNvbhgMIAEoCUgGiAEBQhMKEWluc3RydWN0aW9uX3ZhbHVlQhAKDmd1aWRhbmNlX3ZhbHVlQhAKDl9wbGFpbl9jb250ZW50QhcKFV9yZXNwb25zZV9mb3JtYXRfanNvbkIPCg1faW1hZ2VfZGV0YWlsQhUKE19wbGFpbl9jb250ZW50X2pzb25CFAoSX2ltYWdlX2RldGFpbF9qc29uIngKGEFzc2lzdGFudFJlc3BvbnNlQ29udGVudBIaChJhc3Npc3RhbnRfcmVzcG9uc2UYASABKAkSJAoXYXNzaXN0YW50X3Jlc3BvbnNlX2pzb24YAiABKAlIAIgBAUIaChhfYXNzaXN0YW50X3Jlc3BvbnNlX2pzb24ieAoUQWN0aW9uUmVxdWVzdENvbnRlbnQSEAoIZnVuY3Rpb24YASABKAkSFgoOYXJndW1lbnRzX2pzb24YAiABKAkSHwoSYWN0aW9uX3Jlc3BvbnNlX2lkGAMgASgJSACIAQFCFQoTX2FjdGlvbl9yZXNwb25zZV9pZCLtAQoVQWN0aW9uUmVzcG9uc2VDb250ZW50EhAKCGZ1bmN0aW9uGAEgASgJEhYKDmFyZ3VtZW50c19qc29uGAIgASgJEhgKC291dHB1dF9qc29uGAMgASgJSACIAQESHgoRYWN0aW9uX3JlcXVlc3RfaWQYBCABKAlIAYgBARISCgVlcnJvchgFIAEoCUgCiAEBEhoKDWZ1bmN0aW9uX2pzb24YBiABKAlIA4gBAUIOCgxfb3V0cHV0X2pzb25CFAoSX2FjdGlvbl9yZXF1ZXN0X2lkQggKBl9lcnJvckIQCg5fZnVuY3Rpb25fanNvbiI8Cg5HZW5lcmljQ29udGVudBIZCgxjb250ZW50X2pzb24YASABKAlIAIgBAUIPCg1fY29udGVudF9qc29uInUKCFJlbmRlcmVkEg4KBHRleHQYASABKAlIABIqCgVwYXJ0cxgCIAEoCzIZLmhpc3RvcnlkLnYxLkNvbnRlbnRQYXJ0c0gAEg4KBGpzb24YBCABKAlIABIUCgxyZW5kZXJfZXJyb3IYAyABKAlCBwoFdmFsdWUiNwoMQ29udGVudFBhcnRzEicKBXBhcnRzGAEgAygLMhguaGlzdG9yeWQudjEuQ29udGVudFBhcnQiUwoLQ29udGVudFBhcnQSDAoEdHlwZRgBIAEoCRIMCgR0ZXh0GAIgASgJEigKCWltYWdlX3VybBgDIAEoCzIVLmhpc3RvcnlkLnYxLkltYWdlVVJMIicKCEltYWdlVVJMEgsKA3VybBgBIAEoCRIOCgZkZXRhaWwYAiABKAkiegoLQ2hhdE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIOCgR0ZXh0GAIgASgJSAASKgoFcGFydHMYAyABKAsyGS5oaXN0b3J5ZC52MS5Db250ZW50UGFydHNIABIWCgxjb250ZW50X2pzb24YBCABKAlIAEIJCgdjb250ZW50KqgBCgtNZXNzYWdlUm9sZRIcChhNRVNTQUdFX1JPTEVfVU5TUEVDSUZJRUQQABIXChNNRVNTQUdFX1JPTEVfU1lTVEVNEAESFQoRTUVTU0FHRV9ST0xFX1VTRVIQAhIaChZNRVNTQUdFX1JPTEVfQVNTSVNUQU5UEAMSFgoSTUVTU0FHRV9ST0xFX1VOU0VUEAQSFwoTTUVTU0FHRV9ST0xFX0FDVElPThAFQjhaNmdpdGh1Yi5jb20vaGlzdG9yeWQvaGlzdG9yeWQvZ2VuL2hpc3RvcnlkL3YxO2hpc3Rvcnl2MWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * Message is one LionAGI message: the Element envelope (id, created_at, metadata) flat, the Node
@@ -341,7 +341,8 @@ export type InstructionContent = Message$1<"historyd.v1.InstructionContent"> & {
 
   /**
    * plain_content, when non-empty, replaces the structured rendering (ADR-0006 D2: plain_content,
-   * when truthy, replaces structured text rendering). Absent = None.
+   * when truthy, replaces structured text rendering). Absent = None, unless plain_content_json is
+   * set.
    *
    * @generated from field: optional string plain_content = 6;
    */
@@ -372,12 +373,31 @@ export type InstructionContent = Message$1<"historyd.v1.InstructionContent"> & {
   images: string[];
 
   /**
-   * image_detail is the image detail hint: "low", "high" or "auto"; absent = None (ADR-0006 D2:
-   * image_detail).
+   * image_detail is the image detail hint, "low", "high" or "auto" as a rule, though LionAGI keeps
+   * any text, which the image parts then carry; absent = None (ADR-0006 D2: image_detail), unless
+   * image_detail_json is set.
    *
    * @generated from field: optional string image_detail = 10;
    */
   imageDetail?: string | undefined;
+
+  /**
+   * plain_content_json is set only when the stored plain_content is not a string (LionAGI keeps any
+   * truthy value, and the rendering is then that value: Rendered.json): that value as JSON text,
+   * and plain_content is then absent.
+   *
+   * @generated from field: optional string plain_content_json = 11;
+   */
+  plainContentJson?: string | undefined;
+
+  /**
+   * image_detail_json is set only when the stored image_detail is not a string (LionAGI keeps any
+   * truthy value, and the image parts carry it: Rendered.json): that value as JSON text, and
+   * image_detail is then absent.
+   *
+   * @generated from field: optional string image_detail_json = 12;
+   */
+  imageDetailJson?: string | undefined;
 };
 
 /**
@@ -582,7 +602,10 @@ export type Rendered = Message$1<"historyd.v1.Rendered"> & {
   } | {
     /**
      * json is a rendering that is not text, as JSON text: an AssistantResponse whose stored value is
-     * not a string renders as that value, as LionAGI's does.
+     * not a string renders as that value, as LionAGI's does; an Instruction whose plain_content is
+     * not text renders as that value, and one whose image_detail or plain_content is not text and
+     * that has images renders as its part list (`[{"type": "text", "text": ...}, {"type":
+     * "image_url", "image_url": {"url": ..., "detail": ...}}, ...]`).
      *
      * @generated from field: string json = 4;
      */
@@ -678,8 +701,8 @@ export type ImageURL = Message$1<"historyd.v1.ImageURL"> & {
   url: string;
 
   /**
-   * detail is the image detail hint the part carries: "low", "high" or "auto" (ADR-0006 D2:
-   * image_detail).
+   * detail is the image detail hint the part carries: "low", "high" or "auto" as a rule, or the
+   * other text the instruction's image_detail holds (ADR-0006 D2: image_detail).
    *
    * @generated from field: string detail = 2;
    */

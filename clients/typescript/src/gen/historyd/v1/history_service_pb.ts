@@ -307,7 +307,8 @@ export type InstructionInput = Message<"historyd.v1.InstructionInput"> & {
   images: string[];
 
   /**
-   * image_detail is "low", "high" or "auto".
+   * image_detail is "low", "high" or "auto" as a rule; LionAGI keeps other text, and the image parts
+   * then carry it.
    *
    * @generated from field: optional string image_detail = 11;
    */
@@ -2504,6 +2505,8 @@ export enum ChatFormat {
    *   output as JSON text>}; a failed action's content is {"error": <message>} as JSON text. One
    *   that names no request is projected like generic content.
    * - Generic content (role unset): {"role": "user", "content": <rendered text>}.
+   * - A rendering that is not text (Rendered.json: a loaded non-string assistant response or
+   *   plain_content) is content as its JSON text.
    * - A message that cannot be rendered is left out; render_errors says why.
    *
    * An ActionRequest with no response keeps its tool call. The API rejects a tool call that no
