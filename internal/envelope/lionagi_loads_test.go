@@ -192,3 +192,16 @@ func TestLoadInstructionPlainContentAndDetail(t *testing.T) {
 		{"Instruction", `{"instruction":"x","image_detail":false}`, `{"instruction":"x"}`, `"Instruction: x"`},
 	})
 }
+
+// TestInstructionImageNotTextRefused: docs/decisions/0012 row 17. LionAGI loads an image that is
+// not text, and its rendering then raises AttributeError inside the `rendered` property, so
+// Message.rendered falls back to str() of the content, a dataclass repr; historyd refuses it.
+func TestInstructionImageNotTextRefused(t *testing.T) {
+	for _, images := range []string{`[5]`, `5`, `[null, "https://example.com/a.png"]`} {
+		_, err := decodeContent(t, "Instruction", `{"instruction":"x","images":`+images+`}`)
+		var fe *envelope.FieldError
+		if !errors.As(err, &fe) || fe.Field != "content.images[0]" || !errors.Is(err, envelope.ErrInvalid) {
+			t.Errorf("images %s: %v, want an invalid content.images[0]", images, err)
+		}
+	}
+}
