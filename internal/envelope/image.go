@@ -1,7 +1,6 @@
 package envelope
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -73,9 +72,9 @@ func validateImageURL(raw string) error {
 	if strings.Contains(strings.ToLower(raw), "%00") {
 		return fieldErr("", "Image URL contains percent-encoded null byte (%%00) - potential path truncation attack")
 	}
-	scheme, netloc, err := pyURLSplit(raw)
-	if err != nil {
-		return fieldErr("", "Malformed image URL '%s': %v", raw, err)
+	scheme, netloc, malformed := pyURLSplit(raw)
+	if malformed != "" {
+		return fieldErr("", "Malformed image URL '%s': %s", raw, malformed)
 	}
 	if scheme != "http" && scheme != "https" {
 		return fieldErr("", "Image URL must use http:// or https:// scheme, got: %s://", scheme)
@@ -95,8 +94,8 @@ func validateImageURL(raw string) error {
 
 // pyURLSplit is urllib.parse.urlsplit of Python 3.11.7 as far as
 // validate_image_url reads it: the scheme (lowercased) and the netloc, or
-// the ValueError urlsplit raises.
-func pyURLSplit(raw string) (scheme, netloc string, err error) {
+// the text of the ValueError urlsplit raises (malformed).
+func pyURLSplit(raw string) (scheme, netloc, malformed string) {
 	// Leading C0 controls and spaces are stripped; tabs and newlines
 	// anywhere are removed.
 	url := strings.TrimLeftFunc(raw, func(r rune) bool { return r <= ' ' })
@@ -111,20 +110,20 @@ func pyURLSplit(raw string) (scheme, netloc string, err error) {
 		netloc = rest
 		open, closed := strings.Contains(netloc, "["), strings.Contains(netloc, "]")
 		if open != closed {
-			return "", "", errors.New("Invalid IPv6 URL")
+			return "", "", "Invalid IPv6 URL"
 		}
 		if open {
 			_, after, _ := strings.Cut(netloc, "[")
 			host, _, _ := strings.Cut(after, "]")
-			if err := checkBracketedHost(host); err != nil {
-				return "", "", err
+			if bad := checkBracketedHost(host); bad != "" {
+				return "", "", bad
 			}
 		}
 	}
-	if err := checkNetloc(netloc); err != nil {
-		return "", "", err
+	if bad := checkNetloc(netloc); bad != "" {
+		return "", "", bad
 	}
-	return scheme, netloc, nil
+	return scheme, netloc, ""
 }
 
 func isASCIILetter(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }
@@ -141,30 +140,30 @@ func allSchemeChars(s string) bool {
 }
 
 // checkBracketedHost is urllib's _check_bracketed_host: an IPvFuture
-// (v<hex>.<more>), or an IPv6 address, with a zone or not; an IPv4 address
-// in brackets, or anything else, is an error.
-func checkBracketedHost(host string) error {
+// (v<hex>.<more>), or an IPv6 address, with a zone or not; for an IPv4
+// address in brackets, or anything else, it returns the error's text.
+func checkBracketedHost(host string) string {
 	if rest, ok := strings.CutPrefix(host, "v"); ok {
 		hex, tail, found := strings.Cut(rest, ".")
 		if !found || hex == "" || tail == "" || strings.Trim(hex, "0123456789abcdefABCDEF") != "" {
-			return errors.New("IPvFuture address is invalid")
+			return "IPvFuture address is invalid"
 		}
-		return nil
+		return ""
 	}
 	addr, err := netip.ParseAddr(host)
 	switch {
 	case err != nil || strings.Count(host, "%") > 1: // ipaddress allows no "%" in a zone
-		return fmt.Errorf("'%s' does not appear to be an IPv4 or IPv6 address", host)
+		return "'" + host + "' does not appear to be an IPv4 or IPv6 address"
 	case addr.Is4():
-		return errors.New("An IPv4 address cannot be in brackets")
+		return "An IPv4 address cannot be in brackets"
 	}
-	return nil
+	return ""
 }
 
-// checkNetloc is urllib's _checknetloc: a non-ASCII netloc that NFKC
+// checkNetloc is urllib's _checknetloc: for a non-ASCII netloc that NFKC
 // normalisation (as IDNA applies it) turns into one holding "/", "?", "#",
-// "@" or ":" is an error.
-func checkNetloc(netloc string) error {
+// "@" or ":", it returns the error's text.
+func checkNetloc(netloc string) string {
 	isASCII := true
 	for i := 0; i < len(netloc); i++ {
 		if netloc[i] >= 0x80 {
@@ -173,13 +172,13 @@ func checkNetloc(netloc string) error {
 		}
 	}
 	if isASCII {
-		return nil
+		return ""
 	}
 	n := strings.NewReplacer("@", "", ":", "", "#", "", "?", "").Replace(netloc)
 	if n2 := norm.NFKC.String(n); n2 != n && strings.ContainsAny(n2, "/?#@:") {
-		return fmt.Errorf("netloc '%s' contains invalid characters under NFKC normalization", netloc)
+		return "netloc '" + netloc + "' contains invalid characters under NFKC normalization"
 	}
-	return nil
+	return ""
 }
 
 // pyHostname is urllib's SplitResult.hostname: the host in the netloc's
