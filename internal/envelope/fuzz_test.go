@@ -20,6 +20,7 @@ var fuzzSeeds = []string{
 	`{"metadata":{"lion_class":"System"},"content":{"system_message":null,"system_datetime":"t"}}`,
 	`{"metadata":{"lion_class":"AssistantResponse"},"content":{"assistant_response":null}}`,
 	`{"metadata":{"lion_class":"ActionRequest"},"content":{"function":"f","arguments":"[]"}}`,
+	`{"metadata":{"lion_class":"ActionRequest"},"content":{"function":"f","arguments":"{ key : 'v\\'s' , other: [1, {\"a\": 2,], "}}`,
 	`{"metadata":{"lion_class":"ActionResponse"},"content":{"function":null,"arguments":"s"}}`,
 	`{"metadata":{"lion_class":"Instruction"},"content":{"plain_content":{"a":1},"images":["https://example.com/a.png"],"image_detail":5}}`,
 }
