@@ -8,7 +8,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -41,9 +40,6 @@ var settings = []setting{
 	{"grace-period", "HISTORYD_GRACE_PERIOD", "10s", "how long shutdown waits for in-flight RPCs before stopping forcibly (Go duration, >= 0)"},
 }
 
-// errUsage marks a configuration error that should exit 2 with a usage line.
-var errUsage = errors.New("invalid usage")
-
 // parseConfig reads the configuration from args (without the program name) and getenv. A
 // malformed or unknown value is an error wrapping errUsage; -h or --help returns flag.ErrHelp.
 func parseConfig(args []string, getenv func(string) string) (config, error) {
@@ -71,7 +67,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	given := givenSettings(args, fromEnv)
 	if err := cfg.validate(); err != nil {
-		return config{}, fmt.Errorf("%w: %v%s", errUsage, err, fromEnvNote(err.Error(), given))
+		return config{}, withEnvNote(err, given)
 	}
 	storeGiven := slices.ContainsFunc(given, func(s settingSource) bool { return s.flag == "store" })
 	if err := engineMismatch(cfg.Store.Engine, storeGiven, given); err != nil {
@@ -109,35 +105,6 @@ func settingDefault(name string) (string, bool) {
 	return "", false
 }
 
-// fromEnvNote names the environment variables that gave the settings a validation error names
-// (as --flag), so that an operator who set no flag sees where the value came from.
-func fromEnvNote(msg string, given []settingSource) string {
-	var vars []string
-	for _, g := range given {
-		if g.env != "" && mentionsFlag(msg, g.flag) {
-			vars = append(vars, g.env)
-		}
-	}
-	if len(vars) == 0 {
-		return ""
-	}
-	return " (set by " + strings.Join(vars, ", ") + ")"
-}
-
-// mentionsFlag reports whether msg names --flag itself, not a longer flag it begins.
-func mentionsFlag(msg, flag string) bool {
-	for rest := msg; ; {
-		i := strings.Index(rest, "--"+flag)
-		if i < 0 {
-			return false
-		}
-		rest = rest[i+2+len(flag):]
-		if rest == "" || !(rest[0] == '-' || rest[0] >= 'a' && rest[0] <= 'z') {
-			return true
-		}
-	}
-}
-
 // givenSettings lists the settings given explicitly, on the command line (args, which parse) or
 // in the environment (fromEnv: flag -> variable), in the settings' order; the command line wins
 // where both give one. A setting at its default value is not given: only these tell an operator's
@@ -162,7 +129,8 @@ func givenSettings(args []string, fromEnv map[string]string) []settingSource {
 	return given
 }
 
-// validate checks the values that the flag types do not.
+// validate checks the values that the flag types do not. Its errors are usage errors
+// (usageError) that list the flags they name.
 func (c config) validate() error {
 	if err := validateAddr("listen", c.Listen, "127.0.0.1:50051"); err != nil {
 		return err
@@ -170,15 +138,15 @@ func (c config) validate() error {
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+		return badValue("log-level", "%q: want debug, info, warn or error", c.LogLevel)
 	}
 	switch c.LogFormat {
 	case "json", "console":
 	default:
-		return fmt.Errorf("--log-format %q: want json or console", c.LogFormat)
+		return badValue("log-format", "%q: want json or console", c.LogFormat)
 	}
 	if c.GracePeriod < 0 {
-		return fmt.Errorf("--grace-period %v: must not be negative, such as 10s", c.GracePeriod)
+		return badValue("grace-period", "%v: must not be negative, such as 10s", c.GracePeriod)
 	}
 	if err := validatePprof(c.PprofAddr); err != nil {
 		return err
@@ -211,7 +179,7 @@ func validateAddr(flagName, addr, example string) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("invalid value %q for --%s: %v; want host:port, such as %s", addr, flagName, err, example)
+		return usagef([]string{flagName}, "invalid value %q for --%s: %v; want host:port, such as %s", addr, flagName, err, example)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -78,30 +77,30 @@ func (c exchangeConfig) validate() error {
 	}{{"exchange-max-outbox", c.MaxOutbox}, {"exchange-max-inbox", c.MaxInbox}, {"exchange-max-bytes", int(c.MaxBytes)},
 		{"inbox-max-streams", c.MaxStreams}} {
 		if v.n < 0 {
-			return fmt.Errorf("--%s %d: must not be negative (0: no bound)", v.name, v.n)
+			return badValue(v.name, "%d: must not be negative (0: no bound)", v.n)
 		}
 	}
 	// docs/design.md#exchange: the dead-letter list is bounded per owner, so there is no "no bound".
 	if c.MaxDeadLetters < 1 {
-		return fmt.Errorf("--exchange-max-dead-letters %d: must be at least 1", c.MaxDeadLetters)
+		return badValue("exchange-max-dead-letters", "%d: must be at least 1", c.MaxDeadLetters)
 	}
 	if c.SubscriberBuffer < 1 {
-		return fmt.Errorf("--exchange-subscriber-buffer %d: must be at least 1", c.SubscriberBuffer)
+		return badValue("exchange-subscriber-buffer", "%d: must be at least 1", c.SubscriberBuffer)
 	}
 	if err := checkMaximum("exchange-subscriber-buffer", int64(c.SubscriberBuffer)); err != nil {
 		return err
 	}
 	if c.Heartbeat < 0 {
-		return fmt.Errorf("--exchange-heartbeat %v: must not be negative (0s: none)", c.Heartbeat)
+		return badValue("exchange-heartbeat", "%v: must not be negative (0s: none)", c.Heartbeat)
 	}
 	if c.SendTimeout <= 0 {
-		return fmt.Errorf("--exchange-send-timeout %v: must be positive, such as 10s", c.SendTimeout)
+		return badValue("exchange-send-timeout", "%v: must be positive, such as 10s", c.SendTimeout)
 	}
 	if c.MaxAttempts < 1 || c.MaxAttempts > exchange.MaxMaxAttempts {
-		return fmt.Errorf("--exchange-max-attempts %d: want 1 to %d", c.MaxAttempts, exchange.MaxMaxAttempts)
+		return badValue("exchange-max-attempts", "%d: want 1 to %d", c.MaxAttempts, exchange.MaxMaxAttempts)
 	}
 	if c.VisibilityTimeout < exchange.MinVisibility || c.VisibilityTimeout > exchange.MaxVisibility {
-		return fmt.Errorf("--exchange-visibility-timeout %v: want %v to %v", c.VisibilityTimeout, exchange.MinVisibility, exchange.MaxVisibility)
+		return badValue("exchange-visibility-timeout", "%v: want %v to %v", c.VisibilityTimeout, exchange.MinVisibility, exchange.MaxVisibility)
 	}
 	return nil
 }

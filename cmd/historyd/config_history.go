@@ -58,17 +58,17 @@ func defaultHistoryConfig() historyConfig {
 func (c historyConfig) validate() error {
 	switch {
 	case c.EventRetention < 1:
-		return fmt.Errorf("--event-retention %d: must be at least 1", c.EventRetention)
+		return badValue("event-retention", "%d: must be at least 1", c.EventRetention)
 	case c.WatchBuffer < 1:
-		return fmt.Errorf("--watch-buffer %d: must be at least 1", c.WatchBuffer)
+		return badValue("watch-buffer", "%d: must be at least 1", c.WatchBuffer)
 	case c.WatchBuffer > maxWatchBuffer:
 		return checkMaximum("watch-buffer", int64(c.WatchBuffer))
 	case c.WatchMaxStreams < 0:
-		return fmt.Errorf("--watch-max-streams %d: must not be negative (0: no bound)", c.WatchMaxStreams)
+		return badValue("watch-max-streams", "%d: must not be negative (0: no bound)", c.WatchMaxStreams)
 	case c.WatchHeartbeat < 0:
-		return fmt.Errorf("--watch-heartbeat %v: must not be negative (0s: none)", c.WatchHeartbeat)
+		return badValue("watch-heartbeat", "%v: must not be negative (0s: none)", c.WatchHeartbeat)
 	case c.WatchSendTimeout <= 0:
-		return fmt.Errorf("--watch-send-timeout %v: must be positive, such as 10s", c.WatchSendTimeout)
+		return badValue("watch-send-timeout", "%v: must be positive, such as 10s", c.WatchSendTimeout)
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
 package main
 
-import "fmt"
+import "github.com/historyd/historyd/internal/server"
 
 // The most of each count that historyd allocates for whole, up front: a larger value is refused at
 // start (exit 2) rather than found by the kernel's OOM killer. --stream-workers 4294967295 was
@@ -9,22 +9,21 @@ import "fmt"
 // The other counts (streams, connections, retention, the Exchange's bounds) only cap what grows on
 // demand, and need no maximum of their own.
 const (
-	// maxStreamWorkers: each worker is a goroutine that keeps the stack its calls grew (tens of
-	// KiB); 1024 serves far more calls at once than the cores run, and beyond the workers a call
-	// gets a goroutine of its own.
-	maxStreamWorkers = 1024
+	// maxStreamWorkers and maxAppendWindow bound fields of server.Limits, which Limits.Validate
+	// checks (the usage line comes from its refusal, config_serving.go); they are here for the
+	// usage hint.
+	maxStreamWorkers = server.MaxStreamWorkers
+	maxAppendWindow  = server.MaxMaxAppendWindow
 	// maxWatchBuffer: each WatchBranch stream allocates a channel of this many commits when it
 	// opens (65536 x 24 bytes = 1.5 MiB), before it holds any.
 	maxWatchBuffer = 65536
 	// maxExchangeSubscriberBuffer: each SubscribeInbox stream allocates a channel of this many
 	// messages when it opens (65536 x 8 bytes = 512 KiB).
 	maxExchangeSubscriberBuffer = 65536
-	// maxAppendWindow: each AppendMessages stream allocates its window's queue when it opens
-	// (65536 items of about 40 bytes = 2.5 MiB); the in-flight budget bounds what they hold.
-	maxAppendWindow = 65536
 )
 
-// countRanges are the bounded counts' ranges, for the checks and the usage hint (validHint).
+// countRanges are the bounded counts' ranges, for the usage hint (validHint) and, but for the two
+// of server.Limits, the checks.
 var countRanges = map[string][2]int64{
 	"stream-workers":             {0, maxStreamWorkers},
 	"watch-buffer":               {1, maxWatchBuffer},
@@ -36,7 +35,7 @@ var countRanges = map[string][2]int64{
 // have their own checks, older than these).
 func checkMaximum(flag string, n int64) error {
 	if r := countRanges[flag]; n > r[1] {
-		return fmt.Errorf("--%s %d: want %d to %d (it is allocated whole, up front)", flag, n, r[0], r[1])
+		return badValue(flag, "%d: want %d to %d (it is allocated whole, up front)", n, r[0], r[1])
 	}
 	return nil
 }

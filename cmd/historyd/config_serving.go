@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/historyd/historyd/internal/server"
 )
@@ -75,7 +74,7 @@ func (c *servingConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Limits.MaxConnectionAge, s[12].flag, mustDuration(s[12].def), s[12].usage)
 	fs.DurationVar(&c.Limits.MaxConnectionAgeGrace, s[13].flag, mustDuration(s[13].def), s[13].usage)
 	fs.Func(s[14].flag, s[14].usage, func(v string) error {
-		n, err := strconv.ParseUint(v, 10, 32) // validate holds it to maxStreamWorkers
+		n, err := strconv.ParseUint(v, 10, 32) // Limits.Validate holds it to server.MaxStreamWorkers
 		c.Limits.StreamWorkers = uint32(n)
 		return err
 	})
@@ -108,72 +107,62 @@ func defaultServingConfig() servingConfig {
 	return c
 }
 
-// limitFlags checks, by the flags that set them, the limits server.Limits.Validate checks in its
-// own words (which name the field, not the flag): the usage line names what to change.
-func (c servingConfig) limitFlags() error {
-	l := c.Limits
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-		zero bool // 0 is allowed (none)
-	}{
-		{"keepalive-min-time", l.KeepaliveMinTime, false}, {"keepalive-time", l.KeepaliveTime, false},
-		{"keepalive-timeout", l.KeepaliveTimeout, false}, {"max-connection-idle", l.MaxConnectionIdle, false},
-		{"max-connection-age", l.MaxConnectionAge, true}, {"max-connection-age-grace", l.MaxConnectionAgeGrace, true},
-	} {
-		switch {
-		case d.zero && d.v < 0:
-			return fmt.Errorf("--%s %v: must not be negative (0s: none)", d.flag, d.v)
-		case !d.zero && d.v <= 0:
-			def, _ := settingDefault(d.flag)
-			return fmt.Errorf("--%s %v: must be positive, such as %s", d.flag, d.v, def)
-		}
-	}
-	for _, n := range []struct {
-		flag string
-		v    int64
-	}{
-		{"max-recv-msg-size", int64(l.MaxRecvMsgSize)}, {"max-concurrent-streams", int64(l.MaxConcurrentStreams)},
-		{"max-connections", int64(l.MaxConnections)},
-	} {
-		if n.v <= 0 {
-			def, _ := settingDefault(n.flag)
-			return fmt.Errorf("--%s %d: must be positive, such as %s", n.flag, n.v, def)
-		}
-	}
-	if l.MaxAppendWindow < 0 {
-		return fmt.Errorf("--append-max-window %d: must not be negative (0: the server's default)", l.MaxAppendWindow)
-	}
-	return nil
+// flagOfLimit names the flag that sets each field of server.Limits, by the field's Go name (the
+// Field of a server.LimitError), so that a refused limit's usage line names what to change.
+var flagOfLimit = map[string]string{
+	"MaxRecvMsgSize":               "max-recv-msg-size",
+	"MaxConcurrentStreams":         "max-concurrent-streams",
+	"KeepaliveMinTime":             "keepalive-min-time",
+	"KeepalivePermitWithoutStream": "keepalive-permit-without-stream",
+	"KeepaliveTime":                "keepalive-time",
+	"KeepaliveTimeout":             "keepalive-timeout",
+	"MaxConnectionIdle":            "max-connection-idle",
+	"MaxConnectionAge":             "max-connection-age",
+	"MaxConnectionAgeGrace":        "max-connection-age-grace",
+	"StreamWorkers":                "stream-workers",
+	"MaxConnections":               "max-connections",
+	"MaxInflightBytes":             "max-inflight-bytes",
+	"MaxResponseBytes":             "max-response-bytes",
+	"MaxRenderedBytes":             "max-rendered-bytes",
+	"MaxImportBytes":               "max-import-bytes",
+	"MaxAppendWindow":              "append-max-window",
 }
 
-// validate checks the values that the flag types do not.
+// limitFlag is how a usage line names the field of server.Limits whose Go name is field: --flag.
+func limitFlag(field string) string {
+	if f, ok := flagOfLimit[field]; ok {
+		return "--" + f
+	}
+	return field // no flag sets it (TestLimitFlags keeps this from happening)
+}
+
+// limitUsage turns the refusal of server.Limits.Validate into historyd's usage error, whose line
+// names the flags where Validate names the fields; other errors are returned as they are.
+func limitUsage(err error) error {
+	var le *server.LimitError
+	if !errors.As(err, &le) {
+		return err
+	}
+	flags := []string{flagOfLimit[le.Field]}
+	if le.Other != "" {
+		flags = append(flags, flagOfLimit[le.Other])
+	}
+	return usagef(flags, "%s", le.Describe(limitFlag))
+}
+
+// validate checks the values that the flag types do not; the limits are server.Limits.Validate's
+// to check.
 func (c servingConfig) validate() error {
 	switch {
 	case (c.TLSCert == "") != (c.TLSKey == ""):
-		return errors.New("--tls-cert and --tls-key go together: give both or neither")
+		return usagef([]string{"tls-cert", "tls-key"}, "--tls-cert and --tls-key go together: give both or neither")
 	case c.TLSClientCA != "" && c.TLSCert == "":
-		return errors.New("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
-	case c.Limits.MaxInflightBytes < int64(c.Limits.MaxRecvMsgSize):
-		return fmt.Errorf("--max-inflight-bytes %d is below --max-recv-msg-size %d: every call reserves --max-recv-msg-size of it, so none could start",
-			c.Limits.MaxInflightBytes, c.Limits.MaxRecvMsgSize)
+		return usagef([]string{"tls-client-ca", "tls-cert", "tls-key"}, "--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
 	}
 	if c.MetricsAddr != "" {
 		if err := validateAddr("metrics-addr", c.MetricsAddr, "127.0.0.1:9090"); err != nil {
 			return err
 		}
 	}
-	if err := checkMaximum("stream-workers", int64(c.Limits.StreamWorkers)); err != nil {
-		return err
-	}
-	if err := checkMaximum("append-max-window", int64(c.Limits.MaxAppendWindow)); err != nil {
-		return err
-	}
-	if err := c.limitFlags(); err != nil {
-		return err
-	}
-	if c.Limits.MaxRenderedBytes > c.Limits.MaxResponseBytes {
-		return fmt.Errorf("--max-rendered-bytes %d is above --max-response-bytes %d: a rendering that large could never be sent", c.Limits.MaxRenderedBytes, c.Limits.MaxResponseBytes)
-	}
-	return c.Limits.Validate()
+	return limitUsage(c.Limits.Validate())
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +131,82 @@ func TestServingConfigInvalid(t *testing.T) {
 			}
 			namesTheSetting(t, err, tc.args, nil)
 		})
+	}
+}
+
+// TestLimitFlags: every field of server.Limits has its flag in flagOfLimit, a serving setting, so
+// that a refusal of Limits.Validate names the flag; each refusal Validate makes of a field out of
+// range (zero or negative, each field in turn, and the two rules between fields) becomes a usage
+// line that leads with that flag and names no Go field.
+func TestLimitFlags(t *testing.T) {
+	isSetting := map[string]bool{}
+	for _, s := range servingSettings {
+		isSetting[s.flag] = true
+	}
+	limitsType := reflect.TypeFor[server.Limits]()
+	fields := map[string]bool{}
+	for i := range limitsType.NumField() {
+		name := limitsType.Field(i).Name
+		fields[name] = true
+		if f, ok := flagOfLimit[name]; !ok || !isSetting[f] {
+			t.Errorf("server.Limits.%s has no flag in flagOfLimit (got %q): its refusal would not name one", name, f)
+		}
+	}
+	for name := range flagOfLimit {
+		if !fields[name] {
+			t.Errorf("flagOfLimit maps %s, which is not a field of server.Limits", name)
+		}
+	}
+
+	var refused []server.Limits
+	for i := range limitsType.NumField() {
+		for _, v := range []int64{0, -1} {
+			l := server.DefaultLimits()
+			switch fv := reflect.ValueOf(&l).Elem().Field(i); fv.Kind() {
+			case reflect.Int, reflect.Int64:
+				fv.SetInt(v)
+			case reflect.Uint32:
+				fv.SetUint(uint64(v + 1)) // 0, then 1
+			}
+			refused = append(refused, l)
+		}
+	}
+	inflight, render, workers, window := server.DefaultLimits(), server.DefaultLimits(), server.DefaultLimits(), server.DefaultLimits()
+	inflight.MaxInflightBytes = int64(inflight.MaxRecvMsgSize) - 1
+	render.MaxRenderedBytes = render.MaxResponseBytes + 1
+	workers.StreamWorkers = server.MaxStreamWorkers + 1
+	window.MaxAppendWindow = server.MaxMaxAppendWindow + 1
+	refused = append(refused, inflight, render, workers, window)
+	seen := map[string]bool{}
+	for _, l := range refused {
+		err := l.Validate()
+		var le *server.LimitError
+		if !errors.As(err, &le) {
+			continue // that value is valid
+		}
+		seen[le.Field] = true
+		var ue *usageError
+		if !errors.As(limitUsage(err), &ue) {
+			t.Fatalf("%s refused: limitUsage = %v, want a *usageError", le.Field, limitUsage(err))
+		}
+		line := ue.line
+		if lead := "--" + flagOfLimit[le.Field] + " "; !strings.HasPrefix(line, lead) {
+			t.Errorf("%s refused: usage line %q does not lead with %q", le.Field, line, lead)
+		}
+		want := []string{flagOfLimit[le.Field]}
+		if le.Other != "" {
+			want = append(want, flagOfLimit[le.Other])
+		}
+		if !slices.Equal(ue.flags, want) {
+			t.Errorf("%s refused: the usage error lists the flags %q, want %q", le.Field, ue.flags, want)
+		}
+		for f := range fields {
+			if strings.Contains(line, f) {
+				t.Errorf("%s refused: usage line %q names the field %s, not its flag", le.Field, line, f)
+			}
+		}
+	}
+	if len(seen) < 10 {
+		t.Errorf("only %d fields refused (%v): the test no longer reaches Validate's checks", len(seen), seen)
 	}
 }

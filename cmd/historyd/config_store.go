@@ -96,29 +96,29 @@ func (c storeConfig) validate() error {
 	case storeSQLite, storeMemory:
 	case storePostgres:
 		if c.PostgresURL == "" {
-			return fmt.Errorf("--store postgres needs --postgres-url (or HISTORYD_POSTGRES_URL), such as postgres://historyd@127.0.0.1:5432/historyd")
+			return usagef([]string{"store", "postgres-url"}, "--store postgres needs --postgres-url (or HISTORYD_POSTGRES_URL), such as postgres://historyd@127.0.0.1:5432/historyd")
 		}
 	default:
-		return fmt.Errorf("--store %q: want sqlite, postgres or memory", c.Engine)
+		return badValue("store", "%q: want sqlite, postgres or memory", c.Engine)
 	}
 	switch {
 	case c.PostgresMaxConns < 1 || c.PostgresMaxConns > 1000:
-		return fmt.Errorf("--postgres-max-conns %d: want 1 to 1000", c.PostgresMaxConns)
+		return badValue("postgres-max-conns", "%d: want 1 to 1000", c.PostgresMaxConns)
 	case c.PostgresStatementTimeout < 0:
-		return fmt.Errorf("--postgres-statement-timeout %s: want 0s (none) or more", c.PostgresStatementTimeout)
+		return badValue("postgres-statement-timeout", "%s: want 0s (none) or more", c.PostgresStatementTimeout)
 	}
 	if _, err := sqlite.ParseSync(c.Sync); err != nil || c.Sync == "" {
-		return fmt.Errorf("--sync %q: want normal or full", c.Sync)
+		return badValue("sync", "%q: want normal or full", c.Sync)
 	}
 	switch {
 	case c.DataDir == "":
-		return fmt.Errorf("--data-dir is empty: want a directory, such as ./data")
+		return usagef([]string{"data-dir"}, "--data-dir is empty: want a directory, such as ./data")
 	case c.SQLiteCache < 1<<20:
-		return fmt.Errorf("--sqlite-cache %s: must be at least 1MiB", &c.SQLiteCache)
+		return badValue("sqlite-cache", "%s: must be at least 1MiB", &c.SQLiteCache)
 	case c.SQLiteReaders < 1 || c.SQLiteReaders > 64:
-		return fmt.Errorf("--sqlite-readers %d: want 1 to 64", c.SQLiteReaders)
+		return badValue("sqlite-readers", "%d: want 1 to 64", c.SQLiteReaders)
 	case c.MaxDBBytes != 0 && c.MaxDBBytes < 1<<20:
-		return fmt.Errorf("--max-db-bytes %s: want 0 (no limit) or at least 1MiB", &c.MaxDBBytes)
+		return badValue("max-db-bytes", "%s: want 0 (no limit) or at least 1MiB", &c.MaxDBBytes)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"runtime/debug"
 	"strconv"
 )
@@ -57,7 +56,7 @@ func gcPercent(value, store string, getenv func(string) string) (percent int, se
 	}
 	n, err := strconv.Atoi(value)
 	if err != nil || n < 1 {
-		return 0, false, fmt.Errorf("--gc-percent %q: want auto, off or a positive integer", value)
+		return 0, false, badValue("gc-percent", "%q: want auto, off or a positive integer", value)
 	}
 	return n, true, nil
 }

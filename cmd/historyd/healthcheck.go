@@ -106,7 +106,7 @@ func parseHealthcheck(args []string, getenv func(string) string) (healthcheckCon
 		return c, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	if c.timeout <= 0 {
-		return c, fmt.Errorf("%w: --timeout %v: must be positive, such as 3s", errUsage, c.timeout)
+		return c, badValue("timeout", "%v: must be positive, such as 3s", c.timeout)
 	}
 	return c, c.connConfig.resolve(getenv)
 }
@@ -137,7 +137,7 @@ func (c *connConfig) resolve(getenv func(string) string) error {
 	}
 	c.addr = addr
 	if (c.certFile == "") != (c.keyFile == "") {
-		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+		return usagef([]string{"tls-cert", "tls-key"}, "--tls-cert and --tls-key go together")
 	}
 	c.useTLS = c.useTLS || c.caFile != "" || c.serverName != "" || c.certFile != ""
 	// The server's own TLS settings, when the flags do not say how to connect.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"math"
 	"runtime/debug"
 )
@@ -55,7 +54,7 @@ func memoryLimit(c config, getenv func(string) string) (limit int64, set bool, e
 	}
 	var b byteSize
 	if err := b.Set(c.MemoryLimit); err != nil || b <= 0 {
-		return 0, false, fmt.Errorf("--memory-limit %q: want auto, off or a positive size such as 512MiB", c.MemoryLimit)
+		return 0, false, badValue("memory-limit", "%q: want auto, off or a positive size such as 512MiB", c.MemoryLimit)
 	}
 	return int64(b), true, nil
 }

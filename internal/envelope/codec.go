@@ -1,6 +1,8 @@
 package envelope
 
 import (
+	"fmt"
+
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 )
 
@@ -17,6 +19,25 @@ const (
 
 // DefaultDBMetaKey is the key db mode stores metadata under.
 const DefaultDBMetaKey = "node_metadata"
+
+// dictFields are the keys the dicts of a branch export have beside their
+// metadata: a Branch's, its Pile's and Progression's, and a Message's.
+var dictFields = map[string]bool{
+	"id": true, "created_at": true, "user": true, "name": true, "messages": true, "system": true,
+	"collections": true, "progression": true, "strict_type": true, "order": true,
+	"content": true, "embedding": true, "sender": true, "recipient": true, "channel": true, "role": true,
+}
+
+// CheckDBMetaKey refuses a custom db-mode metadata key that names one of
+// those fields: written, the dict would have the key twice (LionAGI's
+// to_dict overwrites the field with the metadata, losing it); read, a field
+// would be taken for the metadata. An empty key (the default) is valid.
+func CheckDBMetaKey(key string) error {
+	if dictFields[key] {
+		return fmt.Errorf("%w: %q names a field of the exported dicts; choose another key (default %s)", ErrInvalid, key, DefaultDBMetaKey)
+	}
+	return nil
+}
 
 // ParseMode reads "python", "json" or "db"; anything else is LionAGI's
 // "Unsupported mode: ..." error.

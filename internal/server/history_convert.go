@@ -438,6 +438,14 @@ func modeFromProto(m historyv1.SerializationMode) (envelope.Mode, error) {
 	return 0, &FieldError{Field: "mode", Err: fmt.Errorf("%w: unknown mode %d", envelope.ErrInvalid, m)}
 }
 
+// dbMetaKeyFromProto checks a request's db_meta_key (envelope.CheckDBMetaKey).
+func dbMetaKeyFromProto(key string) (string, error) {
+	if err := envelope.CheckDBMetaKey(key); err != nil {
+		return "", &FieldError{Field: "db_meta_key", Err: err}
+	}
+	return key, nil
+}
+
 // stored converts a branch message, with its sequence; it is rendered
 // unless o.omitRendered (a read's omit_rendered, a write without
 // include_rendered).

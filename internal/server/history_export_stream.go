@@ -26,8 +26,12 @@ func (s *HistoryServer) ExportBranchStream(req *historyv1.ExportBranchStreamRequ
 	if err != nil {
 		return err
 	}
+	metaKey, err := dbMetaKeyFromProto(req.GetDbMetaKey())
+	if err != nil {
+		return err
+	}
 	// Not bounded by the response budget: the stream is how a branch past it is read.
-	exp, err := s.store.ExportBranch(stream.Context(), id, store.ExportInput{Mode: mode, DBMetaKey: req.GetDbMetaKey()})
+	exp, err := s.store.ExportBranch(stream.Context(), id, store.ExportInput{Mode: mode, DBMetaKey: metaKey})
 	if err != nil {
 		return err
 	}
@@ -78,6 +82,10 @@ func (s *HistoryServer) ImportBranchStream(stream historyv1.HistoryService_Impor
 	if err != nil {
 		return err
 	}
+	metaKey, err := dbMetaKeyFromProto(first.GetDbMetaKey())
+	if err != nil {
+		return err
+	}
 	data := append([]byte(nil), first.GetData()...)
 	r := reservationFrom(ctx) // per bytes (--max-recv-msg-size) from the tap, for the message being read
 	for {
@@ -106,7 +114,7 @@ func (s *HistoryServer) ImportBranchStream(stream historyv1.HistoryService_Impor
 	if err != nil {
 		return &FieldError{Field: "data", Err: fmt.Errorf("%w: not JSON: %v", envelope.ErrInvalid, err)}
 	}
-	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: parsed, ID: id, NewID: first.GetNewBranchId(), DBMetaKey: first.GetDbMetaKey(), RequestID: first.GetRequestId()})
+	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: parsed, ID: id, NewID: first.GetNewBranchId(), DBMetaKey: metaKey, RequestID: first.GetRequestId()})
 	if err != nil {
 		return err
 	}

@@ -248,3 +248,48 @@ func TestHistoryImportLionAGIShapes(t *testing.T) {
 	_, err = f.c.ExportBranch(ctx, &historyv1.ExportBranchRequest{BranchId: chosen, Mode: historyv1.SerializationMode(9)})
 	wantField(t, err, "mode")
 }
+
+// TestDBMetaKeyNamingAFieldIsRefused: a db_meta_key that names a field the db-mode dicts already
+// have would write that key twice in ExportBranch's JSON (the branch's id and its metadata both
+// under "id"), and on import read a field as the metadata. LionAGI 0.27's to_dict overwrites the
+// field with the metadata instead (its own data lost; checked by running it, to_dict(mode="db",
+// db_meta_key="id")); historyd refuses such a key, INVALID_ARGUMENT naming db_meta_key, on all four
+// calls that take one (docs/decisions/0012).
+func TestDBMetaKeyNamingAFieldIsRefused(t *testing.T) {
+	f := newHistoryFixture(t)
+	src := richBranchOverGRPC(t, f)
+	db := historyv1.SerializationMode_SERIALIZATION_MODE_DB
+	exp, err := f.c.ExportBranch(testContext(t), &historyv1.ExportBranchRequest{BranchId: src, Mode: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"id", "created_at", "user", "name", "messages", "system", "order", "content", "role", "sender"} {
+		t.Run(key, func(t *testing.T) {
+			ctx := testContext(t)
+			_, err := f.c.ExportBranch(ctx, &historyv1.ExportBranchRequest{BranchId: src, Mode: db, DbMetaKey: key})
+			wantField(t, err, "db_meta_key")
+			stream, err := f.c.ExportBranchStream(ctx, &historyv1.ExportBranchStreamRequest{BranchId: src, Mode: db, DbMetaKey: key})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			wantField(t, err, "db_meta_key")
+			_, err = f.c.ImportBranch(ctx, &historyv1.ImportBranchRequest{Data: exp.GetData(), NewBranchId: true, DbMetaKey: key})
+			wantField(t, err, "db_meta_key")
+			up, err := f.c.ImportBranchStream(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := up.Send(&historyv1.ImportBranchStreamRequest{Data: []byte(exp.GetData()), NewBranchId: true, DbMetaKey: key}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = up.CloseAndRecv()
+			wantField(t, err, "db_meta_key")
+		})
+	}
+	// Keys that name no field stay accepted, metadata included (json mode's own key).
+	for _, key := range []string{"meta", "metadata", "node_metadata"} {
+		if _, err := f.c.ExportBranch(testContext(t), &historyv1.ExportBranchRequest{BranchId: src, Mode: db, DbMetaKey: key}); err != nil {
+			t.Errorf("db_meta_key %q: %v", key, err)
+		}
+	}
+}

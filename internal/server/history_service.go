@@ -263,11 +263,15 @@ func (s *HistoryServer) ImportBranch(ctx context.Context, req *historyv1.ImportB
 	if err != nil {
 		return nil, err
 	}
+	metaKey, err := dbMetaKeyFromProto(req.GetDbMetaKey())
+	if err != nil {
+		return nil, err
+	}
 	data, err := jsonv.ParseDepth([]byte(req.GetData()), store.ImportMaxDepth)
 	if err != nil {
 		return nil, &FieldError{Field: "data", Err: fmt.Errorf("%w: not JSON: %v", envelope.ErrInvalid, err)}
 	}
-	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: data, ID: id, NewID: req.GetNewBranchId(), DBMetaKey: req.GetDbMetaKey(),
+	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: data, ID: id, NewID: req.GetNewBranchId(), DBMetaKey: metaKey,
 		RequestID: req.GetRequestId(), Principal: principalFromContext(ctx)})
 	if err != nil {
 		return nil, err
@@ -285,11 +289,15 @@ func (s *HistoryServer) ExportBranch(ctx context.Context, req *historyv1.ExportB
 	if err != nil {
 		return nil, err
 	}
+	metaKey, err := dbMetaKeyFromProto(req.GetDbMetaKey())
+	if err != nil {
+		return nil, err
+	}
 	// Each message's share of the text is counted as the store reads it, and the read stops at the
 	// first past the budget: refusing a big branch costs about the budget, not the branch, and
 	// reports what it counted, a lower bound of the export's size (docs/decisions/0008).
 	counted := responseFixedBytes
-	exp, err := s.store.ExportBranch(ctx, id, store.ExportInput{Mode: mode, DBMetaKey: req.GetDbMetaKey(),
+	exp, err := s.store.ExportBranch(ctx, id, store.ExportInput{Mode: mode, DBMetaKey: metaKey,
 		Each: func(i int, m *envelope.Message) error {
 			if i == 0 {
 				counted = responseFixedBytes // the store's read started again

@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,6 +25,15 @@ const (
 	// keeps its grown stack from call to call. 128 covers the calls two cores run at once with room
 	// to spare, for a few MiB of stacks; beyond it, calls get goroutines of their own as before.
 	DefaultStreamWorkers = 128
+	// MaxStreamWorkers is the most StreamWorkers Validate allows: each worker is a goroutine that
+	// keeps the stack its calls grew (tens of KiB), started with the server; 1024 serve far more
+	// calls at once than the cores run, and beyond the workers a call gets a goroutine of its own.
+	// 4294967295 workers (--stream-workers had no maximum) killed the process at start with OOM.
+	MaxStreamWorkers = 1024
+	// MaxMaxAppendWindow is the most MaxAppendWindow Validate allows: each AppendMessages stream
+	// allocates its window's queue when it opens (65536 items of about 40 bytes = 2.5 MiB), so one
+	// call could allocate any larger window whole; the in-flight budget bounds what they hold.
+	MaxMaxAppendWindow = 65536
 	// DefaultKeepaliveMinTime is the shortest interval between client pings the server tolerates;
 	// a client that pings more often is sent GOAWAY (too_many_pings). 10 s allows the keepalive
 	// settings of any reasonable client and stops a ping flood at its third ping.
@@ -49,7 +57,8 @@ const (
 
 // Limits are the transport limits the server enforces on every connection. A zero MaxConnectionAge
 // or MaxConnectionAgeGrace means no limit; every other field must be positive, except
-// KeepalivePermitWithoutStream.
+// KeepalivePermitWithoutStream and those whose zero means their default or none. StreamWorkers
+// and MaxAppendWindow, allocated whole, have maxima.
 type Limits struct {
 	// MaxRecvMsgSize is the largest request message in bytes; a larger one is RESOURCE_EXHAUSTED.
 	MaxRecvMsgSize int
@@ -73,7 +82,8 @@ type Limits struct {
 	MaxConnectionAge      time.Duration
 	MaxConnectionAgeGrace time.Duration
 	// StreamWorkers is the number of long-lived goroutines that serve calls (grpc.NumStreamWorkers);
-	// a call that finds them all busy gets a goroutine of its own. 0: a new goroutine per call.
+	// a call that finds them all busy gets a goroutine of its own. 0: a new goroutine per call; at
+	// most MaxStreamWorkers.
 	StreamWorkers uint32
 	// MaxConnections is the most client connections open at once; one past it is closed as soon as
 	// it is accepted (connlimit.go).
@@ -93,7 +103,7 @@ type Limits struct {
 	// DefaultMaxImportBytes.
 	MaxImportBytes int
 	// MaxAppendWindow caps the window of an AppendMessages stream, the items it may have in flight
-	// (--append-max-window). 0: DefaultAppendMaxWindow.
+	// (--append-max-window). 0: DefaultAppendMaxWindow; at most MaxMaxAppendWindow.
 	MaxAppendWindow int
 }
 
@@ -116,37 +126,59 @@ func DefaultLimits() Limits {
 	}
 }
 
-// ErrInvalidLimits is wrapped by the error Limits.Validate returns.
+// ErrInvalidLimits is wrapped by the error Limits.Validate returns, a *LimitError.
 var ErrInvalidLimits = errors.New("invalid limits")
 
-// Validate reports the first field out of range.
+// Validate reports the first field out of range, as a *LimitError. cmd/historyd reports the first
+// refusal as the usage line of its flag, so the order of the checks is the order of its lines.
 func (l Limits) Validate() error {
+	d := DefaultLimits()
+	positive := func(field string, v, def any) error {
+		return &LimitError{Field: field, Value: v, Rule: LimitPositive, Want: def}
+	}
+	notNegative := func(field string, v time.Duration) error {
+		return &LimitError{Field: field, Value: v, Rule: LimitNotNegative, Want: time.Duration(0)}
+	}
+	notNegativeDefault := func(field string, v int) error {
+		return &LimitError{Field: field, Value: v, Rule: LimitNotNegativeDefault, Want: 0}
+	}
 	switch {
-	case l.MaxRecvMsgSize <= 0:
-		return fmt.Errorf("%w: max receive message size %d: must be positive", ErrInvalidLimits, l.MaxRecvMsgSize)
-	case l.MaxConcurrentStreams == 0:
-		return fmt.Errorf("%w: max concurrent streams must be positive", ErrInvalidLimits)
+	case l.MaxRecvMsgSize > 0 && l.MaxInflightBytes < int64(l.MaxRecvMsgSize):
+		return &LimitError{Field: "MaxInflightBytes", Value: l.MaxInflightBytes, Rule: LimitBelowOther,
+			Other: "MaxRecvMsgSize", OtherValue: l.MaxRecvMsgSize}
+	case l.StreamWorkers > MaxStreamWorkers:
+		return &LimitError{Field: "StreamWorkers", Value: l.StreamWorkers, Rule: LimitAtMost, Want: uint32(MaxStreamWorkers)}
+	case l.MaxAppendWindow > MaxMaxAppendWindow:
+		return &LimitError{Field: "MaxAppendWindow", Value: l.MaxAppendWindow, Rule: LimitAtMost, Want: MaxMaxAppendWindow}
 	case l.KeepaliveMinTime <= 0:
-		return fmt.Errorf("%w: keepalive min time %v: must be positive", ErrInvalidLimits, l.KeepaliveMinTime)
-	case l.KeepaliveTime <= 0 || l.KeepaliveTimeout <= 0:
-		return fmt.Errorf("%w: keepalive time %v and timeout %v: must be positive", ErrInvalidLimits, l.KeepaliveTime, l.KeepaliveTimeout)
+		return positive("KeepaliveMinTime", l.KeepaliveMinTime, d.KeepaliveMinTime)
+	case l.KeepaliveTime <= 0:
+		return positive("KeepaliveTime", l.KeepaliveTime, d.KeepaliveTime)
+	case l.KeepaliveTimeout <= 0:
+		return positive("KeepaliveTimeout", l.KeepaliveTimeout, d.KeepaliveTimeout)
 	case l.MaxConnectionIdle <= 0:
-		return fmt.Errorf("%w: max connection idle %v: must be positive", ErrInvalidLimits, l.MaxConnectionIdle)
-	case l.MaxConnectionAge < 0 || l.MaxConnectionAgeGrace < 0:
-		return fmt.Errorf("%w: max connection age %v and grace %v: must not be negative", ErrInvalidLimits, l.MaxConnectionAge, l.MaxConnectionAgeGrace)
+		return positive("MaxConnectionIdle", l.MaxConnectionIdle, d.MaxConnectionIdle)
+	case l.MaxConnectionAge < 0:
+		return notNegative("MaxConnectionAge", l.MaxConnectionAge)
+	case l.MaxConnectionAgeGrace < 0:
+		return notNegative("MaxConnectionAgeGrace", l.MaxConnectionAgeGrace)
+	case l.MaxRecvMsgSize <= 0:
+		return positive("MaxRecvMsgSize", l.MaxRecvMsgSize, d.MaxRecvMsgSize)
+	case l.MaxConcurrentStreams == 0:
+		return positive("MaxConcurrentStreams", l.MaxConcurrentStreams, d.MaxConcurrentStreams)
 	case l.MaxConnections <= 0:
-		return fmt.Errorf("%w: max connections %d: must be positive", ErrInvalidLimits, l.MaxConnections)
-	case l.MaxInflightBytes < int64(l.MaxRecvMsgSize):
-		return fmt.Errorf("%w: max in-flight bytes %d is below the max receive message size %d: no call could start (each reserves the max receive message size)",
-			ErrInvalidLimits, l.MaxInflightBytes, l.MaxRecvMsgSize)
+		return positive("MaxConnections", l.MaxConnections, d.MaxConnections)
 	case l.MaxAppendWindow < 0:
-		return fmt.Errorf("%w: max append window %d: must not be negative", ErrInvalidLimits, l.MaxAppendWindow)
-	case l.MaxResponseBytes < 0 || l.MaxRenderedBytes < 0 || l.MaxImportBytes < 0:
-		return fmt.Errorf("%w: max response bytes %d, max rendered bytes %d and max import bytes %d: must not be negative",
-			ErrInvalidLimits, l.MaxResponseBytes, l.MaxRenderedBytes, l.MaxImportBytes)
-	case l.orDefaults().MaxRenderedBytes > l.orDefaults().MaxResponseBytes:
-		return fmt.Errorf("%w: max rendered bytes %d is above max response bytes %d: a rendering that large could never be sent",
-			ErrInvalidLimits, l.orDefaults().MaxRenderedBytes, l.orDefaults().MaxResponseBytes)
+		return notNegativeDefault("MaxAppendWindow", l.MaxAppendWindow)
+	case l.MaxResponseBytes < 0:
+		return notNegativeDefault("MaxResponseBytes", l.MaxResponseBytes)
+	case l.MaxRenderedBytes < 0:
+		return notNegativeDefault("MaxRenderedBytes", l.MaxRenderedBytes)
+	case l.MaxImportBytes < 0:
+		return notNegativeDefault("MaxImportBytes", l.MaxImportBytes)
+	case orDefault(l.MaxRenderedBytes, d.MaxRenderedBytes) > orDefault(l.MaxResponseBytes, d.MaxResponseBytes):
+		return &LimitError{Field: "MaxRenderedBytes", Value: orDefault(l.MaxRenderedBytes, d.MaxRenderedBytes), Rule: LimitAboveOther,
+			Other: "MaxResponseBytes", OtherValue: orDefault(l.MaxResponseBytes, d.MaxResponseBytes)}
 	}
 	return nil
 }
@@ -189,7 +221,16 @@ func (l Limits) serverOptions() []grpc.ServerOption {
 	return opts
 }
 
-// orDefaults replaces each field out of range with its default.
+// orDefault is v, or def when v is 0 or below (the byte budgets' "0: the default").
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// orDefaults replaces each field out of range with its default, and a render cap above the
+// response budget with the budget.
 func (l Limits) orDefaults() Limits {
 	d := DefaultLimits()
 	if l.MaxRecvMsgSize <= 0 {
@@ -225,7 +266,15 @@ func (l Limits) orDefaults() Limits {
 	if l.MaxImportBytes <= 0 {
 		l.MaxImportBytes = d.MaxImportBytes
 	}
-	if l.MaxAppendWindow <= 0 {
+	if l.MaxRenderedBytes > l.MaxResponseBytes {
+		// A rendering that large could never be sent: the cap falls to what a response can
+		// carry (Validate refuses it; WithLimits repairs it).
+		l.MaxRenderedBytes = min(d.MaxRenderedBytes, l.MaxResponseBytes)
+	}
+	if l.StreamWorkers > MaxStreamWorkers {
+		l.StreamWorkers = d.StreamWorkers
+	}
+	if l.MaxAppendWindow <= 0 || l.MaxAppendWindow > MaxMaxAppendWindow {
 		l.MaxAppendWindow = d.MaxAppendWindow
 	}
 	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)

@@ -287,7 +287,14 @@ func (b *branch) exportSource() exportSource {
 // encode writes the branch as Branch.to_dict(mode) (docs/design.md#branches):
 // {id, created_at, metadata (with current_progression when a selected
 // progression is set, and lion_class), user, name, messages: the Pile
-// with its progression, system}; no chat_model (historyd has none).
+// with its progression (encodePile: a literal when there are none),
+// system}; no chat_model (historyd has none).
+//
+// In db mode the Branch's metadata key comes after name, before messages
+// and system: Branch.to_dict sets those on the dict Element.to_dict made,
+// whose db mode had already moved the metadata to its end
+// (lionagi/session/branch.py: to_dict; protocols/generic/element.py:
+// to_dict).
 //
 // In db mode only the top of each to_dict(mode="db") call is renamed, as
 // LionAGI 0.27 does (Branch.to_dict and Pile's field serializers, commit
@@ -296,6 +303,47 @@ func (b *branch) exportSource() exportSource {
 // node_metadata; the Pile's collections and its progression are written by
 // a plain to_dict(), so under metadata (issue 13 item 6).
 func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value, error) {
+	pile, err := s.encodePile(mode)
+	if err != nil {
+		return jsonv.Value{}, err
+	}
+	meta := s.metadata
+	if s.selected != nil {
+		meta = meta.Set("current_progression", s.selected.Encode(mode, dbMetaKey))
+	}
+	// Element.to_dict first (its db-mode metadata key after name), then
+	// messages and system set on it (lionagi/session/branch.py: to_dict).
+	out := encodeElement(s.id, s.createdAt, meta, envelope.ClassBranch, mode, dbMetaKey,
+		jsonv.Member{Key: "user", Value: optText(s.user)},
+		jsonv.Member{Key: "name", Value: optText(s.name)})
+	out = out.Set("messages", pile)
+	if s.system != nil {
+		sys, err := s.system.msg.Encode(mode, "")
+		if err != nil {
+			return jsonv.Value{}, err
+		}
+		out = out.Set("system", sys)
+	}
+	return out, nil
+}
+
+// emptyPile is what Branch.to_dict writes for messages when the branch has
+// none, in every mode, in place of the Pile's to_dict
+// (lionagi/session/branch.py: to_dict): {"collections": [], "progression":
+// {"order": []}}.
+func emptyPile() jsonv.Value {
+	return jsonv.ObjectValue(
+		jsonv.Member{Key: "collections", Value: jsonv.ArrayValue()},
+		jsonv.Member{Key: "progression", Value: jsonv.ObjectValue(jsonv.Member{Key: "order", Value: jsonv.ArrayValue()})})
+}
+
+// encodePile writes the branch's messages as Branch.to_dict does: the
+// Pile's to_dict(mode), or emptyPile when the order is empty (the Pile is
+// falsy: Pile.__bool__ is a non-empty progression).
+func (s exportSource) encodePile(mode envelope.Mode) (jsonv.Value, error) {
+	if len(s.versions) == 0 {
+		return emptyPile(), nil
+	}
 	inner := collectionsMode(mode) // collections and the Pile's progression
 	coll := make([]jsonv.Value, len(s.collections))
 	order := make([]uuid.UUID, len(s.versions))
@@ -310,27 +358,10 @@ func (s exportSource) encode(mode envelope.Mode, dbMetaKey string) (jsonv.Value,
 		order[i] = v.msg.ID
 	}
 	prog := Progression{ID: s.prog.id, CreatedAt: s.prog.createdAt, Metadata: jsonv.ObjectValue(), Order: order}
-	pile := encodeElement(s.pile.id, s.pile.createdAt, jsonv.ObjectValue(), envelope.ClassPile, mode, "",
+	return encodeElement(s.pile.id, s.pile.createdAt, jsonv.ObjectValue(), envelope.ClassPile, mode, "",
 		jsonv.Member{Key: "collections", Value: jsonv.ArrayValue(coll...)},
 		jsonv.Member{Key: "progression", Value: prog.Encode(inner, "")},
-		jsonv.Member{Key: "strict_type", Value: jsonv.BoolValue(false)})
-	meta := s.metadata
-	if s.selected != nil {
-		meta = meta.Set("current_progression", s.selected.Encode(mode, dbMetaKey))
-	}
-	fields := []jsonv.Member{
-		{Key: "user", Value: optText(s.user)},
-		{Key: "name", Value: optText(s.name)},
-		{Key: "messages", Value: pile},
-	}
-	if s.system != nil {
-		sys, err := s.system.msg.Encode(mode, "")
-		if err != nil {
-			return jsonv.Value{}, err
-		}
-		fields = append(fields, jsonv.Member{Key: "system", Value: sys})
-	}
-	return encodeElement(s.id, s.createdAt, meta, envelope.ClassBranch, mode, dbMetaKey, fields...), nil
+		jsonv.Member{Key: "strict_type", Value: jsonv.BoolValue(false)}), nil
 }
 
 // collectionsMode is the mode encode writes the Pile's collections and

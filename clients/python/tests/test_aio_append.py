@@ -8,18 +8,36 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from typing import Any
 
 import grpc
 import pytest
 
 from historyd import AppendStreamBrokenError, BranchNotFoundError, HistorydError
 from historyd.aio import AsyncClient
-from test_append_deadline import LIMIT, StalledServer, stalled  # noqa: F401 (the fixture)
+from test_append_deadline import LIMIT, GatedServer, StalledServer, gated, item_alone_expired, stalled  # noqa: F401 (the fixtures)
 
 
 async def ended(stalled: StalledServer, n: int) -> None:
     """Waits (off the loop) until the fake has seen n streams end."""
     assert await asyncio.get_running_loop().run_in_executor(None, stalled.wait_ended, n), f"{n} streams ended"
+
+
+async def read(stalled: StalledServer, n: int) -> None:
+    """Waits (off the loop) until the fake has read n items, the windows counted."""
+    assert await asyncio.get_running_loop().run_in_executor(None, stalled.wait_items, n), f"{n} items read"
+
+
+async def taken(ap: Any, fut: Any) -> None:
+    """Waits until grpc has taken the item of fut to send: an item given up on before that is not
+    sent at all (the module's doc), and these tests give up on items that were."""
+
+    async def poll() -> None:
+        item = next(i for i in ap._stream.pending if i.fut is fut)
+        while not item.taken:
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(poll(), LIMIT)
 
 
 @pytest.mark.asyncio
@@ -96,6 +114,7 @@ async def test_async_appender_cancellation(stalled: StalledServer) -> None:  # n
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
+        await read(stalled, 3)  # the window, mine and after: sent
         assert mine.cancel()  # gives up on it, as asyncio.wait_for does when it times out
         with pytest.raises(AppendStreamBrokenError) as ei:
             await asyncio.wait_for(after, LIMIT)
@@ -123,6 +142,7 @@ async def test_async_appender_a_cancelled_future_leaves_the_stream(server) -> No
         b = await client.create_branch()
         async with client.appender(window=64) as ap:
             futures = [await ap.append_instruction(b.id, f"m{i}") for i in range(64)]
+            await taken(ap, futures[0])  # sent: cancelled before, it would not be
             assert futures[0].cancel()
             written = await asyncio.wait_for(asyncio.gather(*futures[1:]), LIMIT)
             assert [m.content["instruction"] for m in written] == [f"m{i}" for i in range(1, 64)]
@@ -214,3 +234,122 @@ async def test_async_appender_deadline_starts_when_grpc_takes_the_item(server) -
             while time.monotonic() - t0 < 0.7:  # the rest of a long batch keeps the loop
                 pass
             assert (await asyncio.wait_for(first, LIMIT)).sequence == 2
+
+
+@pytest.mark.asyncio
+async def test_async_appender_an_items_own_deadline_fails_that_item_alone(gated: GatedServer) -> None:  # noqa: F811
+    """As test_append_deadline's sync test: an item's own deadline passing while it is on the
+    stream fails it alone, DEADLINE_EXCEEDED with its request_id; the stream and the other items
+    go on, and its answer is dropped. Its timer cancelled the stream: every item in flight
+    failed."""
+    async with AsyncClient(gated.addr, tls=False, timeout=None) as client:
+        ap = client.appender(window=4)
+        mine = await ap.append_instruction("b", "mine", timeout=0.2)
+        other = await ap.append_instruction("b", "other")
+        with pytest.raises(Exception) as ei:
+            await asyncio.wait_for(asyncio.shield(mine), LIMIT)
+        assert item_alone_expired(ei.value, mine.request_id), repr(ei.value)
+        await asyncio.sleep(0)  # what the expiry set off runs here
+        assert not other.done(), f"the other item in flight went with it: {other.exception()!r}"
+        gated.gate.set()  # the server answers: mine's answer is dropped, other's settles it
+        assert (await asyncio.wait_for(other, LIMIT)).sequence == 3
+        assert (await asyncio.wait_for(await ap.append_instruction("b", "next"), LIMIT)).sequence == 4
+        assert mine.exception() is ei.value, "the late answer is dropped"
+        await asyncio.wait_for(ap.close(), LIMIT)
+        assert gated.opened == 1, "one stream throughout"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("long", [1e10, float("inf")])
+async def test_async_appender_very_long_deadlines(stalled: StalledServer, long: float) -> None:  # noqa: F811
+    """As test_append_deadline's sync test: items with long deadlines of their own are not cut by
+    a shorter appender's ``timeout`` (ddc850b cut them at the appender's 0.2 s), and an append
+    with a long deadline waits for a place in the full window, until close()."""
+    client = AsyncClient(stalled.addr, tls=False, timeout=None)
+    ap = client.appender(window=2, timeout=0.2)
+    a = await ap.append_instruction("b", "a", timeout=long)
+    b = await ap.append_instruction("b", "b", timeout=long)
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(asyncio.shield(a), 0.8)  # four times the appender's timeout
+    assert not b.done()
+    assert stalled.opened == 1 and not stalled.ended.acquire(timeout=0), "the stream goes on"
+    waited = asyncio.ensure_future(ap.append_instruction("b", "c", timeout=long))
+    done, _ = await asyncio.wait([waited], timeout=0.2)
+    assert not done, "a full window: it waits for a place"
+    await asyncio.wait_for(client.close(), LIMIT)
+    for f in (a, b):
+        with pytest.raises(AppendStreamBrokenError) as ei:
+            await asyncio.wait_for(f, LIMIT)
+        assert ei.value.code == grpc.StatusCode.CANCELLED, "the close, not a deadline, ended the stream"
+    with pytest.raises(HistorydError) as ei:
+        await asyncio.wait_for(waited, LIMIT)
+    assert not isinstance(ei.value, AppendStreamBrokenError) and ei.value.code == grpc.StatusCode.CANCELLED
+    await asyncio.wait_for(ap.close(), LIMIT)
+    assert len(stalled.items) == 3, "the window, a and b"
+
+
+@pytest.mark.asyncio
+async def test_async_appender_a_given_up_item_holds_its_place_until_the_appenders_timeout_from_then(stalled: StalledServer) -> None:  # noqa: F811
+    """As test_append_deadline's sync test: an item whose own deadline passes after it was sent
+    fails alone and keeps its place until its answer, or until the appender's ``timeout`` counted
+    from the giving up, which cancels the stream as stalled. ddc850b cancelled it at the
+    appender's timeout from the sending (0.3 s), before the item's own deadline (0.6 s)."""
+    async with AsyncClient(stalled.addr, tls=False, timeout=None) as client:
+        ap = client.appender(window=2, timeout=0.3)
+        t0 = time.monotonic()
+        mine = await ap.append_instruction("b", "mine", timeout=0.6)
+        other = await ap.append_instruction("b", "other", timeout=float("inf"))
+        with pytest.raises(Exception) as ei:
+            await asyncio.wait_for(asyncio.shield(mine), LIMIT)
+        assert item_alone_expired(ei.value, mine.request_id) and not ei.value.stream_ended, repr(ei.value)
+        assert not other.done(), "mine alone failed"
+        late = await asyncio.wait_for(ap.append_instruction("b", "late", timeout=0.1), LIMIT)
+        with pytest.raises(HistorydError) as ei:
+            await late
+        assert type(ei.value) is HistorydError and ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED, "the place is held"
+        with pytest.raises(AppendStreamBrokenError) as ei:
+            await asyncio.wait_for(other, LIMIT)
+        assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED and ei.value.stream_ended
+        assert "given up" in str(ei.value), str(ei.value)
+        assert time.monotonic() - t0 >= 0.6 + 0.3, "the stall counts from the giving up"
+        await ended(stalled, 1)
+        await asyncio.wait_for(ap.close(), LIMIT)
+
+
+@pytest.mark.asyncio
+async def test_async_appender_a_cancelled_item_holds_its_place_until_the_appenders_timeout_from_then(stalled: StalledServer) -> None:  # noqa: F811
+    """The rule (the module's doc): cancelling a sent item's future gives up on it as its own
+    deadline does; its place is held until its answer, or until the appender's ``timeout`` from
+    the cancel, which cancels the stream as stalled. Items with deadlines of their own are not
+    cut before that (ddc850b cut them at the appender's timeout from their sending)."""
+    async with AsyncClient(stalled.addr, tls=False, timeout=None) as client:
+        ap = client.appender(window=2, timeout=0.3)
+        mine = await ap.append_instruction("b", "mine", timeout=float("inf"))
+        other = await ap.append_instruction("b", "other", timeout=float("inf"))
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(other), 0.5)
+        t0 = time.monotonic()
+        assert mine.cancel()
+        with pytest.raises(AppendStreamBrokenError) as ei:
+            await asyncio.wait_for(other, LIMIT)
+        assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED and "given up" in str(ei.value), repr(ei.value)
+        assert time.monotonic() - t0 >= 0.3 - 0.01, "the stall counts from the cancel"
+        await ended(stalled, 1)
+        await asyncio.wait_for(ap.close(), LIMIT)
+
+
+@pytest.mark.asyncio
+async def test_async_appender_a_cancelled_item_grpc_has_not_taken_is_not_sent(stalled: StalledServer) -> None:  # noqa: F811
+    """The rule (the module's doc; the TypeScript client's giveUp): an item given up on before grpc
+    has taken it to send (its future cancelled in the tick of its append) leaves the stream unsent,
+    and its place comes back at once. It held its place until an answer that, on a server that
+    never answers, never came, and was sent all the same."""
+    async with AsyncClient(stalled.addr, tls=False, timeout=None) as client:
+        ap = client.appender(window=1, timeout=None)
+        mine = await ap.append_instruction("b", "mine")
+        assert mine.cancel()
+        nxt = await asyncio.wait_for(ap.append_instruction("b", "next"), LIMIT)  # its place is free
+        await read(stalled, 2)
+        assert not nxt.done()
+    await ended(stalled, 1)
+    assert len(stalled.items) == 2, "the window and next: mine was not sent"

@@ -68,3 +68,24 @@ def test_appender_cancel_cannot_take_back_a_sent_item(client: Client) -> None:
         msg = fut.result(timeout=30)
     assert msg.content["instruction"] == "sent"
     assert [m.content["instruction"] for m in b.messages() if m.kind == "instruction"] == ["sent"]
+
+
+def test_appender_futures_carry_the_request_id(client: Client) -> None:
+    """The rule (Appender.append; README "Reference"): each future's ``request_id`` is the item's,
+    the caller's or the one filled in, as the asyncio AppendFuture's is, so an item given up on
+    (or failed unsent) can be appended again safely. The sync futures had none: a caller who
+    gave no request_id could not learn the one its item was sent with."""
+    b = client.create_branch()
+    rid = str(uuid.uuid4())
+    with client.appender(window=4) as ap:
+        given = ap.append_instruction(b.id, "given", request_id=rid)
+        made = ap.append_instruction(b.id, "made")
+        unsent = ap.append_instruction(b.id, "unsent", timeout=0)  # its deadline passed: not sent
+        assert getattr(given, "request_id", None) == rid
+        assert str(uuid.UUID(getattr(made, "request_id", ""))) == made.request_id, "a UUID filled in"
+        assert getattr(unsent, "request_id", "") not in ("", rid, made.request_id)
+        first = made.result(timeout=30)
+        again = ap.append_instruction(b.id, "made", request_id=made.request_id)
+        assert again.request_id == made.request_id
+        assert again.result(timeout=30).id == first.id, "appended again with its request_id: applied once"
+    assert [m.content["instruction"] for m in b.messages() if m.kind == "instruction"] == ["given", "made"]

@@ -32,6 +32,7 @@ class StalledServer:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.read = threading.Condition(self.lock)  # notified with each item read
         self.opened = 0
         self.items: List[str] = []
         self.ended = threading.Semaphore(0)  # released once per stream the client ended
@@ -49,8 +50,7 @@ class StalledServer:
             self.opened += 1
         try:
             for r in requests:
-                with self.lock:
-                    self.items.append(r)
+                self._record(r)
         except Exception:  # the client cancelled while we read
             pass
         done = threading.Event()
@@ -58,6 +58,16 @@ class StalledServer:
             done.wait()
         self.ended.release()
         return iter(())
+
+    def _record(self, r: bytes) -> None:
+        with self.read:
+            self.items.append(r)
+            self.read.notify_all()
+
+    def wait_items(self, n: int) -> bool:
+        """Whether n items (the windows counted) were read within LIMIT."""
+        with self.read:
+            return self.read.wait_for(lambda: len(self.items) >= n, timeout=LIMIT)
 
     def wait_ended(self, n: int) -> bool:
         """Whether n streams ended (cancelled by the client) within LIMIT."""
@@ -91,13 +101,50 @@ class SlowServer(StalledServer):
         with self.lock:
             self.opened += 1
         for i, r in enumerate(requests):
-            with self.lock:
-                self.items.append(r)
+            self._record(r)
             if i == 0:
                 continue  # the window
             time.sleep(self.delay)  # the server's slowness, not the test's synchronisation
             answer = hs.AddMessageResponse(message=envelope.Message(sequence=i + 1))
             yield hs.AppendMessagesResponse(index=i - 1, response=answer).SerializeToString()
+
+
+class GatedServer(StalledServer):
+    """A gRPC server whose AppendMessages answers its items in order, each once ``gate`` is set:
+    a healthy server that holds its answers as long as the test says."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        super().__init__()
+
+    def _append(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        with self.lock:
+            self.opened += 1
+        for i, r in enumerate(requests):
+            self._record(r)
+            if i == 0:
+                continue  # the window
+            self.gate.wait()
+            answer = hs.AddMessageResponse(message=envelope.Message(sequence=i + 1))
+            yield hs.AppendMessagesResponse(index=i - 1, response=answer).SerializeToString()
+        self.ended.release()
+
+    def stop(self) -> None:
+        self.gate.set()
+        super().stop()
+
+
+@pytest.fixture()
+def gated() -> Iterator[GatedServer]:
+    s = GatedServer()
+    yield s
+    s.stop()
+
+
+def item_alone_expired(err: BaseException, request_id: str) -> bool:
+    """Whether err is the failure of a sent item whose own deadline passed, alone: DEADLINE_EXCEEDED
+    with the item's request_id, to append it again."""
+    return isinstance(err, AppendStreamBrokenError) and err.code == grpc.StatusCode.DEADLINE_EXCEEDED and err.request_id == request_id
 
 
 @pytest.fixture()
@@ -214,26 +261,105 @@ def test_appender_very_long_deadlines(stalled: StalledServer, long: float) -> No
     """A deadline of any length, inf too, is a deadline. threading waits at most
     threading.TIMEOUT_MAX (292 years): a timeout of 1e10 s or inf raised OverflowError in the
     watchdog thread, which died and left the later items of its stream unbounded, and in append's
-    wait for a place (review of the clients 2, fault 6)."""
+    wait for a place (review of the clients 2, fault 6).
+
+    The rule (the module's doc; README "Reference"): an item's own deadline bounds its whole wait
+    instead of the appender's ``timeout``, so items with long deadlines of their own are not cut by
+    a shorter appender's ``timeout`` (ddc850b cut them: the stream was cancelled at the appender's
+    0.2 s). An append with a long deadline waits for a place in the full window, until close()."""
     client = Client(stalled.addr, tls=False, timeout=None)
+    waiting = futures.ThreadPoolExecutor(max_workers=1)
     try:
-        ap = client.appender(window=2)
+        ap = client.appender(window=2, timeout=0.2)  # shorter than the items' own deadlines
         a = ap.append_instruction("b", "a", timeout=long)
-        b = ap.append_instruction("b", "b", timeout=0.3)
-        for f in (b, a):  # b's deadline cancels the stream, a with it
-            with pytest.raises(AppendStreamBrokenError) as ei:
-                f.result(timeout=LIMIT)
-            assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
-        # A full window: an append with a long deadline waits for a place, which the first item's
-        # deadline frees.
-        first = ap.append_instruction("b", "c", timeout=0.3)
-        ap.append_instruction("b", "d", timeout=long)
-        waited = within(lambda: ap.append_instruction("b", "e", timeout=long), "an append waiting for a place")
-        with pytest.raises(AppendStreamBrokenError):
-            first.result(timeout=LIMIT)
+        b = ap.append_instruction("b", "b", timeout=long)
+        with pytest.raises(futures.TimeoutError):
+            a.result(timeout=0.8)  # four times the appender's timeout: not its to cut
+        assert not b.done()
+        s = ap._stream
+        assert s is not None and s.watchdog.is_alive(), "the watchdog took the long deadlines"
+        assert stalled.opened == 1 and not stalled.ended.acquire(timeout=0), "the stream goes on"
+        # A full window: an append with a long deadline waits for a place.
+        waited = waiting.submit(lambda: ap.append_instruction("b", "c", timeout=long))
+        with pytest.raises(futures.TimeoutError):
+            waited.result(timeout=0.2)
     finally:
         client.close()
-    with pytest.raises(AppendStreamBrokenError) as ei:
-        waited.result(timeout=LIMIT)
-    assert ei.value.code == grpc.StatusCode.CANCELLED
+        waiting.shutdown(wait=False)
+    for f in (a, b):
+        with pytest.raises(AppendStreamBrokenError) as ei:
+            f.result(timeout=LIMIT)
+        assert ei.value.code == grpc.StatusCode.CANCELLED, "the close, not a deadline, ended the stream"
+    err = waited.exception(timeout=LIMIT)  # woken by the close: the client is closed, nothing sent
+    assert isinstance(err, HistorydError) and not isinstance(err, AppendStreamBrokenError), repr(err)
+    assert err.code == grpc.StatusCode.CANCELLED
     within(ap.close, "close()")
+    with stalled.lock:
+        assert len(stalled.items) == 3, "the window, a and b"
+
+
+def test_appender_a_given_up_item_holds_its_place_until_the_appenders_timeout_from_then(stalled: StalledServer) -> None:
+    """The rule (the module's doc; README "Reference"; the TypeScript client's alike): an item
+    whose own deadline passes after it was sent fails alone and keeps its place in the window
+    until its answer comes; if none comes within the appender's ``timeout`` counted from the giving
+    up, the server is taken for stalled and the stream is cancelled. ddc850b bounded such an item
+    by the appender's timeout from its sending instead: here the stream was cancelled at 0.3 s,
+    before the item's own 0.6 s deadline, and the item failed with the stream."""
+    with Client(stalled.addr, tls=False, timeout=None) as client:
+        ap = client.appender(window=2, timeout=0.3)
+        t0 = time.monotonic()
+        mine = ap.append_instruction("b", "mine", timeout=0.6)
+        other = ap.append_instruction("b", "other", timeout=float("inf"))
+        err = mine.exception(timeout=LIMIT)
+        assert item_alone_expired(err, mine.request_id) and not err.stream_ended, repr(err)
+        assert not other.done(), "mine alone failed"
+        # Its place is held (the window is full): an append waiting 0.1 s for one fails unsent.
+        late = within(lambda: ap.append_instruction("b", "late", timeout=0.1), "an append waiting for a place")
+        err = late.exception(timeout=LIMIT)
+        assert type(err) is HistorydError and err.code == grpc.StatusCode.DEADLINE_EXCEEDED, repr(err)
+        with pytest.raises(AppendStreamBrokenError) as ei:
+            other.result(timeout=LIMIT)
+        assert ei.value.code == grpc.StatusCode.DEADLINE_EXCEEDED and ei.value.stream_ended
+        assert "given up" in str(ei.value), str(ei.value)
+        assert time.monotonic() - t0 >= 0.6 + 0.3, "the stall counts from the giving up"
+        assert stalled.wait_ended(1), "the stream was cancelled"
+        within(ap.close, "close()")
+
+
+def test_appender_a_given_up_item_without_an_appender_timeout_holds_its_place_until_its_answer(gated: GatedServer) -> None:
+    """The rule (as above): with the appender's ``timeout`` None, a given-up item holds its place
+    until its answer comes, however late; the answer frees it and is dropped."""
+    with Client(gated.addr, tls=False, timeout=None) as client:
+        ap = client.appender(window=1, timeout=None)
+        mine = ap.append_instruction("b", "mine", timeout=0.2)
+        err = mine.exception(timeout=LIMIT)
+        assert item_alone_expired(err, mine.request_id), repr(err)
+        late = within(lambda: ap.append_instruction("b", "late", timeout=0.2), "an append waiting for a place")
+        assert type(late.exception(timeout=LIMIT)) is HistorydError, "the place is held: late was not sent"
+        gated.gate.set()  # mine's answer comes: its place is free, the answer dropped
+        nxt = within(lambda: ap.append_instruction("b", "next"), "an append after the answer")
+        assert nxt.result(timeout=LIMIT).sequence == 3
+        assert mine.exception(timeout=0) is err
+        within(ap.close, "close()")
+        assert gated.opened == 1
+
+
+def test_appender_an_items_own_deadline_fails_that_item_alone(gated: GatedServer) -> None:
+    """The rule (the module's doc; README "Reference"): an item's own deadline (append(req,
+    timeout=)) passing while the item is on the stream fails that item alone, DEADLINE_EXCEEDED
+    with its request_id (the server may still write it: append it again with that id); the
+    stream and the other items go on, and its answer is dropped when it comes. It cancelled the
+    stream: every item in flight failed with it."""
+    with Client(gated.addr, tls=False, timeout=None) as client:
+        ap = client.appender(window=4)
+        mine = ap.append_instruction("b", "mine", timeout=0.2)
+        other = ap.append_instruction("b", "other")
+        err = mine.exception(timeout=LIMIT)
+        assert item_alone_expired(err, mine.request_id), repr(err)
+        assert not other.done(), f"the other item in flight went with it: {other.exception(timeout=0)!r}"
+        gated.gate.set()  # the server answers: mine's answer is dropped, other's settles it
+        assert other.result(timeout=LIMIT).sequence == 3
+        assert within(lambda: ap.append_instruction("b", "next").result(timeout=LIMIT), "an append after").sequence == 4
+        assert mine.exception(timeout=0) is err, "the late answer is dropped"
+        within(ap.close, "close()")
+        assert gated.opened == 1, "one stream throughout"

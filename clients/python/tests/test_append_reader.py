@@ -290,7 +290,7 @@ def test_a_stream_cancelled_for_a_deadline_takes_no_more_items() -> None:
     call = stub.call
     slots.acquire()
     late: Future = Future()
-    assert s.send(hs.AddMessageRequest(branch_id="b", request_id="late"), late, time.monotonic())
+    assert s.send(hs.AddMessageRequest(branch_id="b", request_id="late"), late, 0.0)
     assert call.cancel_called.wait(timeout=5), "the watchdog did not cancel the call"
     slots.acquire()
     assert not s.send(hs.AddMessageRequest(branch_id="b", request_id="next"), Future()), "a cancelled stream took an item"
@@ -301,3 +301,97 @@ def test_a_stream_cancelled_for_a_deadline_takes_no_more_items() -> None:
     assert ei.value.code.name == "DEADLINE_EXCEEDED"
     s.reader.join(timeout=5)
     assert not s.reader.is_alive()
+
+
+class BrokeSinceTheCheck:
+    """A stream the appender found whole, broken by the time it sends: its watchdog (a deadline)
+    or its reader (the call ended) broke it in between, so send() takes no item."""
+
+    broken = False
+
+    def send(self, *args: Any, **kwargs: Any) -> bool:
+        self.broken = True
+        return False
+
+
+def test_an_append_racing_a_stream_break_goes_on_a_new_stream() -> None:
+    """The rule (the module's doc): when the stream breaks, the items in flight fail and the next
+    append opens a new stream. An append that found the stream whole and then, sending, found it
+    broken sent nothing and failed AppendStreamBrokenError UNAVAILABLE all the same, an item that
+    was never in flight."""
+    stub = FakeStub()
+    ap = Appender(FakeClient(stub), window=2, timeout=None)
+    ap._stream = BrokeSinceTheCheck()  # type: ignore[assignment]
+    fut = ap.append(item("r0"))
+    assert stub.call is not None, "the item went on a new stream"
+    stub.call.answers.put(ok_answer(0, "zero"))
+    assert fut.result(timeout=10).content["instruction"] == "zero"
+    stub.call.answers.put(_DONE)
+    ap.close()
+
+
+class HeldCall(FakeCall):
+    """A FakeCall that takes no request until the test sets ``go``: as gRPC's sending, held back
+    by flow control, leaves the items queued."""
+
+    def __init__(self, requests: Any) -> None:
+        self.go = threading.Event()
+        super().__init__(requests)
+
+    def _drain(self, requests: Any) -> None:
+        self.go.wait(timeout=30)
+        super()._drain(requests)
+
+
+class HeldStub(FakeStub):
+    def AppendMessages(self, requests: Any, metadata: Any = None) -> HeldCall:  # noqa: N802 (gRPC's name)
+        self.call = HeldCall(requests)
+        return self.call
+
+
+def test_an_item_given_up_before_grpc_takes_it_is_not_sent() -> None:
+    """The rule (the module's doc; the TypeScript client's giveUp): an item whose own deadline
+    passes before gRPC has taken it to send leaves the stream unsent: it fails DEADLINE_EXCEEDED as
+    a plain HistorydError (nothing to append again), and its place comes back at once. It was
+    given up on as if sent (AppendStreamBrokenError, stream_ended False), held its place until an
+    answer that could never come, and was sent after its deadline once gRPC took it."""
+    from historyd import HistorydError
+
+    stub = HeldStub()
+    ap = Appender(FakeClient(stub), window=1, timeout=None)
+    mine = ap.append(item("r0"), timeout=0.1)
+    err = mine.exception(timeout=10)
+    assert type(err) is HistorydError and err.code.name == "DEADLINE_EXCEEDED", repr(err)
+    assert ap._slots.acquire(timeout=5), "its place did not come back"
+    ap._slots.release()
+    nxt = ap.append(item("r1"))
+    call = stub.call
+    call.go.set()
+    call.answers.put(ok_answer(0, "one"))
+    assert nxt.result(timeout=10).content["instruction"] == "one"
+    call.answers.put(_DONE)
+    ap.close()
+    assert call.requests_ended.wait(timeout=10)
+    assert [r.item.request_id for r in call.sent if r.HasField("item")] == ["r1"], "r0 was not sent"
+
+
+def test_the_appenders_timeout_counts_from_when_grpc_takes_the_item() -> None:
+    """The rule (the module's doc; the asyncio appender's and the TypeScript client's alike): the
+    appender's timeout bounds an item's answer from when gRPC takes the item to send, not from its
+    queueing: an item held back (flow control, here a call that takes nothing until told) is not
+    cut for the wait. Counted from the queueing, the stream was cancelled at 0.2 s, the item
+    failing AppendStreamBrokenError DEADLINE_EXCEEDED before it was sent."""
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    stub = HeldStub()
+    ap = Appender(FakeClient(stub), window=2, timeout=0.2)
+    fut = ap.append(item("r0"))
+    with pytest.raises(FutureTimeout):
+        fut.result(timeout=0.5)  # held, unsent: the appender's timeout has not begun
+    call = stub.call
+    call.go.set()
+    call.answers.put(ok_answer(0, "zero"))
+    assert fut.result(timeout=10).content["instruction"] == "zero"
+    call.answers.put(_DONE)
+    ap.close()
+    assert not call.cancelled

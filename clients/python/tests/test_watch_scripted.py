@@ -5,6 +5,7 @@ commit, and the bound on reconnections in a row."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, List, Optional, Tuple
 
 import grpc
@@ -78,19 +79,30 @@ class ScriptedStub:
 
 
 class FakeClient:
-    """What a watch uses of a client: its stub and call metadata, and (asyncio) the set of its
-    open streams and whether it is closing (AsyncClient.close)."""
+    """What a watch uses of a client: its stub and call metadata, whether it is closed, and its
+    pause between reconnections (Client._pause)."""
 
     def __init__(self, stub: ScriptedStub) -> None:
         self.history_stub = stub
         self._metadata = None
-        self._streams: set = set()
         self._closed = False
+
+    def _pause(self, delay: float) -> None:
+        time.sleep(delay)  # the watch's pause between reconnections, as the client's
+
+
+class AsyncFakeClient(FakeClient):
+    """What an asyncio watch uses of a client: FakeClient's, and the set of its open streams
+    (AsyncClient.close); its pause is a coroutine."""
+
+    def __init__(self, stub: ScriptedStub) -> None:
+        super().__init__(stub)
+        self._streams: set = set()
 
     def _stream_cancelled(self, e: BaseException) -> Any:
         raise e
 
-    async def _pause(self, delay: float) -> None:
+    async def _pause(self, delay: float) -> None:  # type: ignore[override]
         await asyncio.sleep(delay)  # the watch's pause between reconnections, as the client's
 
 
@@ -135,7 +147,7 @@ def test_watch_raises_branch_deleted_when_the_connection_drops_after_the_deletio
 async def test_async_watch_raises_branch_deleted_when_the_connection_drops_after_the_deletion() -> None:
     """As the sync test above, through AsyncBranch.watch (review of the clients, fault 5)."""
     stub = ScriptedStub(DELETED_THEN_LOST)
-    it = AsyncBranch(FakeClient(stub), "b").watch(after=4, retry=RetryPolicy(max_attempts=3, initial_backoff=0))  # type: ignore[arg-type]
+    it = AsyncBranch(AsyncFakeClient(stub), "b").watch(after=4, retry=RetryPolicy(max_attempts=3, initial_backoff=0))  # type: ignore[arg-type]
     c = await it.__anext__()
     assert [e.kind for e in c.events] == ["branch_deleted"]
     with pytest.raises(BranchDeletedError) as ei:
@@ -170,7 +182,7 @@ async def test_async_watch_reconnects_max_attempts_times_in_a_row(max_attempts: 
     """As the sync test above, through AsyncBranch.watch (review of the clients, fault 5)."""
     stub = ScriptedStub(GONE)
     resumes: List[int] = []
-    it = AsyncBranch(FakeClient(stub), "b").watch(  # type: ignore[arg-type]
+    it = AsyncBranch(AsyncFakeClient(stub), "b").watch(  # type: ignore[arg-type]
         after=0, retry=RetryPolicy(max_attempts=max_attempts, initial_backoff=0), on_resume=lambda cursor, err: resumes.append(cursor)
     )
     assert (await it.__anext__()).last_sequence == 1

@@ -27,13 +27,31 @@
 //
 // A bound that fires while the item waits for a place rejects it with a HistorydError,
 // DEADLINE_EXCEEDED or CANCELED, unsent; an item whose own deadline passed by the time it gets a
-// place is not sent either, even when its timer has not run yet. A bound that fires while the item
-// is on the stream, unanswered, cancels the stream, as a gRPC deadline cancels a call: the item
-// cannot be taken back, so it and the items after it (answers come in order: they are unanswered
-// too) reject with AppendStreamBrokenError of that code, their places come back, and the next
-// append opens a new stream. So a server that accepts the stream and never answers holds no
-// promise and no place past the bounds, where the Go client's Appender has its context. The
-// appender's own signal also ends it: later appends reject at once.
+// place is not sent either, even when its timer has not run yet. Once the item is on its stream,
+// unanswered:
+//
+// - The item's own bounds, its signal and its own deadline (append(req, {signal, timeoutMs})),
+//   give up on that item alone, as the Python client's appenders do. Not
+//   yet taken by the transport, the item leaves the stream unsent and rejects as above, its place
+//   coming back at once. Taken, it rejects with AppendAbandonedError of that code (CANCELED for a
+//   signal; DEADLINE_EXCEEDED for its deadline or AbortSignal.timeout()'s), which has its request
+//   id; the stream and the other items go on, and its answer is dropped when it comes. The server
+//   may have applied the item, or may still: append it again with its request id to have it
+//   applied exactly once. It keeps its place in the window until that answer (the server holds it
+//   in its own window until then); if none comes within the appender's timeoutMs of the giving
+//   up, the server is taken for stalled and the stream is cancelled, as below. Before, these
+//   bounds cancelled the stream, and every other item in flight rejected with
+//   AppendStreamBrokenError.
+// - The appender's bounds, its timeoutMs (the deadline of an item without one of its own, from its
+//   sending) and its signal, cancel the stream, as a gRPC deadline cancels a call: the item
+//   cannot be taken back, so it and the items after it (answers come in order: they are
+//   unanswered too) reject with AppendStreamBrokenError of that code, their places come back, and
+//   the next append opens a new stream.
+//
+// So a server that accepts the stream and never answers holds no promise and no place past the
+// bounds (but with the appender's timeoutMs 0, a given-up item holds its place until its answer
+// comes), where the Go client's Appender has its context. The appender's own signal also ends it:
+// later appends reject at once.
 
 import { randomUUID } from "node:crypto";
 
@@ -42,7 +60,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 
 import type { HistorydClient } from "./client.js";
 import { clientClosedError, HistorydError, toHistorydError } from "./errors.js";
-import { setLongTimeout, type LongTimer } from "./timer.js";
+import { checkDeadline, setLongTimeout, type LongTimer } from "./timer.js";
 import type { Message } from "./gen/historyd/v1/envelope_pb.js";
 import {
   AddMessageRequestSchema,
@@ -60,7 +78,9 @@ export interface AppenderOptions {
   window?: number;
   /** How long each item may wait for its answer, in ms, from when it is sent on the stream (its
    * wait for a place in the window is not counted): by default the client's timeoutMs (30 s); 0:
-   * none. An item given its own deadline (AppendOptions.timeoutMs) has that instead. */
+   * none; any length up to Infinity (NaN or a negative value throws a RangeError). An item given
+   * its own deadline (AppendOptions.timeoutMs) has that instead. It also
+   * bounds how long an item given up on the stream holds its place (AppendOptions). */
   timeoutMs?: number;
   /** Ends the appender: the stream is cancelled, the items on it reject with
    * AppendStreamBrokenError, those waiting for a place and every later append reject at once
@@ -71,10 +91,16 @@ export interface AppenderOptions {
 /** Options of one append(). */
 export interface AppendOptions {
   /** The item's own deadline in ms, from the call to append() to its answer, its wait for a place
-   * in the window included; it replaces the appender's timeoutMs for this item (0: none). An item
-   * whose deadline passed before it is sent rejects DEADLINE_EXCEEDED, unsent. */
+   * in the window included; it replaces the appender's timeoutMs for this item (0: none; NaN or a
+   * negative value rejects the append with a RangeError, unsent). An item
+   * whose deadline passed before it is sent rejects DEADLINE_EXCEEDED, unsent; one whose deadline
+   * passes on the stream is given up alone, as by its signal: it rejects with AppendAbandonedError,
+   * DEADLINE_EXCEEDED, and the stream and the other items go on. */
   timeoutMs?: number;
-  /** Cancels the item: unsent, it rejects CANCELED; sent and unanswered, the stream is cancelled. */
+  /** Cancels the item: unsent, it rejects CANCELED (DEADLINE_EXCEEDED for AbortSignal.timeout()'s).
+   * Sent and unanswered, it is given up alone: it rejects with AppendAbandonedError of that code,
+   * the stream and the other items go on, and its answer is dropped when it comes; the server may
+   * have applied it all the same (append it again with the error's requestId). */
   signal?: AbortSignal;
 }
 
@@ -92,10 +118,25 @@ export class AppendStreamBrokenError extends HistorydError {
   }
 }
 
+/** The error of an item given up on while it was on the stream, unanswered, by one of its own
+ * bounds (AppendOptions): its signal (CANCELED; DEADLINE_EXCEEDED for AbortSignal.timeout()'s) or
+ * its own deadline (DEADLINE_EXCEEDED). The stream and the other items went on, and the item's
+ * answer is dropped when it comes; but the server may have applied it, or apply it still: append it
+ * again with `requestId` to have it applied exactly once. */
+export class AppendAbandonedError extends HistorydError {
+  /** The item's request id. */
+  readonly requestId: string;
+  constructor(requestId: string, cause: HistorydError) {
+    super(new ConnectError(`the append of item ${requestId} was given up while it was on the stream, unanswered; it may be applied all the same (append it again): ${cause.rawMessage}`, cause.code, cause.metadata, undefined, cause), undefined);
+    this.requestId = requestId;
+  }
+}
+
 interface Waiter {
   requestId: string;
   resolve: (m: Message) => void;
   reject: (e: Error) => void;
+  stall?: LongTimer; // given up on the stream: cancels the stream when its answer is this late
 }
 
 /** The HistorydError of a bound that fired: DEADLINE_EXCEEDED for a deadline (an
@@ -110,21 +151,28 @@ function boundError(reason: unknown, what: string): HistorydError {
 
 /** One item's bounds, its deadline and the signals, as one AbortSignal whose reason is the
  * HistorydError to reject with. The deadline is armed apart (arm): from the call to append(), or
- * from the sending. dispose() drops the timer and the listeners. */
+ * from the sending. `alone` says whether the bound that fired is the item's own (its signal, its
+ * own deadline), which gives up on the item alone, or the appender's (its signal, its timeoutMs),
+ * which cancels the stream. dispose() drops the timer and the listeners. */
 class ItemBound {
   readonly #abort = new AbortController();
   readonly #requestId: string;
   #timer: LongTimer | undefined;
   #due: number | undefined; // the deadline, in performance.now() ms
   #why = "";
+  #dueAlone = false; // the deadline is the item's own
+  #alone = false; // the bound that fired is the item's own
   #disposed = false;
   readonly #off: (() => void)[] = [];
 
-  constructor(requestId: string, signals: (AbortSignal | undefined)[]) {
+  constructor(requestId: string, own: AbortSignal | undefined, appender: AbortSignal | undefined) {
     this.#requestId = requestId;
-    for (const s of signals) {
+    for (const [s, alone] of [
+      [own, true],
+      [appender, false],
+    ] as const) {
       if (s === undefined) continue;
-      const onAbort = () => this.#abort.abort(boundError(s.reason, `historyd: item ${requestId}`));
+      const onAbort = () => this.#fire(boundError(s.reason, `historyd: item ${requestId}`), alone);
       if (s.aborted) onAbort();
       else {
         s.addEventListener("abort", onAbort, { once: true });
@@ -135,11 +183,12 @@ class ItemBound {
 
   /** Arms the deadline, ms from now (none when ms is 0 or less, or when one is armed already; a
    * deadline past setTimeout's 2^31-1 ms is re-armed, and Infinity never fires); `why` is what its
-   * error says passed. */
-  arm(ms: number, why: string): void {
+   * error says passed, `alone` whether it is the item's own deadline. */
+  arm(ms: number, why: string, alone: boolean): void {
     if (!(ms > 0) || this.#due !== undefined || this.#abort.signal.aborted || this.#disposed) return;
     this.#due = performance.now() + ms;
     this.#why = why;
+    this.#dueAlone = alone;
     this.#timer = setLongTimeout(() => this.#expire(), ms);
   }
 
@@ -150,12 +199,22 @@ class ItemBound {
   }
 
   #expire(): void {
+    this.#fire(boundError(new DOMException(this.#why, "TimeoutError"), `historyd: item ${this.#requestId}`), this.#dueAlone);
+  }
+
+  #fire(err: HistorydError, alone: boolean): void {
     if (this.#abort.signal.aborted) return;
-    this.#abort.abort(boundError(new DOMException(this.#why, "TimeoutError"), `historyd: item ${this.#requestId}`));
+    this.#alone = alone;
+    this.#abort.abort(err);
   }
 
   get signal(): AbortSignal {
     return this.#abort.signal;
+  }
+
+  /** Whether the bound that fired is the item's own: its signal or its own deadline. */
+  get alone(): boolean {
+    return this.#alone;
   }
 
   /** The error to reject with once fired, else undefined. */
@@ -172,7 +231,7 @@ class ItemBound {
 
 /** One AppendMessages call: its request queue, its waiters in order, and its reader. */
 class AppendStream {
-  readonly #queue: { req: RequestInit; taken?: () => void }[] = []; // taken: the transport took it
+  readonly #queue: { req: RequestInit; w?: Waiter; taken?: () => void }[] = []; // taken: the transport took it
   #wake: (() => void) | undefined;
   #ended = false; // the client side is closed
   broken = false;
@@ -197,6 +256,9 @@ class AppendStream {
               : new HistorydError(new ConnectError("a malformed answer: neither a response with its message nor an error", Code.Internal), undefined);
           const w = this.pending.shift();
           if (w === undefined) throw new ConnectError("an answer to no item", Code.Internal);
+          // A given-up item's answer settles nothing (its promise was rejected): it is dropped,
+          // and its place comes back.
+          w.stall?.clear();
           if (malformed !== undefined) w.reject(malformed);
           else if (resp.result.case === "error") w.reject(itemError(resp.result.value));
           else w.resolve(resp.result.value!.message!);
@@ -209,6 +271,7 @@ class AppendStream {
       this.broken = true;
       this.close();
       for (const w of this.pending.splice(0)) {
+        w.stall?.clear();
         w.reject(new AppendStreamBrokenError(w.requestId, err));
         onAnswer();
       }
@@ -234,9 +297,36 @@ class AppendStream {
   send(item: AddMessageRequest, w: Waiter, taken?: () => void): boolean {
     if (this.broken || this.#ended) return false;
     this.pending.push(w);
-    this.#queue.push({ req: { item }, taken });
+    this.#queue.push({ req: { item }, w, taken });
     this.#poke();
     return true;
+  }
+
+  /** Gives up on w alone, one of its own bounds having fired (err its error), unless it is
+   * answered already. Not yet taken by the transport, it leaves the stream unsent, rejecting with
+   * err: true, its place to give back. Else it rejects with AppendAbandonedError of err and stays
+   * in `pending` until its answer, which is dropped, gives its place back; when `stallMs` (> 0)
+   * passes first, the server is taken for stalled and the stream is cancelled, as an item past the
+   * appender's timeoutMs cancels it: false. */
+  giveUp(w: Waiter, err: HistorydError, stallMs: number): boolean {
+    const i = this.pending.indexOf(w);
+    if (i < 0) return false;
+    const q = this.#queue.findIndex((e) => e.w === w);
+    if (q >= 0) {
+      this.#queue.splice(q, 1);
+      this.pending.splice(i, 1);
+      w.reject(err);
+      return true;
+    }
+    w.reject(new AppendAbandonedError(w.requestId, err));
+    if (stallMs > 0) {
+      w.stall = setLongTimeout(() => {
+        if (!this.pending.includes(w)) return;
+        const stalled = `historyd: item ${w.requestId}, given up, was not answered within ${stallMs} ms of that (the appender's timeoutMs): the append stream was cancelled`;
+        this.cancel(new HistorydError(new ConnectError(stalled, Code.DeadlineExceeded), undefined));
+      }, stallMs);
+    }
+    return false;
   }
 
   /** Cancels the stream, unless it is over: the items in flight reject with AppendStreamBrokenError
@@ -313,6 +403,7 @@ export class Appender {
   /** An Appender over client's connection: `options` is the window, or AppenderOptions. */
   constructor(client: HistorydClient, options: number | AppenderOptions = {}) {
     const o = typeof options === "number" ? { window: options } : options;
+    checkDeadline("AppenderOptions.timeoutMs", o.timeoutMs);
     this.#client = client;
     this.#window = Math.max(1, o.window ?? defaultAppendWindow);
     this.#timeoutMs = o.timeoutMs ?? client.timeoutMs ?? 0;
@@ -326,15 +417,17 @@ export class Appender {
    * cannot be encoded rejects at once, INVALID_ARGUMENT, and is not sent (see the file's comment).
    * The appender's timeoutMs bounds the wait for its answer once sent; `options` bound it from
    * now (timeoutMs, signal). Past a bound it rejects DEADLINE_EXCEEDED or CANCELED, unsent while
-   * it waited for a place, else as AppendStreamBrokenError with the stream cancelled (see the
-   * file's comment). */
+   * it waited for a place; once on the stream, past its own bounds as AppendAbandonedError with
+   * the stream going on, past the appender's as AppendStreamBrokenError with the stream cancelled
+   * (see the file's comment). */
   async append(req: AddMessageInit, options: AppendOptions = {}): Promise<Message> {
+    checkDeadline("AppendOptions.timeoutMs", options.timeoutMs);
     const item = encodable({ ...req, requestId: req.requestId || randomUUID() });
     if (this.#ended !== undefined) throw this.#ended;
     if (this.#client.closed) throw clientClosedError(); // a new stream would open a new connection
     const own = options.timeoutMs;
-    const bound = new ItemBound(item.requestId, [options.signal, this.#signal]);
-    if (own !== undefined) bound.arm(own, `its deadline, ${own} ms from append(), passed`);
+    const bound = new ItemBound(item.requestId, options.signal, this.#signal);
+    if (own !== undefined) bound.arm(own, `its deadline, ${own} ms from append(), passed`, true);
     try {
       // Only a full window waits: an await here when there is room let the appends of one tick all
       // pass the check before any took its place, and over-fill the window.
@@ -362,17 +455,20 @@ export class Appender {
         // appender's timeoutMs from then for its answer. A synchronous batch of appends, which
         // keeps the event loop until its last append() returns, is not counted.
         const sent = () => {
-          if (own === undefined) bound.arm(this.#timeoutMs, `no answer within ${this.#timeoutMs} ms of its sending`);
+          if (own === undefined) bound.arm(this.#timeoutMs, `no answer within ${this.#timeoutMs} ms of its sending`, false);
         };
         if (!stream.send(item, w, sent)) {
           this.#release();
           reject(new AppendStreamBrokenError(item.requestId, new HistorydError(new ConnectError("the append stream ended", Code.Unavailable), undefined)));
           return;
         }
-        // A bound that fires before the answer cancels the stream (the file's comment); the
-        // stream rejects the item, with the bound's error.
+        // A bound that fires before the answer (the file's comment): the item's own gives up on
+        // it alone (unsent, its place comes back at once); the appender's cancels the stream,
+        // which rejects the item with the bound's error.
         bound.signal.addEventListener("abort", () => {
-          if (stream.isPending(w)) stream.cancel(bound.error!);
+          if (!stream.isPending(w)) return;
+          if (!bound.alone) stream.cancel(bound.error!);
+          else if (stream.giveUp(w, bound.error!, this.#timeoutMs)) this.#release();
         });
       });
     } finally {

@@ -5,15 +5,18 @@ import type { SecureClientSessionOptions } from "node:http2";
 
 import type { DescService } from "@bufbuild/protobuf";
 
-import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
 import { Appender, type AppenderOptions } from "./appender.js";
 import { Branch, type CreateBranchOptions, type ImportOptions } from "./branch.js";
-import { clientClosedError, toHistorydError } from "./errors.js";
+import { clientClosedError, type HistorydError, toHistorydError } from "./errors.js";
+import { connectionOpener } from "./connection.js";
 import { Exchange } from "./exchange.js";
 import { type JsonValue, jsonText } from "./json.js";
-import { defaultRetryPolicy, retryInterceptor, type RetryPolicy } from "./retry.js";
+import { withDefaults } from "./options.js";
+import { checkRetryPolicy, defaultRetryPolicy, retryInterceptor, type RetryPolicy } from "./retry.js";
+import { checkDeadline, checkRange, maxTimerMs } from "./timer.js";
 import { ExchangeService } from "./gen/historyd/v1/exchange_service_pb.js";
 import { HistoryService } from "./gen/historyd/v1/history_service_pb.js";
 
@@ -32,15 +35,20 @@ export interface ClientOptions {
   /** Sends `authorization: Bearer <token>` on every call (a server started with auth tokens). Over
    * plaintext the token travels in clear text; allowed, for tests and loopback. */
   token?: string;
-  /** The deadline of every unary call the conveniences make, in ms (default 30 s); 0 means none.
-   * Calls through `history` and `exchangeService` take Connect's `timeoutMs` call option instead. */
+  /** The deadline of every unary call the conveniences make, in ms (default 30 s); 0 means none;
+   * any length up to Infinity (see callOptions); NaN or a negative value throws a RangeError.
+   * Calls through `history` and `exchangeService` take Connect's `timeoutMs` call option instead,
+   * one longer than grpc-timeout carries (27.7 hours) sent as that too. */
   timeoutMs?: number;
-  /** The retry policy of unary calls (defaultRetryPolicy); `{maxAttempts: 1}` turns retries off. */
+  /** The retry policy of unary calls (defaultRetryPolicy; a field left out or given as undefined
+   * keeps its default); `{maxAttempts: 1}` turns retries off. A field out of its range
+   * (RetryPolicy) throws a RangeError naming it. */
   retry?: Partial<RetryPolicy>;
   /** More interceptors; they run inside the retry interceptor, so once per attempt. */
   interceptors?: Interceptor[];
-  /** HTTP/2 keepalive pings: `true` for defaultKeepalive, KeepaliveOptions, or absent/`false` for
-   * none (the default). See KeepaliveOptions for the bounds historyd enforces. */
+  /** HTTP/2 keepalive pings: `true` for defaultKeepalive, KeepaliveOptions (a field left out or
+   * given as undefined keeps defaultKeepalive's), or absent/`false` for none (the default). See
+   * KeepaliveOptions for the bounds historyd enforces. */
   keepalive?: boolean | KeepaliveOptions;
 }
 
@@ -56,11 +64,16 @@ export interface ClientOptions {
  * default) with GOAWAY `too_many_pings`, and by default counts a ping on a connection with no call
  * open as one too many (`--keepalive-permit-without-stream=false`): keep `timeMs` at or above the
  * server's min time, and `permitWithoutCalls` false unless the server permits it.
+ *
+ * Both times go from 1 ms to 2^31-1 ms, setTimeout's longest delay; one out of that range throws a
+ * RangeError naming it when the client is made (connect-node arms them with setTimeout: past 2^31-1
+ * ms it never pings, and at 0 or NaN it pings without pause, which historyd answers with GOAWAY).
  */
 export interface KeepaliveOptions {
-  /** Ping a connection quiet this long, in ms (default 30 s; pingIntervalMs). */
+  /** Ping a connection quiet this long, in ms (default 30 s; pingIntervalMs; 1 to 2^31-1). */
   timeMs?: number;
-  /** Close it when a ping is not answered within this, in ms (default 20 s; pingTimeoutMs). */
+  /** Close it when a ping is not answered within this, in ms (default 20 s; pingTimeoutMs; 1 to
+   * 2^31-1). */
   timeoutMs?: number;
   /** Ping connections with no open call too (default false; pingIdleConnection). */
   permitWithoutCalls?: boolean;
@@ -89,14 +102,18 @@ export class HistorydClient {
   readonly #closing = new AbortController();
 
   constructor(address: string, options: ClientOptions = {}) {
+    checkDeadline("timeoutMs", options.timeoutMs);
+    const retry = checkRetryPolicy(withDefaults(defaultRetryPolicy, options.retry), "retry");
     const { baseUrl, tls } = baseUrlOf(address, options.tls ?? true);
-    this.#sessions = new Http2SessionManager(baseUrl, sessionOptions(options.keepalive), tls === false ? {} : tls);
-    const interceptors: Interceptor[] = [retryInterceptor({ ...defaultRetryPolicy, ...options.retry })];
+    const closing = this.#closing.signal;
+    // Every connection is opened through connectionOpener, which refuses once the client is closed.
+    this.#sessions = new Http2SessionManager(baseUrl, sessionOptions(options.keepalive), { ...(tls === false ? {} : tls), createConnection: connectionOpener(closing) });
+    const interceptors: Interceptor[] = [callGuard(closing), retryInterceptor(retry, closing)];
     if (options.token !== undefined) interceptors.push(tokenInterceptor(options.token));
     interceptors.push(...(options.interceptors ?? []));
     this.transport = createGrpcTransport({ baseUrl, sessionManager: this.#sessions, interceptors });
-    this.history = typedErrors(HistoryService, createClient(HistoryService, this.transport));
-    this.exchangeService = typedErrors(ExchangeService, createClient(ExchangeService, this.transport));
+    this.history = typedErrors(HistoryService, createClient(HistoryService, this.transport), closing);
+    this.exchangeService = typedErrors(ExchangeService, createClient(ExchangeService, this.transport), closing);
     this.exchange = new Exchange(this);
     this.timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
   }
@@ -166,10 +183,16 @@ export class HistorydClient {
     return new Appender(this, options);
   }
 
-  /** Closes the connection; calls in flight fail. Watches end (CANCELED) instead of resuming, one
-   * pausing between resumes at once, and appenders take no more items: connect-node reports the
-   * dropped connection as a lost one, and a watch resumed on a new connection, an appender opened
-   * a new stream. */
+  /** Closes the connection for good: no connection is opened after it, whatever asks for one.
+   * Calls in flight fail, wherever they are (in an interceptor, waiting for the connection or a
+   * keepalive ping, on the stream), and every call made after, through the conveniences, the
+   * generated stubs or `transport` (unary, stream, watch, inbox subscription, append), fails at
+   * once, with the HistorydError of a closed client: code CANCELED, "historyd: the client was
+   * closed" (clientClosedError). So do a unary call pausing between retries (at once, with no other
+   * attempt), a watch (instead of resuming; one pausing between resumes at once) and an appender's
+   * items (the ones in flight, and every later append). connect-node's session manager opens a new
+   * connection for a request it holds after its abort(): the connections it opens go through
+   * connectionOpener, which refuses them once the client is closed (connection.ts). */
   close(): void {
     this.#closing.abort(clientClosedError());
     this.#sessions.abort();
@@ -196,11 +219,15 @@ export function connect(address: string, options: ClientOptions = {}): HistorydC
   return new HistorydClient(address, options);
 }
 
-/** The session manager's options: the idle timeout, and the keepalive pings asked for. */
-function sessionOptions(keepalive: boolean | KeepaliveOptions | undefined): ConstructorParameters<typeof Http2SessionManager>[1] {
+/** The session manager's options: the idle timeout, and the keepalive pings asked for (their times
+ * checked: KeepaliveOptions). Exported for its test; not part of the package's API (index.ts). */
+export function sessionOptions(keepalive: boolean | KeepaliveOptions | undefined): ConstructorParameters<typeof Http2SessionManager>[1] {
   const base = { idleConnectionTimeoutMs: 60_000 };
   if (keepalive === undefined || keepalive === false) return base;
-  const k = { ...defaultKeepalive, ...(keepalive === true ? {} : keepalive) };
+  const k = withDefaults(defaultKeepalive, keepalive === true ? {} : keepalive);
+  const range = `a number of ms from 1 to ${maxTimerMs} (setTimeout's longest delay)`;
+  checkRange("keepalive.timeMs", k.timeMs, 1, maxTimerMs, range);
+  checkRange("keepalive.timeoutMs", k.timeoutMs, 1, maxTimerMs, range);
   return { ...base, pingIntervalMs: k.timeMs, pingTimeoutMs: k.timeoutMs, pingIdleConnection: k.permitWithoutCalls };
 }
 
@@ -211,38 +238,112 @@ function baseUrlOf(address: string, tls: boolean | TlsOptions): { baseUrl: strin
   return { baseUrl: `https://${address}`, tls: tls === true ? {} : tls };
 }
 
+/** The outermost interceptor: a call on a closed client fails with clientClosedError before any
+ * other interceptor or the transport runs (HistorydClient.close). A call already past it when the
+ * client is closed is refused its connection instead (connection.ts). A call whose signal is
+ * aborted already (the caller's, or a deadline that passed) fails here too, as Connect fails it
+ * (with the signal's reason), before the transport opens a connection for it: otherwise it ended
+ * the same, but only once a connection was opened and the call sent. It rejects rather than
+ * throws: Connect clears a call's deadline timer when the interceptors' promise settles, and a
+ * synchronous throw left the timer holding the process for the deadline. */
+function callGuard(closing: AbortSignal): Interceptor {
+  return (next) => async (req) => {
+    if (closing.aborted) throw clientClosedError();
+    if (req.signal.aborted) throw ConnectError.from(req.signal.reason, Code.Canceled);
+    return await next(req);
+  };
+}
+
+/** Connect's call options, as far as the wrapper below reads them. */
+type StubCallOptions = { signal?: AbortSignal; timeoutMs?: number };
+
 /** The generated client with every error a HistorydError: unary calls reject with one, and the
  * iteration of a stream throws one. Wrapped around the client rather than in an interceptor,
  * because Connect replaces an interceptor's error by the signal's reason on a deadline or a
- * cancellation. */
-function typedErrors<T extends DescService>(service: T, client: Client<T>): Client<T> {
+ * cancellation. A call in flight when the client is closed (`closing` aborted) fails with the
+ * closed client's error rather than as a lost connection (UNAVAILABLE): the loss is the close. A
+ * call's `timeoutMs` longer than grpc-timeout carries is sent as that, as callOptions does. */
+function typedErrors<T extends DescService>(service: T, client: Client<T>, closing: AbortSignal): Client<T> {
   const out: Record<string, unknown> = {};
   for (const method of service.methods) {
-    const fn = (client as Record<string, (req: unknown, opts?: { signal?: AbortSignal }) => unknown>)[method.localName]!;
+    const fn = (client as Record<string, (req: unknown, opts?: StubCallOptions) => unknown>)[method.localName]!;
     if (method.methodKind === "unary" || method.methodKind === "client_streaming") {
       // One answer: a promise.
-      out[method.localName] = async (req: unknown, opts?: { signal?: AbortSignal }) => {
+      out[method.localName] = async (req: unknown, opts?: StubCallOptions) => {
         try {
-          return await fn(req, opts);
+          return await fn(req, longDeadline(opts));
         } catch (err) {
-          throw toHistorydError(err, opts?.signal);
+          throw callError(err, opts?.signal, closing);
         }
       };
     } else {
       // A stream of answers (server or bidi streaming): an async iterable.
-      out[method.localName] = (req: unknown, opts?: { signal?: AbortSignal }) =>
-        convertErrors(fn(req, opts) as AsyncIterable<unknown>, opts?.signal);
+      out[method.localName] = (req: unknown, opts?: StubCallOptions) =>
+        streamCall((o) => fn(req, o) as AsyncIterable<unknown>, longDeadline(opts), closing);
     }
   }
   return out as Client<T>;
 }
 
-async function* convertErrors<T>(it: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncIterable<T> {
+/** opts with a timeoutMs past grpc-timeout's 8 digits (Infinity included) lowered to that: Connect
+ * arms the deadline with setTimeout, which fires after 1 ms past 2^31-1 ms, and sends it as
+ * grpc-timeout, which the server refuses (HTTP 400) past 8 digits. */
+function longDeadline(opts: StubCallOptions | undefined): StubCallOptions | undefined {
+  const ms = opts?.timeoutMs;
+  return ms !== undefined && ms > maxCallTimeoutMs ? { ...opts, timeoutMs: maxCallTimeoutMs } : opts;
+}
+
+/**
+ * A stream call, started when it is first iterated, that ends when the caller leaves it. Connect's
+ * stream iterator has no return(): a loop left early (`break`, `return`, a throw in its body) left
+ * the call open, the server's stream until the client closed, and a `timeoutMs` timer holding the
+ * process until the deadline (Connect clears it only when a next() settles). So the call gets a
+ * signal of its own, linked to the caller's, which is aborted when the loop is left before the
+ * stream's end; the iterator is then read to its error, which makes Connect clear the timer, and
+ * the loop's exit waits for it.
+ */
+async function* streamCall<T>(start: (opts: StubCallOptions) => AsyncIterable<T>, opts: StubCallOptions | undefined, closing: AbortSignal): AsyncIterable<T> {
+  const caller = opts?.signal;
+  const abort = new AbortController();
+  const onAbort = () => abort.abort(caller?.reason);
+  if (caller?.aborted) onAbort();
+  else caller?.addEventListener("abort", onAbort, { once: true });
+  let over = false; // the stream ended, by its end or by an error
+  let it: AsyncIterator<T> | undefined;
   try {
-    yield* it;
+    it = start({ ...opts, signal: abort.signal })[Symbol.asyncIterator]();
+    for (;;) {
+      const r = await it.next();
+      if (r.done) {
+        over = true;
+        return;
+      }
+      yield r.value;
+    }
   } catch (err) {
-    throw toHistorydError(err, signal);
+    over = true;
+    throw callError(err, caller, closing);
+  } finally {
+    caller?.removeEventListener("abort", onAbort);
+    if (!over && it !== undefined) {
+      abort.abort(new ConnectError("historyd: the caller left the stream", Code.Canceled));
+      try {
+        while (!(await it.next()).done); // what was read before the reset, then its error
+      } catch {
+        // the call's end, as asked
+      }
+    }
   }
+}
+
+/** A call's error as a HistorydError: the closed client's once `closing` is aborted and the call
+ * failed by the transport (no status from the server, no cancellation by the caller). */
+function callError(err: unknown, signal: AbortSignal | undefined, closing: AbortSignal): HistorydError {
+  const e = toHistorydError(err, signal);
+  if (closing.aborted && e.reasonName === "" && !(signal?.aborted ?? false) && [Code.Unavailable, Code.Canceled].includes(e.code)) {
+    return clientClosedError();
+  }
+  return e;
 }
 
 function tokenInterceptor(token: string): Interceptor {

@@ -110,7 +110,7 @@ export class Exchange {
   /**
    * The messages landing in the owner's inbox, live, as an async iterable; heartbeats are passed
    * over (`onHeartbeat` sees them: the first one says the subscription is live). It ends with the
-   * signal or a `break`.
+   * signal (at once, subscribing nothing, when it is aborted already) or a `break`.
    */
   async *subscribeInbox(
     ownerId: string,
@@ -118,6 +118,8 @@ export class Exchange {
   ): AsyncIterable<Message> {
     const abort = new AbortController();
     const onAbort = () => abort.abort();
+    // A signal aborted already fires no listener: checked first, or the subscription ran on.
+    if (options.signal?.aborted) return;
     options.signal?.addEventListener("abort", onAbort, { once: true });
     try {
       const stream = this.client.exchangeService.subscribeInbox({ ownerId, sender: options.sender }, { signal: abort.signal });

@@ -27,7 +27,7 @@ export {
 } from "./branch.js";
 export { BranchWatch, type WatchItem, type WatchOptions } from "./watch.js";
 export { Exchange } from "./exchange.js";
-export { Appender, AppendStreamBrokenError, defaultAppendWindow, type AppendOptions, type AppenderOptions } from "./appender.js";
+export { Appender, AppendAbandonedError, AppendStreamBrokenError, defaultAppendWindow, type AppendOptions, type AppenderOptions } from "./appender.js";
 export { BranchDeletedError, Code, ErrorReason, HistoryCompactedError, HistorydError, toHistorydError } from "./errors.js";
 export {
   genericContent,

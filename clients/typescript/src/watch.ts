@@ -10,8 +10,9 @@ import type { HistorydClient } from "./client.js";
 import { BranchDeletedError, clientClosedError, ErrorReason, HistorydError, toHistorydError } from "./errors.js";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { EventKind, type BranchCommit, type WatchHeartbeat } from "./gen/historyd/v1/history_service_pb.js";
-import { backoffMs, defaultRetryPolicy, type RetryPolicy } from "./retry.js";
-import { setLongTimeout } from "./timer.js";
+import { withDefaults } from "./options.js";
+import { backoffMs, checkRetryPolicy, defaultRetryPolicy, type RetryPolicy } from "./retry.js";
+import { checkRange, setLongTimeout } from "./timer.js";
 
 /** Options of Branch.watch. */
 export interface WatchOptions {
@@ -31,9 +32,11 @@ export interface WatchOptions {
   /** Yield heartbeats too (each one moves the cursor). */
   heartbeats?: boolean;
   /** Resumes in a row, without a commit or heartbeat in between, before the watch gives up and
-   * throws the last error (default 8); pauses between them follow `backoff`. */
+   * throws the last error (default 8; 0 to Infinity); pauses between them follow `backoff`. */
   maxResumes?: number;
-  /** Pauses between resumes (the client's retry backoff by default). */
+  /** Pauses between resumes (defaultRetryPolicy's backoff by default; a field left out or given
+   * as undefined keeps its default). A field out of its range (RetryPolicy), or a maxResumes out
+   * of its own, throws a RangeError naming it when the watch is made. */
   backoff?: Partial<RetryPolicy>;
   /** Ends the watch. */
   signal?: AbortSignal;
@@ -56,6 +59,7 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
    * the watch ends before that. It settles only once the watch is iterated. */
   readonly ready: Promise<void>;
   readonly #abort = new AbortController();
+  readonly #policy: RetryPolicy;
   #started = false;
   #ready!: { resolve: () => void; reject: (err: unknown) => void };
 
@@ -64,6 +68,8 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
     readonly branchId: string,
     readonly options: WatchOptions = {},
   ) {
+    this.#policy = checkRetryPolicy(withDefaults(defaultRetryPolicy, options.backoff), "backoff");
+    checkRange("maxResumes", options.maxResumes, 0, Infinity, "a number from 0 to Infinity");
     this.cursor = options.after;
     this.incarnation = options.incarnation;
     this.ready = new Promise<void>((resolve, reject) => (this.#ready = { resolve, reject }));
@@ -90,7 +96,7 @@ export class BranchWatch implements AsyncIterable<WatchItem> {
     const onAbort = () => this.#abort.abort(caller?.reason);
     if (caller?.aborted) onAbort();
     else caller?.addEventListener("abort", onAbort, { once: true });
-    const policy = { ...defaultRetryPolicy, ...this.options.backoff };
+    const policy = this.#policy;
     const maxResumes = this.options.maxResumes ?? 8;
     let failures = 0;
     let deletedAt: bigint | undefined; // the sequence of the BRANCH_DELETED commit yielded

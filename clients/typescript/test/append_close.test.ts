@@ -9,7 +9,7 @@ import { describe, test } from "node:test";
 
 import { create } from "@bufbuild/protobuf";
 
-import { Appender, AppendStreamBrokenError, Code, HistorydError, type HistorydClient } from "../src/index.js";
+import { Appender, AppendAbandonedError, AppendStreamBrokenError, Code, HistorydError, type HistorydClient } from "../src/index.js";
 import { setLongTimeout } from "../src/timer.js";
 import { MessageSchema } from "../src/gen/historyd/v1/envelope_pb.js";
 import { AppendMessagesResponseSchema, type AppendMessagesResponse } from "../src/gen/historyd/v1/history_service_pb.js";
@@ -20,6 +20,8 @@ import { AppendMessagesResponseSchema, type AppendMessagesResponse } from "../sr
 function fakeClient() {
   const closing = new AbortController(); // the client's close signal
   const sent = { items: 0 }; // the items the appender sent (its window request aside)
+  const sentWaiters: (() => void)[] = [];
+  let cancelled = false; // the appender cancelled the call
   const answers: (AppendMessagesResponse | null | { cancelled: unknown })[] = [];
   let wake: (() => void) | undefined;
   const push = (a: AppendMessagesResponse | null | { cancelled: unknown }) => {
@@ -30,9 +32,20 @@ function fakeClient() {
     closeSignal: closing.signal,
     history: {
       appendMessages(reqs: AsyncIterable<unknown>, opts?: { signal?: AbortSignal }) {
-        opts?.signal?.addEventListener("abort", () => push({ cancelled: opts.signal!.reason }), { once: true });
+        opts?.signal?.addEventListener(
+          "abort",
+          () => {
+            cancelled = true;
+            push({ cancelled: opts.signal!.reason });
+          },
+          { once: true },
+        );
         void (async () => {
-          for await (const r of reqs) if ((r as { item?: unknown }).item !== undefined) sent.items++;
+          for await (const r of reqs) {
+            if ((r as { item?: unknown }).item === undefined) continue;
+            sent.items++;
+            for (const w of sentWaiters.splice(0)) w();
+          }
         })();
         return (async function* () {
           for (;;) {
@@ -50,6 +63,14 @@ function fakeClient() {
     client,
     closeSignal: closing.signal,
     sent,
+    /** Whether the appender cancelled the call. */
+    get cancelled() {
+      return cancelled;
+    },
+    /** Resolves once the transport took n items in all. */
+    async whenSent(n: number) {
+      while (sent.items < n) await new Promise<void>((r) => sentWaiters.push(r));
+    },
     answer: (index: number, ok: boolean) =>
       push(create(AppendMessagesResponseSchema, {
         index: BigInt(index),
@@ -204,5 +225,86 @@ describe("appender deadlines longer than a timer", () => {
     const t = setLongTimeout(() => (never = true), Infinity);
     t.clear();
     assert.equal(never, false);
+  });
+});
+
+describe("appender: giving up on one item", () => {
+  // The rule (appender.ts): an item's own bounds, its signal and its own deadline, give up on that
+  // item alone once it is on the stream, as the Python client's cancel of a sent item's future: it
+  // rejects with AppendAbandonedError of the bound's code (CANCELED; DEADLINE_EXCEEDED for a
+  // deadline or an AbortSignal.timeout()), the stream goes on, the other items get their answers,
+  // and its own answer is dropped when it comes. Before, either bound cancelled the stream, and
+  // every item in flight rejected with AppendStreamBrokenError.
+
+  /** The error p rejects with (within 5 s); fails when it resolves. */
+  async function rejection(p: Promise<unknown>, what: string): Promise<HistorydError> {
+    const err = await within(
+      p.then(
+        () => assert.fail(`${what} resolved`),
+        (e: unknown) => e,
+      ),
+      5000,
+      what,
+    );
+    assert.ok(err instanceof HistorydError, `${what}: ${String(err)}`);
+    return err;
+  }
+
+  for (const bound of ["its own signal", "its own AbortSignal.timeout()", "its own deadline"] as const) {
+    test(`a sent item past ${bound} fails alone; the others are answered; its answer is dropped`, async () => {
+      const f = fakeClient();
+      const ap = new Appender(f.client, { window: 3, timeoutMs: 0 });
+      const ac = new AbortController();
+      const before = ap.append({ branchId: "b" });
+      const mine = rejection(
+        ap.append(
+          { branchId: "b", requestId: "mine" },
+          bound === "its own signal" ? { signal: ac.signal } : bound === "its own deadline" ? { timeoutMs: 20 } : { signal: AbortSignal.timeout(20) },
+        ),
+        "the item given up",
+      );
+      const after = ap.append({ branchId: "b" });
+      await within(f.whenSent(3), 5000, "the three items sent");
+      ac.abort();
+      const err = await mine;
+      assert.ok(err instanceof AppendAbandonedError, `it failed alone: ${String(err)}`);
+      assert.equal(err.code, bound === "its own signal" ? Code.Canceled : Code.DeadlineExceeded, String(err));
+      assert.equal(err.requestId, "mine", "it names the item's request id, to append it again");
+      assert.equal(f.cancelled, false, "the stream goes on");
+      // The window is full: the given-up item keeps its place until its answer comes.
+      const fourth = ap.append({ branchId: "b" });
+      for (let i = 0; i < 3; i++) f.answer(i, true);
+      await within(before, 5000, "the item before it");
+      await within(after, 5000, "the item after it");
+      await within(f.whenSent(4), 5000, "a fourth item sent in the place given back");
+      f.answer(3, true);
+      await within(fourth, 5000, "the fourth item");
+      const closed = ap.close();
+      f.end();
+      await within(closed, 5000, "close()");
+    });
+  }
+
+  test("an item whose own signal fires before the transport takes it is not sent", async () => {
+    const f = fakeClient();
+    const ap = new Appender(f.client, { window: 4, timeoutMs: 0 });
+    const ac = new AbortController();
+    const first = ap.append({ branchId: "b" });
+    const mine = rejection(ap.append({ branchId: "b" }, { signal: ac.signal }), "the cancelled item");
+    const last = ap.append({ branchId: "b" });
+    ac.abort(); // append() has returned, but the event loop has not run Connect's request pump yet
+    const err = await mine;
+    assert.ok(!(err instanceof AppendStreamBrokenError) && !(err instanceof AppendAbandonedError), `unsent: ${String(err)}`);
+    assert.equal(err.code, Code.Canceled);
+    await within(f.whenSent(2), 5000, "the other two items sent");
+    f.answer(0, true);
+    f.answer(1, true);
+    await within(first, 5000, "the first item");
+    await within(last, 5000, "the last item");
+    assert.equal(f.sent.items, 2, "the cancelled item was not sent");
+    assert.equal(f.cancelled, false, "the stream goes on");
+    const closed = ap.close();
+    f.end();
+    await within(closed, 5000, "close()");
   });
 });

@@ -1,9 +1,10 @@
 // The Appender's bounds against a stalled server: a fake historyd (a bare node:http2 server) whose
 // AppendMessages takes the stream and its items and never answers, not even with headers, as a
-// server stuck behind a lock or a proxy that swallows its answers would. An item unanswered by its
-// deadline rejects DEADLINE_EXCEEDED, the stream is cancelled (the fake sees it reset), the window's
-// places come back and close() returns; an append that waits for a place past its deadline rejects
-// unsent; the appender's signal ends it all, CANCELED.
+// server stuck behind a lock or a proxy that swallows its answers would. An item unanswered by the
+// appender's deadline rejects DEADLINE_EXCEEDED, the stream is cancelled (the fake sees it reset),
+// the window's places come back and close() returns; an append that waits for a place past its
+// deadline rejects unsent; the appender's signal ends it all, CANCELED; an item's own signal gives
+// up on that item alone, and the appender's deadline still ends the stall.
 //
 // Before the bounds, the promises stayed pending until the client closed, and close() never
 // returned: nothing bounded an item but the caller's own patience.
@@ -13,7 +14,7 @@ import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { describe, test } from "node:test";
 
-import { AppendStreamBrokenError, Code, connect, HistorydError } from "../src/index.js";
+import { AppendAbandonedError, AppendStreamBrokenError, Code, connect, HistorydError } from "../src/index.js";
 
 /** What each test may take at most (the deadlines under test are tenths of a second). */
 const limitMs = 5000;
@@ -24,6 +25,8 @@ class StalledServer {
   opened = 0;
   bytes = 0;
   ended = 0;
+  /** The gRPC messages read (each stream's window request and items). */
+  messages = 0;
   readonly #server = http2.createServer();
   readonly #waiters: (() => void)[] = [];
 
@@ -31,7 +34,17 @@ class StalledServer {
     const s = new StalledServer();
     s.#server.on("stream", (stream) => {
       s.opened++;
-      stream.on("data", (chunk: Buffer) => (s.bytes += chunk.length));
+      let buf = Buffer.alloc(0);
+      stream.on("data", (chunk: Buffer) => {
+        s.bytes += chunk.length;
+        // gRPC's framing: a flag byte and a 4-byte length before each message.
+        buf = Buffer.concat([buf, chunk]);
+        while (buf.length >= 5 && buf.length >= 5 + buf.readUInt32BE(1)) {
+          buf = buf.subarray(5 + buf.readUInt32BE(1));
+          s.messages++;
+          for (const w of s.#waiters.splice(0)) w();
+        }
+      });
       stream.on("error", () => {}); // the client's RST_STREAM(CANCEL)
       stream.on("close", () => {
         s.ended++;
@@ -49,6 +62,11 @@ class StalledServer {
   /** Resolves once n streams in all have ended (within limitMs, else rejects). */
   async waitEnded(n: number): Promise<void> {
     while (this.ended < n) await within(new Promise<void>((r) => this.#waiters.push(r)), limitMs, `${n} streams ended`);
+  }
+
+  /** Resolves once n gRPC messages in all have been read (within limitMs, else rejects). */
+  async waitMessages(n: number): Promise<void> {
+    while (this.messages < n) await within(new Promise<void>((r) => this.#waiters.push(r)), limitMs, `${n} messages read`);
   }
 
   async stop(): Promise<void> {
@@ -159,25 +177,39 @@ describe("appender bounds against a stalled server", () => {
     }
   });
 
-  test("an item's own signal, once sent, cancels the stream; AbortSignal.timeout is DEADLINE_EXCEEDED", async () => {
+  // The rule (appender.ts): an item's own signal gives up on that item alone, even once it is on
+  // the stream: the stream goes on (the item after it meets the appender's deadline there). A
+  // given-up item keeps its place until its answer; unanswered within the appender's timeoutMs of
+  // the giving up, it cancels the stream as stalled, so its place comes back and close() returns.
+  // Before, the signal cancelled the stream, and the item after it rejected CANCELED too.
+  test("an item's own signal, once sent, gives up on it alone; the appender's timeoutMs still ends the stall", async () => {
     const fake = await StalledServer.start();
     const client = connect(fake.addr, { tls: false, timeoutMs: 0 });
     try {
-      const ap = client.appender(4);
+      const ap = client.appender({ window: 4, timeoutMs: 300 });
       const ac = new AbortController();
       const mine = rejection(ap.append(instr("mine"), { signal: ac.signal }), "the cancelled item");
       const after = rejection(ap.append(instr("after")), "the item after it");
+      await fake.waitMessages(3); // the window request and both items are on the stream
       ac.abort();
-      for (const [what, p] of [["the cancelled item", mine], ["the item after it", after]] as const) {
-        const err = await p;
-        assert.ok(err instanceof AppendStreamBrokenError, what);
-        assert.equal(err.code, Code.Canceled, what);
-      }
+      const mineErr = await mine;
+      assert.ok(mineErr instanceof AppendAbandonedError, `given up on the stream: ${String(mineErr)}`);
+      assert.equal(mineErr.code, Code.Canceled);
+      assert.ok(mineErr.requestId);
+      assert.equal(fake.ended, 0, "the stream goes on");
+      const afterErr = await after;
+      assert.ok(afterErr instanceof AppendStreamBrokenError, String(afterErr));
+      assert.equal(afterErr.code, Code.DeadlineExceeded, "at the appender's deadline, not cancelled with the item before it");
       await fake.waitEnded(1);
-      const timed = await rejection(ap.append(instr("timed"), { signal: AbortSignal.timeout(100) }), "the timed item");
-      assert.equal(timed.code, Code.DeadlineExceeded);
-      await within(ap.close(), limitMs, "close()");
+      // Alone on a new stream, a given-up item's stall ends at the appender's deadline too.
+      const ac2 = new AbortController();
+      const lone = rejection(ap.append(instr("lone"), { signal: ac2.signal }), "the lone item");
+      await fake.waitMessages(5);
+      ac2.abort();
+      assert.ok((await lone) instanceof AppendAbandonedError);
       await fake.waitEnded(2);
+      await within(ap.close(), limitMs, "close()");
+      assert.equal(fake.opened, 2);
     } finally {
       client.close();
       await fake.stop();

@@ -213,6 +213,20 @@ describe("errors, retries, deadlines", () => {
       }
     }
   });
+
+  // The same rule for the generated stubs' own call option: Connect's timeoutMs. Passed through
+  // as given, 2^31 ms or Infinity fired after 1 ms (DEADLINE_EXCEEDED at once), and 10^9 ms was
+  // sent as a grpc-timeout of 10 digits, which the server refuses.
+  test("a generated stub's timeoutMs too long for a timer or for grpc-timeout is a long deadline", async () => {
+    const branch = await client.createBranch();
+    for (const timeoutMs of [1e9, 2 ** 31, Infinity]) {
+      const got = await client.history.getBranch({ branchId: branch.id }, { timeoutMs }).catch((e: unknown) => assert.fail(`timeoutMs ${timeoutMs}: ${String(e)}`));
+      assert.equal(got.branch?.id, branch.id);
+      let chunks = 0;
+      for await (const _ of client.history.exportBranchStream({ branchId: branch.id }, { timeoutMs })) chunks++;
+      assert.ok(chunks > 0, `timeoutMs ${timeoutMs}: a stream's deadline too`);
+    }
+  });
 });
 
 describe("token", () => {

@@ -121,6 +121,22 @@ describe("exchange", () => {
     assert.deepEqual(await inbox.next(), { done: true, value: undefined }, "the signal ends the iteration without an error");
   });
 
+  // The rule (exchange.ts): the signal ends the subscription, one aborted before the call too, as
+  // the watch's does. A listener added to a signal already aborted never fires: the subscription
+  // was made and ran until the client closed.
+  test("subscribeInbox with a signal aborted already ends at once, subscribing nothing", async () => {
+    let heartbeats = 0;
+    const inbox = client.exchange.subscribeInbox(c, { signal: AbortSignal.abort(), onHeartbeat: () => heartbeats++ })[Symbol.asyncIterator]();
+    let timer: NodeJS.Timeout | undefined;
+    const limit = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`still open after 5 s, ${heartbeats} heartbeats`)), 5000)));
+    try {
+      assert.deepEqual(await Promise.race([inbox.next(), limit]), { done: true, value: undefined });
+    } finally {
+      clearTimeout(timer);
+    }
+    assert.equal(heartbeats, 0, "no subscription was made");
+  });
+
   test("an unknown recipient becomes a dead letter, and unregister returns what was held", async () => {
     await client.exchange.send(a, randomUUID(), 1);
     await client.exchange.collect(a);

@@ -3447,7 +3447,8 @@ type ImportBranchRequest struct {
 	// new_branch_id asks for a server-made id whatever the payload says.
 	NewBranchId bool `protobuf:"varint,4,opt,name=new_branch_id,json=newBranchId,proto3" json:"new_branch_id,omitempty"`
 	// db_meta_key is the metadata key of a db-mode payload written with a custom one (ExportBranch's
-	// db_meta_key); empty means none. node_metadata and metadata are read too, this key first.
+	// db_meta_key); empty means none. node_metadata and metadata are read too, this key first. A
+	// key that names a field of the dicts (as ExportBranchRequest's) is INVALID_ARGUMENT.
 	DbMetaKey     string `protobuf:"bytes,5,opt,name=db_meta_key,json=dbMetaKey,proto3" json:"db_meta_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3571,7 +3572,9 @@ type ExportBranchRequest struct {
 	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
 	// mode is the LionAGI serialization mode; unspecified means json.
 	Mode SerializationMode `protobuf:"varint,2,opt,name=mode,proto3,enum=historyd.v1.SerializationMode" json:"mode,omitempty"`
-	// db_meta_key is the metadata key of db mode; empty means node_metadata.
+	// db_meta_key is the metadata key of db mode; empty means node_metadata. A key that names a
+	// field of the exported dicts (id, created_at, user, name, messages, system, content, role, ...)
+	// is INVALID_ARGUMENT.
 	DbMetaKey     string `protobuf:"bytes,3,opt,name=db_meta_key,json=dbMetaKey,proto3" json:"db_meta_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3690,7 +3693,9 @@ type ExportBranchStreamRequest struct {
 	BranchId string `protobuf:"bytes,1,opt,name=branch_id,json=branchId,proto3" json:"branch_id,omitempty"`
 	// mode is the LionAGI serialization mode; unspecified means json.
 	Mode SerializationMode `protobuf:"varint,2,opt,name=mode,proto3,enum=historyd.v1.SerializationMode" json:"mode,omitempty"`
-	// db_meta_key is the metadata key of db mode; empty means node_metadata.
+	// db_meta_key is the metadata key of db mode; empty means node_metadata. A key that names a
+	// field of the exported dicts (id, created_at, user, name, messages, system, content, role, ...)
+	// is INVALID_ARGUMENT.
 	DbMetaKey     string `protobuf:"bytes,3,opt,name=db_meta_key,json=dbMetaKey,proto3" json:"db_meta_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -45,7 +45,7 @@ from .errors import (
     from_rpc_error,
 )
 
-from .appender import Appender, AppendStreamBrokenError
+from .appender import Appender, AppendFuture, AppendStreamBrokenError
 
 __version__ = "0.1.0"
 
@@ -98,5 +98,6 @@ __all__ = [
     "FrameTooLargeError",
     "from_rpc_error",
     "Appender",
+    "AppendFuture",
     "AppendStreamBrokenError",
 ]

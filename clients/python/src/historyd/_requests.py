@@ -7,45 +7,19 @@ the two clients differ only in how they send it.
 from __future__ import annotations
 
 import json
+import math
 import random
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
 from google.protobuf.message import Message as _PbMessage
 
 from ._convert import UNSET, Message, Participant, dumps, enum_number, set_participant, struct_of
+from .errors import HistorydError
 from .v1 import envelope_pb2, exchange_service_pb2 as ex, history_service_pb2 as hs
 
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How unary calls are retried (as the Go client's RetryPolicy): ``max_attempts`` attempts in
-    all; pauses from ``initial_backoff`` seconds growing by ``multiplier`` up to ``max_backoff``,
-    each jittered by ±``jitter`` of itself. Only UNAVAILABLE is retried, and only for calls that
-    are safe to repeat: reads, and mutations with a request id (the client makes one when the
-    caller gives none, and every attempt carries it, so the server applies the call once).
-    ``RetryPolicy(max_attempts=1)`` turns retries off."""
-
-    max_attempts: int = 5
-    initial_backoff: float = 0.05
-    max_backoff: float = 2.0
-    multiplier: float = 2.0
-    jitter: float = 0.2
-
-    def backoff(self, attempt: int) -> float:
-        """The pause after the attempt-th failed attempt (from 1), in seconds."""
-        d = self.initial_backoff * (max(self.multiplier, 1.0) ** (attempt - 1))
-        if self.max_backoff > 0:
-            d = min(d, self.max_backoff)
-        return max(0.0, d * (1 + self.jitter * (2 * random.random() - 1)))
-
-
-#: The unary calls' default policy: 5 attempts, 50 ms doubling to 2 s, ±20%.
-DEFAULT_RETRY = RetryPolicy()
-#: watch()'s reconnections: at most 10 in a row that deliver nothing, 100 ms doubling to 2 s.
-DEFAULT_WATCH_RETRY = RetryPolicy(max_attempts=10, initial_backoff=0.1)
 
 #: The longest wait handed to grpc or to threading, in seconds (about 31 years): any longer
 #: timeout, float("inf") included, waits this long instead. grpc makes a call's timeout an absolute
@@ -58,6 +32,78 @@ MAX_WAIT = 1e9
 def bounded_wait(seconds: Optional[float]) -> Optional[float]:
     """seconds, at most MAX_WAIT (float("inf") included); None stays None."""
     return None if seconds is None else min(seconds, MAX_WAIT)
+
+
+#: The longest multiplier of a RetryPolicy: more is no backoff, and a float power of it overflows
+#: soon enough as it is.
+MAX_MULTIPLIER = 1e9
+#: Keepalive's range, in seconds: gRPC takes its times as a 32-bit count of milliseconds.
+KEEPALIVE_MIN, KEEPALIVE_MAX = 0.001, (2**31 - 1) / 1000
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.10g}"
+
+
+def check_range(what: str, value: Any, lo: float, hi: float, unit: str = "a number") -> None:
+    """Raises ValueError naming ``what`` and the range [lo, hi] unless value is in it (NaN is in
+    none); TypeError, with the same words, for what is not a number."""
+    text = f"{what} must be {unit} in [{_fmt(lo)}, {_fmt(hi)}], not {value!r}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(text)
+    if not lo <= value <= hi:
+        raise ValueError(text)
+
+
+def check_timeout(what: str, value: Any) -> None:
+    """Raises ValueError unless value is a timeout: None (none), or seconds in [0, inf] (any
+    length is a deadline: see MAX_WAIT). A negative one failed every call at once, and NaN
+    stopped the sync appender's watchdog thread."""
+    if value is not None:
+        check_range(what, value, 0.0, math.inf, "None or a number of seconds")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How unary calls are retried (as the Go client's RetryPolicy): ``max_attempts`` attempts in
+    all; pauses from ``initial_backoff`` seconds growing by ``multiplier`` up to ``max_backoff``,
+    each jittered by ±``jitter`` of itself. Only UNAVAILABLE is retried, and only for calls that
+    are safe to repeat: reads, and mutations with a request id (the client makes one when the
+    caller gives none, and every attempt carries it, so the server applies the call once).
+    ``RetryPolicy(max_attempts=1)`` turns retries off.
+
+    The ranges, checked here (ValueError): ``initial_backoff`` and ``max_backoff`` in [0, 1e9]
+    seconds (``max_backoff`` 0: no bound short of 1e9 s), ``multiplier`` in [1, 1e9], ``jitter``
+    in [0, 1]. Out of them, a pause raised OverflowError or ValueError from time.sleep when it
+    came."""
+
+    max_attempts: int = 5
+    initial_backoff: float = 0.05
+    max_backoff: float = 2.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+
+    def __post_init__(self) -> None:
+        for name in ("initial_backoff", "max_backoff"):
+            check_range(f"RetryPolicy.{name}", getattr(self, name), 0.0, MAX_WAIT, "a number of seconds")
+        check_range("RetryPolicy.multiplier", self.multiplier, 1.0, MAX_MULTIPLIER)
+        check_range("RetryPolicy.jitter", self.jitter, 0.0, 1.0)
+
+    def backoff(self, attempt: int) -> float:
+        """The pause after the attempt-th failed attempt (from 1), in seconds: at most twice
+        max_backoff (its jitter), or twice MAX_WAIT when max_backoff is 0."""
+        try:
+            d = self.initial_backoff * self.multiplier ** (attempt - 1)
+        except OverflowError:  # a float power past its range: past any bound below
+            d = math.inf if self.initial_backoff > 0 else 0.0
+        d = min(d, self.max_backoff if self.max_backoff > 0 else MAX_WAIT)
+        return max(0.0, d * (1 + self.jitter * (2 * random.random() - 1)))
+
+
+#: The unary calls' default policy: 5 attempts, 50 ms doubling to 2 s, ±20%.
+DEFAULT_RETRY = RetryPolicy()
+#: watch()'s reconnections: at most 10 in a row that deliver nothing, 100 ms doubling to 2 s.
+DEFAULT_WATCH_RETRY = RetryPolicy(max_attempts=10, initial_backoff=0.1)
 
 
 @dataclass(frozen=True)
@@ -85,11 +131,18 @@ class Keepalive:
     default) with GOAWAY ``too_many_pings``, and by default counts any ping on a connection with
     no call open as one too many (``--keepalive-permit-without-stream=false``): keep ``time`` at
     or above the server's min time, and ``permit_without_calls`` False unless the server permits
-    it. The defaults (30 s, 20 s, False) suit a server with its defaults."""
+    it. The defaults (30 s, 20 s, False) suit a server with its defaults.
+
+    ``time`` and ``timeout`` are checked here (ValueError): seconds in [0.001, 2147483.647], as
+    gRPC takes them in 32-bit milliseconds (out of it, the client raised OverflowError)."""
 
     time: float = 30.0
     timeout: float = 20.0
     permit_without_calls: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("time", "timeout"):
+            check_range(f"Keepalive.{name}", getattr(self, name), KEEPALIVE_MIN, KEEPALIVE_MAX, "a number of seconds")
 
     def channel_options(self) -> List[Tuple[str, int]]:
         """The grpcio channel options that ask for these pings."""
@@ -164,6 +217,35 @@ def prepare_retry(method: str, req: _PbMessage) -> Tuple[_PbMessage, bool]:
     c.CopyFrom(req)
     c.request_id = str(uuid.uuid4())
     return c, True
+
+
+def closed_error() -> HistorydError:
+    """The error of a call on a client that close() closed, in flight then or made after: grpc's
+    own were ValueError or CANCELLED 'Channel closed!' (sync), and asyncio.CancelledError or
+    UsageError (grpc.aio), none of them the documented HistorydError."""
+    return HistorydError("the client was closed", code=grpc.StatusCode.CANCELLED)
+
+
+def check_open(client: Any) -> None:
+    """Raises closed_error() once the client (sync or asyncio) was closed: nothing is sent then."""
+    if getattr(client, "_closed", False):
+        raise closed_error()
+
+
+_T = TypeVar("_T")
+
+
+def open_call(client: Any, make: Callable[[], _T]) -> _T:
+    """make() (a gRPC call on the sync client's channel), once check_open passed. A close() on
+    another thread between the check and the call makes grpc raise ValueError ('Cannot invoke RPC
+    on closed channel!'), which is closed_error() here, as for a call made after close()."""
+    check_open(client)
+    try:
+        return make()
+    except ValueError as e:
+        if getattr(client, "_closed", False):
+            raise closed_error() from e
+        raise
 
 
 def retryable_code(code: Optional[grpc.StatusCode]) -> bool:

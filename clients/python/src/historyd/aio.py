@@ -61,6 +61,7 @@ class AsyncClient:
         options: Optional[Sequence[Tuple[str, Any]]] = None,
         keepalive: Union[bool, Keepalive, None] = None,
     ) -> None:
+        rq.check_timeout("AsyncClient(timeout=)", timeout)
         creds, opts = rq.channel_args(addr, tls, options, keepalive)
         self._channel = grpc.aio.secure_channel(addr, creds, opts) if creds else grpc.aio.insecure_channel(addr, opts)
         self._metadata = rq.call_metadata(token)
@@ -71,19 +72,21 @@ class AsyncClient:
         self.exchange_stub = ex_grpc.ExchangeServiceStub(self._channel)
         #: The agent-to-agent AsyncExchange.
         self.exchange = AsyncExchange(self)
-        # The streams open (watches, inbox subscriptions, appenders' streams), which close()
-        # cancels itself: grpc.aio's channel close cancels the calls it finds at the top of a
-        # task's stack, which a stream being read is not, and such a stream waited forever.
+        # The calls open (unary calls, watches, inbox subscriptions, appenders' streams), which
+        # close() cancels itself: grpc.aio's channel close cancels the calls it finds at the top
+        # of a task's stack, which a stream being read is not, and such a stream waited forever.
         self._streams: Set[Any] = set()
         self._closed = False
         # Set by close(): a watch pausing between reconnections wakes on it and ends.
         self._closing = asyncio.Event()
 
     async def close(self) -> None:
-        """Closes the channel; calls in flight end with CANCELLED (watches, a watch pausing
-        between reconnections too, and inbox subscriptions raise HistorydError CANCELLED; an
-        appender's items in flight AppendStreamBrokenError, and its appends waiting for a place
-        HistorydError CANCELLED). A stream asked for afterwards raises HistorydError CANCELLED."""
+        """Closes the channel. The calls in flight (a call pausing between retries and a watch
+        pausing between reconnections too, inbox subscriptions, an appender's appends waiting
+        for a place) raise HistorydError CANCELLED ("the client was closed"), not
+        asyncio.CancelledError: their tasks are not cancelled. An appender's items in flight
+        raise AppendStreamBrokenError CANCELLED. A call, stream or append made afterwards raises
+        HistorydError CANCELLED at once, sending nothing."""
         self._closed = True
         self._closing.set()
         for call in list(self._streams):
@@ -93,13 +96,16 @@ class AsyncClient:
     def _closed_error(self) -> HistorydError:
         """The error of a call on this client once close() ran: grpc.aio's would be a UsageError
         ('Channel is closed.'), which is not the documented HistorydError."""
-        return HistorydError("the client was closed", code=grpc.StatusCode.CANCELLED)
+        return rq.closed_error()
 
     def _stream_cancelled(self, e: BaseException) -> HistorydError:
-        """The error of a stream of this client whose iteration raised asyncio.CancelledError,
-        grpc.aio's end of a call cancelled here: HistorydError CANCELLED when close() cancelled
-        it; anything else (the reading task itself cancelled) is raised again."""
-        if not self._closed:
+        """The error of a call of this client that raised asyncio.CancelledError, grpc.aio's end
+        of a call cancelled here: HistorydError CANCELLED when close() cancelled it; e is raised
+        again when the client is open or the task itself is being cancelled (Task.cancelling,
+        Python 3.11; before it, a task cancelled while close() runs gets the HistorydError)."""
+        task = asyncio.current_task()
+        cancelling = getattr(task, "cancelling", None)
+        if not self._closed or (cancelling is not None and cancelling()):
             raise e
         return self._closed_error()
 
@@ -121,23 +127,33 @@ class AsyncClient:
     async def _call(self, stub: Any, method: str, req: _PbMessage, timeout: Optional[float] = _DEFAULT) -> Any:
         """Sends one unary call with the deadline and the retry policy; raises HistorydError."""
         timeout = self.timeout if timeout is _DEFAULT else timeout
+        rq.check_timeout("the call's timeout", timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         req, may_retry = rq.prepare_retry(method, req)
         fn = getattr(stub, method)
         attempt = 0
         while True:
             attempt += 1
+            rq.check_open(self)  # closed, during the pause below say: the channel is gone
             left = None if deadline is None else rq.bounded_wait(max(0.0, deadline - time.monotonic()))
+            call = fn(req, timeout=left, metadata=self._metadata)
+            self._streams.add(call)  # close() cancels it
             try:
-                return await fn(req, timeout=left, metadata=self._metadata)
+                return await call
+            except asyncio.CancelledError as e:  # close() cancelled the call, or the task was cancelled
+                raise self._stream_cancelled(e) from None
             except grpc.RpcError as e:
+                if self._closed:
+                    raise self._closed_error() from e
                 err = from_rpc_error(e)
                 if not (may_retry and attempt < self.retry.max_attempts and rq.retryable_code(err.code)):
                     raise err from e
                 pause = self.retry.backoff(attempt)
                 if deadline is not None and time.monotonic() + pause >= deadline:
                     raise err from e
-                await asyncio.sleep(pause)
+            finally:
+                self._streams.discard(call)
+            await self._pause(pause)  # close() ends it early
 
     async def _h(self, method: str, req: _PbMessage, timeout: Optional[float] = _DEFAULT) -> Any:
         return await self._call(self.history_stub, method, req, timeout)
@@ -193,8 +209,10 @@ class AsyncClient:
         long each item may wait for its answer once sent, in seconds (default: this client's
         ``timeout``; None: none; the wait for a place in the window is not counted): an item
         unanswered by then cancels the stream and fails ``DEADLINE_EXCEEDED``, so a stalled server
-        holds no item forever. Cancelling a sent item's future gives up on that item alone (its
-        ``request_id`` appends it again); the stream goes on."""
+        holds no item forever. An item's own deadline (``append(req, timeout=)``) replaces it for
+        that item. Cancelling a sent item's future, or its own deadline passing, gives up on that
+        item alone (its ``request_id`` appends it again); the stream goes on, and the given-up
+        item holds its place at most ``timeout`` more."""
         return AsyncAppender(self, window, self.timeout if timeout is _DEFAULT else timeout)
 
     def branch(self, branch_id: str) -> "AsyncBranch":
@@ -596,8 +614,7 @@ class AsyncBranch:
         cursor, inc, attempt = after, incarnation, 0
         deleted_at: Optional[int] = None  # the sequence of the BRANCH_DELETED commit yielded
         while True:
-            if self.client._closed:  # during the pause below, say: the channel is closed
-                raise self.client._closed_error()
+            rq.check_open(self.client)  # closed, during the pause below say: the channel is gone
             req = hs.WatchBranchRequest(branch_id=self.id, kinds=kind_numbers, include_rendered=include_rendered, batch_commits=batch_commits)
             if cursor is not None:
                 req.after_sequence = cursor
@@ -736,8 +753,7 @@ class AsyncExchange:
         req = ex.SubscribeInboxRequest(owner_id=str(owner_id))
         if sender is not None:
             req.sender = str(sender)
-        if self.client._closed:
-            raise self.client._closed_error()
+        rq.check_open(self.client)
         call = self.client.exchange_stub.SubscribeInbox(req, metadata=self.client._metadata)
         self.client._streams.add(call)
         try:

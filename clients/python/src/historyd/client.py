@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -92,6 +93,7 @@ class Client:
         options: Optional[Sequence[Tuple[str, Any]]] = None,
         keepalive: Union[bool, Keepalive, None] = None,
     ) -> None:
+        rq.check_timeout("Client(timeout=)", timeout)
         creds, opts = rq.channel_args(addr, tls, options, keepalive)
         self._channel = grpc.secure_channel(addr, creds, opts) if creds else grpc.insecure_channel(addr, opts)
         self._metadata = rq.call_metadata(token)
@@ -102,10 +104,23 @@ class Client:
         self.exchange_stub = ex_grpc.ExchangeServiceStub(self._channel)
         #: The agent-to-agent Exchange.
         self.exchange = Exchange(self)
+        self._closed = False
+        # Set by close(): a call pausing between retries, or a watch between reconnections, wakes
+        # on it and ends.
+        self._closing = threading.Event()
 
     def close(self) -> None:
-        """Closes the channel; calls in flight end with CANCELLED."""
+        """Closes the channel. The calls in flight (a call pausing between retries and a watch
+        pausing between reconnections too) raise HistorydError CANCELLED ("the client was
+        closed"), an appender's items in flight AppendStreamBrokenError CANCELLED; a call, stream
+        or append made afterwards raises HistorydError CANCELLED at once, sending nothing."""
+        self._closed = True
+        self._closing.set()
         self._channel.close()
+
+    def _pause(self, delay: float) -> None:
+        """Sleeps delay seconds, or until close() runs."""
+        self._closing.wait(rq.bounded_wait(delay))
 
     def __enter__(self) -> "Client":
         return self
@@ -118,6 +133,7 @@ class Client:
     def _call(self, stub: Any, method: str, req: _PbMessage, timeout: Optional[float] = _DEFAULT) -> Any:
         """Sends one unary call with the deadline and the retry policy; raises HistorydError."""
         timeout = self.timeout if timeout is _DEFAULT else timeout
+        rq.check_timeout("the call's timeout", timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         req, may_retry = rq.prepare_retry(method, req)
         fn = getattr(stub, method)
@@ -126,15 +142,18 @@ class Client:
             attempt += 1
             left = None if deadline is None else rq.bounded_wait(max(0.0, deadline - time.monotonic()))
             try:
-                return fn(req, timeout=left, metadata=self._metadata)
+                # Closed, during the pause below say, or while the call starts: the channel is gone.
+                return rq.open_call(self, lambda: fn(req, timeout=left, metadata=self._metadata))
             except grpc.RpcError as e:
+                if self._closed:  # grpc's end of a call close() cancelled
+                    raise rq.closed_error() from e
                 err = from_rpc_error(e)
                 if not (may_retry and attempt < self.retry.max_attempts and rq.retryable_code(err.code)):
                     raise err from e
                 pause = self.retry.backoff(attempt)
                 if deadline is not None and time.monotonic() + pause >= deadline:
                     raise err from e
-                time.sleep(pause)
+                self._pause(pause)  # close() ends it early
 
     def _h(self, method: str, req: _PbMessage, timeout: Optional[float] = _DEFAULT) -> Any:
         return self._call(self.history_stub, method, req, timeout)
@@ -189,7 +208,9 @@ class Client:
         wait for its answer once sent, in seconds (default: this client's ``timeout``; None:
         none; the wait for a place in the window is not counted): an item unanswered by then
         cancels the stream and fails ``DEADLINE_EXCEEDED``, so a stalled server holds no item
-        forever."""
+        forever. An item's own deadline (``append(req, timeout=)``) replaces it for that item, and
+        passing gives up on that item alone (its ``request_id`` appends it again); the stream goes
+        on, and the given-up item holds its place at most ``timeout`` more."""
         from .appender import Appender
 
         return Appender(self, window, self.timeout if timeout is _DEFAULT else timeout)
@@ -598,7 +619,8 @@ class Branch:
                 req.after_sequence = cursor
             if inc:
                 req.incarnation = inc
-            call = stub.WatchBranch(req, metadata=metadata)
+            # Closed, during the pause below say, or while the call starts: the channel is gone.
+            call = rq.open_call(self.client, lambda: stub.WatchBranch(req, metadata=metadata))
             try:
                 for frame in call:
                     which = frame.WhichOneof("frame")
@@ -625,7 +647,7 @@ class Branch:
                             yield Heartbeat(frame.heartbeat.head_sequence)
                 err: HistorydError = HistorydError("the watch stream ended with OK", code=grpc.StatusCode.UNAVAILABLE)
             except grpc.RpcError as e:
-                err = from_rpc_error(e)
+                err = rq.closed_error() if getattr(self.client, "_closed", False) else from_rpc_error(e)
             finally:
                 call.cancel()
             if deleted_at is not None:  # nothing can follow the deletion: no reconnection
@@ -637,7 +659,7 @@ class Branch:
                 raise err
             if on_resume is not None:
                 on_resume(cursor if cursor is not None else 0, err)
-            time.sleep(retry.backoff(attempt))
+            self.client._pause(retry.backoff(attempt))  # close() ends it early
 
 
 class Exchange:
@@ -727,7 +749,7 @@ class Exchange:
         req = ex.SubscribeInboxRequest(owner_id=str(owner_id))
         if sender is not None:
             req.sender = str(sender)
-        call = self.client.exchange_stub.SubscribeInbox(req, metadata=self.client._metadata)
+        call = rq.open_call(self.client, lambda: self.client.exchange_stub.SubscribeInbox(req, metadata=self.client._metadata))
         try:
             for frame in call:
                 which = frame.WhichOneof("event")
@@ -736,6 +758,6 @@ class Exchange:
                 elif which == "heartbeat" and heartbeats:
                     yield InboxHeartbeat(frame.heartbeat.time.ToDatetime())
         except grpc.RpcError as e:
-            raise from_rpc_error(e) from e
+            raise (rq.closed_error() if self.client._closed else from_rpc_error(e)) from e
         finally:
             call.cancel()

@@ -79,7 +79,8 @@ export class CuttableProxy {
     for (const { client, upstream } of this.#pairs) {
       if (this.#frozen.has(client)) continue;
       this.#frozen.add(client);
-      client.unpipe(upstream); // the ping counter's listener keeps reading, and drops it
+      client.unpipe(upstream);
+      client.resume(); // unpipe() paused it: the ping counter's listener keeps reading, and drops it
     }
   }
 

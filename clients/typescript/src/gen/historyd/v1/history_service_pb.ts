@@ -1775,7 +1775,8 @@ export type ImportBranchRequest = Message<"historyd.v1.ImportBranchRequest"> & {
 
   /**
    * db_meta_key is the metadata key of a db-mode payload written with a custom one (ExportBranch's
-   * db_meta_key); empty means none. node_metadata and metadata are read too, this key first.
+   * db_meta_key); empty means none. node_metadata and metadata are read too, this key first. A
+   * key that names a field of the dicts (as ExportBranchRequest's) is INVALID_ARGUMENT.
    *
    * @generated from field: string db_meta_key = 5;
    */
@@ -1831,7 +1832,9 @@ export type ExportBranchRequest = Message<"historyd.v1.ExportBranchRequest"> & {
   mode: SerializationMode;
 
   /**
-   * db_meta_key is the metadata key of db mode; empty means node_metadata.
+   * db_meta_key is the metadata key of db mode; empty means node_metadata. A key that names a
+   * field of the exported dicts (id, created_at, user, name, messages, system, content, role, ...)
+   * is INVALID_ARGUMENT.
    *
    * @generated from field: string db_meta_key = 3;
    */
@@ -1894,7 +1897,9 @@ export type ExportBranchStreamRequest = Message<"historyd.v1.ExportBranchStreamR
   mode: SerializationMode;
 
   /**
-   * db_meta_key is the metadata key of db mode; empty means node_metadata.
+   * db_meta_key is the metadata key of db mode; empty means node_metadata. A key that names a
+   * field of the exported dicts (id, created_at, user, name, messages, system, content, role, ...)
+   * is INVALID_ARGUMENT.
    *
    * @generated from field: string db_meta_key = 3;
    */
