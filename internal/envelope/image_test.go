@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -204,5 +205,35 @@ func TestImageURLParsedAsLionAGIParses(t *testing.T) {
 		if tc.ok && got != tc.url && !strings.HasPrefix(got, "data:image/jpeg;base64,") {
 			t.Errorf("imageURL(%q) = %q, want the URL as given", tc.url, got)
 		}
+	}
+}
+
+// TestImageURLIsLinear: the urlsplit port reads client text too; as
+// TestFuzzyParseJSONIsLinear, an input eight times longer must not cost
+// much more than eight times the bytes.
+func TestImageURLIsLinear(t *testing.T) {
+	shapes := map[string]string{
+		"brackets":  "http://[",
+		"at signs":  "https://a@",
+		"non-ASCII": "http://ａ.",
+		"colons":    "https://::",
+		"tabs":      "http://\t",
+	}
+	const n = 4000
+	allocated := func(s string) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, _ = imageURL(s)
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	for name, unit := range shapes {
+		t.Run(name, func(t *testing.T) {
+			small, large := allocated(strings.Repeat(unit, n)), allocated(strings.Repeat(unit, 8*n))
+			if large > 16*small {
+				t.Errorf("%d repeats allocate %d bytes, %d repeats %d: super-linear", n, small, 8*n, large)
+			}
+		})
 	}
 }

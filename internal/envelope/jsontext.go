@@ -151,6 +151,12 @@ func ryuFormat(f float64) string {
 // order, the first that parses giving the result, which must be an object or
 // a list (a scalar is an error at once, as LionAGI's TypeError is not caught
 // by the later steps).
+//
+// Its cost is linear in len(s): a fixed number of single passes (the two
+// cleanings, Go's regexp, which is linear, the bracket fixing and at most
+// five parses), so an argument text of any size the message limit lets in
+// takes bounded work and nothing in it needs to check the request's ctx
+// (TestFuzzyParseJSONIsLinear).
 func fuzzyParseJSON(s string) (jsonv.Value, error) {
 	if trimPythonWhitespace(s) == "" {
 		return jsonv.Value{}, errors.New("input string is empty")
@@ -366,8 +372,13 @@ func fixJSONBrackets(in string) (string, error) {
 		}
 		pos++
 	}
+	// One builder, as LionAGI's "".join: appending to the string once per
+	// open bracket would copy the text each time, quadratic in its length.
+	var b strings.Builder
+	b.Grow(len(in) + len(open))
+	b.WriteString(in)
 	for i := len(open) - 1; i >= 0; i-- {
-		in += string(open[i])
+		b.WriteRune(open[i])
 	}
-	return in, nil
+	return b.String(), nil
 }

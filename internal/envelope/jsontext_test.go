@@ -3,6 +3,7 @@ package envelope
 import (
 	"bufio"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,5 +108,46 @@ func TestFuzzyParseJSONIsLionAGIs(t *testing.T) {
 		case tc.want != "" && v.String() != tc.want:
 			t.Errorf("fuzzyParseJSON(%q) = %s; fuzzy_json gives %s", tc.in, v, tc.want)
 		}
+	}
+}
+
+// TestFuzzyParseJSONIsLinear: fuzzy_json runs on client text of any size
+// (ActionRequest arguments, up to the message size limit), so each of its
+// steps must be linear in the text's length. The bytes it allocates are the
+// measure (no timing): for an input eight times longer a linear port
+// allocates about eight times as much, a quadratic one about sixty-four
+// times. The shapes are those that make a step revisit text: unclosed
+// brackets (fix_json_string closes each), keys that are not keys (the
+// state machine rescans them), and runs of whitespace and commas.
+func TestFuzzyParseJSONIsLinear(t *testing.T) {
+	shapes := map[string]string{
+		"unclosed [":     "[",
+		"unclosed {":     "{",
+		"unclosed [{":    `[{"a":`,
+		"not a key":      "{abc ",
+		"comma space":    ", ",
+		"quoted key run": `{'a':1,`,
+		"colon run":      "{a:",
+		"bare not a key": ",abc ",
+		"bare colon run": ",a:",
+		"quotes":         `'"\\`,
+	}
+	const n = 4000
+	allocated := func(s string) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, _ = NormalizeArguments(jsonv.StringValue(s))
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	for name, unit := range shapes {
+		t.Run(name, func(t *testing.T) {
+			small, large := allocated(strings.Repeat(unit, n)), allocated(strings.Repeat(unit, 8*n))
+			if large > 16*small {
+				t.Errorf("%d repeats allocate %d bytes, %d repeats %d: %.1f times as much, not about 8 (super-linear)",
+					n, small, 8*n, large, float64(large)/float64(small))
+			}
+		})
 	}
 }
