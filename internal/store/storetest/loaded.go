@@ -12,7 +12,8 @@ import (
 // arguments from "[]" or "[null]", a null ActionResponse function and arguments, a plain_content
 // and image_detail that are not text); every engine reads it back as it was written, the same
 // stored form, the same LionAGI encoding and the same rendering or render failure (the sqlite and
-// PostgreSQL engines decode the stored form on every read).
+// PostgreSQL engines decode the stored form on every read); so does a generic message whose content
+// is such a message.
 func testLoadedValuesKept(t *testing.T, newStore Factory) {
 	st := newStore(t, Options{})
 	b := newBranch(t, st)
@@ -26,6 +27,11 @@ func testLoadedValuesKept(t *testing.T, newStore Factory) {
 		{"ActionResponse", `{"function": null, "arguments": null, "output": 1}`},
 		{"ActionResponse", `{"function": 5, "arguments": "s"}`},
 		{"Instruction", `{"plain_content": {"a": 1.50}, "images": ["https://example.com/a.png"], "image_detail": 5}`},
+		// The same values in a message nested in a generic one (ADR-0001 D4), as the Exchange routes them.
+		{"Message", `{"metadata": {"lion_class": "System"}, "content": {"system_message": null}}`},
+		{"Message", `{"metadata": {"lion_class": "AssistantResponse"}, "content": {"assistant_response": null}}`},
+		{"Message", `{"metadata": {"lion_class": "ActionRequest"}, "content": {"function": "f", "arguments": "[]"}}`},
+		{"Message", `{"metadata": {"lion_class": "ActionResponse"}, "content": {"function": null, "output": 1}}`},
 	} {
 		m, err := envelope.Decode(mustJSON(t, `{"metadata": {"lion_class": "`+tc.class+`"}, "content": `+tc.content+`}`))
 		if err != nil {
