@@ -34,6 +34,22 @@ func (c *ActionRequestContent) storedDict() jsonv.Value {
 	return c.dict(jsonv.StringValue("[" + string(jsonv.Marshal(c.Arguments)) + "]"))
 }
 
+// IsStoredOnlyArguments reports the ActionRequest arguments that are not an
+// object: [], null and "", which from_dict makes only of the text "[]",
+// "[null]" and "[\"\"]" (read as they are, it would make them {}).
+func IsStoredOnlyArguments(v jsonv.Value) bool {
+	switch v.Kind() {
+	case jsonv.Null:
+		return true
+	case jsonv.Array:
+		return v.Len() == 0
+	case jsonv.String:
+		s, _ := v.Str()
+		return s == ""
+	}
+	return false
+}
+
 func (c *ActionRequestContent) dict(args jsonv.Value) jsonv.Value {
 	var b dictBuilder
 	b.add("function", jsonv.StringValue(c.Function))

@@ -289,10 +289,18 @@ func storedArgumentsJSON(text string) (jsonv.Value, error) {
 	return parseJSONField("arguments_json", text)
 }
 
+// actionRequestDict is the content dict of a pre-built ActionRequest. Its arguments_json is what
+// the message holds, as GetMessage writes it: [], null and "" (what LionAGI's from_dict leaves of
+// arguments given as "[]", "[null]" and "[\"\"]") are kept as they are, by giving from_dict the
+// text that reads back as them, so a message read and sent back is the same message; any other
+// value goes through from_dict's rule (an object is kept, other text is fuzzy JSON).
 func actionRequestDict(c *historyv1.ActionRequestContent) (jsonv.Value, error) {
 	args, err := storedArgumentsJSON(c.GetArgumentsJson())
 	if err != nil {
 		return jsonv.Value{}, err
+	}
+	if c.GetArgumentsJson() != "" && envelope.IsStoredOnlyArguments(args) {
+		args = jsonv.StringValue("[" + string(jsonv.Marshal(args)) + "]")
 	}
 	ms := []jsonv.Member{
 		{Key: "function", Value: jsonv.StringValue(c.GetFunction())},

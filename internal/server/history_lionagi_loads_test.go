@@ -251,6 +251,22 @@ func TestImportActionRequestArguments(t *testing.T) {
 	}
 }
 
+// TestActionRequestArgumentsSentBack: arguments a loaded ActionRequest holds that are not an object
+// ([], null, "") are read as arguments_json "[]", "null", "\"\"", and a message read and sent back
+// as it is keeps them (review F4: they became {}).
+func TestActionRequestArgumentsSentBack(t *testing.T) {
+	for _, args := range []string{`"[]"`, `"[null]"`, `"[\"\"]"`, `{"a": [1]}`, `null`} {
+		t.Run(args, func(t *testing.T) {
+			f := newHistoryFixture(t)
+			b, id, err := importOne(t, f, "action_request.ActionRequest", "action", `{"function": "f", "arguments": `+args+`}`)
+			if err != nil {
+				t.Fatalf("ImportBranch: %v", err)
+			}
+			readBack(t, f, b, id)
+		})
+	}
+}
+
 // TestImportActionResponseUnchecked: ActionResponseContent.from_dict checks neither function nor
 // arguments (lionagi/protocols/messages/action_response.py), and renders them as they are.
 // Recorded from LionAGI: {"function": 5, "arguments": "s", "output": 1} exports as it came and

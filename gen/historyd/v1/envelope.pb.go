@@ -839,8 +839,11 @@ type ActionRequestContent struct {
 	Function string `protobuf:"bytes,1,opt,name=function,proto3" json:"function,omitempty"`
 	// arguments_json is the call's arguments as JSON text: an object, or, in a message LionAGI's
 	// from_dict made from arguments given as text, what that text's list gave (`"[]"` gives `[]`,
-	// `"[null]"` gives `null`, which LionAGI's to_dict leaves out); empty means `{}` (ADR-0006 D2:
-	// arguments default to an empty dict; arguments not a dict pass through fuzzy conversion).
+	// `"[null]"` gives `null`, which LionAGI's to_dict leaves out, `"[\"\"]"` gives `""`). In a
+	// message sent (AddMessage's message), empty means `{}`; `[]`, `null` and `""` are kept as they
+	// are, so a message read and sent back is unchanged; an object is kept; other text goes through
+	// LionAGI's fuzzy conversion (ADR-0006 D2: arguments default to an empty dict; arguments not a
+	// dict pass through fuzzy conversion); any other value is INVALID_ARGUMENT.
 	ArgumentsJson string `protobuf:"bytes,2,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// action_response_id is the id of the ActionResponse that answers this request; absent = None
 	// (ADR-0006 D2: new response correlation stores the response UUID in the request).
