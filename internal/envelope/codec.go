@@ -69,6 +69,18 @@ func (m Mode) String() string {
 // recipient, channel, role. In db mode metadata moves to dbMetaKey (default
 // node_metadata) at the end of the object.
 func (m *Message) Encode(mode Mode, dbMetaKey string) (jsonv.Value, error) {
+	return m.encode(mode, dbMetaKey, false)
+}
+
+// storedDicter is content whose to_dict leaves out a value that from_dict
+// would not read back as itself (a None LionAGI keeps, which to_dict drops
+// and from_dict then replaces with a default). storedDict is the content
+// dict Decode reads back as the same content.
+type storedDicter interface {
+	storedDict() jsonv.Value
+}
+
+func (m *Message) encode(mode Mode, dbMetaKey string, stored bool) (jsonv.Value, error) {
 	if mode > ModeDB {
 		return jsonv.Value{}, &FieldError{Field: "mode", Msg: "Unsupported mode: " + mode.String(), Err: ErrUnsupportedMode}
 	}
@@ -85,7 +97,11 @@ func (m *Message) Encode(mode Mode, dbMetaKey string) (jsonv.Value, error) {
 	if mode != ModeDB {
 		add("metadata", meta)
 	}
-	add("content", m.Content.Dict())
+	if sd, ok := m.Content.(storedDicter); ok && stored {
+		add("content", sd.storedDict())
+	} else {
+		add("content", m.Content.Dict())
+	}
 	add("embedding", m.embeddingJSON())
 	add("sender", m.Sender.JSON())
 	add("recipient", m.Recipient.JSON())
@@ -104,9 +120,15 @@ func (m *Message) Encode(mode Mode, dbMetaKey string) (jsonv.Value, error) {
 	return jsonv.ObjectValue(out...), nil
 }
 
-// MarshalJSON writes the message in json mode (LionAGI's to_json()).
+// MarshalJSON writes the message as the stores keep it: in json mode
+// (LionAGI's to_json()), except where LionAGI's to_dict leaves out a value
+// from_dict would not read back as itself (a null assistant_response or
+// system_message, which from_dict would turn into the defaults): there the
+// content keeps a form Decode reads back as the same content. So
+// Decode(MarshalJSON()) is always the message again, as a store read must
+// be; Encode is what exports write, LionAGI's bytes.
 func (m *Message) MarshalJSON() ([]byte, error) {
-	v, err := m.Encode(ModeJSON, "")
+	v, err := m.encode(ModeJSON, "", true)
 	if err != nil {
 		return nil, err
 	}

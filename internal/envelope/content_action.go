@@ -9,7 +9,9 @@ import (
 type ActionRequestContent struct {
 	// Function is the function name.
 	Function string
-	// Arguments is a JSON object (never null).
+	// Arguments is a JSON object, or what from_dict's reading of arguments
+	// given as text left that is not one: [] ("[]"), "" or null ("[null]",
+	// LionAGI's None, which to_dict leaves out). See NormalizeArguments.
 	Arguments jsonv.Value
 	// ActionResponseID is the reciprocal id of the response, once one exists.
 	ActionResponseID *string
@@ -18,11 +20,42 @@ type ActionRequestContent struct {
 // Kind returns KindActionRequest.
 func (*ActionRequestContent) Kind() Kind { return KindActionRequest }
 
-// Dict returns {function, arguments, action_response_id?}.
-func (c *ActionRequestContent) Dict() jsonv.Value {
+// Dict returns {function, arguments, action_response_id?}; null arguments
+// are left out (LionAGI's to_dict leaves out None).
+func (c *ActionRequestContent) Dict() jsonv.Value { return c.dict(c.Arguments) }
+
+// storedDict writes arguments that are not an object as the text from_dict
+// reads back as them, "[<the value>]" (its first item): read as they are, []
+// and "" would become {} and a missing key {} too.
+func (c *ActionRequestContent) storedDict() jsonv.Value {
+	if c.Arguments.Kind() == jsonv.Object {
+		return c.Dict()
+	}
+	return c.dict(jsonv.StringValue("[" + string(jsonv.Marshal(c.Arguments)) + "]"))
+}
+
+// IsStoredOnlyArguments reports the ActionRequest arguments that are not an
+// object: [], null and "", which from_dict makes only of the text "[]",
+// "[null]" and "[\"\"]" (read as they are, it would make them {}).
+func IsStoredOnlyArguments(v jsonv.Value) bool {
+	switch v.Kind() {
+	case jsonv.Null:
+		return true
+	case jsonv.Array:
+		return v.Len() == 0
+	case jsonv.String:
+		s, _ := v.Str()
+		return s == ""
+	}
+	return false
+}
+
+func (c *ActionRequestContent) dict(args jsonv.Value) jsonv.Value {
 	var b dictBuilder
 	b.add("function", jsonv.StringValue(c.Function))
-	b.add("arguments", objectOrEmpty(c.Arguments))
+	if !args.IsNull() {
+		b.add("arguments", args)
+	}
 	if c.ActionResponseID != nil {
 		b.add("action_response_id", jsonv.StringValue(*c.ActionResponseID))
 	}
@@ -35,7 +68,7 @@ func (c *ActionRequestContent) Render() (Rendered, error) { return c.renderWithi
 func (c *ActionRequestContent) renderWithin(limit int) (Rendered, error) {
 	doc := jsonv.ObjectValue(
 		jsonv.Member{Key: "Function", Value: jsonv.StringValue(c.Function)},
-		jsonv.Member{Key: "Arguments", Value: objectOrEmpty(c.Arguments)},
+		jsonv.Member{Key: "Arguments", Value: c.Arguments},
 	)
 	text, err := minimalYAMLText(doc, limit)
 	if err != nil {
@@ -69,10 +102,17 @@ func (c *ActionRequestContent) RenderCompact() string {
 func (c *ActionRequestContent) IsResponded() bool { return c.ActionResponseID != nil }
 
 // ActionResponseContent is an ActionResponse's content (ADR-0006 D2).
+// LionAGI's from_dict checks none of it, so a loaded one may hold any
+// function and arguments.
 type ActionResponseContent struct {
 	// Function is the function name, copied from the request.
 	Function string
-	// Arguments is the request's arguments object (never null).
+	// FunctionValue, when not nil, is a loaded function that is not text
+	// (null included: LionAGI's None, which to_dict leaves out); Function is
+	// then empty.
+	FunctionValue *jsonv.Value
+	// Arguments is the request's arguments as they were copied, or any value
+	// a loaded message holds; null is LionAGI's None, which to_dict leaves out.
 	Arguments jsonv.Value
 	// Output is the function's result; null when none.
 	Output jsonv.Value
@@ -86,11 +126,31 @@ type ActionResponseContent struct {
 // Kind returns KindActionResponse.
 func (*ActionResponseContent) Kind() Kind { return KindActionResponse }
 
-// Dict returns {function, arguments, output?, action_request_id?, error?}.
-func (c *ActionResponseContent) Dict() jsonv.Value {
+// Dict returns {function, arguments, output?, action_request_id?, error?};
+// a null function or arguments is left out, as LionAGI's to_dict leaves out
+// None.
+func (c *ActionResponseContent) Dict() jsonv.Value { return c.dict(false) }
+
+// storedDict keeps a null function and null arguments, which from_dict reads
+// back as None (not as the "" and {} it reads for missing keys).
+func (c *ActionResponseContent) storedDict() jsonv.Value { return c.dict(true) }
+
+// function is the function as LionAGI holds it.
+func (c *ActionResponseContent) function() jsonv.Value {
+	if c.FunctionValue != nil {
+		return *c.FunctionValue
+	}
+	return jsonv.StringValue(c.Function)
+}
+
+func (c *ActionResponseContent) dict(keepNull bool) jsonv.Value {
 	var b dictBuilder
-	b.add("function", jsonv.StringValue(c.Function))
-	b.add("arguments", objectOrEmpty(c.Arguments))
+	if fn := c.function(); !fn.IsNull() || keepNull {
+		b.add("function", fn)
+	}
+	if !c.Arguments.IsNull() || keepNull {
+		b.add("arguments", c.Arguments)
+	}
 	if !c.Output.IsNull() {
 		b.add("output", c.Output)
 	}
@@ -109,8 +169,8 @@ func (c *ActionResponseContent) Render() (Rendered, error) { return c.renderWith
 
 func (c *ActionResponseContent) renderWithin(limit int) (Rendered, error) {
 	doc := jsonv.ObjectValue(
-		jsonv.Member{Key: "Function", Value: jsonv.StringValue(c.Function)},
-		jsonv.Member{Key: "Arguments", Value: objectOrEmpty(c.Arguments)},
+		jsonv.Member{Key: "Function", Value: c.function()},
+		jsonv.Member{Key: "Arguments", Value: c.Arguments},
 		jsonv.Member{Key: "Output", Value: c.Output},
 	)
 	text, err := minimalYAMLText(doc, limit)
@@ -155,7 +215,8 @@ func objectOrEmpty(v jsonv.Value) jsonv.Value {
 
 // actionRequestFromDict is ActionRequestContent.from_dict: the legacy
 // {"action_request": {...}} nesting is unwrapped, the function must be text,
-// the arguments normalised to an object, action_response_id kept as text.
+// the arguments normalised (NormalizeArguments), action_response_id kept as
+// text.
 func actionRequestFromDict(d jsonv.Value) (Content, error) {
 	src := d
 	if inner, ok := d.Get("action_request"); ok {
@@ -176,7 +237,8 @@ func actionRequestFromDict(d jsonv.Value) (Content, error) {
 }
 
 // actionResponseFromDict is ActionResponseContent.from_dict, plus `error`,
-// which historyd keeps (ADR-0006 D2).
+// which historyd keeps (ADR-0006 D2): function (default "") and arguments
+// (default {}) are kept as they are, unchecked, as LionAGI keeps them.
 func actionResponseFromDict(d jsonv.Value) (Content, error) {
 	src := d
 	if inner, ok := d.Get("action_response"); ok {
@@ -185,11 +247,18 @@ func actionResponseFromDict(d jsonv.Value) (Content, error) {
 		}
 		src = inner
 	}
-	fn, args, err := functionAndArguments(src)
-	if err != nil {
-		return nil, err
+	c := &ActionResponseContent{Arguments: jsonv.ObjectValue()}
+	if v, ok := src.Get("function"); ok {
+		if s, isStr := v.Str(); isStr {
+			c.Function = s
+		} else {
+			c.FunctionValue = &v
+		}
 	}
-	c := &ActionResponseContent{Function: fn, Arguments: args}
+	if v, ok := src.Get("arguments"); ok {
+		c.Arguments = v
+	}
+	var err error
 	c.Output, _ = src.Get("output")
 	if c.ActionRequestID, err = reciprocalID(d, "action_request_id"); err != nil {
 		return nil, err
@@ -221,23 +290,52 @@ func functionAndArguments(src jsonv.Value) (string, jsonv.Value, error) {
 	return fn, args, nil
 }
 
-// NormalizeArguments applies ActionRequestContent's argument rule: an
-// object is kept; a string is parsed as JSON (LionAGI's fuzzy to_dict), and
-// a parsed list gives its first element; what is left must be an object.
+// NormalizeArguments is ActionRequestContent.from_dict's argument rule,
+// to_dict(arguments, fuzzy_parse=True) then the first item of a non-empty
+// list (lionagi/protocols/messages/action_request.py, lionagi/ln/fuzzy/
+// _to_dict.py, 669ea9b5): an object is kept; null, [] (enumerated: {}) and
+// "" are {}; other text is fuzzy JSON, which must be an object or a list, and
+// a list gives its first item, an empty one stays []. What it returns is an
+// object, or [], "" or null from text.
+//
+// historyd refuses two things LionAGI takes (docs/decisions/0012): a
+// non-empty list, which LionAGI turns into a dict keyed by the integers 0,
+// 1, ... that it cannot write as JSON; and text whose list starts with a
+// number, a bool, non-empty text or a non-empty list, which LionAGI keeps
+// and writes out but then cannot read back. A history holding either could
+// not be exported and imported again.
 func NormalizeArguments(v jsonv.Value) (jsonv.Value, error) {
-	if v.Kind() == jsonv.Object {
+	switch v.Kind() {
+	case jsonv.Object:
 		return v, nil
-	}
-	if s, ok := v.Str(); ok {
+	case jsonv.Null:
+		return jsonv.ObjectValue(), nil
+	case jsonv.Array:
+		if v.Len() == 0 {
+			return jsonv.ObjectValue(), nil
+		}
+		return jsonv.Value{}, fieldErr("arguments", "Arguments must be a dictionary: a list would become a dict keyed by the integers 0, 1, ..., which LionAGI cannot write as JSON")
+	case jsonv.String:
+		s, _ := v.Str()
+		if s == "" {
+			return jsonv.ObjectValue(), nil
+		}
 		parsed, err := fuzzyParseJSON(s)
 		if err != nil {
 			return jsonv.Value{}, fieldErr("arguments", "Arguments must be a dictionary: %v", err)
 		}
-		if parsed.Kind() == jsonv.Array && parsed.Len() > 0 {
-			parsed = parsed.Elems()[0]
-		}
-		if parsed.Kind() == jsonv.Object {
+		switch parsed.Kind() {
+		case jsonv.Object:
 			return parsed, nil
+		case jsonv.Array:
+			if parsed.Len() == 0 {
+				return parsed, nil
+			}
+			first := parsed.Elems()[0]
+			if first.Kind() == jsonv.Object || isEmptyValue(first) {
+				return first, nil
+			}
+			return jsonv.Value{}, fieldErr("arguments", "Arguments must be a dictionary: the list's first item is JSON %s, which LionAGI would keep but could not read back", first.Kind())
 		}
 		return jsonv.Value{}, fieldErr("arguments", "Arguments must be a dictionary, got JSON %s", parsed.Kind())
 	}

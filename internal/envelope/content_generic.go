@@ -32,6 +32,19 @@ func (c *GenericContent) Dict() jsonv.Value {
 	return c.Value
 }
 
+// storedDict is Dict but for a nested message, which is written in its
+// stored form (Message.MarshalJSON's): LionAGI's json-mode shape leaves out
+// values it keeps (a null system_message, ...), which Decode would read
+// back as defaults, so a store or the Exchange would give back another
+// message.
+func (c *GenericContent) storedDict() jsonv.Value {
+	if c.nested != nil {
+		v, _ := c.nested.encode(ModeJSON, "", true)
+		return v
+	}
+	return c.Value
+}
+
 // Nested returns the message a serialized-element content was rebuilt
 // into, or nil.
 func (c *GenericContent) Nested() *Message { return c.nested }

@@ -18,6 +18,10 @@ type InstructionContent struct {
 	PromptContext []jsonv.Value
 	// PlainContent, when non-empty, replaces the structured rendering.
 	PlainContent string
+	// PlainContentValue, when not nil, is a loaded plain_content that is not
+	// text (LionAGI keeps any truthy value, and it is then the rendering as
+	// it is); PlainContent is then empty.
+	PlainContentValue *jsonv.Value
 	// ToolSchemas is the flat list of tool schemas.
 	ToolSchemas []jsonv.Value
 	// ResponseFormat is a JSON object describing the expected answer, or null.
@@ -26,8 +30,13 @@ type InstructionContent struct {
 	ResponseFormat jsonv.Value
 	// Images are image URLs, data URIs or raw base64.
 	Images []string
-	// ImageDetail is "low", "high" or "auto"; empty when unset.
+	// ImageDetail is "low", "high" or "auto" as a rule, though LionAGI keeps
+	// any text; empty when unset.
 	ImageDetail string
+	// ImageDetailValue, when not nil, is a loaded image_detail that is not
+	// text (LionAGI keeps any truthy value, and the image parts carry it);
+	// ImageDetail is then empty.
+	ImageDetailValue *jsonv.Value
 }
 
 // Kind returns KindInstruction.
@@ -46,8 +55,8 @@ func (c *InstructionContent) Dict() jsonv.Value {
 	if len(c.PromptContext) > 0 {
 		b.add("prompt_context", jsonv.ArrayValue(c.PromptContext...))
 	}
-	if c.PlainContent != "" {
-		b.add("plain_content", jsonv.StringValue(c.PlainContent))
+	if pc, ok := c.plainContent(); ok {
+		b.add("plain_content", pc)
 	}
 	if len(c.ToolSchemas) > 0 {
 		b.add("tool_schemas", jsonv.ArrayValue(c.ToolSchemas...))
@@ -62,20 +71,42 @@ func (c *InstructionContent) Dict() jsonv.Value {
 		}
 		b.add("images", jsonv.ArrayValue(imgs...))
 	}
-	if c.ImageDetail != "" {
-		b.add("image_detail", jsonv.StringValue(c.ImageDetail))
+	if d, ok := c.imageDetail(); ok {
+		b.add("image_detail", d)
 	}
 	return b.value()
+}
+
+// plainContent is plain_content as LionAGI holds it, and whether it is set.
+func (c *InstructionContent) plainContent() (jsonv.Value, bool) {
+	if c.PlainContentValue != nil {
+		return *c.PlainContentValue, true
+	}
+	return jsonv.StringValue(c.PlainContent), c.PlainContent != ""
+}
+
+// imageDetail is image_detail as LionAGI holds it, and whether it is set.
+func (c *InstructionContent) imageDetail() (jsonv.Value, bool) {
+	if c.ImageDetailValue != nil {
+		return *c.ImageDetailValue, true
+	}
+	return jsonv.StringValue(c.ImageDetail), c.ImageDetail != ""
 }
 
 // Render returns plain_content when set; otherwise the non-empty Guidance,
 // Instruction, Context, Tools and ResponseFormat sections through the
 // minimal-YAML renderer; with images, a text part followed by one image part
 // per image (ADR-0006 D2). A rejected image fails the whole rendering, as in
-// LionAGI (whose chat_msg then becomes None).
+// LionAGI (whose chat_msg then becomes None). A plain_content or image_detail
+// that is not text is rendered as it is: the rendering is then a JSON value
+// (Rendered.Value), the value itself or the part list holding it.
 func (c *InstructionContent) Render() (Rendered, error) { return c.renderWithin(0) }
 
 func (c *InstructionContent) renderWithin(limit int) (Rendered, error) {
+	if c.PlainContentValue != nil && len(c.Images) == 0 {
+		v := *c.PlainContentValue
+		return Rendered{Value: &v}, nil
+	}
 	text, err := c.renderText(limit)
 	if err != nil {
 		return Rendered{}, err
@@ -92,10 +123,35 @@ func (c *InstructionContent) renderWithin(limit int) (Rendered, error) {
 		}
 		parts = append(parts, ContentPart{Type: "image_url", ImageURL: url, Detail: c.ImageDetail})
 	}
-	return Rendered{Parts: parts}, nil
+	r := Rendered{Parts: parts}
+	if c.PlainContentValue != nil || c.ImageDetailValue != nil {
+		r = c.partsValue(r)
+	}
+	return r, nil
+}
+
+// partsValue is the part list r as a JSON value, its text part holding the
+// plain_content and its image parts the image_detail as they are.
+func (c *InstructionContent) partsValue(r Rendered) Rendered {
+	v := r.JSON()
+	elems := append([]jsonv.Value(nil), v.Elems()...)
+	for i, e := range elems {
+		switch {
+		case i == 0 && c.PlainContentValue != nil:
+			elems[i] = e.Set("text", *c.PlainContentValue)
+		case i > 0 && c.ImageDetailValue != nil:
+			img, _ := e.Get("image_url")
+			elems[i] = e.Set("image_url", img.Set("detail", *c.ImageDetailValue))
+		}
+	}
+	out := jsonv.ArrayValue(elems...)
+	return Rendered{Value: &out}
 }
 
 func (c *InstructionContent) renderText(limit int) (string, error) {
+	if c.PlainContentValue != nil {
+		return "", nil // the rendering is the value (renderWithin)
+	}
 	if c.PlainContent != "" {
 		return c.PlainContent, nil
 	}
@@ -137,7 +193,8 @@ func instructionFromDict(d jsonv.Value) (Content, error) {
 }
 
 // apply sets the fields present in d onto c, with from_dict's rules: falsy
-// instruction, guidance, plain_content and image_detail are ignored; context
+// instruction, guidance, plain_content and image_detail are ignored, truthy
+// ones kept as they are (text or not, unchecked); context
 // extends (or, with handle_context="replace", replaces) prompt_context;
 // tool schemas are unwrapped from {"tools": [...]}; images extend the list;
 // a dict response_format is kept, anything else ignored.
@@ -149,18 +206,10 @@ func (c *InstructionContent) apply(d jsonv.Value) error {
 		c.Guidance = v
 	}
 	if v, ok := d.Get("plain_content"); ok && v.Truthy() {
-		s, isStr := v.Str()
-		if !isStr {
-			return fieldErr("plain_content", "must be a string, got %s", v.Kind())
-		}
-		c.PlainContent = s
+		c.PlainContent, c.PlainContentValue = textOrValue(v)
 	}
 	if v, ok := d.Get("image_detail"); ok && v.Truthy() {
-		s, err := imageDetail(v)
-		if err != nil {
-			return err
-		}
-		c.ImageDetail = s
+		c.ImageDetail, c.ImageDetailValue = textOrValue(v)
 	}
 
 	handle := "extend"
@@ -211,7 +260,7 @@ func (c *InstructionContent) apply(d jsonv.Value) error {
 		c.Images = imgs
 		// image_detail = data.get("image_detail") or inst.image_detail or "auto";
 		// a truthy data value was applied above.
-		if c.ImageDetail == "" {
+		if c.ImageDetail == "" && c.ImageDetailValue == nil {
 			c.ImageDetail = "auto"
 		}
 	}
@@ -222,11 +271,11 @@ func (c *InstructionContent) apply(d jsonv.Value) error {
 	return nil
 }
 
-func imageDetail(v jsonv.Value) (string, error) {
-	s, _ := v.Str()
-	switch s {
-	case "low", "high", "auto":
+// textOrValue splits a value LionAGI keeps whatever it is into its text, or
+// (not text) the value.
+func textOrValue(v jsonv.Value) (string, *jsonv.Value) {
+	if s, ok := v.Str(); ok {
 		return s, nil
 	}
-	return "", fieldErr("image_detail", "must be one of low, high, auto; got %s", v.String())
+	return "", &v
 }

@@ -12,6 +12,11 @@ const DefaultSystemMessage = "You are a helpful AI assistant. Let's think step b
 type SystemContent struct {
 	// SystemMessage is the policy text.
 	SystemMessage string
+	// Value, when not nil, is a stored system_message that is not text
+	// (null included): LionAGI's from_dict keeps any value, and such a
+	// System does not render (its chat_msg is None). SystemMessage is then
+	// empty. Only a load makes one; the factory takes text.
+	Value *jsonv.Value
 	// SystemDatetime is rendered as "System Time: ..." when truthy. Null means
 	// none. A true given on input has already become the current UTC minute
 	// (docs/design.md#system-datetime: Python's isoformat(timespec="minutes")); other JSON values
@@ -22,10 +27,22 @@ type SystemContent struct {
 // Kind returns KindSystem.
 func (*SystemContent) Kind() Kind { return KindSystem }
 
-// Dict returns {system_message, system_datetime?}.
-func (c *SystemContent) Dict() jsonv.Value {
+// Dict returns {system_message, system_datetime?}; a null system_message is
+// left out, as LionAGI's to_dict leaves out None (none_as_sentinel).
+func (c *SystemContent) Dict() jsonv.Value { return c.dict(false) }
+
+// storedDict keeps a null system_message, which from_dict reads back as
+// None (not as the default text it reads for a missing key).
+func (c *SystemContent) storedDict() jsonv.Value { return c.dict(true) }
+
+func (c *SystemContent) dict(keepNull bool) jsonv.Value {
 	var b dictBuilder
-	b.add("system_message", jsonv.StringValue(c.SystemMessage))
+	switch {
+	case c.Value == nil:
+		b.add("system_message", jsonv.StringValue(c.SystemMessage))
+	case !c.Value.IsNull() || keepNull:
+		b.add("system_message", *c.Value)
+	}
 	if !c.SystemDatetime.IsNull() {
 		b.add("system_datetime", c.SystemDatetime)
 	}
@@ -34,7 +51,16 @@ func (c *SystemContent) Dict() jsonv.Value {
 
 // Render joins the optional "System Time: ..." line and the message with a
 // blank line (ADR-0006 D2).
+// A system_message that is not text fails, as LionAGI's "\n\n".join
+// raises for it.
 func (c *SystemContent) Render() (Rendered, error) {
+	if c.Value != nil {
+		item := 0
+		if c.SystemDatetime.Truthy() {
+			item = 1
+		}
+		return Rendered{}, fieldErr("system_message", "sequence item %d: expected str instance, %s found", item, pyTypeName(*c.Value))
+	}
 	if !c.SystemDatetime.Truthy() {
 		return Rendered{Text: c.SystemMessage}, nil
 	}
@@ -52,12 +78,11 @@ func systemFromDict(d jsonv.Value) (Content, error) {
 	if v, ok := d.Get("system_message"); ok {
 		s, isStr := v.Str()
 		if !isStr {
-			// LionAGI keeps a non-text system_message and then fails to render
-			// it ("sequence item 0: expected str instance"); a service that
-			// must always render what it stores rejects it up front.
-			return nil, fieldErr("system_message", "must be a string, got %s", v.Kind())
+			// Kept as LionAGI keeps it; it does not render (Render).
+			c.SystemMessage, c.Value = "", &v
+		} else {
+			c.SystemMessage = s
 		}
-		c.SystemMessage = s
 	}
 	if v, ok := d.Get("system_datetime"); ok {
 		switch b, isBool := v.Bool(); {
@@ -70,4 +95,24 @@ func systemFromDict(d jsonv.Value) (Content, error) {
 		}
 	}
 	return c, nil
+}
+
+// pyTypeName is the name of the Python type json.loads gives for v.
+func pyTypeName(v jsonv.Value) string {
+	switch v.Kind() {
+	case jsonv.Null:
+		return "NoneType"
+	case jsonv.Bool:
+		return "bool"
+	case jsonv.Number:
+		if v.IsInteger() {
+			return "int"
+		}
+		return "float"
+	case jsonv.String:
+		return "str"
+	case jsonv.Array:
+		return "list"
+	}
+	return "dict"
 }

@@ -3,9 +3,10 @@ package envelope
 import (
 	"fmt"
 	"net/netip"
-	"net/url"
 	"strings"
 	"unicode"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // imageURL checks one instruction image and returns the URL it renders as
@@ -60,7 +61,10 @@ func isAlpha(r rune) bool { return unicode.IsLetter(r) }
 
 // validateImageURL is validate_image_url (lionagi/protocols/messages/
 // validators.py, 669ea9b5) without name resolution, its checks in its order
-// and with its texts.
+// and with its texts: null bytes, urlparse (which raises only for bad
+// brackets and for NFKC delimiters), the scheme, a netloc, then the hostname
+// against the blocked ranges. Nothing else about the URL is checked (not
+// percent escapes, ports or the path), and the URL is sent as given.
 func validateImageURL(raw string) error {
 	if strings.ContainsRune(raw, 0) {
 		return fieldErr("", "Image URL contains null byte - potential path truncation attack")
@@ -68,39 +72,134 @@ func validateImageURL(raw string) error {
 	if strings.Contains(strings.ToLower(raw), "%00") {
 		return fieldErr("", "Image URL contains percent-encoded null byte (%%00) - potential path truncation attack")
 	}
-	scheme := urlScheme(raw)
+	scheme, netloc, malformed := pyURLSplit(raw)
+	if malformed != "" {
+		return fieldErr("", "Malformed image URL '%s': %s", raw, malformed)
+	}
 	if scheme != "http" && scheme != "https" {
 		return fieldErr("", "Image URL must use http:// or https:// scheme, got: %s://", scheme)
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fieldErr("", "Image URL is malformed: %v", err)
-	}
-	if u.Host == "" {
+	if netloc == "" {
 		return fieldErr("", "Image URL missing domain: %s", raw)
 	}
-	host := strings.ToLower(u.Hostname())
-	if host == "" || isBlockedHost(host) {
+	host := pyHostname(netloc)
+	if host == "" {
+		return fieldErr("", "Image URL host None is not allowed: it resolves to a private, loopback, or link-local address (SSRF risk), or could not be resolved.")
+	}
+	if isBlockedHost(host) {
 		return fieldErr("", "Image URL host '%s' is not allowed: it resolves to a private, loopback, or link-local address (SSRF risk), or could not be resolved.", host)
 	}
 	return nil
 }
 
-// urlScheme is urllib.parse.urlparse's scheme: the text before the first
-// ":" when it starts with a letter and holds only letters, digits, "+",
-// "-" and ".", lowercased; else "".
-func urlScheme(raw string) string {
-	head, _, found := strings.Cut(raw, ":")
-	if !found || head == "" {
-		return ""
+// pyURLSplit is urllib.parse.urlsplit of Python 3.11.7 as far as
+// validate_image_url reads it: the scheme (lowercased) and the netloc, or
+// the text of the ValueError urlsplit raises (malformed).
+func pyURLSplit(raw string) (scheme, netloc, malformed string) {
+	// Leading C0 controls and spaces are stripped; tabs and newlines
+	// anywhere are removed.
+	url := strings.TrimLeftFunc(raw, func(r rune) bool { return r <= ' ' })
+	url = strings.NewReplacer("\t", "", "\r", "", "\n", "").Replace(url)
+	if i := strings.IndexByte(url, ':'); i > 0 && isASCIILetter(url[0]) && allSchemeChars(url[:i]) {
+		scheme, url = strings.ToLower(url[:i]), url[i+1:]
 	}
-	for i, c := range head {
-		letter := (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
-			return ""
+	if rest, ok := strings.CutPrefix(url, "//"); ok {
+		if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+			rest = rest[:end]
+		}
+		netloc = rest
+		open, closed := strings.Contains(netloc, "["), strings.Contains(netloc, "]")
+		if open != closed {
+			return "", "", "Invalid IPv6 URL"
+		}
+		if open {
+			_, after, _ := strings.Cut(netloc, "[")
+			host, _, _ := strings.Cut(after, "]")
+			if bad := checkBracketedHost(host); bad != "" {
+				return "", "", bad
+			}
 		}
 	}
-	return strings.ToLower(head)
+	if bad := checkNetloc(netloc); bad != "" {
+		return "", "", bad
+	}
+	return scheme, netloc, ""
+}
+
+func isASCIILetter(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }
+
+// allSchemeChars reports whether s holds only urllib's scheme_chars: ASCII
+// letters, digits, "+", "-" and ".".
+func allSchemeChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isASCIILetter(c) && (c < '0' || c > '9') && c != '+' && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkBracketedHost is urllib's _check_bracketed_host: an IPvFuture
+// (v<hex>.<more>), or an IPv6 address, with a zone or not; for an IPv4
+// address in brackets, or anything else, it returns the error's text.
+func checkBracketedHost(host string) string {
+	if rest, ok := strings.CutPrefix(host, "v"); ok {
+		hex, tail, found := strings.Cut(rest, ".")
+		if !found || hex == "" || tail == "" || strings.Trim(hex, "0123456789abcdefABCDEF") != "" {
+			return "IPvFuture address is invalid"
+		}
+		return ""
+	}
+	addr, err := netip.ParseAddr(host)
+	switch {
+	case err != nil || strings.Count(host, "%") > 1: // ipaddress allows no "%" in a zone
+		return "'" + host + "' does not appear to be an IPv4 or IPv6 address"
+	case addr.Is4():
+		return "An IPv4 address cannot be in brackets"
+	}
+	return ""
+}
+
+// checkNetloc is urllib's _checknetloc: for a non-ASCII netloc that NFKC
+// normalisation (as IDNA applies it) turns into one holding "/", "?", "#",
+// "@" or ":", it returns the error's text.
+func checkNetloc(netloc string) string {
+	isASCII := true
+	for i := 0; i < len(netloc); i++ {
+		if netloc[i] >= 0x80 {
+			isASCII = false
+			break
+		}
+	}
+	if isASCII {
+		return ""
+	}
+	n := strings.NewReplacer("@", "", ":", "", "#", "", "?", "").Replace(netloc)
+	if n2 := norm.NFKC.String(n); n2 != n && strings.ContainsAny(n2, "/?#@:") {
+		return "netloc '" + netloc + "' contains invalid characters under NFKC normalization"
+	}
+	return ""
+}
+
+// pyHostname is urllib's SplitResult.hostname: the host in the netloc's
+// part after its last "@", without the port (what follows the first ":",
+// or for a bracketed host, what is outside the brackets), lowercased but
+// for an IPv6 zone; "" where Python's is None.
+func pyHostname(netloc string) string {
+	hostinfo := netloc
+	if i := strings.LastIndexByte(netloc, '@'); i >= 0 {
+		hostinfo = netloc[i+1:]
+	}
+	var host string
+	if _, bracketed, ok := strings.Cut(hostinfo, "["); ok {
+		host, _, _ = strings.Cut(bracketed, "]")
+	} else {
+		host, _, _ = strings.Cut(hostinfo, ":")
+	}
+	if h, zone, ok := strings.Cut(host, "%"); ok {
+		return strings.ToLower(h) + "%" + zone
+	}
+	return strings.ToLower(host)
 }
 
 // blockedNets are lionagi/ln/_ssrf.py's _BLOCKED_NETS (669ea9b5).

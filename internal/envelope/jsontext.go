@@ -1,9 +1,13 @@
 package envelope
 
 import (
+	"errors"
+	"fmt"
 	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/historyd/historyd/internal/envelope/jsonv"
 	"github.com/historyd/historyd/internal/envelope/pyfmt"
@@ -140,22 +144,241 @@ func ryuFormat(f float64) string {
 	return out.String()
 }
 
-// fuzzyParseJSON reads argument text the way LionAGI's fuzzy to_dict does
-// for the common cases: strict JSON first, then with single quotes turned
-// into double quotes and trailing commas removed (Python-literal-looking
-// text). Anything else is an error.
+// fuzzyParseJSON is LionAGI's fuzzy_json (lionagi/ln/fuzzy/_fuzzy_json.py,
+// 669ea9b5), which to_dict(fuzzy_parse=True) applies to text: blank text is
+// an error; then strict JSON, the state-machine cleaning, the regex
+// cleaning, and the bracket fixing of either cleaned text are tried in that
+// order, the first that parses giving the result, which must be an object or
+// a list (a scalar is an error at once, as LionAGI's TypeError is not caught
+// by the later steps).
+//
+// Its cost is linear in len(s): a fixed number of single passes (the two
+// cleanings, Go's regexp, which is linear, the bracket fixing and at most
+// five parses), so an argument text of any size the message limit lets in
+// takes bounded work and nothing in it needs to check the request's ctx
+// (TestFuzzyParseJSONIsLinear).
 func fuzzyParseJSON(s string) (jsonv.Value, error) {
-	v, err := jsonv.ParseString(s)
-	if err == nil {
+	if trimPythonWhitespace(s) == "" {
+		return jsonv.Value{}, errors.New("input string is empty")
+	}
+	structured := func(v jsonv.Value) (jsonv.Value, error) {
+		if k := v.Kind(); k != jsonv.Object && k != jsonv.Array {
+			return jsonv.Value{}, fmt.Errorf("fuzzy_json returns dict or list, got JSON %s", k)
+		}
 		return v, nil
 	}
-	fixed := strings.TrimSpace(s)
-	if !strings.Contains(fixed, `"`) {
-		fixed = strings.ReplaceAll(fixed, "'", `"`)
+	if v, err := jsonv.ParseString(s); err == nil {
+		return structured(v)
 	}
-	fixed = strings.NewReplacer(",}", "}", ",]", "]", ", }", "}", ", ]", "]").Replace(fixed)
-	if v2, err2 := jsonv.ParseString(fixed); err2 == nil {
-		return v2, nil
+	cleaned := cleanJSONSafe(s)
+	if v, err := jsonv.ParseString(cleaned); err == nil {
+		return structured(v)
 	}
-	return jsonv.Value{}, err
+	cleanedRegex := cleanJSONRegex(strings.ReplaceAll(s, "'", `"`))
+	if v, err := jsonv.ParseString(cleanedRegex); err == nil {
+		return structured(v)
+	}
+	for _, candidate := range []string{cleaned, cleanedRegex} {
+		fixed, err := fixJSONBrackets(candidate)
+		if err != nil {
+			return jsonv.Value{}, err
+		}
+		if v, err := jsonv.ParseString(fixed); err == nil {
+			return structured(v)
+		}
+	}
+	return jsonv.Value{}, errors.New("invalid JSON string")
+}
+
+// cleanJSONSafe is _clean_json_string_safe: single-quoted strings become
+// double-quoted ones (\' an apostrophe, inner " escaped), double-quoted
+// strings pass as they are, a comma before ] or } is dropped, an unquoted
+// key of letters, digits and _ after { or , is quoted; then Python's strip.
+func cleanJSONSafe(in string) string {
+	s := []rune(in)
+	var out strings.Builder
+	isWS := func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' }
+	for pos := 0; pos < len(s); {
+		c := s[pos]
+		switch {
+		case c == '\'':
+			out.WriteByte('"')
+			pos++
+			for pos < len(s) {
+				ic := s[pos]
+				if ic == '\\' {
+					if pos+1 < len(s) {
+						if s[pos+1] == '\'' {
+							out.WriteByte('\'')
+						} else {
+							out.WriteRune(ic)
+							out.WriteRune(s[pos+1])
+						}
+						pos += 2
+						continue
+					}
+					out.WriteRune(ic)
+					pos++
+					continue
+				}
+				if ic == '\'' {
+					out.WriteByte('"')
+					pos++
+					break
+				}
+				if ic == '"' {
+					out.WriteString(`\"`)
+					pos++
+					continue
+				}
+				out.WriteRune(ic)
+				pos++
+			}
+		case c == '"':
+			out.WriteRune(c)
+			pos++
+			for pos < len(s) {
+				ic := s[pos]
+				if ic == '\\' {
+					out.WriteRune(ic)
+					if pos+1 < len(s) {
+						pos++
+						out.WriteRune(s[pos])
+					}
+					pos++
+					continue
+				}
+				out.WriteRune(ic)
+				pos++
+				if ic == '"' {
+					break
+				}
+			}
+		case c == '{' || c == ',':
+			if c == ',' {
+				look := pos + 1
+				for look < len(s) && isWS(s[look]) {
+					look++
+				}
+				if look < len(s) && (s[look] == ']' || s[look] == '}') {
+					pos++ // a trailing comma
+					continue
+				}
+			}
+			out.WriteRune(c)
+			pos++
+			for pos < len(s) && isWS(s[pos]) {
+				out.WriteRune(s[pos])
+				pos++
+			}
+			if pos < len(s) && s[pos] != '"' && s[pos] != '\'' && s[pos] != '{' && s[pos] != '[' {
+				keyStart := pos
+				for pos < len(s) && (isPythonAlnum(s[pos]) || s[pos] == '_') {
+					pos++
+				}
+				if pos < len(s) && keyStart < pos {
+					keyEnd := pos
+					for pos < len(s) && isWS(s[pos]) {
+						pos++
+					}
+					if pos < len(s) && s[pos] == ':' {
+						out.WriteString(`"` + string(s[keyStart:keyEnd]) + `"`)
+						continue
+					}
+					pos = keyStart // not a key
+				}
+			}
+		default:
+			out.WriteRune(c)
+			pos++
+		}
+	}
+	return trimPythonWhitespace(out.String())
+}
+
+// isPythonAlnum is str.isalnum for one character.
+func isPythonAlnum(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
+
+var (
+	trailingCommaRe = regexp.MustCompile(`,\s*([}\]])`)
+	unquotedKeyRe   = regexp.MustCompile(`([{,])\s*([^"\s]+)\s*:`)
+)
+
+// cleanJSONRegex is _clean_json_string, given text whose single quotes are
+// already double quotes: runs of whitespace become one space, a comma before
+// } or ] is dropped, a key after { or , is quoted; then Python's strip.
+// After the first step the only whitespace left is " ", which Go's \s and
+// Python's agree on.
+func cleanJSONRegex(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if isPythonSpace(r) {
+			if !space {
+				b.WriteByte(' ')
+			}
+			space = true
+			continue
+		}
+		space = false
+		b.WriteRune(r)
+	}
+	s = trailingCommaRe.ReplaceAllString(b.String(), "$1")
+	s = unquotedKeyRe.ReplaceAllString(s, `$1"$2":`)
+	return trimPythonWhitespace(s)
+}
+
+// fixJSONBrackets is fix_json_string: it closes the brackets left open
+// (outside strings, a backslash skipping the next character), and fails on
+// an extra or mismatched closing bracket.
+func fixJSONBrackets(in string) (string, error) {
+	if in == "" {
+		return "", errors.New("input string is empty")
+	}
+	s := []rune(in)
+	var open []rune
+	for pos := 0; pos < len(s); {
+		c := s[pos]
+		switch {
+		case c == '\\':
+			pos += 2
+			continue
+		case c == '"':
+			pos++
+			for pos < len(s) {
+				if s[pos] == '\\' {
+					pos += 2
+					continue
+				}
+				if s[pos] == '"' {
+					pos++
+					break
+				}
+				pos++
+			}
+			continue
+		case c == '{':
+			open = append(open, '}')
+		case c == '[':
+			open = append(open, ']')
+		case c == '}' || c == ']':
+			if len(open) == 0 {
+				return "", errors.New("extra closing bracket found")
+			}
+			if open[len(open)-1] != c {
+				return "", errors.New("mismatched brackets")
+			}
+			open = open[:len(open)-1]
+		}
+		pos++
+	}
+	// One builder, as LionAGI's "".join: appending to the string once per
+	// open bracket would copy the text each time, quadratic in its length.
+	var b strings.Builder
+	b.Grow(len(in) + len(open))
+	b.WriteString(in)
+	for i := len(open) - 1; i >= 0; i-- {
+		b.WriteRune(open[i])
+	}
+	return b.String(), nil
 }

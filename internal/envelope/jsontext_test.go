@@ -3,6 +3,7 @@ package envelope
 import (
 	"bufio"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,5 +51,103 @@ func TestOrjsonDumpsFallsBackToPythonStrForHugeInts(t *testing.T) {
 	v, _ = jsonv.ParseString(`{"a":"é\u2028","f":2.5e-05,"i":-3,"l":[true,null]}`)
 	if got, want := orjsonDumps(v), "{\"a\":\"é\u2028\",\"f\":0.000025,\"i\":-3,\"l\":[true,null]}"; got != want {
 		t.Fatalf("got %s want %s", got, want)
+	}
+}
+
+// TestFuzzyParseJSONIsLionAGIs: ActionRequest arguments given as text go through LionAGI's
+// fuzzy_json (lionagi/ln/fuzzy/_fuzzy_json.py, 669ea9b5): strict JSON, its state-machine
+// cleaning, its regex cleaning, then its bracket fixing, the result an object or a list. Each
+// want was recorded from fuzzy_json itself ("" where it raised).
+func TestFuzzyParseJSONIsLionAGIs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"{a: 1}", "{\"a\":1}"},
+		{"{'a': 'x'}", "{\"a\":\"x\"}"},
+		{"{\"a\": 1", "{\"a\":1}"},
+		{"[{'a': 1},]", "[{\"a\":1}]"},
+		{"```json\n{\"a\": 1}\n```", ""}, // ValueError: Invalid JSON string
+		{"{'a': True}", ""},              // ValueError: Invalid JSON string
+		{"{\"a\": 'b'}", "{\"a\":\"b\"}"},
+		{"{'a': None}", ""}, // ValueError: Invalid JSON string
+		{"{a:1,b:2}", "{\"a\":1,\"b\":2}"},
+		{"{ key : 'v' , other: [1, 2,], }", "{\"key\":\"v\",\"other\":[1,2]}"},
+		{"{'it\\'s': 1}", "{\"it's\":1}"},
+		{"{'say \"hi\"': 1}", "{\"say \\\"hi\\\"\":1}"},
+		{"{\"a\": [1, {\"b\": 2}", "{\"a\":[1,{\"b\":2}]}"},
+		{"{\"a\": 1}}", ""}, // ValueError: Extra closing bracket found.
+		{"[1, 2}", ""},      // ValueError: Mismatched brackets.
+		{"{'a':\n  'multi   space'}", "{\"a\":\"multi   space\"}"},
+		{"  ", ""},  // ValueError: Input string is empty
+		{"5", ""},   // TypeError: fuzzy_json returns dict or list, got primitive type: int
+		{"'5'", ""}, // TypeError: fuzzy_json returns dict or list, got primitive type: str
+		{"[]", "[]"},
+		{"{}", "{}"},
+		{"{'a': 'b',}", "{\"a\":\"b\"}"},
+		{"{été: 1}", "{\"été\":1}"},
+		{"{a_b: 1, c-d: 2}", "{\"a_b\":1,\"c-d\":2}"},
+		{"{'a': [1, 2, 3}", ""}, // ValueError: Mismatched brackets.
+		{"{1: 'x'}", "{\"1\":\"x\"}"},
+		{"{\"a\": \"x\\\"y\"}", "{\"a\":\"x\\\"y\"}"},
+		{"{'a': \"it's\"}", "{\"a\":\"it's\"}"},
+		{"[{a: 1}, {b: 2}]", "[{\"a\":1},{\"b\":2}]"},
+		{"{\"a\":1,}", "{\"a\":1}"},
+		{"{a: 'x: y'}", "{\"a\":\"x: y\"}"},
+		{"{'a':'b'", "{\"a\":\"b\"}"},
+		{"\t{'a': 1}\n", "{\"a\":1}"},
+		{"{\"a\" : 1}", "{\"a\":1}"},
+		{"{'a': 1} trailing", ""}, // ValueError: Invalid JSON string
+		{"[[1, 2], [3", "[[1,2],[3]]"},
+		{"{\"k\": \"v\" \"w\"}", ""}, // ValueError: Invalid JSON string
+		{"{a: b}", ""},               // ValueError: Invalid JSON string
+	} {
+		v, err := fuzzyParseJSON(tc.in)
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("fuzzyParseJSON(%q) = %s; fuzzy_json raises", tc.in, v)
+		case tc.want != "" && err != nil:
+			t.Errorf("fuzzyParseJSON(%q): %v; fuzzy_json gives %s", tc.in, err, tc.want)
+		case tc.want != "" && v.String() != tc.want:
+			t.Errorf("fuzzyParseJSON(%q) = %s; fuzzy_json gives %s", tc.in, v, tc.want)
+		}
+	}
+}
+
+// TestFuzzyParseJSONIsLinear: fuzzy_json runs on client text of any size
+// (ActionRequest arguments, up to the message size limit), so each of its
+// steps must be linear in the text's length. The bytes it allocates are the
+// measure (no timing): for an input eight times longer a linear port
+// allocates about eight times as much, a quadratic one about sixty-four
+// times. The shapes are those that make a step revisit text: unclosed
+// brackets (fix_json_string closes each), keys that are not keys (the
+// state machine rescans them), and runs of whitespace and commas.
+func TestFuzzyParseJSONIsLinear(t *testing.T) {
+	shapes := map[string]string{
+		"unclosed [":     "[",
+		"unclosed {":     "{",
+		"unclosed [{":    `[{"a":`,
+		"not a key":      "{abc ",
+		"comma space":    ", ",
+		"quoted key run": `{'a':1,`,
+		"colon run":      "{a:",
+		"bare not a key": ",abc ",
+		"bare colon run": ",a:",
+		"quotes":         `'"\\`,
+	}
+	const n = 4000
+	allocated := func(s string) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, _ = NormalizeArguments(jsonv.StringValue(s))
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	for name, unit := range shapes {
+		t.Run(name, func(t *testing.T) {
+			small, large := allocated(strings.Repeat(unit, n)), allocated(strings.Repeat(unit, 8*n))
+			if large > 16*small {
+				t.Errorf("%d repeats allocate %d bytes, %d repeats %d: %.1f times as much, not about 8 (super-linear)",
+					n, small, 8*n, large, float64(large)/float64(small))
+			}
+		})
 	}
 }

@@ -26,6 +26,8 @@ import (
 //     JSON text>}; a failed action's content is {"error":<message>} as JSON text. A response that
 //     names no request cannot be a tool message and is projected as a generic message.
 //   - A message of role unset (generic content): {"role":"user","content":<rendered text>}.
+//   - A rendering that is not text (a loaded non-string assistant response or plain_content,
+//     Rendered.Value) is content as its JSON text.
 func OpenAIMessages(msgs []*Message, renderLimit int) (jsonv.Value, []error) {
 	arr, errs, _ := OpenAIMessagesWithin(msgs, renderLimit, nil)
 	return arr, errs
@@ -171,8 +173,12 @@ func openAIMessage(m *Message, renderLimit int) (jsonv.Value, error) {
 	), nil
 }
 
-// openAIContent is a rendering as the API's content: a string, or the content parts.
+// openAIContent is a rendering as the API's content: a string, or the content parts; a rendering
+// that is not text (Rendered.Value) is its JSON text, as a tool's output is.
 func openAIContent(r Rendered) jsonv.Value {
+	if r.Value != nil {
+		return jsonv.StringValue(string(jsonv.Marshal(*r.Value)))
+	}
 	if !r.IsParts() {
 		return jsonv.StringValue(r.Text)
 	}

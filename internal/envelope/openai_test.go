@@ -193,3 +193,18 @@ func TestOpenAIResponseWithoutRequest(t *testing.T) {
 	}
 	checkOpenAISchema(t, msgs)
 }
+
+// TestOpenAIRenderingNotText: a rendering that is not text (a loaded plain_content or assistant
+// response LionAGI keeps as a non-string value, Rendered.Value) is content as its JSON text, as
+// a tool's output is, never an empty string.
+func TestOpenAIRenderingNotText(t *testing.T) {
+	five, obj := jsonv.IntValue(5), jsonv.ObjectValue(jsonv.Member{Key: "a", Value: jsonv.IntValue(1)})
+	got, errs := OpenAIMessages([]*Message{
+		openAITestMessage("00000000-0000-4000-8000-000000000001", &InstructionContent{PlainContentValue: &five}),
+		openAITestMessage("00000000-0000-4000-8000-000000000002", &AssistantResponseContent{Value: &obj}),
+	}, 0)
+	if s := string(jsonv.Marshal(got)); s != `[{"role":"user","content":"5"},{"role":"assistant","content":"{\"a\":1}"}]` || errs[0] != nil || errs[1] != nil {
+		t.Errorf("projection %s, %v", s, errs)
+	}
+	checkOpenAISchema(t, decodeMessages(t, jsonv.Marshal(got)))
+}

@@ -105,3 +105,21 @@ func mergeInstructionContext(ic *InstructionContent, merged, given jsonv.Value) 
 	items := append(append([]jsonv.Value(nil), ic.PromptContext...), asList(v)...)
 	return merged.Delete("prompt_context").Set("context", jsonv.ArrayValue(items...)).Delete("handle_context")
 }
+
+// WithActionResponseID returns a copy of the ActionRequest m naming response
+// as its ActionResponse, set as create_action_response sets
+// action_response_id: in place, the rest of the content as it was (Update
+// would read it again through from_dict, which turns arguments such as []
+// into {}).
+func (m *Message) WithActionResponseID(response uuid.UUID) (*Message, error) {
+	c, ok := m.Content.(*ActionRequestContent)
+	if !ok {
+		return nil, fieldErr("", "the message is a %s, not an ActionRequest", m.Kind())
+	}
+	cc := *c
+	id := response.String()
+	cc.ActionResponseID = &id
+	cp := m.Copy()
+	cp.Content = &cc
+	return cp, nil
+}

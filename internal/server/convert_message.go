@@ -98,6 +98,9 @@ func renameContentField(kind envelope.Kind, err error) error {
 	}
 	cp := *ef
 	cp.Field = protoContentNames[kind] + strings.TrimPrefix(ef.Field, "content")
+	if f, ok := strings.CutSuffix(cp.Field, ".arguments"); ok {
+		cp.Field = f + ".arguments_json" // the wire field that carried them
+	}
 	return &cp
 }
 
@@ -132,10 +135,7 @@ func contentFromProto(pb *historyv1.Message) (envelope.Kind, jsonv.Value, error)
 			}), nil
 		}
 		// A non-string value (issue 13 item 2): set only then, and alone.
-		v, err := parseJSONField("assistant_response.assistant_response_json", ac.GetAssistantResponseJson())
-		if err == nil && (ac.GetAssistantResponse() != "" || v.Kind() == jsonv.String) {
-			err = &FieldError{Field: "assistant_response.assistant_response_json", Err: fmt.Errorf("%w: set only for a value that is not a string, with assistant_response empty", envelope.ErrInvalid)}
-		}
+		v, err := nonTextJSON("assistant_response.assistant_response_json", "assistant_response", ac.GetAssistantResponse() != "", ac.GetAssistantResponseJson())
 		if err != nil {
 			return 0, jsonv.Value{}, err
 		}
@@ -160,6 +160,13 @@ func systemDict(c *historyv1.SystemContent) (jsonv.Value, error) {
 	var ms []jsonv.Member
 	if c.SystemMessage != nil {
 		ms = append(ms, jsonv.Member{Key: "system_message", Value: jsonv.StringValue(c.GetSystemMessage())})
+	}
+	if c.SystemMessageJson != nil {
+		v, err := nonTextJSON("system_message_json", "system_message", c.SystemMessage != nil, c.GetSystemMessageJson())
+		if err != nil {
+			return jsonv.Value{}, err
+		}
+		ms = append(ms, jsonv.Member{Key: "system_message", Value: v})
 	}
 	switch dt := c.GetSystemDatetime().(type) {
 	case *historyv1.SystemContent_DatetimeText:
@@ -212,6 +219,13 @@ func instructionDict(c *historyv1.InstructionContent) (jsonv.Value, error) {
 	if c.PlainContent != nil {
 		add("plain_content", jsonv.StringValue(c.GetPlainContent()))
 	}
+	if c.PlainContentJson != nil {
+		v, err := nonTextJSON("plain_content_json", "plain_content", c.PlainContent != nil, c.GetPlainContentJson())
+		if err != nil {
+			return jsonv.Value{}, err
+		}
+		add("plain_content", v)
+	}
 	if len(c.GetToolSchemasJson()) > 0 {
 		items, err := parseJSONList("tool_schemas_json", c.GetToolSchemasJson())
 		if err != nil {
@@ -241,6 +255,13 @@ func instructionDict(c *historyv1.InstructionContent) (jsonv.Value, error) {
 	if c.ImageDetail != nil {
 		add("image_detail", jsonv.StringValue(c.GetImageDetail()))
 	}
+	if c.ImageDetailJson != nil {
+		v, err := nonTextJSON("image_detail_json", "image_detail", c.ImageDetail != nil, c.GetImageDetailJson())
+		if err != nil {
+			return jsonv.Value{}, err
+		}
+		add("image_detail", v)
+	}
 	return jsonv.ObjectValue(ms...), nil
 }
 
@@ -258,10 +279,28 @@ func argumentsJSON(text string) (jsonv.Value, error) {
 	return v, nil
 }
 
+// storedArgumentsJSON reads a message's arguments_json: any JSON text (empty is {}), which the
+// content's from_dict then reads as LionAGI's does (a request's arguments that are not an object
+// go through its fuzzy conversion).
+func storedArgumentsJSON(text string) (jsonv.Value, error) {
+	if text == "" {
+		return jsonv.ObjectValue(), nil
+	}
+	return parseJSONField("arguments_json", text)
+}
+
+// actionRequestDict is the content dict of a pre-built ActionRequest. Its arguments_json is what
+// the message holds, as GetMessage writes it: [], null and "" (what LionAGI's from_dict leaves of
+// arguments given as "[]", "[null]" and "[\"\"]") are kept as they are, by giving from_dict the
+// text that reads back as them, so a message read and sent back is the same message; any other
+// value goes through from_dict's rule (an object is kept, other text is fuzzy JSON).
 func actionRequestDict(c *historyv1.ActionRequestContent) (jsonv.Value, error) {
-	args, err := argumentsJSON(c.GetArgumentsJson())
+	args, err := storedArgumentsJSON(c.GetArgumentsJson())
 	if err != nil {
 		return jsonv.Value{}, err
+	}
+	if c.GetArgumentsJson() != "" && envelope.IsStoredOnlyArguments(args) {
+		args = jsonv.StringValue("[" + string(jsonv.Marshal(args)) + "]")
 	}
 	ms := []jsonv.Member{
 		{Key: "function", Value: jsonv.StringValue(c.GetFunction())},
@@ -274,12 +313,18 @@ func actionRequestDict(c *historyv1.ActionRequestContent) (jsonv.Value, error) {
 }
 
 func actionResponseDict(c *historyv1.ActionResponseContent) (jsonv.Value, error) {
-	args, err := argumentsJSON(c.GetArgumentsJson())
+	args, err := storedArgumentsJSON(c.GetArgumentsJson())
 	if err != nil {
 		return jsonv.Value{}, err
 	}
+	fn := jsonv.StringValue(c.GetFunction())
+	if c.FunctionJson != nil {
+		if fn, err = nonTextJSON("function_json", "function", c.GetFunction() != "", c.GetFunctionJson()); err != nil {
+			return jsonv.Value{}, err
+		}
+	}
 	ms := []jsonv.Member{
-		{Key: "function", Value: jsonv.StringValue(c.GetFunction())},
+		{Key: "function", Value: fn},
 		{Key: "arguments", Value: args},
 	}
 	if c.OutputJson != nil {
@@ -296,6 +341,17 @@ func actionResponseDict(c *historyv1.ActionResponseContent) (jsonv.Value, error)
 		ms = append(ms, jsonv.Member{Key: "error", Value: jsonv.StringValue(c.GetError())})
 	}
 	return jsonv.ObjectValue(ms...), nil
+}
+
+// nonTextJSON reads the JSON twin of a text field (system_message_json beside system_message,
+// ...): set only for a value that is not a string, with the text field absent or empty
+// (textSet).
+func nonTextJSON(field, textField string, textSet bool, text string) (jsonv.Value, error) {
+	v, err := parseJSONField(field, text)
+	if err == nil && (textSet || v.Kind() == jsonv.String) {
+		err = &FieldError{Field: field, Err: fmt.Errorf("%w: set only for a value that is not a string, with %s empty", envelope.ErrInvalid, textField)}
+	}
+	return v, err
 }
 
 // parseJSONField parses one any-JSON text field, naming it on failure.

@@ -111,7 +111,12 @@ func envelopeToProto(m *envelope.Message) *historyv1.Message {
 func setContent(pb *historyv1.Message, content envelope.Content) {
 	switch c := content.(type) {
 	case *envelope.SystemContent:
-		sc := &historyv1.SystemContent{SystemMessage: proto.String(c.SystemMessage)}
+		sc := &historyv1.SystemContent{}
+		if c.Value != nil {
+			sc.SystemMessageJson = proto.String(c.Value.String()) // not text: LionAGI kept it
+		} else {
+			sc.SystemMessage = proto.String(c.SystemMessage)
+		}
 		switch {
 		case c.SystemDatetime.IsNull():
 		case c.SystemDatetime.Kind() == jsonv.String:
@@ -132,11 +137,14 @@ func setContent(pb *historyv1.Message, content envelope.Content) {
 		pb.Content = &historyv1.Message_AssistantResponse{AssistantResponse: ac}
 	case *envelope.ActionRequestContent:
 		pb.Content = &historyv1.Message_ActionRequest{ActionRequest: &historyv1.ActionRequestContent{
-			Function: c.Function, ArgumentsJson: objectText(c.Arguments), ActionResponseId: c.ActionResponseID,
+			Function: c.Function, ArgumentsJson: c.Arguments.String(), ActionResponseId: c.ActionResponseID,
 		}}
 	case *envelope.ActionResponseContent:
 		ar := &historyv1.ActionResponseContent{
-			Function: c.Function, ArgumentsJson: objectText(c.Arguments), ActionRequestId: c.ActionRequestID, Error: c.Error,
+			Function: c.Function, ArgumentsJson: c.Arguments.String(), ActionRequestId: c.ActionRequestID, Error: c.Error,
+		}
+		if c.FunctionValue != nil {
+			ar.FunctionJson = proto.String(c.FunctionValue.String()) // not text: LionAGI kept it
 		}
 		if !c.Output.IsNull() {
 			ar.OutputJson = proto.String(c.Output.String())
@@ -169,23 +177,20 @@ func instructionToProto(c *envelope.InstructionContent) *historyv1.InstructionCo
 	for _, v := range c.ToolSchemas {
 		ic.ToolSchemasJson = append(ic.ToolSchemasJson, v.String())
 	}
-	if c.PlainContent != "" {
+	if c.PlainContentValue != nil {
+		ic.PlainContentJson = proto.String(c.PlainContentValue.String()) // not text: LionAGI kept it
+	} else if c.PlainContent != "" {
 		ic.PlainContent = proto.String(c.PlainContent)
 	}
 	if !c.ResponseFormat.IsNull() {
 		ic.ResponseFormatJson = proto.String(c.ResponseFormat.String())
 	}
-	if c.ImageDetail != "" {
+	if c.ImageDetailValue != nil {
+		ic.ImageDetailJson = proto.String(c.ImageDetailValue.String()) // not text: LionAGI kept it
+	} else if c.ImageDetail != "" {
 		ic.ImageDetail = proto.String(c.ImageDetail)
 	}
 	return ic
-}
-
-func objectText(v jsonv.Value) string {
-	if v.Kind() != jsonv.Object {
-		return "{}"
-	}
-	return v.String()
 }
 
 // participantToProto writes a participant as a Value: null for None, else

@@ -22,11 +22,11 @@ func TestConvertedMessagesFieldCount(t *testing.T) {
 	checkFieldCounts(t, "convert_message*.go", []fieldCount{
 		{&historyv1.Message{}, 16},
 		{&historyv1.Embedding{}, 1},
-		{&historyv1.SystemContent{}, 4},
-		{&historyv1.InstructionContent{}, 10},
+		{&historyv1.SystemContent{}, 5},
+		{&historyv1.InstructionContent{}, 12},
 		{&historyv1.AssistantResponseContent{}, 2},
 		{&historyv1.ActionRequestContent{}, 3},
-		{&historyv1.ActionResponseContent{}, 5},
+		{&historyv1.ActionResponseContent{}, 6},
 		{&historyv1.GenericContent{}, 1},
 		{&historyv1.Rendered{}, 4},
 		{&historyv1.ContentPart{}, 3},
@@ -156,7 +156,7 @@ func TestMessageFromProtoRejectsBadInput(t *testing.T) {
 		{"context item not JSON", `{"instruction":{"promptContextJson":["1","x"]}}`, "message.instruction.prompt_context_json[1]"},
 		{"response format not an object", `{"instruction":{"responseFormatJson":"\"str\""}}`, "message.instruction.response_format_json"},
 		{"class mismatch", `{"metadata":{"lion_class":"lionagi.protocols.messages.system.System"},"instruction":{}}`, "message.metadata.lion_class"},
-		{"bad image detail", `{"instruction":{"images":["abc"],"imageDetail":"huge"}}`, "message.instruction.image_detail"},
+		{"image detail text as JSON", `{"instruction":{"images":["abc"],"imageDetailJson":"\"huge\""}}`, "message.instruction.image_detail_json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var pb historyv1.Message

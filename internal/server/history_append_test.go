@@ -218,9 +218,8 @@ func appendCases(branch, other string) []*historyv1.AddMessageRequest {
 		r.ExpectedHeadSequence = &h
 		return r
 	}
-	badDetail := func(r *historyv1.AddMessageRequest) *historyv1.AddMessageRequest {
-		in := r.GetInstruction()
-		in.Images, in.ImageDetail = []string{"http://example.com/a.png"}, new("huge")
+	badFormat := func(r *historyv1.AddMessageRequest) *historyv1.AddMessageRequest {
+		r.GetInstruction().ResponseFormatJson = new(`"not an object"`)
 		return r
 	}
 	prebuilt := func(id string, content *historyv1.Message) *historyv1.AddMessageRequest {
@@ -237,22 +236,22 @@ func appendCases(branch, other string) []*historyv1.AddMessageRequest {
 		instructionReq(uuid.NewString(), ""), // history.go: an unknown branch: BRANCH_NOT_FOUND
 		{BranchId: branch, TargetId: missing, Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{
 			GuidanceValue: &historyv1.InstructionInput_Guidance{Guidance: "g"}}}}, // a missing target: MESSAGE_NOT_FOUND
-		badDetail(ins("x", "")),     // sequences.go: a bad image detail: INVALID_FIELD, nothing written
+		badFormat(ins("x", "")),     // sequences.go: a bad response format: INVALID_FIELD, nothing written
 		instructionReq(other, "r1"), // sequences.go: the same request id on another branch: a new write
 		prebuilt(m1, &historyv1.Message{Content: &historyv1.Message_Instruction{Instruction: &historyv1.InstructionContent{}}}),
 		{BranchId: branch, Input: &historyv1.AddMessageRequest_ActionOutput{ActionOutput: &historyv1.ActionOutputInput{ActionRequestId: m1}}},     // kinds.go: not an ActionRequest
 		prebuilt(m1, &historyv1.Message{Content: &historyv1.Message_AssistantResponse{AssistantResponse: &historyv1.AssistantResponseContent{}}}), // history.go: a kind change
 		prebuilt(m2, &historyv1.Message{Content: &historyv1.Message_ActionRequest{ActionRequest: &historyv1.ActionRequestContent{Function: "f"}}}),
 		{BranchId: branch, Input: &historyv1.AddMessageRequest_ActionOutput{ActionOutput: &historyv1.ActionOutputInput{ActionRequestId: m2, OutputJson: new("1")}}}, // history.go: answers m2, updated_request set
-		badDetail(ins("y", "r2")),       // an invalid item with a new request id: INVALID_FIELD
+		badFormat(ins("y", "r2")),       // an invalid item with a new request id: INVALID_FIELD
 		ins("three", "r3"),              // written ...
-		badDetail(ins("invalid", "r3")), // ... so a repeat of r3, invalid as it is, gets r3's response
+		badFormat(ins("invalid", "r3")), // ... so a repeat of r3, invalid as it is, gets r3's response
 		{BranchId: branch, Input: &historyv1.AddMessageRequest_System{System: &historyv1.SystemInput{SystemMessage: new("sys")}}}, // a System at index 0
 		{BranchId: branch, IncludeRendered: true, Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{"k": structpb.NewStringValue("v")}},
 			Input: &historyv1.AddMessageRequest_Instruction{Instruction: &historyv1.InstructionInput{InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: "rendered"}}}},
 		omit(ins("acknowledged", "")),         // omit_content: the message less its content
 		omit(ins("x", "r1")),                  // a repeat answered as it asks: r1's first response less its content
-		omit(badDetail(ins("invalid", "r3"))), // an invalid repeat of r3 (answered after the earlier items): r3's response less its content
+		omit(badFormat(ins("invalid", "r3"))), // an invalid repeat of r3 (answered after the earlier items): r3's response less its content
 		prebuilt(m3, &historyv1.Message{Content: &historyv1.Message_ActionRequest{ActionRequest: &historyv1.ActionRequestContent{Function: "g"}}}),
 		omit(&historyv1.AddMessageRequest{BranchId: branch, Input: &historyv1.AddMessageRequest_ActionOutput{ActionOutput: &historyv1.ActionOutputInput{ActionRequestId: m3}}}), // updated_request less its content too
 		{BranchId: branch, OmitContent: true, IncludeRendered: true, Input: instructionInput("both")},                                                                           // INVALID_FIELD omit_content

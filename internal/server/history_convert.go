@@ -266,12 +266,18 @@ func addInputFromProto(req *historyv1.AddMessageRequest) (store.AddInput, error)
 		case *historyv1.AssistantResponseInput_Text:
 			f.AssistantResponse = jsonv.StringValue(r.Text)
 		case *historyv1.AssistantResponseInput_RawResponseJson:
+			// Present is enough: from_response takes any value, `[]`, `{}`, `""` and `null`
+			// included (lionagi/protocols/messages/assistant_response.py,
+			// parse_assistant_response); empty text is no JSON at all.
+			if r.RawResponseJson == "" {
+				return in, &FieldError{Field: "assistant_response.raw_response_json", Err: fmt.Errorf("%w: required: the raw response as JSON text (`\"\"` for an empty string)", envelope.ErrInvalid)}
+			}
 			if f.AssistantResponse, err = parseJSONField("assistant_response.raw_response_json", r.RawResponseJson); err != nil {
 				return in, err
 			}
 			f.AssistantRaw = !hasTarget
 		}
-		if !hasTarget && !f.AssistantResponse.Truthy() {
+		if !hasTarget && !f.AssistantRaw && !f.AssistantResponse.Truthy() {
 			return in, &FieldError{Field: "assistant_response", Err: fmt.Errorf("%w: text or raw_response_json is required", envelope.ErrInvalid)}
 		}
 	case *historyv1.AddMessageRequest_System:

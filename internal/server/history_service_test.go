@@ -234,11 +234,11 @@ func TestHistoryBadInput(t *testing.T) {
 				Instruction: &historyv1.InstructionInput{ContextJson: []string{`{"a":`}}}})
 			return err
 		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, "instruction.context_json[0]"},
-		{"bad image detail", func() error {
+		{"bad context mode", func() error {
 			_, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_Instruction{
-				Instruction: &historyv1.InstructionInput{Images: []string{"http://example.com/a.png"}, ImageDetail: strPtr("huge")}}})
+				Instruction: &historyv1.InstructionInput{ContextJson: []string{`"c"`}, HandleContext: 99}}})
 			return err
-		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, "instruction.image_detail"},
+		}, codes.InvalidArgument, historyv1.ErrorReason_ERROR_REASON_INVALID_FIELD, "instruction.handle_context"},
 		{"participant not a string", func() error {
 			_, err := f.c.AddMessage(ctx, &historyv1.AddMessageRequest{BranchId: b, Sender: structpb.NewNumberValue(1), Input: instructionInput("x")})
 			return err

@@ -42,7 +42,9 @@ type Factory struct {
 	// AssistantRaw marks AssistantResponse as a raw provider response (the
 	// wire's raw_response_json): it goes through AssistantResponse.
 	// from_response exactly, a JSON string included, and a falsy recipient
-	// becomes "user" (issue 13 item 4).
+	// becomes "user" (issue 13 item 4). It selects an AssistantResponse
+	// whatever the value, null and other falsy ones included: LionAGI's
+	// caller hands add_message the message from_response built.
 	AssistantRaw bool
 
 	// Action inputs.
@@ -75,7 +77,7 @@ func (f *Factory) empty() bool {
 	return f.Sender.IsNull() && f.Recipient.IsNull() && f.Metadata.IsNull() && f.Instruction.IsNull() &&
 		f.Context.IsNull() && f.HandleContext == "" && f.Guidance.IsNull() && f.PlainContent.IsNull() &&
 		f.ResponseFormat.IsNull() && f.Images.IsNull() && f.ImageDetail.IsNull() && f.ToolSchemas.IsNull() &&
-		f.System.IsNull() && f.SystemDatetime.IsNull() && f.AssistantResponse.IsNull() &&
+		f.System.IsNull() && f.SystemDatetime.IsNull() && f.AssistantResponse.IsNull() && !f.AssistantRaw &&
 		f.ActionFunction.IsNull() && f.ActionArguments.IsNull() && !f.hasOutput() && f.ActionError == nil &&
 		f.InstructionMsg == nil && f.SystemMsg == nil && f.AssistantMsg == nil && f.ActionRequestMsg == nil &&
 		f.ActionResponseMsg == nil
@@ -109,7 +111,7 @@ func CreateMessage(f *Factory) (Created, error) {
 		c, err = CreateActionResponse(f)
 	case f.ActionRequestMsg != nil || (f.ActionFunction.Truthy() && !f.ActionArguments.IsNull()):
 		c.Message, err = CreateActionRequest(f)
-	case truthyOr(f.AssistantResponse, f.AssistantMsg):
+	case f.AssistantRaw || truthyOr(f.AssistantResponse, f.AssistantMsg):
 		c.Message, err = CreateAssistantResponse(f)
 	default:
 		c.Message, err = CreateInstruction(f)
@@ -131,7 +133,7 @@ func (f *Factory) messageTypes() int {
 	n := 0
 	for _, t := range []bool{
 		truthyOr(f.Instruction, f.InstructionMsg),
-		truthyOr(f.AssistantResponse, f.AssistantMsg),
+		f.AssistantRaw || truthyOr(f.AssistantResponse, f.AssistantMsg),
 		truthyOr(f.System, f.SystemMsg),
 		f.ActionRequestMsg != nil && !f.hasOutput() && f.ActionResponseMsg == nil,
 	} {
@@ -162,7 +164,7 @@ func (f *Factory) otherKindInput(k envelope.Kind) string {
 		{envelope.KindInstruction, "tool_schemas", !f.ToolSchemas.IsNull()},
 		{envelope.KindSystem, "system", !f.System.IsNull()},
 		{envelope.KindSystem, "system_datetime", !f.SystemDatetime.IsNull()},
-		{envelope.KindAssistantResponse, "assistant_response", !f.AssistantResponse.IsNull()},
+		{envelope.KindAssistantResponse, "assistant_response", !f.AssistantResponse.IsNull() || f.AssistantRaw},
 		{envelope.KindActionRequest, "action_function", !f.ActionFunction.IsNull()},
 		{envelope.KindActionRequest, "action_arguments", !f.ActionArguments.IsNull()},
 		{envelope.KindActionResponse, "action_output", f.hasOutput()},
@@ -393,14 +395,13 @@ func CreateActionResponse(f *Factory) (Created, error) {
 	}
 	resp, err := newMessage(envelope.KindActionResponse, obj(
 		member("function", jsonv.StringValue(rc.Function)),
-		member("arguments", rc.Arguments),
 		member("output", f.ActionOutput),
 		member("action_request_id", jsonv.StringValue(req.ID.String())),
-		member("error", errValue)), f)
+		member("error", errValue)).Set("arguments", rc.Arguments), f) // None too: LionAGI passes the request's as they are
 	if err != nil {
 		return Created{}, err
 	}
-	updated, err := req.Update(jsonv.ObjectValue(member("action_response_id", jsonv.StringValue(resp.ID.String()))))
+	updated, err := req.WithActionResponseID(resp.ID)
 	if err != nil {
 		return Created{}, err
 	}

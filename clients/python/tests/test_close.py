@@ -157,6 +157,9 @@ def test_close_ends_the_appends_waiting_for_a_place(stalled: StalledServer) -> N
     c = Client(stalled.addr, tls=False, timeout=None)
     ap = c.appender(window=1)
     in_flight = ap.append_instruction("b", "in flight")
+    # The stream has reached the server before close(): without this wait, close() could cancel it
+    # before the server's handler ran, and the server counted no stream at all (opened 0).
+    assert stalled.wait_items(1), "the item in flight reached the server"
     waiting = run_off_thread(lambda: ap.append_instruction("b", "waiting"))  # the window is full
     c.close()
     with pytest.raises(AppendStreamBrokenError) as ei:

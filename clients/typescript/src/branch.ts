@@ -105,9 +105,11 @@ export interface MessagesOptions extends CallOptions {
 /** A chat message as a model's API takes it: {role, content}, content text or a list of parts. */
 export interface ChatMessageJSON {
   role: string;
-  /** Text, the list of parts (`{type, text}` or `{type, image_url: {url, detail}}`), or null when the
-   * message could not be rendered (renderError says why). */
-  content: string | JsonObject[] | null;
+  /** Text, the list of parts (`{type, text}` or `{type, image_url: {url, detail}}`), the JSON value
+   * of a rendering that is not text (content_json, parsed: an AssistantResponse whose value is not a
+   * string, an Instruction whose plain_content is not text), or null when the message could not be
+   * rendered (renderError says why). */
+  content: JsonValue;
   /** The projected message's id. */
   id: string;
   /** Why rendering failed; absent when it succeeded. */
@@ -252,6 +254,7 @@ export class Branch {
     return resp.messages.map((m, i) => {
       const out: ChatMessageJSON = { role: m.role, content: null, id: resp.messageIds[i] ?? "" };
       if (m.content.case === "text") out.content = m.content.value;
+      if (m.content.case === "contentJson") out.content = JSON.parse(m.content.value) as JsonValue;
       if (m.content.case === "parts") {
         out.content = m.content.value.parts.map(
           (p): JsonObject =>

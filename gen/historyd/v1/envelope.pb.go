@@ -418,7 +418,8 @@ func (x *Embedding) GetValues() []float64 {
 type SystemContent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// system_message is the system text; absent means LionAGI's default text ("You are a helpful AI
-	// assistant. Let's think step by step.") (ADR-0006 D2: SystemContent default).
+	// assistant. Let's think step by step.") (ADR-0006 D2: SystemContent default), unless
+	// system_message_json is set.
 	SystemMessage *string `protobuf:"bytes,1,opt,name=system_message,json=systemMessage,proto3,oneof" json:"system_message,omitempty"`
 	// system_datetime is the optional time stamp rendered as a `System Time: ...` prefix; absent means
 	// no datetime (ADR-0006 D2: False or None becomes no datetime).
@@ -429,8 +430,13 @@ type SystemContent struct {
 	//	*SystemContent_DatetimeNow
 	//	*SystemContent_DatetimeJson
 	SystemDatetime isSystemContent_SystemDatetime `protobuf_oneof:"system_datetime"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// system_message_json is set only when the stored system_message is not a string: LionAGI loads
+	// such a System (from_dict keeps any value, null included) and cannot render it, so the message
+	// has no rendering and carries a render error, as its chat_msg is None (ADR-0006 D1). It is that
+	// value as JSON text, and system_message is then absent.
+	SystemMessageJson *string `protobuf:"bytes,5,opt,name=system_message_json,json=systemMessageJson,proto3,oneof" json:"system_message_json,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SystemContent) Reset() {
@@ -504,6 +510,13 @@ func (x *SystemContent) GetDatetimeJson() string {
 	return ""
 }
 
+func (x *SystemContent) GetSystemMessageJson() string {
+	if x != nil && x.SystemMessageJson != nil {
+		return *x.SystemMessageJson
+	}
+	return ""
+}
+
 type isSystemContent_SystemDatetime interface {
 	isSystemContent_SystemDatetime()
 }
@@ -557,7 +570,8 @@ type InstructionContent struct {
 	// context is the compatibility input name for prompt_context; scalars become one-element lists).
 	PromptContextJson []string `protobuf:"bytes,5,rep,name=prompt_context_json,json=promptContextJson,proto3" json:"prompt_context_json,omitempty"`
 	// plain_content, when non-empty, replaces the structured rendering (ADR-0006 D2: plain_content,
-	// when truthy, replaces structured text rendering). Absent = None.
+	// when truthy, replaces structured text rendering). Absent = None, unless plain_content_json is
+	// set.
 	PlainContent *string `protobuf:"bytes,6,opt,name=plain_content,json=plainContent,proto3,oneof" json:"plain_content,omitempty"`
 	// tool_schemas_json are the tool schemas, each one JSON text (ADR-0006 D2: instruction tools; a
 	// `{"tools": [...]}` wrapper is unwrapped on input).
@@ -568,11 +582,20 @@ type InstructionContent struct {
 	// images are image references: http(s) URLs, `data:` URIs of base64 PNG, JPEG, GIF or WebP, or
 	// raw base64 (wrapped as JPEG) (ADR-0006 D2: instruction image safety).
 	Images []string `protobuf:"bytes,9,rep,name=images,proto3" json:"images,omitempty"`
-	// image_detail is the image detail hint: "low", "high" or "auto"; absent = None (ADR-0006 D2:
-	// image_detail).
-	ImageDetail   *string `protobuf:"bytes,10,opt,name=image_detail,json=imageDetail,proto3,oneof" json:"image_detail,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// image_detail is the image detail hint, "low", "high" or "auto" as a rule, though LionAGI keeps
+	// any text, which the image parts then carry; absent = None (ADR-0006 D2: image_detail), unless
+	// image_detail_json is set.
+	ImageDetail *string `protobuf:"bytes,10,opt,name=image_detail,json=imageDetail,proto3,oneof" json:"image_detail,omitempty"`
+	// plain_content_json is set only when the stored plain_content is not a string (LionAGI keeps any
+	// truthy value, and the rendering is then that value: Rendered.json): that value as JSON text,
+	// and plain_content is then absent.
+	PlainContentJson *string `protobuf:"bytes,11,opt,name=plain_content_json,json=plainContentJson,proto3,oneof" json:"plain_content_json,omitempty"`
+	// image_detail_json is set only when the stored image_detail is not a string (LionAGI keeps any
+	// truthy value, and the image parts carry it: Rendered.json): that value as JSON text, and
+	// image_detail is then absent.
+	ImageDetailJson *string `protobuf:"bytes,12,opt,name=image_detail_json,json=imageDetailJson,proto3,oneof" json:"image_detail_json,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *InstructionContent) Reset() {
@@ -697,6 +720,20 @@ func (x *InstructionContent) GetImageDetail() string {
 	return ""
 }
 
+func (x *InstructionContent) GetPlainContentJson() string {
+	if x != nil && x.PlainContentJson != nil {
+		return *x.PlainContentJson
+	}
+	return ""
+}
+
+func (x *InstructionContent) GetImageDetailJson() string {
+	if x != nil && x.ImageDetailJson != nil {
+		return *x.ImageDetailJson
+	}
+	return ""
+}
+
 type isInstructionContent_InstructionValue interface {
 	isInstructionContent_InstructionValue()
 }
@@ -800,8 +837,13 @@ type ActionRequestContent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// function is the name of the function to call (ADR-0006 D2: action request parsing).
 	Function string `protobuf:"bytes,1,opt,name=function,proto3" json:"function,omitempty"`
-	// arguments_json is the call's arguments, the JSON text of an object; empty means `{}`
-	// (ADR-0006 D2: arguments default to an empty dict).
+	// arguments_json is the call's arguments as JSON text: an object, or, in a message LionAGI's
+	// from_dict made from arguments given as text, what that text's list gave (`"[]"` gives `[]`,
+	// `"[null]"` gives `null`, which LionAGI's to_dict leaves out, `"[\"\"]"` gives `""`). In a
+	// message sent (AddMessage's message), empty means `{}`; `[]`, `null` and `""` are kept as they
+	// are, so a message read and sent back is unchanged; an object is kept; other text goes through
+	// LionAGI's fuzzy conversion (ADR-0006 D2: arguments default to an empty dict; arguments not a
+	// dict pass through fuzzy conversion); any other value is INVALID_ARGUMENT.
 	ArgumentsJson string `protobuf:"bytes,2,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// action_response_id is the id of the ActionResponse that answers this request; absent = None
 	// (ADR-0006 D2: new response correlation stores the response UUID in the request).
@@ -866,10 +908,12 @@ func (x *ActionRequestContent) GetActionResponseId() string {
 type ActionResponseContent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// function is the name of the function that was called, copied from the request (ADR-0006 D2:
-	// new response correlation copies function and arguments).
+	// new response correlation copies function and arguments), unless function_json is set.
 	Function string `protobuf:"bytes,1,opt,name=function,proto3" json:"function,omitempty"`
-	// arguments_json is the call's arguments, the JSON text of an object; empty means `{}`
-	// (ADR-0006 D2: copied from the request).
+	// arguments_json is the call's arguments as JSON text, copied from the request; LionAGI's
+	// ActionResponseContent.from_dict checks neither them nor the function, so a loaded message may
+	// hold any value here (`null` is its None, which to_dict leaves out); empty means `{}` (ADR-0006
+	// D2: copied from the request).
 	ArgumentsJson string `protobuf:"bytes,2,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// output_json is the call's output as any JSON value, as JSON text; absent = null (ADR-0006 D2:
 	// output defaults to None; result aliases output).
@@ -880,7 +924,10 @@ type ActionResponseContent struct {
 	// error is the call's error message; success is exactly error absent. It is kept through every
 	// round trip (ADR-0006 D2: action response state; the vectors' "differs" records where LionAGI
 	// 0.27 drops it).
-	Error         *string `protobuf:"bytes,5,opt,name=error,proto3,oneof" json:"error,omitempty"`
+	Error *string `protobuf:"bytes,5,opt,name=error,proto3,oneof" json:"error,omitempty"`
+	// function_json is set only when the stored function is not a string (LionAGI's from_dict keeps
+	// any value, null included): that value as JSON text, and function is then empty.
+	FunctionJson  *string `protobuf:"bytes,6,opt,name=function_json,json=functionJson,proto3,oneof" json:"function_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -946,6 +993,13 @@ func (x *ActionResponseContent) GetActionRequestId() string {
 func (x *ActionResponseContent) GetError() string {
 	if x != nil && x.Error != nil {
 		return *x.Error
+	}
+	return ""
+}
+
+func (x *ActionResponseContent) GetFunctionJson() string {
+	if x != nil && x.FunctionJson != nil {
+		return *x.FunctionJson
 	}
 	return ""
 }
@@ -1106,7 +1160,10 @@ type Rendered_Parts struct {
 
 type Rendered_Json struct {
 	// json is a rendering that is not text, as JSON text: an AssistantResponse whose stored value is
-	// not a string renders as that value, as LionAGI's does.
+	// not a string renders as that value, as LionAGI's does; an Instruction whose plain_content is
+	// not text renders as that value, and one whose image_detail or plain_content is not text and
+	// that has images renders as its part list (`[{"type": "text", "text": ...}, {"type":
+	// "image_url", "image_url": {"url": ..., "detail": ...}}, ...]`).
 	Json string `protobuf:"bytes,4,opt,name=json,proto3,oneof"`
 }
 
@@ -1233,8 +1290,8 @@ type ImageURL struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// url is the image URL or `data:` URI (ADR-0006 D2: instruction image safety).
 	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
-	// detail is the image detail hint the part carries: "low", "high" or "auto" (ADR-0006 D2:
-	// image_detail).
+	// detail is the image detail hint the part carries: "low", "high" or "auto" as a rule, or the
+	// other text the instruction's image_detail holds (ADR-0006 D2: image_detail).
 	Detail        string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1428,14 +1485,16 @@ const file_historyd_v1_envelope_proto_rawDesc = "" +
 	"\n" +
 	"\b_channel\"#\n" +
 	"\tEmbedding\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\x01R\x06values\"\xd4\x01\n" +
+	"\x06values\x18\x01 \x03(\x01R\x06values\"\xa1\x02\n" +
 	"\rSystemContent\x12*\n" +
 	"\x0esystem_message\x18\x01 \x01(\tH\x01R\rsystemMessage\x88\x01\x01\x12%\n" +
 	"\rdatetime_text\x18\x02 \x01(\tH\x00R\fdatetimeText\x12#\n" +
 	"\fdatetime_now\x18\x03 \x01(\bH\x00R\vdatetimeNow\x12%\n" +
-	"\rdatetime_json\x18\x04 \x01(\tH\x00R\fdatetimeJsonB\x11\n" +
+	"\rdatetime_json\x18\x04 \x01(\tH\x00R\fdatetimeJson\x123\n" +
+	"\x13system_message_json\x18\x05 \x01(\tH\x02R\x11systemMessageJson\x88\x01\x01B\x11\n" +
 	"\x0fsystem_datetimeB\x11\n" +
-	"\x0f_system_message\"\x8a\x04\n" +
+	"\x0f_system_messageB\x16\n" +
+	"\x14_system_message_json\"\x9b\x05\n" +
 	"\x12InstructionContent\x12\"\n" +
 	"\vinstruction\x18\x01 \x01(\tH\x00R\vinstruction\x12+\n" +
 	"\x10instruction_json\x18\x02 \x01(\tH\x00R\x0finstructionJson\x12\x1c\n" +
@@ -1447,12 +1506,16 @@ const file_historyd_v1_envelope_proto_rawDesc = "" +
 	"\x14response_format_json\x18\b \x01(\tH\x03R\x12responseFormatJson\x88\x01\x01\x12\x16\n" +
 	"\x06images\x18\t \x03(\tR\x06images\x12&\n" +
 	"\fimage_detail\x18\n" +
-	" \x01(\tH\x04R\vimageDetail\x88\x01\x01B\x13\n" +
+	" \x01(\tH\x04R\vimageDetail\x88\x01\x01\x121\n" +
+	"\x12plain_content_json\x18\v \x01(\tH\x05R\x10plainContentJson\x88\x01\x01\x12/\n" +
+	"\x11image_detail_json\x18\f \x01(\tH\x06R\x0fimageDetailJson\x88\x01\x01B\x13\n" +
 	"\x11instruction_valueB\x10\n" +
 	"\x0eguidance_valueB\x10\n" +
 	"\x0e_plain_contentB\x17\n" +
 	"\x15_response_format_jsonB\x0f\n" +
-	"\r_image_detail\"\xa2\x01\n" +
+	"\r_image_detailB\x15\n" +
+	"\x13_plain_content_jsonB\x14\n" +
+	"\x12_image_detail_json\"\xa2\x01\n" +
 	"\x18AssistantResponseContent\x12-\n" +
 	"\x12assistant_response\x18\x01 \x01(\tR\x11assistantResponse\x12;\n" +
 	"\x17assistant_response_json\x18\x02 \x01(\tH\x00R\x15assistantResponseJson\x88\x01\x01B\x1a\n" +
@@ -1461,17 +1524,19 @@ const file_historyd_v1_envelope_proto_rawDesc = "" +
 	"\bfunction\x18\x01 \x01(\tR\bfunction\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\x121\n" +
 	"\x12action_response_id\x18\x03 \x01(\tH\x00R\x10actionResponseId\x88\x01\x01B\x15\n" +
-	"\x13_action_response_id\"\xfc\x01\n" +
+	"\x13_action_response_id\"\xb8\x02\n" +
 	"\x15ActionResponseContent\x12\x1a\n" +
 	"\bfunction\x18\x01 \x01(\tR\bfunction\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\tR\rargumentsJson\x12$\n" +
 	"\voutput_json\x18\x03 \x01(\tH\x00R\n" +
 	"outputJson\x88\x01\x01\x12/\n" +
 	"\x11action_request_id\x18\x04 \x01(\tH\x01R\x0factionRequestId\x88\x01\x01\x12\x19\n" +
-	"\x05error\x18\x05 \x01(\tH\x02R\x05error\x88\x01\x01B\x0e\n" +
+	"\x05error\x18\x05 \x01(\tH\x02R\x05error\x88\x01\x01\x12(\n" +
+	"\rfunction_json\x18\x06 \x01(\tH\x03R\ffunctionJson\x88\x01\x01B\x0e\n" +
 	"\f_output_jsonB\x14\n" +
 	"\x12_action_request_idB\b\n" +
-	"\x06_error\"I\n" +
+	"\x06_errorB\x10\n" +
+	"\x0e_function_json\"I\n" +
 	"\x0eGenericContent\x12&\n" +
 	"\fcontent_json\x18\x01 \x01(\tH\x00R\vcontentJson\x88\x01\x01B\x0f\n" +
 	"\r_content_json\"\x95\x01\n" +

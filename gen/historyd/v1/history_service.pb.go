@@ -252,6 +252,8 @@ const (
 	//     output as JSON text>}; a failed action's content is {"error": <message>} as JSON text. One
 	//     that names no request is projected like generic content.
 	//   - Generic content (role unset): {"role": "user", "content": <rendered text>}.
+	//   - A rendering that is not text (Rendered.json: a loaded non-string assistant response or
+	//     plain_content) is content as its JSON text.
 	//   - A message that cannot be rendered is left out; render_errors says why.
 	//
 	// An ActionRequest with no response keeps its tool call. The API rejects a tool call that no
@@ -698,7 +700,8 @@ type InstructionInput struct {
 	ResponseFormatJson *string `protobuf:"bytes,9,opt,name=response_format_json,json=responseFormatJson,proto3,oneof" json:"response_format_json,omitempty"`
 	// images are image references: http(s) URLs, data URIs or raw base64 (ADR-0006 D2).
 	Images []string `protobuf:"bytes,10,rep,name=images,proto3" json:"images,omitempty"`
-	// image_detail is "low", "high" or "auto".
+	// image_detail is "low", "high" or "auto" as a rule; LionAGI keeps other text, and the image parts
+	// then carry it.
 	ImageDetail *string `protobuf:"bytes,11,opt,name=image_detail,json=imageDetail,proto3,oneof" json:"image_detail,omitempty"`
 	// context_json_list is context_json with presence: present and empty is an empty context, which
 	// with CONTEXT_MODE_REPLACE clears the target's (a repeated field cannot say "present and
@@ -1027,7 +1030,9 @@ type AssistantResponseInput_Text struct {
 type AssistantResponseInput_RawResponseJson struct {
 	// raw_response_json is a raw provider response (OpenAI chat, Anthropic messages, OpenAI
 	// responses, Claude Code result), as JSON text: from_response extracts the text and the raw
-	// value is kept in metadata.model_response (ADR-0006 D2).
+	// value is kept in metadata.model_response (ADR-0006 D2). Being set is enough: any JSON value
+	// is a response (`[]`, `{}`, `""`, `null` give the empty text), but empty text is no JSON
+	// (INVALID_ARGUMENT).
 	RawResponseJson string `protobuf:"bytes,2,opt,name=raw_response_json,json=rawResponseJson,proto3,oneof"`
 }
 

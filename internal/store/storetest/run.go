@@ -88,6 +88,7 @@ func RunFor(t *testing.T, newStore Factory, caps Capabilities) {
 		{"RequestIDsNotEvictedByBudget", testRequestIDsNotEvictedByBudget},
 		{"ExpectedHead", testExpectedHead},
 		{"Issue13ExpectedHeadAhead", testIssue13ExpectedHeadAhead},
+		{"LoadedValuesKept", testLoadedValuesKept},
 		{"MemoryBudget", testMemoryBudget},
 		{"FailedWritesChangeNothing", testFailedWritesChangeNothing},
 		{"Observers", testObservers},

@@ -284,8 +284,8 @@ func testFailedWritesChangeNothing(t *testing.T, newStore Factory) {
 			_, err := st.AddMessage(ctx(t), b, store.AddInput{Factory: store.Factory{Instruction: text("x"), Metadata: mustJSON(t, `[1]`)}}, store.WriteOptions{})
 			return err
 		}, envelope.ErrInvalid},
-		{"bad image", func() error {
-			_, err := st.AddMessage(ctx(t), b, store.AddInput{Factory: store.Factory{Instruction: text("x"), ImageDetail: text("huge"), Images: mustJSON(t, `["http://example.com/a.png"]`)}}, store.WriteOptions{})
+		{"bad handle_context", func() error {
+			_, err := st.AddMessage(ctx(t), b, store.AddInput{Factory: store.Factory{Instruction: text("x"), Context: text("c"), HandleContext: "sideways"}}, store.WriteOptions{})
 			return err
 		}, envelope.ErrInvalid},
 	} {

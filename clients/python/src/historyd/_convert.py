@@ -176,13 +176,16 @@ def _field_value(fd: FieldDescriptor, value: Any) -> Any:
     return to_py(value)
 
 
-def rendered_of(r: envelope_pb2.Rendered) -> Union[str, List[Dict[str, Any]], None]:
-    """A rendering as text, or a list of content parts ({type, text} / {type, image_url})."""
+def rendered_of(r: envelope_pb2.Rendered) -> Any:
+    """A rendering as text, a list of content parts ({type, text} / {type, image_url}), or, for a
+    rendering that is not text (Rendered.json), its JSON value; None where rendering failed."""
     which = r.WhichOneof("value")
     if which == "text":
         return r.text
     if which == "parts":
         return [json_format.MessageToDict(p, preserving_proto_field_name=True) for p in r.parts.parts]
+    if which == "json":
+        return json.loads(r.json)
     return None
 
 
@@ -193,7 +196,8 @@ class Message:
     ``kind`` is the content's kind (``"system"``, ``"instruction"``, ``"assistant_response"``,
     ``"action_request"``, ``"action_response"`` or ``"generic"``); ``content`` its fields as Python
     values (JSON-text fields decoded, e.g. ``arguments``, ``output``, ``prompt_context``);
-    ``rendered`` the prompt text (or content parts), present on reads and on writes made with
+    ``rendered`` the prompt text (or content parts, or the JSON value of a rendering that is not
+    text), present on reads and on writes made with
     ``include_rendered``. ``proto`` is the wire message, for anything else.
     """
 
@@ -206,7 +210,7 @@ class Message:
     created_at: Optional[float]
     metadata: Dict[str, Any]
     content: Dict[str, Any]
-    rendered: Union[str, List[Dict[str, Any]], None]
+    rendered: Any
     render_error: str
     sequence: int
     proto: envelope_pb2.Message = field(repr=False, compare=False)

@@ -441,7 +441,7 @@ def _enum_by_short(enum_desc: Any, value: Union[str, int]) -> int:
 
 def chat_messages(resp: hs.ToChatMessagesResponse) -> Any:
     """The projection as Python values: a list of ``{"role", "content"}`` dicts (content: text,
-    parts, or None where rendering failed), or, for a format whose response carries JSON text
+    parts, the JSON value of a rendering that is not text, or None where rendering failed), or, for a format whose response carries JSON text
     (a `_json` field set), that JSON decoded."""
     for fd, value in resp.ListFields():
         if fd.name.endswith("_json") and isinstance(value, str) and value:
@@ -455,6 +455,8 @@ def chat_messages(resp: hs.ToChatMessagesResponse) -> Any:
             from google.protobuf import json_format
 
             content = [json_format.MessageToDict(p, preserving_proto_field_name=True) for p in cm.parts.parts]
+        elif which == "content_json":
+            content = json.loads(cm.content_json)
         else:
             content = None
         out.append({"role": cm.role, "content": content})

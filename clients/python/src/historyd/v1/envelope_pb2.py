@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ahistoryd/v1/envelope.proto\x12\x0bhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xcd\x05\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\ncreated_at\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12)\n\x08metadata\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12&\n\x04role\x18\x04 \x01(\x0e\x32\x18.historyd.v1.MessageRole\x12&\n\x06sender\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\x12)\n\trecipient\x18\x06 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x14\n\x07\x63hannel\x18\x07 \x01(\tH\x02\x88\x01\x01\x12)\n\tembedding\x18\x08 \x01(\x0b\x32\x16.historyd.v1.Embedding\x12,\n\x06system\x18\t \x01(\x0b\x32\x1a.historyd.v1.SystemContentH\x00\x12\x36\n\x0binstruction\x18\n \x01(\x0b\x32\x1f.historyd.v1.InstructionContentH\x00\x12\x43\n\x12\x61ssistant_response\x18\x0b \x01(\x0b\x32%.historyd.v1.AssistantResponseContentH\x00\x12;\n\x0e\x61\x63tion_request\x18\x0c \x01(\x0b\x32!.historyd.v1.ActionRequestContentH\x00\x12=\n\x0f\x61\x63tion_response\x18\r \x01(\x0b\x32\".historyd.v1.ActionResponseContentH\x00\x12.\n\x07generic\x18\x0e \x01(\x0b\x32\x1b.historyd.v1.GenericContentH\x00\x12\'\n\x08rendered\x18\x0f \x01(\x0b\x32\x15.historyd.v1.Rendered\x12\x10\n\x08sequence\x18\x10 \x01(\x04\x42\t\n\x07\x63ontentB\r\n\x0b_created_atB\n\n\x08_channel\"\x1b\n\tEmbedding\x12\x0e\n\x06values\x18\x01 \x03(\x01\"\x9c\x01\n\rSystemContent\x12\x1b\n\x0esystem_message\x18\x01 \x01(\tH\x01\x88\x01\x01\x12\x17\n\rdatetime_text\x18\x02 \x01(\tH\x00\x12\x16\n\x0c\x64\x61tetime_now\x18\x03 \x01(\x08H\x00\x12\x17\n\rdatetime_json\x18\x04 \x01(\tH\x00\x42\x11\n\x0fsystem_datetimeB\x11\n\x0f_system_message\"\xf9\x02\n\x12InstructionContent\x12\x15\n\x0binstruction\x18\x01 \x01(\tH\x00\x12\x1a\n\x10instruction_json\x18\x02 \x01(\tH\x00\x12\x12\n\x08guidance\x18\x03 \x01(\tH\x01\x12\x17\n\rguidance_json\x18\x04 \x01(\tH\x01\x12\x1b\n\x13prompt_context_json\x18\x05 \x03(\t\x12\x1a\n\rplain_content\x18\x06 \x01(\tH\x02\x88\x01\x01\x12\x19\n\x11tool_schemas_json\x18\x07 \x03(\t\x12!\n\x14response_format_json\x18\x08 \x01(\tH\x03\x88\x01\x01\x12\x0e\n\x06images\x18\t \x03(\t\x12\x19\n\x0cimage_detail\x18\n \x01(\tH\x04\x88\x01\x01\x42\x13\n\x11instruction_valueB\x10\n\x0eguidance_valueB\x10\n\x0e_plain_contentB\x17\n\x15_response_format_jsonB\x0f\n\r_image_detail\"x\n\x18\x41ssistantResponseContent\x12\x1a\n\x12\x61ssistant_response\x18\x01 \x01(\t\x12$\n\x17\x61ssistant_response_json\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\x1a\n\x18_assistant_response_json\"x\n\x14\x41\x63tionRequestContent\x12\x10\n\x08\x66unction\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x1f\n\x12\x61\x63tion_response_id\x18\x03 \x01(\tH\x00\x88\x01\x01\x42\x15\n\x13_action_response_id\"\xbf\x01\n\x15\x41\x63tionResponseContent\x12\x10\n\x08\x66unction\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x18\n\x0boutput_json\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x1e\n\x11\x61\x63tion_request_id\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x12\n\x05\x65rror\x18\x05 \x01(\tH\x02\x88\x01\x01\x42\x0e\n\x0c_output_jsonB\x14\n\x12_action_request_idB\x08\n\x06_error\"<\n\x0eGenericContent\x12\x19\n\x0c\x63ontent_json\x18\x01 \x01(\tH\x00\x88\x01\x01\x42\x0f\n\r_content_json\"u\n\x08Rendered\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12*\n\x05parts\x18\x02 \x01(\x0b\x32\x19.historyd.v1.ContentPartsH\x00\x12\x0e\n\x04json\x18\x04 \x01(\tH\x00\x12\x14\n\x0crender_error\x18\x03 \x01(\tB\x07\n\x05value\"7\n\x0c\x43ontentParts\x12\'\n\x05parts\x18\x01 \x03(\x0b\x32\x18.historyd.v1.ContentPart\"S\n\x0b\x43ontentPart\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12(\n\timage_url\x18\x03 \x01(\x0b\x32\x15.historyd.v1.ImageURL\"\'\n\x08ImageURL\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\"z\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12*\n\x05parts\x18\x03 \x01(\x0b\x32\x19.historyd.v1.ContentPartsH\x00\x12\x16\n\x0c\x63ontent_json\x18\x04 \x01(\tH\x00\x42\t\n\x07\x63ontent*\xa8\x01\n\x0bMessageRole\x12\x1c\n\x18MESSAGE_ROLE_UNSPECIFIED\x10\x00\x12\x17\n\x13MESSAGE_ROLE_SYSTEM\x10\x01\x12\x15\n\x11MESSAGE_ROLE_USER\x10\x02\x12\x1a\n\x16MESSAGE_ROLE_ASSISTANT\x10\x03\x12\x16\n\x12MESSAGE_ROLE_UNSET\x10\x04\x12\x17\n\x13MESSAGE_ROLE_ACTION\x10\x05\x42\x38Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ahistoryd/v1/envelope.proto\x12\x0bhistoryd.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xcd\x05\n\x07Message\x12\n\n\x02id\x18\x01 \x01(\t\x12\x17\n\ncreated_at\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12)\n\x08metadata\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12&\n\x04role\x18\x04 \x01(\x0e\x32\x18.historyd.v1.MessageRole\x12&\n\x06sender\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\x12)\n\trecipient\x18\x06 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x14\n\x07\x63hannel\x18\x07 \x01(\tH\x02\x88\x01\x01\x12)\n\tembedding\x18\x08 \x01(\x0b\x32\x16.historyd.v1.Embedding\x12,\n\x06system\x18\t \x01(\x0b\x32\x1a.historyd.v1.SystemContentH\x00\x12\x36\n\x0binstruction\x18\n \x01(\x0b\x32\x1f.historyd.v1.InstructionContentH\x00\x12\x43\n\x12\x61ssistant_response\x18\x0b \x01(\x0b\x32%.historyd.v1.AssistantResponseContentH\x00\x12;\n\x0e\x61\x63tion_request\x18\x0c \x01(\x0b\x32!.historyd.v1.ActionRequestContentH\x00\x12=\n\x0f\x61\x63tion_response\x18\r \x01(\x0b\x32\".historyd.v1.ActionResponseContentH\x00\x12.\n\x07generic\x18\x0e \x01(\x0b\x32\x1b.historyd.v1.GenericContentH\x00\x12\'\n\x08rendered\x18\x0f \x01(\x0b\x32\x15.historyd.v1.Rendered\x12\x10\n\x08sequence\x18\x10 \x01(\x04\x42\t\n\x07\x63ontentB\r\n\x0b_created_atB\n\n\x08_channel\"\x1b\n\tEmbedding\x12\x0e\n\x06values\x18\x01 \x03(\x01\"\xd6\x01\n\rSystemContent\x12\x1b\n\x0esystem_message\x18\x01 \x01(\tH\x01\x88\x01\x01\x12\x17\n\rdatetime_text\x18\x02 \x01(\tH\x00\x12\x16\n\x0c\x64\x61tetime_now\x18\x03 \x01(\x08H\x00\x12\x17\n\rdatetime_json\x18\x04 \x01(\tH\x00\x12 \n\x13system_message_json\x18\x05 \x01(\tH\x02\x88\x01\x01\x42\x11\n\x0fsystem_datetimeB\x11\n\x0f_system_messageB\x16\n\x14_system_message_json\"\xe7\x03\n\x12InstructionContent\x12\x15\n\x0binstruction\x18\x01 \x01(\tH\x00\x12\x1a\n\x10instruction_json\x18\x02 \x01(\tH\x00\x12\x12\n\x08guidance\x18\x03 \x01(\tH\x01\x12\x17\n\rguidance_json\x18\x04 \x01(\tH\x01\x12\x1b\n\x13prompt_context_json\x18\x05 \x03(\t\x12\x1a\n\rplain_content\x18\x06 \x01(\tH\x02\x88\x01\x01\x12\x19\n\x11tool_schemas_json\x18\x07 \x03(\t\x12!\n\x14response_format_json\x18\x08 \x01(\tH\x03\x88\x01\x01\x12\x0e\n\x06images\x18\t \x03(\t\x12\x19\n\x0cimage_detail\x18\n \x01(\tH\x04\x88\x01\x01\x12\x1f\n\x12plain_content_json\x18\x0b \x01(\tH\x05\x88\x01\x01\x12\x1e\n\x11image_detail_json\x18\x0c \x01(\tH\x06\x88\x01\x01\x42\x13\n\x11instruction_valueB\x10\n\x0eguidance_valueB\x10\n\x0e_plain_contentB\x17\n\x15_response_format_jsonB\x0f\n\r_image_detailB\x15\n\x13_plain_content_jsonB\x14\n\x12_image_detail_json\"x\n\x18\x41ssistantResponseContent\x12\x1a\n\x12\x61ssistant_response\x18\x01 \x01(\t\x12$\n\x17\x61ssistant_response_json\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\x1a\n\x18_assistant_response_json\"x\n\x14\x41\x63tionRequestContent\x12\x10\n\x08\x66unction\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x1f\n\x12\x61\x63tion_response_id\x18\x03 \x01(\tH\x00\x88\x01\x01\x42\x15\n\x13_action_response_id\"\xed\x01\n\x15\x41\x63tionResponseContent\x12\x10\n\x08\x66unction\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x18\n\x0boutput_json\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x1e\n\x11\x61\x63tion_request_id\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x12\n\x05\x65rror\x18\x05 \x01(\tH\x02\x88\x01\x01\x12\x1a\n\rfunction_json\x18\x06 \x01(\tH\x03\x88\x01\x01\x42\x0e\n\x0c_output_jsonB\x14\n\x12_action_request_idB\x08\n\x06_errorB\x10\n\x0e_function_json\"<\n\x0eGenericContent\x12\x19\n\x0c\x63ontent_json\x18\x01 \x01(\tH\x00\x88\x01\x01\x42\x0f\n\r_content_json\"u\n\x08Rendered\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12*\n\x05parts\x18\x02 \x01(\x0b\x32\x19.historyd.v1.ContentPartsH\x00\x12\x0e\n\x04json\x18\x04 \x01(\tH\x00\x12\x14\n\x0crender_error\x18\x03 \x01(\tB\x07\n\x05value\"7\n\x0c\x43ontentParts\x12\'\n\x05parts\x18\x01 \x03(\x0b\x32\x18.historyd.v1.ContentPart\"S\n\x0b\x43ontentPart\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12(\n\timage_url\x18\x03 \x01(\x0b\x32\x15.historyd.v1.ImageURL\"\'\n\x08ImageURL\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\"z\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12*\n\x05parts\x18\x03 \x01(\x0b\x32\x19.historyd.v1.ContentPartsH\x00\x12\x16\n\x0c\x63ontent_json\x18\x04 \x01(\tH\x00\x42\t\n\x07\x63ontent*\xa8\x01\n\x0bMessageRole\x12\x1c\n\x18MESSAGE_ROLE_UNSPECIFIED\x10\x00\x12\x17\n\x13MESSAGE_ROLE_SYSTEM\x10\x01\x12\x15\n\x11MESSAGE_ROLE_USER\x10\x02\x12\x1a\n\x16MESSAGE_ROLE_ASSISTANT\x10\x03\x12\x16\n\x12MESSAGE_ROLE_UNSET\x10\x04\x12\x17\n\x13MESSAGE_ROLE_ACTION\x10\x05\x42\x38Z6github.com/historyd/historyd/gen/historyd/v1;historyv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'historyd.v1.envelope_pb2', globals())
@@ -22,32 +22,32 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z6github.com/historyd/historyd/gen/historyd/v1;historyv1'
-  _MESSAGEROLE._serialized_start=2288
-  _MESSAGEROLE._serialized_end=2456
+  _MESSAGEROLE._serialized_start=2502
+  _MESSAGEROLE._serialized_end=2670
   _MESSAGE._serialized_start=74
   _MESSAGE._serialized_end=791
   _EMBEDDING._serialized_start=793
   _EMBEDDING._serialized_end=820
   _SYSTEMCONTENT._serialized_start=823
-  _SYSTEMCONTENT._serialized_end=979
-  _INSTRUCTIONCONTENT._serialized_start=982
-  _INSTRUCTIONCONTENT._serialized_end=1359
-  _ASSISTANTRESPONSECONTENT._serialized_start=1361
-  _ASSISTANTRESPONSECONTENT._serialized_end=1481
-  _ACTIONREQUESTCONTENT._serialized_start=1483
-  _ACTIONREQUESTCONTENT._serialized_end=1603
-  _ACTIONRESPONSECONTENT._serialized_start=1606
-  _ACTIONRESPONSECONTENT._serialized_end=1797
-  _GENERICCONTENT._serialized_start=1799
-  _GENERICCONTENT._serialized_end=1859
-  _RENDERED._serialized_start=1861
-  _RENDERED._serialized_end=1978
-  _CONTENTPARTS._serialized_start=1980
-  _CONTENTPARTS._serialized_end=2035
-  _CONTENTPART._serialized_start=2037
-  _CONTENTPART._serialized_end=2120
-  _IMAGEURL._serialized_start=2122
-  _IMAGEURL._serialized_end=2161
-  _CHATMESSAGE._serialized_start=2163
-  _CHATMESSAGE._serialized_end=2285
+  _SYSTEMCONTENT._serialized_end=1037
+  _INSTRUCTIONCONTENT._serialized_start=1040
+  _INSTRUCTIONCONTENT._serialized_end=1527
+  _ASSISTANTRESPONSECONTENT._serialized_start=1529
+  _ASSISTANTRESPONSECONTENT._serialized_end=1649
+  _ACTIONREQUESTCONTENT._serialized_start=1651
+  _ACTIONREQUESTCONTENT._serialized_end=1771
+  _ACTIONRESPONSECONTENT._serialized_start=1774
+  _ACTIONRESPONSECONTENT._serialized_end=2011
+  _GENERICCONTENT._serialized_start=2013
+  _GENERICCONTENT._serialized_end=2073
+  _RENDERED._serialized_start=2075
+  _RENDERED._serialized_end=2192
+  _CONTENTPARTS._serialized_start=2194
+  _CONTENTPARTS._serialized_end=2249
+  _CONTENTPART._serialized_start=2251
+  _CONTENTPART._serialized_end=2334
+  _IMAGEURL._serialized_start=2336
+  _IMAGEURL._serialized_end=2375
+  _CHATMESSAGE._serialized_start=2377
+  _CHATMESSAGE._serialized_end=2499
 # @@protoc_insertion_point(module_scope)

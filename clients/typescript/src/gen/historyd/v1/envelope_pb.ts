@@ -21,7 +21,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file historyd/v1/envelope.proto.
  */
 export const file_historyd_v1_envelope: GenFile = /*@__PURE__*/
-  fileDesc("ChpoaXN0b3J5ZC92MS9lbnZlbG9wZS5wcm90bxILaGlzdG9yeWQudjEizQUKB01lc3NhZ2USCgoCaWQYASABKAkSFwoKY3JlYXRlZF9hdBgCIAEoAUgBiAEBEikKCG1ldGFkYXRhGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgRyb2xlGAQgASgOMhguaGlzdG9yeWQudjEuTWVzc2FnZVJvbGUSJgoGc2VuZGVyGAUgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEikKCXJlY2lwaWVudBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIUCgdjaGFubmVsGAcgASgJSAKIAQESKQoJZW1iZWRkaW5nGAggASgLMhYuaGlzdG9yeWQudjEuRW1iZWRkaW5nEiwKBnN5c3RlbRgJIAEoCzIaLmhpc3RvcnlkLnYxLlN5c3RlbUNvbnRlbnRIABI2CgtpbnN0cnVjdGlvbhgKIAEoCzIfLmhpc3RvcnlkLnYxLkluc3RydWN0aW9uQ29udGVudEgAEkMKEmFzc2lzdGFudF9yZXNwb25zZRgLIAEoCzIlLmhpc3RvcnlkLnYxLkFzc2lzdGFudFJlc3BvbnNlQ29udGVudEgAEjsKDmFjdGlvbl9yZXF1ZXN0GAwgASgLMiEuaGlzdG9yeWQudjEuQWN0aW9uUmVxdWVzdENvbnRlbnRIABI9Cg9hY3Rpb25fcmVzcG9uc2UYDSABKAsyIi5oaXN0b3J5ZC52MS5BY3Rpb25SZXNwb25zZUNvbnRlbnRIABIuCgdnZW5lcmljGA4gASgLMhsuaGlzdG9yeWQudjEuR2VuZXJpY0NvbnRlbnRIABInCghyZW5kZXJlZBgPIAEoCzIVLmhpc3RvcnlkLnYxLlJlbmRlcmVkEhAKCHNlcXVlbmNlGBAgASgEQgkKB2NvbnRlbnRCDQoLX2NyZWF0ZWRfYXRCCgoIX2NoYW5uZWwiGwoJRW1iZWRkaW5nEg4KBnZhbHVlcxgBIAMoASKcAQoNU3lzdGVtQ29udGVudBIbCg5zeXN0ZW1fbWVzc2FnZRgBIAEoCUgBiAEBEhcKDWRhdGV0aW1lX3RleHQYAiABKAlIABIWCgxkYXRldGltZV9ub3cYAyABKAhIABIXCg1kYXRldGltZV9qc29uGAQgASgJSABCEQoPc3lzdGVtX2RhdGV0aW1lQhEKD19zeXN0ZW1fbWVzc2FnZSL5AgoSSW5zdHJ1Y3Rpb25Db250ZW50EhUKC2luc3RydWN0aW9uGAEgASgJSAASGgoQaW5zdHJ1Y3Rpb25fanNvbhgCIAEoCUgAEhIKCGd1aWRhbmNlGAMgASgJSAESFwoNZ3VpZGFuY2VfanNvbhgEIAEoCUgBEhsKE3Byb21wdF9jb250ZXh0X2pzb24YBSADKAkSGgoNcGxhaW5fY29udGVudBgGIAEoCUgCiAEBEhkKEXRvb2xfc2NoZW1hc19qc29uGAcgAygJEiEKFHJlc3BvbnNlX2Zvcm1hdF9qc29uGAggASgJSAOIAQESDgoGaW1hZ2VzGAkgAygJEhkKDGltYWdlX2RldGFpbBgKIAEoCUgEiAEBQhMKEWluc3RydWN0aW9uX3ZhbHVlQhAKDmd1aWRhbmNlX3ZhbHVlQhAKDl9wbGFpbl9jb250ZW50QhcKFV9yZXNwb25zZV9mb3JtYXRfanNvbkIPCg1faW1hZ2VfZGV0YWlsIngKGEFzc2lzdGFudFJlc3BvbnNlQ29udGVudBIaChJhc3Npc3RhbnRfcmVzcG9uc2UYASABKAkSJAoXYXNzaXN0YW50X3Jlc3BvbnNlX2pzb24YAiABKAlIAIgBAUIaChhfYXNzaXN0YW50X3Jlc3BvbnNlX2pzb24ieAoUQWN0aW9uUmVxdWVzdENvbnRlbnQSEAoIZnVuY3Rpb24YASABKAkSFgoOYXJndW1lbnRzX2pzb24YAiABKAkSHwoSYWN0aW9uX3Jlc3BvbnNlX2lkGAMgASgJSACIAQFCFQoTX2FjdGlvbl9yZXNwb25zZV9pZCK/AQoVQWN0aW9uUmVzcG9uc2VDb250ZW50EhAKCGZ1bmN0aW9uGAEgASgJEhYKDmFyZ3VtZW50c19qc29uGAIgASgJEhgKC291dHB1dF9qc29uGAMgASgJSACIAQESHgoRYWN0aW9uX3JlcXVlc3RfaWQYBCABKAlIAYgBARISCgVlcnJvchgFIAEoCUgCiAEBQg4KDF9vdXRwdXRfanNvbkIUChJfYWN0aW9uX3JlcXVlc3RfaWRCCAoGX2Vycm9yIjwKDkdlbmVyaWNDb250ZW50EhkKDGNvbnRlbnRfanNvbhgBIAEoCUgAiAEBQg8KDV9jb250ZW50X2pzb24idQoIUmVuZGVyZWQSDgoEdGV4dBgBIAEoCUgAEioKBXBhcnRzGAIgASgLMhkuaGlzdG9yeWQudjEuQ29udGVudFBhcnRzSAASDgoEanNvbhgEIAEoCUgAEhQKDHJlbmRlcl9lcnJvchgDIAEoCUIHCgV2YWx1ZSI3CgxDb250ZW50UGFydHMSJwoFcGFydHMYASADKAsyGC5oaXN0b3J5ZC52MS5Db250ZW50UGFydCJTCgtDb250ZW50UGFydBIMCgR0eXBlGAEgASgJEgwKBHRleHQYAiABKAkSKAoJaW1hZ2VfdXJsGAMgASgLMhUuaGlzdG9yeWQudjEuSW1hZ2VVUkwiJwoISW1hZ2VVUkwSCwoDdXJsGAEgASgJEg4KBmRldGFpbBgCIAEoCSJ6CgtDaGF0TWVzc2FnZRIMCgRyb2xlGAEgASgJEg4KBHRleHQYAiABKAlIABIqCgVwYXJ0cxgDIAEoCzIZLmhpc3RvcnlkLnYxLkNvbnRlbnRQYXJ0c0gAEhYKDGNvbnRlbnRfanNvbhgEIAEoCUgAQgkKB2NvbnRlbnQqqAEKC01lc3NhZ2VSb2xlEhwKGE1FU1NBR0VfUk9MRV9VTlNQRUNJRklFRBAAEhcKE01FU1NBR0VfUk9MRV9TWVNURU0QARIVChFNRVNTQUdFX1JPTEVfVVNFUhACEhoKFk1FU1NBR0VfUk9MRV9BU1NJU1RBTlQQAxIWChJNRVNTQUdFX1JPTEVfVU5TRVQQBBIXChNNRVNTQUdFX1JPTEVfQUNUSU9OEAVCOFo2Z2l0aHViLmNvbS9oaXN0b3J5ZC9oaXN0b3J5ZC9nZW4vaGlzdG9yeWQvdjE7aGlzdG9yeXYxYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("ChpoaXN0b3J5ZC92MS9lbnZlbG9wZS5wcm90bxILaGlzdG9yeWQudjEizQUKB01lc3NhZ2USCgoCaWQYASABKAkSFwoKY3JlYXRlZF9hdBgCIAEoAUgBiAEBEikKCG1ldGFkYXRhGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgRyb2xlGAQgASgOMhguaGlzdG9yeWQudjEuTWVzc2FnZVJvbGUSJgoGc2VuZGVyGAUgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEikKCXJlY2lwaWVudBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIUCgdjaGFubmVsGAcgASgJSAKIAQESKQoJZW1iZWRkaW5nGAggASgLMhYuaGlzdG9yeWQudjEuRW1iZWRkaW5nEiwKBnN5c3RlbRgJIAEoCzIaLmhpc3RvcnlkLnYxLlN5c3RlbUNvbnRlbnRIABI2CgtpbnN0cnVjdGlvbhgKIAEoCzIfLmhpc3RvcnlkLnYxLkluc3RydWN0aW9uQ29udGVudEgAEkMKEmFzc2lzdGFudF9yZXNwb25zZRgLIAEoCzIlLmhpc3RvcnlkLnYxLkFzc2lzdGFudFJlc3BvbnNlQ29udGVudEgAEjsKDmFjdGlvbl9yZXF1ZXN0GAwgASgLMiEuaGlzdG9yeWQudjEuQWN0aW9uUmVxdWVzdENvbnRlbnRIABI9Cg9hY3Rpb25fcmVzcG9uc2UYDSABKAsyIi5oaXN0b3J5ZC52MS5BY3Rpb25SZXNwb25zZUNvbnRlbnRIABIuCgdnZW5lcmljGA4gASgLMhsuaGlzdG9yeWQudjEuR2VuZXJpY0NvbnRlbnRIABInCghyZW5kZXJlZBgPIAEoCzIVLmhpc3RvcnlkLnYxLlJlbmRlcmVkEhAKCHNlcXVlbmNlGBAgASgEQgkKB2NvbnRlbnRCDQoLX2NyZWF0ZWRfYXRCCgoIX2NoYW5uZWwiGwoJRW1iZWRkaW5nEg4KBnZhbHVlcxgBIAMoASLWAQoNU3lzdGVtQ29udGVudBIbCg5zeXN0ZW1fbWVzc2FnZRgBIAEoCUgBiAEBEhcKDWRhdGV0aW1lX3RleHQYAiABKAlIABIWCgxkYXRldGltZV9ub3cYAyABKAhIABIXCg1kYXRldGltZV9qc29uGAQgASgJSAASIAoTc3lzdGVtX21lc3NhZ2VfanNvbhgFIAEoCUgCiAEBQhEKD3N5c3RlbV9kYXRldGltZUIRCg9fc3lzdGVtX21lc3NhZ2VCFgoUX3N5c3RlbV9tZXNzYWdlX2pzb24i5wMKEkluc3RydWN0aW9uQ29udGVudBIVCgtpbnN0cnVjdGlvbhgBIAEoCUgAEhoKEGluc3RydWN0aW9uX2pzb24YAiABKAlIABISCghndWlkYW5jZRgDIAEoCUgBEhcKDWd1aWRhbmNlX2pzb24YBCABKAlIARIbChNwcm9tcHRfY29udGV4dF9qc29uGAUgAygJEhoKDXBsYWluX2NvbnRlbnQYBiABKAlIAogBARIZChF0b29sX3NjaGVtYXNfanNvbhgHIAMoCRIhChRyZXNwb25zZV9mb3JtYXRfanNvbhgIIAEoCUgDiAEBEg4KBmltYWdlcxgJIAMoCRIZCgxpbWFnZV9kZXRhaWwYCiABKAlIBIgBARIfChJwbGFpbl9jb250ZW50X2pzb24YCyABKAlIBYgBARIeChFpbWFnZV9kZXRhaWxfanNvbhgMIAEoCUgGiAEBQhMKEWluc3RydWN0aW9uX3ZhbHVlQhAKDmd1aWRhbmNlX3ZhbHVlQhAKDl9wbGFpbl9jb250ZW50QhcKFV9yZXNwb25zZV9mb3JtYXRfanNvbkIPCg1faW1hZ2VfZGV0YWlsQhUKE19wbGFpbl9jb250ZW50X2pzb25CFAoSX2ltYWdlX2RldGFpbF9qc29uIngKGEFzc2lzdGFudFJlc3BvbnNlQ29udGVudBIaChJhc3Npc3RhbnRfcmVzcG9uc2UYASABKAkSJAoXYXNzaXN0YW50X3Jlc3BvbnNlX2pzb24YAiABKAlIAIgBAUIaChhfYXNzaXN0YW50X3Jlc3BvbnNlX2pzb24ieAoUQWN0aW9uUmVxdWVzdENvbnRlbnQSEAoIZnVuY3Rpb24YASABKAkSFgoOYXJndW1lbnRzX2pzb24YAiABKAkSHwoSYWN0aW9uX3Jlc3BvbnNlX2lkGAMgASgJSACIAQFCFQoTX2FjdGlvbl9yZXNwb25zZV9pZCLtAQoVQWN0aW9uUmVzcG9uc2VDb250ZW50EhAKCGZ1bmN0aW9uGAEgASgJEhYKDmFyZ3VtZW50c19qc29uGAIgASgJEhgKC291dHB1dF9qc29uGAMgASgJSACIAQESHgoRYWN0aW9uX3JlcXVlc3RfaWQYBCABKAlIAYgBARISCgVlcnJvchgFIAEoCUgCiAEBEhoKDWZ1bmN0aW9uX2pzb24YBiABKAlIA4gBAUIOCgxfb3V0cHV0X2pzb25CFAoSX2FjdGlvbl9yZXF1ZXN0X2lkQggKBl9lcnJvckIQCg5fZnVuY3Rpb25fanNvbiI8Cg5HZW5lcmljQ29udGVudBIZCgxjb250ZW50X2pzb24YASABKAlIAIgBAUIPCg1fY29udGVudF9qc29uInUKCFJlbmRlcmVkEg4KBHRleHQYASABKAlIABIqCgVwYXJ0cxgCIAEoCzIZLmhpc3RvcnlkLnYxLkNvbnRlbnRQYXJ0c0gAEg4KBGpzb24YBCABKAlIABIUCgxyZW5kZXJfZXJyb3IYAyABKAlCBwoFdmFsdWUiNwoMQ29udGVudFBhcnRzEicKBXBhcnRzGAEgAygLMhguaGlzdG9yeWQudjEuQ29udGVudFBhcnQiUwoLQ29udGVudFBhcnQSDAoEdHlwZRgBIAEoCRIMCgR0ZXh0GAIgASgJEigKCWltYWdlX3VybBgDIAEoCzIVLmhpc3RvcnlkLnYxLkltYWdlVVJMIicKCEltYWdlVVJMEgsKA3VybBgBIAEoCRIOCgZkZXRhaWwYAiABKAkiegoLQ2hhdE1lc3NhZ2USDAoEcm9sZRgBIAEoCRIOCgR0ZXh0GAIgASgJSAASKgoFcGFydHMYAyABKAsyGS5oaXN0b3J5ZC52MS5Db250ZW50UGFydHNIABIWCgxjb250ZW50X2pzb24YBCABKAlIAEIJCgdjb250ZW50KqgBCgtNZXNzYWdlUm9sZRIcChhNRVNTQUdFX1JPTEVfVU5TUEVDSUZJRUQQABIXChNNRVNTQUdFX1JPTEVfU1lTVEVNEAESFQoRTUVTU0FHRV9ST0xFX1VTRVIQAhIaChZNRVNTQUdFX1JPTEVfQVNTSVNUQU5UEAMSFgoSTUVTU0FHRV9ST0xFX1VOU0VUEAQSFwoTTUVTU0FHRV9ST0xFX0FDVElPThAFQjhaNmdpdGh1Yi5jb20vaGlzdG9yeWQvaGlzdG9yeWQvZ2VuL2hpc3RvcnlkL3YxO2hpc3Rvcnl2MWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * Message is one LionAGI message: the Element envelope (id, created_at, metadata) flat, the Node
@@ -214,7 +214,8 @@ export const EmbeddingSchema: GenMessage<Embedding> = /*@__PURE__*/
 export type SystemContent = Message$1<"historyd.v1.SystemContent"> & {
   /**
    * system_message is the system text; absent means LionAGI's default text ("You are a helpful AI
-   * assistant. Let's think step by step.") (ADR-0006 D2: SystemContent default).
+   * assistant. Let's think step by step.") (ADR-0006 D2: SystemContent default), unless
+   * system_message_json is set.
    *
    * @generated from field: optional string system_message = 1;
    */
@@ -255,6 +256,16 @@ export type SystemContent = Message$1<"historyd.v1.SystemContent"> & {
     value: string;
     case: "datetimeJson";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * system_message_json is set only when the stored system_message is not a string: LionAGI loads
+   * such a System (from_dict keeps any value, null included) and cannot render it, so the message
+   * has no rendering and carries a render error, as its chat_msg is None (ADR-0006 D1). It is that
+   * value as JSON text, and system_message is then absent.
+   *
+   * @generated from field: optional string system_message_json = 5;
+   */
+  systemMessageJson?: string | undefined;
 };
 
 /**
@@ -330,7 +341,8 @@ export type InstructionContent = Message$1<"historyd.v1.InstructionContent"> & {
 
   /**
    * plain_content, when non-empty, replaces the structured rendering (ADR-0006 D2: plain_content,
-   * when truthy, replaces structured text rendering). Absent = None.
+   * when truthy, replaces structured text rendering). Absent = None, unless plain_content_json is
+   * set.
    *
    * @generated from field: optional string plain_content = 6;
    */
@@ -361,12 +373,31 @@ export type InstructionContent = Message$1<"historyd.v1.InstructionContent"> & {
   images: string[];
 
   /**
-   * image_detail is the image detail hint: "low", "high" or "auto"; absent = None (ADR-0006 D2:
-   * image_detail).
+   * image_detail is the image detail hint, "low", "high" or "auto" as a rule, though LionAGI keeps
+   * any text, which the image parts then carry; absent = None (ADR-0006 D2: image_detail), unless
+   * image_detail_json is set.
    *
    * @generated from field: optional string image_detail = 10;
    */
   imageDetail?: string | undefined;
+
+  /**
+   * plain_content_json is set only when the stored plain_content is not a string (LionAGI keeps any
+   * truthy value, and the rendering is then that value: Rendered.json): that value as JSON text,
+   * and plain_content is then absent.
+   *
+   * @generated from field: optional string plain_content_json = 11;
+   */
+  plainContentJson?: string | undefined;
+
+  /**
+   * image_detail_json is set only when the stored image_detail is not a string (LionAGI keeps any
+   * truthy value, and the image parts carry it: Rendered.json): that value as JSON text, and
+   * image_detail is then absent.
+   *
+   * @generated from field: optional string image_detail_json = 12;
+   */
+  imageDetailJson?: string | undefined;
 };
 
 /**
@@ -424,8 +455,13 @@ export type ActionRequestContent = Message$1<"historyd.v1.ActionRequestContent">
   function: string;
 
   /**
-   * arguments_json is the call's arguments, the JSON text of an object; empty means `{}`
-   * (ADR-0006 D2: arguments default to an empty dict).
+   * arguments_json is the call's arguments as JSON text: an object, or, in a message LionAGI's
+   * from_dict made from arguments given as text, what that text's list gave (`"[]"` gives `[]`,
+   * `"[null]"` gives `null`, which LionAGI's to_dict leaves out, `"[\"\"]"` gives `""`). In a
+   * message sent (AddMessage's message), empty means `{}`; `[]`, `null` and `""` are kept as they
+   * are, so a message read and sent back is unchanged; an object is kept; other text goes through
+   * LionAGI's fuzzy conversion (ADR-0006 D2: arguments default to an empty dict; arguments not a
+   * dict pass through fuzzy conversion); any other value is INVALID_ARGUMENT.
    *
    * @generated from field: string arguments_json = 2;
    */
@@ -456,15 +492,17 @@ export const ActionRequestContentSchema: GenMessage<ActionRequestContent> = /*@_
 export type ActionResponseContent = Message$1<"historyd.v1.ActionResponseContent"> & {
   /**
    * function is the name of the function that was called, copied from the request (ADR-0006 D2:
-   * new response correlation copies function and arguments).
+   * new response correlation copies function and arguments), unless function_json is set.
    *
    * @generated from field: string function = 1;
    */
   function: string;
 
   /**
-   * arguments_json is the call's arguments, the JSON text of an object; empty means `{}`
-   * (ADR-0006 D2: copied from the request).
+   * arguments_json is the call's arguments as JSON text, copied from the request; LionAGI's
+   * ActionResponseContent.from_dict checks neither them nor the function, so a loaded message may
+   * hold any value here (`null` is its None, which to_dict leaves out); empty means `{}` (ADR-0006
+   * D2: copied from the request).
    *
    * @generated from field: string arguments_json = 2;
    */
@@ -494,6 +532,14 @@ export type ActionResponseContent = Message$1<"historyd.v1.ActionResponseContent
    * @generated from field: optional string error = 5;
    */
   error?: string | undefined;
+
+  /**
+   * function_json is set only when the stored function is not a string (LionAGI's from_dict keeps
+   * any value, null included): that value as JSON text, and function is then empty.
+   *
+   * @generated from field: optional string function_json = 6;
+   */
+  functionJson?: string | undefined;
 };
 
 /**
@@ -559,7 +605,10 @@ export type Rendered = Message$1<"historyd.v1.Rendered"> & {
   } | {
     /**
      * json is a rendering that is not text, as JSON text: an AssistantResponse whose stored value is
-     * not a string renders as that value, as LionAGI's does.
+     * not a string renders as that value, as LionAGI's does; an Instruction whose plain_content is
+     * not text renders as that value, and one whose image_detail or plain_content is not text and
+     * that has images renders as its part list (`[{"type": "text", "text": ...}, {"type":
+     * "image_url", "image_url": {"url": ..., "detail": ...}}, ...]`).
      *
      * @generated from field: string json = 4;
      */
@@ -655,8 +704,8 @@ export type ImageURL = Message$1<"historyd.v1.ImageURL"> & {
   url: string;
 
   /**
-   * detail is the image detail hint the part carries: "low", "high" or "auto" (ADR-0006 D2:
-   * image_detail).
+   * detail is the image detail hint the part carries: "low", "high" or "auto" as a rule, or the
+   * other text the instruction's image_detail holds (ADR-0006 D2: image_detail).
    *
    * @generated from field: string detail = 2;
    */

@@ -307,7 +307,8 @@ export type InstructionInput = Message<"historyd.v1.InstructionInput"> & {
   images: string[];
 
   /**
-   * image_detail is "low", "high" or "auto".
+   * image_detail is "low", "high" or "auto" as a rule; LionAGI keeps other text, and the image parts
+   * then carry it.
    *
    * @generated from field: optional string image_detail = 11;
    */
@@ -390,7 +391,9 @@ export type AssistantResponseInput = Message<"historyd.v1.AssistantResponseInput
     /**
      * raw_response_json is a raw provider response (OpenAI chat, Anthropic messages, OpenAI
      * responses, Claude Code result), as JSON text: from_response extracts the text and the raw
-     * value is kept in metadata.model_response (ADR-0006 D2).
+     * value is kept in metadata.model_response (ADR-0006 D2). Being set is enough: any JSON value
+     * is a response (`[]`, `{}`, `""`, `null` give the empty text), but empty text is no JSON
+     * (INVALID_ARGUMENT).
      *
      * @generated from field: string raw_response_json = 2;
      */
@@ -2507,6 +2510,8 @@ export enum ChatFormat {
    *   output as JSON text>}; a failed action's content is {"error": <message>} as JSON text. One
    *   that names no request is projected like generic content.
    * - Generic content (role unset): {"role": "user", "content": <rendered text>}.
+   * - A rendering that is not text (Rendered.json: a loaded non-string assistant response or
+   *   plain_content) is content as its JSON text.
    * - A message that cannot be rendered is left out; render_errors says why.
    *
    * An ActionRequest with no response keeps its tool call. The API rejects a tool call that no
