@@ -3,6 +3,7 @@ package envelope
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -207,4 +208,22 @@ func TestOpenAIRenderingNotText(t *testing.T) {
 		t.Errorf("projection %s, %v", s, errs)
 	}
 	checkOpenAISchema(t, decodeMessages(t, jsonv.Marshal(got)))
+}
+
+// TestOpenAIImageDetailNotText: an Instruction with images whose loaded image_detail is not text
+// (LionAGI keeps it, decision 0012's second run) renders its part list as a JSON value, which the
+// projection gives as JSON text, as the CHAT_FORMAT_OPENAI comment says, not as image parts.
+func TestOpenAIImageDetailNotText(t *testing.T) {
+	five := jsonv.IntValue(5)
+	got, errs := OpenAIMessages([]*Message{
+		openAITestMessage("00000000-0000-4000-8000-000000000001", &InstructionContent{Instruction: jsonv.StringValue("see"), Images: []string{"https://example.com/a.png"}, ImageDetailValue: &five}),
+	}, 0)
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	msgs := decodeMessages(t, jsonv.Marshal(got))
+	if s, ok := msgs[0]["content"].(string); !ok || !strings.Contains(s, `"detail":5`) {
+		t.Errorf("content = %#v, want the part list as JSON text with its detail 5", msgs[0]["content"])
+	}
+	checkOpenAISchema(t, msgs)
 }

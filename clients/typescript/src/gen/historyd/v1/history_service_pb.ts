@@ -2511,7 +2511,8 @@ export enum ChatFormat {
    *   that names no request is projected like generic content.
    * - Generic content (role unset): {"role": "user", "content": <rendered text>}.
    * - A rendering that is not text (Rendered.json: a loaded non-string assistant response or
-   *   plain_content) is content as its JSON text.
+   *   plain_content, or an Instruction with images whose loaded image_detail is not text, whose
+   *   part list is then this JSON text, not image parts) is content as its JSON text.
    * - A message that cannot be rendered is left out; render_errors says why.
    *
    * An ActionRequest with no response keeps its tool call. The API rejects a tool call that no
