@@ -114,7 +114,8 @@ func (s *HistoryServer) ImportBranchStream(stream historyv1.HistoryService_Impor
 	if err != nil {
 		return &FieldError{Field: "data", Err: fmt.Errorf("%w: not JSON: %v", envelope.ErrInvalid, err)}
 	}
-	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: parsed, ID: id, NewID: first.GetNewBranchId(), DBMetaKey: metaKey, RequestID: first.GetRequestId()})
+	res, err := s.store.ImportBranch(ctx, store.ImportInput{Data: parsed, ID: id, NewID: first.GetNewBranchId(), DBMetaKey: metaKey, RequestID: first.GetRequestId(),
+		Principal: principalFromContext(ctx)})
 	if err != nil {
 		return err
 	}

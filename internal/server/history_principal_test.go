@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"testing"
 
 	"go.uber.org/zap"
@@ -66,4 +67,30 @@ func TestHistoryRequestIDPerPrincipal(t *testing.T) {
 		t.Fatalf("alice's import repeat: %v", err)
 	}
 	sameResponse(t, "ImportBranch", ia, ia2)
+
+	// ImportBranchStream shares ImportBranch's scope, per principal too (it recorded the id under
+	// no caller, so bob's stream import with alice's id answered with her branch).
+	streamImport := func(ctx context.Context, data string) (*historyv1.ImportBranchStreamResponse, error) {
+		up, err := f.c.ImportBranchStream(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := up.Send(&historyv1.ImportBranchStreamRequest{RequestId: "stream", Data: []byte(data)}); err != nil {
+			return nil, err
+		}
+		return up.CloseAndRecv()
+	}
+	sa, err := streamImport(alice, "[]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := streamImport(bob, "[]")
+	if err != nil || sb.GetBranch().GetId() == sa.GetBranch().GetId() {
+		t.Fatalf("bob's stream import = %v, %v; want a branch of his own", sb, err)
+	}
+	sa2, err := streamImport(alice, "not JSON")
+	if err != nil {
+		t.Fatalf("alice's stream import repeat: %v", err)
+	}
+	sameResponse(t, "ImportBranchStream", sa, sa2)
 }
