@@ -21,9 +21,13 @@ const (
 const DefaultDBMetaKey = "node_metadata"
 
 // dictFields are the keys the dicts of a branch export have beside their
-// metadata: a Branch's, its Pile's and Progression's, and a Message's.
+// metadata: a Branch's (LionAGI's Branch.to_dict also writes chat_model,
+// and parse_model, logs and log_config when set, which an import of its
+// export must not take for the metadata), its Pile's and Progression's,
+// and a Message's.
 var dictFields = map[string]bool{
 	"id": true, "created_at": true, "user": true, "name": true, "messages": true, "system": true,
+	"chat_model": true, "parse_model": true, "logs": true, "log_config": true,
 	"collections": true, "progression": true, "strict_type": true, "order": true,
 	"content": true, "embedding": true, "sender": true, "recipient": true, "channel": true, "role": true,
 }

@@ -263,7 +263,7 @@ func TestDBMetaKeyNamingAFieldIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"id", "created_at", "user", "name", "messages", "system", "order", "content", "role", "sender"} {
+	for _, key := range []string{"id", "created_at", "user", "name", "messages", "system", "order", "content", "role", "sender", "chat_model", "log_config"} {
 		t.Run(key, func(t *testing.T) {
 			ctx := testContext(t)
 			_, err := f.c.ExportBranch(ctx, &historyv1.ExportBranchRequest{BranchId: src, Mode: db, DbMetaKey: key})

@@ -184,8 +184,9 @@ func (l Limits) Validate() error {
 }
 
 // WithLimits sets the transport limits. The default is DefaultLimits(); a Limits that does not
-// validate is replaced field by field with the defaults, so New never builds a server without
-// limits (cmd/historyd validates the configuration and reports errors before this point).
+// validate is repaired field by field (a field out of range takes its default, a render cap above
+// the response budget falls to the budget), so New never builds a server without limits
+// (cmd/historyd validates the configuration and reports errors before this point).
 func WithLimits(l Limits) Option {
 	return func(o *options) { o.limits = l }
 }
