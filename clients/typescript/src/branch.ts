@@ -64,7 +64,8 @@ export interface ImportOptions extends CallOptions {
   id?: string;
   /** A server-made id whatever the payload says. */
   newId?: boolean;
-  /** The metadata key of a db-mode payload written with a custom one. */
+  /** The metadata key of a db-mode payload written with a custom one; a key that names a field of
+   * the dicts (id, messages, chat_model, ...) is refused, INVALID_ARGUMENT. */
   dbMetaKey?: string;
   requestId?: string;
 }
@@ -267,7 +268,9 @@ export class Branch {
     });
   }
 
-  /** The branch as LionAGI's Branch.to_dict, a JSON value (mode: json, python or db). */
+  /** The branch as LionAGI's Branch.to_dict, a JSON value (mode: json, python or db; dbMetaKey is db
+   * mode's metadata key, default node_metadata, and one that names a field of the dicts is refused,
+   * INVALID_ARGUMENT). */
   async export(options: CallOptions & { mode?: SerializationMode; dbMetaKey?: string } = {}): Promise<JsonObject> {
     const resp = await this.client.history.exportBranch(
       { branchId: this.id, mode: options.mode ?? SerializationMode.UNSPECIFIED, dbMetaKey: options.dbMetaKey ?? "" },

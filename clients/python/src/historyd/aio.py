@@ -185,7 +185,7 @@ class AsyncClient:
         request_id: Optional[str] = None,
         timeout: Optional[float] = _DEFAULT,
     ) -> "AsyncBranch":
-        """Creates a branch, as LionAGI's ``AsyncBranch(user=, name=, system=)``: with a system (its
+        """Creates a branch, as LionAGI's ``Branch(user=, name=, system=)``: with a system (its
         text, or ``system=""`` for LionAGI's default text), the System's sender is
         ``system_sender``, else ``user``, else ``"system"``. ``branch_id`` None: a server-made id."""
         req = rq.create_branch(
@@ -243,9 +243,11 @@ class AsyncClient:
         request_id: Optional[str] = None,
         timeout: Optional[float] = _DEFAULT,
     ) -> "AsyncBranch":
-        """Creates a branch from LionAGI data: a ``AsyncBranch.to_dict()`` (any mode), a
+        """Creates a branch from LionAGI data: a ``Branch.to_dict()`` (any mode), a
         ``Pile.to_dict()`` or a list of message dicts, as a Python value or JSON text. The payload's
-        id is kept unless ``branch_id`` or ``new_branch_id`` say otherwise."""
+        id is kept unless ``branch_id`` or ``new_branch_id`` say otherwise. ``db_meta_key`` is the
+        metadata key of a db-mode payload written with a custom one; a key that names a field of the
+        dicts (``id``, ``messages``, ``chat_model``, ...) is refused, INVALID_ARGUMENT."""
         req = hs.ImportBranchRequest(
             data=rq.import_data(data),
             branch_id=str(branch_id or ""),
@@ -258,7 +260,7 @@ class AsyncClient:
 
 
 class AsyncBranch:
-    """A branch of historyd: LionAGI's ``AsyncBranch`` over the wire.
+    """A branch of historyd: LionAGI's ``Branch`` over the wire, for asyncio.
 
     Every write returns the message as written; ``head_sequence`` follows the branch's head as the
     responses report it. Writes take ``request_id`` (made by the client when omitted, so retries
@@ -514,8 +516,10 @@ class AsyncBranch:
         return rq.chat_messages(resp)
 
     async def export(self, mode: str = "json", *, db_meta_key: Optional[str] = None, timeout: Optional[float] = _DEFAULT) -> Dict[str, Any]:
-        """The branch as LionAGI's ``AsyncBranch.to_dict(mode=...)`` dict (``"json"``, ``"python"`` or
-        ``"db"``), ready for ``AsyncBranch.from_dict`` or :meth:`AsyncClient.import_branch`."""
+        """The branch as LionAGI's ``Branch.to_dict(mode=...)`` dict (``"json"``, ``"python"`` or
+        ``"db"``), ready for LionAGI's ``Branch.from_dict`` or :meth:`AsyncClient.import_branch`.
+        ``db_meta_key`` is db mode's metadata key (default ``node_metadata``); one that names a
+        field of the dicts is refused, INVALID_ARGUMENT."""
         req = hs.ExportBranchRequest(branch_id=self.id, mode=rq.mode_number(mode), db_meta_key=db_meta_key or "")
         resp = await self.client._h("ExportBranch", req, timeout)
         self._seen(resp.head_sequence)

@@ -245,7 +245,9 @@ class Client:
     ) -> "Branch":
         """Creates a branch from LionAGI data: a ``Branch.to_dict()`` (any mode), a
         ``Pile.to_dict()`` or a list of message dicts, as a Python value or JSON text. The payload's
-        id is kept unless ``branch_id`` or ``new_branch_id`` say otherwise."""
+        id is kept unless ``branch_id`` or ``new_branch_id`` say otherwise. ``db_meta_key`` is the
+        metadata key of a db-mode payload written with a custom one; a key that names a field of the
+        dicts (``id``, ``messages``, ``chat_model``, ...) is refused, INVALID_ARGUMENT."""
         req = hs.ImportBranchRequest(
             data=rq.import_data(data),
             branch_id=str(branch_id or ""),
@@ -515,7 +517,9 @@ class Branch:
 
     def export(self, mode: str = "json", *, db_meta_key: Optional[str] = None, timeout: Optional[float] = _DEFAULT) -> Dict[str, Any]:
         """The branch as LionAGI's ``Branch.to_dict(mode=...)`` dict (``"json"``, ``"python"`` or
-        ``"db"``), ready for ``Branch.from_dict`` or :meth:`Client.import_branch`."""
+        ``"db"``), ready for ``Branch.from_dict`` or :meth:`Client.import_branch`. ``db_meta_key``
+        is db mode's metadata key (default ``node_metadata``); one that names a field of the dicts
+        is refused, INVALID_ARGUMENT."""
         req = hs.ExportBranchRequest(branch_id=self.id, mode=rq.mode_number(mode), db_meta_key=db_meta_key or "")
         resp = self.client._h("ExportBranch", req, timeout)
         self._seen(resp.head_sequence)
