@@ -2,7 +2,6 @@ package envelope
 
 import (
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -219,21 +218,5 @@ func TestImageURLIsLinear(t *testing.T) {
 		"colons":    "https://::",
 		"tabs":      "http://\t",
 	}
-	const n = 4000
-	allocated := func(s string) uint64 {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		_, _ = imageURL(s)
-		runtime.ReadMemStats(&after)
-		return after.TotalAlloc - before.TotalAlloc
-	}
-	for name, unit := range shapes {
-		t.Run(name, func(t *testing.T) {
-			small, large := allocated(strings.Repeat(unit, n)), allocated(strings.Repeat(unit, 8*n))
-			if large > 16*small {
-				t.Errorf("%d repeats allocate %d bytes, %d repeats %d: super-linear", n, small, 8*n, large)
-			}
-		})
-	}
+	checkLinearAllocs(t, shapes, func(s string) { _, _ = imageURL(s) })
 }

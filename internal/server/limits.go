@@ -258,15 +258,9 @@ func (l Limits) orDefaults() Limits {
 	if l.MaxInflightBytes < int64(l.MaxRecvMsgSize) {
 		l.MaxInflightBytes = max(d.MaxInflightBytes, int64(l.MaxRecvMsgSize))
 	}
-	if l.MaxResponseBytes <= 0 {
-		l.MaxResponseBytes = d.MaxResponseBytes
-	}
-	if l.MaxRenderedBytes <= 0 {
-		l.MaxRenderedBytes = d.MaxRenderedBytes
-	}
-	if l.MaxImportBytes <= 0 {
-		l.MaxImportBytes = d.MaxImportBytes
-	}
+	l.MaxResponseBytes = orDefault(l.MaxResponseBytes, d.MaxResponseBytes)
+	l.MaxRenderedBytes = orDefault(l.MaxRenderedBytes, d.MaxRenderedBytes)
+	l.MaxImportBytes = orDefault(l.MaxImportBytes, d.MaxImportBytes)
 	if l.MaxRenderedBytes > l.MaxResponseBytes {
 		// A rendering that large could never be sent: the cap falls to what a response can
 		// carry (Validate refuses it; WithLimits repairs it).
