@@ -3,22 +3,15 @@
 // a branch applied in that order, a failed item failing alone with its typed error.
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import { AppendStreamBrokenError, Code, connect, ErrorReason, HistorydError, type HistorydClient } from "../src/index.js";
-import { startHistoryd, type Historyd } from "./helpers/server.js";
+import { serveSuite, type Historyd } from "./helpers/server.js";
 
 describe("appender", () => {
   let server: Historyd;
   let client: HistorydClient;
-  before(async () => {
-    server = await startHistoryd();
-    client = connect(server.addr, { tls: false });
-  });
-  after(async () => {
-    client?.close();
-    assert.equal(await server?.stop(), 0);
-  });
+  serveSuite((s, c) => ([server, client] = [s, c]));
 
   test("100 items on two branches, window 8: in order, one failing alone", async () => {
     const a = await client.createBranch();

@@ -3,10 +3,10 @@
 // gives that value parsed as the content, as it gives text as text (review F5).
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
-import { connect, type HistorydClient, type JsonObject } from "../src/index.js";
-import { startHistoryd, type Historyd } from "./helpers/server.js";
+import { type HistorydClient, type JsonObject } from "../src/index.js";
+import { serveSuite } from "./helpers/server.js";
 
 const message = (id: string, lionClass: string, role: string, content: JsonObject): JsonObject => ({
   id,
@@ -21,16 +21,8 @@ const message = (id: string, lionClass: string, role: string, content: JsonObjec
 });
 
 describe("toChatMessages of JSON renderings", () => {
-  let server: Historyd;
   let client: HistorydClient;
-  before(async () => {
-    server = await startHistoryd();
-    client = connect(server.addr, { tls: false });
-  });
-  after(async () => {
-    client?.close();
-    assert.equal(await server?.stop(), 0);
-  });
+  serveSuite((_, c) => (client = c));
 
   test("content_json is the content, parsed", async () => {
     const branch = await client.importBranch(

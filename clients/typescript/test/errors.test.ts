@@ -22,7 +22,7 @@ import {
 } from "../src/index.js";
 import { ErrorInfoSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import { CuttableProxy } from "./helpers/proxy.js";
-import { startHistoryd, type Historyd } from "./helpers/server.js";
+import { serveSuite, startHistoryd, type Historyd } from "./helpers/server.js";
 
 /** Asserts that the promise rejects with a HistorydError of this code and reason, and returns it. */
 async function rejectsWith(p: Promise<unknown>, code: Code, reason: ErrorReason): Promise<HistorydError> {
@@ -43,14 +43,7 @@ async function rejectsWith(p: Promise<unknown>, code: Code, reason: ErrorReason)
 describe("errors, retries, deadlines", () => {
   let server: Historyd;
   let client: HistorydClient;
-  before(async () => {
-    server = await startHistoryd();
-    client = connect(server.addr, { tls: false });
-  });
-  after(async () => {
-    client?.close();
-    assert.equal(await server?.stop(), 0);
-  });
+  serveSuite((s, c) => ([server, client] = [s, c]));
 
   test('each failure has its ErrorInfo reason and metadata (DESIGN.md "Errors"; error_reason.proto)', async () => {
     const branch = await client.createBranch({ system: "" });

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import path from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
@@ -23,7 +23,7 @@ import {
   type WatchItem,
 } from "../src/index.js";
 import { CuttableProxy } from "./helpers/proxy.js";
-import { startHistoryd, type Historyd } from "./helpers/server.js";
+import { serveSuite, type Historyd } from "./helpers/server.js";
 
 const writer = path.join(path.dirname(fileURLToPath(import.meta.url)), "helpers", "writer.js");
 
@@ -60,14 +60,7 @@ const addedIds = (events: { kind: EventKind; message?: { id: string } }[]) =>
 describe("watch", () => {
   let server: Historyd;
   let client: HistorydClient;
-  before(async () => {
-    server = await startHistoryd();
-    client = connect(server.addr, { tls: false });
-  });
-  after(async () => {
-    client?.close();
-    assert.equal(await server?.stop(), 0);
-  });
+  serveSuite((s, c) => ([server, client] = [s, c]));
 
   test("live events written by another process arrive in order, each once, then a new watch from the cursor replays what was missed", async () => {
     const branch = await client.createBranch({ user: "ts", system: "Watch me." });

@@ -3,11 +3,14 @@
 // "Configuration"). The binary is $HISTORYD_BIN, else bin/historyd of the repository (`make ts-test`
 // builds it first).
 
+import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import path from "node:path";
 import readline from "node:readline";
+import { after, before } from "node:test";
 
+import { connect, type HistorydClient } from "../../src/index.js";
 import { repoRoot } from "./repo.js";
 
 /** How long the binary may take to log its serving line. */
@@ -95,5 +98,22 @@ export function startHistoryd(extraArgs: string[] = []): Promise<Historyd> {
         resolve({ addr: entry.address, pid: child.pid!, stop, logs });
       }
     });
+  });
+}
+
+/** A historyd with the suite's defaults and a client of it, for a whole describe: started in the
+ * suite's before hook, handed to set, and stopped in its after hook (the client closed, the server
+ * stopped, which must exit 0). */
+export function serveSuite(set: (server: Historyd, client: HistorydClient) => void): void {
+  let server: Historyd | undefined;
+  let client: HistorydClient | undefined;
+  before(async () => {
+    server = await startHistoryd();
+    client = connect(server.addr, { tls: false });
+    set(server, client);
+  });
+  after(async () => {
+    client?.close();
+    assert.equal(await server?.stop(), 0);
   });
 }
