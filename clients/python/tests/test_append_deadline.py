@@ -89,45 +89,48 @@ def within(fn, what: str):
             pytest.fail(f"{what} did not return within {LIMIT} s")
 
 
-class SlowServer(StalledServer):
-    """A gRPC server whose AppendMessages answers every item, one at a time, ``delay`` seconds
-    after reading it: a healthy server, slow."""
+class AnsweringServer(StalledServer):
+    """A gRPC server whose AppendMessages answers its items in order, each once ``_hold`` returns:
+    a healthy server, as slow as its subclass says."""
+
+    def _hold(self) -> None:
+        raise NotImplementedError
+
+    def _append(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        with self.lock:
+            self.opened += 1
+        for i, r in enumerate(requests):
+            self._record(r)
+            if i == 0:
+                continue  # the window
+            self._hold()
+            answer = hs.AddMessageResponse(message=envelope.Message(sequence=i + 1))
+            yield hs.AppendMessagesResponse(index=i - 1, response=answer).SerializeToString()
+        self.ended.release()
+
+
+class SlowServer(AnsweringServer):
+    """Answers every item, one at a time, ``delay`` seconds after reading it: a healthy server,
+    slow."""
 
     def __init__(self, delay: float) -> None:
         self.delay = delay
         super().__init__()
 
-    def _append(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
-        with self.lock:
-            self.opened += 1
-        for i, r in enumerate(requests):
-            self._record(r)
-            if i == 0:
-                continue  # the window
-            time.sleep(self.delay)  # the server's slowness, not the test's synchronisation
-            answer = hs.AddMessageResponse(message=envelope.Message(sequence=i + 1))
-            yield hs.AppendMessagesResponse(index=i - 1, response=answer).SerializeToString()
+    def _hold(self) -> None:
+        time.sleep(self.delay)  # the server's slowness, not the test's synchronisation
 
 
-class GatedServer(StalledServer):
-    """A gRPC server whose AppendMessages answers its items in order, each once ``gate`` is set:
-    a healthy server that holds its answers as long as the test says."""
+class GatedServer(AnsweringServer):
+    """Answers its items in order, each once ``gate`` is set: a healthy server that holds its
+    answers as long as the test says."""
 
     def __init__(self) -> None:
         self.gate = threading.Event()
         super().__init__()
 
-    def _append(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
-        with self.lock:
-            self.opened += 1
-        for i, r in enumerate(requests):
-            self._record(r)
-            if i == 0:
-                continue  # the window
-            self.gate.wait()
-            answer = hs.AddMessageResponse(message=envelope.Message(sequence=i + 1))
-            yield hs.AppendMessagesResponse(index=i - 1, response=answer).SerializeToString()
-        self.ended.release()
+    def _hold(self) -> None:
+        self.gate.wait()
 
     def stop(self) -> None:
         self.gate.set()
