@@ -13,6 +13,7 @@ import { Appender, AppendAbandonedError, AppendStreamBrokenError, Code, Historyd
 import { setLongTimeout } from "../src/timer.js";
 import { MessageSchema } from "../src/gen/historyd/v1/envelope_pb.js";
 import { AppendMessagesResponseSchema, type AppendMessagesResponse } from "../src/gen/historyd/v1/history_service_pb.js";
+import { within } from "./helpers/fake_server.js";
 
 /** A fake AppendMessages call: answers are given by answer(); the stream ends OK with end(), and
  * with the signal's reason when the appender cancels it. It reads the request iterable as Connect
@@ -78,13 +79,6 @@ function fakeClient() {
       })),
     end: () => push(null),
   };
-}
-
-/** p, or a rejection after ms: a promise that never settles fails the test instead of hanging it. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)));
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 describe("appender slots and answers", () => {

@@ -11,74 +11,42 @@
 
 import assert from "node:assert/strict";
 import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import { describe, test } from "node:test";
 
 import { AppendAbandonedError, AppendStreamBrokenError, Code, connect, HistorydError } from "../src/index.js";
-
-/** What each test may take at most (the deadlines under test are tenths of a second). */
-const limitMs = 5000;
+import { FakeServer, limitMs, within } from "./helpers/fake_server.js";
 
 /** A gRPC server in name only: every stream is accepted and left unanswered; it counts the streams
  * opened, the bytes of requests read, and the streams the client ended. */
-class StalledServer {
+class StalledServer extends FakeServer {
   opened = 0;
   bytes = 0;
-  ended = 0;
   /** The gRPC messages read (each stream's window request and items). */
   messages = 0;
-  readonly #server = http2.createServer();
-  readonly #waiters: (() => void)[] = [];
 
-  static async start(): Promise<StalledServer> {
-    const s = new StalledServer();
-    s.#server.on("stream", (stream) => {
-      s.opened++;
-      let buf = Buffer.alloc(0);
-      stream.on("data", (chunk: Buffer) => {
-        s.bytes += chunk.length;
-        // gRPC's framing: a flag byte and a 4-byte length before each message.
-        buf = Buffer.concat([buf, chunk]);
-        while (buf.length >= 5 && buf.length >= 5 + buf.readUInt32BE(1)) {
-          buf = buf.subarray(5 + buf.readUInt32BE(1));
-          s.messages++;
-          for (const w of s.#waiters.splice(0)) w();
-        }
-      });
-      stream.on("error", () => {}); // the client's RST_STREAM(CANCEL)
-      stream.on("close", () => {
-        s.ended++;
-        for (const w of s.#waiters.splice(0)) w();
-      });
+  static start(): Promise<StalledServer> {
+    return new StalledServer().listen();
+  }
+
+  protected handle(stream: http2.ServerHttp2Stream): void {
+    this.opened++;
+    let buf = Buffer.alloc(0);
+    stream.on("data", (chunk: Buffer) => {
+      this.bytes += chunk.length;
+      // gRPC's framing: a flag byte and a 4-byte length before each message.
+      buf = Buffer.concat([buf, chunk]);
+      while (buf.length >= 5 && buf.length >= 5 + buf.readUInt32BE(1)) {
+        buf = buf.subarray(5 + buf.readUInt32BE(1));
+        this.messages++;
+        this.notify();
+      }
     });
-    await new Promise<void>((resolve) => s.#server.listen(0, "127.0.0.1", resolve));
-    return s;
-  }
-
-  get addr(): string {
-    return `127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
-  }
-
-  /** Resolves once n streams in all have ended (within limitMs, else rejects). */
-  async waitEnded(n: number): Promise<void> {
-    while (this.ended < n) await within(new Promise<void>((r) => this.#waiters.push(r)), limitMs, `${n} streams ended`);
   }
 
   /** Resolves once n gRPC messages in all have been read (within limitMs, else rejects). */
   async waitMessages(n: number): Promise<void> {
-    while (this.messages < n) await within(new Promise<void>((r) => this.#waiters.push(r)), limitMs, `${n} messages read`);
+    await this.waitUntil(() => this.messages >= n, `${n} messages read`);
   }
-
-  async stop(): Promise<void> {
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
-  }
-}
-
-/** p, or a rejection after ms: a promise that never settles fails the test instead of hanging it. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)));
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** The error p rejects with (within limitMs); fails when it resolves. Called as soon as p is made,

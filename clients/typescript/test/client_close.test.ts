@@ -17,11 +17,9 @@ import { after, before, describe, test } from "node:test";
 import type { Interceptor } from "@connectrpc/connect";
 
 import { type Branch, Code, connect, type HistorydClient, HistorydError } from "../src/index.js";
+import { limitMs, within } from "./helpers/fake_server.js";
 import { CuttableProxy } from "./helpers/proxy.js";
 import { startHistoryd, type Historyd } from "./helpers/server.js";
-
-/** What a test may take at most: a closed client's calls fail at once. */
-const limitMs = 5000;
 
 /** How many microtask steps after a call close() is tried at: past the steps a call takes through
  * Connect's interceptors and the session manager to its stream. */
@@ -29,13 +27,6 @@ const microtaskSteps = 16;
 
 /** An AddMessage's input: an instruction. */
 const instruction = (text: string) => ({ case: "instruction" as const, value: { instructionValue: { case: "instruction" as const, value: text } } });
-
-/** p, or a rejection after ms: a promise that never settles fails the test instead of hanging it. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)));
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
 
 /** Asserts that p rejects with the closed client's error (CANCELED, "closed"), within limitMs. */
 async function closedError(p: Promise<unknown>, what: string): Promise<void> {

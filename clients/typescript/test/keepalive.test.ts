@@ -8,15 +8,9 @@ import { after, before, describe, test } from "node:test";
 import { promisify } from "node:util";
 
 import { connect, defaultKeepalive, type WatchItem } from "../src/index.js";
+import { within } from "./helpers/fake_server.js";
 import { CuttableProxy } from "./helpers/proxy.js";
 import { historydBin, startHistoryd, type Historyd } from "./helpers/server.js";
-
-/** p, or a rejection after ms: a promise that never settles fails the test instead of hanging it. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)));
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
 
 describe("keepalive", () => {
   test("the defaults respect the server's --keepalive-min-time and --keepalive-permit-without-stream", async () => {

@@ -26,6 +26,7 @@ import type { Interceptor } from "@connectrpc/connect";
 
 import { backoffMs, Code, connect, defaultKeepalive, defaultRetryPolicy, HistorydError, type ClientOptions, type WatchOptions } from "../src/index.js";
 import { sessionOptions } from "../src/client.js";
+import { within } from "./helpers/fake_server.js";
 
 const maxTimerMs = 2 ** 31 - 1;
 
@@ -129,13 +130,6 @@ async function nowhere(): Promise<string> {
   const { port } = server.address() as net.AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return `127.0.0.1:${port}`;
-}
-
-/** p, or a rejection after ms: a promise that never settles fails the test instead of hanging it. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)));
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 describe("timing options given as undefined", () => {

@@ -11,18 +11,9 @@ import { randomUUID } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 
 import { Code, connect, HistorydError, type HistorydClient } from "../src/index.js";
+import { limitMs, within } from "./helpers/fake_server.js";
 import { CuttableProxy } from "./helpers/proxy.js";
 import { startHistoryd, type Historyd } from "./helpers/server.js";
-
-/** What a test may take at most: such a call ends at once. */
-const limitMs = 5000;
-
-/** p, or a rejection after ms: a promise that never settles fails the test instead of hanging it. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)));
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
 
 /** The items of an async iterable, read to its end. */
 async function drain(it: AsyncIterable<unknown>): Promise<unknown[]> {

@@ -10,61 +10,34 @@
 
 import assert from "node:assert/strict";
 import http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import { describe, test } from "node:test";
 
 import { create, toBinary } from "@bufbuild/protobuf";
 
 import { connect } from "../src/index.js";
 import { WatchBranchResponseSchema } from "../src/gen/historyd/v1/history_service_pb.js";
-
-/** What a test may take at most. */
-const limitMs = 5000;
-
-/** p, or a rejection after ms: a promise that never settles fails the test instead of hanging it. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)));
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
+import { FakeServer } from "./helpers/fake_server.js";
 
 /** A gRPC server in name only: every stream gets one start frame and is held open; it counts the
  * streams the client ended. */
-class HoldingServer {
-  ended = 0;
-  readonly #server = http2.createServer();
-  readonly #waiters: (() => void)[] = [];
+class HoldingServer extends FakeServer {
+  readonly #framed: Buffer;
 
-  static async start(): Promise<HoldingServer> {
-    const s = new HoldingServer();
+  private constructor() {
+    super();
     const msg = toBinary(WatchBranchResponseSchema, create(WatchBranchResponseSchema, { frame: { case: "start", value: { afterSequence: 1n, incarnation: "i" } } }));
-    const framed = Buffer.alloc(5 + msg.length);
-    framed.writeUInt32BE(msg.length, 1);
-    framed.set(msg, 5);
-    s.#server.on("stream", (stream) => {
-      stream.on("error", () => {}); // the client's RST_STREAM(CANCEL)
-      stream.on("close", () => {
-        s.ended++;
-        for (const w of s.#waiters.splice(0)) w();
-      });
-      stream.respond({ ":status": 200, "content-type": "application/grpc" });
-      stream.write(framed);
-    });
-    await new Promise<void>((resolve) => s.#server.listen(0, "127.0.0.1", resolve));
-    return s;
+    this.#framed = Buffer.alloc(5 + msg.length);
+    this.#framed.writeUInt32BE(msg.length, 1);
+    this.#framed.set(msg, 5);
   }
 
-  get addr(): string {
-    return `127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+  static start(): Promise<HoldingServer> {
+    return new HoldingServer().listen();
   }
 
-  /** Resolves once n streams in all have ended (within limitMs, else rejects). */
-  async waitEnded(n: number): Promise<void> {
-    while (this.ended < n) await within(new Promise<void>((r) => this.#waiters.push(r)), limitMs, `${n} streams ended`);
-  }
-
-  async stop(): Promise<void> {
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  protected handle(stream: http2.ServerHttp2Stream): void {
+    stream.respond({ ":status": 200, "content-type": "application/grpc" });
+    stream.write(this.#framed);
   }
 }
 

@@ -12,6 +12,7 @@ import { ConnectError } from "@connectrpc/connect";
 import { BranchDeletedError, BranchWatch, Code, connect, ErrorReason, EventKind, HistorydError, type HistorydClient } from "../src/index.js";
 import { ErrorInfoSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import { WatchBranchResponseSchema, type WatchBranchResponse } from "../src/gen/historyd/v1/history_service_pb.js";
+import { within } from "./helpers/fake_server.js";
 
 interface Script {
   frames: WatchBranchResponse[];
@@ -34,13 +35,6 @@ function scriptedClient(scripts: Script[]) {
     },
   } as unknown as HistorydClient;
   return { client, state };
-}
-
-/** p, or a rejection after ms: a promise that never settles fails the test instead of hanging it. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms)));
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 const start = create(WatchBranchResponseSchema, { frame: { case: "start", value: { incarnation: "inc", afterSequence: 4n } } });
