@@ -31,7 +31,15 @@ func (c *ActionRequestContent) storedDict() jsonv.Value {
 	if c.Arguments.Kind() == jsonv.Object {
 		return c.Dict()
 	}
-	return c.dict(jsonv.StringValue("[" + string(jsonv.Marshal(c.Arguments)) + "]"))
+	return c.dict(ArgumentsText(c.Arguments))
+}
+
+// ArgumentsText is the argument text from_dict reads back as v, a value
+// that is not an object: v's JSON in a list, which its fuzzy rule unwraps
+// (the form the stores keep such arguments in, and a pre-built message sent
+// back is given).
+func ArgumentsText(v jsonv.Value) jsonv.Value {
+	return jsonv.StringValue("[" + string(jsonv.Marshal(v)) + "]")
 }
 
 // IsStoredOnlyArguments reports the ActionRequest arguments that are not an

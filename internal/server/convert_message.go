@@ -300,7 +300,7 @@ func actionRequestDict(c *historyv1.ActionRequestContent) (jsonv.Value, error) {
 		return jsonv.Value{}, err
 	}
 	if c.GetArgumentsJson() != "" && envelope.IsStoredOnlyArguments(args) {
-		args = jsonv.StringValue("[" + string(jsonv.Marshal(args)) + "]")
+		args = envelope.ArgumentsText(args)
 	}
 	ms := []jsonv.Member{
 		{Key: "function", Value: jsonv.StringValue(c.GetFunction())},
