@@ -76,16 +76,25 @@ func exchangeOverMemory(ctx context.Context, b *bench, h *historyd, engine, note
 	if err != nil {
 		return row{}, fmt.Errorf("memory engine: %w", err)
 	}
+	if engine == pgExchangeEngine {
+		x = withPostgresCPU(x)
+	}
 	xs, ys, err := alternate(b, "Exchange Send+Collect/s, "+engine+" over memory, c=50,", x, y)
 	if err != nil {
 		return row{}, err
 	}
 	rs, xr, yr, xc, yc := ratios(xs, ys)
+	detail := fmt.Sprintf("%s %.0f rounds/s, memory %.0f rounds/s; server CPU a round %.0f µs / %.0f µs", engine, xr, yr, xc, yc)
+	if engine == pgExchangeEngine {
+		client := func(m measured) float64 { return m.ClientCPU }
+		detail += fmt.Sprintf("; also a round: %s, the load generator %.0f µs / %.0f µs",
+			postgresCPUDetail(medianOf(xs, func(m measured) float64 { return m.DBCPU })), medianOf(xs, client), medianOf(ys, client))
+	}
 	r := row{
 		Name:   exchangeEnginesRowName(b.cfg.Owners, engine),
 		Unit:   "ratio",
 		Runs:   rs,
-		Detail: fmt.Sprintf("%s %.0f rounds/s, memory %.0f rounds/s; server CPU a round %.0f µs / %.0f µs", engine, xr, yr, xc, yc),
+		Detail: detail,
 		Note: fmt.Sprintf("two historyd processes; %d workers, each an owner of its own sending a direct message to another owner in turn, "+
 			"then collecting its outbox (one delivery a round); %s", min(exchangeConcurrency, b.cfg.Owners), note),
 	}

@@ -157,6 +157,10 @@ type measured struct {
 	// The PostgreSQL watch row's (scen_pg_watch.go): ms from the end of the writes until every
 	// watcher had its branch's head, and the watchers' replica's CPU time a write, in µs.
 	CatchUp, OtherCPU float64
+	// DBCPU is the CPU time per operation of this machine's processes named postgres, in µs, for
+	// the rows of a PostgreSQL-engine server (withPostgresCPU); 0 when not measured.
+	DBCPU float64
+	Ops   int64 // operations in the run (measure)
 }
 
 // measure runs a closed loop and reads the CPU time of the server and of the load generator around
@@ -183,5 +187,18 @@ func measure(ctx context.Context, h *historyd, conc int, d time.Duration, fn op)
 		return measured{}, err
 	}
 	n := float64(r.Ops)
-	return measured{PerSecond: r.PerSecond(), ServerCPU: micros(s1-s0) / n, ClientCPU: micros(c1-c0) / n}, nil
+	return measured{PerSecond: r.PerSecond(), ServerCPU: micros(s1-s0) / n, ClientCPU: micros(c1-c0) / n, Ops: r.Ops}, nil
+}
+
+// withPostgresCPU is load with the CPU time of this machine's PostgreSQL processes read around it
+// (DBCPU): for a PostgreSQL-engine server, the part of a round's cost its own CPU does not show.
+func withPostgresCPU(load func() (measured, error)) func() (measured, error) {
+	return func() (measured, error) {
+		p0 := postgresProcs()
+		m, err := load()
+		if err == nil && m.Ops > 0 {
+			m.DBCPU = micros(postgresCPUSince(p0)) / float64(m.Ops)
+		}
+		return m, err
+	}
 }
