@@ -123,7 +123,7 @@ func (s *ExchangeServer) ListOwners(ctx context.Context, req *historyv1.ListOwne
 	if err != nil {
 		return nil, err
 	}
-	after, _, err := decodeExchangeToken("page_token", "owners", req.GetPageToken())
+	after, _, err := decodeExchangeToken("page_token", "owners", ownersScope, req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +139,11 @@ func (s *ExchangeServer) ListOwners(ctx context.Context, req *historyv1.ListOwne
 		return nil, &exchangeResponseTooLargeError{size: overflow, limit: s.maxResponse, what: "ListOwners's first owner"}
 	case overflow > 0:
 		// Shorter than asked, within the response budget: resume after the last owner returned.
-		resp.NextPageToken = encodeExchangeToken("owners", page.Owners[len(resp.Owners)-1].Seq, 0)
+		resp.NextPageToken = encodeExchangeToken("owners", ownersScope, page.Owners[len(resp.Owners)-1].Seq, 0)
 	case page.More:
 		// The last owner the page visited, listed or (unregistered meanwhile) not: a token whenever
 		// owners follow, so an owner leaving never ends the listing early.
-		resp.NextPageToken = encodeExchangeToken("owners", page.Next, 0)
+		resp.NextPageToken = encodeExchangeToken("owners", ownersScope, page.Next, 0)
 	}
 	return resp, nil
 }
@@ -274,7 +274,7 @@ func (s *ExchangeServer) Receive(ctx context.Context, req *historyv1.ReceiveRequ
 	if err != nil {
 		return nil, err
 	}
-	inbox, seq, err := decodeExchangeToken("page_token", "inbox", req.GetPageToken())
+	inbox, seq, err := decodeExchangeToken("page_token", "inbox", inboxScope(owner, sender), req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +311,7 @@ func (s *ExchangeServer) Receive(ctx context.Context, req *historyv1.ReceiveRequ
 		next, more = page.Cursors[n-1], true
 	}
 	if more {
-		resp.NextPageToken = encodeExchangeToken("inbox", next.Inbox, next.Seq)
+		resp.NextPageToken = encodeExchangeToken("inbox", inboxScope(owner, sender), next.Inbox, next.Seq)
 	}
 	return resp, nil
 }
@@ -358,7 +358,7 @@ func (s *ExchangeServer) ListDeadLetters(ctx context.Context, req *historyv1.Lis
 	if err != nil {
 		return nil, err
 	}
-	after, _, err := decodeExchangeToken("page_token", "dead", req.GetPageToken())
+	after, _, err := decodeExchangeToken("page_token", "dead", scopeKey(owner.String()), req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +380,7 @@ func (s *ExchangeServer) ListDeadLetters(ctx context.Context, req *historyv1.Lis
 	if (page.More || overflow > 0) && n > 0 {
 		// Past the page, or shorter than asked to stay within the response budget: resume after
 		// the last letter returned.
-		resp.NextPageToken = encodeExchangeToken("dead", page.Letters[n-1].Seq, 0)
+		resp.NextPageToken = encodeExchangeToken("dead", scopeKey(owner.String()), page.Letters[n-1].Seq, 0)
 	}
 	return resp, nil
 }

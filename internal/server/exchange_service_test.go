@@ -201,7 +201,7 @@ func TestExchangeBadInput(t *testing.T) {
 			return err
 		}, invalid("page_size")},
 		{"page token of another list", func() error {
-			_, err := f.client.ListOwners(ctx, &historyv1.ListOwnersRequest{PageToken: encodeExchangeToken("dead", 1, 0)})
+			_, err := f.client.ListOwners(ctx, &historyv1.ListOwnersRequest{PageToken: encodeExchangeToken("dead", ownersScope, 1, 0)})
 			return err
 		}, invalid("page_token")},
 		{"garbage page token", func() error {
