@@ -173,6 +173,13 @@ func backupTo(ctx context.Context, client historyv1.AdminServiceClient, to strin
 		if errors.Is(err, os.ErrExist) {
 			return 0, nil, nil, fmt.Errorf("%s exists: another backup to %s is running, or one was interrupted (then remove it)", tmp, to)
 		}
+		if dir := filepath.Dir(to); errors.Is(err, os.ErrNotExist) {
+			if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
+				// The command does not make it: a typo in --to would otherwise leave a backup
+				// where nobody looks for it.
+				return 0, nil, nil, fmt.Errorf("the directory %s does not exist: create it first, or give another --to", dir)
+			}
+		}
 		return 0, nil, nil, err
 	}
 	done := false

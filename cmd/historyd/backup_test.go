@@ -167,6 +167,19 @@ func TestBackupNeverClobbers(t *testing.T) {
 	}
 }
 
+// TestBackupIntoAMissingDirectory: a --to whose directory does not exist (docs/operations.md's
+// example names /backups) is exit 1 with a line saying which directory to create, not the bare
+// "open FILE.tmp: no such file or directory" of the newcomer review; nothing is made.
+func TestBackupIntoAMissingDirectory(t *testing.T) {
+	addr := serveBackups(t, sqliteWithBranch(t, "b"))
+	missing := filepath.Join(t.TempDir(), "backups")
+	code, _, stderr := runBackup(t, nil, "--addr", addr, "--to", filepath.Join(missing, "copy.db"))
+	if code != 1 || !strings.Contains(stderr, "the directory "+missing+" does not exist: create it first") {
+		t.Errorf("backup into a missing directory: exit %d, stderr %q; want 1 naming the directory to create", code, stderr)
+	}
+	noFile(t, missing)
+}
+
 // TestBackupTmpNotRemoved: issue 15 review, "if Link succeeds and Remove(FILE.tmp) fails it exits 1
 // though FILE is complete, contradicting 'FILE is then untouched'": FILE holds the copy, so the
 // command warns on stderr, naming FILE.tmp and the cause, and exits 0.
