@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
-	"strconv"
 	"strings"
 	"unicode"
 
@@ -90,59 +89,8 @@ func writeOrjson(b *strings.Builder, v jsonv.Value) {
 	}
 }
 
-// ryuFormat writes a finite float as the Rust ryu crate (used by orjson)
-// does: the shortest round-tripping digits, positional between 1e-5 and
-// 1e16, scientific outside ("1e20", "1.5e-7"); infinities, which JSON
-// cannot hold, become null as orjson writes them.
-func ryuFormat(f float64) string {
-	if f != f || f > 1.7976931348623157e308 || f < -1.7976931348623157e308 {
-		return "null"
-	}
-	if f == 0 {
-		if 1/f < 0 {
-			return "-0.0"
-		}
-		return "0.0"
-	}
-	e := strconv.FormatFloat(f, 'e', -1, 64)
-	neg := strings.HasPrefix(e, "-")
-	e = strings.TrimPrefix(e, "-")
-	mant, expText, _ := strings.Cut(e, "e")
-	exp, _ := strconv.Atoi(expText)
-	digits := strings.Replace(mant, ".", "", 1)
-	length := len(digits)
-	kk := exp + 1 // 10^(kk-1) <= |f| < 10^kk
-	k := kk - length
-	var out strings.Builder
-	if neg {
-		out.WriteByte('-')
-	}
-	switch {
-	case 0 <= k && kk <= 16:
-		out.WriteString(digits)
-		out.WriteString(strings.Repeat("0", k))
-		out.WriteString(".0")
-	case 0 < kk && kk <= 16:
-		out.WriteString(digits[:kk])
-		out.WriteByte('.')
-		out.WriteString(digits[kk:])
-	case -5 < kk && kk <= 0:
-		out.WriteString("0.")
-		out.WriteString(strings.Repeat("0", -kk))
-		out.WriteString(digits)
-	case length == 1:
-		out.WriteString(digits)
-		out.WriteByte('e')
-		out.WriteString(strconv.Itoa(kk - 1))
-	default:
-		out.WriteString(digits[:1])
-		out.WriteByte('.')
-		out.WriteString(digits[1:])
-		out.WriteByte('e')
-		out.WriteString(strconv.Itoa(kk - 1))
-	}
-	return out.String()
-}
+// ryuFormat writes a float as orjson does (jsonv.FormatFloatOrjson).
+func ryuFormat(f float64) string { return jsonv.FormatFloatOrjson(f) }
 
 // fuzzyParseJSON is LionAGI's fuzzy_json (lionagi/ln/fuzzy/_fuzzy_json.py,
 // 669ea9b5), which to_dict(fuzzy_parse=True) applies to text: blank text is
