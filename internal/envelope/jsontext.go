@@ -3,6 +3,7 @@ package envelope
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"regexp"
 	"strings"
@@ -96,7 +97,8 @@ func ryuFormat(f float64) string { return jsonv.FormatFloatOrjson(f) }
 // 669ea9b5), which to_dict(fuzzy_parse=True) applies to text: blank text is
 // an error; then strict JSON, the state-machine cleaning, the regex
 // cleaning, and the bracket fixing of either cleaned text are tried in that
-// order, the first that parses giving the result, which must be an object or
+// order, each parsed as orjson.loads parses (orjsonLoads: its number rules
+// included), the first that parses giving the result, which must be an object or
 // a list (a scalar is an error at once, as LionAGI's TypeError is not caught
 // by the later steps).
 //
@@ -115,15 +117,15 @@ func fuzzyParseJSON(s string) (jsonv.Value, error) {
 		}
 		return v, nil
 	}
-	if v, err := jsonv.ParseString(s); err == nil {
+	if v, err := orjsonLoads(s); err == nil {
 		return structured(v)
 	}
 	cleaned := cleanJSONSafe(s)
-	if v, err := jsonv.ParseString(cleaned); err == nil {
+	if v, err := orjsonLoads(cleaned); err == nil {
 		return structured(v)
 	}
 	cleanedRegex := cleanJSONRegex(strings.ReplaceAll(s, "'", `"`))
-	if v, err := jsonv.ParseString(cleanedRegex); err == nil {
+	if v, err := orjsonLoads(cleanedRegex); err == nil {
 		return structured(v)
 	}
 	for _, candidate := range []string{cleaned, cleanedRegex} {
@@ -131,11 +133,92 @@ func fuzzyParseJSON(s string) (jsonv.Value, error) {
 		if err != nil {
 			return jsonv.Value{}, err
 		}
-		if v, err := jsonv.ParseString(fixed); err == nil {
+		if v, err := orjsonLoads(fixed); err == nil {
 			return structured(v)
 		}
 	}
 	return jsonv.Value{}, errors.New("invalid JSON string")
+}
+
+// errOrjsonInfinity is orjson's refusal of a number too large for a double.
+var errOrjsonInfinity = errors.New("number is infinity when parsed as double")
+
+// orjsonLoads parses s as orjson.loads (3.8, fuzzy_json's parser) does: strict JSON whose
+// numbers are what orjson makes of them. An integer in [-2^63, 2^64-1] stays an integer (the
+// integer -0 is 0); any other integer is a float; a float is the nearest double (1e-400 is 0.0);
+// a number too large for a double fails the parse. Floats are held in orjson's notation
+// (jsonv.FloatValue), as LionAGI writes the value it holds: {"a": 1E5} is {"a":100000.0}.
+func orjsonLoads(s string) (jsonv.Value, error) {
+	v, err := jsonv.ParseString(s)
+	if err != nil {
+		return jsonv.Value{}, err
+	}
+	out, _, err := orjsonNumbers(v)
+	return out, err
+}
+
+// orjsonNumbers applies orjsonLoads's number rules to v, copying only the collections in which
+// a number changed.
+func orjsonNumbers(v jsonv.Value) (jsonv.Value, bool, error) {
+	switch v.Kind() {
+	case jsonv.Number:
+		lit := v.Literal()
+		if n, ok := v.Int(); ok && n.Cmp(minInt64) >= 0 && n.Cmp(maxUint64) <= 0 {
+			if text := n.String(); text != lit { // only "-0": JSON has no leading zeros or "+"
+				out, _ := jsonv.NumberLiteral(text)
+				return out, true, nil
+			}
+			return v, false, nil
+		}
+		f, _ := v.Float64()
+		if math.IsInf(f, 0) {
+			return jsonv.Value{}, false, errOrjsonInfinity
+		}
+		out := jsonv.FloatValue(f)
+		if out.Literal() == lit {
+			return v, false, nil
+		}
+		return out, true, nil
+	case jsonv.Array:
+		elems := v.Elems()
+		var outElems []jsonv.Value // nil until the first change
+		for i, e := range elems {
+			ne, changed, err := orjsonNumbers(e)
+			if err != nil {
+				return jsonv.Value{}, false, err
+			}
+			if changed && outElems == nil {
+				outElems = append(make([]jsonv.Value, 0, len(elems)), elems[:i]...)
+			}
+			if outElems != nil {
+				outElems = append(outElems, ne)
+			}
+		}
+		if outElems == nil {
+			return v, false, nil
+		}
+		return jsonv.ArrayValue(outElems...), true, nil
+	case jsonv.Object:
+		members := v.Members()
+		var outMembers []jsonv.Member
+		for i, m := range members {
+			nv, changed, err := orjsonNumbers(m.Value)
+			if err != nil {
+				return jsonv.Value{}, false, err
+			}
+			if changed && outMembers == nil {
+				outMembers = append(make([]jsonv.Member, 0, len(members)), members[:i]...)
+			}
+			if outMembers != nil {
+				outMembers = append(outMembers, jsonv.Member{Key: m.Key, Value: nv})
+			}
+		}
+		if outMembers == nil {
+			return v, false, nil
+		}
+		return jsonv.ObjectValue(outMembers...), true, nil
+	}
+	return v, false, nil
 }
 
 // cleanJSONSafe is _clean_json_string_safe: single-quoted strings become
