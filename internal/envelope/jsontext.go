@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"regexp"
 	"strings"
 	"unicode"
@@ -32,8 +31,7 @@ func hasHugeInt(v jsonv.Value) bool {
 		if !v.IsInteger() {
 			return false
 		}
-		n, _ := v.Int()
-		return n.Cmp(minInt64) < 0 || n.Cmp(maxUint64) > 0
+		return !pyfmt.FitsOrjsonInt(v.Literal()) // by the text: big.Int's parse is quadratic in the digits
 	case jsonv.Array:
 		for _, e := range v.Elems() {
 			if hasHugeInt(e) {
@@ -49,11 +47,6 @@ func hasHugeInt(v jsonv.Value) bool {
 	}
 	return false
 }
-
-var (
-	minInt64  = big.NewInt(-1 << 63)
-	maxUint64 = new(big.Int).SetUint64(1<<64 - 1)
-)
 
 func writeOrjson(b *strings.Builder, v jsonv.Value) {
 	switch v.Kind() {
@@ -163,9 +156,11 @@ func orjsonNumbers(v jsonv.Value) (jsonv.Value, bool, error) {
 	switch v.Kind() {
 	case jsonv.Number:
 		lit := v.Literal()
-		if n, ok := v.Int(); ok && n.Cmp(minInt64) >= 0 && n.Cmp(maxUint64) <= 0 {
-			if text := n.String(); text != lit { // only "-0": JSON has no leading zeros or "+"
-				out, _ := jsonv.NumberLiteral(text)
+		// The range is read from the text (strconv, linear): big.Int's parse is quadratic in the
+		// digits, and arguments text may hold a 4 MB integer (review of this port).
+		if v.IsInteger() && pyfmt.FitsOrjsonInt(lit) {
+			if lit == "-0" { // the one integer whose orjson value is spelled otherwise: JSON has no leading zeros or "+"
+				out, _ := jsonv.NumberLiteral("0")
 				return out, true, nil
 			}
 			return v, false, nil

@@ -150,6 +150,26 @@ func TestFuzzyParseJSONReadsNumbersAsOrjson(t *testing.T) {
 	}
 }
 
+// TestFuzzyParseJSONHugeIntegers: an integer literal of any length is read by its text (orjson:
+// past 64 bits a float, past a double's range a refusal). Its range was once read through
+// big.Int, whose parse is quadratic in the digits (a 4 MB integer, within the message size limit,
+// took over two minutes of CPU; BenchmarkNormalizeArgumentsHugeInteger measures it). The values
+// are orjson 3's (orjson.dumps(orjson.loads(...)), run on the pyenv Python of lionagi-env.md).
+func TestFuzzyParseJSONHugeIntegers(t *testing.T) {
+	digits := func(n int) string { return "1" + strings.Repeat("7", n-1) }
+	if v, err := fuzzyParseJSON(`{"a": ` + digits(300) + `}`); err != nil || v.String() != `{"a":1.777777777777778e299}` {
+		t.Errorf("a 300-digit integer: %s, %v; want the float orjson makes of it", v, err)
+	}
+	for _, n := range []int{310, 4 << 20} {
+		if v, err := fuzzyParseJSON(`{"a": ` + digits(n) + `}`); err == nil {
+			t.Errorf("a %d-digit integer: %s; orjson refuses it (infinity as a double)", n, v)
+		}
+		if v, err := fuzzyParseJSON(`{"a": -` + digits(n) + `}`); err == nil {
+			t.Errorf("a -%d-digit integer: %s; orjson refuses it", n, v)
+		}
+	}
+}
+
 // TestFuzzyParseJSONIsLinear: fuzzy_json runs on client text of any size
 // (ActionRequest arguments, up to the message size limit), so each of its
 // steps must be linear in the text's length. The bytes it allocates are the
