@@ -66,3 +66,14 @@ func BenchmarkRender(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNormalizeArgumentsHugeInteger: ActionRequest arguments given as text holding a
+// 1M-digit integer, within the message size limit. Linear work is milliseconds an op; the
+// quadratic big.Int parse it replaced took about 9 s (TestFuzzyParseJSONHugeIntegers).
+func BenchmarkNormalizeArgumentsHugeInteger(b *testing.B) {
+	text := jsonv.StringValue(`{"a": 1` + strings.Repeat("7", 1<<20) + `}`)
+	b.SetBytes(int64(1 << 20))
+	for b.Loop() {
+		_, _ = envelope.NormalizeArguments(text)
+	}
+}

@@ -35,7 +35,7 @@ func ParseCreatedAt(v jsonv.Value) (float64, error) {
 		}
 		return 0, nil
 	case jsonv.Number:
-		f, _ := v.Float64()
+		f := numberFloat(v)
 		if math.IsInf(f, 0) {
 			return 0, fieldErr("created_at", "Invalid created_at: %s is out of range", v.Literal())
 		}
@@ -45,6 +45,16 @@ func ParseCreatedAt(v jsonv.Value) (float64, error) {
 		return parseCreatedAtString(s)
 	}
 	return 0, fieldErr("created_at", "Invalid created_at: %s is not a timestamp", v.Kind())
+}
+
+// numberFloat is Python's float() of a JSON number: an integer has no
+// negative zero, so the integer -0 is 0.0 (ParseFloat would give -0.0).
+func numberFloat(v jsonv.Value) float64 {
+	f, _ := v.Float64()
+	if f == 0 && v.IsInteger() {
+		return 0
+	}
+	return f
 }
 
 func parseCreatedAtString(s string) (float64, error) {
@@ -265,7 +275,7 @@ func embeddingList(list jsonv.Value) ([]float64, error) {
 		var f float64
 		switch e.Kind() {
 		case jsonv.Number:
-			f, _ = e.Float64()
+			f = numberFloat(e)
 		case jsonv.Bool:
 			if b, _ := e.Bool(); b {
 				f = 1

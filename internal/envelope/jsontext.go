@@ -3,9 +3,8 @@ package envelope
 import (
 	"errors"
 	"fmt"
-	"math/big"
+	"math"
 	"regexp"
-	"strconv"
 	"strings"
 	"unicode"
 
@@ -32,8 +31,7 @@ func hasHugeInt(v jsonv.Value) bool {
 		if !v.IsInteger() {
 			return false
 		}
-		n, _ := v.Int()
-		return n.Cmp(minInt64) < 0 || n.Cmp(maxUint64) > 0
+		return !pyfmt.FitsOrjsonInt(v.Literal()) // by the text: big.Int's parse is quadratic in the digits
 	case jsonv.Array:
 		for _, e := range v.Elems() {
 			if hasHugeInt(e) {
@@ -49,11 +47,6 @@ func hasHugeInt(v jsonv.Value) bool {
 	}
 	return false
 }
-
-var (
-	minInt64  = big.NewInt(-1 << 63)
-	maxUint64 = new(big.Int).SetUint64(1<<64 - 1)
-)
 
 func writeOrjson(b *strings.Builder, v jsonv.Value) {
 	switch v.Kind() {
@@ -90,65 +83,15 @@ func writeOrjson(b *strings.Builder, v jsonv.Value) {
 	}
 }
 
-// ryuFormat writes a finite float as the Rust ryu crate (used by orjson)
-// does: the shortest round-tripping digits, positional between 1e-5 and
-// 1e16, scientific outside ("1e20", "1.5e-7"); infinities, which JSON
-// cannot hold, become null as orjson writes them.
-func ryuFormat(f float64) string {
-	if f != f || f > 1.7976931348623157e308 || f < -1.7976931348623157e308 {
-		return "null"
-	}
-	if f == 0 {
-		if 1/f < 0 {
-			return "-0.0"
-		}
-		return "0.0"
-	}
-	e := strconv.FormatFloat(f, 'e', -1, 64)
-	neg := strings.HasPrefix(e, "-")
-	e = strings.TrimPrefix(e, "-")
-	mant, expText, _ := strings.Cut(e, "e")
-	exp, _ := strconv.Atoi(expText)
-	digits := strings.Replace(mant, ".", "", 1)
-	length := len(digits)
-	kk := exp + 1 // 10^(kk-1) <= |f| < 10^kk
-	k := kk - length
-	var out strings.Builder
-	if neg {
-		out.WriteByte('-')
-	}
-	switch {
-	case 0 <= k && kk <= 16:
-		out.WriteString(digits)
-		out.WriteString(strings.Repeat("0", k))
-		out.WriteString(".0")
-	case 0 < kk && kk <= 16:
-		out.WriteString(digits[:kk])
-		out.WriteByte('.')
-		out.WriteString(digits[kk:])
-	case -5 < kk && kk <= 0:
-		out.WriteString("0.")
-		out.WriteString(strings.Repeat("0", -kk))
-		out.WriteString(digits)
-	case length == 1:
-		out.WriteString(digits)
-		out.WriteByte('e')
-		out.WriteString(strconv.Itoa(kk - 1))
-	default:
-		out.WriteString(digits[:1])
-		out.WriteByte('.')
-		out.WriteString(digits[1:])
-		out.WriteByte('e')
-		out.WriteString(strconv.Itoa(kk - 1))
-	}
-	return out.String()
-}
+// ryuFormat writes a float as orjson does (jsonv.FormatFloatOrjson).
+func ryuFormat(f float64) string { return jsonv.FormatFloatOrjson(f) }
 
 // fuzzyParseJSON is LionAGI's fuzzy_json (lionagi/ln/fuzzy/_fuzzy_json.py,
 // 669ea9b5), which to_dict(fuzzy_parse=True) applies to text: blank text is
 // an error; then strict JSON, the state-machine cleaning, the regex
 // cleaning, and the bracket fixing of either cleaned text are tried in that
-// order, the first that parses giving the result, which must be an object or
+// order, each parsed as orjson.loads parses (orjsonLoads: its number rules
+// included), the first that parses giving the result, which must be an object or
 // a list (a scalar is an error at once, as LionAGI's TypeError is not caught
 // by the later steps).
 //
@@ -167,15 +110,15 @@ func fuzzyParseJSON(s string) (jsonv.Value, error) {
 		}
 		return v, nil
 	}
-	if v, err := jsonv.ParseString(s); err == nil {
+	if v, err := orjsonLoads(s); err == nil {
 		return structured(v)
 	}
 	cleaned := cleanJSONSafe(s)
-	if v, err := jsonv.ParseString(cleaned); err == nil {
+	if v, err := orjsonLoads(cleaned); err == nil {
 		return structured(v)
 	}
 	cleanedRegex := cleanJSONRegex(strings.ReplaceAll(s, "'", `"`))
-	if v, err := jsonv.ParseString(cleanedRegex); err == nil {
+	if v, err := orjsonLoads(cleanedRegex); err == nil {
 		return structured(v)
 	}
 	for _, candidate := range []string{cleaned, cleanedRegex} {
@@ -183,11 +126,94 @@ func fuzzyParseJSON(s string) (jsonv.Value, error) {
 		if err != nil {
 			return jsonv.Value{}, err
 		}
-		if v, err := jsonv.ParseString(fixed); err == nil {
+		if v, err := orjsonLoads(fixed); err == nil {
 			return structured(v)
 		}
 	}
 	return jsonv.Value{}, errors.New("invalid JSON string")
+}
+
+// errOrjsonInfinity is orjson's refusal of a number too large for a double.
+var errOrjsonInfinity = errors.New("number is infinity when parsed as double")
+
+// orjsonLoads parses s as orjson.loads (3.8, fuzzy_json's parser) does: strict JSON whose
+// numbers are what orjson makes of them. An integer in [-2^63, 2^64-1] stays an integer (the
+// integer -0 is 0); any other integer is a float; a float is the nearest double (1e-400 is 0.0);
+// a number too large for a double fails the parse. Floats are held in orjson's notation
+// (jsonv.FloatValue), as LionAGI writes the value it holds: {"a": 1E5} is {"a":100000.0}.
+func orjsonLoads(s string) (jsonv.Value, error) {
+	v, err := jsonv.ParseString(s)
+	if err != nil {
+		return jsonv.Value{}, err
+	}
+	out, _, err := orjsonNumbers(v)
+	return out, err
+}
+
+// orjsonNumbers applies orjsonLoads's number rules to v, copying only the collections in which
+// a number changed.
+func orjsonNumbers(v jsonv.Value) (jsonv.Value, bool, error) {
+	switch v.Kind() {
+	case jsonv.Number:
+		lit := v.Literal()
+		// The range is read from the text (strconv, linear): big.Int's parse is quadratic in the
+		// digits, and arguments text may hold a 4 MB integer (review of this port).
+		if v.IsInteger() && pyfmt.FitsOrjsonInt(lit) {
+			if lit == "-0" { // the one integer whose orjson value is spelled otherwise: JSON has no leading zeros or "+"
+				out, _ := jsonv.NumberLiteral("0")
+				return out, true, nil
+			}
+			return v, false, nil
+		}
+		f, _ := v.Float64()
+		if math.IsInf(f, 0) {
+			return jsonv.Value{}, false, errOrjsonInfinity
+		}
+		out := jsonv.FloatValue(f)
+		if out.Literal() == lit {
+			return v, false, nil
+		}
+		return out, true, nil
+	case jsonv.Array:
+		elems := v.Elems()
+		var outElems []jsonv.Value // nil until the first change
+		for i, e := range elems {
+			ne, changed, err := orjsonNumbers(e)
+			if err != nil {
+				return jsonv.Value{}, false, err
+			}
+			if changed && outElems == nil {
+				outElems = append(make([]jsonv.Value, 0, len(elems)), elems[:i]...)
+			}
+			if outElems != nil {
+				outElems = append(outElems, ne)
+			}
+		}
+		if outElems == nil {
+			return v, false, nil
+		}
+		return jsonv.ArrayValue(outElems...), true, nil
+	case jsonv.Object:
+		members := v.Members()
+		var outMembers []jsonv.Member
+		for i, m := range members {
+			nv, changed, err := orjsonNumbers(m.Value)
+			if err != nil {
+				return jsonv.Value{}, false, err
+			}
+			if changed && outMembers == nil {
+				outMembers = append(make([]jsonv.Member, 0, len(members)), members[:i]...)
+			}
+			if outMembers != nil {
+				outMembers = append(outMembers, jsonv.Member{Key: m.Key, Value: nv})
+			}
+		}
+		if outMembers == nil {
+			return v, false, nil
+		}
+		return jsonv.ObjectValue(outMembers...), true, nil
+	}
+	return v, false, nil
 }
 
 // cleanJSONSafe is _clean_json_string_safe: single-quoted strings become

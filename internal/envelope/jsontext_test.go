@@ -111,6 +111,65 @@ func TestFuzzyParseJSONIsLionAGIs(t *testing.T) {
 	}
 }
 
+// TestFuzzyParseJSONReadsNumbersAsOrjson: fuzzy_json parses with orjson.loads, which reads an
+// integer outside [-2^63, 2^64-1] as a float, the integer -0 as 0, and refuses a number too large
+// for a double ("number is infinity when parsed as double", so the step fails and, every step
+// failing alike, so does fuzzy_json); LionAGI then writes its floats in orjson's notation. Each
+// want is the arguments LionAGI 0.27.0 exported (orjson.dumps of ActionRequest.from_dict with the
+// text as arguments, then to_dict(mode="json")), recorded by running it; "" where it raised
+// ("Arguments must be a dictionary").
+func TestFuzzyParseJSONReadsNumbersAsOrjson(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"a": 1e400}`, ""},
+		{`{"a": -1e400}`, ""},
+		{`{'a': 1e400}`, ""},
+		{`{"a": [1, 1e400`, ""},
+		{`{"a": -0}`, `{"a":0}`},
+		{`{"a": -0.0}`, `{"a":-0.0}`},
+		{`{"a": 1E5}`, `{"a":100000.0}`},
+		{`{"a": 1E+2}`, `{"a":100.0}`},
+		{`{"a": 0.1e-7}`, `{"a":1e-8}`},
+		{`{"a": 1.5e-5}`, `{"a":0.000015}`},
+		{`{"a": 1e-400}`, `{"a":0.0}`},
+		{`{"a": 100000000000000000000.0}`, `{"a":1e20}`},
+		{`{"a": 18446744073709551615}`, `{"a":18446744073709551615}`},
+		{`{"a": 18446744073709551616}`, `{"a":1.8446744073709552e19}`},
+		{`{"a": -9223372036854775808}`, `{"a":-9223372036854775808}`},
+		{`{"a": -9223372036854775809}`, `{"a":-9.223372036854776e18}`},
+		{`{"a": 123456789012345678901234567890}`, `{"a":1.2345678901234568e29}`},
+	} {
+		v, err := fuzzyParseJSON(tc.in)
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("fuzzyParseJSON(%q) = %s; LionAGI refuses it", tc.in, v)
+		case tc.want != "" && err != nil:
+			t.Errorf("fuzzyParseJSON(%q): %v; LionAGI gives %s", tc.in, err, tc.want)
+		case tc.want != "" && v.String() != tc.want:
+			t.Errorf("fuzzyParseJSON(%q) = %s; LionAGI gives %s", tc.in, v, tc.want)
+		}
+	}
+}
+
+// TestFuzzyParseJSONHugeIntegers: an integer literal of any length is read by its text (orjson:
+// past 64 bits a float, past a double's range a refusal). Its range was once read through
+// big.Int, whose parse is quadratic in the digits (a 4 MB integer, within the message size limit,
+// took over two minutes of CPU; BenchmarkNormalizeArgumentsHugeInteger measures it). The values
+// are orjson 3's (orjson.dumps(orjson.loads(...)), run on the pyenv Python of lionagi-env.md).
+func TestFuzzyParseJSONHugeIntegers(t *testing.T) {
+	digits := func(n int) string { return "1" + strings.Repeat("7", n-1) }
+	if v, err := fuzzyParseJSON(`{"a": ` + digits(300) + `}`); err != nil || v.String() != `{"a":1.777777777777778e299}` {
+		t.Errorf("a 300-digit integer: %s, %v; want the float orjson makes of it", v, err)
+	}
+	for _, n := range []int{310, 4 << 20} {
+		if v, err := fuzzyParseJSON(`{"a": ` + digits(n) + `}`); err == nil {
+			t.Errorf("a %d-digit integer: %s; orjson refuses it (infinity as a double)", n, v)
+		}
+		if v, err := fuzzyParseJSON(`{"a": -` + digits(n) + `}`); err == nil {
+			t.Errorf("a -%d-digit integer: %s; orjson refuses it", n, v)
+		}
+	}
+}
+
 // TestFuzzyParseJSONIsLinear: fuzzy_json runs on client text of any size
 // (ActionRequest arguments, up to the message size limit), so each of its
 // steps must be linear in the text's length. The bytes it allocates are the

@@ -101,6 +101,60 @@ func AppendQuoted(buf []byte, s string) []byte {
 	return append(buf, '"')
 }
 
+// FormatFloatOrjson writes a float as orjson 3.8 (LionAGI's JSON encoder, through
+// the Rust ryu crate) does: the shortest round-tripping digits, positional between 1e-5 and
+// 1e16, scientific outside ("1e20", "1.5e-7"); infinities, which JSON
+// cannot hold, become null as orjson writes them.
+func FormatFloatOrjson(f float64) string {
+	if f != f || f > 1.7976931348623157e308 || f < -1.7976931348623157e308 {
+		return "null"
+	}
+	if f == 0 {
+		if 1/f < 0 {
+			return "-0.0"
+		}
+		return "0.0"
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64)
+	neg := strings.HasPrefix(e, "-")
+	e = strings.TrimPrefix(e, "-")
+	mant, expText, _ := strings.Cut(e, "e")
+	exp, _ := strconv.Atoi(expText)
+	digits := strings.Replace(mant, ".", "", 1)
+	length := len(digits)
+	kk := exp + 1 // 10^(kk-1) <= |f| < 10^kk
+	k := kk - length
+	var out strings.Builder
+	if neg {
+		out.WriteByte('-')
+	}
+	switch {
+	case 0 <= k && kk <= 16:
+		out.WriteString(digits)
+		out.WriteString(strings.Repeat("0", k))
+		out.WriteString(".0")
+	case 0 < kk && kk <= 16:
+		out.WriteString(digits[:kk])
+		out.WriteByte('.')
+		out.WriteString(digits[kk:])
+	case -5 < kk && kk <= 0:
+		out.WriteString("0.")
+		out.WriteString(strings.Repeat("0", -kk))
+		out.WriteString(digits)
+	case length == 1:
+		out.WriteString(digits)
+		out.WriteByte('e')
+		out.WriteString(strconv.Itoa(kk - 1))
+	default:
+		out.WriteString(digits[:1])
+		out.WriteByte('.')
+		out.WriteString(digits[1:])
+		out.WriteByte('e')
+		out.WriteString(strconv.Itoa(kk - 1))
+	}
+	return out.String()
+}
+
 // FormatFloat writes f as Python's repr(float) does: the shortest text that
 // reads back as f, always with a decimal point or an exponent ("1.0",
 // "0.1", "1e+16", "2.5e-05"). Python switches to exponent form when the

@@ -79,14 +79,17 @@ func StringValue(s string) Value { return text(String, s) }
 // IntValue returns a JSON integer.
 func IntValue(i int64) Value { return text(Number, strconv.FormatInt(i, 10)) }
 
-// FloatValue returns a JSON float written as Python's repr would write it
-// (so 1.0 stays "1.0", never "1"). NaN and infinities have no JSON form and
-// become null, as Python's JSON encoders refuse them.
+// FloatValue returns a JSON float written as LionAGI's JSON encoder, orjson,
+// writes it (FormatFloatOrjson: "1.0", never "1"; "1e16", "1e-7" and
+// "0.00001", where Python's repr writes "1e+16", "1e-07" and "1e-05"), so
+// that a float historyd holds as a number (created_at, an embedding) is
+// exported with LionAGI's bytes. NaN and infinities have no JSON form and
+// become null.
 func FloatValue(f float64) Value {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return Value{}
 	}
-	return text(Number, FormatFloat(f))
+	return text(Number, FormatFloatOrjson(f))
 }
 
 // NumberLiteral returns a JSON number holding lit exactly. It reports false

@@ -140,7 +140,7 @@ func orjsonNumbers(v jsonv.Value) (out jsonv.Value, changed, ok bool) {
 	switch v.Kind() {
 	case jsonv.Number:
 		lit := v.Literal()
-		if v.IsInteger() && fitsOrjsonInt(lit) {
+		if v.IsInteger() && FitsOrjsonInt(lit) {
 			return v, false, true
 		}
 		f := pyFloat(lit)
@@ -195,9 +195,9 @@ func orjsonNumbers(v jsonv.Value) (out jsonv.Value, changed, ok bool) {
 	return v, false, true
 }
 
-// fitsOrjsonInt reports whether an integer literal lies in
+// FitsOrjsonInt reports whether an integer literal lies in
 // [-9223372036854775808, 18446744073709551615], which orjson keeps as int.
-func fitsOrjsonInt(lit string) bool {
+func FitsOrjsonInt(lit string) bool {
 	if strings.HasPrefix(lit, "-") {
 		_, err := strconv.ParseInt(lit, 10, 64)
 		return err == nil

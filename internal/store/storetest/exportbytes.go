@@ -136,3 +136,47 @@ func testExportLionAGIBytes(t *testing.T, newStore Factory) {
 		}
 	}
 }
+
+// lionFloatsIn is a Branch.to_dict-shaped history whose timestamps and embedding are floats
+// (and integers and strings given for floats) that Python's repr and orjson write differently.
+// lionFloatsOut is what LionAGI 0.27.0 writes for it, recorded by running it (commit 669ea9b5,
+// Python 3.11, orjson 3.8.3): orjson.dumps(Branch.from_dict(orjson.loads(lionFloatsIn))
+// .to_dict(mode="json")) with chat_model dropped. Every float is in orjson's notation ("1e16",
+// "1e-7", "0.00001", "1.8446744073709552e19"), not Python's repr ("1e+16", "1e-07", "1e-05");
+// an integer given for a float is a float ("1700000000.0", "3.0"), and the integer -0 is 0.0.
+const lionFloatsIn = `{"id":"00000000-0000-4000-8000-0000000000f1","created_at":1e16,"metadata":{"lion_class":"lionagi.session.branch.Branch"},"user":null,"name":null,"messages":{"id":"00000000-0000-4000-8000-0000000000f2","created_at":1E5,"metadata":{"lion_class":"lionagi.protocols.generic.pile.Pile"},"collections":[` +
+	`{"id":"00000000-0000-4000-8000-0000000000f4","created_at":1e-7,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"a"},"embedding":[1e16,1e-7,2.5e-05,5e-324,1e22,-0.0,3],"sender":null,"recipient":null,"channel":null,"role":"user"},` +
+	`{"id":"00000000-0000-4000-8000-0000000000f5","created_at":0.30000000000000004,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"b"},"embedding":null,"sender":null,"recipient":null,"channel":null,"role":"user"},` +
+	`{"id":"00000000-0000-4000-8000-0000000000f6","created_at":5e-324,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"c"},"embedding":null,"sender":null,"recipient":null,"channel":null,"role":"user"},` +
+	`{"id":"00000000-0000-4000-8000-0000000000f7","created_at":1700000000,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"d"},"embedding":null,"sender":null,"recipient":null,"channel":null,"role":"user"},` +
+	`{"id":"00000000-0000-4000-8000-0000000000f8","created_at":-0,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"e"},"embedding":null,"sender":null,"recipient":null,"channel":null,"role":"user"},` +
+	`{"id":"00000000-0000-4000-8000-0000000000f9","created_at":"1e-5","metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"f"},"embedding":null,"sender":null,"recipient":null,"channel":null,"role":"user"},` +
+	`{"id":"00000000-0000-4000-8000-0000000000fa","created_at":18446744073709551616,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"g"},"embedding":null,"sender":null,"recipient":null,"channel":null,"role":"user"}` +
+	`],"progression":{"id":"00000000-0000-4000-8000-0000000000f3","created_at":1e-7,"metadata":{"lion_class":"lionagi.protocols.generic.progression.Progression"},"order":["00000000-0000-4000-8000-0000000000f4","00000000-0000-4000-8000-0000000000f5","00000000-0000-4000-8000-0000000000f6","00000000-0000-4000-8000-0000000000f7","00000000-0000-4000-8000-0000000000f8","00000000-0000-4000-8000-0000000000f9","00000000-0000-4000-8000-0000000000fa"],"name":null},"strict_type":false}}`
+
+const lionFloatsOut = `{"id":"00000000-0000-4000-8000-0000000000f1","created_at":1e16,"metadata":{"lion_class":"lionagi.session.branch.Branch"},"user":null,"name":null,"messages":{"id":"00000000-0000-4000-8000-0000000000f2","created_at":100000.0,"metadata":{"lion_class":"lionagi.protocols.generic.pile.Pile"},"collections":[` +
+	`{"id":"00000000-0000-4000-8000-0000000000f4","created_at":1e-7,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"a"},"embedding":[1e16,1e-7,0.000025,5e-324,1e22,-0.0,3.0],"sender":null,"recipient":null,"channel":null,"role":"user"},` +
+	`{"id":"00000000-0000-4000-8000-0000000000f5","created_at":0.30000000000000004,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"b"},"embedding":null,"sender":null,"recipient":null,"channel":null,"role":"user"},` +
+	`{"id":"00000000-0000-4000-8000-0000000000f6","created_at":5e-324,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"c"},"embedding":null,"sender":null,"recipient":null,"channel":null,"role":"user"},` +
+	`{"id":"00000000-0000-4000-8000-0000000000f7","created_at":1700000000.0,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"d"},"embedding":null,"sender":null,"recipient":null,"channel":null,"role":"user"},` +
+	`{"id":"00000000-0000-4000-8000-0000000000f8","created_at":0.0,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"e"},"embedding":null,"sender":null,"recipient":null,"channel":null,"role":"user"},` +
+	`{"id":"00000000-0000-4000-8000-0000000000f9","created_at":0.00001,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"f"},"embedding":null,"sender":null,"recipient":null,"channel":null,"role":"user"},` +
+	`{"id":"00000000-0000-4000-8000-0000000000fa","created_at":1.8446744073709552e19,"metadata":{"lion_class":"lionagi.protocols.messages.instruction.Instruction"},"content":{"instruction":"g"},"embedding":null,"sender":null,"recipient":null,"channel":null,"role":"user"}` +
+	`],"progression":{"id":"00000000-0000-4000-8000-0000000000f3","created_at":1e-7,"metadata":{"lion_class":"lionagi.protocols.generic.progression.Progression"},"order":["00000000-0000-4000-8000-0000000000f4","00000000-0000-4000-8000-0000000000f5","00000000-0000-4000-8000-0000000000f6","00000000-0000-4000-8000-0000000000f7","00000000-0000-4000-8000-0000000000f8","00000000-0000-4000-8000-0000000000f9","00000000-0000-4000-8000-0000000000fa"],"name":null},"strict_type":false}}`
+
+// testExportFloatsAsOrjson: the floats historyd keeps as numbers (created_at, embedding) are
+// exported in orjson's notation, as LionAGI writes them (lionFloatsIn, lionFloatsOut).
+func testExportFloatsAsOrjson(t *testing.T, newStore Factory) {
+	st := newStore(t, Options{})
+	res, err := st.ImportBranch(ctx(t), store.ImportInput{Data: mustJSON(t, lionFloatsIn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := st.ExportBranch(ctx(t), res.Branch.ID, store.ExportInput{Mode: envelope.ModeJSON})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(jsonv.Marshal(exp.Data)); got != lionFloatsOut {
+		t.Errorf("export:\n got  %s\n want %s (LionAGI's)", got, lionFloatsOut)
+	}
+}

@@ -111,6 +111,7 @@ func RunFor(t *testing.T, newStore Factory, caps Capabilities) {
 		{"ImportExport", testImportExport},
 		{"ImportErrors", testImportErrors},
 		{"ExportLionAGIBytes", testExportLionAGIBytes},
+		{"ExportFloatsAsOrjson", testExportFloatsAsOrjson},
 		{"DeleteBranch", testDeleteBranch},
 		{"ConcurrentAddsOneBranch", testConcurrentOneBranch},
 		{"ConcurrentAddsManyBranches", testConcurrentManyBranches},
