@@ -3,7 +3,6 @@ package envelope
 import (
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
 	"strings"
 	"unicode"
@@ -146,74 +145,11 @@ func orjsonLoads(s string) (jsonv.Value, error) {
 	if err != nil {
 		return jsonv.Value{}, err
 	}
-	out, _, err := orjsonNumbers(v)
-	return out, err
-}
-
-// orjsonNumbers applies orjsonLoads's number rules to v, copying only the collections in which
-// a number changed.
-func orjsonNumbers(v jsonv.Value) (jsonv.Value, bool, error) {
-	switch v.Kind() {
-	case jsonv.Number:
-		lit := v.Literal()
-		// The range is read from the text (strconv, linear): big.Int's parse is quadratic in the
-		// digits, and arguments text may hold a 4 MB integer (review of this port).
-		if v.IsInteger() && pyfmt.FitsOrjsonInt(lit) {
-			if lit == "-0" { // the one integer whose orjson value is spelled otherwise: JSON has no leading zeros or "+"
-				out, _ := jsonv.NumberLiteral("0")
-				return out, true, nil
-			}
-			return v, false, nil
-		}
-		f, _ := v.Float64()
-		if math.IsInf(f, 0) {
-			return jsonv.Value{}, false, errOrjsonInfinity
-		}
-		out := jsonv.FloatValue(f)
-		if out.Literal() == lit {
-			return v, false, nil
-		}
-		return out, true, nil
-	case jsonv.Array:
-		elems := v.Elems()
-		var outElems []jsonv.Value // nil until the first change
-		for i, e := range elems {
-			ne, changed, err := orjsonNumbers(e)
-			if err != nil {
-				return jsonv.Value{}, false, err
-			}
-			if changed && outElems == nil {
-				outElems = append(make([]jsonv.Value, 0, len(elems)), elems[:i]...)
-			}
-			if outElems != nil {
-				outElems = append(outElems, ne)
-			}
-		}
-		if outElems == nil {
-			return v, false, nil
-		}
-		return jsonv.ArrayValue(outElems...), true, nil
-	case jsonv.Object:
-		members := v.Members()
-		var outMembers []jsonv.Member
-		for i, m := range members {
-			nv, changed, err := orjsonNumbers(m.Value)
-			if err != nil {
-				return jsonv.Value{}, false, err
-			}
-			if changed && outMembers == nil {
-				outMembers = append(make([]jsonv.Member, 0, len(members)), members[:i]...)
-			}
-			if outMembers != nil {
-				outMembers = append(outMembers, jsonv.Member{Key: m.Key, Value: nv})
-			}
-		}
-		if outMembers == nil {
-			return v, false, nil
-		}
-		return jsonv.ObjectValue(outMembers...), true, nil
+	out, _, ok := pyfmt.OrjsonNumbers(v, true)
+	if !ok {
+		return jsonv.Value{}, errOrjsonInfinity
 	}
-	return v, false, nil
+	return out, nil
 }
 
 // cleanJSONSafe is _clean_json_string_safe: single-quoted strings become

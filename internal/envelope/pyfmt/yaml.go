@@ -129,33 +129,45 @@ func parseLikeOrjson(s string) (jsonv.Value, bool) {
 	if err != nil {
 		return jsonv.Value{}, false
 	}
-	v, _, ok := orjsonNumbers(v)
+	v, _, ok := OrjsonNumbers(v, false)
 	return v, ok
 }
 
-// orjsonNumbers applies orjson's number rules to v (see parseLikeOrjson).
-// It reports whether anything changed, copying only the collections that
-// did, and ok=false when orjson would reject the document.
-func orjsonNumbers(v jsonv.Value) (out jsonv.Value, changed, ok bool) {
+// OrjsonNumbers applies orjson's number rules to v (see parseLikeOrjson).
+// With spell, every number is also written as orjson writes the value it
+// holds (a float in its notation, 1E5 as 100000.0, the integer -0 as 0),
+// as for a value LionAGI holds and exports; without, a number orjson keeps
+// keeps its text (the YAML renderer reads it again). It reports whether
+// anything changed, copying only the collections that did, and ok=false
+// when orjson would reject the document. The range of an integer is read
+// from its text: big.Int's parse is quadratic in the digits.
+func OrjsonNumbers(v jsonv.Value, spell bool) (out jsonv.Value, changed, ok bool) {
 	switch v.Kind() {
 	case jsonv.Number:
 		lit := v.Literal()
 		if v.IsInteger() && FitsOrjsonInt(lit) {
+			if spell && lit == "-0" { // the one such integer orjson spells otherwise: JSON has no leading zeros or "+"
+				out, _ := jsonv.NumberLiteral("0")
+				return out, true, true
+			}
 			return v, false, true
 		}
 		f := pyFloat(lit)
 		if math.IsInf(f, 0) {
 			return jsonv.Value{}, false, false
 		}
-		if v.IsFloat() {
+		if v.IsFloat() && !spell {
 			return v, false, true
 		}
-		return jsonv.FloatValue(f), true, true
+		if out := jsonv.FloatValue(f); out.Literal() != lit {
+			return out, true, true
+		}
+		return v, false, true
 	case jsonv.Array:
 		elems := v.Elems()
 		var outElems []jsonv.Value // nil until the first change
 		for i, e := range elems {
-			ne, ch, ok := orjsonNumbers(e)
+			ne, ch, ok := OrjsonNumbers(e, spell)
 			if !ok {
 				return jsonv.Value{}, false, false
 			}
@@ -175,7 +187,7 @@ func orjsonNumbers(v jsonv.Value) (out jsonv.Value, changed, ok bool) {
 		members := v.Members()
 		var outMembers []jsonv.Member
 		for i, m := range members {
-			nv, ch, ok := orjsonNumbers(m.Value)
+			nv, ch, ok := OrjsonNumbers(m.Value, spell)
 			if !ok {
 				return jsonv.Value{}, false, false
 			}
