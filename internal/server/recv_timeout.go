@@ -1,0 +1,166 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// How long a call may hold its in-flight reservation while it waits on its client (the slowloris
+// review). The tap reserves --max-recv-msg-size for every unary, client-streaming and bidirectional
+// call when its headers arrive, before grpc-go reads a byte of its body (inflight_budget.go): it
+// must, since grpc-go allocates a message's buffer as soon as its length prefix is read and gives
+// no hook between that and the read, so a reservation taken once the message had arrived would
+// leave the reads themselves unbounded (issue 11's flood of large requests). Nothing bounded how
+// long the reservation was held, though: 64 calls that sent their headers and never a body held
+// the whole default budget for as long as their client kept them open, and every other client's
+// call was refused INFLIGHT_BUDGET_EXCEEDED. So the time a reservation may wait on its client is
+// bounded instead, as nginx's client_body_timeout and Envoy's stream_idle_timeout bound it:
+//
+//   - the body: from the headers to the first request message read, --request-body-timeout;
+//   - a stream's idle: each later wait of the handler in Recv, --stream-idle-timeout (a handler
+//     busy with what it read is not waiting on its client, so the clock runs only inside Recv);
+//   - ExportBranchStream's sends, which hold its export's text: --export-send-timeout
+//     (history_export_stream.go), as --watch-send-timeout bounds a watch's.
+//
+// Past either of the first two the call ends DEADLINE_EXCEEDED: a deadline, the server's, expired
+// before the operation could complete. CANCELED says the caller gave up (gRPC's status codes), and
+// a client that did not cancel should not be told it did. A health call keeps its own 2 s body
+// deadline (health_limits.go).
+const (
+	// DefaultRequestBodyTimeout is the default of Limits.RequestBodyTimeout: clients send a
+	// request with its headers, so the wait is the request's upload; 10 s carries a 4 MiB request
+	// (the default --max-recv-msg-size) over a link of 3.5 Mbit/s, and most requests are a few KiB.
+	DefaultRequestBodyTimeout = 10 * time.Second
+	// DefaultStreamIdleTimeout is the default of Limits.StreamIdleTimeout: an import sends its
+	// chunks one after the other and an AppendMessages client its items as it has them; an idle
+	// Appender's stream ended after 30 s is reopened by its next Append, and 30 s still carries a
+	// full-size chunk over a slow link.
+	DefaultStreamIdleTimeout = 30 * time.Second
+)
+
+// Flags named in the timeouts' messages.
+const (
+	flagRequestBodyTimeout = "--request-body-timeout"
+	flagStreamIdleTimeout  = "--stream-idle-timeout"
+	flagExportSendTimeout  = "--export-send-timeout"
+)
+
+// errRecvTimeout is the cause of a call ended because its client did not send in time.
+var errRecvTimeout = errors.New("the client did not send its request message in time")
+
+// recvWatch times one call's waits on its client. The tap arms it for the body; the outermost link
+// of the chain disarms it once the first message is read (a unary call's request is read before the
+// chain runs) and, for a stream, arms it again around each later Recv.
+type recvWatch struct {
+	body, idle time.Duration
+	timer      *time.Timer
+	cancel     context.CancelCauseFunc // the call's context, which the transport waits on
+	idling     atomic.Bool             // the wait timed now is a later message's, not the body's
+	fired      atomic.Bool
+	// end writes the call's status in the transport (revoke.go's streamEnder); set once the
+	// stream's link of the chain runs. Without it the transport answers the cancellation with a
+	// status of its own: DEADLINE_EXCEEDED too (recvContext), with grpc-go's message.
+	end atomic.Pointer[func(*status.Status) error]
+}
+
+// withRecvWatch returns ctx ending DEADLINE_EXCEEDED when the body has not arrived within body, and
+// the watch that times it. The timer stops when ctx ends, whatever the way.
+func withRecvWatch(ctx context.Context, body, idle time.Duration) context.Context {
+	inner, cancel := context.WithCancelCause(ctx)
+	w := &recvWatch{body: body, idle: idle, cancel: cancel}
+	w.timer = time.AfterFunc(body, w.expire)
+	context.AfterFunc(inner, func() { w.timer.Stop() })
+	return &recvContext{Context: context.WithValue(inner, recvWatchKey{}, w), w: w}
+}
+
+type recvWatchKey struct{}
+
+// recvWatchFrom is the call's watch, or nil (a server-streaming call, a health call, no tap).
+func recvWatchFrom(ctx context.Context) *recvWatch {
+	w, _ := ctx.Value(recvWatchKey{}).(*recvWatch)
+	return w
+}
+
+// expire ends the call: its status first, where the transport stream is known, then the context,
+// which ends a Recv blocked in the transport. The reservation goes when grpc-go ends the stream.
+func (w *recvWatch) expire() {
+	st := w.status()
+	if end := w.end.Load(); end != nil {
+		_ = (*end)(st) // fails only for a stream already over
+	}
+	w.fired.Store(true)
+	w.cancel(fmt.Errorf("%w: %s", errRecvTimeout, st.Message()))
+}
+
+// status is the DEADLINE_EXCEEDED the call ends with, naming the wait and its flag.
+func (w *recvWatch) status() *status.Status {
+	if w.idling.Load() {
+		return status.Newf(codes.DeadlineExceeded,
+			"the stream's next request message did not arrive within %v while the call held its in-flight reservation (%s); send it sooner, or open a new stream", w.idle, flagStreamIdleTimeout)
+	}
+	return status.Newf(codes.DeadlineExceeded,
+		"the request message did not arrive within %v of the call's headers (%s); send the request with the call", w.body, flagRequestBodyTimeout)
+}
+
+// bodyRead stops the body's clock: the first message has been read.
+func (w *recvWatch) bodyRead() { w.timer.Stop() }
+
+// recvContext is the call's context as the transport sees it: once the watch fired, Err is
+// context.DeadlineExceeded, so that grpc-go, which turns its stream context's error into the
+// call's status, answers DEADLINE_EXCEEDED where no status of ours was written first (a unary call,
+// whose body is read before any of our code runs but the tap). Done, Value and the cause are the
+// inner context's: contexts derived from it attach to that one directly, with no goroutine.
+type recvContext struct {
+	context.Context
+	w *recvWatch
+}
+
+// Err is context.DeadlineExceeded once the watch ended the call, else the inner context's.
+func (c *recvContext) Err() error {
+	err := c.Context.Err()
+	if err != nil && c.w.fired.Load() {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// timedStream is a stream with a watch as its handler sees it: the first Recv ends the body's
+// clock, and every later one runs with the idle clock.
+type timedStream struct {
+	grpc.ServerStream
+	w     *recvWatch
+	first bool // the next Recv is the first
+}
+
+// RecvMsg receives m, timed.
+func (s *timedStream) RecvMsg(m any) error {
+	if !s.first && !s.w.fired.Load() {
+		s.w.idling.Store(true)
+		s.w.timer.Reset(s.w.idle)
+	}
+	err := s.ServerStream.RecvMsg(m)
+	s.w.timer.Stop()
+	s.first = false
+	return err
+}
+
+// timeStream returns ss timed by the call's watch, if it has one; the watch may now write the
+// call's status itself.
+func timeStream(ss grpc.ServerStream) grpc.ServerStream {
+	w := recvWatchFrom(ss.Context())
+	if w == nil {
+		return ss
+	}
+	if e, ok := grpc.ServerTransportStreamFromContext(ss.Context()).(streamEnder); ok {
+		end := e.WriteStatus
+		w.end.Store(&end)
+	}
+	return &timedStream{ServerStream: ss, w: w, first: true}
+}
