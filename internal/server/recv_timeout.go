@@ -25,7 +25,12 @@ import (
 //
 //   - the body: from the headers to the first request message read, --request-body-timeout;
 //   - a stream's idle: each later wait of the handler in Recv, --stream-idle-timeout (a handler
-//     busy with what it read is not waiting on its client, so the clock runs only inside Recv);
+//     busy with what it read is not waiting on its client, so the clock runs only inside Recv).
+//     Not AppendMessages': a client's Appender keeps one stream for its life and sends items
+//     when it has them, so an idle stream is its normal state, and a server that ended it after
+//     the timeout would fail whichever item raced the end (StreamBrokenError, for the caller to
+//     resend) in ordinary use. Its reservation is held while it is open, as before; a bound on
+//     it needs a share per connection or token, not a clock;
 //   - ExportBranchStream's sends, which hold its export's text: --export-send-timeout
 //     (history_export_stream.go), as --watch-send-timeout bounds a watch's.
 //
@@ -39,9 +44,7 @@ const (
 	// (the default --max-recv-msg-size) over a link of 3.5 Mbit/s, and most requests are a few KiB.
 	DefaultRequestBodyTimeout = 10 * time.Second
 	// DefaultStreamIdleTimeout is the default of Limits.StreamIdleTimeout: an import sends its
-	// chunks one after the other and an AppendMessages client its items as it has them; an idle
-	// Appender's stream ended after 30 s is reopened by its next Append, and 30 s still carries a
-	// full-size chunk over a slow link.
+	// chunks one after the other, and 30 s still carries a full-size chunk over a slow link.
 	DefaultStreamIdleTimeout = 30 * time.Second
 )
 
@@ -141,7 +144,7 @@ type timedStream struct {
 
 // RecvMsg receives m, timed.
 func (s *timedStream) RecvMsg(m any) error {
-	if !s.first && !s.w.fired.Load() {
+	if !s.first && s.w.idle > 0 && !s.w.fired.Load() {
 		s.w.idling.Store(true)
 		s.w.timer.Reset(s.w.idle)
 	}

@@ -177,3 +177,43 @@ func TestHonestCallsWithinTheTimeouts(t *testing.T) {
 	}
 	eventually(t, "every reservation given back", func() bool { return f.ts.tap.budget.reserved() == 0 })
 }
+
+// TestAppendStreamIdleIsNotCut: an AppendMessages stream waits for its next item for as long as it
+// lives (recv_timeout.go): a client's Appender keeps one stream and sends items when it has them,
+// and ending it after --stream-idle-timeout would fail whichever item raced the end. The stream is
+// left idle for several idle timeouts, then carries an item.
+func TestAppendStreamIdleIsNotCut(t *testing.T) {
+	const idle = 50 * time.Millisecond
+	f := newTimedHistoryFixture(t, 64<<10, 64<<20, time.Minute, idle, time.Minute)
+	b := f.create(t, nil)
+	ctx := testContext(t)
+	stream, err := f.c.AppendMessages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&historyv1.AppendMessagesRequest{Window: 4}); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := stream.Recv() // the item's answer, or the stream's end
+		ended <- err
+	}()
+	select {
+	case err := <-ended:
+		t.Fatalf("the idle AppendMessages stream ended: %v", err)
+	case <-time.After(10 * idle): // an observation window, not a synchronisation: nothing may come
+	}
+	item := &historyv1.AddMessageRequest{BranchId: b, Input: &historyv1.AddMessageRequest_Instruction{
+		Instruction: &historyv1.InstructionInput{InstructionValue: &historyv1.InstructionInput_Instruction{Instruction: "after a pause"}},
+	}}
+	if err := stream.Send(&historyv1.AppendMessagesRequest{Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ended; err != nil {
+		t.Fatalf("the item after the pause: %v", err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/tap"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
 // callTap is the server's grpc.InTapHandle (issue 11, "auth before bytes"; ADR-0009). grpc-go calls
@@ -100,7 +102,11 @@ func (c *callTap) handle(ctx context.Context, info *tap.Info) (context.Context, 
 	if !kind.serverStream {
 		// Outermost, so that the transport waits on it: the reservation may wait on the client
 		// for so long only (recv_timeout.go).
-		ctx = withRecvWatch(ctx, c.bodyTimeout, c.idleTimeout)
+		idle := c.idleTimeout
+		if info.FullMethodName == historyv1.HistoryService_AppendMessages_FullMethodName {
+			idle = 0 // an Appender's stream waits for its next item for as long as it lives (recv_timeout.go)
+		}
+		ctx = withRecvWatch(ctx, c.bodyTimeout, idle)
 	}
 	return ctx, nil
 }
