@@ -37,7 +37,6 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 		"--stream-workers", "16", "--max-connections", "64", "--max-inflight-bytes", "64MiB",
 		"--max-response-bytes", "8MiB", "--max-rendered-bytes", "512KiB", "--max-import-bytes", "1GiB",
 		"--append-max-window", "64", "--request-body-timeout", "3s", "--stream-idle-timeout", "45s",
-		"--export-send-timeout", "20s",
 	}
 	want := servingConfig{
 		AuthTokensFile: "/etc/historyd/tokens", TLSCert: "c.pem", TLSKey: "k.pem", TLSClientCA: "ca.pem",
@@ -48,7 +47,7 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 			MaxConnectionIdle: time.Hour, MaxConnectionAge: 2 * time.Hour, MaxConnectionAgeGrace: time.Minute,
 			StreamWorkers: 16, MaxConnections: 64, MaxInflightBytes: 64 << 20, MaxResponseBytes: 8 << 20,
 			MaxRenderedBytes: 512 << 10, MaxImportBytes: 1 << 30, MaxAppendWindow: 64,
-			RequestBodyTimeout: 3 * time.Second, StreamIdleTimeout: 45 * time.Second, ExportSendTimeout: 20 * time.Second,
+			RequestBodyTimeout: 3 * time.Second, StreamIdleTimeout: 45 * time.Second,
 		},
 	}
 	cfg, err := parseConfig(args, envOf(nil))
@@ -124,7 +123,6 @@ func TestServingConfigInvalid(t *testing.T) {
 		// The slowloris review: each wait on the client is bounded; a zero bound would end every call.
 		{"zero body timeout", []string{"--request-body-timeout", "0s"}, "must be positive"},
 		{"negative idle timeout", []string{"--stream-idle-timeout", "-1s"}, "must be positive"},
-		{"zero export send timeout", []string{"--export-send-timeout", "0s"}, "must be positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,11 +1,9 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 	"github.com/historyd/historyd/internal/envelope"
@@ -18,9 +16,7 @@ import (
 // once and sent as slices of itself: the server holds one copy of the export's text (about the
 // branch's JSON size) until the stream ends, and each frame is at most exportChunkBytes of data.
 // That copy is reserved from the in-flight budget (--max-inflight-bytes) while it is sent; a stream
-// whose text does not fit is refused, RESOURCE_EXHAUSTED INFLIGHT_BUDGET_EXCEEDED with figures. A
-// client that stops reading ends the stream DEADLINE_EXCEEDED after --export-send-timeout, which
-// gives the reservation back (recv_timeout.go).
+// whose text does not fit is refused, RESOURCE_EXHAUSTED INFLIGHT_BUDGET_EXCEEDED with figures.
 func (s *HistoryServer) ExportBranchStream(req *historyv1.ExportBranchStreamRequest, stream historyv1.HistoryService_ExportBranchStreamServer) error {
 	id, err := parseID("branch_id", req.GetBranchId())
 	if err != nil {
@@ -50,37 +46,15 @@ func (s *HistoryServer) ExportBranchStream(req *historyv1.ExportBranchStreamRequ
 		}
 		defer r.release()
 	}
-	// A client that stops reading must not hold the reservation for ever: each frame is given the
-	// send timeout to be accepted in (--export-send-timeout), and shutdown ends the stream at once.
-	out := newStreamSender(stream, s.exportSendTimeout)
-	defer out.close()
 	chunk := min(exportChunkBytes, max(s.maxResponse-responseFixedBytes, 1))
 	for off := 0; off < len(text); off += chunk {
 		end := min(off+chunk, len(text))
-		err := out.send(&historyv1.ExportBranchStreamResponse{Data: text[off:end], HeadSequence: exp.Head}, nil, s.stopping)
-		switch {
-		case errors.Is(err, errSendTimeout):
-			return &exportSendTimeoutError{timeout: s.exportSendTimeout}
-		case errors.Is(err, errSendAborted):
-			return errShuttingDown
-		case err != nil:
+		if err := stream.Send(&historyv1.ExportBranchStreamResponse{Data: text[off:end], HeadSequence: exp.Head}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
-
-// exportSendTimeoutError ends an ExportBranchStream whose client did not accept a frame within the
-// send timeout: DEADLINE_EXCEEDED (a deadline of the server's expired; recv_timeout.go says why not
-// CANCELED), through toStatus's context rule.
-type exportSendTimeoutError struct{ timeout time.Duration }
-
-func (e *exportSendTimeoutError) Error() string {
-	return fmt.Sprintf("the client did not accept a frame of the export within %v (%s); read the stream as it comes", e.timeout, flagExportSendTimeout)
-}
-
-// Unwrap makes the error a deadline's.
-func (e *exportSendTimeoutError) Unwrap() error { return context.DeadlineExceeded }
 
 // ImportBranchStream reads ImportBranch's JSON text in chunks (HistoryService.ImportBranchStream):
 // the first message carries the options, every message a chunk of data. The payload is bounded by

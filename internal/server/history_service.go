@@ -43,9 +43,6 @@ type HistoryServer struct {
 	maxResponse, maxRendered, maxImport int
 	// maxAppendWindow caps an AppendMessages stream's window (Limits.MaxAppendWindow).
 	maxAppendWindow int
-	// exportSendTimeout bounds how long ExportBranchStream waits for its client to accept a frame
-	// (Limits.ExportSendTimeout).
-	exportSendTimeout time.Duration
 
 	// streamEnded, when set, is called with the error each WatchBranch handler returns; tests use
 	// it to know that a stream has ended on the server side.
@@ -64,7 +61,6 @@ func NewHistoryServer(st store.Store, logger *zap.Logger, opts ...StreamOption) 
 	hs.now = hs.streams.now
 	hs.setBounds(DefaultMaxResponseBytes, DefaultMaxRenderedBytes, DefaultMaxImportBytes)
 	hs.maxAppendWindow = DefaultAppendMaxWindow
-	hs.exportSendTimeout = DefaultSendTimeout
 	return hs
 }
 
@@ -86,7 +82,6 @@ func RegisterHistory(s *Server, st store.Store, opts ...StreamOption) *HistorySe
 	hs := NewHistoryServer(st, s.logger, opts...)
 	hs.setBounds(s.limits.MaxResponseBytes, s.limits.MaxRenderedBytes, s.limits.MaxImportBytes)
 	hs.maxAppendWindow = s.limits.MaxAppendWindow
-	hs.exportSendTimeout = s.limits.ExportSendTimeout
 	hs.encodeFrames = true // New installs requestCodec
 	historyv1.RegisterHistoryServiceServer(s.GRPCServer(), hs)
 	s.OnShutdown(hs.EndStreams)

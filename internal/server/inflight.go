@@ -71,8 +71,8 @@ func (f *inflight) running() int { return int(f.n.Load()) }
 // call's request has been read when the chain runs, and a stream's Recvs are timed from here.
 func (f *inflight) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	markChained(ctx)
-	if w := recvWatchFrom(ctx); w != nil {
-		w.bodyRead()
+	if w := recvWatchFrom(ctx); w != nil && !w.bodyRead() {
+		return nil, w.status().Err() // the body came as the timer ended the call
 	}
 	f.start()
 	defer f.done()

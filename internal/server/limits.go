@@ -114,10 +114,6 @@ type Limits struct {
 	// message (--stream-idle-timeout), the reservation held all along; past it the stream ends
 	// DEADLINE_EXCEEDED. 0: DefaultStreamIdleTimeout.
 	StreamIdleTimeout time.Duration
-	// ExportSendTimeout bounds how long ExportBranchStream waits for its client to accept one
-	// frame (--export-send-timeout), the export's text reserved all along; past it the stream
-	// ends DEADLINE_EXCEEDED. 0: DefaultSendTimeout.
-	ExportSendTimeout time.Duration
 }
 
 // DefaultLimits returns the limits a Server has unless WithLimits says otherwise.
@@ -138,7 +134,6 @@ func DefaultLimits() Limits {
 		MaxAppendWindow:      DefaultAppendMaxWindow,
 		RequestBodyTimeout:   DefaultRequestBodyTimeout,
 		StreamIdleTimeout:    DefaultStreamIdleTimeout,
-		ExportSendTimeout:    DefaultSendTimeout,
 	}
 }
 
@@ -178,8 +173,6 @@ func (l Limits) Validate() error {
 		return positive("RequestBodyTimeout", l.RequestBodyTimeout, d.RequestBodyTimeout)
 	case l.StreamIdleTimeout <= 0:
 		return positive("StreamIdleTimeout", l.StreamIdleTimeout, d.StreamIdleTimeout)
-	case l.ExportSendTimeout <= 0:
-		return positive("ExportSendTimeout", l.ExportSendTimeout, d.ExportSendTimeout)
 	case l.MaxConnectionAge < 0:
 		return notNegative("MaxConnectionAge", l.MaxConnectionAge)
 	case l.MaxConnectionAgeGrace < 0:
@@ -282,9 +275,6 @@ func (l Limits) orDefaults() Limits {
 	}
 	if l.StreamIdleTimeout <= 0 {
 		l.StreamIdleTimeout = d.StreamIdleTimeout
-	}
-	if l.ExportSendTimeout <= 0 {
-		l.ExportSendTimeout = d.ExportSendTimeout
 	}
 	if l.MaxInflightBytes < int64(l.MaxRecvMsgSize) {
 		l.MaxInflightBytes = max(d.MaxInflightBytes, int64(l.MaxRecvMsgSize))

@@ -19,16 +19,15 @@ import (
 
 // newTimedHistoryFixture is newInflightHistoryFixture with the waits on the client bounded by
 // short timeouts, so that tests see them fire without waiting for the defaults.
-func newTimedHistoryFixture(t *testing.T, per int, budget int64, body, idle, send time.Duration) *historyFixture {
+func newTimedHistoryFixture(t *testing.T, per int, budget int64, body, idle time.Duration) *historyFixture {
 	t.Helper()
 	st := store.NewMemory()
 	l := DefaultLimits()
 	l.MaxRecvMsgSize, l.MaxInflightBytes = per, budget
-	l.RequestBodyTimeout, l.StreamIdleTimeout, l.ExportSendTimeout = body, idle, send
+	l.RequestBodyTimeout, l.StreamIdleTimeout = body, idle
 	ts := newTestServer(t, func(gs *grpc.Server) {
 		hs := NewHistoryServer(st, zap.NewNop())
 		hs.setBounds(DefaultMaxResponseBytes, DefaultMaxRenderedBytes, 4<<20)
-		hs.exportSendTimeout = send
 		historyv1.RegisterHistoryServiceServer(gs, hs)
 	}, WithLimits(l))
 	return &historyFixture{st: st, c: historyv1.NewHistoryServiceClient(ts.conn), ts: ts}
@@ -63,7 +62,7 @@ func TestSlowlorisCallsGiveTheBudgetBack(t *testing.T) {
 		}, flagRequestBodyTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newTimedHistoryFixture(t, per, calls*per, 100*time.Millisecond, time.Minute, time.Minute)
+			f := newTimedHistoryFixture(t, per, calls*per, 100*time.Millisecond, time.Minute)
 			b := f.create(t, nil)
 			ctx, cancel := context.WithCancel(testContext(t))
 			defer cancel()
@@ -96,7 +95,7 @@ func TestSlowlorisCallsGiveTheBudgetBack(t *testing.T) {
 // its first message only).
 func TestImportStreamIdleBetweenChunks(t *testing.T) {
 	const per = 64 << 10
-	f := newTimedHistoryFixture(t, per, 64*per, time.Minute, 100*time.Millisecond, time.Minute)
+	f := newTimedHistoryFixture(t, per, 64*per, time.Minute, 100*time.Millisecond)
 	ctx := testContext(t)
 	stream, err := f.c.ImportBranchStream(ctx)
 	if err != nil {
@@ -110,38 +109,10 @@ func TestImportStreamIdleBetweenChunks(t *testing.T) {
 	eventually(t, "the idle import's reservation given back", func() bool { return f.ts.tap.budget.reserved() == 0 })
 }
 
-// TestExportStreamClientNotReading: ExportBranchStream reserves its export's text while it sends
-// it; a client that never reads held that reservation for ever (plain Send waits on HTTP/2 flow
-// control without bound). Each frame now has the send timeout to be accepted in: the stream ends
-// DEADLINE_EXCEEDED and its reservation is given back while the client still has not read.
-func TestExportStreamClientNotReading(t *testing.T) {
-	const per = 64 << 10
-	f := newTimedHistoryFixture(t, per, 64<<20, time.Minute, time.Minute, 100*time.Millisecond)
-	b := f.create(t, nil)
-	for range 40 {
-		f.instruction(t, b, strings.Repeat("y", 40<<10)) // about 1.6 MiB of export, past every window
-	}
-	// A small fixed window: no BDP estimation widens it to hold the whole export.
-	conn := f.ts.dial(t, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	ctx := testContext(t)
-	stream, err := historyv1.NewHistoryServiceClient(conn).ExportBranchStream(ctx, &historyv1.ExportBranchStreamRequest{BranchId: b})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the export's text reserved", func() bool { return f.ts.tap.budget.reserved() > 1<<20 })
-	eventually(t, "the export's reservation given back", func() bool { return f.ts.tap.budget.reserved() == 0 })
-	for {
-		if _, err = stream.Recv(); err != nil {
-			break
-		}
-	}
-	wantDeadline(t, err, flagExportSendTimeout)
-}
-
 // TestHonestCallsWithinTheTimeouts: calls that send their requests as they go are not cut: a unary
 // call, an import of several chunks, and an export read as it comes.
 func TestHonestCallsWithinTheTimeouts(t *testing.T) {
-	f := newTimedHistoryFixture(t, 64<<10, 64<<20, 5*time.Second, 5*time.Second, 5*time.Second)
+	f := newTimedHistoryFixture(t, 64<<10, 64<<20, 5*time.Second, 5*time.Second)
 	b := f.create(t, nil)
 	f.instruction(t, b, strings.Repeat("z", 40<<10))
 	ctx := testContext(t)
@@ -184,7 +155,7 @@ func TestHonestCallsWithinTheTimeouts(t *testing.T) {
 // left idle for several idle timeouts, then carries an item.
 func TestAppendStreamIdleIsNotCut(t *testing.T) {
 	const idle = 50 * time.Millisecond
-	f := newTimedHistoryFixture(t, 64<<10, 64<<20, time.Minute, idle, time.Minute)
+	f := newTimedHistoryFixture(t, 64<<10, 64<<20, time.Minute, idle)
 	b := f.create(t, nil)
 	ctx := testContext(t)
 	stream, err := f.c.AppendMessages(ctx)
@@ -215,5 +186,56 @@ func TestAppendStreamIdleIsNotCut(t *testing.T) {
 	}
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRecvWatchFiredBeforeItsStatus: the watch writes the call's status through the transport,
+// whose finishStream cancels the stream's context at once; whatever that wakes (the handler's
+// Recv, the logging link) must read DEADLINE_EXCEEDED, so the watch is marked fired first (review
+// of this change: the handler and the log saw CANCELED while the client saw DEADLINE_EXCEEDED).
+func TestRecvWatchFiredBeforeItsStatus(t *testing.T) {
+	parent, cancelParent := context.WithCancel(context.Background())
+	defer cancelParent()
+	ctx := withRecvWatch(parent, 10*time.Millisecond, 0)
+	w := recvWatchFrom(ctx)
+	seen := make(chan error, 1)
+	end := func(*status.Status) error {
+		cancelParent() // the transport's finishStream cancels the stream's context
+		<-ctx.Done()
+		seen <- ctx.Err() // what a Recv woken now reports
+		return nil
+	}
+	w.end.Store(&end)
+	if err := <-seen; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a Recv woken by the watch's status write sees %v, want DeadlineExceeded", err)
+	}
+}
+
+// readAtTheEnd is a stream whose message arrives just as the watch ends the call.
+type readAtTheEnd struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *readAtTheEnd) Context() context.Context { return s.ctx }
+func (s *readAtTheEnd) RecvMsg(any) error {
+	<-s.ctx.Done() // the watch fired; the message (or the client's io.EOF) is read now
+	return nil
+}
+
+// TestRecvReadAsTheWatchFires: a message read as the timer ends the call is not handed to the
+// handler, which gets the timeout instead: the client was told DEADLINE_EXCEEDED, and an import
+// that went on to commit would write what its client was told failed (review of this change).
+func TestRecvReadAsTheWatchFires(t *testing.T) {
+	for _, first := range []bool{true, false} {
+		ctx := withRecvWatch(context.Background(), 10*time.Millisecond, 10*time.Millisecond)
+		w := recvWatchFrom(ctx)
+		if !first && !w.bodyRead() { // the first message read in time; the idle wait is the one timed
+			t.Fatal("the body's watch fired before it was read")
+		}
+		ts := &timedStream{ServerStream: &readAtTheEnd{ctx: ctx}, w: w, first: first}
+		if err := ts.RecvMsg(nil); status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("first=%v: RecvMsg of a message read as the watch fired = %v, want DEADLINE_EXCEEDED", first, err)
+		}
 	}
 }
