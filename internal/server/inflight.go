@@ -70,10 +70,12 @@ func (f *inflight) running() int { return int(f.n.Load()) }
 // chain, for unchainedLogger, and time the call's waits on its client (recv_timeout.go): a unary
 // call's request has been read when the chain runs, and a stream's Recvs are timed from here.
 func (f *inflight) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	markChained(ctx)
 	if w := recvWatchFrom(ctx); w != nil && !w.bodyRead() {
-		return nil, w.status().Err() // the body came as the timer ended the call
+		// The body came as the timer ended the call: not marked chained, so that unchainedLogger
+		// logs it (the links that would have are inside this one).
+		return nil, w.status().Err()
 	}
+	markChained(ctx)
 	f.start()
 	defer f.done()
 	return handler(ctx, req)

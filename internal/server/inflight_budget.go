@@ -42,9 +42,8 @@ const flagMaxRecvMsgSize = "--max-recv-msg-size"
 // headers only. The reservation is released when the call's stream ends, whatever the way it ends
 // (handler returned, client cancelled, deadline, connection lost): the tap ties the release to the
 // stream's context, which grpc-go cancels on every one of those paths. How long a call may hold
-// it while waiting on its client (for its request, its next message, or to read an export's
-// frames) is bounded, so that calls that send headers alone cannot hold the budget for ever
-// (recv_timeout.go).
+// it while waiting on its client for its request, or an import for its next chunk, is bounded, so
+// that calls that send headers alone cannot hold the budget for ever (recv_timeout.go).
 //
 // Unary calls reserve, and so do client-streaming and bidirectional ones (ImportBranchStream,
 // reflection), which may hold a message of that size at any time while they last. A handler that

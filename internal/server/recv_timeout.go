@@ -77,6 +77,12 @@ type recvWatch struct {
 	// message whose read lost is not handed to the handler: its client was told the call ended.
 	state atomic.Int32
 	fired atomic.Bool // expire won: Err reads DEADLINE_EXCEEDED
+	// start and deadline (nanoseconds since start, monotonic) tell expire whether it is the
+	// timer of the wait armed now: a timer that fired cannot be called back by Stop or Reset, so
+	// the run it started may reach its compare-and-swap after a read won and the next wait was
+	// armed, and must not end that wait (second review of this change).
+	start    time.Time
+	deadline atomic.Int64
 	// end writes the call's status in the transport (revoke.go's streamEnder); set once the
 	// stream's link of the chain runs. Without it the transport answers the cancellation with a
 	// status of its own: DEADLINE_EXCEEDED too (recvContext), with grpc-go's message.
@@ -87,7 +93,8 @@ type recvWatch struct {
 // the watch that times it. The timer stops when ctx ends, whatever the way.
 func withRecvWatch(ctx context.Context, body, idle time.Duration) context.Context {
 	inner, cancel := context.WithCancelCause(ctx)
-	w := &recvWatch{body: body, idle: idle, cancel: cancel}
+	w := &recvWatch{body: body, idle: idle, cancel: cancel, start: time.Now()}
+	w.deadline.Store(int64(body))
 	w.state.Store(watchArmed)
 	w.timer = time.AfterFunc(body, w.expire)
 	w.stopAfter = context.AfterFunc(inner, func() { w.timer.Stop() })
@@ -114,6 +121,9 @@ const (
 // stream is known, then the context, which ends a Recv blocked in the transport. The reservation
 // goes when grpc-go ends the stream.
 func (w *recvWatch) expire() {
+	if time.Since(w.start) < time.Duration(w.deadline.Load()) {
+		return // an earlier wait's timer: the wait armed now has not run out
+	}
 	if !w.state.CompareAndSwap(watchArmed, watchFired) {
 		return // the message was read just now
 	}
@@ -134,6 +144,7 @@ func (w *recvWatch) read() bool {
 
 // arm times the next wait, for d.
 func (w *recvWatch) arm(d time.Duration) bool {
+	w.deadline.Store(int64(time.Since(w.start) + d)) // before the state: an expire that sees armed sees it
 	if !w.state.CompareAndSwap(watchDone, watchArmed) {
 		return false // fired already
 	}
