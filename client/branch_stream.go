@@ -55,7 +55,9 @@ func (c *Client) ExportBranchTo(ctx context.Context, req *historyv1.ExportBranch
 
 // ImportBranchReader imports the LionAGI JSON text read from r through ImportBranchStream, in
 // chunks of ImportChunkBytes: first carries the options (request_id, branch_id, new_branch_id,
-// db_meta_key; its data is ignored) and may be nil. The payload may be as large as the server's
+// db_meta_key; its data is ignored) and may be nil. The options are sent at once, then each chunk
+// as r gives it: the server's --stream-idle-timeout (2 minutes by default) bounds the wait for each,
+// so r must give ImportChunkBytes within it. The payload may be as large as the server's
 // --max-import-bytes (256 MiB by default), unlike ImportBranch's, which --max-recv-msg-size bounds.
 // Streams are not retried; set a request_id in first to make a repeat safe.
 func (c *Client) ImportBranchReader(ctx context.Context, first *historyv1.ImportBranchStreamRequest, r io.Reader) (*historyv1.ImportBranchStreamResponse, error) {
@@ -68,25 +70,31 @@ func (c *Client) ImportBranchReader(ctx context.Context, first *historyv1.Import
 	msg := &historyv1.ImportBranchStreamRequest{}
 	if first != nil {
 		msg = proto.CloneOf(first)
+		msg.Data = nil
 	}
-	for sent := false; ; sent = true {
-		buf := make([]byte, ImportChunkBytes) // a new one each time: grpc may use a sent message lazily
-		n, rerr := io.ReadFull(r, buf)
-		if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
-			return nil, fmt.Errorf("client: import: reading the payload: %w", rerr)
-		}
-		if n > 0 || !sent {
-			msg.Data = buf[:n]
-			if err := stream.Send(msg); err != nil {
-				if errors.Is(err, io.EOF) { // the server ended the call: CloseAndRecv has its status
-					break
-				}
-				return nil, err
+	// The options go at once, before the first chunk is read: the server ends a stream whose first
+	// message has not come within --request-body-timeout, and r may be slow (a pipe, a download).
+	// After that, each chunk must come within --stream-idle-timeout of the last.
+	if err := stream.Send(msg); err != nil && !errors.Is(err, io.EOF) { // io.EOF: CloseAndRecv has the status
+		return nil, err
+	} else if err == nil {
+		for {
+			buf := make([]byte, ImportChunkBytes) // a new one each time: grpc may use a sent message lazily
+			n, rerr := io.ReadFull(r, buf)
+			if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
+				return nil, fmt.Errorf("client: import: reading the payload: %w", rerr)
 			}
-			msg = &historyv1.ImportBranchStreamRequest{}
-		}
-		if rerr != nil {
-			break
+			if n > 0 {
+				if err := stream.Send(&historyv1.ImportBranchStreamRequest{Data: buf[:n]}); err != nil {
+					if errors.Is(err, io.EOF) { // the server ended the call: CloseAndRecv has its status
+						break
+					}
+					return nil, err
+				}
+			}
+			if rerr != nil {
+				break
+			}
 		}
 	}
 	return stream.CloseAndRecv()

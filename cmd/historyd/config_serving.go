@@ -46,6 +46,8 @@ var servingSettings = func() []setting {
 		{"max-rendered-bytes", "HISTORYD_MAX_RENDERED_BYTES", "1MiB", "cap on one message's rendered text, checked while rendering: a read returns a message past it with a render error, ToChatMessages fails RESOURCE_EXHAUSTED (RENDER_TOO_LARGE); at most --max-response-bytes"},
 		{"max-import-bytes", "HISTORYD_MAX_IMPORT_BYTES", "256MiB", "largest ImportBranchStream payload; past it the call is RESOURCE_EXHAUSTED (IMPORT_TOO_LARGE) and nothing is written"},
 		{"append-max-window", "HISTORYD_APPEND_MAX_WINDOW", strconv.Itoa(d.MaxAppendWindow), "most items an AppendMessages stream may have in flight: a client's larger window is lowered to it, and past it the server stops reading the stream until it has answered one (at most 65536)"},
+		{"request-body-timeout", "HISTORYD_REQUEST_BODY_TIMEOUT", d.RequestBodyTimeout.String(), "how long a unary or client-streaming call may take from its headers to its first request message, holding --max-recv-msg-size of --max-inflight-bytes; past it the call ends DEADLINE_EXCEEDED (Go duration, > 0)"},
+		{"stream-idle-timeout", "HISTORYD_STREAM_IDLE_TIMEOUT", d.StreamIdleTimeout.String(), "how long a client-streaming call (ImportBranchStream; not AppendMessages, whose appenders wait between items) may wait for its client's next message, holding its in-flight reservation; past it the stream ends DEADLINE_EXCEEDED (Go duration, > 0)"},
 	}
 }()
 
@@ -98,6 +100,8 @@ func (c *servingConfig) register(fs *flag.FlagSet) {
 		})
 	}
 	fs.IntVar(&c.Limits.MaxAppendWindow, s[20].flag, mustInt(s[20].def), s[20].usage)
+	fs.DurationVar(&c.Limits.RequestBodyTimeout, s[21].flag, mustDuration(s[21].def), s[21].usage)
+	fs.DurationVar(&c.Limits.StreamIdleTimeout, s[22].flag, mustDuration(s[22].def), s[22].usage)
 }
 
 // defaultServingConfig is the configuration with every flag of servingConfig at its default.
@@ -126,6 +130,8 @@ var flagOfLimit = map[string]string{
 	"MaxRenderedBytes":             "max-rendered-bytes",
 	"MaxImportBytes":               "max-import-bytes",
 	"MaxAppendWindow":              "append-max-window",
+	"RequestBodyTimeout":           "request-body-timeout",
+	"StreamIdleTimeout":            "stream-idle-timeout",
 }
 
 // limitFlag is how a usage line names the field of server.Limits whose Go name is field: --flag.

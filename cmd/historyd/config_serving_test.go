@@ -36,7 +36,7 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 		"--max-connection-idle", "1h", "--max-connection-age", "2h", "--max-connection-age-grace", "1m",
 		"--stream-workers", "16", "--max-connections", "64", "--max-inflight-bytes", "64MiB",
 		"--max-response-bytes", "8MiB", "--max-rendered-bytes", "512KiB", "--max-import-bytes", "1GiB",
-		"--append-max-window", "64",
+		"--append-max-window", "64", "--request-body-timeout", "3s", "--stream-idle-timeout", "45s",
 	}
 	want := servingConfig{
 		AuthTokensFile: "/etc/historyd/tokens", TLSCert: "c.pem", TLSKey: "k.pem", TLSClientCA: "ca.pem",
@@ -47,6 +47,7 @@ func TestServingConfigFlagsAndEnv(t *testing.T) {
 			MaxConnectionIdle: time.Hour, MaxConnectionAge: 2 * time.Hour, MaxConnectionAgeGrace: time.Minute,
 			StreamWorkers: 16, MaxConnections: 64, MaxInflightBytes: 64 << 20, MaxResponseBytes: 8 << 20,
 			MaxRenderedBytes: 512 << 10, MaxImportBytes: 1 << 30, MaxAppendWindow: 64,
+			RequestBodyTimeout: 3 * time.Second, StreamIdleTimeout: 45 * time.Second,
 		},
 	}
 	cfg, err := parseConfig(args, envOf(nil))
@@ -119,6 +120,9 @@ func TestServingConfigInvalid(t *testing.T) {
 		{"zero response budget", []string{"--max-response-bytes", "0"}, "max-response-bytes"},
 		{"response budget not a size", []string{"--max-response-bytes", "lots"}, "max-response-bytes"},
 		{"zero import limit", []string{"--max-import-bytes", "0"}, "max-import-bytes"},
+		// The slowloris review: each wait on the client is bounded; a zero bound would end every call.
+		{"zero body timeout", []string{"--request-body-timeout", "0s"}, "must be positive"},
+		{"negative idle timeout", []string{"--stream-idle-timeout", "-1s"}, "must be positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

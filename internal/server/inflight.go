@@ -67,8 +67,14 @@ func (f *inflight) whenIdle() <-chan struct{} {
 func (f *inflight) running() int { return int(f.n.Load()) }
 
 // unary and stream are the outermost link of the chain; they also mark the call as seen by the
-// chain, for unchainedLogger.
+// chain, for unchainedLogger, and time the call's waits on its client (recv_timeout.go): a unary
+// call's request has been read when the chain runs, and a stream's Recvs are timed from here.
 func (f *inflight) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if w := recvWatchFrom(ctx); w != nil && !w.bodyRead() {
+		// The body came as the timer ended the call: not marked chained, so that unchainedLogger
+		// logs it (the links that would have are inside this one).
+		return nil, w.status().Err()
+	}
 	markChained(ctx)
 	f.start()
 	defer f.done()
@@ -79,5 +85,5 @@ func (f *inflight) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInf
 	markChained(ss.Context())
 	f.start()
 	defer f.done()
-	return handler(srv, ss)
+	return handler(srv, timeStream(ss))
 }

@@ -41,7 +41,9 @@ const flagMaxRecvMsgSize = "--max-recv-msg-size"
 // of its body; a call that does not fit is refused at once, RESOURCE_EXHAUSTED, and costs its
 // headers only. The reservation is released when the call's stream ends, whatever the way it ends
 // (handler returned, client cancelled, deadline, connection lost): the tap ties the release to the
-// stream's context, which grpc-go cancels on every one of those paths.
+// stream's context, which grpc-go cancels on every one of those paths. How long a call may hold
+// it while waiting on its client for its request, or an import for its next chunk, is bounded, so
+// that calls that send headers alone cannot hold the budget for ever (recv_timeout.go).
 //
 // Unary calls reserve, and so do client-streaming and bidirectional ones (ImportBranchStream,
 // reflection), which may hold a message of that size at any time while they last. A handler that

@@ -105,6 +105,15 @@ type Limits struct {
 	// MaxAppendWindow caps the window of an AppendMessages stream, the items it may have in flight
 	// (--append-max-window). 0: DefaultAppendMaxWindow; at most MaxMaxAppendWindow.
 	MaxAppendWindow int
+	// RequestBodyTimeout bounds how long a call that reserves from the in-flight budget (unary,
+	// client-streaming, bidirectional) may take from its headers to its first request message
+	// (--request-body-timeout); past it the call ends DEADLINE_EXCEEDED and gives its reservation
+	// back (recv_timeout.go). 0: DefaultRequestBodyTimeout.
+	RequestBodyTimeout time.Duration
+	// StreamIdleTimeout bounds how long such a stream's handler may wait for its next request
+	// message (--stream-idle-timeout), the reservation held all along; past it the stream ends
+	// DEADLINE_EXCEEDED. 0: DefaultStreamIdleTimeout.
+	StreamIdleTimeout time.Duration
 }
 
 // DefaultLimits returns the limits a Server has unless WithLimits says otherwise.
@@ -123,6 +132,8 @@ func DefaultLimits() Limits {
 		MaxRenderedBytes:     DefaultMaxRenderedBytes,
 		MaxImportBytes:       DefaultMaxImportBytes,
 		MaxAppendWindow:      DefaultAppendMaxWindow,
+		RequestBodyTimeout:   DefaultRequestBodyTimeout,
+		StreamIdleTimeout:    DefaultStreamIdleTimeout,
 	}
 }
 
@@ -158,6 +169,10 @@ func (l Limits) Validate() error {
 		return positive("KeepaliveTimeout", l.KeepaliveTimeout, d.KeepaliveTimeout)
 	case l.MaxConnectionIdle <= 0:
 		return positive("MaxConnectionIdle", l.MaxConnectionIdle, d.MaxConnectionIdle)
+	case l.RequestBodyTimeout <= 0:
+		return positive("RequestBodyTimeout", l.RequestBodyTimeout, d.RequestBodyTimeout)
+	case l.StreamIdleTimeout <= 0:
+		return positive("StreamIdleTimeout", l.StreamIdleTimeout, d.StreamIdleTimeout)
 	case l.MaxConnectionAge < 0:
 		return notNegative("MaxConnectionAge", l.MaxConnectionAge)
 	case l.MaxConnectionAgeGrace < 0:
@@ -254,6 +269,12 @@ func (l Limits) orDefaults() Limits {
 	}
 	if l.MaxConnections <= 0 {
 		l.MaxConnections = d.MaxConnections
+	}
+	if l.RequestBodyTimeout <= 0 {
+		l.RequestBodyTimeout = d.RequestBodyTimeout
+	}
+	if l.StreamIdleTimeout <= 0 {
+		l.StreamIdleTimeout = d.StreamIdleTimeout
 	}
 	if l.MaxInflightBytes < int64(l.MaxRecvMsgSize) {
 		l.MaxInflightBytes = max(d.MaxInflightBytes, int64(l.MaxRecvMsgSize))

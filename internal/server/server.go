@@ -58,6 +58,9 @@ func New(logger *zap.Logger, opts ...Option) *Server {
 		budget:  newInflightBudget(o.limits.MaxInflightBytes, per, flagMaxInflightBytes, o.metrics.inflightChanged),
 		health:  newInflightBudget(healthInflightCalls*per, per, flagMaxRecvMsgSize, nil),
 		metrics: o.metrics,
+
+		bodyTimeout: o.limits.RequestBodyTimeout,
+		idleTimeout: o.limits.StreamIdleTimeout,
 	}
 	var unwatch func()
 	o.streams, unwatch = newOpenStreams(o.tokens, o.tls)

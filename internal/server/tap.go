@@ -3,9 +3,12 @@ package server
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/tap"
+
+	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
 )
 
 // callTap is the server's grpc.InTapHandle (issue 11, "auth before bytes"; ADR-0009). grpc-go calls
@@ -16,8 +19,9 @@ import (
 // with a grpc-timeout, grpc-go's timer for it until that deadline, which the tap cannot stop).
 //
 // It runs on the connection's reader goroutine with the transport's lock held, so it must not
-// block: it hashes a token, compares digests, does one atomic add and, for a stream, makes its
-// context cancellable (stream_cancel.go). Calls it refuses never reach
+// block: it hashes a token, compares digests, does one atomic add, for a stream makes its context
+// cancellable (stream_cancel.go) and, for a call that reserves, starts the timer that bounds how
+// long it may wait for its request (recv_timeout.go). Calls it refuses never reach
 // the interceptor chain or the stats handler; they are counted in
 // historyd_calls_refused_before_read_total (with WithMetrics), not logged one line each, which
 // would turn a flood into log volume.
@@ -26,6 +30,10 @@ type callTap struct {
 	budget  *inflightBudget // --max-inflight-bytes
 	health  *inflightBudget // the health calls' own pool (health_limits.go)
 	metrics *Metrics        // nil: no metrics
+
+	// bodyTimeout and idleTimeout bound how long a call that reserves may wait on its client
+	// (--request-body-timeout, --stream-idle-timeout; recv_timeout.go).
+	bodyTimeout, idleTimeout time.Duration
 
 	// methods holds the kind of each registered method (the full name's); Serve sets it from the
 	// registered services. Before that, and for a method no service has, a call reserves and is
@@ -90,6 +98,15 @@ func (c *callTap) handle(ctx context.Context, info *tap.Info) (context.Context, 
 		// Last: a cancellation through it does not release the reservation, which goes when
 		// grpc-go ends the stream (a revocation's status write ends it: stream_cancel.go).
 		ctx = withStreamCancel(ctx)
+	}
+	if !kind.serverStream {
+		// Outermost, so that the transport waits on it: the reservation may wait on the client
+		// for so long only (recv_timeout.go).
+		idle := c.idleTimeout
+		if info.FullMethodName == historyv1.HistoryService_AppendMessages_FullMethodName {
+			idle = 0 // an Appender's stream waits for its next item for as long as it lives (recv_timeout.go)
+		}
+		ctx = withRecvWatch(ctx, c.bodyTimeout, idle)
 	}
 	return ctx, nil
 }
