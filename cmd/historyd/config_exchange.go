@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"strconv"
 	"time"
@@ -123,8 +124,16 @@ func (c exchangeConfig) options(logger *zap.Logger) []exchange.Option {
 			logger.Error("panic in background collection", zap.Any("panic", p), zap.Stack("stack"))
 		}),
 		exchange.WithCollectFailureHandler(func(owner uuid.UUID, err error) {
-			logger.Warn("background collect failed; retrying", zap.String("owner_id", owner.String()), zap.Error(err),
-				zap.Duration("reported_every", exchange.CollectFailureReportEvery))
+			fields := []zap.Field{zap.String("owner_id", owner.String()), zap.Error(err),
+				zap.Duration("reported_every", exchange.CollectFailureReportEvery)}
+			// A storage error's text is what a client may read; the cause is for this log.
+			if ce, ok := errors.AsType[interface {
+				error
+				LogCause() error
+			}](err); ok && ce.LogCause() != nil {
+				fields = append(fields, zap.NamedError("cause", ce.LogCause()))
+			}
+			logger.Warn("background collect failed; retrying", fields...)
 		}),
 	}
 }

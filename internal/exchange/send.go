@@ -163,6 +163,13 @@ func newBaseMessage(req SendRequest) (*envelope.Message, error) {
 			return nil, err
 		}
 	}
+	return buildBaseMessage(req)
+}
+
+// buildBaseMessage is newBaseMessage without its checks of what a new Send may hold: a request
+// record's answer (RequestRecord.Answer) rebuilds the message an earlier Send made, which an
+// earlier version let hold U+0000.
+func buildBaseMessage(req SendRequest) (*envelope.Message, error) {
 	fields := []jsonv.Member{
 		{Key: "sender", Value: envelope.IDParticipant(req.Sender).JSON()},
 		{Key: "recipient", Value: req.Recipient.JSON()},

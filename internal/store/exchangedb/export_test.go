@@ -109,3 +109,22 @@ func (e *Engine) DamageBody(ctx context.Context, id uuid.UUID) error {
 		return err
 	}, nil)
 }
+
+// ForgeOldNULRecord makes the request record of (sender, requestID) look like one an earlier
+// version wrote for a Send whose channel held U+0000 (sqlite stored it), and forgets its message
+// (consumed and pruned).
+func (e *Engine) ForgeOldNULRecord(ctx context.Context, sender uuid.UUID, requestID string, msg uuid.UUID) error {
+	if e.sent != nil {
+		e.sent.take(msg)
+	}
+	return e.d.Write(ctx, func(ctx context.Context, q Querier) error {
+		if _, err := q.Exec(ctx, `UPDATE exchange_requests SET channel = ? WHERE tenant = ? AND sender = ? AND request_id = ?`, "c\x00", tenant, sender.String(), requestID); err != nil {
+			return err
+		}
+		if _, err := q.Exec(ctx, `DELETE FROM exchange_ledger WHERE tenant = ? AND message = ?`, tenant, msg.String()); err != nil {
+			return err
+		}
+		_, err := q.Exec(ctx, `DELETE FROM exchange_messages WHERE tenant = ? AND id = ?`, tenant, msg.String())
+		return err
+	}, nil)
+}

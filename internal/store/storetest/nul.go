@@ -36,6 +36,12 @@ func testNULInBranchTexts(t *testing.T, newStore Factory) {
 			_, err := st.ForkBranch(ctx(t), store.ForkInput{Source: src, ID: id, Name: &nul})
 			return err
 		}},
+		{"ForkBranch name, from a branch that does not exist", "name", func() error {
+			// The input is checked before the source is read, on every engine (review of this
+			// change: the database engines answered NOT_FOUND, memory INVALID_ARGUMENT).
+			_, err := st.ForkBranch(ctx(t), store.ForkInput{Source: uuid.New(), ID: id, Name: &nul})
+			return err
+		}},
 		{"ImportBranch data.name", "data.name", func() error {
 			_, err := st.ImportBranch(ctx(t), store.ImportInput{Data: mustJSON(t, `{"id": "`+id.String()+`", "name": "n\u0000", "messages": []}`)})
 			return err
