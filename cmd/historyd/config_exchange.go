@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/historyd/historyd/internal/exchange"
@@ -105,7 +107,9 @@ func (c exchangeConfig) validate() error {
 	return nil
 }
 
-// options are the Exchange's options; a panic the background collector recovers from is logged.
+// options are the Exchange's options; a panic the background collector recovers from is logged, and
+// so is an owner's failing background collect (a warning, at most once a minute per owner: the
+// collector retries it with backoff).
 func (c exchangeConfig) options(logger *zap.Logger) []exchange.Option {
 	return []exchange.Option{
 		exchange.WithMaxOutbox(c.MaxOutbox),
@@ -118,6 +122,18 @@ func (c exchangeConfig) options(logger *zap.Logger) []exchange.Option {
 		exchange.WithLeaseDefaults(c.MaxAttempts, c.VisibilityTimeout),
 		exchange.WithPanicHandler(func(p any) {
 			logger.Error("panic in background collection", zap.Any("panic", p), zap.Stack("stack"))
+		}),
+		exchange.WithCollectFailureHandler(func(owner uuid.UUID, err error) {
+			fields := []zap.Field{zap.String("owner_id", owner.String()), zap.Error(err),
+				zap.Duration("reported_every", exchange.CollectFailureReportEvery)}
+			// A storage error's text is what a client may read; the cause is for this log.
+			if ce, ok := errors.AsType[interface {
+				error
+				LogCause() error
+			}](err); ok && ce.LogCause() != nil {
+				fields = append(fields, zap.NamedError("cause", ce.LogCause()))
+			}
+			logger.Warn("background collect failed; retrying", fields...)
 		}),
 	}
 }

@@ -38,7 +38,8 @@ var (
 	// maximum of live subscriptions (WithMaxSubscriptions).
 	ErrTooManySubscriptions = errors.New("too many inbox subscriptions")
 
-	// ErrInvalidRequestID is returned by Send for a request id longer than MaxRequestIDLength.
+	// ErrInvalidRequestID is returned by Send for a request id longer than MaxRequestIDLength or
+	// holding U+0000 (CheckRequestID).
 	ErrInvalidRequestID = errors.New("invalid request id")
 
 	// ErrClosed is returned by Send and Subscribe once Close has shut the Exchange, and ends the

@@ -1,6 +1,10 @@
 package exchange
 
-import "time"
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
 
 // Defaults of the options. Each bound keeps one owner from holding unbounded memory in this
 // in-memory service; the values are generous for agents that collect and pop regularly.
@@ -51,6 +55,7 @@ type options struct {
 	background                          bool
 	now                                 func() time.Time
 	onPanic                             func(any)
+	onCollectFailure                    func(owner uuid.UUID, err error)
 	maxAttempts                         int
 	visibility                          time.Duration
 }
@@ -119,3 +124,17 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // WithPanicHandler sets the function that receives the value of a panic the background collector
 // recovered from (a bug; the loop keeps running). cmd/historyd logs it. The default ignores it.
 func WithPanicHandler(f func(any)) Option { return func(o *options) { o.onPanic = f } }
+
+// WithCollectFailureHandler sets the function told when the background collector's collect of an
+// owner fails (a database engine's fault or damaged row; the memory engine's collect cannot fail):
+// the collector retries with backoff, and without the report the failure would repeat unseen.
+// It is called at most once per owner per CollectFailureReportEvery, on the Exchange's clock.
+// cmd/historyd logs a warning with the owner and the error. The default ignores it.
+func WithCollectFailureHandler(f func(owner uuid.UUID, err error)) Option {
+	return func(o *options) { o.onCollectFailure = f }
+}
+
+// CollectFailureReportEvery is how often, at most, WithCollectFailureHandler's function hears of
+// one owner's failing background collects: a collect retried every few seconds for hours would
+// otherwise write thousands of identical lines.
+const CollectFailureReportEvery = time.Minute

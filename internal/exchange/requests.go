@@ -192,14 +192,14 @@ func (r RequestRecord) Answer(held *envelope.Message, req *SendRequest) *envelop
 		return held
 	}
 	if req != nil {
-		if m, err := newBaseMessage(*req); err == nil {
+		if m, err := buildBaseMessage(*req); err == nil {
 			m.ID, m.CreatedAt = r.MsgID, r.CreatedAt
 			if d, ok := messageDigest(m); ok && d == r.Digest {
 				return m
 			}
 		}
 	}
-	m, err := newBaseMessage(SendRequest{Sender: r.Sender, Recipient: r.Recipient, Channel: r.Channel})
+	m, err := buildBaseMessage(SendRequest{Sender: r.Sender, Recipient: r.Recipient, Channel: r.Channel})
 	if err != nil {
 		return nil // cannot happen: a recipient and a channel that built a message before build it again
 	}

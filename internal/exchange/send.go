@@ -2,6 +2,7 @@ package exchange
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -38,8 +39,8 @@ type SendRequest struct {
 // remembered, so a failed one may be retried with the same id. Request memory is kept only for
 // registered senders: a sender that was never registered fails without leaving any.
 func (x *Exchange) Send(req SendRequest) (*envelope.Message, error) {
-	if len(req.RequestID) > MaxRequestIDLength {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidRequestID, len(req.RequestID), MaxRequestIDLength)
+	if err := CheckRequestID(req.RequestID); err != nil {
+		return nil, err
 	}
 	now := x.opts.now()
 	// Any Send frees the records that expired, so they never refuse it (review of issue 11).
@@ -75,6 +76,20 @@ func (x *Exchange) Send(req SendRequest) (*envelope.Message, error) {
 	// forget the id; the sender's own bound (the last N ids) is the only eviction within the TTL.
 	x.budget.release(log.put(req.RequestID, m, record, now, x.opts.requestsPerSender))
 	return m, nil
+}
+
+// CheckRequestID refuses a Send's request id that is longer than MaxRequestIDLength or holds
+// U+0000 (ErrInvalidRequestID), on every engine: the database engines keep it in a text column,
+// which PostgreSQL's TEXT cannot hold NUL in (docs/decisions/0012 row 24). A caller that asks
+// Remembered first checks it before, as no such id can be remembered.
+func CheckRequestID(id string) error {
+	if len(id) > MaxRequestIDLength {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidRequestID, len(id), MaxRequestIDLength)
+	}
+	if strings.IndexByte(id, 0) >= 0 {
+		return fmt.Errorf("%w: must not contain U+0000 (NUL)", ErrInvalidRequestID)
+	}
+	return nil
 }
 
 func (x *Exchange) send(req SendRequest) (*envelope.Message, error) { return x.sendWith(req, nil) }
@@ -132,7 +147,29 @@ func NewMessage(req SendRequest) (*envelope.Message, error) { return newBaseMess
 
 // newBaseMessage is LionAGI's Message(sender=..., recipient=..., content=..., channel=...) built
 // through the envelope's constructor, so it obeys exactly the rules a LionAGI dict does.
+//
+// A recipient or channel holding U+0000 is refused (an envelope.FieldError naming it), on every
+// engine: the database engines keep both outside the message's JSON too (a dead letter's
+// recipient, a request record), in text columns PostgreSQL cannot store NUL in, and a message
+// queued that its collect could not record would block the sender's outbox
+// (docs/decisions/0012 row 24). Such a recipient could never be routed anyway: it is neither a
+// UUID nor a role.
 func newBaseMessage(req SendRequest) (*envelope.Message, error) {
+	if err := envelope.CheckNoNUL("recipient", req.Recipient.String()); err != nil {
+		return nil, err
+	}
+	if req.Channel != nil {
+		if err := envelope.CheckNoNUL("channel", *req.Channel); err != nil {
+			return nil, err
+		}
+	}
+	return buildBaseMessage(req)
+}
+
+// buildBaseMessage is newBaseMessage without its checks of what a new Send may hold: a request
+// record's answer (RequestRecord.Answer) rebuilds the message an earlier Send made, which an
+// earlier version let hold U+0000.
+func buildBaseMessage(req SendRequest) (*envelope.Message, error) {
 	fields := []jsonv.Member{
 		{Key: "sender", Value: envelope.IDParticipant(req.Sender).JSON()},
 		{Key: "recipient", Value: req.Recipient.JSON()},

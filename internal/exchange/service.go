@@ -36,7 +36,8 @@ type Service interface {
 	Send(ctx context.Context, req SendRequest) (*envelope.Message, error)
 	// Collect drains owner's outbox and routes each message, reporting as o asks.
 	Collect(ctx context.Context, owner uuid.UUID, o ReportOptions) (*Report, error)
-	// CollectAll collects every owner of a snapshot, in registration order.
+	// CollectAll collects every owner of a snapshot, in registration order. An owner whose collect
+	// fails does not stop the others: the first such error is returned after every owner's turn.
 	CollectAll(ctx context.Context, o ReportOptions) (*AllReport, error)
 	// ReceivePage pages owner's inboxes without removing anything.
 	ReceivePage(ctx context.Context, owner uuid.UUID, sender *uuid.UUID, after Cursor, limit int) (ReceivedPage, error)

@@ -1,6 +1,10 @@
 package exchange
 
-import "time"
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
 
 // Settings are the options an Exchange is built with, resolved: the database engines
 // (internal/store/exchangedb) take the same Options as New and read them here, so one set of
@@ -24,6 +28,9 @@ type Settings struct {
 	// Now is the clock; OnPanic receives what the background collector recovered from (may be nil).
 	Now     func() time.Time
 	OnPanic func(any)
+	// OnCollectFailure hears of a background collect that failed (WithCollectFailureHandler; may
+	// be nil).
+	OnCollectFailure func(owner uuid.UUID, err error)
 	// MaxAttempts and Visibility are the OwnerSettings of an owner registered without them
 	// (WithLeaseDefaults).
 	MaxAttempts int
@@ -41,6 +48,7 @@ func ResolveOptions(opts ...Option) Settings {
 		SubscriberBuffer: max(o.subscriberBuffer, 1), RequestTTL: o.requestTTL,
 		RequestsPerSender: max(o.requestsPerSender, 1), ByteBudget: o.byteBudget,
 		MaxSubscriptions: o.maxSubscriptions, Background: o.background, Now: o.now, OnPanic: o.onPanic,
-		MaxAttempts: o.maxAttempts, Visibility: o.visibility,
+		OnCollectFailure: o.onCollectFailure,
+		MaxAttempts:      o.maxAttempts, Visibility: o.visibility,
 	}
 }

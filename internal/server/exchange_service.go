@@ -160,6 +160,10 @@ func (s *ExchangeServer) Send(ctx context.Context, req *historyv1.SendRequest) (
 	// answered whatever the rest says, and from it when it builds the first message exactly
 	// (exchange.Exchange.Remembered).
 	sr, readErr := sendRequestFromProto(sender, req)
+	if err := exchange.CheckRequestID(req.GetRequestId()); err != nil {
+		// Before the repeat check: no Send was ever remembered under such an id.
+		return nil, &FieldError{Field: "request_id", Err: fmt.Errorf("%w: %v", envelope.ErrInvalid, err)}
+	}
 	m, ok, err := s.ex.Remembered(ctx, sender, req.GetRequestId(), &sr)
 	switch {
 	case err != nil:
@@ -179,6 +183,8 @@ func (s *ExchangeServer) Send(ctx context.Context, req *historyv1.SendRequest) (
 	switch {
 	case errors.Is(err, exchange.ErrInvalidRequestID):
 		return nil, &FieldError{Field: "request_id", Err: fmt.Errorf("%w: %v", envelope.ErrInvalid, err)}
+	case errors.As(err, new(fieldError)):
+		return nil, err // it names its field (recipient, channel)
 	case errors.Is(err, envelope.ErrInvalid):
 		return nil, &FieldError{Field: "content_json", Err: err} // the envelope rejected the content
 	case errors.Is(err, exchange.ErrBudgetExceeded):

@@ -506,6 +506,9 @@ func (s *HistoryServer) prepareAppend(ctx context.Context, req *historyv1.AddMes
 	if p.branch, err = parseID("branch_id", req.GetBranchId()); err != nil {
 		return p, nil, err
 	}
+	if err = checkRequestID(req.GetRequestId()); err != nil {
+		return p, nil, err // as recall would refuse it
+	}
 	if p.in, err = addInputFromProto(req); err != nil {
 		beforeRecall(p.branch)
 		return s.prepareAdd(ctx, req) // the repeat check first, as the unary call does it

@@ -100,8 +100,12 @@ func RegisterHistory(s *Server, st store.Store, opts ...StreamOption) *HistorySe
 func (s *HistoryServer) EndStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // recall answers a repeated request id from the store's record: ok is true when res holds the
-// first call's result. With branch nil the scope is the caller's (ADR-0010).
+// first call's result. With branch nil the scope is the caller's (ADR-0010). A request id holding
+// U+0000 is refused first (checkRequestID): every mutation asks here before anything else.
 func recall[T any](ctx context.Context, st store.Store, branch *uuid.UUID, op store.Op, requestID string) (res T, ok bool, err error) {
+	if err := checkRequestID(requestID); err != nil {
+		return res, false, err
+	}
 	principal := ""
 	if branch == nil {
 		principal = principalFromContext(ctx)
@@ -116,6 +120,12 @@ func recall[T any](ctx context.Context, st store.Store, branch *uuid.UUID, op st
 	}
 	return res, true, nil
 }
+
+// checkRequestID refuses a request id holding U+0000 (INVALID_ARGUMENT, field request_id) on every
+// engine: the database engines keep it in a text column, which PostgreSQL's TEXT cannot hold NUL
+// in (docs/decisions/0012 row 24). No call was ever remembered under such an id, so refusing it
+// before the repeat check answers no retry differently.
+func checkRequestID(id string) error { return envelope.CheckNoNUL("request_id", id) }
 
 // committed drops the observer failures of a committed write: they are logged, and the gRPC
 // caller, whose write stands, is not told (docs/design.md#observers).

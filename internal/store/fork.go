@@ -22,6 +22,9 @@ func (m *Memory) ForkBranch(_ context.Context, in ForkInput) (BranchResult, erro
 	if r, ok, err := m.recallCreated(in.Principal, OpForkBranch, in.RequestID); err != nil || ok {
 		return r, err
 	}
+	if err := CheckFork(in); err != nil {
+		return BranchResult{}, err
+	}
 	src, err := m.readLocked(in.Source)
 	if err != nil {
 		return BranchResult{}, err

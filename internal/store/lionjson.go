@@ -146,6 +146,9 @@ func (im *imported) addBranchDict(data jsonv.Value) error {
 		}
 		*f.dst = &s
 	}
+	if err := CheckBranchTexts("data.", im.name, im.user); err != nil {
+		return err
+	}
 	msgs, _ := data.Get("messages")
 	switch msgs.Kind() {
 	case jsonv.Object:

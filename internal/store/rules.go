@@ -329,10 +329,34 @@ type Seed struct {
 }
 
 // CheckCreate checks a CreateBranch input before anything is built: a
-// pre-built system must be a System.
+// pre-built system must be a System, and the name and user hold no NUL
+// (CheckBranchTexts).
 func CheckCreate(in CreateBranchInput) error {
 	if in.SystemMessage != nil && in.SystemMessage.Kind() != envelope.KindSystem {
 		return fieldErr("system", ErrNotSystem, "%s", NotSystemMessage)
+	}
+	return CheckBranchTexts("", in.Name, in.User)
+}
+
+// CheckFork checks a ForkBranch input before the source is read: the
+// new branch's name holds no NUL (CheckBranchTexts).
+func CheckFork(in ForkInput) error { return CheckBranchTexts("", in.Name, nil) }
+
+// CheckBranchTexts refuses a branch name or user that holds U+0000, on
+// every engine alike: they are kept in text columns, which PostgreSQL's
+// TEXT cannot hold NUL in (docs/decisions/0012 row 24). prefix is the
+// fields' path in the request ("data." for ImportBranch's JSON).
+func CheckBranchTexts(prefix string, name, user *string) error {
+	for _, f := range []struct {
+		field string
+		v     *string
+	}{{"name", name}, {"user", user}} {
+		if f.v == nil {
+			continue
+		}
+		if err := envelope.CheckNoNUL(prefix+f.field, *f.v); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -96,6 +96,9 @@ type ExchangeServiceClient interface {
 	// Exchange's byte budget (--exchange-max-bytes, default 256 MiB); a Send that would take it past
 	// the budget is RESOURCE_EXHAUSTED (ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED, metadata usedBytes,
 	// budgetBytes, messageBytes, flag) and queues nothing.
+	//
+	// A recipient, channel or request_id holding U+0000 (NUL) is INVALID_ARGUMENT naming the field
+	// and queues nothing, whatever the store (docs/decisions/0012 row 24).
 	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*SendResponse, error)
 	// Collect drains the owner's outbox in order and routes every message (ADR-0006 D5: collect): a
 	// null recipient broadcasts the same message (same id) to every other owner registered at the
@@ -112,6 +115,10 @@ type ExchangeServiceClient interface {
 	// report has Collect's shape per owner and the same limit. Once the call is cancelled or
 	// its deadline passes, it stops before the next owner (one collect, once started, finishes) and
 	// the call ends with CANCELLED or DEADLINE_EXCEEDED; the owners not reached keep their outboxes.
+	// An owner whose collect fails (a storage fault, a damaged row) does not stop the others: every
+	// other owner of the snapshot is collected, then the call fails with the first failure's status.
+	// The report of the owners collected is then not returned, but their mail is where Collect puts
+	// it (inboxes, dead letters) and the failing owner's stays in its outbox.
 	CollectAll(ctx context.Context, in *CollectAllRequest, opts ...grpc.CallOption) (*CollectAllResponse, error)
 	// Receive returns the messages in the owner's inboxes without removing them: inboxes in creation
 	// order, each oldest first, optionally one sender's inbox only; an unknown owner has none
@@ -379,6 +386,9 @@ type ExchangeServiceServer interface {
 	// Exchange's byte budget (--exchange-max-bytes, default 256 MiB); a Send that would take it past
 	// the budget is RESOURCE_EXHAUSTED (ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED, metadata usedBytes,
 	// budgetBytes, messageBytes, flag) and queues nothing.
+	//
+	// A recipient, channel or request_id holding U+0000 (NUL) is INVALID_ARGUMENT naming the field
+	// and queues nothing, whatever the store (docs/decisions/0012 row 24).
 	Send(context.Context, *SendRequest) (*SendResponse, error)
 	// Collect drains the owner's outbox in order and routes every message (ADR-0006 D5: collect): a
 	// null recipient broadcasts the same message (same id) to every other owner registered at the
@@ -395,6 +405,10 @@ type ExchangeServiceServer interface {
 	// report has Collect's shape per owner and the same limit. Once the call is cancelled or
 	// its deadline passes, it stops before the next owner (one collect, once started, finishes) and
 	// the call ends with CANCELLED or DEADLINE_EXCEEDED; the owners not reached keep their outboxes.
+	// An owner whose collect fails (a storage fault, a damaged row) does not stop the others: every
+	// other owner of the snapshot is collected, then the call fails with the first failure's status.
+	// The report of the owners collected is then not returned, but their mail is where Collect puts
+	// it (inboxes, dead letters) and the failing owner's stays in its outbox.
 	CollectAll(context.Context, *CollectAllRequest) (*CollectAllResponse, error)
 	// Receive returns the messages in the owner's inboxes without removing them: inboxes in creation
 	// order, each oldest first, optionally one sender's inbox only; an unknown owner has none

@@ -95,6 +95,7 @@ func cases() []testCase {
 		{"SendRequestID", testSendRequestID},
 		{"SendRequestIDBeforeRegistration", testSendRequestIDBeforeRegistration},
 		{"RememberedBeforeValidation", testRememberedBeforeValidation},
+		{"SendRefusesNUL", testSendRefusesNUL},
 		{"SubscribeLive", testSubscribeLive},
 		{"SubscribeEvictsSlowSubscriber", testSubscribeEvictsSlow},
 		{"SubscribeEndsOnUnregister", testSubscribeEndsOnUnregister},

@@ -15,7 +15,10 @@ import (
 // collects the owners that sent through this Engine as they send, and every sweep interval (and at
 // start) the owners with queued messages whoever acknowledged them: another replica that died
 // right after acknowledging a Send, or mail sent before a restart, is collected too (review R2b).
-// A collect that fails (a fault) is retried with backoff, not left until the next Send (R2a).
+// A collect that fails (a fault) is retried with backoff, not left until the next Send (R2a), and
+// reported (exchange.WithCollectFailureHandler) at most once per owner per
+// exchange.CollectFailureReportEvery: a collect that fails for ever (an outbox PostgreSQL could not
+// route, before docs/decisions/0012 row 24) went on failing with nothing logged.
 // Across replicas the per-owner collect lock (pg_advisory_xact_lock) means one owner is never
 // collected twice at once, so every replica sweeping is safe.
 type collector struct {
@@ -27,6 +30,9 @@ type collector struct {
 	done   chan struct{}
 	ctx    context.Context // cancelled by stop: Close never waits out a collect's timeout
 	cancel context.CancelFunc
+	// reported is when each owner's failure was last reported (only the loop's goroutine uses
+	// it); an owner is forgotten once its collect succeeds, so the map holds failing owners only.
+	reported map[uuid.UUID]time.Time
 }
 
 // Retry backoff after a failed collect: from retryMin, doubling to retryMax.
@@ -40,7 +46,8 @@ const sweepLimit = 1000
 
 func startCollector(e *Engine) *collector {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &collector{e: e, dirty: map[uuid.UUID]struct{}{}, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	c := &collector{e: e, dirty: map[uuid.UUID]struct{}{}, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel,
+		reported: map[uuid.UUID]time.Time{}}
 	go c.run()
 	return c
 }
@@ -149,7 +156,29 @@ func (c *collector) collect(owner uuid.UUID) (ok bool) {
 	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
 	_, err := c.e.Collect(ctx, owner, exchange.ReportOptions{})
-	return err == nil || isNotRegistered(err)
+	if err == nil || isNotRegistered(err) {
+		delete(c.reported, owner)
+		return true
+	}
+	if c.ctx.Err() == nil {
+		c.report(owner, err)
+	}
+	return false
+}
+
+// report tells the failure handler of owner's failed collect, unless it heard of owner's within
+// exchange.CollectFailureReportEvery.
+func (c *collector) report(owner uuid.UUID, err error) {
+	h := c.e.set.OnCollectFailure
+	if h == nil {
+		return
+	}
+	now := c.e.set.Now()
+	if last, ok := c.reported[owner]; ok && now.Sub(last) < exchange.CollectFailureReportEvery {
+		return
+	}
+	c.reported[owner] = now
+	h(owner, err)
 }
 
 func (c *collector) stop() {

@@ -491,6 +491,10 @@ func countDeadLettered(ctx context.Context, run execFunc, n int) error {
 
 // CollectAll collects every owner registered when it starts, in registration order, each in a
 // transaction of its own, skipping those unregistered before their turn; it checks ctx before each.
+// An owner whose collect fails does not stop the others: one owner's outbox the database cannot
+// route (a fault, a damaged row) must not keep everyone else's mail undelivered, as one poisoned
+// outbox on PostgreSQL did (docs/decisions/0012 row 24). The first such error is returned once every
+// owner has had its turn, with the report of those collected.
 func (e *Engine) CollectAll(ctx context.Context, o exchange.ReportOptions) (*exchange.AllReport, error) {
 	var owners []uuid.UUID
 	err := e.d.Read(ctx, func(ctx context.Context, q Querier) error {
@@ -509,6 +513,7 @@ func (e *Engine) CollectAll(ctx context.Context, o exchange.ReportOptions) (*exc
 	if err != nil {
 		return all, err
 	}
+	var failed error
 	for _, id := range owners {
 		if err := ctx.Err(); err != nil {
 			return all, err
@@ -518,12 +523,18 @@ func (e *Engine) CollectAll(ctx context.Context, o exchange.ReportOptions) (*exc
 		case isNotRegistered(err):
 			continue
 		case err != nil:
-			return all, err
+			if ctx.Err() != nil {
+				return all, err
+			}
+			if failed == nil {
+				failed = err
+			}
+			continue
 		}
 		all.Delivered += rep.Delivered
 		if len(rep.Deliveries) > 0 {
 			all.Reports = append(all.Reports, rep)
 		}
 	}
-	return all, nil
+	return all, failed
 }

@@ -248,7 +248,7 @@ func (e *Engine) deadLetters(ctx context.Context, q Querier, holder string, afte
 			return err
 		}
 		rs := exchange.Reason(reason)
-		out = append(out, exchange.DeadLetter{Seq: uint64(seq), Message: m, Recipient: recipientOf(rcpt, rs), Reason: rs, At: time.Unix(0, at), Attempts: int(attempts)})
+		out = append(out, exchange.DeadLetter{Seq: uint64(seq), Message: m, Recipient: recipientOf(rcpt, rs, m), Reason: rs, At: time.Unix(0, at), Attempts: int(attempts)})
 		return nil
 	}, query, args...)
 	if err != nil {

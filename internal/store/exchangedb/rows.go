@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,19 +28,29 @@ const (
 // noneKey is the ledger's recipient for None (a broadcast that found no one): "" is the outbox row.
 const noneKey = "None"
 
-// recipientKey is the ledger's recipient column for a drop's recipient.
+// recipientKey is the ledger's recipient column for a drop's recipient. A plain string holding
+// U+0000 (a message queued before Send refused such recipients, docs/decisions/0012 row 24) is
+// kept with U+FFFD in place of each NUL: PostgreSQL's TEXT cannot hold NUL, and the collect that
+// wrote it raw failed for ever (SQLSTATE 22021), leaving the sender's outbox blocked. The key
+// only has to name the dead row, a direct message's one drop, since recipientOf reads such a
+// recipient back from the message.
 func recipientKey(p envelope.Participant) string {
 	if p.IsNone() {
 		return noneKey
 	}
-	return p.String()
+	return strings.ReplaceAll(p.String(), "\x00", "\uFFFD")
 }
 
-// recipientOf reads a dead row's recipient back: None only for the no-recipients drop (a direct
-// message to the plain string "None" keeps its name).
-func recipientOf(key string, reason exchange.Reason) envelope.Participant {
+// recipientOf reads a dead row of message m back: None only for the no-recipients drop (a direct
+// message to the plain string "None" keeps its name); a direct message whose recipient is not an
+// owner's id (UNSET, a role, a plain string) was dropped for that recipient, m's own, which is
+// read from m exactly as the memory engine reports it (recipientKey may have replaced a NUL).
+func recipientOf(key string, reason exchange.Reason, m *envelope.Message) envelope.Participant {
 	if reason == exchange.ReasonNoRecipients {
 		return envelope.None()
+	}
+	if _, isID := m.Recipient.ID(); !isID && !m.IsBroadcast() {
+		return m.Recipient
 	}
 	return envelope.ParseParticipant(key)
 }

@@ -18,8 +18,8 @@ import (
 // Checks in the memory engine's order: the request id's length, a repeat (answered even after
 // Close, as the memory engine does), Close, the sender, the message, the outbox bound.
 func (e *Engine) Send(ctx context.Context, req exchange.SendRequest) (*envelope.Message, error) {
-	if len(req.RequestID) > exchange.MaxRequestIDLength {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", exchange.ErrInvalidRequestID, len(req.RequestID), exchange.MaxRequestIDLength)
+	if err := exchange.CheckRequestID(req.RequestID); err != nil {
+		return nil, err
 	}
 	if req.RequestID != "" {
 		if m, ok, err := e.Remembered(ctx, req.Sender, req.RequestID, &req); err != nil || ok {
@@ -237,7 +237,9 @@ func (e *Engine) sendRequest(ctx context.Context, q Querier, req *exchange.SendR
 // Remembered answers a repeat of a Send request id within the request memory (TTL and the
 // sender's count), before any other check.
 func (e *Engine) Remembered(ctx context.Context, sender uuid.UUID, requestID string, req *exchange.SendRequest) (*envelope.Message, bool, error) {
-	if requestID == "" {
+	if requestID == "" || exchange.CheckRequestID(requestID) != nil {
+		// Nothing is remembered under an id Send refuses (and PostgreSQL could not read one
+		// holding NUL: SQLSTATE 22021).
 		return nil, false, nil
 	}
 	var (

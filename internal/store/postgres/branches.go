@@ -181,6 +181,9 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 	if r, ok, err := s.recallCreated(ctx, s.pool, in.Principal, store.OpForkBranch, in.RequestID); err != nil || ok {
 		return r, s.fault(ctx, err)
 	}
+	if err := store.CheckFork(in); err != nil { // before the source is read, as store.Memory checks
+		return store.BranchResult{}, err
+	}
 	build := func(tx pgx.Tx) (*sqlrow.Seed, error) {
 		src, err := loadBranch(ctx, tx, qBranchForShare, in.Source)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/historyd/historyd/internal/envelope"
 	"github.com/historyd/historyd/internal/store"
 )
 
@@ -32,7 +33,16 @@ import (
 //     (40P01, 40001) do not, since the server is fine: all are
 //     store.ErrStorageUnavailable, retryable, never INTERNAL;
 //   - disk full (53100): store.ErrStorageFull;
-//   - data corrupted (XX001, XX002): store.ErrStorageDamaged.
+//   - data corrupted (XX001, XX002): store.ErrStorageDamaged;
+//   - a text PostgreSQL cannot store (22021, character_not_in_repertoire: U+0000
+//     in a TEXT value): an input error (unstorableTextError, INVALID_ARGUMENT),
+//     not a fault. historyd refuses NUL where it keeps a client's text in a
+//     column (docs/decisions/0012 row 24), so this is the backstop for a
+//     field those checks miss: the statement was refused and its transaction
+//     rolled back, nothing is damaged, and a retry of the same value fails
+//     the same way, so neither INTERNAL nor a storage fault fits. The cause
+//     still reaches the call's log line (LogCause), so a text historyd itself
+//     wrote wrongly would not go unseen.
 
 // StorageError is a fault of the database server: its Err is one of the
 // store's storage sentinels, Cause is pgx's error (for the server's log).
@@ -132,6 +142,27 @@ type commitError struct{ err error }
 func (e commitError) Error() string { return "postgres: commit: " + e.err.Error() }
 func (e commitError) Unwrap() error { return e.err }
 
+// unstorableTextError is a statement PostgreSQL refused for a text it
+// cannot store (SQLSTATE 22021): the client's input, never the database's
+// trouble (see the list above).
+type unstorableTextError struct{ cause error }
+
+func (e *unstorableTextError) Error() string {
+	return "invalid input: a text holds U+0000 (NUL), which PostgreSQL cannot store; nothing was written"
+}
+
+// Unwrap returns envelope.ErrInvalid (INVALID_ARGUMENT) and pgx's error.
+func (e *unstorableTextError) Unwrap() []error { return []error{envelope.ErrInvalid, e.cause} }
+
+// LogCause returns pgx's error, for the server's log line of the call.
+func (e *unstorableTextError) LogCause() error { return e.cause }
+
+// unstorableText reports PostgreSQL's refusal of a text it cannot store.
+func unstorableText(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22021"
+}
+
 // damagedRowError is a stored value historyd wrote and cannot read back.
 type damagedRowError struct{ err error }
 
@@ -204,6 +235,9 @@ func (s *Store) fault(ctx context.Context, err error) error {
 	}
 	if errors.As(err, new(*StorageError)) {
 		return err
+	}
+	if unstorableText(err) {
+		return &unstorableTextError{cause: err}
 	}
 	class := storageClass(err)
 	if class == nil {

@@ -158,6 +158,9 @@ func (s *Store) ForkBranch(ctx context.Context, in store.ForkInput) (store.Branc
 	if r, ok, err := s.recallCreatedRead(ctx, in.Principal, store.OpForkBranch, in.RequestID); err != nil || ok {
 		return r, err
 	}
+	if err := store.CheckFork(in); err != nil { // before the source is read, as store.Memory checks
+		return store.BranchResult{}, err
+	}
 	var (
 		src  *sqlrow.Branch
 		msgs []*envelope.Message

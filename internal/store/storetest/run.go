@@ -110,6 +110,7 @@ func RunFor(t *testing.T, newStore Factory, caps Capabilities) {
 		{"Fork", testFork},
 		{"ImportExport", testImportExport},
 		{"ImportErrors", testImportErrors},
+		{"NULInBranchTexts", testNULInBranchTexts},
 		{"ExportLionAGIBytes", testExportLionAGIBytes},
 		{"ExportFloatsAsOrjson", testExportFloatsAsOrjson},
 		{"DeleteBranch", testDeleteBranch},

@@ -156,6 +156,9 @@ class ExchangeServiceServicer(object):
         Exchange's byte budget (--exchange-max-bytes, default 256 MiB); a Send that would take it past
         the budget is RESOURCE_EXHAUSTED (ERROR_REASON_EXCHANGE_BUDGET_EXCEEDED, metadata usedBytes,
         budgetBytes, messageBytes, flag) and queues nothing.
+
+        A recipient, channel or request_id holding U+0000 (NUL) is INVALID_ARGUMENT naming the field
+        and queues nothing, whatever the store (docs/decisions/0012 row 24).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -182,6 +185,10 @@ class ExchangeServiceServicer(object):
         report has Collect's shape per owner and the same limit. Once the call is cancelled or
         its deadline passes, it stops before the next owner (one collect, once started, finishes) and
         the call ends with CANCELLED or DEADLINE_EXCEEDED; the owners not reached keep their outboxes.
+        An owner whose collect fails (a storage fault, a damaged row) does not stop the others: every
+        other owner of the snapshot is collected, then the call fails with the first failure's status.
+        The report of the owners collected is then not returned, but their mail is where Collect puts
+        it (inboxes, dead letters) and the failing owner's stays in its outbox.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
