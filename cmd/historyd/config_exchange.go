@@ -98,7 +98,7 @@ func (c exchangeConfig) validate() error {
 		return err
 	}
 	if c.SubscriberBufferBytes <= 0 {
-		return badValue("exchange-subscriber-buffer-bytes", "%d: must be positive, such as 64KiB", c.SubscriberBufferBytes)
+		return badValue("exchange-subscriber-buffer-bytes", "%d: must be positive, such as 2MiB", c.SubscriberBufferBytes)
 	}
 	if c.Heartbeat < 0 {
 		return badValue("exchange-heartbeat", "%v: must not be negative (0s: none)", c.Heartbeat)

@@ -70,7 +70,7 @@ func (c historyConfig) validate() error {
 	case c.WatchBuffer > maxWatchBuffer:
 		return checkMaximum("watch-buffer", int64(c.WatchBuffer))
 	case c.WatchBufferBytes <= 0:
-		return badValue("watch-buffer-bytes", "%d: must be positive, such as 128KiB", c.WatchBufferBytes)
+		return badValue("watch-buffer-bytes", "%d: must be positive, such as 2MiB", c.WatchBufferBytes)
 	case c.WatchMaxStreams < 0:
 		return badValue("watch-max-streams", "%d: must not be negative (0: no bound)", c.WatchMaxStreams)
 	case c.WatchHeartbeat < 0:

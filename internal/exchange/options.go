@@ -20,12 +20,14 @@ const (
 	DefaultSubscriberBuffer = 256
 	// DefaultSubscriberBufferBytes is the default bound on the bytes (the byte budget's estimate)
 	// of the messages a live subscription may have pending before it is evicted. The count alone
-	// let a SubscribeInbox stream that never reads pin 256 messages of up to 4 MiB, about 1 GiB;
-	// 64 KiB holds a burst of about 60 short messages, and DefaultMaxSubscriptions of them hold at
-	// most 62.5 MiB, inside the 512 MiB the Kubernetes manifest gives the process (README.md,
-	// "Memory per stream", has the arithmetic). A larger message is still taken into an empty
-	// buffer, so a reader that keeps up gets it live.
-	DefaultSubscriberBufferBytes = 64 << 10
+	// let a SubscribeInbox stream that never reads pin 256 messages of up to 4 MiB, about 1 GiB.
+	// 2 MiB is the count's 256 messages of up to about 8 KB, so the count still binds first for
+	// ordinary traffic: a first version at 64 KiB evicted every live subscriber on a collect of
+	// about 40 messages of 1 KB (its review), which the reader cannot drain while the collect is
+	// offered. DefaultMaxSubscriptions of them hold at most 2 GiB: a small container lowers the
+	// stream cap or this (README.md, "Memory per stream"). A larger message is still taken into an
+	// empty buffer, so a reader that keeps up gets it live.
+	DefaultSubscriberBufferBytes = 2 << 20
 	// DefaultRequestTTL is how long Send remembers a request id (docs/design.md#branches, the
 	// idempotency rule: 10 minutes).
 	DefaultRequestTTL = 10 * time.Minute

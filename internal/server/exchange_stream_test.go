@@ -156,9 +156,8 @@ func TestSubscribeInboxEvictedWhenStalled(t *testing.T) {
 // TestSubscribeInboxSendTimeout: a client that stops reading while its buffer still has room is
 // ended by the bounded send timeout, with RESOURCE_EXHAUSTED, reason SUBSCRIBER_TOO_SLOW.
 func TestSubscribeInboxSendTimeout(t *testing.T) {
-	// Room in messages and in bytes (32 of 16 KiB): only the send timeout can end it.
-	f := newExchangeFixture(t, []exchange.Option{exchange.WithSubscriberBuffer(1000), exchange.WithSubscriberBufferBytes(64 << 20)},
-		WithSendTimeout(50*time.Millisecond))
+	// Room in messages, and at the default bytes: only the send timeout can end it.
+	f := newExchangeFixture(t, []exchange.Option{exchange.WithSubscriberBuffer(1000)}, WithSendTimeout(50*time.Millisecond))
 	f.register(t, ownerA, ownerB)
 	ended := f.streamEnd()
 	s := subscribe(testContext(t), t, stalledClient(t, f), &historyv1.SubscribeInboxRequest{OwnerId: ownerB})

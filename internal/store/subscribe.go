@@ -20,14 +20,16 @@ const DefaultSubscriberBuffer = 256
 // estimate of commitBytes, a subscription buffers by default before it is
 // ended as too slow. The count alone let a watcher that never reads pin
 // DefaultSubscriberBuffer commits of up to 4 MiB each, about 1 GiB per
-// stream. 128 KiB holds about 160 commits of one short chat message (about
-// 800 bytes each by the estimate), most of the burst the count was sized
-// for, and DefaultMaxSubscriptions of them hold at most 125 MiB, inside the
-// 512 MiB the Kubernetes manifest gives the process (README.md, "Memory per
-// stream", has the arithmetic). A commit larger than the bound is still
-// taken into an empty buffer, so a reader that keeps up gets large commits
-// live.
-const DefaultSubscriberBufferBytes = 128 << 10
+// stream. 2 MiB is the count's 256 commits of messages up to about 8 KB
+// (a 1 KB instruction is about 1.8 KB by the estimate), so the count still
+// binds first for ordinary traffic and a watcher that keeps up through a
+// burst is not evicted by the bytes: a first version at 128 KiB (about 71
+// such commits) evicted keeping-up watchers in ordinary bursts (its review).
+// DefaultMaxSubscriptions of them hold at most 2 GiB: a small container
+// lowers the stream cap or this (README.md, "Memory per stream"). A commit
+// larger than the bound is still taken into an empty buffer, so a reader
+// that keeps up gets large commits live.
+const DefaultSubscriberBufferBytes = 2 << 20
 
 // DefaultMaxSubscriptions is how many subscriptions a store holds open at
 // once by default. Behind a WatchBranch stream each costs the server about
