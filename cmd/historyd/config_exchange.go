@@ -28,6 +28,10 @@ type exchangeConfig struct {
 	// own (issue 18).
 	MaxAttempts       int
 	VisibilityTimeout time.Duration
+	// SubscriberBufferBytes bounds a SubscribeInbox stream's buffer in bytes beside
+	// SubscriberBuffer's count (the hostile review: 256 messages of 4 MiB for a stream that never
+	// reads).
+	SubscriberBufferBytes byteSize
 }
 
 // exchangeSettings are the Exchange's settings; init appends them to settings, so they get the
@@ -44,6 +48,7 @@ var exchangeSettings = []setting{
 	{"inbox-max-streams", "HISTORYD_INBOX_MAX_STREAMS", strconv.Itoa(exchange.DefaultMaxSubscriptions), "SubscribeInbox streams open at once; past it SubscribeInbox is RESOURCE_EXHAUSTED (TOO_MANY_STREAMS) (0 = no limit)"},
 	{"exchange-max-attempts", "HISTORYD_EXCHANGE_MAX_ATTEMPTS", strconv.Itoa(exchange.DefaultMaxAttempts), "leases a message may have without an Ack before it becomes a dead letter with reason max attempts, for owners that set none at Register (1 to 1000)"},
 	{"exchange-visibility-timeout", "HISTORYD_EXCHANGE_VISIBILITY_TIMEOUT", exchange.DefaultVisibility.String(), "how long a lease hides its message unless acknowledged, for owners and Lease calls that set none (Go duration, 1ms to 12h)"},
+	{"exchange-subscriber-buffer-bytes", "HISTORYD_EXCHANGE_SUBSCRIBER_BUFFER_BYTES", sizeString(exchange.DefaultSubscriberBufferBytes), "bytes of messages (estimated heap) a SubscribeInbox stream may have pending before it is ended as too slow; a larger message is still taken when none is pending (a number with an optional KiB, MiB or GiB suffix, > 0)"},
 }
 
 func init() { settings = append(settings, exchangeSettings...) }
@@ -62,6 +67,8 @@ func (c *exchangeConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxStreams, s[8].flag, mustInt(s[8].def), s[8].usage)
 	fs.IntVar(&c.MaxAttempts, s[9].flag, mustInt(s[9].def), s[9].usage)
 	fs.DurationVar(&c.VisibilityTimeout, s[10].flag, mustDuration(s[10].def), s[10].usage)
+	c.SubscriberBufferBytes = mustByteSize(s[11].def)
+	fs.Var(&c.SubscriberBufferBytes, s[11].flag, s[11].usage)
 }
 
 // defaultExchangeConfig is the configuration with every Exchange flag at its default.
@@ -92,6 +99,9 @@ func (c exchangeConfig) validate() error {
 	if err := checkMaximum("exchange-subscriber-buffer", int64(c.SubscriberBuffer)); err != nil {
 		return err
 	}
+	if c.SubscriberBufferBytes <= 0 {
+		return badValue("exchange-subscriber-buffer-bytes", "%d: must be positive, such as 2MiB", c.SubscriberBufferBytes)
+	}
 	if c.Heartbeat < 0 {
 		return badValue("exchange-heartbeat", "%v: must not be negative (0s: none)", c.Heartbeat)
 	}
@@ -116,6 +126,7 @@ func (c exchangeConfig) options(logger *zap.Logger) []exchange.Option {
 		exchange.WithMaxInbox(c.MaxInbox),
 		exchange.WithMaxDeadLetters(c.MaxDeadLetters),
 		exchange.WithSubscriberBuffer(c.SubscriberBuffer),
+		exchange.WithSubscriberBufferBytes(int64(c.SubscriberBufferBytes)),
 		exchange.WithBackgroundCollection(c.BackgroundCollect),
 		exchange.WithByteBudget(c.MaxBytes),
 		exchange.WithMaxSubscriptions(c.MaxStreams),

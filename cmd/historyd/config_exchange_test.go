@@ -23,6 +23,7 @@ func TestExchangeConfig(t *testing.T) {
 		Heartbeat: server.DefaultHeartbeat, SendTimeout: server.DefaultSendTimeout,
 		MaxBytes: exchange.DefaultByteBudget, MaxStreams: exchange.DefaultMaxSubscriptions,
 		MaxAttempts: exchange.DefaultMaxAttempts, VisibilityTimeout: exchange.DefaultVisibility,
+		SubscriberBufferBytes: exchange.DefaultSubscriberBufferBytes,
 	}
 	tests := []struct {
 		name string
@@ -39,24 +40,26 @@ func TestExchangeConfig(t *testing.T) {
 				"HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "true", "HISTORYD_EXCHANGE_HEARTBEAT": "2s",
 				"HISTORYD_EXCHANGE_SEND_TIMEOUT": "3s", "HISTORYD_EXCHANGE_MAX_BYTES": "1048576",
 				"HISTORYD_INBOX_MAX_STREAMS": "8", "HISTORYD_EXCHANGE_MAX_ATTEMPTS": "9",
-				"HISTORYD_EXCHANGE_VISIBILITY_TIMEOUT": "1m",
+				"HISTORYD_EXCHANGE_VISIBILITY_TIMEOUT": "1m", "HISTORYD_EXCHANGE_SUBSCRIBER_BUFFER_BYTES": "1MiB",
 			},
 			want: exchangeConfig{MaxOutbox: 5, MaxInbox: 6, MaxDeadLetters: 1, SubscriberBuffer: 7,
 				BackgroundCollect: true, Heartbeat: 2 * time.Second, SendTimeout: 3 * time.Second,
-				MaxBytes: 1 << 20, MaxStreams: 8, MaxAttempts: 9, VisibilityTimeout: time.Minute},
+				MaxBytes: 1 << 20, MaxStreams: 8, MaxAttempts: 9, VisibilityTimeout: time.Minute,
+				SubscriberBufferBytes: 1 << 20},
 		},
 		{
 			name: "flags win",
 			args: []string{"--exchange-max-outbox", "9", "--exchange-background-collect=false", "--exchange-heartbeat", "0s",
 				"--exchange-max-bytes", "0", "--inbox-max-streams", "3", "--exchange-max-attempts", "1000",
-				"--exchange-visibility-timeout", "1ms"},
-			env: map[string]string{"HISTORYD_EXCHANGE_MAX_OUTBOX": "5", "HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "true",
+				"--exchange-visibility-timeout", "1ms", "--exchange-subscriber-buffer-bytes", "4096"},
+			env: map[string]string{"HISTORYD_EXCHANGE_SUBSCRIBER_BUFFER_BYTES": "1MiB", "HISTORYD_EXCHANGE_MAX_OUTBOX": "5", "HISTORYD_EXCHANGE_BACKGROUND_COLLECT": "true",
 				"HISTORYD_EXCHANGE_MAX_BYTES": "7", "HISTORYD_INBOX_MAX_STREAMS": "7", "HISTORYD_EXCHANGE_MAX_ATTEMPTS": "2",
 				"HISTORYD_EXCHANGE_VISIBILITY_TIMEOUT": "12h"},
 			want: func() exchangeConfig {
 				c := defaults
 				c.MaxOutbox, c.Heartbeat, c.MaxBytes, c.MaxStreams = 9, 0, 0, 3
 				c.MaxAttempts, c.VisibilityTimeout = 1000, time.Millisecond
+				c.SubscriberBufferBytes = 4096
 				return c
 			}(),
 		},
@@ -87,6 +90,8 @@ func TestExchangeConfigInvalid(t *testing.T) {
 		{args: []string{"--exchange-max-outbox", "-1"}, mention: "-1"},
 		{args: []string{"--exchange-max-inbox", "lots"}, mention: "exchange-max-inbox"},
 		{args: []string{"--exchange-subscriber-buffer", "0"}, mention: "must be at least 1"},
+		{args: []string{"--exchange-subscriber-buffer-bytes", "0"}, mention: "must be positive"},
+		{args: []string{"--exchange-subscriber-buffer-bytes", "lots"}, mention: "exchange-subscriber-buffer-bytes"},
 		// Review finding MINOR 3: 0 used to mean "no bound"; docs/design.md#exchange says bounded.
 		{args: []string{"--exchange-max-dead-letters", "0"}, mention: "must be at least 1"},
 		{env: map[string]string{"HISTORYD_EXCHANGE_MAX_DEAD_LETTERS": "-3"}, mention: "must be at least 1"},

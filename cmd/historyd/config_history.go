@@ -20,6 +20,9 @@ type historyConfig struct {
 	WatchMaxStreams  int
 	WatchHeartbeat   time.Duration
 	WatchSendTimeout time.Duration
+	// WatchBufferBytes bounds a stream's buffer in bytes beside WatchBuffer's count: the count
+	// alone let a stream that never reads pin 256 commits of 4 MiB (the hostile review).
+	WatchBufferBytes byteSize
 }
 
 // historySettings are the store's settings; init appends them to settings, so they get the
@@ -31,6 +34,7 @@ var historySettings = []setting{
 	{"watch-max-streams", "HISTORYD_WATCH_MAX_STREAMS", strconv.Itoa(store.DefaultMaxSubscriptions), "WatchBranch streams open at once; past it WatchBranch is RESOURCE_EXHAUSTED (0 = no limit)"},
 	{"watch-heartbeat", "HISTORYD_WATCH_HEARTBEAT", server.DefaultHeartbeat.String(), "idle interval between WatchBranch heartbeats, jittered by 10% (Go duration; 0 = none)"},
 	{"watch-send-timeout", "HISTORYD_WATCH_SEND_TIMEOUT", server.DefaultSendTimeout.String(), "how long a WatchBranch stream may wait for its client to accept a frame before it is ended as too slow (Go duration, > 0)"},
+	{"watch-buffer-bytes", "HISTORYD_WATCH_BUFFER_BYTES", sizeString(store.DefaultSubscriberBufferBytes), "bytes of commits (estimated heap) a WatchBranch stream may have pending before it is ended as too slow, to resume from its cursor; a larger commit is still taken when none is pending (a number with an optional KiB, MiB or GiB suffix, > 0)"},
 }
 
 func init() { settings = append(settings, historySettings...) }
@@ -45,6 +49,8 @@ func (c *historyConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.WatchMaxStreams, s[3].flag, mustInt(s[3].def), s[3].usage)
 	fs.DurationVar(&c.WatchHeartbeat, s[4].flag, mustDuration(s[4].def), s[4].usage)
 	fs.DurationVar(&c.WatchSendTimeout, s[5].flag, mustDuration(s[5].def), s[5].usage)
+	c.WatchBufferBytes = mustByteSize(s[6].def)
+	fs.Var(&c.WatchBufferBytes, s[6].flag, s[6].usage)
 }
 
 // defaultHistoryConfig is the configuration with every store flag at its default.
@@ -63,6 +69,8 @@ func (c historyConfig) validate() error {
 		return badValue("watch-buffer", "%d: must be at least 1", c.WatchBuffer)
 	case c.WatchBuffer > maxWatchBuffer:
 		return checkMaximum("watch-buffer", int64(c.WatchBuffer))
+	case c.WatchBufferBytes <= 0:
+		return badValue("watch-buffer-bytes", "%d: must be positive, such as 2MiB", c.WatchBufferBytes)
 	case c.WatchMaxStreams < 0:
 		return badValue("watch-max-streams", "%d: must not be negative (0: no bound)", c.WatchMaxStreams)
 	case c.WatchHeartbeat < 0:
@@ -77,7 +85,8 @@ func (c historyConfig) validate() error {
 func (c historyConfig) options() []store.Option {
 	return []store.Option{
 		store.WithMemoryBudget(int64(c.MemoryBudget)), store.WithEventRetention(c.EventRetention),
-		store.WithSubscriberBuffer(c.WatchBuffer), store.WithMaxSubscriptions(c.WatchMaxStreams),
+		store.WithSubscriberBuffer(c.WatchBuffer), store.WithSubscriberBufferBytes(int64(c.WatchBufferBytes)),
+		store.WithMaxSubscriptions(c.WatchMaxStreams),
 	}
 }
 
@@ -121,6 +130,12 @@ func (b *byteSize) String() string {
 		}
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// sizeString writes n as the flags read it, with the largest suffix that divides it.
+func sizeString(n int64) string {
+	b := byteSize(n)
+	return b.String()
 }
 
 func mustByteSize(s string) byteSize {

@@ -17,6 +17,7 @@ func TestHistoryConfig(t *testing.T) {
 		MemoryBudget: store.DefaultMemoryBudget, EventRetention: store.DefaultEventRetention,
 		WatchBuffer: store.DefaultSubscriberBuffer, WatchMaxStreams: store.DefaultMaxSubscriptions,
 		WatchHeartbeat: server.DefaultHeartbeat, WatchSendTimeout: server.DefaultSendTimeout,
+		WatchBufferBytes: store.DefaultSubscriberBufferBytes,
 	}
 	with := func(f func(*historyConfig)) historyConfig {
 		c := def
@@ -37,12 +38,16 @@ func TestHistoryConfig(t *testing.T) {
 		{"plain bytes and no limit", []string{"--memory-budget", "0"}, nil, with(func(c *historyConfig) { c.MemoryBudget = 0 })},
 		// Issue 5: the WatchBranch buffer, stream limit, heartbeat and send timeout.
 		{"watch environment", nil, map[string]string{"HISTORYD_WATCH_BUFFER": "8", "HISTORYD_WATCH_MAX_STREAMS": "100",
-			"HISTORYD_WATCH_HEARTBEAT": "2s", "HISTORYD_WATCH_SEND_TIMEOUT": "3s"},
+			"HISTORYD_WATCH_HEARTBEAT": "2s", "HISTORYD_WATCH_SEND_TIMEOUT": "3s", "HISTORYD_WATCH_BUFFER_BYTES": "1MiB"},
 			with(func(c *historyConfig) {
 				c.WatchBuffer, c.WatchMaxStreams, c.WatchHeartbeat, c.WatchSendTimeout = 8, 100, 2*time.Second, 3*time.Second
+				c.WatchBufferBytes = 1 << 20
 			})},
-		{"watch flags win", []string{"--watch-buffer", "1", "--watch-max-streams", "0", "--watch-heartbeat", "0s"}, map[string]string{"HISTORYD_WATCH_BUFFER": "8"},
-			with(func(c *historyConfig) { c.WatchBuffer, c.WatchMaxStreams, c.WatchHeartbeat = 1, 0, 0 })},
+		{"watch flags win", []string{"--watch-buffer", "1", "--watch-max-streams", "0", "--watch-heartbeat", "0s", "--watch-buffer-bytes", "4096"},
+			map[string]string{"HISTORYD_WATCH_BUFFER": "8", "HISTORYD_WATCH_BUFFER_BYTES": "1MiB"},
+			with(func(c *historyConfig) {
+				c.WatchBuffer, c.WatchMaxStreams, c.WatchHeartbeat, c.WatchBufferBytes = 1, 0, 0, 4096
+			})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The byte budgets are the memory engine's: under another --store they are refused.
@@ -63,7 +68,7 @@ func TestHistoryConfig(t *testing.T) {
 func TestHistoryConfigInvalid(t *testing.T) {
 	for _, args := range [][]string{
 		{"--memory-budget", "lots"}, {"--memory-budget", "-1"}, {"--memory-budget", "1TB"}, {"--event-retention", "0"},
-		{"--watch-buffer", "0"}, {"--watch-max-streams", "-1"}, {"--watch-heartbeat", "-1s"}, {"--watch-send-timeout", "0s"},
+		{"--watch-buffer", "0"}, {"--watch-buffer-bytes", "0"}, {"--watch-buffer-bytes", "1TB"}, {"--watch-max-streams", "-1"}, {"--watch-heartbeat", "-1s"}, {"--watch-send-timeout", "0s"},
 	} {
 		if _, err := parseConfig(args, envOf(nil)); !errors.Is(err, errUsage) {
 			t.Errorf("parseConfig(%v) = %v, want a usage error", args, err)

@@ -73,6 +73,8 @@ func openEngine(ctx context.Context, c config, log *zap.Logger) (*engine, error)
 		EventRetention:   c.History.EventRetention,
 		SubscriberBuffer: c.History.WatchBuffer,
 		MaxSubscriptions: c.History.WatchMaxStreams,
+
+		SubscriberBufferBytes: int64(c.History.WatchBufferBytes),
 	})
 	if err != nil {
 		return nil, storeError(c.Store.DataDir, err)
@@ -126,6 +128,7 @@ func openPostgres(ctx context.Context, c config, log *zap.Logger) (*engine, erro
 	}
 	cfg.EventRetention = c.History.EventRetention
 	cfg.SubscriberBuffer = c.History.WatchBuffer
+	cfg.SubscriberBufferBytes = int64(c.History.WatchBufferBytes)
 	cfg.MaxSubscriptions = c.History.WatchMaxStreams
 	s, err := postgres.Open(ctx, cfg)
 	if err != nil {

@@ -22,6 +22,16 @@ const (
 	// pending before it is evicted: enough to absorb a collect of a few hundred messages while the
 	// stream writes to a healthy client.
 	DefaultSubscriberBuffer = 256
+	// DefaultSubscriberBufferBytes is the default bound on the bytes (the byte budget's estimate)
+	// of the messages a live subscription may have pending before it is evicted. The count alone
+	// let a SubscribeInbox stream that never reads pin 256 messages of up to 4 MiB, about 1 GiB.
+	// 2 MiB is the count's 256 messages of up to about 8 KB, so the count still binds first for
+	// ordinary traffic: a first version at 64 KiB evicted every live subscriber on a collect of
+	// about 40 messages of 1 KB (its review), which the reader cannot drain while the collect is
+	// offered. DefaultMaxSubscriptions of them hold at most 2 GiB: a small container lowers the
+	// stream cap or this (README.md, "Memory per stream"). A larger message is still taken into an
+	// empty buffer, so a reader that keeps up gets it live.
+	DefaultSubscriberBufferBytes = 2 << 20
 	// DefaultRequestTTL is how long Send remembers a request id (docs/design.md#branches, the
 	// idempotency rule: 10 minutes).
 	DefaultRequestTTL = 10 * time.Minute
@@ -48,6 +58,7 @@ type Option func(*options)
 type options struct {
 	maxOutbox, maxInbox, maxDeadLetters int
 	subscriberBuffer                    int
+	subscriberBufferBytes               int64
 	requestTTL                          time.Duration
 	requestsPerSender                   int
 	byteBudget                          int64
@@ -62,17 +73,19 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		maxOutbox:         DefaultMaxOutbox,
-		maxInbox:          DefaultMaxInbox,
-		maxDeadLetters:    DefaultMaxDeadLetters,
-		subscriberBuffer:  DefaultSubscriberBuffer,
-		requestTTL:        DefaultRequestTTL,
-		requestsPerSender: DefaultRequestsPerSender,
-		byteBudget:        DefaultByteBudget,
-		maxSubscriptions:  DefaultMaxSubscriptions,
-		now:               time.Now,
-		maxAttempts:       DefaultMaxAttempts,
-		visibility:        DefaultVisibility,
+		maxOutbox:        DefaultMaxOutbox,
+		maxInbox:         DefaultMaxInbox,
+		maxDeadLetters:   DefaultMaxDeadLetters,
+		subscriberBuffer: DefaultSubscriberBuffer,
+		// The default bytes go with the default count.
+		subscriberBufferBytes: DefaultSubscriberBufferBytes,
+		requestTTL:            DefaultRequestTTL,
+		requestsPerSender:     DefaultRequestsPerSender,
+		byteBudget:            DefaultByteBudget,
+		maxSubscriptions:      DefaultMaxSubscriptions,
+		now:                   time.Now,
+		maxAttempts:           DefaultMaxAttempts,
+		visibility:            DefaultVisibility,
 	}
 }
 
@@ -94,6 +107,19 @@ func WithMaxDeadLetters(n int) Option { return func(o *options) { o.maxDeadLette
 // WithSubscriberBuffer sets how many messages a subscription may have pending before it is evicted
 // with ErrSubscriberTooSlow. The default is DefaultSubscriberBuffer; n < 1 means 1.
 func WithSubscriberBuffer(n int) Option { return func(o *options) { o.subscriberBuffer = max(n, 1) } }
+
+// WithSubscriberBufferBytes sets how many bytes of messages (by the byte budget's estimate) a
+// subscription may have pending before it is evicted with ErrSubscriberTooSlow; a message larger
+// than it is still taken when nothing is pending. The default is DefaultSubscriberBufferBytes;
+// n <= 0 means the default.
+func WithSubscriberBufferBytes(n int64) Option {
+	return func(o *options) {
+		if n <= 0 {
+			n = DefaultSubscriberBufferBytes
+		}
+		o.subscriberBufferBytes = n
+	}
+}
 
 // WithRequestMemory sets how long and how many Send request ids are remembered per sender. The
 // defaults are DefaultRequestTTL and DefaultRequestsPerSender (docs/design.md#branches, the

@@ -13,8 +13,10 @@ type Settings struct {
 	// MaxOutbox, MaxInbox and MaxDeadLetters are the per-owner bounds (<= 0: none, except
 	// MaxDeadLetters, at least 1).
 	MaxOutbox, MaxInbox, MaxDeadLetters int
-	// SubscriberBuffer is a subscription's buffer (at least 1).
-	SubscriberBuffer int
+	// SubscriberBuffer is a subscription's buffer (at least 1), SubscriberBufferBytes its bound
+	// in bytes.
+	SubscriberBuffer      int
+	SubscriberBufferBytes int64
 	// RequestTTL and RequestsPerSender are Send's request memory.
 	RequestTTL        time.Duration
 	RequestsPerSender int
@@ -45,7 +47,7 @@ func ResolveOptions(opts ...Option) Settings {
 	}
 	return Settings{
 		MaxOutbox: o.maxOutbox, MaxInbox: o.maxInbox, MaxDeadLetters: max(o.maxDeadLetters, 1),
-		SubscriberBuffer: max(o.subscriberBuffer, 1), RequestTTL: o.requestTTL,
+		SubscriberBuffer: max(o.subscriberBuffer, 1), SubscriberBufferBytes: o.subscriberBufferBytes, RequestTTL: o.requestTTL,
 		RequestsPerSender: max(o.requestsPerSender, 1), ByteBudget: o.byteBudget,
 		MaxSubscriptions: o.maxSubscriptions, Background: o.background, Now: o.now, OnPanic: o.onPanic,
 		OnCollectFailure: o.onCollectFailure,

@@ -21,6 +21,13 @@ type Subscription struct {
 	// leases from the inboxes), so a full buffer drops the event instead of ending the
 	// subscription: a wake-up is pending already (WakeOnly).
 	wakeOnly bool
+	// maxBytes bounds the bytes (messageBytes) buffered in events; held and sizes, touched only
+	// by the one goroutine that offers, account for them: sizes[head:] are the messages offered
+	// that the reader may not have taken yet, oldest first, held their sum.
+	maxBytes int64
+	held     int64
+	sizes    []int64
+	head     int
 }
 
 // SubscribeOption configures a subscription (Subscribe, NewSubscription).
@@ -78,7 +85,7 @@ func (x *Exchange) Subscribe(owner uuid.UUID, sender *uuid.UUID, opts ...Subscri
 			x.subs.Add(-1)
 		}
 	}()
-	s := NewSubscription(sender, x.opts.subscriberBuffer, opts...)
+	s := NewSubscription(sender, x.opts.subscriberBuffer, x.opts.subscriberBufferBytes, opts...)
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -120,11 +127,15 @@ func (f *flow) publish(sender uuid.UUID, m *envelope.Message) {
 	}
 }
 
-// NewSubscription returns a live subscription with room for buffer pending messages (at least 1),
-// matching only sender's inbox when sender is not nil. Database engines build their subscriptions
-// with it and feed them with Offer, and so do the memory engine's Subscribe and publish.
-func NewSubscription(sender *uuid.UUID, buffer int, opts ...SubscribeOption) *Subscription {
-	s := &Subscription{events: make(chan *envelope.Message, max(buffer, 1)), done: make(chan struct{})}
+// NewSubscription returns a live subscription with room for buffer pending messages (at least 1)
+// of at most bufferBytes bytes together (<= 0: DefaultSubscriberBufferBytes), matching only
+// sender's inbox when sender is not nil. Database engines build their subscriptions with it and
+// feed them with Offer, and so do the memory engine's Subscribe and publish.
+func NewSubscription(sender *uuid.UUID, buffer int, bufferBytes int64, opts ...SubscribeOption) *Subscription {
+	if bufferBytes <= 0 {
+		bufferBytes = DefaultSubscriberBufferBytes
+	}
+	s := &Subscription{events: make(chan *envelope.Message, max(buffer, 1)), done: make(chan struct{}), maxBytes: bufferBytes}
 	if sender != nil {
 		id := *sender
 		s.sender = &id
@@ -138,26 +149,53 @@ func NewSubscription(sender *uuid.UUID, buffer int, opts ...SubscribeOption) *Su
 // Matches reports whether a message landing in sender's inbox is for s.
 func (s *Subscription) Matches(sender uuid.UUID) bool { return s.sender == nil || *s.sender == sender }
 
-// Offer hands m to s without blocking; when s's buffer is full it ends s with
-// ErrSubscriberTooSlow and reports false (the publisher never waits for a subscriber), unless s
-// is WakeOnly: then m is dropped and Offer reports true, a wake-up being pending. Offering
-// to an ended subscription is a no-op that reports false. One goroutine at a time offers to a
-// subscription, so it sees the inbox's order.
+// Offer hands m to s without blocking; when s's buffer is full, in messages or in bytes, it ends
+// s with ErrSubscriberTooSlow and reports false (the publisher never waits for a subscriber),
+// unless s is WakeOnly: then m is dropped and Offer reports true, a wake-up being pending.
+// Offering to an ended subscription is a no-op that reports false. One goroutine at a time offers
+// to a subscription, so it sees the inbox's order.
+//
+// The bytes are messageBytes, the estimate the byte budget charges. A message offered to several
+// subscriptions is one message in memory (the memory engine's delivered message, the database
+// engines' decoded row): each counts it against its own bound, what its reader controls, so the
+// sum over subscriptions bounds the memory they pin from above. A message larger than the bound
+// on its own is still taken into an empty buffer: a reader that keeps up gets it live.
 func (s *Subscription) Offer(m *envelope.Message) bool {
 	select {
 	case <-s.done:
 		return false
 	default:
 	}
-	select {
-	case s.events <- m:
+	s.release()
+	n := messageBytes(m)
+	if len(s.events) < cap(s.events) && (s.held == 0 || s.held+n <= s.maxBytes) {
+		s.events <- m // never blocks: only this goroutine sends, and there is room
+		s.sizes = append(s.sizes, n)
+		s.held += n
 		return true
-	default:
-		if s.wakeOnly {
-			return true
-		}
-		s.end(ErrSubscriberTooSlow)
-		return false
+	}
+	if s.wakeOnly {
+		return true
+	}
+	s.end(ErrSubscriberTooSlow)
+	return false
+}
+
+// release stops counting the messages the reader has taken (the offering goroutine). Only it
+// sends into events and the reader takes from the front, so the first len(sizes[head:]) -
+// len(events) messages counted are the ones taken; one taken while this runs is released at the
+// next Offer, counted until then (the safe side).
+func (s *Subscription) release() {
+	for len(s.sizes)-s.head > len(s.events) {
+		s.held -= s.sizes[s.head]
+		s.head++
+	}
+	switch {
+	case s.head == len(s.sizes): // drained: reuse the slice from its start
+		s.sizes, s.head = s.sizes[:0], 0
+	case s.head > 64 && s.head > len(s.sizes)/2: // a reader that never drains: move the rest down
+		n := copy(s.sizes, s.sizes[s.head:])
+		s.sizes, s.head = s.sizes[:n], 0
 	}
 }
 

@@ -156,6 +156,7 @@ func TestSubscribeInboxEvictedWhenStalled(t *testing.T) {
 // TestSubscribeInboxSendTimeout: a client that stops reading while its buffer still has room is
 // ended by the bounded send timeout, with RESOURCE_EXHAUSTED, reason SUBSCRIBER_TOO_SLOW.
 func TestSubscribeInboxSendTimeout(t *testing.T) {
+	// Room in messages, and at the default bytes: only the send timeout can end it.
 	f := newExchangeFixture(t, []exchange.Option{exchange.WithSubscriberBuffer(1000)}, WithSendTimeout(50*time.Millisecond))
 	f.register(t, ownerA, ownerB)
 	ended := f.streamEnd()

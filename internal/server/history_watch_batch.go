@@ -49,7 +49,9 @@ const maxBatchTag = 1 + 5 // a frame is under 2 GiB: its length is a varint of a
 // start and half-way): a burst is sent instead of being held until it fills the buffer. Only a
 // whole buffer's worth within half the linger (256 commits in 1 ms at the default buffer, several
 // times what an engine commits to one branch) could still evict the watcher as too slow, as it
-// could evict one busy sending a frame.
+// could evict one busy sending a frame; or, since the buffer is bounded in bytes too
+// (--watch-buffer-bytes, 2 MiB), large commits past that within the linger (more than about 40 of
+// 50 KB in 2 ms), which the check does not look at: the watcher then resumes from its cursor.
 const batchLinger = 2 * time.Millisecond
 
 // sendLive sends the live commit c and, with batch_commits, the commits that follow within

@@ -100,6 +100,8 @@ func TestWatchBatchReplay(t *testing.T) {
 // watcher that asked (each commit still encoded once: the batch is spliced from the shared frames)
 // and never for one that did not; both streams keep the guarantees.
 func TestWatchBatchLive(t *testing.T) {
+	// 250 commits in a burst, at the default bounds: ordinary traffic is bound by the count, not the
+	// bytes (the review of the byte bound: a default of 128 KiB evicted these watchers).
 	f := newWatchFixture(t, nil)
 	b := f.create(t, nil)
 	ctx := testContext(t)

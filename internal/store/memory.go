@@ -59,8 +59,11 @@ type options struct {
 	requestTTL time.Duration
 	requestMax int
 	subBuffer  int
-	maxSubs    int
-	now        func() time.Time
+	// subBufferBytes is the default bound of a subscription's buffer in
+	// bytes (WithSubscriberBufferBytes).
+	subBufferBytes int64
+	maxSubs        int
+	now            func() time.Time
 }
 
 // WithMemoryBudget sets the bytes the store may hold (an estimate of its
@@ -89,6 +92,19 @@ func WithSubscriberBuffer(n int) Option {
 	return func(o *options) { o.subBuffer = max(n, 1) }
 }
 
+// WithSubscriberBufferBytes sets the default bytes of commits (by the heap
+// estimate) a subscription buffers before it is ended as too slow (default
+// DefaultSubscriberBufferBytes; n <= 0 means the default). A commit larger
+// than it is still taken when the buffer is empty.
+func WithSubscriberBufferBytes(n int64) Option {
+	return func(o *options) {
+		if n <= 0 {
+			n = DefaultSubscriberBufferBytes
+		}
+		o.subBufferBytes = n
+	}
+}
+
 // WithMaxSubscriptions sets how many subscriptions may be open at once
 // (from Subscribe until Close, whether or not they have ended); past it
 // Subscribe is ErrTooManySubscriptions. The default is
@@ -111,7 +127,9 @@ func NewMemory(opts ...Option) *Memory {
 		requestMax: DefaultRequestMax,
 		subBuffer:  DefaultSubscriberBuffer,
 		maxSubs:    DefaultMaxSubscriptions,
-		now:        time.Now,
+		// The default bytes go with the default count.
+		subBufferBytes: DefaultSubscriberBufferBytes,
+		now:            time.Now,
 	}
 	for _, opt := range opts {
 		opt(&o)

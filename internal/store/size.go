@@ -26,3 +26,23 @@ func messageSize(m *envelope.Message) int64 { return messageOverhead + m.HeapByt
 
 // valueSize estimates the heap bytes of a JSON value.
 func valueSize(v jsonv.Value) int64 { return envelope.ValueHeapBytes(v) }
+
+// commitBytes estimates the heap bytes a commit holds while a subscriber
+// buffers it: each event, and each message it carries (a MESSAGE_ADDED's
+// one, a BRANCH_CREATED's initial messages), as the memory budget counts a
+// stored message. It bounds the subscribers' buffers in bytes (Feed.Publish).
+func commitBytes(c Commit) int64 {
+	var n int64
+	for i := range c {
+		ev := &c[i]
+		n += eventOverhead
+		if ev.Message != nil {
+			n += messageSize(ev.Message)
+		}
+		for _, m := range ev.Messages {
+			n += messageSize(m)
+		}
+		n += int64(16 * len(ev.Progression))
+	}
+	return n
+}

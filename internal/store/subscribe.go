@@ -16,6 +16,21 @@ import (
 // a reader further behind than that resumes from its cursor.
 const DefaultSubscriberBuffer = 256
 
+// DefaultSubscriberBufferBytes is how many bytes of commits, by the heap
+// estimate of commitBytes, a subscription buffers by default before it is
+// ended as too slow. The count alone let a watcher that never reads pin
+// DefaultSubscriberBuffer commits of up to 4 MiB each, about 1 GiB per
+// stream. 2 MiB is the count's 256 commits of messages up to about 8 KB
+// (a 1 KB instruction is about 1.8 KB by the estimate), so the count still
+// binds first for ordinary traffic and a watcher that keeps up through a
+// burst is not evicted by the bytes: a first version at 128 KiB (about 71
+// such commits) evicted keeping-up watchers in ordinary bursts (its review).
+// DefaultMaxSubscriptions of them hold at most 2 GiB: a small container
+// lowers the stream cap or this (README.md, "Memory per stream"). A commit
+// larger than the bound is still taken into an empty buffer, so a reader
+// that keeps up gets large commits live.
+const DefaultSubscriberBufferBytes = 2 << 20
+
 // DefaultMaxSubscriptions is how many subscriptions a store holds open at
 // once by default. Behind a WatchBranch stream each costs the server about
 // 20–30 KiB while idle (its buffer, two goroutines, the HTTP/2 stream;
@@ -49,6 +64,9 @@ type SubscribeInput struct {
 	// Buffer is the number of commits buffered before the subscription is
 	// ended as too slow; 0 means the store's default.
 	Buffer int
+	// BufferBytes is the bytes of commits (commitBytes) buffered before the
+	// subscription is ended as too slow; 0 means the store's default.
+	BufferBytes int64
 }
 
 // kindSet is a set of event kinds, one bit per kind.
@@ -131,6 +149,14 @@ type Subscription struct {
 	kinds kindSet
 	limit int         // buffered commits beyond which the subscriber is too slow
 	ch    chan Commit // cap limit+1: the last slot is kept for BRANCH_DELETED
+	// maxBytes bounds the bytes buffered in ch; held and sizes (under the
+	// feed's write lock, publish's side only) account for them: sizes[head:]
+	// are the commits pushed that the reader may not have taken yet, oldest
+	// first, held their sum (buffered).
+	maxBytes int64
+	held     int64
+	sizes    []int64
+	head     int
 
 	// Written under the feed's lock (the write lock, except where said).
 	reason error // why ch was closed
@@ -164,16 +190,18 @@ func (m *Memory) Subscribe(_ context.Context, branchID uuid.UUID, in SubscribeIn
 	}
 	defer b.mu.Unlock()
 	return b.feed.Subscribe(b.id, b.incarnation, in, SubscriptionLimits{
-		Buffer: m.opts.subBuffer, Max: m.opts.maxSubs, Open: &m.subsOpen,
+		Buffer: m.opts.subBuffer, BufferBytes: m.opts.subBufferBytes, Max: m.opts.maxSubs, Open: &m.subsOpen,
 	})
 }
 
 // SubscriptionLimits are a store's bounds on subscriptions: the default
-// buffer, the limit of open ones (0: none) and the store's count of them.
+// buffer in commits and in bytes (0: DefaultSubscriberBufferBytes), the
+// limit of open ones (0: none) and the store's count of them.
 type SubscriptionLimits struct {
-	Buffer int
-	Max    int
-	Open   *atomic.Int64
+	Buffer      int
+	BufferBytes int64
+	Max         int
+	Open        *atomic.Int64
 }
 
 // Feed is the live side of one branch's subscriptions, which every engine
@@ -290,6 +318,13 @@ func (f *Feed) Subscribe(id, incarnation uuid.UUID, in SubscribeInput, lim Subsc
 		s.limit = lim.Buffer
 	}
 	s.ch = make(chan Commit, s.limit+1)
+	s.maxBytes = in.BufferBytes
+	if s.maxBytes <= 0 {
+		s.maxBytes = lim.BufferBytes
+	}
+	if s.maxBytes <= 0 {
+		s.maxBytes = DefaultSubscriberBufferBytes
+	}
 	f.subs[s] = struct{}{}
 	return s, nil
 }
@@ -582,16 +617,24 @@ func (f *Feed) EndAll(reason error) {
 }
 
 // Publish offers a commit to every subscriber without blocking; one whose
-// buffer is full is ended as too slow (feed lock held for writing; the
-// commit is in the log). BRANCH_DELETED
+// buffer is full, in commits or in bytes (buffered), is ended as too slow
+// (feed lock held for writing; the commit is in the log). BRANCH_DELETED
 // goes into the slot every buffer keeps for it, so each subscriber still
 // open gets it as its last commit, and then ends with ErrBranchDeleted.
 // A subscriber catching up copies the commit from the log itself: it is
 // ended as too slow if the log has evicted an event it has not copied, and
 // at the delete it keeps the log as it is, to read through BRANCH_DELETED.
+//
+// Every subscriber that takes the whole commit shares it (the same slice,
+// the same messages): its bytes are estimated once here, and each
+// subscriber counts them against its own bound, although the process holds
+// them once. The bound is on what one subscriber pins, which is what its
+// reader controls; the sum over subscribers is then an upper bound of the
+// memory the buffers hold, exact when each watches another branch.
 func (f *Feed) Publish(c Commit) {
 	last := c[len(c)-1].CommitLast
 	final := c[0].Kind == EventBranchDeleted
+	size := int64(-1) // c's commitBytes, once a subscriber takes it whole
 	for s := range f.subs {
 		if s.catching {
 			switch {
@@ -604,18 +647,67 @@ func (f *Feed) Publish(c Commit) {
 			continue
 		}
 		fc := s.kinds.filter(c)
-		switch {
-		case fc == nil:
+		if fc == nil {
 			s.pushed = last // nothing for it: passed over
 			continue
-		case !final && len(s.ch) >= s.limit:
+		}
+		n := size
+		switch {
+		case len(fc) < len(c): // filtered: a commit of its own
+			n = commitBytes(fc)
+		case size < 0:
+			size = commitBytes(c)
+			n = size
+		}
+		if !final && !s.fits(n) {
 			f.endSub(s, ErrSubscriberTooSlow)
 			continue
 		}
 		s.ch <- fc // never blocks: len(s.ch) < cap(s.ch), and only the lock holder sends
+		s.hold(n)
 		s.pushed = last
 		if final {
 			f.endSub(s, ErrBranchDeleted)
 		}
+	}
+}
+
+// fits reports whether a commit of n bytes may join s's buffer (feed lock
+// held for writing): fewer than limit commits are buffered, and the bytes
+// buffered with it are at most maxBytes, or nothing is buffered. A commit
+// larger than the bound on its own is taken into an empty buffer: a reader
+// that keeps up must get every commit live, whatever its size, and one
+// commit is what the frame being sent holds anyway.
+func (s *Subscription) fits(n int64) bool {
+	s.release()
+	if len(s.ch) >= s.limit {
+		return false
+	}
+	return s.held == 0 || s.held+n <= s.maxBytes
+}
+
+// hold counts a commit of n bytes just pushed into s's buffer (feed lock
+// held for writing).
+func (s *Subscription) hold(n int64) {
+	s.sizes = append(s.sizes, n)
+	s.held += n
+}
+
+// release stops counting the commits the reader has taken from the buffer
+// (feed lock held for writing). Only the lock holder sends into ch and the
+// reader takes from its front, so the first len(sizes[head:]) - len(ch)
+// commits counted are the ones taken; a commit taken while this runs is
+// released at the next publish, counted until then (the safe side).
+func (s *Subscription) release() {
+	for len(s.sizes)-s.head > len(s.ch) {
+		s.held -= s.sizes[s.head]
+		s.head++
+	}
+	switch {
+	case s.head == len(s.sizes): // drained: reuse the slice from its start
+		s.sizes, s.head = s.sizes[:0], 0
+	case s.head > 64 && s.head > len(s.sizes)/2: // a reader that never drains: move the rest down
+		n := copy(s.sizes, s.sizes[s.head:])
+		s.sizes, s.head = s.sizes[:n], 0
 	}
 }

@@ -49,7 +49,8 @@ func lazyReplayStress(t *testing.T, seed int64, retention int, earlyDelete bool)
 		t.Fatal(err)
 	}
 	b := res.Branch.ID
-	ref, err := m.Subscribe(ctx, b, SubscribeInput{Buffer: 1 << 16})
+	// The ground truth: room for every commit, in commits and in bytes, so it is never too slow.
+	ref, err := m.Subscribe(ctx, b, SubscribeInput{Buffer: 1 << 16, BufferBytes: 1 << 40})
 	if err != nil {
 		t.Fatal(err)
 	}

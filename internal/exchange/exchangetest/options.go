@@ -23,6 +23,9 @@ func (o Options) ExchangeOptions() []exchange.Option {
 	if o.SubscriberBuffer > 0 {
 		opts = append(opts, exchange.WithSubscriberBuffer(o.SubscriberBuffer))
 	}
+	if o.SubscriberBufferBytes > 0 {
+		opts = append(opts, exchange.WithSubscriberBufferBytes(o.SubscriberBufferBytes))
+	}
 	if o.RequestTTL > 0 || o.RequestCount > 0 {
 		ttl, n := o.RequestTTL, o.RequestCount
 		if ttl <= 0 {

@@ -24,8 +24,10 @@ type Options struct {
 	// MaxDeadLetters bounds one owner's dead letters (exchange.WithMaxDeadLetters); always >= 1
 	// when set.
 	MaxDeadLetters int
-	// SubscriberBuffer is a subscription's buffer (exchange.WithSubscriberBuffer).
-	SubscriberBuffer int
+	// SubscriberBuffer is a subscription's buffer (exchange.WithSubscriberBuffer), and
+	// SubscriberBufferBytes its bound in bytes (exchange.WithSubscriberBufferBytes).
+	SubscriberBuffer      int
+	SubscriberBufferBytes int64
 	// MaxSubscriptions bounds the live subscriptions (exchange.WithMaxSubscriptions); NoBound for
 	// none.
 	MaxSubscriptions int
@@ -98,6 +100,7 @@ func cases() []testCase {
 		{"SendRefusesNUL", testSendRefusesNUL},
 		{"SubscribeLive", testSubscribeLive},
 		{"SubscribeEvictsSlowSubscriber", testSubscribeEvictsSlow},
+		{"SubscribeEvictsSlowSubscriberBytes", testSubscribeEvictsSlowBytes},
 		{"SubscribeEndsOnUnregister", testSubscribeEndsOnUnregister},
 		{"Unsubscribe", testUnsubscribe},
 		{"SubscribeLimit", testSubscribeLimit},

@@ -211,9 +211,10 @@ func (ss *subscribers) dispatch(ctx context.Context, owner uuid.UUID) error {
 					if s.reg == reg && row.seq > s.last {
 						s.last = row.seq
 						if s.s.Matches(row.sender) {
-							// A full buffer ends it (ErrSubscriberTooSlow), unless it is
-							// WakeOnly: then the row is dropped, s.last still moves past it, and
-							// nothing below ends it for falling behind.
+							// A full buffer, in messages or bytes, ends it
+							// (ErrSubscriberTooSlow), unless it is WakeOnly: then the row is
+							// dropped, s.last still moves past it, and nothing below ends it for
+							// falling behind. Every subscription gets the same decoded message.
 							s.s.Offer(row.m)
 						}
 					}
@@ -284,7 +285,7 @@ func (e *Engine) Subscribe(ctx context.Context, owner uuid.UUID, sender *uuid.UU
 		ss.open.Add(-1)
 		return nil, nil, &exchange.TooManySubscriptionsError{Open: int(n - 1), Limit: e.set.MaxSubscriptions}
 	}
-	s := &sub{s: exchange.NewSubscription(sender, e.set.SubscriberBuffer, opts...), reg: reg, last: next}
+	s := &sub{s: exchange.NewSubscription(sender, e.set.SubscriberBuffer, e.set.SubscriberBufferBytes, opts...), reg: reg, last: next}
 	ss.mu.Lock()
 	if ss.ended {
 		ss.mu.Unlock()

@@ -43,13 +43,15 @@ type Config struct {
 	// again each time the Store connects (a server unreachable at start).
 	OnMigrationLockWait func(LockHolder)
 	// EventRetention, RequestTTL, RequestMax, SubscriberBuffer,
-	// MaxSubscriptions and Clock mean what sqlite.StoreConfig's do.
-	EventRetention   int
-	RequestTTL       time.Duration
-	RequestMax       int
-	SubscriberBuffer int
-	MaxSubscriptions int
-	Clock            func() time.Time
+	// SubscriberBufferBytes, MaxSubscriptions and Clock mean what
+	// sqlite.StoreConfig's do.
+	EventRetention        int
+	RequestTTL            time.Duration
+	RequestMax            int
+	SubscriberBuffer      int
+	SubscriberBufferBytes int64
+	MaxSubscriptions      int
+	Clock                 func() time.Time
 	// SweepInterval is how often the lost-wake-up sweep runs while the
 	// Store has watched branches (0: DefaultSweepInterval).
 	SweepInterval time.Duration
@@ -143,6 +145,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.SubscriberBuffer <= 0 {
 		cfg.SubscriberBuffer = store.DefaultSubscriberBuffer
+	}
+	if cfg.SubscriberBufferBytes <= 0 {
+		cfg.SubscriberBufferBytes = store.DefaultSubscriberBufferBytes
 	}
 	switch {
 	case cfg.MaxSubscriptions == 0:

@@ -28,11 +28,13 @@ type StoreConfig struct {
 	// store.DefaultRequest* values).
 	RequestTTL time.Duration
 	RequestMax int
-	// SubscriberBuffer is the default subscription buffer in commits, and
-	// MaxSubscriptions the limit of open subscriptions (0: store defaults;
-	// MaxSubscriptions < 0: no limit).
-	SubscriberBuffer int
-	MaxSubscriptions int
+	// SubscriberBuffer is the default subscription buffer in commits,
+	// SubscriberBufferBytes in bytes of commits, and MaxSubscriptions the
+	// limit of open subscriptions (0: store defaults; MaxSubscriptions < 0:
+	// no limit).
+	SubscriberBuffer      int
+	SubscriberBufferBytes int64
+	MaxSubscriptions      int
 	// Clock is the idempotency window's clock (nil: time.Now).
 	Clock func() time.Time
 	// ProbeInterval is how often an unusable database is probed (0:
@@ -121,6 +123,9 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	}
 	if cfg.SubscriberBuffer <= 0 {
 		cfg.SubscriberBuffer = store.DefaultSubscriberBuffer
+	}
+	if cfg.SubscriberBufferBytes <= 0 {
+		cfg.SubscriberBufferBytes = store.DefaultSubscriberBufferBytes
 	}
 	switch {
 	case cfg.MaxSubscriptions == 0:

@@ -16,7 +16,7 @@ import (
 func (s *Store) Subscribe(ctx context.Context, id uuid.UUID, in store.SubscribeInput) (sub *store.Subscription, err error) {
 	err = s.withHandle(ctx, id, func(h *handle) error {
 		sub, err = h.feed.Subscribe(h.id, h.incarnation, in, store.SubscriptionLimits{
-			Buffer: s.cfg.SubscriberBuffer, Max: s.cfg.MaxSubscriptions, Open: &s.subsOpen,
+			Buffer: s.cfg.SubscriberBuffer, BufferBytes: s.cfg.SubscriberBufferBytes, Max: s.cfg.MaxSubscriptions, Open: &s.subsOpen,
 		})
 		return err
 	})

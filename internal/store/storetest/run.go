@@ -96,6 +96,7 @@ func RunFor(t *testing.T, newStore Factory, caps Capabilities) {
 		{"Subscribe", testSubscribe},
 		{"SubscribeErrors", testSubscribeErrors},
 		{"SubscriberTooSlow", testSubscriberTooSlow},
+		{"SubscriberTooSlowBytes", testSubscriberTooSlowBytes},
 		{"SubscribeStart", testSubscribeStart},
 		{"SubscribeKinds", testSubscribeKinds},
 		{"SubscribeCaughtUp", testSubscribeCaughtUp},

@@ -38,7 +38,9 @@ func testSubscribe(t *testing.T, newStore Factory) {
 		t.Fatal(err)
 	}
 	// Sequences: 1 created, 2 request, 3-4 the response commit.
-	s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(0))})
+	// The live part below reads one subscription while the other buffers all n commits: room for
+	// them in bytes as well as in commits.
+	s, err := st.Subscribe(ctx(t), b, store.SubscribeInput{After: ptr(uint64(0)), BufferBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func testSubscribe(t *testing.T, newStore Factory) {
 	if c := next(t, mid); len(c) != 1 || c[0].Sequence != 4 {
 		t.Fatalf("resuming mid-commit gave %+v, want the rest of the commit (4)", c)
 	}
-	fromNow, err := st.Subscribe(ctx(t), b, store.SubscribeInput{})
+	fromNow, err := st.Subscribe(ctx(t), b, store.SubscribeInput{BufferBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
