@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/historyd/historyd/internal/bufbytes"
 	"github.com/historyd/historyd/internal/envelope"
 )
 
@@ -21,13 +22,10 @@ type Subscription struct {
 	// leases from the inboxes), so a full buffer drops the event instead of ending the
 	// subscription: a wake-up is pending already (WakeOnly).
 	wakeOnly bool
-	// maxBytes bounds the bytes (messageBytes) buffered in events; held and sizes, touched only
-	// by the one goroutine that offers, account for them: sizes[head:] are the messages offered
-	// that the reader may not have taken yet, oldest first, held their sum.
+	// maxBytes bounds the bytes (messageBytes) buffered in events; held, touched only by the one
+	// goroutine that offers, counts them.
 	maxBytes int64
-	held     int64
-	sizes    []int64
-	head     int
+	held     bufbytes.Held
 }
 
 // SubscribeOption configures a subscription (Subscribe, NewSubscription).
@@ -166,12 +164,11 @@ func (s *Subscription) Offer(m *envelope.Message) bool {
 		return false
 	default:
 	}
-	s.release()
+	s.held.Release(len(s.events))
 	n := messageBytes(m)
-	if len(s.events) < cap(s.events) && (s.held == 0 || s.held+n <= s.maxBytes) {
+	if len(s.events) < cap(s.events) && s.held.Fits(n, s.maxBytes) {
 		s.events <- m // never blocks: only this goroutine sends, and there is room
-		s.sizes = append(s.sizes, n)
-		s.held += n
+		s.held.Add(n)
 		return true
 	}
 	if s.wakeOnly {
@@ -179,24 +176,6 @@ func (s *Subscription) Offer(m *envelope.Message) bool {
 	}
 	s.end(ErrSubscriberTooSlow)
 	return false
-}
-
-// release stops counting the messages the reader has taken (the offering goroutine). Only it
-// sends into events and the reader takes from the front, so the first len(sizes[head:]) -
-// len(events) messages counted are the ones taken; one taken while this runs is released at the
-// next Offer, counted until then (the safe side).
-func (s *Subscription) release() {
-	for len(s.sizes)-s.head > len(s.events) {
-		s.held -= s.sizes[s.head]
-		s.head++
-	}
-	switch {
-	case s.head == len(s.sizes): // drained: reuse the slice from its start
-		s.sizes, s.head = s.sizes[:0], 0
-	case s.head > 64 && s.head > len(s.sizes)/2: // a reader that never drains: move the rest down
-		n := copy(s.sizes, s.sizes[s.head:])
-		s.sizes, s.head = s.sizes[:n], 0
-	}
 }
 
 // End ends s with err (nil for an unsubscribe), once; later calls do nothing.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/historyd/historyd/internal/bufbytes"
 	"github.com/historyd/historyd/internal/envelope"
 )
 
@@ -149,14 +150,10 @@ type Subscription struct {
 	kinds kindSet
 	limit int         // buffered commits beyond which the subscriber is too slow
 	ch    chan Commit // cap limit+1: the last slot is kept for BRANCH_DELETED
-	// maxBytes bounds the bytes buffered in ch; held and sizes (under the
-	// feed's write lock, publish's side only) account for them: sizes[head:]
-	// are the commits pushed that the reader may not have taken yet, oldest
-	// first, held their sum (buffered).
+	// maxBytes bounds the bytes buffered in ch; held (under the feed's write
+	// lock, publish's side only) counts them.
 	maxBytes int64
-	held     int64
-	sizes    []int64
-	head     int
+	held     bufbytes.Held
 
 	// Written under the feed's lock (the write lock, except where said).
 	reason error // why ch was closed
@@ -664,7 +661,7 @@ func (f *Feed) Publish(c Commit) {
 			continue
 		}
 		s.ch <- fc // never blocks: len(s.ch) < cap(s.ch), and only the lock holder sends
-		s.hold(n)
+		s.held.Add(n)
 		s.pushed = last
 		if final {
 			f.endSub(s, ErrBranchDeleted)
@@ -679,35 +676,9 @@ func (f *Feed) Publish(c Commit) {
 // that keeps up must get every commit live, whatever its size, and one
 // commit is what the frame being sent holds anyway.
 func (s *Subscription) fits(n int64) bool {
-	s.release()
+	s.held.Release(len(s.ch))
 	if len(s.ch) >= s.limit {
 		return false
 	}
-	return s.held == 0 || s.held+n <= s.maxBytes
-}
-
-// hold counts a commit of n bytes just pushed into s's buffer (feed lock
-// held for writing).
-func (s *Subscription) hold(n int64) {
-	s.sizes = append(s.sizes, n)
-	s.held += n
-}
-
-// release stops counting the commits the reader has taken from the buffer
-// (feed lock held for writing). Only the lock holder sends into ch and the
-// reader takes from its front, so the first len(sizes[head:]) - len(ch)
-// commits counted are the ones taken; a commit taken while this runs is
-// released at the next publish, counted until then (the safe side).
-func (s *Subscription) release() {
-	for len(s.sizes)-s.head > len(s.ch) {
-		s.held -= s.sizes[s.head]
-		s.head++
-	}
-	switch {
-	case s.head == len(s.sizes): // drained: reuse the slice from its start
-		s.sizes, s.head = s.sizes[:0], 0
-	case s.head > 64 && s.head > len(s.sizes)/2: // a reader that never drains: move the rest down
-		n := copy(s.sizes, s.sizes[s.head:])
-		s.sizes, s.head = s.sizes[:n], 0
-	}
+	return s.held.Fits(n, s.maxBytes)
 }
