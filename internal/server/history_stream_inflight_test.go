@@ -19,9 +19,16 @@ import (
 // per bytes, an in-flight budget of budget bytes and an import limit of 4 MiB.
 func newInflightHistoryFixture(t *testing.T, per int, budget int64) *historyFixture {
 	t.Helper()
-	st := store.NewMemory()
 	l := DefaultLimits()
 	l.MaxRecvMsgSize, l.MaxInflightBytes = per, budget
+	return newLimitedHistoryFixture(t, l)
+}
+
+// newLimitedHistoryFixture is a history fixture served behind the tap with limits l and an import
+// limit of 4 MiB.
+func newLimitedHistoryFixture(t *testing.T, l Limits) *historyFixture {
+	t.Helper()
+	st := store.NewMemory()
 	ts := newTestServer(t, func(gs *grpc.Server) {
 		hs := NewHistoryServer(st, zap.NewNop())
 		hs.setBounds(DefaultMaxResponseBytes, DefaultMaxRenderedBytes, 4<<20)

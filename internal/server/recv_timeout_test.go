@@ -8,29 +8,21 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	historyv1 "github.com/historyd/historyd/gen/historyd/v1"
-	"github.com/historyd/historyd/internal/store"
 )
 
 // newTimedHistoryFixture is newInflightHistoryFixture with the waits on the client bounded by
 // short timeouts, so that tests see them fire without waiting for the defaults.
 func newTimedHistoryFixture(t *testing.T, per int, budget int64, body, idle time.Duration) *historyFixture {
 	t.Helper()
-	st := store.NewMemory()
 	l := DefaultLimits()
 	l.MaxRecvMsgSize, l.MaxInflightBytes = per, budget
 	l.RequestBodyTimeout, l.StreamIdleTimeout = body, idle
-	ts := newTestServer(t, func(gs *grpc.Server) {
-		hs := NewHistoryServer(st, zap.NewNop())
-		hs.setBounds(DefaultMaxResponseBytes, DefaultMaxRenderedBytes, 4<<20)
-		historyv1.RegisterHistoryServiceServer(gs, hs)
-	}, WithLimits(l))
-	return &historyFixture{st: st, c: historyv1.NewHistoryServiceClient(ts.conn), ts: ts}
+	return newLimitedHistoryFixture(t, l)
 }
 
 // wantDeadline checks that err is DEADLINE_EXCEEDED whose message contains want.
