@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -77,6 +78,20 @@ type reservation struct {
 	mu   sync.Mutex
 	n    int64 // bytes held
 	done bool  // released
+	// timer, when set, is the call's wait on its client (recv_timeout.go), stopped at the release:
+	// the call is over, whatever the way, and the release already runs then.
+	timer *time.Timer
+}
+
+// stopOnRelease has the release stop t (at once, if the reservation is released already).
+func (r *reservation) stopOnRelease(t *time.Timer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		t.Stop()
+		return
+	}
+	r.timer = t
 }
 
 // release gives the reservation back; only the first call does anything.
@@ -88,6 +103,9 @@ func (r *reservation) release() {
 	}
 	r.done = true
 	r.b.give(r.n)
+	if r.timer != nil {
+		r.timer.Stop()
+	}
 }
 
 // grow takes delta more bytes for the call, or refuses with the budget's RESOURCE_EXHAUSTED status

@@ -68,15 +68,14 @@ var errRecvTimeout = errors.New("the client did not send its request message in 
 // chain runs) and, for a stream, arms it again around each later Recv.
 type recvWatch struct {
 	body, idle time.Duration
-	timer      *time.Timer
-	stopAfter  func() bool             // the context.AfterFunc that stops timer when the call ends
+	timer      *time.Timer             // stopped by the call's reservation when the call ends (stopOnRelease)
 	cancel     context.CancelCauseFunc // the call's context, which the transport waits on
 	idling     atomic.Bool             // the wait timed now is a later message's, not the body's
 	// state arbitrates between the timer and a message read at the same moment: armed while a
 	// wait is timed, then whichever of expire (fired) and the read (done) moves it first wins. A
 	// message whose read lost is not handed to the handler: its client was told the call ended.
+	// Fired is for good: Err reads DEADLINE_EXCEEDED from then on.
 	state atomic.Int32
-	fired atomic.Bool // expire won: Err reads DEADLINE_EXCEEDED
 	// start and deadline (nanoseconds since start, monotonic) tell expire whether it is the
 	// timer of the wait armed now: a timer that fired cannot be called back by Stop or Reset, so
 	// the run it started may reach its compare-and-swap after a read won and the next wait was
@@ -90,20 +89,21 @@ type recvWatch struct {
 }
 
 // withRecvWatch returns ctx ending DEADLINE_EXCEEDED when the body has not arrived within body, and
-// the watch that times it. The timer stops when ctx ends, whatever the way.
+// the watch that times it (recvWatchFrom). A call's reservation stops the timer when the call
+// ends, whatever the way (stopOnRelease): the tap gives every call that reserves a watch.
 func withRecvWatch(ctx context.Context, body, idle time.Duration) context.Context {
 	inner, cancel := context.WithCancelCause(ctx)
 	w := &recvWatch{body: body, idle: idle, cancel: cancel, start: time.Now()}
 	w.deadline.Store(int64(body))
 	w.state.Store(watchArmed)
 	w.timer = time.AfterFunc(body, w.expire)
-	w.stopAfter = context.AfterFunc(inner, func() { w.timer.Stop() })
-	return &recvContext{Context: context.WithValue(inner, recvWatchKey{}, w), w: w}
+	return &recvContext{Context: inner, w: w}
 }
 
 type recvWatchKey struct{}
 
 // recvWatchFrom is the call's watch, or nil (a server-streaming call, a health call, no tap).
+// recvContext answers it.
 func recvWatchFrom(ctx context.Context) *recvWatch {
 	w, _ := ctx.Value(recvWatchKey{}).(*recvWatch)
 	return w
@@ -127,7 +127,6 @@ func (w *recvWatch) expire() {
 	if !w.state.CompareAndSwap(watchArmed, watchFired) {
 		return // the message was read just now
 	}
-	w.fired.Store(true)
 	st := w.status()
 	if end := w.end.Load(); end != nil {
 		_ = (*end)(st) // fails only for a stream already over
@@ -163,17 +162,14 @@ func (w *recvWatch) status() *status.Status {
 }
 
 // bodyRead stops the body's clock: the first message has been read. False when the timer ended the
-// call first. Every later wait is timed by arm and read, which stop the timer themselves, so the
-// AfterFunc that would stop it at the call's end (one goroutine, every call) is not needed.
-func (w *recvWatch) bodyRead() bool {
-	w.stopAfter()
-	return w.read()
-}
+// call first.
+func (w *recvWatch) bodyRead() bool { return w.read() }
 
 // recvContext is the call's context as the transport sees it: once the watch fired, Err is
 // context.DeadlineExceeded, so that grpc-go, which turns its stream context's error into the
 // call's status, answers DEADLINE_EXCEEDED where no status of ours was written first (a unary call,
-// whose body is read before any of our code runs but the tap). Done, Value and the cause are the
+// whose body is read before any of our code runs but the tap). It also carries the watch
+// (recvWatchFrom), with no context of its own for it. Done, the other values and the cause are the
 // inner context's: contexts derived from it attach to that one directly, with no goroutine.
 type recvContext struct {
 	context.Context
@@ -183,10 +179,18 @@ type recvContext struct {
 // Err is context.DeadlineExceeded once the watch ended the call, else the inner context's.
 func (c *recvContext) Err() error {
 	err := c.Context.Err()
-	if err != nil && c.w.fired.Load() {
+	if err != nil && c.w.state.Load() == watchFired {
 		return context.DeadlineExceeded
 	}
 	return err
+}
+
+// Value is the watch for recvWatchKey, else the inner context's value.
+func (c *recvContext) Value(key any) any {
+	if key == (recvWatchKey{}) {
+		return c.w
+	}
+	return c.Context.Value(key)
 }
 
 // timedStream is a stream with a watch as its handler sees it: the first Recv ends the body's

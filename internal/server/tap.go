@@ -86,9 +86,10 @@ func (c *callTap) handle(ctx context.Context, info *tap.Info) (context.Context, 
 	}
 	ctx = withBudget(ctx, c.budget) // handlers that hold more than their request reserve it from here
 	kind := c.kind(info.FullMethodName)
+	var r *reservation
 	if !kind.serverStream {
-		r, err := c.budget.reserve()
-		if err != nil {
+		var err error
+		if r, err = c.budget.reserve(); err != nil {
 			c.metrics.refusedBeforeRead("inflight_budget")
 			return ctx, err
 		}
@@ -107,6 +108,7 @@ func (c *callTap) handle(ctx context.Context, info *tap.Info) (context.Context, 
 			idle = 0 // an Appender's stream waits for its next item for as long as it lives (recv_timeout.go)
 		}
 		ctx = withRecvWatch(ctx, c.bodyTimeout, idle)
+		r.stopOnRelease(recvWatchFrom(ctx).timer) // the release runs when the call ends: no timer outlives it
 	}
 	return ctx, nil
 }

@@ -7,13 +7,11 @@ import (
 	"github.com/historyd/historyd/internal/store"
 )
 
-// ForkThrough checks in (store.CheckFork) and a fork's source row against
-// it (its expected head, and the message it forks at, which get reads) and returns the position
-// of the last entry the fork copies.
+// ForkThrough checks a fork's source row against in (its expected head,
+// and the message it forks at, which get reads) and returns the position
+// of the last entry the fork copies. The engines check in itself
+// (store.CheckFork) before they read the source.
 func ForkThrough(src *Branch, in store.ForkInput, get func(id uuid.UUID) (*Message, bool, error)) (int64, error) {
-	if err := store.CheckFork(in); err != nil {
-		return 0, err
-	}
 	if in.ExpectedHead != nil && *in.ExpectedHead != src.Head {
 		return 0, &store.SequenceError{Err: store.ErrSequenceMismatch, BranchID: src.ID, Head: src.Head}
 	}
