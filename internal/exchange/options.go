@@ -73,19 +73,17 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		maxOutbox:        DefaultMaxOutbox,
-		maxInbox:         DefaultMaxInbox,
-		maxDeadLetters:   DefaultMaxDeadLetters,
-		subscriberBuffer: DefaultSubscriberBuffer,
-		// The default bytes go with the default count.
-		subscriberBufferBytes: DefaultSubscriberBufferBytes,
-		requestTTL:            DefaultRequestTTL,
-		requestsPerSender:     DefaultRequestsPerSender,
-		byteBudget:            DefaultByteBudget,
-		maxSubscriptions:      DefaultMaxSubscriptions,
-		now:                   time.Now,
-		maxAttempts:           DefaultMaxAttempts,
-		visibility:            DefaultVisibility,
+		maxOutbox:         DefaultMaxOutbox,
+		maxInbox:          DefaultMaxInbox,
+		maxDeadLetters:    DefaultMaxDeadLetters,
+		subscriberBuffer:  DefaultSubscriberBuffer,
+		requestTTL:        DefaultRequestTTL,
+		requestsPerSender: DefaultRequestsPerSender,
+		byteBudget:        DefaultByteBudget,
+		maxSubscriptions:  DefaultMaxSubscriptions,
+		now:               time.Now,
+		maxAttempts:       DefaultMaxAttempts,
+		visibility:        DefaultVisibility,
 	}
 }
 
@@ -113,12 +111,7 @@ func WithSubscriberBuffer(n int) Option { return func(o *options) { o.subscriber
 // than it is still taken when nothing is pending. The default is DefaultSubscriberBufferBytes;
 // n <= 0 means the default.
 func WithSubscriberBufferBytes(n int64) Option {
-	return func(o *options) {
-		if n <= 0 {
-			n = DefaultSubscriberBufferBytes
-		}
-		o.subscriberBufferBytes = n
-	}
+	return func(o *options) { o.subscriberBufferBytes = n } // n <= 0: NewSubscription takes the default
 }
 
 // WithRequestMemory sets how long and how many Send request ids are remembered per sender. The

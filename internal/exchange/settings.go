@@ -14,7 +14,7 @@ type Settings struct {
 	// MaxDeadLetters, at least 1).
 	MaxOutbox, MaxInbox, MaxDeadLetters int
 	// SubscriberBuffer is a subscription's buffer (at least 1), SubscriberBufferBytes its bound
-	// in bytes.
+	// in bytes (<= 0: NewSubscription's default).
 	SubscriberBuffer      int
 	SubscriberBufferBytes int64
 	// RequestTTL and RequestsPerSender are Send's request memory.

@@ -60,7 +60,7 @@ type options struct {
 	requestMax int
 	subBuffer  int
 	// subBufferBytes is the default bound of a subscription's buffer in
-	// bytes (WithSubscriberBufferBytes).
+	// bytes (WithSubscriberBufferBytes; 0: Subscribe's default).
 	subBufferBytes int64
 	maxSubs        int
 	now            func() time.Time
@@ -97,12 +97,7 @@ func WithSubscriberBuffer(n int) Option {
 // DefaultSubscriberBufferBytes; n <= 0 means the default). A commit larger
 // than it is still taken when the buffer is empty.
 func WithSubscriberBufferBytes(n int64) Option {
-	return func(o *options) {
-		if n <= 0 {
-			n = DefaultSubscriberBufferBytes
-		}
-		o.subBufferBytes = n
-	}
+	return func(o *options) { o.subBufferBytes = n } // n <= 0: Feed.Subscribe takes the default
 }
 
 // WithMaxSubscriptions sets how many subscriptions may be open at once
@@ -127,9 +122,7 @@ func NewMemory(opts ...Option) *Memory {
 		requestMax: DefaultRequestMax,
 		subBuffer:  DefaultSubscriberBuffer,
 		maxSubs:    DefaultMaxSubscriptions,
-		// The default bytes go with the default count.
-		subBufferBytes: DefaultSubscriberBufferBytes,
-		now:            time.Now,
+		now:        time.Now,
 	}
 	for _, opt := range opts {
 		opt(&o)

@@ -146,9 +146,6 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.SubscriberBuffer <= 0 {
 		cfg.SubscriberBuffer = store.DefaultSubscriberBuffer
 	}
-	if cfg.SubscriberBufferBytes <= 0 {
-		cfg.SubscriberBufferBytes = store.DefaultSubscriberBufferBytes
-	}
 	switch {
 	case cfg.MaxSubscriptions == 0:
 		cfg.MaxSubscriptions = store.DefaultMaxSubscriptions

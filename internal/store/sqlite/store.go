@@ -124,9 +124,6 @@ func OpenStore(ctx context.Context, cfg StoreConfig) (*Store, error) {
 	if cfg.SubscriberBuffer <= 0 {
 		cfg.SubscriberBuffer = store.DefaultSubscriberBuffer
 	}
-	if cfg.SubscriberBufferBytes <= 0 {
-		cfg.SubscriberBufferBytes = store.DefaultSubscriberBufferBytes
-	}
 	switch {
 	case cfg.MaxSubscriptions == 0:
 		cfg.MaxSubscriptions = store.DefaultMaxSubscriptions
